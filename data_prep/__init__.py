@@ -1,0 +1,1 @@
+"""Data preparation: text corpora -> pretraining TFRecords (see create_pretraining_data.py)."""
