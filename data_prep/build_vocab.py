@@ -231,7 +231,7 @@ def main(argv):
                         max_unique_chars=FLAGS.max_unique_chars,
                         max_token_length=FLAGS.max_token_length,
                         max_input_words=FLAGS.max_input_words)
-  except ValueError as e:  # includes corpus.CorpusError: bad flags or input, no trace needed.
+  except (ValueError, OSError) as e:  # bad flags or input (CorpusError too): no trace.
     sys.exit(f"build_vocab.py: error: {e}")
   write_vocab(vocab, FLAGS.vocab_file)
   stats = unknown_rate(counts, vocab)

@@ -80,7 +80,7 @@ def main(argv):
         tf.io.gfile.remove(tmp)
       raise
     tf.io.gfile.rename(tmp, FLAGS.output_file, overwrite=True)
-  except ValueError as e:  # bad flags, vocab or input: a message, not a trace.
+  except (ValueError, OSError) as e:  # bad flags, vocab or input: a message, not a trace.
     sys.exit(f"tokenize_text.py: error: {e}")
   print(f"wrote {FLAGS.output_file}: {stats['lines']} lines, {stats['wordpieces']} wordpieces, "
         f"[UNK] {100 * stats['unknown'] / max(1, stats['wordpieces']):.3f}%, "
