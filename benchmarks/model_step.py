@@ -1,0 +1,259 @@
+"""Forward and training-step throughput of our pretraining model against Model Garden (and
+Hugging Face PyTorch when installed), on random data of the pretraining shapes.
+
+  python benchmarks/model_step.py --threads=1 --presets=mini,small
+
+Prints one table: examples/s, tokens/s, achieved GFLOP/s and that as a fraction of the float32
+matmul peak measured at the same thread count in the same run. FLOPs count the matmuls only
+(2 per multiply-add): per layer 8SH^2 (Q, K, V, output) + 4SHI (FFN) + 4S^2H (attention),
+plus the pooler, the masked LM transform 2PH^2 and its vocabulary projection 2PHV; a training
+step counts 3x the forward pass.
+"""
+
+import os
+import sys
+import time
+
+from absl import app
+from absl import flags
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+flags.DEFINE_integer("threads", 1, "Intra-op threads (inter-op is 1).")
+flags.DEFINE_list("presets", ["mini", "small"], "BertConfig presets to measure.")
+flags.DEFINE_integer("batch_size", 32, "Examples per step.")
+flags.DEFINE_integer("seq_length", 128, "Tokens per example.")
+flags.DEFINE_integer("predictions", 20, "Masked positions per example.")
+flags.DEFINE_integer("rounds", 5, "Timed rounds (one step of each system per round, after two "
+                     "warm-up steps); the best round counts.")
+flags.DEFINE_list("systems", ["ours", "ours_xla", "model_garden", "hf_torch"],
+                  "What to measure; hf_torch is skipped when torch/transformers are missing.")
+flags.DEFINE_list("modes", ["forward", "train"], "forward and/or train.")
+FLAGS = flags.FLAGS
+
+
+def model_flops(config, seq, predictions):
+  """Matmul FLOPs of one example's forward pass (see the module docstring)."""
+  h, i, v = config.hidden_size, config.intermediate_size, config.vocab_size
+  per_layer = 8 * seq * h * h + 4 * seq * h * i + 4 * seq * seq * h
+  heads = 2 * h * h + 2 * predictions * h * h + 2 * predictions * h * v + 4 * h
+  return config.num_hidden_layers * per_layer + heads
+
+
+def matmul_peak_gflops(tf):
+  """Best float32 matmul rate (GFLOP/s) of 1024^3 products at the configured thread count."""
+  a = tf.random.normal((1024, 1024))
+  b = tf.random.normal((1024, 1024))
+  matmul = tf.function(lambda x, y: tf.matmul(x, y))
+  matmul(a, b).numpy()
+  best = 0.0
+  for _ in range(5):
+    start = time.perf_counter()
+    for _ in range(10):
+      c = matmul(a, b)
+    c.numpy()
+    best = max(best, 10 * 2 * 1024 ** 3 / (time.perf_counter() - start) / 1e9)
+  return best
+
+
+def random_batch(np, config, batch, seq, predictions, rng):
+  lengths = rng.integers(seq // 2, seq + 1, size=batch)
+  mask = (np.arange(seq)[None, :] < lengths[:, None]).astype(np.int32)
+  ids = rng.integers(1, config.vocab_size, size=(batch, seq)).astype(np.int32) * mask
+  types = (np.arange(seq)[None, :] >= (lengths // 2)[:, None]).astype(np.int32) * mask
+  positions = np.sort(rng.integers(1, seq // 2, size=(batch, predictions)), axis=1)
+  return dict(
+      input_ids=ids, input_mask=mask, segment_ids=types,
+      masked_lm_positions=positions.astype(np.int32),
+      masked_lm_ids=rng.integers(0, config.vocab_size, (batch, predictions)).astype(np.int32),
+      masked_lm_weights=np.ones((batch, predictions), np.float32),
+      next_sentence_labels=rng.integers(0, 2, (batch, 1)).astype(np.int32))
+
+
+def time_interleaved(steps_by_system, batch, rounds):
+  """Best seconds per step of each system, timing them in turn round after round.
+
+  Interleaving and taking the best round keep a busy shared machine from favouring whichever
+  system happened to run in a quiet moment.
+  """
+  for step in steps_by_system.values():  # warm-up: tracing, compilation, allocation
+    step(batch)
+    step(batch)
+  best = {name: float("inf") for name in steps_by_system}
+  for _ in range(rounds):
+    for name, step in steps_by_system.items():
+      start = time.perf_counter()
+      step(batch)
+      best[name] = min(best[name], time.perf_counter() - start)
+  return best
+
+
+def ours_steps(config, jit_compile):
+  """(forward, train) step functions of our Keras 3 model in tf.functions."""
+  import keras
+  import tensorflow as tf
+  from bert_tf import losses
+  from bert_tf.heads import build_pretraining_model
+  model = build_pretraining_model(config)
+  optimizer = keras.optimizers.AdamW(1e-4, weight_decay=0.01, epsilon=1e-6)
+  optimizer.build(model.trainable_variables)
+  inputs = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
+
+  @tf.function(jit_compile=jit_compile)
+  def forward(batch):
+    return model({k: batch[k] for k in inputs}, training=False)["masked_lm_logits"]
+
+  @tf.function(jit_compile=jit_compile)
+  def train(batch):
+    with tf.GradientTape() as tape:
+      outputs = model({k: batch[k] for k in inputs}, training=True)
+      loss = losses.pretraining_losses(outputs, batch)["loss"]
+    grads = tape.gradient(loss, model.trainable_variables)
+    grads, _ = tf.clip_by_global_norm(grads, 1.0)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+
+  return (lambda b: forward(b).numpy()), (lambda b: train(b).numpy())
+
+
+def model_garden_steps(config):
+  """(forward, train) of Model Garden's BertPretrainerV2 (tf_keras) with an NSP head."""
+  import tensorflow as tf
+  import tf_keras
+  from official.nlp.modeling import layers as mg_layers
+  from official.nlp.modeling import models as mg_models
+  from official.nlp.modeling import networks as mg_networks
+  from bert_tf import losses
+  encoder = mg_networks.BertEncoderV2(
+      vocab_size=config.vocab_size, hidden_size=config.hidden_size,
+      num_layers=config.num_hidden_layers, num_attention_heads=config.num_attention_heads,
+      inner_dim=config.intermediate_size, max_sequence_length=config.max_position_embeddings,
+      type_vocab_size=config.type_vocab_size)
+  nsp = mg_layers.ClassificationHead(inner_dim=config.hidden_size, num_classes=2,
+                                     name="next_sentence")
+  model = mg_models.BertPretrainerV2(encoder_network=encoder, classification_heads=[nsp])
+  optimizer = tf_keras.optimizers.Adam(1e-4, epsilon=1e-6)
+
+  def call(batch, training):
+    return model(dict(input_word_ids=batch["input_ids"], input_mask=batch["input_mask"],
+                      input_type_ids=batch["segment_ids"],
+                      masked_lm_positions=batch["masked_lm_positions"]), training=training)
+
+  @tf.function
+  def forward(batch):
+    return call(batch, False)["mlm_logits"]
+
+  @tf.function
+  def train(batch):
+    with tf.GradientTape() as tape:
+      outputs = call(batch, True)
+      loss = losses.pretraining_losses(
+          dict(masked_lm_logits=outputs["mlm_logits"],
+               next_sentence_logits=outputs["next_sentence"]), batch)["loss"]
+    grads = tape.gradient(loss, model.trainable_variables)
+    grads, _ = tf.clip_by_global_norm(grads, 1.0)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+
+  return (lambda b: forward(b).numpy()), (lambda b: train(b).numpy())
+
+
+def hf_torch_steps(config, threads):
+  """(forward, train) of Hugging Face's PyTorch BertForPreTraining, eager; None if missing."""
+  try:
+    import torch
+    import transformers
+  except ImportError:
+    return None
+  torch.set_num_threads(threads)
+  hf_config = transformers.BertConfig(
+      vocab_size=config.vocab_size, hidden_size=config.hidden_size,
+      num_hidden_layers=config.num_hidden_layers, num_attention_heads=config.num_attention_heads,
+      intermediate_size=config.intermediate_size, hidden_act="gelu_new",
+      max_position_embeddings=config.max_position_embeddings)
+  model = transformers.BertForPreTraining(hf_config)
+  optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, eps=1e-6)
+
+  def to_torch(batch):
+    return {k: torch.as_tensor(v).long() if v.dtype != "float32" else torch.as_tensor(v)
+            for k, v in batch.items()}
+
+  def forward(batch):
+    model.eval()
+    with torch.no_grad():
+      b = to_torch(batch)
+      return model(input_ids=b["input_ids"], attention_mask=b["input_mask"],
+                   token_type_ids=b["segment_ids"]).prediction_logits
+
+  def train(batch):
+    # Hugging Face computes the vocabulary logits for every position (no gather), as it does.
+    model.train()
+    b = to_torch(batch)
+    labels = torch.full_like(b["input_ids"], -100)
+    labels.scatter_(1, b["masked_lm_positions"], b["masked_lm_ids"])
+    out = model(input_ids=b["input_ids"], attention_mask=b["input_mask"],
+                token_type_ids=b["segment_ids"], labels=labels,
+                next_sentence_label=b["next_sentence_labels"][:, 0])
+    optimizer.zero_grad()
+    out.loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    return out.loss
+
+  return forward, train
+
+
+def main(argv):
+  del argv
+  import numpy as np
+  import tensorflow as tf
+  tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
+  tf.config.threading.set_inter_op_parallelism_threads(1)
+  from bert_tf.config import preset
+
+  peak = matmul_peak_gflops(tf)
+  print(f"float32 matmul peak at {FLAGS.threads} thread(s): {peak:.1f} GFLOP/s")
+  b, s, p = FLAGS.batch_size, FLAGS.seq_length, FLAGS.predictions
+  rng = np.random.default_rng(0)
+  rows = []
+  for name in FLAGS.presets:
+    config = preset(name)
+    batch = random_batch(np, config, b, s, p, rng)
+    flops = model_flops(config, s, p)
+    systems = {}
+    for system in FLAGS.systems:
+      if system == "ours":
+        systems[system] = ours_steps(config, jit_compile=False)
+      elif system == "ours_xla":
+        systems[system] = ours_steps(config, jit_compile=True)
+      elif system == "model_garden":
+        systems[system] = model_garden_steps(config)
+      elif system == "hf_torch":
+        steps = hf_torch_steps(config, FLAGS.threads)
+        if steps is None:
+          print("hf_torch: torch/transformers not installed, skipped")
+          continue
+        systems[system] = steps
+      else:
+        raise app.UsageError(f"unknown system {system!r}")
+    for mode in FLAGS.modes:
+      index = 0 if mode == "forward" else 1
+      seconds = time_interleaved({k: v[index] for k, v in systems.items()}, batch, FLAGS.rounds)
+      for system, t in seconds.items():
+        gflops = (3 if mode == "train" else 1) * flops * b / t / 1e9
+        rows.append((name, mode, system, b / t, b * s / t, gflops, gflops / peak))
+        print(f"  {name} {mode} {system}: {b / t:.2f} examples/s", flush=True)
+  print()
+  print(f"batch {b}, sequence {s}, {p} predictions, {FLAGS.threads} thread(s), "
+        f"peak {peak:.1f} GFLOP/s")
+  print(f"| preset | mode | system | examples/s | tokens/s | GFLOP/s | of peak | vs model_garden |")
+  print(f"| --- | --- | --- | --- | --- | --- | --- | --- |")
+  reference = {(r[0], r[1]): r[3] for r in rows if r[2] == "model_garden"}
+  for name, mode, system, eps, tps, gflops, fraction in rows:
+    ratio = eps / reference[(name, mode)] if (name, mode) in reference else float("nan")
+    print(f"| {name} | {mode} | {system} | {eps:.2f} | {tps:.0f} | {gflops:.1f} | "
+          f"{fraction:.0%} | {ratio:.2f}x |")
+
+
+if __name__ == "__main__":
+  app.run(main)

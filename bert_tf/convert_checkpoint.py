@@ -1,0 +1,41 @@
+"""Converts BERT weights between formats: python -m bert_tf.convert_checkpoint --from=A --to=B.
+
+Formats: tf1 (the original release's checkpoints, e.g. bert_model.ckpt), model_garden (TF Model
+Garden BertEncoder / BertEncoderV2 checkpoints; read only), hf (Hugging Face safetensors) and
+keras (our .keras models). They are detected from the paths unless named with --from_format /
+--to_format. The config comes from --bert_config_file, or from bert_config.json (tf1, Model
+Garden) or config.json (hf) beside the input.
+
+Examples:
+  python -m bert_tf.convert_checkpoint --from=uncased_L-12_H-768_A-12/bert_model.ckpt \\
+      --to=out/model.safetensors
+  python -m bert_tf.convert_checkpoint --from=hf_model/model.safetensors --to=out/bert_model.ckpt
+"""
+
+from absl import app
+from absl import flags
+
+from bert_tf import checkpoints
+from bert_tf.config import BertConfig
+
+flags.DEFINE_string("from", None, "Input: checkpoint prefix, .safetensors or .keras file.")
+flags.DEFINE_string("to", None, "Output: checkpoint prefix, .safetensors or .keras file.")
+flags.DEFINE_enum("from_format", None, checkpoints.FORMATS, "Input format (default: detected).")
+flags.DEFINE_enum("to_format", None, ["tf1", "hf", "keras"], "Output format (default: from the "
+                  "--to name: .safetensors -> hf, .keras -> keras, else tf1).")
+flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model (default: the one "
+                    "beside the input).")
+flags.mark_flags_as_required(["from", "to"])
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  del argv
+  config = BertConfig.from_json_file(FLAGS.bert_config_file) if FLAGS.bert_config_file else None
+  config = checkpoints.convert_checkpoint(FLAGS["from"].value, FLAGS.to, FLAGS.from_format,
+                                          FLAGS.to_format, config)
+  print(f"Wrote {FLAGS.to} ({config.num_hidden_layers} layers, hidden {config.hidden_size})")
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,114 @@
+"""Pretraining heads (masked LM, next sentence) and build_pretraining_model(config).
+
+Shape legend: B = batch, S = sequence length, P = masked positions per example
+(max_predictions_per_seq), H = hidden size, V = vocab size.
+"""
+
+import keras
+from keras import ops
+import tensorflow as tf
+
+from bert_tf import layers
+from bert_tf.config import BertConfig
+from bert_tf.encoder import encoder_graph
+
+# Pretraining model inputs: the TFRecord feature names of spec section 2 (see features.py).
+PRETRAINING_INPUTS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
+
+
+# === Layers ===
+@keras.saving.register_keras_serializable(package="bert_tf")
+class MaskedLMTransform(keras.layers.Layer):
+  """Gathers the masked positions and applies dense + activation + LayerNorm.
+
+  Inputs: sequence_output [B, S, H], masked_lm_positions [B, P]. Output: [B, P, H].
+  The projection to the vocabulary (tied to the word embeddings) and the output bias follow in
+  WordEmbedding(reverse=True) and OutputBias.
+  """
+
+  def __init__(self, hidden_size, hidden_act="gelu", initializer_range=0.02, **kwargs):
+    super().__init__(**kwargs)
+    self.hidden_size = hidden_size
+    self.hidden_act = hidden_act
+    self.initializer_range = initializer_range
+    self.dense = keras.layers.Dense(
+        hidden_size, kernel_initializer=layers.truncated_normal(initializer_range),
+        name="dense", dtype=self.dtype_policy)
+    self.activation = layers.get_activation(hidden_act)
+    self.layer_norm = layers.layer_norm("LayerNorm", self.dtype_policy)
+
+  def build(self, sequence_output_shape, masked_lm_positions_shape=None):
+    self.dense.build((None, None, self.hidden_size))
+    self.layer_norm.build((None, None, self.hidden_size))
+    self.built = True
+
+  def call(self, sequence_output, masked_lm_positions):
+    # Only the P gathered positions reach the [H, V] matmul: the vocabulary projection of all
+    # S positions would cost S / P times more.
+    x = tf.gather(sequence_output, ops.cast(masked_lm_positions, "int32"), batch_dims=1)
+    x = self.activation(self.dense(x))
+    return ops.cast(self.layer_norm(x), self.compute_dtype)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(hidden_size=self.hidden_size, hidden_act=self.hidden_act,
+                  initializer_range=self.initializer_range)
+    return config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class OutputBias(keras.layers.Layer):
+  """Adds a learned bias [units] (zeros at init) to the last axis, in the layer's dtype.
+
+  Used as the masked LM output bias (cls/predictions/output_bias) with a float32 policy so that
+  the logits handed to the loss are float32 under mixed precision.
+  """
+
+  def __init__(self, units, **kwargs):
+    super().__init__(**kwargs)
+    self.units = units
+
+  def build(self, input_shape):
+    self.bias = self.add_weight(name="bias", shape=(self.units,), initializer="zeros")
+    self.built = True
+
+  def call(self, inputs):
+    return ops.cast(inputs, self.compute_dtype) + ops.cast(self.bias, self.compute_dtype)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(units=self.units)
+    return config
+
+
+# === Functional Model ===
+def build_pretraining_model(config: BertConfig, name: str = "bert_pretraining") -> keras.Model:
+  """The encoder with the masked LM and next sentence heads.
+
+  Args:
+    config: the model hyperparameters.
+    name: the Keras model name.
+
+  Returns:
+    A functional keras.Model. Inputs (dict of int32): input_ids, input_mask, segment_ids [B, S]
+    and masked_lm_positions [B, P]. Outputs (dict of float32): masked_lm_logits [B, P, V] and
+    next_sentence_logits [B, 2]. Its layer and variable names extend build_encoder's, so the
+    encoder weights can be moved between the two by name (checkpoints.py).
+  """
+  inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key)
+            for key in PRETRAINING_INPUTS}
+  encoded, word_embedding = encoder_graph(config, inputs["input_ids"], inputs["input_mask"],
+                                          inputs["segment_ids"])
+  x = MaskedLMTransform(config.hidden_size, config.hidden_act, config.initializer_range,
+                        name="predictions_transform")(
+                            encoded["sequence_output"], inputs["masked_lm_positions"])
+  x = word_embedding(x, reverse=True)  # tied to the input embeddings: [B, P, V]
+  mlm_logits = OutputBias(config.vocab_size, name="predictions_output_bias",
+                          dtype=layers.float32_policy(keras.config.dtype_policy()))(x)
+  # Two outputs only: computing this in float32 costs nothing and keeps the logits float32.
+  nsp_logits = keras.layers.Dense(
+      2, kernel_initializer=layers.truncated_normal(config.initializer_range),
+      name="seq_relationship", dtype=layers.float32_policy(keras.config.dtype_policy()))(
+          encoded["pooled_output"])
+  outputs = dict(masked_lm_logits=mlm_logits, next_sentence_logits=nsp_logits)
+  return keras.Model(inputs=inputs, outputs=outputs, name=name)
