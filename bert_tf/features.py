@@ -1,0 +1,415 @@
+"""The pretraining TFRecord schema: feature names, dtypes, lengths, serialisation and metadata.
+
+One `tf.train.Example` per training instance (spec: ORIGINAL_RELEASE.md section 2). This module is
+the single definition shared by the data writer (data_prep/) and the training input pipeline, so a
+feature renamed or resized here changes both sides at once.
+
+TensorFlow is imported lazily, inside the few functions that need it: data-preparation workers
+encode records with `ExampleEncoder` (pure Python) and should not pay TensorFlow's import cost
+(~0.7 GB and several seconds per process).
+"""
+
+import collections
+import hashlib
+import json
+import os
+import struct
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+# === Feature names ===
+
+# Canonical names (the original release's). Everything in bert_tf refers to features by these
+# keys; `feature_names()` maps them to the names actually stored in a file.
+INPUT_IDS = "input_ids"
+INPUT_MASK = "input_mask"
+SEGMENT_IDS = "segment_ids"
+MASKED_LM_POSITIONS = "masked_lm_positions"
+MASKED_LM_IDS = "masked_lm_ids"
+MASKED_LM_WEIGHTS = "masked_lm_weights"
+NEXT_SENTENCE_LABELS = "next_sentence_labels"
+
+# The original's insertion order (spec section 2).
+CANONICAL_NAMES = (INPUT_IDS, INPUT_MASK, SEGMENT_IDS, MASKED_LM_POSITIONS, MASKED_LM_IDS,
+                   MASKED_LM_WEIGHTS, NEXT_SENTENCE_LABELS)
+
+# Model Garden's `use_v2_feature_names` renames only these two.
+_V2_RENAMES = {INPUT_IDS: "input_word_ids", SEGMENT_IDS: "input_type_ids"}
+
+# Length of each feature: the sequence length, the number of prediction slots, or one.
+SEQUENCE = "max_seq_length"
+PREDICTIONS = "max_predictions_per_seq"
+_LENGTH_KIND = {
+    INPUT_IDS: SEQUENCE,
+    INPUT_MASK: SEQUENCE,
+    SEGMENT_IDS: SEQUENCE,
+    MASKED_LM_POSITIONS: PREDICTIONS,
+    MASKED_LM_IDS: PREDICTIONS,
+    MASKED_LM_WEIGHTS: PREDICTIONS,
+    NEXT_SENTENCE_LABELS: 1,
+}
+_FLOAT_FEATURES = frozenset([MASKED_LM_WEIGHTS])
+
+# Limits every writer and reader agrees on.
+MAX_SEQ_LENGTH_LIMIT = 512  # BERT's released position embeddings.
+MIN_SEQ_LENGTH = 5  # [CLS] A [SEP] B [SEP] with at least one token each in A and B.
+
+METADATA_SUFFIX = ".metadata.json"
+METADATA_FORMAT = "bert_tf.pretraining_data/1"
+
+
+class SchemaError(ValueError):
+  """Records or metadata that do not match the pretraining schema."""
+
+
+def feature_names(use_v2_feature_names: bool = False) -> Dict[str, str]:
+  """Canonical name -> stored name, in the original's feature order."""
+  renames = _V2_RENAMES if use_v2_feature_names else {}
+  return collections.OrderedDict((name, renames.get(name, name)) for name in CANONICAL_NAMES)
+
+
+def feature_lengths(max_seq_length: int, max_predictions_per_seq: int) -> Dict[str, int]:
+  """Canonical name -> fixed length of the feature."""
+  sizes = {SEQUENCE: max_seq_length, PREDICTIONS: max_predictions_per_seq}
+  return collections.OrderedDict(
+      (name, sizes.get(_LENGTH_KIND[name], _LENGTH_KIND[name])) for name in CANONICAL_NAMES)
+
+
+def feature_dtype_name(name: str) -> str:
+  """'float32' for the masked-LM weights, 'int64' for everything else (canonical name)."""
+  return "float32" if name in _FLOAT_FEATURES else "int64"
+
+
+def parsing_spec(max_seq_length: int, max_predictions_per_seq: int,
+                 use_v2_feature_names: bool = False) -> Dict[str, Any]:
+  """The `tf.io.parse_single_example` / `parse_example` spec for one pretraining record.
+
+  Keys are the stored names (v1 or v2); every feature has a static length.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+  names = feature_names(use_v2_feature_names)
+  lengths = feature_lengths(max_seq_length, max_predictions_per_seq)
+  spec = collections.OrderedDict()
+  for canonical, stored in names.items():
+    dtype = tf.float32 if canonical in _FLOAT_FEATURES else tf.int64
+    spec[stored] = tf.io.FixedLenFeature([lengths[canonical]], dtype)
+  return spec
+
+
+# === Serialisation ===
+#
+# `ExampleEncoder` writes the protobuf wire format of a `tf.train.Example` directly. Its output is
+# byte-for-byte `tf.train.Example.SerializeToString(deterministic=True)` (map entries sorted by
+# key, repeated fields packed), which tests check; it is several times faster than building the
+# proto message and keeps the bytes identical from run to run and across protobuf backends.
+
+
+def _varint(value: int) -> bytes:
+  """Protobuf base-128 varint of a non-negative int (negative int64 use the 10-byte form)."""
+  if value < 0:
+    value += 1 << 64
+  out = bytearray()
+  while value > 0x7F:
+    out.append((value & 0x7F) | 0x80)
+    value >>= 7
+  out.append(value)
+  return bytes(out)
+
+
+def _varint_table(size: int) -> List[bytes]:
+  """[_varint(i) for i in range(size)], built a few times faster (vocabularies reach 250k)."""
+  table = [bytes((i,)) for i in range(min(size, 1 << 7))]
+  table += [bytes((i & 0x7F | 0x80, i >> 7)) for i in range(1 << 7, min(size, 1 << 14))]
+  table += [bytes((i & 0x7F | 0x80, (i >> 7) & 0x7F | 0x80, i >> 14))
+            for i in range(1 << 14, min(size, 1 << 21))]
+  table += [_varint(i) for i in range(1 << 21, size)]
+  return table
+
+
+def _length_delimited(field_number: int, payload: bytes) -> bytes:
+  return _varint((field_number << 3) | 2) + _varint(len(payload)) + payload
+
+
+class ExampleEncoder:
+  """Encodes pretraining instances as deterministic serialised `tf.train.Example`s.
+
+  Args:
+    max_seq_length: length of the input_ids / input_mask / segment_ids features.
+    max_predictions_per_seq: length of the masked_lm_* features.
+    vocab_size: token ids must be in [0, vocab_size) (they are looked up in a table).
+    use_v2_feature_names: store input_word_ids / input_type_ids instead of input_ids /
+      segment_ids.
+  """
+
+  def __init__(self, max_seq_length: int, max_predictions_per_seq: int, vocab_size: int,
+               use_v2_feature_names: bool = False):
+    self.max_seq_length = max_seq_length
+    self.max_predictions_per_seq = max_predictions_per_seq
+    self.vocab_size = vocab_size
+    self.names = feature_names(use_v2_feature_names)
+    # Varint of every value an int64 feature can hold (ids, positions, 0/1) and of every
+    # length a header can hold (a 512-token sequence of 3-byte ids is ~1.5 kB).
+    self._varints = _varint_table(max(vocab_size, max_seq_length, 1 << 14))
+    # Deterministic serialisation orders map entries by the key's bytes.
+    self._order = sorted(CANONICAL_NAMES, key=lambda n: self.names[n].encode("utf-8"))
+    self._keys = {n: _length_delimited(1, self.names[n].encode("utf-8")) for n in CANONICAL_NAMES}
+    # Entries that depend only on a count are built once.
+    self._mask_entries = {}
+    self._weight_entries = {}
+    self._nsp_entries = [self._int64_entry(NEXT_SENTENCE_LABELS, b"\x00"),
+                         self._int64_entry(NEXT_SENTENCE_LABELS, b"\x01")]
+
+  def _wrap(self, key: bytes, kind_tag: bytes, packed: bytes) -> bytes:
+    """Map entry {key: 1, value: Feature{kind: List{value (1, packed)}}}, lengths precomputed."""
+    v = self._varints
+    n_packed = len(packed)
+    n_list = 1 + len(v[n_packed]) + n_packed
+    n_feature = 1 + len(v[n_list]) + n_list
+    n_entry = len(key) + 1 + len(v[n_feature]) + n_feature
+    return b"".join((b"\x0a", v[n_entry], key, b"\x12", v[n_feature], kind_tag, v[n_list],
+                     b"\x0a", v[n_packed], packed))
+
+  def _int64_entry(self, name: str, packed: bytes) -> bytes:
+    return self._wrap(self._keys[name], b"\x1a", packed)  # Feature.int64_list is field 3
+
+  def encode(self, input_ids: Sequence[int], num_segment_a: int,
+             masked_lm_positions: Sequence[int], masked_lm_ids: Sequence[int],
+             is_random_next: bool) -> bytes:
+    """Serialises one instance, padding every feature to its fixed length.
+
+    Args:
+      input_ids: the token ids of `[CLS] A [SEP] B [SEP]` (at most max_seq_length).
+      num_segment_a: how many leading tokens have segment id 0 (len(A) + 2); the rest get 1.
+      masked_lm_positions: positions of the predicted tokens, ascending.
+      masked_lm_ids: the original ids at those positions.
+      is_random_next: True when B is not A's actual continuation (label 1).
+
+    Returns:
+      The bytes of `tf.train.Example.SerializeToString(deterministic=True)`.
+    """
+    seq_len = self.max_seq_length
+    max_preds = self.max_predictions_per_seq
+    num_tokens = len(input_ids)
+    num_preds = len(masked_lm_positions)
+    if num_tokens > seq_len:
+      raise SchemaError(f"instance has {num_tokens} tokens, more than max_seq_length={seq_len}")
+    if num_preds > max_preds or num_preds != len(masked_lm_ids):
+      raise SchemaError(
+          f"instance has {num_preds} masked positions and {len(masked_lm_ids)} masked ids; "
+          f"both must be equal and at most max_predictions_per_seq={max_preds}")
+    if not 0 <= num_segment_a <= num_tokens:
+      raise SchemaError(f"num_segment_a={num_segment_a} outside [0, {num_tokens}]")
+    for values, limit, what in ((input_ids, self.vocab_size, "token id"),
+                                (masked_lm_ids, self.vocab_size, "masked token id"),
+                                (masked_lm_positions, num_tokens, "masked position")):
+      # min/max run in C; a negative index would otherwise pick a table entry from the end.
+      if values and (min(values) < 0 or max(values) >= limit):
+        raise SchemaError(f"{what} out of range [0, {limit}): min {min(values)}, "
+                          f"max {max(values)}")
+    lookup = self._varints.__getitem__
+    ids_bytes = b"".join(map(lookup, input_ids))
+    label_bytes = b"".join(map(lookup, masked_lm_ids))
+    position_bytes = b"".join(map(lookup, masked_lm_positions))
+    seq_pad = b"\x00" * (seq_len - num_tokens)
+    pred_pad = b"\x00" * (max_preds - num_preds)
+
+    mask_entry = self._mask_entries.get(num_tokens)
+    if mask_entry is None:
+      mask_entry = self._int64_entry(INPUT_MASK, b"\x01" * num_tokens + seq_pad)
+      self._mask_entries[num_tokens] = mask_entry
+    weight_entry = self._weight_entries.get(num_preds)
+    if weight_entry is None:
+      weights = _FLOAT_ONE * num_preds + _FLOAT_ZERO * (max_preds - num_preds)
+      weight_entry = self._wrap(self._keys[MASKED_LM_WEIGHTS], b"\x12", weights)  # float_list 2
+      self._weight_entries[num_preds] = weight_entry
+    entries = {
+        INPUT_IDS: self._int64_entry(INPUT_IDS, ids_bytes + seq_pad),
+        INPUT_MASK: mask_entry,
+        SEGMENT_IDS: self._int64_entry(
+            SEGMENT_IDS,
+            b"\x00" * num_segment_a + b"\x01" * (num_tokens - num_segment_a) + seq_pad),
+        MASKED_LM_POSITIONS: self._int64_entry(MASKED_LM_POSITIONS, position_bytes + pred_pad),
+        MASKED_LM_IDS: self._int64_entry(MASKED_LM_IDS, label_bytes + pred_pad),
+        MASKED_LM_WEIGHTS: weight_entry,
+        NEXT_SENTENCE_LABELS: self._nsp_entries[1 if is_random_next else 0],
+    }
+    body = b"".join([entries[name] for name in self._order])
+    return b"\x0a" + _varint(len(body)) + body  # Example.features is field 1
+
+
+_FLOAT_ONE = struct.pack("<f", 1.0)
+_FLOAT_ZERO = struct.pack("<f", 0.0)
+
+
+def decode_example(record: bytes, max_seq_length: int, max_predictions_per_seq: int,
+                   use_v2_feature_names: bool = False) -> Dict[str, List]:
+  """Parses one serialised record into canonical name -> list of values, checking the schema.
+
+  Raises:
+    SchemaError: a feature is missing, has the wrong type, or the wrong length.
+  """
+  from tensorflow.core.example import example_pb2  # pylint: disable=g-import-not-at-top
+  from google.protobuf import message  # pylint: disable=g-import-not-at-top
+
+  example = example_pb2.Example()
+  try:
+    example.ParseFromString(record)
+  except message.DecodeError as e:
+    raise SchemaError(f"not a tf.train.Example: {e}") from None
+  stored = example.features.feature
+  lengths = feature_lengths(max_seq_length, max_predictions_per_seq)
+  names = feature_names(use_v2_feature_names)
+  extra = sorted(set(stored.keys()) - set(names.values()))
+  if extra:
+    raise SchemaError(f"unexpected features {extra} (expected {list(names.values())})")
+  out = collections.OrderedDict()
+  for canonical, name in names.items():
+    if name not in stored:
+      raise SchemaError(f"feature {name!r} is missing")
+    kind = stored[name].WhichOneof("kind")
+    want = "float_list" if canonical in _FLOAT_FEATURES else "int64_list"
+    if kind != want:
+      raise SchemaError(f"feature {name!r} is a {kind}, expected {want}")
+    values = list(getattr(stored[name], kind).value)
+    if len(values) != lengths[canonical]:
+      raise SchemaError(
+          f"feature {name!r} has {len(values)} values, expected {lengths[canonical]}")
+    out[canonical] = values
+  return out
+
+
+# === Metadata file ===
+#
+# Beside every output file, `<file>.metadata.json` records how the data was made, so the training
+# side can refuse data whose sequence length, prediction count, vocabulary or casing contradict
+# its own flags (the most common silent mistake with the original scripts).
+
+
+def is_local_path(path: str) -> bool:
+  """True for plain filesystem paths; False for gs://, ram:// and other tf.io.gfile schemes."""
+  return "://" not in path
+
+
+def open_file(path: str, mode: str = "r"):
+  """Opens with builtin open() for local paths and tf.io.gfile.GFile for any other scheme.
+
+  Local data preparation then never imports TensorFlow (~0.7 GB and several seconds).
+  """
+  if is_local_path(path):
+    return open(path, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return tf.io.gfile.GFile(path, mode)
+
+
+def rename_file(src: str, dst: str) -> None:
+  """Atomic replace of dst by src (same filesystem)."""
+  if is_local_path(src) and is_local_path(dst):
+    os.replace(src, dst)
+    return
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  tf.io.gfile.rename(src, dst, overwrite=True)
+
+
+class MetadataError(ValueError):
+  """A metadata file that is unreadable or contradicts the flags it is checked against."""
+
+
+def metadata_path(record_file: str) -> str:
+  """Where the metadata of `record_file` lives."""
+  return record_file + METADATA_SUFFIX
+
+
+def vocab_checksum(vocab_file: str) -> str:
+  """md5 hex digest of the vocab file's bytes (the figure in data/README.md)."""
+  digest = hashlib.md5()
+  with open_file(vocab_file, "rb") as f:
+    while True:
+      block = f.read(1 << 20)
+      if not block:
+        break
+      digest.update(block)
+  return digest.hexdigest()
+
+
+def make_metadata(*, max_seq_length: int, max_predictions_per_seq: int,
+                  use_v2_feature_names: bool, vocab_size: int, vocab_md5: str,
+                  do_lower_case: bool, do_whole_word_mask: bool, flags: Mapping[str, Any],
+                  counts: Mapping[str, Any], program_version: str,
+                  compression: Optional[str] = None) -> Dict[str, Any]:
+  """Builds the metadata dictionary (JSON-serialisable) for one output file."""
+  names = feature_names(use_v2_feature_names)
+  lengths = feature_lengths(max_seq_length, max_predictions_per_seq)
+  return collections.OrderedDict([
+      ("format", METADATA_FORMAT),
+      ("program_version", program_version),
+      ("max_seq_length", max_seq_length),
+      ("max_predictions_per_seq", max_predictions_per_seq),
+      ("use_v2_feature_names", bool(use_v2_feature_names)),
+      ("compression", compression or ""),
+      ("features", [collections.OrderedDict([
+          ("name", names[n]), ("dtype", feature_dtype_name(n)), ("length", lengths[n])])
+                    for n in CANONICAL_NAMES]),
+      ("vocab_size", vocab_size),
+      ("vocab_md5", vocab_md5),
+      ("do_lower_case", bool(do_lower_case)),
+      ("do_whole_word_mask", bool(do_whole_word_mask)),
+      ("counts", dict(counts)),
+      ("flags", dict(flags)),
+  ])
+
+
+def write_metadata(path: str, metadata: Mapping[str, Any]) -> None:
+  """Writes the JSON atomically (temporary name, then rename)."""
+  tmp = path + ".tmp"
+  with open_file(tmp, "w") as f:
+    f.write(json.dumps(metadata, indent=2, sort_keys=False) + "\n")
+  rename_file(tmp, path)
+
+
+def read_metadata(path: str) -> Dict[str, Any]:
+  """Reads and sanity-checks a metadata file."""
+  try:
+    with open_file(path, "r") as f:
+      text = f.read()
+  except Exception as e:  # pylint: disable=broad-except
+    # FileNotFoundError locally, tf.errors.NotFoundError elsewhere.
+    if type(e).__name__ not in ("FileNotFoundError", "NotFoundError"):
+      raise
+    raise MetadataError(f"{path}: metadata file not found") from None
+  try:
+    metadata = json.loads(text)
+  except json.JSONDecodeError as e:
+    raise MetadataError(f"{path}: not valid JSON: {e}") from None
+  if not isinstance(metadata, dict) or metadata.get("format") != METADATA_FORMAT:
+    raise MetadataError(f"{path}: not a pretraining-data metadata file "
+                        f"(expected \"format\": \"{METADATA_FORMAT}\")")
+  for key in ("max_seq_length", "max_predictions_per_seq", "use_v2_feature_names"):
+    if key not in metadata:
+      raise MetadataError(f"{path}: missing key {key!r}")
+  return metadata
+
+
+def check_metadata(metadata: Mapping[str, Any], *, source: str = "metadata",
+                   max_seq_length: Optional[int] = None,
+                   max_predictions_per_seq: Optional[int] = None,
+                   use_v2_feature_names: Optional[bool] = None,
+                   vocab_size: Optional[int] = None,
+                   do_lower_case: Optional[bool] = None) -> None:
+  """Raises MetadataError naming each flag whose value contradicts the data's metadata.
+
+  Arguments left as None are not checked. `vocab_size` is checked as "the model's vocabulary
+  covers every id in the data" (a model vocab larger than the data's is allowed).
+  """
+  problems = []
+  for flag, value in (("max_seq_length", max_seq_length),
+                      ("max_predictions_per_seq", max_predictions_per_seq),
+                      ("use_v2_feature_names", use_v2_feature_names),
+                      ("do_lower_case", do_lower_case)):
+    if value is not None and flag in metadata and metadata[flag] != value:
+      problems.append(f"--{flag}={value} but the data was made with {flag}={metadata[flag]}")
+  if (vocab_size is not None and "vocab_size" in metadata
+      and metadata["vocab_size"] > vocab_size):
+    problems.append(f"vocab_size={vocab_size} but the data was made with a vocabulary of "
+                    f"{metadata['vocab_size']} tokens")
+  if problems:
+    raise MetadataError(f"{source}: " + "; ".join(problems))
