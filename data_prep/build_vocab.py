@@ -16,6 +16,7 @@ Usage:
 """
 
 import collections
+import os
 import sys
 import time
 from typing import Counter, Dict, Iterable, List, Optional, Sequence
@@ -26,8 +27,12 @@ from absl import logging
 import tensorflow as tf
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner_lib
 
-from bert_tf import tokenization
-from data_prep import corpus
+if __package__ in (None, ""):
+  # Run as a script: make the repository root importable.
+  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
+from data_prep import corpus  # pylint: disable=g-import-not-at-top
 
 SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # The released vocabs put 99 unused slots between [PAD] and [UNK].
@@ -50,7 +55,7 @@ def count_words(paths: Sequence[str], do_lower_case: bool, errors: str = "strict
   Args:
     paths: input files (plain text, any tf.io.gfile path).
     do_lower_case: as for the tokenizer that will use the vocab.
-    errors: how invalid UTF-8 is handled (see data_prep.corpus.read_lines).
+    errors: how invalid UTF-8 is handled (see data_prep.corpus.iter_lines).
     log_every_s: seconds between progress lines.
 
   Returns:
@@ -61,10 +66,11 @@ def count_words(paths: Sequence[str], do_lower_case: bool, errors: str = "strict
   total = max(1, corpus.total_size(paths))
   done = 0
   start = last_log = time.time()
+  report = corpus.ReadReport()
   for path in paths:
-    for _, line in corpus.read_lines(path, errors=errors):
-      done += len(line.encode("utf-8")) + 1
+    for line in corpus.iter_lines(path, errors, report):
       counts.update(basic.tokenize(line))
+      done = report.bytes
       now = time.time()
       if now - last_log >= log_every_s:
         last_log = now
@@ -220,7 +226,7 @@ def define_flags():
 def main(argv):
   del argv
   try:
-    paths = corpus.expand_input_files(FLAGS.input_file)
+    paths = corpus.expand_input_files(corpus.split_list(FLAGS.input_file), sort=True)
     if tf.io.gfile.exists(FLAGS.vocab_file) and not FLAGS.overwrite:
       raise ValueError(f"--vocab_file {FLAGS.vocab_file} exists; pass --overwrite to replace it")
     if FLAGS.num_unused < 0:

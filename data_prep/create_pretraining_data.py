@@ -32,6 +32,7 @@ if __package__ in (None, ""):
 
 from bert_tf import features  # pylint: disable=g-import-not-at-top
 from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
+from data_prep import corpus  # pylint: disable=g-import-not-at-top
 from data_prep import instances as instances_lib  # pylint: disable=g-import-not-at-top
 from data_prep import writer as writer_lib  # pylint: disable=g-import-not-at-top
 
@@ -86,36 +87,6 @@ class DataConfig:
     return values
 
 
-def split_list(value: Optional[str]) -> Tuple[str, ...]:
-  return tuple(p.strip() for p in (value or "").split(",") if p.strip())
-
-
-def expand_input_files(patterns, sort: bool = False) -> List[str]:
-  """Globs each pattern in turn, keeping the order the glob returns (as the original does).
-
-  With sort, each pattern's matches are sorted (the patterns keep their order).
-
-  Local patterns use Python's glob (directory order, like tf.io.gfile.glob on the same
-  filesystem) so that a local run never imports TensorFlow; other schemes use tf.io.gfile.
-  """
-  if not patterns:
-    raise UsageError("--input_file: no input file given")
-  files = []
-  for pattern in patterns:
-    if features.is_local_path(pattern):
-      matches = [m for m in glob.glob(pattern) if not os.path.isdir(m)]
-    else:
-      import tensorflow as tf  # pylint: disable=g-import-not-at-top
-      try:
-        matches = [m for m in tf.io.gfile.glob(pattern) if not tf.io.gfile.isdir(m)]
-      except tf.errors.OpError as e:
-        raise UsageError(f"--input_file: cannot list {pattern}: {e.message}") from None
-    if not matches:
-      raise UsageError(f"--input_file: no file matches {pattern!r}")
-    files.extend(sorted(matches) if sort else matches)
-  return files
-
-
 class _Progress:
   """Logs documents/s, instances/s and the ETA at most every `interval` seconds."""
 
@@ -155,7 +126,8 @@ def run(config: DataConfig) -> Dict[str, Any]:
     raise UsageError(f"--block_size_mb must be positive, got {config.block_size_mb}")
   # The original reads each glob's matches in directory order; the default mode sorts them so
   # its output does not depend on the filesystem.
-  input_files = expand_input_files(config.input_patterns, sort=not config.reproduce_original)
+  input_files = corpus.expand_input_files(config.input_patterns,
+                                         sort=not config.reproduce_original)
   writer_lib.check_outputs(config.output_files, config.overwrite)
 
   start = time.time()
@@ -427,8 +399,8 @@ def config_from_flags() -> DataConfig:
     if not FLAGS[name].value:
       raise UsageError(f"--{name} is required")
   return DataConfig(
-      input_patterns=split_list(FLAGS.input_file),
-      output_files=split_list(FLAGS.output_file),
+      input_patterns=corpus.split_list(FLAGS.input_file),
+      output_files=corpus.split_list(FLAGS.output_file),
       vocab_file=FLAGS.vocab_file,
       do_lower_case=FLAGS.do_lower_case,
       do_whole_word_mask=FLAGS.do_whole_word_mask,

@@ -16,6 +16,7 @@ import random
 from typing import Callable, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from bert_tf import features
+from data_prep.corpus import ERRORS_MODES, InputError, ReadReport, iter_lines  # pylint: disable=unused-import
 
 CLS_TOKEN = "[CLS]"
 SEP_TOKEN = "[SEP]"
@@ -362,65 +363,7 @@ def create_training_instances(
   return results
 
 
-# === Reading text ===
-
-
-class InputError(ValueError):
-  """Unreadable input text; the message names the file and line."""
-
-
-@dataclasses.dataclass
-class ReadReport:
-  """What reading the input found, for the summary and the metadata."""
-
-  files: int = 0
-  empty_files: List[str] = dataclasses.field(default_factory=list)
-  lines: int = 0
-  bytes: int = 0
-  invalid_utf8_lines: int = 0
-  skipped_lines: int = 0
-  documents: int = 0
-  segments: int = 0
-  tokens: int = 0
-
-
-ERRORS_MODES = ("strict", "replace", "skip")
-
-
-def iter_lines(path: str, errors: str, report: ReadReport) -> Iterator[str]:
-  """Yields the decoded lines of one file (split on "\\n" only, like the original's readline).
-
-  Args:
-    path: a local path, or any tf.io.gfile path (gs://, ram://, ...).
-    errors: what to do with a line that is not valid UTF-8: "strict" raises InputError naming
-      the file and line, "replace" decodes it with U+FFFD (which the tokenizer then deletes),
-      "skip" drops the line; replaced and skipped lines are counted in the report.
-    report: updated in place.
-  """
-  if errors not in ERRORS_MODES:
-    raise ValueError(f"errors must be one of {ERRORS_MODES}, got {errors!r}")
-  report.files += 1
-  empty = True
-  with features.open_file(path, "rb") as f:
-    for line_number, raw in enumerate(f, start=1):
-      empty = False
-      report.lines += 1
-      report.bytes += len(raw)
-      try:
-        yield raw.decode("utf-8")
-      except UnicodeDecodeError as e:
-        report.invalid_utf8_lines += 1
-        if errors == "strict":
-          raise InputError(
-              f"{path}:{line_number}: invalid UTF-8 at byte {e.start} of the line "
-              f"({raw[e.start:e.start + 4]!r}); pass --errors=replace or --errors=skip to "
-              f"accept such lines") from None
-        if errors == "skip":
-          report.skipped_lines += 1
-          continue
-        yield raw.decode("utf-8", errors="replace")
-  if empty:
-    report.empty_files.append(path)
+# === Reading documents ===
 
 
 def read_documents(input_files: Iterable[str], tokenize_to_ids: Callable[[str], List[int]],

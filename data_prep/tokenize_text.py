@@ -8,6 +8,7 @@ Usage:
       --output_file=corpus.tokens.txt [--output_ids]
 """
 
+import os
 import sys
 import time
 
@@ -16,8 +17,12 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
-from bert_tf import tokenization
-from data_prep import corpus
+if __package__ in (None, ""):
+  # Run as a script: make the repository root importable.
+  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
+from data_prep import corpus  # pylint: disable=g-import-not-at-top
 
 FLAGS = flags.FLAGS
 
@@ -42,11 +47,12 @@ def tokenize_files(paths, tokenizer, out, output_ids=False, errors="strict",
   unk_id = tokenizer.vocab["[UNK]"]
   total = max(1, corpus.total_size(paths))
   start = last_log = time.time()
+  report = corpus.ReadReport()
   for path in paths:
-    for _, line in corpus.read_lines(path, errors=errors):
+    for line in corpus.iter_lines(path, errors, report):
       ids = tokenizer.tokenize_to_ids(line)
       stats["lines"] += 1
-      stats["bytes"] += len(line.encode("utf-8")) + 1
+      stats["bytes"] = report.bytes
       stats["wordpieces"] += len(ids)
       stats["unknown"] += ids.count(unk_id)
       if output_ids:
@@ -66,7 +72,7 @@ def tokenize_files(paths, tokenizer, out, output_ids=False, errors="strict",
 def main(argv):
   del argv
   try:
-    paths = corpus.expand_input_files(FLAGS.input_file)
+    paths = corpus.expand_input_files(corpus.split_list(FLAGS.input_file), sort=True)
     if tf.io.gfile.exists(FLAGS.output_file) and not FLAGS.overwrite:
       raise ValueError(f"--output_file {FLAGS.output_file} exists; pass --overwrite to replace it")
     tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)

@@ -60,7 +60,7 @@ def test_sample_tokenizes_with_few_unknowns(sample_vocab):
   pieces = unknown = 0
   words = 0
   basic = tokenization.BasicTokenizer(do_lower_case=True)
-  for _, line in corpus.read_lines(SAMPLE):
+  for line in corpus.iter_lines(SAMPLE, "strict", corpus.ReadReport()):
     tokens = tokenizer.tokenize(line)
     pieces += len(tokens)
     unknown += tokens.count("[UNK]")

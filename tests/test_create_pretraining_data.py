@@ -18,6 +18,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import features
+from data_prep import corpus
 from data_prep import create_pretraining_data as cpd
 from data_prep import writer as writer_lib
 
@@ -227,7 +228,7 @@ def test_writer_round_robin_and_abort():
     (dict(max_predictions_per_seq=62), cpd.UsageError,
      "--max_predictions_per_seq=62 is larger than possible"),
     (dict(errors="ignore"), cpd.UsageError, "--errors must be one of"),
-    (dict(input_patterns=("/nonexistent/dir/*.txt",)), cpd.UsageError,
+    (dict(input_patterns=("/nonexistent/dir/*.txt",)), corpus.InputError,
      r"--input_file: no file matches '/nonexistent/dir/\*\.txt'"),
     (dict(vocab_file="/nonexistent/vocab.txt"), cpd.UsageError,
      "--vocab_file: Vocab file not found"),
@@ -287,7 +288,7 @@ def test_globs_and_lists_of_inputs(tmp_path):
   summary = cpd.run(_config([out], inputs=[str(tmp_path / "in" / "part*.txt")]))
   assert summary["documents"] == 3
   config = cpd.DataConfig(
-      input_patterns=cpd.split_list(f"{tmp_path}/in/part0.txt, {tmp_path}/in/part[12].txt"),
+      input_patterns=corpus.split_list(f"{tmp_path}/in/part0.txt, {tmp_path}/in/part[12].txt"),
       output_files=(str(tmp_path / "o2.tfrecord"),), vocab_file=VOCAB_FILE)
   assert cpd.run(config)["documents"] == 3
   assert dataclasses.asdict(config)["dupe_factor"] == 10  # the original's defaults
