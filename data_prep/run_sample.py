@@ -43,6 +43,11 @@ def main():
       python, os.path.join(HERE, "tokenize_text.py"), f"--input_file={SAMPLE}",
       f"--vocab_file={vocab}", "--do_lower_case=True",
       f"--output_file={os.path.join(args.output_dir, 'sample_tokens.txt')}", "--overwrite"])
+  run_step("make masked-LM / next-sentence pretraining records", [
+      python, os.path.join(HERE, "create_pretraining_data.py"), f"--input_file={SAMPLE}",
+      f"--output_file={os.path.join(args.output_dir, 'pretraining_data.tfrecord')}",
+      f"--vocab_file={vocab}", "--do_lower_case=True", "--max_seq_length=128",
+      "--max_predictions_per_seq=20", "--dupe_factor=2", "--overwrite"])
   print(f"\nSample pipeline done; outputs are in {args.output_dir}/")
 
 
