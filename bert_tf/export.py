@@ -11,6 +11,9 @@ Layout written by export_saved_models(model, config, export_dir):
   export_dir/bert_config.json, export_dir/vocab.txt (when given), export_dir/data_metadata.json
   (when given).
 The exported models compute in float32 whatever precision training used.
+
+As a command, `python -m bert_tf.export --checkpoint=... --vocab_file=... --export_dir=...` writes
+the TF Serving models (raw text in) described in bert_tf/serving.py.
 """
 
 import json
@@ -102,3 +105,10 @@ def export_saved_models(model: keras.Model, config: BertConfig, export_dir: str,
     _write_text(os.path.join(export_dir, "data_metadata.json"),
                 json.dumps(dict(data_metadata), indent=2) + "\n")
   return export_dir
+
+
+if __name__ == "__main__":
+  from absl import app  # pylint: disable=g-import-not-at-top
+  from bert_tf import serving  # pylint: disable=g-import-not-at-top
+  serving.define_flags()
+  app.run(serving.main)

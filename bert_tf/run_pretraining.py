@@ -72,6 +72,9 @@ flags.DEFINE_bool("export_at_end", True,
                   "Export the encoder and pretraining SavedModels to output_dir/export/<step> "
                   "at the end of training.")
 flags.DEFINE_bool("export_every_checkpoint", False, "Also export at every checkpoint.")
+flags.DEFINE_bool("export_serving", True,
+                  "With --vocab_file, exports also include the TF Serving models (raw text "
+                  "in) under export/<step>/serving/; see python -m bert_tf.export.")
 flags.DEFINE_string("vocab_file", None,
                     "The vocab (optional): copied beside exports, needed by --dynamic_masking.")
 flags.DEFINE_bool("do_lower_case", None,
@@ -112,7 +115,8 @@ def main(argv):
         keep_checkpoint_max=FLAGS.keep_checkpoint_max, dynamic_masking=FLAGS.dynamic_masking,
         vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
         export_at_end=FLAGS.export_at_end,
-        export_every_checkpoint=FLAGS.export_every_checkpoint, seed=FLAGS.seed)
+        export_every_checkpoint=FLAGS.export_every_checkpoint,
+        export_serving=FLAGS.export_serving, seed=FLAGS.seed)
     strategy = training.select_strategy(FLAGS.strategy, FLAGS.use_tpu, FLAGS.tpu_name,
                                         FLAGS.tpu_zone, FLAGS.gcp_project, FLAGS.master,
                                         FLAGS.num_tpu_cores)

@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from bert_tf import checkpoints
 from bert_tf import export
+from bert_tf import serving
 from bert_tf import features
 from bert_tf import input_pipeline
 from bert_tf import losses
@@ -75,6 +76,8 @@ class PretrainingSettings:
     do_lower_case: checked against the data's metadata when given.
     export_at_end: export SavedModels under output_dir/export at the end of training.
     export_every_checkpoint: also export at every checkpoint.
+    export_serving: with a vocab_file, exports also write the TF Serving models (raw text in:
+      text model, preprocessor, encoder) under <export>/serving (see bert_tf.serving).
     seed: seeds weight init, shuffling and interleaving (None: nondeterministic data order).
     shuffle_buffer_size: records in the training shuffle buffer (1 keeps the file order).
     max_nonfinite_steps: with float16, stop after this many non-finite losses in a row (other
@@ -106,6 +109,7 @@ class PretrainingSettings:
   do_lower_case: Optional[bool] = None
   export_at_end: bool = True
   export_every_checkpoint: bool = False
+  export_serving: bool = True
   seed: Optional[int] = None
   shuffle_buffer_size: int = 1000
   max_nonfinite_steps: int = 5
@@ -646,6 +650,15 @@ def _export(model, config, settings, metadata, step):
   export.export_saved_models(model, config, export_dir, vocab_file=settings.vocab_file,
                              data_metadata=metadata)
   logging.info("Exported the encoder and the pretraining model to %s", export_dir)
+  if settings.export_serving and settings.vocab_file:
+    do_lower_case = settings.do_lower_case
+    if do_lower_case is None:
+      do_lower_case = bool((metadata or {}).get("do_lower_case", True))
+    paths = serving.export_serving_models(
+        config, checkpoints.get_original_weights(model), settings.vocab_file,
+        os.path.join(export_dir, "serving"), do_lower_case=do_lower_case,
+        seq_length=settings.max_seq_length, data_metadata=metadata)
+    logging.info("Exported the TF Serving models to %s", ", ".join(sorted(paths.values())))
   return export_dir
 
 

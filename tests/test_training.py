@@ -348,6 +348,20 @@ def test_export_reloads_with_the_same_outputs(data, full_run):
       encoded["pooled_output"].numpy(),
       np.tanh(encoded["sequence_output"].numpy()[:, 0] @ reference["bert/pooler/dense/kernel"]
               + reference["bert/pooler/dense/bias"]), rtol=1e-4, atol=1e-5)
+  # With a vocab, the export also holds the TF Serving models (raw text in), consistent with
+  # the plain encoder export.
+  serving_dir = os.path.join(export_dir, "serving")
+  assert sorted(os.listdir(serving_dir)) == ["bert", "bert_encoder", "bert_preprocessor"]
+  words = [t for t in VOCAB_TOKENS if not t.startswith(("[", "##"))][:5]
+  texts = tf.constant([" ".join(words), words[0]])
+  packed = tf.saved_model.load(os.path.join(serving_dir, "bert_preprocessor", "1")).signatures[
+      "serving_default"](text=texts)
+  assert packed["input_word_ids"].shape == (2, SEQ)
+  served = tf.saved_model.load(os.path.join(serving_dir, "bert", "1")).signatures[
+      "serving_default"](text=texts)
+  np.testing.assert_allclose(served["pooled_output"].numpy(),
+                             encoder.signatures["serving_default"](**packed)["pooled_output"],
+                             rtol=1e-5, atol=1e-5)
 
 
 def test_select_strategy():
