@@ -4,7 +4,10 @@ This is the original release's algorithm (spec: ORIGINAL_RELEASE.md sections 3-4
 call for call: with the same documents, options and `random.Random(seed)` it makes the same
 instances in the same order. It works on token ids rather than token strings, and on index ranges
 rather than list deletions, which is where most of its speed over the original comes from; the
-random draws, and therefore the output, are unchanged.
+random draws, and therefore the output, are unchanged. Two options leave the original's
+behaviour: `exact_draws=False` (the default mode's: masked positions sampled lazily, the same
+distribution with fewer draws) and `word_tags` (whole-word masking over pre-segmented words,
+see tag_words).
 
 Documents are lists of segments (one per input line); a segment is a list of token ids.
 The random generator is always passed in; nothing here reads flags or global state.
@@ -46,6 +49,12 @@ class InstanceOptions:
   short_seq_prob: float = 0.1
   dupe_factor: int = 10
   do_whole_word_mask: bool = False
+  # Segments carry word tags (tag_words): group whole words by them, strip them from the ids.
+  word_tags: bool = False
+  # True: the original's random draws (every candidate shuffled before the first few are
+  # taken). False: only the draws the chosen positions need (a partial Fisher-Yates shuffle);
+  # the same distribution of masks, different records, and several times fewer draws.
+  exact_draws: bool = True
 
   def __post_init__(self):
     problems = []
@@ -66,6 +75,9 @@ class InstanceOptions:
       problems.append(f"--masked_lm_prob must be in (0, 1], got {self.masked_lm_prob}")
     if not 0.0 <= self.short_seq_prob <= 1.0:
       problems.append(f"--short_seq_prob must be in [0, 1], got {self.short_seq_prob}")
+    if self.word_tags and not self.do_whole_word_mask:
+      problems.append("--segmented_input only changes whole-word masking: it needs "
+                      "--do_whole_word_mask")
     if not isinstance(self.dupe_factor, int) or self.dupe_factor < 1:
       problems.append(f"--dupe_factor must be a positive integer, got {self.dupe_factor}")
     if problems:
@@ -102,14 +114,45 @@ class VocabTables:
     self.replacement_ids = list(vocab.values())
     size = max(self.replacement_ids) + 1
     self.size = size
-    # Whole-word masking joins a WordPiece continuation ("##...") to the previous group.
-    continuation = bytearray(size)
+    # Whole-word masking joins a WordPiece continuation ("##...") to the previous group. The
+    # upper half marks word-tagged ids (see tag_words): always a continuation.
+    continuation = bytearray(size) + b"\x01" * size
     for token, token_id in vocab.items():
       if token.startswith("##"):
         continuation[token_id] = 1
     # A token id may appear under two strings only if the vocab file repeats a line; the last
     # string wins, as in the original's id -> token map.
     self.is_continuation = continuation
+
+
+def tag_words(tokenize_to_ids: Callable[[str], List[int]],
+              vocab_size: int) -> Callable[[str], List[int]]:
+  """Wraps a tokenizer for input already segmented into words separated by spaces.
+
+  Each space-separated word is tokenized on its own (the ids are those of the whole line:
+  BERT's tokenizer never joins text across a space), and every id after the first of a word is
+  tagged by adding vocab_size. Whole-word masking then groups all tokens of a word, e.g. the
+  characters of a Chinese word, which the tokenizer otherwise splits into words of one
+  character (its "##" test never fires for them). create_masked_lm_predictions removes the
+  tags; an id is never tagged in a record.
+
+  Args:
+    tokenize_to_ids: text -> ids.
+    vocab_size: VocabTables.size.
+
+  Returns:
+    line -> tagged ids.
+  """
+  def tokenize(line: str) -> List[int]:
+    ids = []
+    for word in line.split(" "):
+      if word:
+        word_ids = tokenize_to_ids(word)
+        if word_ids:
+          ids.append(word_ids[0])
+          ids.extend(i + vocab_size for i in word_ids[1:])
+    return ids
+  return tokenize
 
 
 # === Random draws ===
@@ -144,6 +187,25 @@ def num_to_predict(num_tokens: int, masked_lm_prob: float, max_predictions_per_s
   return min(max_predictions_per_seq, max(1, int(round(num_tokens * masked_lm_prob))))
 
 
+def sample_in_place(items: list, count: int, rng: random.Random) -> None:
+  """Moves a uniformly random ordered sample of min(count, len) items to the front of items.
+
+  A partial Fisher-Yates shuffle: items[:count] is distributed exactly like the first count
+  items after a full shuffle, with count draws instead of len(items) - 1. Not the original's
+  draws (see InstanceOptions.exact_draws).
+  """
+  n = len(items)
+  getrandbits = rng.getrandbits
+  for i in range(min(count, n - 1)):
+    span = n - i
+    k = span.bit_length()
+    j = getrandbits(k)
+    while j >= span:
+      j = getrandbits(k)
+    j += i
+    items[i], items[j] = items[j], items[i]
+
+
 # === Masking ===
 
 
@@ -172,24 +234,47 @@ def create_masked_lm_predictions(
                           options.max_predictions_per_seq)
   if options.do_whole_word_mask:
     is_continuation = vocab.is_continuation
+    size = vocab.size
     groups = []
     for i, token_id in enumerate(input_ids):
       if token_id == cls_id or token_id == sep_id:
         continue
-      if groups and is_continuation[token_id]:
+      # A word-tagged token joins only a group that ends right before it (never across [SEP],
+      # unlike a "##" piece in the original).
+      if groups and is_continuation[token_id] and (token_id < size or groups[-1][-1] == i - 1):
         groups[-1].append(i)
       else:
         groups.append([i])
-    shuffle(groups, rng)
+    if options.word_tags:
+      input_ids = [i - size if i >= size else i for i in input_ids]
     chosen = []
-    for group in groups:
-      if len(chosen) >= target:
-        break
-      # Groups never overlap, so the original's "already covered" test never fires; only a
-      # group that would overshoot the target is skipped.
-      if len(chosen) + len(group) > target:
-        continue
-      chosen.extend(group)
+    if options.exact_draws:
+      shuffle(groups, rng)
+      for group in groups:
+        if len(chosen) >= target:
+          break
+        # Groups never overlap, so the original's "already covered" test never fires; only a
+        # group that would overshoot the target is skipped.
+        if len(chosen) + len(group) > target:
+          continue
+        chosen.extend(group)
+    else:
+      # The same walk over a shuffle drawn lazily: group i is fixed only when it is reached.
+      n = len(groups)
+      getrandbits = rng.getrandbits
+      for i in range(n):
+        if len(chosen) >= target:
+          break
+        span = n - i
+        if span > 1:
+          k = span.bit_length()
+          j = getrandbits(k)
+          while j >= span:
+            j = getrandbits(k)
+          groups[i], groups[i + j] = groups[i + j], groups[i]
+        group = groups[i]
+        if len(chosen) + len(group) <= target:
+          chosen.extend(group)
   else:
     # Groups of one: after the shuffle the first `target` candidates are the chosen ones.
     n = len(input_ids)
@@ -202,7 +287,10 @@ def create_masked_lm_predictions(
     else:
       candidates = [i for i, token_id in enumerate(input_ids)
                     if token_id != cls_id and token_id != sep_id]
-    shuffle(candidates, rng)
+    if options.exact_draws:
+      shuffle(candidates, rng)
+    else:
+      sample_in_place(candidates, target, rng)
     chosen = candidates[:target]
 
   output_ids = list(input_ids)

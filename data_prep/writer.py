@@ -3,13 +3,16 @@
 Local outputs are framed in Python (numpy CRC-32C), so data preparation on local files never
 imports TensorFlow (~0.7 GB and several seconds); other tf.io.gfile paths use tf.io.TFRecordWriter.
 Each output is written under a temporary name (`<file>.incomplete-<pid>`) and renamed only when
-every record is in, so a killed run leaves nothing that looks like finished data. Existing
-non-empty outputs are refused unless the caller asks to overwrite them.
+every record is in, so a killed run leaves nothing that looks like finished data; the next run
+deletes such leftovers once their process is gone. Existing non-empty outputs (and, for an
+output folder, shards of another layout) are refused unless the caller asks to overwrite them.
 """
 
 import dataclasses
+import glob
 import gzip
 import os
+import re
 import struct
 from typing import Dict, List, Optional, Sequence
 
@@ -273,14 +276,80 @@ def remove_if_exists(path: str) -> None:
     _remove(path)
 
 
-def check_outputs(output_files: Sequence[str], overwrite: bool) -> None:
+SHARD_PATTERN = re.compile(r"pretraining-\d{5,}-of-\d{5,}\.tfrecord(\.gz)?$")
+
+
+def shard_paths(output_dir: str, num_shards: int, compression: str = "") -> List[str]:
+  """`<output_dir>/pretraining-00000-of-00008.tfrecord` (`.tfrecord.gz` with GZIP), ...
+
+  Raises:
+    OutputError: num_shards below 1 or an empty output_dir.
+  """
+  if not output_dir:
+    raise OutputError("--output_dir: no folder given")
+  if not isinstance(num_shards, int) or num_shards < 1:
+    raise OutputError(f"--num_output_shards must be a positive integer, got {num_shards}")
+  suffix = ".tfrecord.gz" if compression == "GZIP" else ".tfrecord"
+  return [f"{output_dir.rstrip('/')}/pretraining-{i:05d}-of-{num_shards:05d}{suffix}"
+          for i in range(num_shards)]
+
+
+def _listdir(folder: str) -> List[str]:
+  if features.is_local_path(folder):
+    return os.listdir(folder) if os.path.isdir(folder) else []
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return [n.rstrip("/") for n in tf.io.gfile.listdir(folder)] if tf.io.gfile.isdir(folder) else []
+
+
+def foreign_shards(output_dir: str, shard_files: Sequence[str]) -> List[str]:
+  """Shard files (and their metadata) in output_dir that are not among shard_files.
+
+  A previous run with another --num_output_shards or compression leaves such files; a reader
+  globbing `pretraining-*` would mix them with the new ones.
+  """
+  ours = {os.path.basename(p) for p in shard_files}
+  found = []
+  for name in sorted(_listdir(output_dir)):
+    base = name[:-len(features.METADATA_SUFFIX)] if name.endswith(
+        features.METADATA_SUFFIX) else name
+    if SHARD_PATTERN.match(base) and base not in ours:
+      found.append(f"{output_dir.rstrip('/')}/{name}")
+  return found
+
+
+def check_output_dir(output_dir: str, shard_files: Sequence[str], overwrite: bool) -> List[str]:
+  """Refuses a folder holding shards of another layout unless overwrite; returns those files.
+
+  The caller removes the returned files when it commits (not before: a failed run must leave
+  the previous data as it was).
+  """
+  if _exists(output_dir) and not _isdir(output_dir):
+    raise OutputError(f"--output_dir: {output_dir} exists and is not a folder")
+  stale = foreign_shards(output_dir, shard_files)
+  if stale and not overwrite:
+    raise OutputError(
+        f"--output_dir: {output_dir} already holds shards of another run "
+        f"({os.path.basename(stale[0])}{' and more' if len(stale) > 1 else ''}); pass "
+        f"--overwrite to replace them")
+  return stale
+
+
+def _isdir(path: str) -> bool:
+  if features.is_local_path(path):
+    return os.path.isdir(path)
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return tf.io.gfile.isdir(path)
+
+
+def check_outputs(output_files: Sequence[str], overwrite: bool,
+                  flag: str = "--output_file") -> None:
   """Refuses duplicate outputs and existing non-empty ones (unless overwrite); makes folders."""
   if not output_files:
-    raise OutputError("--output_file: no output file given")
+    raise OutputError(f"{flag}: no output file given")
   seen = set()
   for path in output_files:
     if path in seen:
-      raise OutputError(f"--output_file: {path} is listed twice")
+      raise OutputError(f"{flag}: {path} is listed twice")
     seen.add(path)
     local = features.is_local_path(path)
     if local:
@@ -290,16 +359,42 @@ def check_outputs(output_files: Sequence[str], overwrite: bool) -> None:
       isdir, makedirs, error = tf.io.gfile.isdir, tf.io.gfile.makedirs, tf.errors.OpError
     if _exists(path):
       if isdir(path):
-        raise OutputError(f"--output_file: {path} is a directory")
+        raise OutputError(f"{flag}: {path} is a directory")
       if _size(path) > 0 and not overwrite:
-        raise OutputError(f"--output_file: {path} already exists and is not empty; pass "
+        raise OutputError(f"{flag}: {path} already exists and is not empty; pass "
                           f"--overwrite to replace it")
+    remove_stale_temp_files(path)
     parent = os.path.dirname(path)
     if parent and not _exists(parent):
       try:
         makedirs(parent)
       except error as e:
-        raise OutputError(f"--output_file: cannot create the folder of {path}: {e}") from None
+        raise OutputError(f"{flag}: cannot create the folder of {path}: {e}") from None
+
+
+def remove_stale_temp_files(path: str) -> List[str]:
+  """Deletes `<path>.incomplete-<pid>` files left by killed runs (local files whose pid is gone).
+
+  A temporary file of a process that is still alive is left alone. Other filesystems cannot
+  tell, so their leftovers stay (their names say they are incomplete).
+  """
+  if not features.is_local_path(path):
+    return []
+  removed = []
+  for temp in glob.glob(glob.escape(path) + ".incomplete-*"):
+    pid = temp.rsplit("-", 1)[-1]
+    if not pid.isdigit():
+      continue
+    try:
+      os.kill(int(pid), 0)
+      continue  # alive (or not ours to signal): maybe another run writing right now
+    except ProcessLookupError:
+      pass
+    except PermissionError:
+      continue
+    os.remove(temp)
+    removed.append(temp)
+  return removed
 
 
 class RecordWriter:

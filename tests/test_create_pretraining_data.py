@@ -11,8 +11,10 @@ import json
 import logging
 import os
 import random
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import tensorflow as tf
@@ -29,6 +31,16 @@ ZH_INPUT = os.path.join(TEST_DATA, "cpd_zh_60k.txt")
 ZH_GOLDEN = os.path.join(TEST_DATA, "cpd_zh_s64_d1.tfrecord")
 ZH_MD5 = "a82b0171fbdba8ca0c1b4bcfa07c0e09"
 ZH_FLAGS = dict(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=1)
+
+
+@pytest.fixture(autouse=True)
+def _restore_absl_log_level():
+  # Parsing the command's flags (the CLI tests) sets the "absl" logger to --verbosity's level
+  # (WARNING), which unparse_flags does not undo: later tests' caplog would miss INFO lines.
+  logger = logging.getLogger("absl")
+  level = logger.level
+  yield
+  logger.setLevel(level)
 
 
 def _ram_dir():
@@ -450,7 +462,7 @@ def test_default_mode_is_the_algorithm_per_block(tmp_path, monkeypatch):
   # The window shuffle acts on text documents; a document whose lines all lack tokens would
   # be dropped after it, but this corpus has none.
   random.Random("bert_tf-window:12345:0").shuffle(docs)
-  options = I.InstanceOptions(**ZH_FLAGS)
+  options = I.InstanceOptions(**ZH_FLAGS, exact_draws=False)  # the default mode's draws
   encoder = features.ExampleEncoder(64, 10, vocab.size)
   expected = I.create_training_instances(docs, options, vocab, I.block_rng(12345, 0),
                                          transform=lambda inst: encoder.encode(*inst))
@@ -473,3 +485,204 @@ def test_default_mode_statistics_match_reference_mode(tmp_path):
   assert abs(new["full_length_fraction"] - ref["full_length_fraction"]) < 0.03
   assert abs(new["mean_masked_tokens"] / ref["mean_masked_tokens"] - 1) < 0.02
   assert abs(new["random_next_fraction"] - ref["random_next_fraction"]) < 0.03
+
+
+# === --output_dir shards, reruns and killed runs ===
+
+
+def test_output_dir_shards_equal_the_output_file_list(tmp_path):
+  shards = tmp_path / "shards"
+  summary = cpd.run(_config([], output_dir=str(shards), num_output_shards=3))
+  names = [f"pretraining-0000{i}-of-00003.tfrecord" for i in range(3)]
+  assert sorted(os.listdir(shards)) == sorted(names + [n + ".metadata.json" for n in names])
+  assert summary["output_files"] == [f"{shards}/{n}" for n in names]
+  # The same round-robin as the original's --output_file list.
+  listed = [str(tmp_path / f"l{i}.tfrecord") for i in range(3)]
+  cpd.run(_config(listed))
+  for name, path in zip(names, listed):
+    assert _records(f"{shards}/{name}") == _records(path)
+  counts = [features.read_metadata(f"{shards}/{n}.metadata.json")["counts"] for n in names]
+  assert [c["instances_in_file"] for c in counts] == [115, 115, 115]
+  assert counts[0]["output_files"] == summary["output_files"]
+  meta = features.read_metadata(f"{shards}/{names[0]}.metadata.json")
+  assert meta["flags"]["output_dir"] == str(shards) and meta["flags"]["num_output_shards"] == 3
+  # GZIP shards are named .tfrecord.gz; ram:// folders work too.
+  base = _ram_dir()
+  cpd.run(_config([], output_dir=f"{base}/gz", num_output_shards=2, compression="GZIP"))
+  assert sorted(tf.io.gfile.listdir(f"{base}/gz")) == [
+      "pretraining-00000-of-00002.tfrecord.gz",
+      "pretraining-00000-of-00002.tfrecord.gz.metadata.json",
+      "pretraining-00001-of-00002.tfrecord.gz",
+      "pretraining-00001-of-00002.tfrecord.gz.metadata.json"]
+  assert len(_records(f"{base}/gz/pretraining-00001-of-00002.tfrecord.gz", "GZIP")) == 172
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(output_files=("o.tfrecord",), output_dir="d"),
+     "--output_file and --output_dir are mutually exclusive"),
+    (dict(output_files=("o.tfrecord",), num_output_shards=4),
+     "--num_output_shards needs --output_dir"),
+    (dict(output_files=()), "one of --output_file or --output_dir is required"),
+    (dict(output_files=(), output_dir="d", num_output_shards=0),
+     "--num_output_shards must be a positive integer, got 0"),
+])
+def test_output_flags_conflicts(overrides, message):
+  with pytest.raises(cpd.UsageError, match=message):
+    cpd.run(_config((), **overrides))
+
+
+def test_cli_output_dir_and_output_file_conflict(tmp_path, capsys):
+  common = ["create_pretraining_data.py", f"--input_file={ZH_INPUT}", f"--vocab_file={VOCAB_FILE}"]
+  cases = [
+      ([f"--output_file={tmp_path}/o.tfrecord", f"--output_dir={tmp_path}/d"],
+       "--output_file and --output_dir are mutually exclusive"),
+      ([f"--output_file={tmp_path}/o.tfrecord", "--num_output_shards=1"],
+       "--num_output_shards needs --output_dir"),
+      ([], "one of --output_file or --output_dir is required"),
+  ]
+  for extra, message in cases:
+    cpd.FLAGS(common + extra)
+    try:
+      assert cpd.main(common[:1]) == 2
+    finally:
+      cpd.FLAGS.unparse_flags()
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+  assert os.listdir(tmp_path) == []
+
+
+def test_output_dir_rerun_needs_overwrite_and_replaces_other_layouts(tmp_path):
+  shards = str(tmp_path / "shards")
+  cpd.run(_config([], output_dir=shards, num_output_shards=3))
+  before = {n: open(os.path.join(shards, n), "rb").read() for n in os.listdir(shards)}
+  with pytest.raises(writer_lib.OutputError,
+                     match=r"--output_dir: .*pretraining-00000-of-00003\.tfrecord already exists"
+                           r".*--overwrite"):
+    cpd.run(_config([], output_dir=shards, num_output_shards=3))
+  # Another shard count would leave a mixed folder: refused too, naming the old shards.
+  with pytest.raises(writer_lib.OutputError,
+                     match=r"already holds shards of another run \(pretraining-00000-of-00003"
+                           r"\.tfrecord and more\); pass --overwrite"):
+    cpd.run(_config([], output_dir=shards, num_output_shards=2))
+  assert {n: open(os.path.join(shards, n), "rb").read() for n in os.listdir(shards)} == before
+  # A file that is not one of our shards is never touched.
+  _write_text(os.path.join(shards, "notes.txt"), b"keep me")
+  cpd.run(_config([], output_dir=shards, num_output_shards=2, overwrite=True))
+  assert sorted(os.listdir(shards)) == [
+      "notes.txt", "pretraining-00000-of-00002.tfrecord",
+      "pretraining-00000-of-00002.tfrecord.metadata.json",
+      "pretraining-00001-of-00002.tfrecord",
+      "pretraining-00001-of-00002.tfrecord.metadata.json"]
+  assert sum(len(_records(os.path.join(shards, f"pretraining-0000{i}-of-00002.tfrecord")))
+             for i in range(2)) == 345
+  # A file where the folder should be is named.
+  not_a_folder = _write_text(str(tmp_path / "file"), b"x")
+  with pytest.raises(writer_lib.OutputError, match=r"--output_dir: .*file exists and is not a "
+                                                   r"folder"):
+    cpd.run(_config([], output_dir=not_a_folder, overwrite=True))
+
+
+def test_killed_run_leaves_nothing_that_looks_complete(tmp_path):
+  corpus = _synthetic_corpus(tmp_path / "corpus.txt", num_documents=1500, seed=2)
+  shards = tmp_path / "shards"
+  shards.mkdir()
+  config = dict(input_patterns=(corpus,), output_files=(), output_dir=str(shards),
+                num_output_shards=2, vocab_file=VOCAB_FILE, max_seq_length=64,
+                max_predictions_per_seq=10, dupe_factor=2, num_workers=2, block_size_mb=0.05)
+  code = ("import sys\n"
+          f"sys.path.insert(0, {REPO_ROOT!r})\n"
+          "from data_prep import create_pretraining_data as cpd\n"
+          f"cpd.run(cpd.DataConfig(**{config!r}))\n")
+  # Its own process group, so the SIGKILL reaches the workers too (as an OOM kill of the
+  # job would); the temporary files are named after the main process.
+  proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  try:
+    # Wait until records are on disk: the local writer flushes every 4,096 records.
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+      if any(os.path.getsize(shards / n) > 0 for n in os.listdir(shards)):
+        break
+      time.sleep(0.02)
+    assert proc.poll() is None, "the run ended before it could be killed: use a bigger corpus"
+    os.killpg(proc.pid, signal.SIGKILL)
+  finally:
+    proc.wait()
+  left = sorted(os.listdir(shards))
+  assert left and all(f".incomplete-{proc.pid}" in n for n in left), left
+  assert not [n for n in left if writer_lib.SHARD_PATTERN.match(n) or n.endswith(".json")]
+  # The rerun (same flags, no --overwrite needed: nothing complete exists) succeeds and clears
+  # the dead run's temporary files.
+  summary = cpd.run(cpd.DataConfig(**config))
+  names = sorted(os.listdir(shards))
+  assert names == ["pretraining-00000-of-00002.tfrecord",
+                   "pretraining-00000-of-00002.tfrecord.metadata.json",
+                   "pretraining-00001-of-00002.tfrecord",
+                   "pretraining-00001-of-00002.tfrecord.metadata.json"]
+  assert summary["instances"] > 2 * 4096
+  assert sum(len(_records(str(shards / n))) for n in names if n.endswith(".tfrecord")) == (
+      summary["instances"])
+
+
+# === --segmented_input: whole-word masking for pre-segmented (e.g. Chinese) text ===
+
+
+def test_segmented_input_masks_whole_chinese_words(tmp_path):
+  from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
+  # A stand-in segmenter: every run of CJK characters is cut into words of two characters (a
+  # last odd one joins the word before it), so no Chinese word has a single character.
+  def segment(line):
+    words, run = [], ""
+    for char in line + "\n":
+      if tokenization.is_cjk_codepoint(ord(char)):
+        run += char
+        continue
+      if run:
+        pieces = [run[i:i + 2] for i in range(0, len(run), 2)]
+        if len(pieces) > 1 and len(pieces[-1]) == 1:
+          last = pieces.pop()
+          pieces[-1] += last
+        words.append(" " + " ".join(pieces) + " ")
+        run = ""
+      words.append(char)
+    return "".join(words[:-1])
+
+  segmented = tmp_path / "zh_segmented.txt"
+  with open(ZH_INPUT, encoding="utf-8") as f, open(segmented, "w", encoding="utf-8") as out:
+    for line in f:
+      out.write(segment(line.rstrip("\n")) + "\n")
+  with open(VOCAB_FILE, encoding="utf-8") as f:
+    tokens = [line.rstrip("\n") for line in f]
+
+  def paired_fraction(path):
+    """Of the masked CJK positions, the share with a masked CJK neighbour."""
+    paired = total = 0
+    for record in _records(path):
+      d = features.decode_example(record, 64, 10)
+      positions = [p for p, w in zip(d["masked_lm_positions"], d["masked_lm_weights"]) if w]
+      labels = dict(zip(positions, d["masked_lm_ids"]))
+      assert max(d["input_ids"]) < 30522  # no word tag ever reaches a record
+      # This English vocab lacks many Chinese characters: [UNK] stands for those.
+      cjk = {p for p in positions if tokens[labels[p]] == "[UNK]"
+             or tokenization.is_cjk_codepoint(ord(tokens[labels[p]][0]))}
+      total += len(cjk)
+      paired += sum(1 for p in cjk if p - 1 in cjk or p + 1 in cjk)
+    return paired / total
+
+  fractions = {}
+  for name, overrides in [("plain", {}),
+                          ("reference", dict(segmented_input=True)),
+                          ("default", dict(segmented_input=True, reproduce_original=False,
+                                           num_workers=1))]:
+    out = str(tmp_path / f"{name}.tfrecord")
+    cpd.run(_config([out], inputs=[str(segmented)], do_whole_word_mask=True, **overrides))
+    fractions[name] = paired_fraction(out)
+    assert features.read_metadata(out + ".metadata.json")["flags"]["segmented_input"] is bool(
+        overrides)
+  # Without it the characters are masked one by one (the original's behaviour for Chinese).
+  assert fractions["plain"] < 0.5, fractions
+  # With it nearly every masked character has its word's other half masked too (single-character
+  # words remain where a run of CJK characters has odd length or truncation cut a word).
+  assert fractions["reference"] > 0.9 and fractions["default"] > 0.9, fractions
+  with pytest.raises(cpd.UsageError, match="--segmented_input .* needs --do_whole_word_mask"):
+    cpd.run(_config([str(tmp_path / "x.tfrecord")], segmented_input=True))

@@ -155,6 +155,76 @@ def test_masking_matches_reference(tokenizer, vocab, data, whole_word, seed, pro
   assert ids == tokenizer.convert_tokens_to_ids(tokens)  # input not modified
 
 
+def _forward_shuffle(items, rng):
+  """Fisher-Yates from the front, each index uniform by rejection sampling on getrandbits."""
+  for i in range(len(items) - 1):
+    span = len(items) - i
+    j = rng.getrandbits(span.bit_length())
+    while j >= span:
+      j = rng.getrandbits(span.bit_length())
+    items[i], items[i + j] = items[i + j], items[i]
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.data(), whole_word=st.booleans(), seed=st.integers(0, 2**31),
+       prob=st.sampled_from([0.15, 0.3, 1.0]), max_pred=st.integers(1, 30))
+def test_lazy_draws_choose_what_a_full_shuffle_would(tokenizer, vocab, data, whole_word, seed,
+                                                     prob, max_pred):
+  # exact_draws=False draws only the front of a forward shuffle: with the same generator its
+  # chosen positions are those of the full forward shuffle walked the original's way.
+  pick = st.sampled_from(["the", "##s", "##ing", "un", "##ed", "a", ".", "[SEP]"])
+  a = data.draw(st.lists(pick, min_size=1, max_size=40))
+  b = data.draw(st.lists(pick, min_size=1, max_size=40))
+  tokens = ["[CLS]"] + a + ["[SEP]"] + b + ["[SEP]"]
+  ids = tokenizer.convert_tokens_to_ids(tokens)
+  options = I.InstanceOptions(max_seq_length=128, max_predictions_per_seq=max_pred,
+                              masked_lm_prob=prob, do_whole_word_mask=whole_word,
+                              exact_draws=False)
+  out, positions, labels = I.create_masked_lm_predictions(ids, options, vocab,
+                                                          random.Random(seed))
+  groups = []
+  for i, t in enumerate(tokens):
+    if t not in ("[CLS]", "[SEP]"):
+      if whole_word and groups and t.startswith("##"):
+        groups[-1].append(i)
+      else:
+        groups.append([i])
+  _forward_shuffle(groups, random.Random(seed))
+  target = I.num_to_predict(len(tokens), prob, max_pred)
+  chosen = []
+  for group in groups:
+    if len(chosen) >= target:
+      break
+    if len(chosen) + len(group) <= target:
+      chosen.extend(group)
+  assert positions == sorted(chosen)
+  assert labels == [ids[p] for p in positions]
+  assert all(o == i for p, (o, i) in enumerate(zip(out, ids)) if p not in chosen)
+
+
+def test_sample_in_place_is_uniform():
+  # Every ordered pair of 5 items is equally likely at the front (20 outcomes).
+  rng = random.Random(0)
+  counts = {}
+  trials = 20000
+  for _ in range(trials):
+    items = list(range(5))
+    I.sample_in_place(items, 2, rng)
+    assert sorted(items) == list(range(5))
+    counts[tuple(items[:2])] = counts.get(tuple(items[:2]), 0) + 1
+  assert len(counts) == 20
+  # Binomial(20000, 1/20): sd about 31, so 5 sd is +-155.
+  assert all(abs(c - trials / 20) < 155 for c in counts.values()), counts
+  # count >= len: a full permutation; an empty or one-item list is left alone.
+  items = list(range(7))
+  I.sample_in_place(items, 50, rng)
+  assert sorted(items) == list(range(7))
+  for items in ([], [3]):
+    before = list(items)
+    I.sample_in_place(items, 2, rng)
+    assert items == before
+
+
 def test_whole_word_group_crosses_sep_like_the_original(tokenizer, vocab):
   # "##s" at the start of B joins the last word of A, across [SEP] (the original's quirk).
   tokens = ["[CLS]", "cat", "[SEP]", "##s", "[SEP]"]
@@ -198,6 +268,80 @@ def test_chinese_characters_never_join_whole_word_groups(tokenizer):
   cjk = [t for t in pieces if any(tokenization.is_cjk_codepoint(ord(c)) for c in t)]
   assert len(cjk) > 1000
   assert not [t for t in cjk if t.startswith("##")]
+
+
+def _segment_cjk(line, rng):
+  """Puts a space between some pairs of adjacent CJK characters: a stand-in word segmenter."""
+  out = [line[0]] if line else []
+  for prev, char in zip(line, line[1:]):
+    if (tokenization.is_cjk_codepoint(ord(prev)) and tokenization.is_cjk_codepoint(ord(char))
+        and rng.random() < 0.5):
+      out.append(" ")
+    out.append(char)
+  return "".join(out)
+
+
+def test_tag_words_keeps_the_tokens_and_tags_word_continuations(tokenizer, vocab):
+  with open(os.path.join(TEST_DATA, "cpd_zh_60k.txt"), encoding="utf-8") as f:
+    lines = [next(f).strip() for _ in range(300)]
+  tag = I.tag_words(tokenizer.tokenize_to_ids, vocab.size)
+  rng = random.Random(0)
+  tagged_total = 0
+  for line in lines:
+    segmented = _segment_cjk(line, rng)
+    tagged = tag(segmented)
+    # Spaces between CJK characters change no token; the tags only mark word continuations.
+    assert [i % vocab.size for i in tagged] == tokenizer.tokenize_to_ids(line)
+    starts = [t < vocab.size for t in tagged]
+    expected = []
+    for word in segmented.split(" "):
+      ids = tokenizer.tokenize_to_ids(word)
+      expected += [True] + [False] * (len(ids) - 1) if ids else []
+    assert starts == expected
+    tagged_total += starts.count(False)
+  assert tagged_total > 1000
+  assert tag("北京 大学") == tokenizer.convert_tokens_to_ids(["北"]) + [
+      tokenizer.vocab["京"] + vocab.size, tokenizer.vocab["大"],
+      tokenizer.vocab["学"] + vocab.size]
+
+
+@pytest.mark.parametrize("exact_draws", [True, False])
+def test_segmented_words_are_masked_whole(tokenizer, vocab, exact_draws):
+  tag = I.tag_words(tokenizer.tokenize_to_ids, vocab.size)
+  a = tag("北京 大学 的 图书馆 很 大")
+  # B starts with a word continuation, as after truncation from the front: that character is
+  # a group of its own, never joined to A's last word across [SEP].
+  b = [tokenizer.vocab["学"] + vocab.size] + tag("我们 喜欢 读书 unbelievable")
+  ids = [vocab.cls_id] + a + [vocab.sep_id] + b + [vocab.sep_id]
+  words = []  # positions of each word (tagged ids continue the previous one)
+  for p, t in enumerate(ids):
+    if t in (vocab.cls_id, vocab.sep_id):
+      continue
+    if t >= vocab.size and words and words[-1][-1] == p - 1:
+      words[-1].append(p)
+    elif vocab.is_continuation[t] and t < vocab.size and words:
+      words[-1].append(p)  # "##" pieces of unbelievable
+    else:
+      words.append([p])
+  assert [len(w) for w in words] == [2, 2, 1, 3, 1, 1, 1, 2, 2, 2, len(tokenizer.tokenize(
+      "unbelievable"))]
+  options = I.InstanceOptions(masked_lm_prob=0.4, max_predictions_per_seq=10,
+                              do_whole_word_mask=True, word_tags=True, exact_draws=exact_draws)
+  untagged = [t % vocab.size for t in ids]
+  seen = set()
+  for seed in range(300):
+    out, positions, labels = I.create_masked_lm_predictions(ids, options, vocab,
+                                                            random.Random(seed))
+    assert max(out) < vocab.size and labels == [untagged[p] for p in positions]
+    assert all(o == u for p, (o, u) in enumerate(zip(out, untagged)) if p not in positions)
+    chosen = set(positions)
+    for word in words:
+      assert chosen.issuperset(word) or chosen.isdisjoint(word), (seed, word, positions)
+      if chosen.issuperset(word):
+        seen.add(tuple(word))
+  assert len(seen) == len(words)  # every word gets masked some time
+  with pytest.raises(I.InstanceOptionsError, match="--segmented_input .* --do_whole_word_mask"):
+    I.InstanceOptions(word_tags=True)
 
 
 # === Options ===
