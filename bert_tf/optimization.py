@@ -134,8 +134,9 @@ class _DecoupledDecayOptimizer(keras.optimizers.Optimizer):
         for v in var_list]
 
   def exclude_from_weight_decay(self, var_list=None, var_names=None):
-    # Keras' method configures its own weight_decay, which these optimizers do not use.
-    raise NotImplementedError(
+    # Keras' method configures its own weight_decay, which these optimizers do not use: refuse
+    # it loudly rather than silently ignoring the call.
+    raise TypeError(
         f"{type(self).__name__}: pass exclude_from_weight_decay=[patterns] to the constructor")
 
   def decays_variable(self, variable) -> bool:

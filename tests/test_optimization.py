@@ -442,3 +442,10 @@ def test_mirrored_two_replicas_match_one_device():
     for path, value in single_weights.items():
       np.testing.assert_allclose(mirrored_weights[path], value, rtol=1e-5, atol=1e-6,
                                  err_msg=f"{name} {path}")
+
+
+def test_keras_weight_decay_configuration_is_refused_not_ignored():
+  for cls in (optimization.AdamWeightDecay, optimization.Lamb):
+    opt = cls(learning_rate=1e-3)
+    with pytest.raises(TypeError, match="pass exclude_from_weight_decay"):
+      opt.exclude_from_weight_decay(var_names=["bias"])
