@@ -80,6 +80,8 @@ def main():
   parser.add_argument("--vocab_file",
                       default="/work/shared/data/vocab/bert-base-uncased-vocab.txt")
   parser.add_argument("--seq_length", type=int, default=128)
+  parser.add_argument("--rounds", type=int, default=3,
+                      help="Alternating timing rounds; each path keeps its best.")
   parser.add_argument("--requests", type=int, default=100, help="Batch-1 requests timed.")
   parser.add_argument("--batches", type=int, default=10, help="Batch-32 requests timed.")
   args = parser.parse_args()
@@ -107,10 +109,17 @@ def main():
 
       # Same answers from both paths (the packing is the same for single texts).
       np.testing.assert_allclose(text_model(batches[0]), python_encoder(batches[0]), atol=1e-4)
-      for name, fn in (("text model", text_model), ("python+encoder", python_encoder)):
-        latency = statistics.median(time_calls(fn, singles)) * 1000
-        throughput = 32 * len(batches) / sum(time_calls(fn, batches))
-        rows.append((size, name, latency, throughput))
+      # The two paths take turns, round after round, and each keeps its best round: on a shared
+      # machine a burst of other work then hits both alike instead of whichever ran during it.
+      best = {}
+      for _ in range(args.rounds):
+        for name, fn in (("text model", text_model), ("python+encoder", python_encoder)):
+          latency = statistics.median(time_calls(fn, singles)) * 1000
+          throughput = 32 * len(batches) / sum(time_calls(fn, batches))
+          old_latency, old_throughput = best.get(name, (float("inf"), 0.0))
+          best[name] = (min(latency, old_latency), max(throughput, old_throughput))
+      for name in ("text model", "python+encoder"):
+        rows.append((size, name) + best[name])
   print(f"\nseq_length {args.seq_length}, {os.cpu_count()} CPUs, corpus {args.corpus}")
   print(f"| model | path | batch 1 latency (ms, median) | batch 32 (texts/s) | "
         f"latency ratio | throughput ratio |")
