@@ -90,12 +90,13 @@ def time_interleaved(steps_by_system, batch, rounds):
 
 def ours_steps(config, jit_compile):
   """(forward, train) step functions of our Keras 3 model in tf.functions."""
-  import keras
   import tensorflow as tf
   from bert_tf import losses
+  from bert_tf import optimization
   from bert_tf.heads import build_pretraining_model
   model = build_pretraining_model(config)
-  optimizer = keras.optimizers.AdamW(1e-4, weight_decay=0.01, epsilon=1e-6)
+  # What run_pretraining trains with: the original's AdamWeightDecay and clipping.
+  optimizer = optimization.AdamWeightDecay(1e-4, weight_decay_rate=0.01, epsilon=1e-6)
   optimizer.build(model.trainable_variables)
   inputs = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
 
@@ -109,21 +110,33 @@ def ours_steps(config, jit_compile):
       outputs = model({k: batch[k] for k in inputs}, training=True)
       loss = losses.pretraining_losses(outputs, batch)["loss"]
     grads = tape.gradient(loss, model.trainable_variables)
-    grads, _ = tf.clip_by_global_norm(grads, 1.0)
+    grads, _ = optimization.clip_by_global_norm(grads, 1.0)
     optimizer.apply_gradients(zip(grads, model.trainable_variables))
     return loss
 
   return (lambda b: forward(b).numpy()), (lambda b: train(b).numpy())
 
 
+def plain_pretraining_loss(tf, mlm_logits, nsp_logits, batch):
+  """The original's loss with stock TensorFlow ops, as a Model Garden user computes it."""
+  weights = tf.cast(batch["masked_lm_weights"], tf.float32)
+  mlm_nll = tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=batch["masked_lm_ids"], logits=tf.cast(mlm_logits, tf.float32))
+  nsp_nll = tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=tf.reshape(batch["next_sentence_labels"], [-1]),
+      logits=tf.cast(nsp_logits, tf.float32))
+  return (tf.reduce_sum(weights * mlm_nll) / (tf.reduce_sum(weights) + 1e-5)
+          + tf.reduce_mean(nsp_nll))
+
+
 def model_garden_steps(config):
-  """(forward, train) of Model Garden's BertPretrainerV2 (tf_keras) with an NSP head."""
+  """(forward, train) of Model Garden's BertPretrainerV2 (tf_keras) with an NSP head, trained
+  with Model Garden's AdamWeightDecay and the original's decay exclusions."""
   import tensorflow as tf
-  import tf_keras
+  from official.modeling.optimization import legacy_adamw
   from official.nlp.modeling import layers as mg_layers
   from official.nlp.modeling import models as mg_models
   from official.nlp.modeling import networks as mg_networks
-  from bert_tf import losses
   encoder = mg_networks.BertEncoderV2(
       vocab_size=config.vocab_size, hidden_size=config.hidden_size,
       num_layers=config.num_hidden_layers, num_attention_heads=config.num_attention_heads,
@@ -132,7 +145,9 @@ def model_garden_steps(config):
   nsp = mg_layers.ClassificationHead(inner_dim=config.hidden_size, num_classes=2,
                                      name="next_sentence")
   model = mg_models.BertPretrainerV2(encoder_network=encoder, classification_heads=[nsp])
-  optimizer = tf_keras.optimizers.Adam(1e-4, epsilon=1e-6)
+  optimizer = legacy_adamw.AdamWeightDecay(
+      learning_rate=1e-4, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
+      exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"])
 
   def call(batch, training):
     return model(dict(input_word_ids=batch["input_ids"], input_mask=batch["input_mask"],
@@ -147,9 +162,7 @@ def model_garden_steps(config):
   def train(batch):
     with tf.GradientTape() as tape:
       outputs = call(batch, True)
-      loss = losses.pretraining_losses(
-          dict(masked_lm_logits=outputs["mlm_logits"],
-               next_sentence_logits=outputs["next_sentence"]), batch)["loss"]
+      loss = plain_pretraining_loss(tf, outputs["mlm_logits"], outputs["next_sentence"], batch)
     grads = tape.gradient(loss, model.trainable_variables)
     grads, _ = tf.clip_by_global_norm(grads, 1.0)
     optimizer.apply_gradients(zip(grads, model.trainable_variables))

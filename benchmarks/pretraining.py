@@ -248,7 +248,8 @@ def model_garden(config, input_file: str):
       num_layers=config.num_hidden_layers, num_attention_heads=config.num_attention_heads,
       max_sequence_length=config.max_position_embeddings,
       type_vocab_size=config.type_vocab_size, inner_dim=config.intermediate_size,
-      inner_activation=lambda x: tf_keras.activations.gelu(x, approximate=False),
+      # The original's "gelu" is the tanh form, as ours: the same function on both sides.
+      inner_activation=lambda x: tf_keras.activations.gelu(x, approximate=True),
       output_dropout=config.hidden_dropout_prob,
       attention_dropout=config.attention_probs_dropout_prob, initializer=initializer)
   next_sentence = mg_layers.ClassificationHead(

@@ -34,7 +34,7 @@ class MaskedLMTransform(keras.layers.Layer):
     self.dense = keras.layers.Dense(
         hidden_size, kernel_initializer=layers.truncated_normal(initializer_range),
         name="dense", dtype=self.dtype_policy)
-    self.activation = layers.get_activation(hidden_act)
+    layers.get_activation(hidden_act)  # fails early on an unknown name
     self.layer_norm = layers.layer_norm("LayerNorm", self.dtype_policy)
 
   def build(self, sequence_output_shape, masked_lm_positions_shape=None):
@@ -42,11 +42,11 @@ class MaskedLMTransform(keras.layers.Layer):
     self.layer_norm.build((None, None, self.hidden_size))
     self.built = True
 
-  def call(self, sequence_output, masked_lm_positions):
+  def call(self, sequence_output, masked_lm_positions, training=None):
     # Only the P gathered positions reach the [H, V] matmul: the vocabulary projection of all
     # S positions would cost S / P times more.
     x = tf.gather(sequence_output, ops.cast(masked_lm_positions, "int32"), batch_dims=1)
-    x = self.activation(self.dense(x))
+    x = layers.get_activation(self.hidden_act, training)(self.dense(x))
     return ops.cast(self.layer_norm(x), self.compute_dtype)
 
   def get_config(self):

@@ -14,6 +14,8 @@ import keras
 from keras import ops
 import tensorflow as tf
 
+from bert_tf import fused
+
 # The additive value for padded key positions; the original uses -10000.0, not -inf, so padded
 # rows still yield finite (uniform) probabilities.
 MASK_ADDER = -10000.0
@@ -21,9 +23,15 @@ LAYER_NORM_EPSILON = 1e-12
 
 
 # === Helpers ===
-def get_activation(name):
-  """The activation function for a `hidden_act` value of BertConfig (see config.py)."""
+def get_activation(name, training=None):
+  """The activation function for a `hidden_act` value of BertConfig (see config.py).
+
+  With training=True the tanh GELU is the fused kernel of fused.py (same values, faster
+  gradient); inference graphs always use plain ops so that exports need no XLA.
+  """
   name = name.lower()
+  if training and fused.ENABLED and name in ("gelu", "gelu_new"):
+    return fused.gelu_tanh
   if name in ("gelu", "gelu_new"):
     return lambda x: keras.activations.gelu(x, approximate=True)
   if name == "gelu_exact":
@@ -54,6 +62,39 @@ def layer_norm(name, policy):
 
 
 # === Layers ===
+@keras.saving.register_keras_serializable(package="bert_tf")
+class Dropout(keras.layers.Dropout):
+  """Inverted dropout that spends one 32-bit random word on two elements.
+
+  Random number generation dominated the cost of Keras' dropout here (one float draw per
+  element; about 8% of a BERT-Mini training step, and twice that under XLA on CPU, whose
+  float draws are slow). Each uint32 from the stateless generator is split into two 16-bit
+  halves and an element is dropped when its half is below round(rate * 2^16), so the drop
+  probability is that over 2^16 (0.1 -> 0.1000061). Kept elements are scaled by 1 / (1 - p)
+  for that effective p, so the expectation is exact. The seed comes from the layer's
+  SeedGenerator as in Keras: runs are reproducible and each call draws a new mask.
+  noise_shape is not supported.
+  """
+
+  def __init__(self, rate, noise_shape=None, seed=None, **kwargs):
+    if noise_shape is not None:
+      raise ValueError("bert_tf Dropout does not support noise_shape")
+    super().__init__(rate, seed=seed, **kwargs)
+    self._threshold, self._scale = fused.dropout_threshold_and_scale(rate)
+
+  def next_seed(self):
+    """The int32 [2] stateless seed for the next mask (advances the SeedGenerator)."""
+    return fused.int32_seed(self.seed_generator.next())
+
+  def call(self, inputs, training=False):
+    if not training or self._threshold == 0:
+      return inputs
+    if self._threshold >= fused.DROPOUT_LEVELS:
+      return tf.zeros_like(inputs)
+    return inputs * fused.dropout_mask(tf.shape(inputs), self.next_seed(), self._threshold,
+                                       self._scale, inputs.dtype)
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
 class WordEmbedding(keras.layers.Layer):
   """Token embedding table [V, H]; called with reverse=True it projects hidden states to logits.
@@ -112,7 +153,7 @@ class EmbeddingPostprocessor(keras.layers.Layer):
     self.hidden_dropout_prob = hidden_dropout_prob
     self.initializer_range = initializer_range
     self.layer_norm = layer_norm("LayerNorm", self.dtype_policy)
-    self.dropout = keras.layers.Dropout(hidden_dropout_prob, dtype=self.dtype_policy)
+    self.dropout = Dropout(hidden_dropout_prob, dtype=self.dtype_policy)
 
   def build(self, word_embeddings_shape, token_type_ids_shape=None):
     self.token_type_embeddings = self.add_weight(
@@ -176,7 +217,7 @@ class SelfAttention(keras.layers.Layer):
     self.query = dense("query")
     self.key = dense("key")
     self.value = dense("value")
-    self.dropout = keras.layers.Dropout(attention_probs_dropout_prob, dtype=self.dtype_policy)
+    self.dropout = Dropout(attention_probs_dropout_prob, dtype=self.dtype_policy)
 
   def build(self, hidden_states_shape, input_mask_shape=None):
     for layer in (self.query, self.key, self.value):
@@ -198,11 +239,14 @@ class SelfAttention(keras.layers.Layer):
     q = q * ops.cast(1.0 / math.sqrt(self.head_size), q.dtype)
     scores = tf.matmul(q, k, transpose_b=True)  # [B, N, S, S]
     # Softmax in float32: the -10000 adder and the exponentials overflow float16.
-    scores = ops.cast(scores, "float32")
     adder = (1.0 - ops.cast(input_mask, "float32")) * MASK_ADDER  # [B, S]
-    scores = scores + adder[:, None, None, :]
-    probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
-    probs = self.dropout(probs, training=training)
+    if training and fused.ENABLED and self.attention_probs_dropout_prob > 0:
+      probs = fused.attention_probs(scores, adder, self.attention_probs_dropout_prob,
+                                    self.dropout.next_seed())
+    else:
+      scores = ops.cast(scores, "float32") + adder[:, None, None, :]
+      probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
+      probs = self.dropout(probs, training=training)
     context = ops.matmul(probs, v)  # [B, N, S, D]
     context = ops.transpose(context, (0, 2, 1, 3))
     return ops.reshape(context, (batch, seq, self.hidden_size))
@@ -241,16 +285,16 @@ class TransformerBlock(keras.layers.Layer):
                                    name="attention", dtype=policy)
     self.attention_output = keras.layers.Dense(
         hidden_size, kernel_initializer=init(), name="attention_output", dtype=policy)
-    self.attention_dropout = keras.layers.Dropout(hidden_dropout_prob, dtype=policy)
+    self.attention_dropout = Dropout(hidden_dropout_prob, dtype=policy)
     self.attention_layer_norm = layer_norm("attention_LayerNorm", policy)
     # The activation is applied in call(), not passed to Dense, so that names like "gelu" keep
     # the original's meaning (Keras' own "gelu" string is the exact form).
     self.intermediate = keras.layers.Dense(
         intermediate_size, kernel_initializer=init(), name="intermediate", dtype=policy)
-    self.activation = get_activation(hidden_act)
+    get_activation(hidden_act)  # fails early on an unknown name
     self.output_dense = keras.layers.Dense(
         hidden_size, kernel_initializer=init(), name="output_dense", dtype=policy)
-    self.output_dropout = keras.layers.Dropout(hidden_dropout_prob, dtype=policy)
+    self.output_dropout = Dropout(hidden_dropout_prob, dtype=policy)
     self.output_layer_norm = layer_norm("output_LayerNorm", policy)
 
   def build(self, hidden_states_shape, input_mask_shape=None):
@@ -267,7 +311,7 @@ class TransformerBlock(keras.layers.Layer):
     context = self.attention(hidden_states, input_mask, training=training)
     attended = self.attention_dropout(self.attention_output(context), training=training)
     x = ops.cast(self.attention_layer_norm(attended + hidden_states), self.compute_dtype)
-    y = self.activation(self.intermediate(x))  # [B, S, I]
+    y = get_activation(self.hidden_act, training)(self.intermediate(x))  # [B, S, I]
     y = self.output_dropout(self.output_dense(y), training=training)
     return ops.cast(self.output_layer_norm(y + x), self.compute_dtype)
 
