@@ -64,35 +64,32 @@ def layer_norm(name, policy):
 # === Layers ===
 @keras.saving.register_keras_serializable(package="bert_tf")
 class Dropout(keras.layers.Dropout):
-  """Inverted dropout that spends one 32-bit random word on two elements.
+  """Keras' Dropout with a cheaper mask when training: fused.dropout.
 
-  Random number generation dominated the cost of Keras' dropout here (one float draw per
-  element; about 8% of a BERT-Mini training step, and twice that under XLA on CPU, whose
-  float draws are slow). Each uint32 from the stateless generator is split into two 16-bit
-  halves and an element is dropped when its half is below round(rate * 2^16), so the drop
-  probability is that over 2^16 (0.1 -> 0.1000061). Kept elements are scaled by 1 / (1 - p)
-  for that effective p, so the expectation is exact. The seed comes from the layer's
-  SeedGenerator as in Keras: runs are reproducible and each call draws a new mask.
-  noise_shape is not supported.
+  Keras draws one float per element from TensorFlow's Philox generator, which cost about 8%
+  of a BERT-Mini training step here. fused.dropout spends one 32-bit hashed word on two
+  elements inside one XLA kernel: an element is dropped when its 16-bit half is below
+  round(rate * 2^16), so the drop probability is that over 2^16 (0.1 -> 0.1000061), and kept
+  elements are scaled by 1 / (1 - p) for that p, so the expectation is exact. The seed comes
+  from the layer's SeedGenerator as in Keras: runs are reproducible and each call draws a new
+  mask. With BERT_TF_FUSED=0 this is Keras' Dropout unchanged. noise_shape is not supported.
   """
 
   def __init__(self, rate, noise_shape=None, seed=None, **kwargs):
     if noise_shape is not None:
       raise ValueError("bert_tf Dropout does not support noise_shape")
     super().__init__(rate, seed=seed, **kwargs)
-    self._threshold, self._scale = fused.dropout_threshold_and_scale(rate)
 
   def next_seed(self):
-    """The int32 [2] stateless seed for the next mask (advances the SeedGenerator)."""
+    """The int32 [2] seed for the next mask (advances the SeedGenerator)."""
     return fused.int32_seed(self.seed_generator.next())
 
   def call(self, inputs, training=False):
-    if not training or self._threshold == 0:
-      return inputs
-    if self._threshold >= fused.DROPOUT_LEVELS:
+    if not (training and fused.ENABLED) or self.rate <= 0:
+      return super().call(inputs, training=training)
+    if self.rate >= 1:
       return tf.zeros_like(inputs)
-    return inputs * fused.dropout_mask(tf.shape(inputs), self.next_seed(), self._threshold,
-                                       self._scale, inputs.dtype)
+    return fused.dropout(inputs, self.rate, self.next_seed())
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -309,11 +306,21 @@ class TransformerBlock(keras.layers.Layer):
 
   def call(self, hidden_states, input_mask, training=None):
     context = self.attention(hidden_states, input_mask, training=training)
-    attended = self.attention_dropout(self.attention_output(context), training=training)
-    x = ops.cast(self.attention_layer_norm(attended + hidden_states), self.compute_dtype)
+    x = self._dropout_add_norm(self.attention_output(context), hidden_states,
+                               self.attention_dropout, self.attention_layer_norm, training)
     y = get_activation(self.hidden_act, training)(self.intermediate(x))  # [B, S, I]
-    y = self.output_dropout(self.output_dense(y), training=training)
-    return ops.cast(self.output_layer_norm(y + x), self.compute_dtype)
+    return self._dropout_add_norm(self.output_dense(y), x, self.output_dropout,
+                                  self.output_layer_norm, training)
+
+  def _dropout_add_norm(self, x, residual, dropout, norm, training):
+    """LayerNorm(dropout(x) + residual) in the compute dtype (fused when training)."""
+    if training and fused.ENABLED and dropout.rate > 0:
+      y = fused.dropout_add_layer_norm(
+          x, residual, tf.convert_to_tensor(norm.gamma), tf.convert_to_tensor(norm.beta),
+          dropout.rate, dropout.next_seed(), norm.epsilon)
+    else:
+      y = norm(dropout(x, training=training) + residual)
+    return ops.cast(y, self.compute_dtype)
 
 
   def get_config(self):

@@ -1,5 +1,6 @@
 """The fused training kernels (bert_tf/fused.py) against plain TensorFlow ops and autodiff."""
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -211,3 +212,70 @@ def test_training_with_dropout_uses_the_fused_kernels_and_inference_does_not():
   assert not compiled_calls(infer_graph)  # and inference graphs (exports) need no XLA
   loss, grads = _loss_and_grads(model, batch)
   assert np.isfinite(loss.numpy()) and all(g is not None for g in grads)
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.3])
+def test_dropout_add_layer_norm_matches_keras_layer_norm_and_autodiff(rate):
+  rng = np.random.default_rng(6)
+  x = tf.constant(rng.normal(0, 1, (2, 5, 16)).astype(np.float32))
+  residual = tf.constant(rng.normal(0, 1, (2, 5, 16)).astype(np.float32))
+  upstream = tf.constant(rng.normal(0, 1, (2, 5, 16)).astype(np.float32))
+  norm = layers.layer_norm("LayerNorm", "float32")
+  norm.build((None, None, 16))
+  norm.gamma.assign(rng.uniform(0.5, 1.5, 16).astype(np.float32))
+  norm.beta.assign(rng.normal(0, 0.1, 16).astype(np.float32))
+  seed = tf.constant([8, 9], tf.int32)
+  with tf.GradientTape(persistent=True) as tape:
+    tape.watch([x, residual])
+    got = fused.dropout_add_layer_norm(x, residual, tf.convert_to_tensor(norm.gamma),
+                                       tf.convert_to_tensor(norm.beta), rate, seed, 1e-12)
+  got_grads = tape.gradient(got, [x, residual, norm.gamma, norm.beta],
+                            output_gradients=upstream)
+  # The mask the kernel used: x's gradient is zero exactly where x was dropped.
+  kept = got_grads[0].numpy() != 0
+  if rate == 0:
+    assert kept.all()
+  else:
+    assert 0.15 < 1 - kept.mean() < 0.45
+  mask = tf.constant(np.where(kept, 1 / (1 - 19661 / 65536), 0.0).astype(np.float32)
+                     if rate else np.ones(kept.shape, np.float32))
+  with tf.GradientTape() as tape:
+    tape.watch([x, residual])
+    want = norm(x * mask + residual)
+  want_grads = tape.gradient(want, [x, residual, norm.gamma, norm.beta],
+                             output_gradients=upstream)
+  np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+  for name, a, b in zip(["x", "residual", "gamma", "beta"], got_grads, want_grads):
+    np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_hashed_dropout_draws_look_independent():
+  """Bit balance, neighbours and consecutive seeds of the hashed 16-bit draws."""
+  draw = tf.function(lambda seed: fused.dropout_mask(tf.constant([400, 1000]), seed, 6554, 1.0,
+                                                     tf.float32), jit_compile=True)
+  masks = [draw(tf.constant([11, k], tf.int32)).numpy() == 0 for k in range(4)]
+  for dropped in masks:
+    rate = dropped.mean()  # 4e5 draws: standard deviation 4.7e-4
+    assert abs(rate - 6554 / 65536) < 2.5e-3
+    # Neighbours (in a row, and the two halves of one word) are independent: P(both) = p^2.
+    flat = dropped.reshape(-1)
+    both_next = np.mean(flat[1:] & flat[:-1])
+    both_halves = np.mean(flat[:200000] & flat[200000:])
+    for both in (both_next, both_halves):
+      assert abs(both - rate * rate) < 1.5e-3
+  # Consecutive seeds (as a SeedGenerator hands them out) give unrelated masks.
+  for a, b in zip(masks, masks[1:]):
+    assert abs(np.mean(a & b) - a.mean() * b.mean()) < 1.5e-3
+  # Bit balance of the raw words.
+  words = tf.function(lambda: fused.random_words(100000, tf.constant([3, 4])),
+                      jit_compile=True)().numpy()
+  bits = (words[0][:, None] >> np.arange(32, dtype=np.uint32)) & 1
+  np.testing.assert_allclose(bits.mean(0), 0.5, atol=0.01)
+
+
+def test_dropout_falls_back_to_keras_when_fusion_is_off(monkeypatch):
+  monkeypatch.setattr(fused, "ENABLED", False)
+  layer = layers.Dropout(0.5, seed=3)
+  x = tf.ones([100, 100])
+  want = keras.layers.Dropout(0.5, seed=3)(x, training=True)
+  np.testing.assert_array_equal(layer(x, training=True).numpy(), want.numpy())
