@@ -94,8 +94,9 @@ def ours_steps(config, jit_compile):
   from bert_tf import losses
   from bert_tf import optimization
   from bert_tf.heads import build_pretraining_model
-  model = build_pretraining_model(config)
-  # What run_pretraining trains with: the original's AdamWeightDecay and clipping.
+  # What run_pretraining trains: the last layer pruned to the rows the heads read, the
+  # original's AdamWeightDecay and clipping.
+  model = build_pretraining_model(config, prune_last_layer=True)
   optimizer = optimization.AdamWeightDecay(1e-4, weight_decay_rate=0.01, epsilon=1e-6)
   optimizer.build(model.trainable_variables)
   inputs = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")

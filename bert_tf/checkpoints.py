@@ -631,7 +631,54 @@ def save_hf_safetensors(model, path: str, prefix: str = "bert.") -> str:
 
 
 # === Conversion between formats ===
-FORMATS = ("tf1", "model_garden", "hf", "keras")
+FORMATS = ("tf1", "model_garden", "hf", "keras", "bert_tf")
+
+
+# === Our training checkpoints ===
+# run_pretraining writes tf.train.Checkpoint(model=checkpointable(model), optimizer=...,
+# step=...). The model's layers are tracked by name (model/layer_0/attention/query/...), not by
+# their index in the Keras graph, so that a checkpoint restores into any model with the same
+# layers: the pruned training graph (heads.build_pretraining_model(prune_last_layer=True)) and
+# the full graph used for export and serving order their operations differently.
+
+
+def checkpointable(model) -> tf.Module:
+  """A trackable holding `model`'s layers that own weights, as attributes named like them."""
+  holder = tf.Module(name="bert_tf_model")
+  for layer in model.layers:
+    if layer.weights:
+      setattr(holder, layer.name, layer)
+  return holder
+
+
+def is_training_checkpoint(path: str) -> bool:
+  """Whether `path` is a checkpoint written by our run_pretraining."""
+  try:
+    names = _checkpoint_reader(path).get_variable_to_shape_map()
+  except (tf.errors.NotFoundError, ValueError, tf.errors.DataLossError):
+    return False
+  return "step/.ATTRIBUTES/VARIABLE_VALUE" in names and "_CHECKPOINTABLE_OBJECT_GRAPH" in names
+
+
+def restore_training_checkpoint(model, path: str) -> None:
+  """Restores the weights (only) of one of our training checkpoints into `model`.
+
+  Raises:
+    ValueError: a layer of `model` that owns weights is missing from the checkpoint, or a shape
+      differs (e.g. a config that does not match the checkpoint).
+  """
+  status = tf.train.Checkpoint(model=checkpointable(model)).read(path).expect_partial()
+  try:
+    status.assert_existing_objects_matched()
+  except AssertionError as e:
+    raise ValueError(f"{path} does not hold this model's weights: {e}") from None
+
+
+def read_training_checkpoint(path: str, config: BertConfig) -> Dict[str, np.ndarray]:
+  """Original name -> array of the weights in one of our training checkpoints."""
+  model = build_pretraining_model(config)
+  restore_training_checkpoint(model, path)
+  return get_original_weights(model)
 _OURS_TO_HF_ACTIVATION = {"gelu": "gelu_new", "gelu_new": "gelu_new", "gelu_exact": "gelu",
                           "relu": "relu", "tanh": "tanh", "silu": "silu", "swish": "silu",
                           "linear": "linear"}
@@ -672,6 +719,8 @@ def detect_format(path: str) -> str:
   names = _checkpoint_reader(path).get_variable_to_shape_map()
   if "bert/embeddings/word_embeddings" in names:
     return "tf1"
+  if is_training_checkpoint(path):
+    return "bert_tf"
   if "_CHECKPOINTABLE_OBJECT_GRAPH" in names:
     return "model_garden"
   raise ValueError(f"cannot tell the format of {path}; name it explicitly ({', '.join(FORMATS)})")
@@ -703,6 +752,11 @@ def convert_checkpoint(source: str, target: str, source_format: Optional[str] = 
   Returns:
     The config of the converted model.
   """
+  if tf.io.gfile.isdir(source):  # a run_pretraining output directory: its latest checkpoint
+    latest = tf.train.latest_checkpoint(source)
+    if latest is None:
+      raise FileNotFoundError(f"{source} is a directory without a checkpoint")
+    source = latest
   source_format = source_format or detect_format(source)
   if target_format is None:
     target_format = ("hf" if target.endswith(".safetensors") else
@@ -710,9 +764,9 @@ def convert_checkpoint(source: str, target: str, source_format: Optional[str] = 
   for name, value in (("source_format", source_format), ("target_format", target_format)):
     if value not in FORMATS:
       raise ValueError(f"{name} {value!r} is not one of {', '.join(FORMATS)}")
-  if target_format == "model_garden":
-    raise ValueError("writing Model Garden checkpoints is not supported; write tf1 or hf and "
-                     "use Model Garden's own converter")
+  if target_format in ("model_garden", "bert_tf"):
+    raise ValueError(f"writing {target_format} checkpoints is not supported here; write tf1, hf "
+                     "or keras (run_pretraining --init_checkpoint reads all of them)")
   directory = source.rsplit("/", 1)[0] if "/" in source else "."
   if source_format == "keras":
     model = keras.models.load_model(source)
@@ -723,6 +777,10 @@ def convert_checkpoint(source: str, target: str, source_format: Optional[str] = 
       values = read_tf1_checkpoint(source)
     elif source_format == "model_garden":
       values = read_model_garden_checkpoint(source)
+    elif source_format == "bert_tf":
+      if config is None:
+        config = BertConfig.from_json_file(f"{directory}/bert_config.json")
+      values = read_training_checkpoint(source, config)
     else:
       values = read_hf_safetensors(source)
     if config is None:

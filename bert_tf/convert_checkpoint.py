@@ -1,8 +1,9 @@
 """Converts BERT weights between formats: python -m bert_tf.convert_checkpoint --from=A --to=B.
 
 Formats: tf1 (the original release's checkpoints, e.g. bert_model.ckpt), model_garden (TF Model
-Garden BertEncoder / BertEncoderV2 checkpoints; read only), hf (Hugging Face safetensors) and
-keras (our .keras models). They are detected from the paths unless named with --from_format /
+Garden BertEncoder / BertEncoderV2 checkpoints; read only), hf (Hugging Face safetensors),
+keras (our .keras models) and bert_tf (checkpoints written by our run_pretraining, or its
+--output_dir for the latest one; read only). They are detected from the paths unless named with --from_format /
 --to_format. The config comes from --bert_config_file, or from bert_config.json (tf1, Model
 Garden) or config.json (hf) beside the input.
 
@@ -18,7 +19,8 @@ from absl import flags
 from bert_tf import checkpoints
 from bert_tf.config import BertConfig
 
-flags.DEFINE_string("from", None, "Input: checkpoint prefix, .safetensors or .keras file.")
+flags.DEFINE_string("from", None, "Input: checkpoint prefix, .safetensors or .keras file, or "
+                    "a run_pretraining --output_dir.")
 flags.DEFINE_string("to", None, "Output: checkpoint prefix, .safetensors or .keras file.")
 flags.DEFINE_enum("from_format", None, checkpoints.FORMATS, "Input format (default: detected).")
 flags.DEFINE_enum("to_format", None, ["tf1", "hf", "keras"], "Output format (default: from the "

@@ -18,7 +18,8 @@ from bert_tf.config import BertConfig
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 
 
-def encoder_graph(config: BertConfig, word_ids, input_mask, type_ids):
+def encoder_graph(config: BertConfig, word_ids, input_mask, type_ids,
+                  last_layer_positions=None):
   """Applies freshly made encoder layers to symbolic inputs.
 
   Shared by build_encoder and heads.build_pretraining_model so that the pretraining model is one
@@ -28,6 +29,9 @@ def encoder_graph(config: BertConfig, word_ids, input_mask, type_ids):
   Args:
     config: the model hyperparameters.
     word_ids, input_mask, type_ids: symbolic int32 tensors [B, S].
+    last_layer_positions: optional symbolic int32 [B, Q] whose first column is 0: the last
+      layer then computes only these rows, so sequence_output and the last encoder_outputs
+      entry are [B, Q, H] (the full outputs gathered there) and pooled_output is unchanged.
 
   Returns:
     (outputs, word_embedding_layer): outputs is the dict described in the module docstring.
@@ -40,10 +44,14 @@ def encoder_graph(config: BertConfig, word_ids, input_mask, type_ids):
       config.hidden_dropout_prob, config.initializer_range, name="embeddings")(x, type_ids)
   encoder_outputs = []
   for i in range(config.num_hidden_layers):
-    x = layers.TransformerBlock(
+    block = layers.TransformerBlock(
         config.hidden_size, config.num_attention_heads, config.intermediate_size,
         config.hidden_act, config.hidden_dropout_prob, config.attention_probs_dropout_prob,
-        config.initializer_range, name=f"layer_{i}")(x, input_mask)
+        config.initializer_range, name=f"layer_{i}")
+    if i == config.num_hidden_layers - 1 and last_layer_positions is not None:
+      x = block(x, input_mask, last_layer_positions)
+    else:
+      x = block(x, input_mask)
     encoder_outputs.append(x)
   pooled = layers.Pooler(config.hidden_size, config.initializer_range, name="pooler")(x)
   outputs = dict(sequence_output=x, pooled_output=pooled, encoder_outputs=encoder_outputs)

@@ -216,7 +216,7 @@ class SelfAttention(keras.layers.Layer):
     self.value = dense("value")
     self.dropout = Dropout(attention_probs_dropout_prob, dtype=self.dtype_policy)
 
-  def build(self, hidden_states_shape, input_mask_shape=None):
+  def build(self, hidden_states_shape, input_mask_shape=None, query_positions_shape=None):
     for layer in (self.query, self.key, self.value):
       layer.build(hidden_states_shape)
     self.built = True
@@ -226,15 +226,26 @@ class SelfAttention(keras.layers.Layer):
     x = ops.reshape(x, (batch, seq, self.num_attention_heads, self.head_size))
     return ops.transpose(x, (0, 2, 1, 3))
 
-  def call(self, hidden_states, input_mask, training=None):
+  def call(self, hidden_states, input_mask, query_positions=None, training=None):
+    """Self-attention of hidden_states [B, S, H] over its unpadded positions.
+
+    With query_positions [B, Q] (int), only those positions are queried: the output is
+    [B, Q, H], equal to the full output gathered at those positions (keys and values still
+    come from all S positions).
+    """
     shape = ops.shape(hidden_states)
     batch, seq = shape[0], shape[1]
-    q = self._split_heads(self.query(hidden_states), batch, seq)
+    queries = hidden_states
+    query_seq = seq
+    if query_positions is not None:
+      queries = tf.gather(hidden_states, ops.cast(query_positions, "int32"), batch_dims=1)
+      query_seq = ops.shape(queries)[1]
+    q = self._split_heads(self.query(queries), batch, query_seq)
     k = self._split_heads(self.key(hidden_states), batch, seq)
     v = self._split_heads(self.value(hidden_states), batch, seq)
     # Scale the query rather than the [B, N, S, S] scores: fewer multiplications, same result.
     q = q * ops.cast(1.0 / math.sqrt(self.head_size), q.dtype)
-    scores = tf.matmul(q, k, transpose_b=True)  # [B, N, S, S]
+    scores = tf.matmul(q, k, transpose_b=True)  # [B, N, Q, S] (Q = S without query_positions)
     # Softmax in float32: the -10000 adder and the exponentials overflow float16.
     adder = (1.0 - ops.cast(input_mask, "float32")) * MASK_ADDER  # [B, S]
     if training and fused.ENABLED and self.attention_probs_dropout_prob > 0:
@@ -244,9 +255,9 @@ class SelfAttention(keras.layers.Layer):
       scores = ops.cast(scores, "float32") + adder[:, None, None, :]
       probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
       probs = self.dropout(probs, training=training)
-    context = ops.matmul(probs, v)  # [B, N, S, D]
+    context = ops.matmul(probs, v)  # [B, N, Q, D]
     context = ops.transpose(context, (0, 2, 1, 3))
-    return ops.reshape(context, (batch, seq, self.hidden_size))
+    return ops.reshape(context, (batch, query_seq, self.hidden_size))
 
 
   def get_config(self):
@@ -294,7 +305,7 @@ class TransformerBlock(keras.layers.Layer):
     self.output_dropout = Dropout(hidden_dropout_prob, dtype=policy)
     self.output_layer_norm = layer_norm("output_LayerNorm", policy)
 
-  def build(self, hidden_states_shape, input_mask_shape=None):
+  def build(self, hidden_states_shape, input_mask_shape=None, query_positions_shape=None):
     input_shape = hidden_states_shape
     self.attention.build(input_shape, input_mask_shape)
     self.attention_output.build(input_shape)
@@ -304,9 +315,18 @@ class TransformerBlock(keras.layers.Layer):
     self.output_layer_norm.build(input_shape)
     self.built = True
 
-  def call(self, hidden_states, input_mask, training=None):
-    context = self.attention(hidden_states, input_mask, training=training)
-    x = self._dropout_add_norm(self.attention_output(context), hidden_states,
+  def call(self, hidden_states, input_mask, query_positions=None, training=None):
+    """[B, S, H] -> [B, S, H]; with query_positions [B, Q], only those rows: [B, Q, H].
+
+    A layer's output at a position depends on the other positions only through attention's
+    keys and values, so the last layer of a pretraining model need not compute the rows no
+    head reads (heads.build_pretraining_model(prune_last_layer=True)).
+    """
+    context = self.attention(hidden_states, input_mask, query_positions, training=training)
+    residual = hidden_states
+    if query_positions is not None:
+      residual = tf.gather(hidden_states, ops.cast(query_positions, "int32"), batch_dims=1)
+    x = self._dropout_add_norm(self.attention_output(context), residual,
                                self.attention_dropout, self.attention_layer_norm, training)
     y = get_activation(self.hidden_act, training)(self.intermediate(x))  # [B, S, I]
     return self._dropout_add_norm(self.output_dense(y), x, self.output_dropout,

@@ -361,17 +361,14 @@ def read_weights(checkpoint: str, config: BertConfig) -> Dict[str, np.ndarray]:
   Returns:
     name -> array; names under cls/ are present when the checkpoint has pretraining heads.
   """
-  from bert_tf import training  # pylint: disable=g-import-not-at-top  (heavy, only for ours)
   path = checkpoint
   if tf.io.gfile.isdir(path):
     latest = tf.train.latest_checkpoint(path)
     if latest is None:
       raise FileNotFoundError(f"checkpoint directory {path} holds no checkpoint")
     path = latest
-  if training._is_our_checkpoint(path):  # pylint: disable=protected-access
-    model = build_pretraining_model(config)
-    tf.train.Checkpoint(model=model).restore(path).expect_partial()
-    return checkpoints.get_original_weights(model)
+  if checkpoints.is_training_checkpoint(path):
+    return checkpoints.read_training_checkpoint(path, config)
   kind = checkpoints.detect_format(path)
   if kind == "tf1":
     values = checkpoints.read_tf1_checkpoint(path)

@@ -428,16 +428,6 @@ def read_eval_results(path: str) -> Dict[str, float]:
 # === Weights from init_checkpoint ===
 
 
-def _is_our_checkpoint(path: str) -> bool:
-  try:
-    names = tf.train.load_checkpoint(path).get_variable_to_shape_map()
-  except (tf.errors.NotFoundError, ValueError):
-    return False
-  # Ours hold a top-level `step`; Keras stores the weights under whichever path is shortest
-  # (often optimizer/_trainable_variables), so names alone do not say more.
-  return "step/.ATTRIBUTES/VARIABLE_VALUE" in names and "_CHECKPOINTABLE_OBJECT_GRAPH" in names
-
-
 def load_init_checkpoint(model, path: str) -> Set[str]:
   """Loads weights only (no optimizer state, no step) into `model`.
 
@@ -458,9 +448,11 @@ def load_init_checkpoint(model, path: str) -> Set[str]:
       raise TrainingError(f"--init_checkpoint={path}: the directory holds no checkpoint")
     path = latest
   restored = set()
-  if _is_our_checkpoint(path):
-    status = tf.train.Checkpoint(model=model).restore(path).expect_partial()
-    status.assert_existing_objects_matched()
+  if checkpoints.is_training_checkpoint(path):
+    try:
+      checkpoints.restore_training_checkpoint(model, path)
+    except ValueError as e:
+      raise TrainingError(f"--init_checkpoint={path}: {e}") from None
     restored = {v.path for v in model.weights}
   else:
     try:
@@ -593,7 +585,8 @@ def _run(config, settings, strategy, chief, metadata):
         vocab, seed=settings.seed if settings.seed is not None else 12345)
 
   with strategy.scope():
-    model = build_pretraining_model(config)
+    # The last layer runs only at [CLS] and the masked positions: same losses, fewer FLOPs.
+    model = build_pretraining_model(config, prune_last_layer=True)
     optimizer = optimization.create_optimizer(
         settings.optimizer, settings.learning_rate, settings.num_train_steps,
         settings.num_warmup_steps, loss_scale=settings.mixed_precision == "float16")
@@ -604,7 +597,10 @@ def _run(config, settings, strategy, chief, metadata):
                     settings.gradient_accumulation_steps, settings.jit_compile,
                     settings.max_nonfinite_steps)
 
-  checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=global_step)
+  # Layers are tracked by name (see checkpoints.checkpointable), so export and serving can
+  # restore these weights into the full (unpruned) graph.
+  checkpoint = tf.train.Checkpoint(model=checkpoints.checkpointable(model), optimizer=optimizer,
+                                   step=global_step)
   # Non-chief workers must take part in saving (collectives) but write to a scratch directory.
   checkpoint_dir = settings.output_dir
   if not chief:

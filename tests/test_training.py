@@ -83,9 +83,7 @@ def tiny_settings(data: str, output_dir: str, **changes) -> training.Pretraining
 
 def checkpoint_values(path: str, config: BertConfig = None):
   """Original name -> array of the model weights in one of our training checkpoints."""
-  model = build_pretraining_model(config or tiny_config())
-  tf.train.Checkpoint(model=model).restore(path).expect_partial().assert_existing_objects_matched()
-  return checkpoints.get_original_weights(model)
+  return checkpoints.read_training_checkpoint(path, config or tiny_config())
 
 
 def optimizer_values(path: str):
