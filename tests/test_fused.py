@@ -65,13 +65,19 @@ def _attention_inputs(rng, dtype=tf.float32):
   return scores, adder
 
 
-def test_attention_probs_without_dropout_is_the_masked_softmax():
-  rng = np.random.default_rng(1)
+def _fused_attention(rng_seed, rate, seed):
+  """(scores, adder, upstream, probs, gradient) of fused.attention_probs on test inputs."""
+  rng = np.random.default_rng(rng_seed)
   scores, adder = _attention_inputs(rng)
   upstream = tf.constant(rng.normal(0, 1, scores.shape).astype(np.float32))
-  seed = tf.constant([3, 4], tf.int32)
-  got_y, got_g = _value_and_grad(lambda s: fused.attention_probs(s, adder, 0.0, seed), scores,
+  seed = tf.constant(seed, tf.int32)
+  got_y, got_g = _value_and_grad(lambda s: fused.attention_probs(s, adder, rate, seed), scores,
                                  upstream)
+  return scores, adder, upstream, got_y, got_g
+
+
+def test_attention_probs_without_dropout_is_the_masked_softmax():
+  scores, adder, upstream, got_y, got_g = _fused_attention(1, 0.0, [3, 4])
   plain = lambda s: tf.nn.softmax(s + adder[:, None, None, :], axis=-1)
   want_y, want_g = _value_and_grad(plain, scores, upstream)
   np.testing.assert_allclose(got_y.numpy(), want_y.numpy(), rtol=1e-6, atol=1e-7)
@@ -82,12 +88,8 @@ def test_attention_probs_without_dropout_is_the_masked_softmax():
 
 
 def test_attention_probs_with_dropout_matches_autodiff_with_the_same_mask():
-  rng = np.random.default_rng(2)
-  scores, adder = _attention_inputs(rng)
-  upstream = tf.constant(rng.normal(0, 1, scores.shape).astype(np.float32))
   seed = tf.constant([5, 6], tf.int32)
-  got_y, got_g = _value_and_grad(lambda s: fused.attention_probs(s, adder, 0.5, seed), scores,
-                                 upstream)
+  scores, adder, upstream, got_y, got_g = _fused_attention(2, 0.5, [5, 6])
   probs = tf.nn.softmax(scores + adder[:, None, None, :], axis=-1).numpy()
   kept = got_y.numpy() != 0
   dropped = ~kept & (probs > 0)
