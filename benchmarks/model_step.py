@@ -96,9 +96,9 @@ def time_interleaved(steps_by_system, batch, rounds):
 def ours_steps(config, jit_compile):
   """(forward, train) step functions of our Keras 3 model in tf.functions."""
   import tensorflow as tf
-  from bert_tf import losses
-  from bert_tf import optimization
-  from bert_tf.heads import build_pretraining_model
+  from bert_tf.training import losses
+  from bert_tf.training import optimization
+  from bert_tf.model.heads import build_pretraining_model
   # What run_pretraining trains: the last layer pruned to the rows the heads read, the
   # original's AdamWeightDecay and clipping.
   model = build_pretraining_model(config, prune_last_layer=True)

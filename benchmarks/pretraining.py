@@ -187,7 +187,7 @@ def ours_records(config, input_file: str, output_dir: str):
 
 
 def _first_batch(input_file: str):
-  from bert_tf import input_pipeline  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import input_pipeline  # pylint: disable=g-import-not-at-top
   return next(iter(input_pipeline.pretraining_dataset(
       input_file, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, FLAGS.batch_size,
       is_training=False)))
@@ -208,8 +208,9 @@ def ours_synthetic(config, batch):
   """Per-round examples/s of our Trainer on one batch repeated from memory (constant tensors)."""
   import keras  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from bert_tf import optimization, training  # pylint: disable=g-import-not-at-top
-  from bert_tf.heads import build_pretraining_model  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import optimization  # pylint: disable=g-import-not-at-top
+  from bert_tf import training  # pylint: disable=g-import-not-at-top
+  from bert_tf.model.heads import build_pretraining_model  # pylint: disable=g-import-not-at-top
   strategy = training.select_strategy("one_device")
   previous = keras.config.dtype_policy()
   keras.config.set_dtype_policy(training.MIXED_PRECISION_POLICIES[FLAGS.mixed_precision])
@@ -240,7 +241,7 @@ def model_garden(config, input_file: str):
   from official.nlp.modeling import layers as mg_layers  # pylint: disable=g-import-not-at-top
   from official.nlp.modeling import models as mg_models  # pylint: disable=g-import-not-at-top
   from official.nlp.modeling import networks as mg_networks  # pylint: disable=g-import-not-at-top
-  from bert_tf import input_pipeline  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import input_pipeline  # pylint: disable=g-import-not-at-top
 
   if FLAGS.mixed_precision == "bfloat16":
     tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")

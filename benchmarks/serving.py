@@ -29,11 +29,11 @@ import keras  # pylint: disable=g-import-not-at-top,wrong-import-position
 import numpy as np  # pylint: disable=wrong-import-position
 import tensorflow as tf  # pylint: disable=wrong-import-position
 
-from bert_tf import checkpoints  # pylint: disable=wrong-import-position
+from bert_tf.model import checkpoints  # pylint: disable=wrong-import-position
 from bert_tf import config as config_lib  # pylint: disable=wrong-import-position
 from bert_tf import serving  # pylint: disable=wrong-import-position
 from bert_tf import tokenization  # pylint: disable=wrong-import-position
-from bert_tf.heads import build_pretraining_model  # pylint: disable=wrong-import-position
+from bert_tf.model.heads import build_pretraining_model  # pylint: disable=wrong-import-position
 
 
 def read_sentences(path, count, min_chars=20):

@@ -9,7 +9,7 @@ import json
 import math
 from typing import Any, Dict, Mapping
 
-import tensorflow as tf
+from bert_tf import io
 
 # The original code's "gelu" is the tanh approximation
 #   0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))).
@@ -120,17 +120,13 @@ class BertConfig:
   @classmethod
   def from_json_file(cls, path: str) -> "BertConfig":
     """Reads a bert_config.json (any tf.io.gfile path: local, gs://, ram://)."""
-    if not tf.io.gfile.exists(path):
+    if not io.exists(path):
       raise ConfigError(f"bert config file not found: {path}")
-    with tf.io.gfile.GFile(path, "r") as f:
-      return cls.from_json_string(f.read(), source=path)
+    return cls.from_json_string(io.read_text(path), source=path)
 
   def to_json_file(self, path: str) -> None:
     """Writes the config as the original's JSON, atomically (temporary name, then rename)."""
-    tmp = f"{path}.tmp-{id(self):x}"
-    with tf.io.gfile.GFile(tmp, "w") as f:
-      f.write(self.to_json_string())
-    tf.io.gfile.rename(tmp, path, overwrite=True)
+    io.write_text(path, self.to_json_string())
 
   def replace(self, **changes) -> "BertConfig":
     """A copy with some fields changed (validated again)."""

@@ -13,26 +13,33 @@ Examples:
   python -m bert_tf.convert_checkpoint --from=hf_model/model.safetensors --to=out/bert_model.ckpt
 """
 
-from absl import app
 from absl import flags
 
-from bert_tf import checkpoints
-from bert_tf.config import BertConfig
+from bert_tf import cli
 
-flags.DEFINE_string("from", None, "Input: checkpoint prefix, .safetensors or .keras file, or "
-                    "a run_pretraining --output_dir.")
-flags.DEFINE_string("to", None, "Output: checkpoint prefix, .safetensors or .keras file.")
-flags.DEFINE_enum("from_format", None, checkpoints.FORMATS, "Input format (default: detected).")
-flags.DEFINE_enum("to_format", None, ["tf1", "hf", "keras"], "Output format (default: from the "
-                  "--to name: .safetensors -> hf, .keras -> keras, else tf1).")
-flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model (default: the one "
-                    "beside the input).")
-flags.mark_flags_as_required(["from", "to"])
 FLAGS = flags.FLAGS
+FORMATS = ("tf1", "model_garden", "hf", "keras", "bert_tf")  # checkpoints.FORMATS
+
+
+def define_flags(flag_values=FLAGS) -> None:
+  fv = dict(flag_values=flag_values)
+  flags.DEFINE_string("from", None, "Input: checkpoint prefix, .safetensors or .keras file, or "
+                      "a run_pretraining --output_dir.", **fv)
+  flags.DEFINE_string("to", None, "Output: checkpoint prefix, .safetensors or .keras file.",
+                      **fv)
+  flags.DEFINE_enum("from_format", None, list(FORMATS), "Input format (default: detected).",
+                    **fv)
+  flags.DEFINE_enum("to_format", None, ["tf1", "hf", "keras"], "Output format (default: from "
+                    "the --to name: .safetensors -> hf, .keras -> keras, else tf1).", **fv)
+  flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model (default: the "
+                      "one beside the input).", **fv)
+  flags.mark_flags_as_required(["from", "to"], **fv)
 
 
 def main(argv):
   del argv
+  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
   config = BertConfig.from_json_file(FLAGS.bert_config_file) if FLAGS.bert_config_file else None
   config = checkpoints.convert_checkpoint(FLAGS["from"].value, FLAGS.to, FLAGS.from_format,
                                           FLAGS.to_format, config)
@@ -40,4 +47,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main, define_flags, "convert_checkpoint")

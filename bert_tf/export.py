@@ -1,114 +1,89 @@
-"""Exports a trained pretraining model as plain SavedModels with serving signatures.
+"""Exports a checkpoint as TF Serving models (raw text in): python -m bert_tf.export.
 
-Layout written by export_saved_models(model, config, export_dir):
-  export_dir/encoder/       SavedModel of the encoder; signature "serving_default" takes int32
-                            input_word_ids, input_mask, input_type_ids [B, S] and returns
-                            sequence_output [B, S, H] and pooled_output [B, H].
-  export_dir/pretraining/   SavedModel of the pretraining model; signature "serving_default"
-                            takes int32 input_ids, input_mask, segment_ids [B, S] and
-                            masked_lm_positions [B, P] and returns masked_lm_logits [B, P, V]
-                            and next_sentence_logits [B, 2].
-  export_dir/bert_config.json, export_dir/vocab.txt (when given), export_dir/data_metadata.json
-  (when given).
-The exported models compute in float32 whatever precision training used.
+  python -m bert_tf.export --checkpoint=run/ --vocab_file=vocab.txt --export_dir=/models
 
-As a command, `python -m bert_tf.export --checkpoint=... --vocab_file=... --export_dir=...` writes
-the TF Serving models (raw text in) described in bert_tf/serving.py.
+Writes the text model, <model_name>_encoder and <model_name>_preprocessor in TF Serving's
+versioned layout (see bert_tf/serving/tf_serving.py). The checkpoint may be one of our training
+checkpoints (file prefix or run directory), an original TF1 checkpoint, a Model Garden
+checkpoint, Hugging Face .safetensors or a .keras model.
 """
 
 import json
 import os
-from typing import Any, Mapping, Optional
 
-import keras
-import tensorflow as tf
+from absl import flags
 
-from bert_tf import checkpoints
-from bert_tf.config import BertConfig
-from bert_tf.encoder import ENCODER_INPUTS, build_encoder
-from bert_tf.heads import PRETRAINING_INPUTS, build_pretraining_model
+from bert_tf import cli
+
+FLAGS = flags.FLAGS
+DEFAULT_SEQ_LENGTH = 128
+DEFAULT_TOP_K = 5
 
 
-def _float32_copies(model, config: BertConfig):
-  """Fresh float32 encoder and pretraining models holding `model`'s weights.
+def define_flags(flag_values=FLAGS) -> None:
+  fv = dict(flag_values=flag_values)
+  flags.DEFINE_string("bert_config_file", None,
+                      "bert_config.json of the model (default: the one beside --checkpoint).",
+                      **fv)
+  flags.DEFINE_string("checkpoint", None,
+                      "Weights: one of our training checkpoints (prefix or directory), an "
+                      "original TF1 checkpoint, a Model Garden checkpoint, Hugging Face "
+                      ".safetensors or a .keras model.", **fv)
+  flags.DEFINE_string("vocab_file", None, "The WordPiece vocab the model was trained with.", **fv)
+  flags.DEFINE_string("export_dir", None,
+                      "Model base directory: writes <export_dir>/<name>/<version>/ for the "
+                      "text model, <name>_encoder and <name>_preprocessor.", **fv)
+  flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (match training).", **fv)
+  flags.DEFINE_integer("seq_length", DEFAULT_SEQ_LENGTH,
+                       "Packed length of the fixed-length signatures (the 'encode' and "
+                       "'preprocess' signatures take a seq_length input instead).", **fv)
+  flags.DEFINE_integer("top_k", DEFAULT_TOP_K, "Tokens returned per [MASK] by fill_mask.", **fv)
+  flags.DEFINE_integer("version", None,
+                       "Version directory number (default: one more than the largest there).",
+                       **fv)
+  flags.DEFINE_string("model_name", "bert", "Name of the text model directory.", **fv)
+  flags.DEFINE_string("data_metadata_file", None,
+                      "The training data's .metadata.json, copied into the exports.", **fv)
+  flags.DEFINE_bool("warmup", True, "Write assets.extra/tf_serving_warmup_requests.", **fv)
+  flags.mark_flags_as_required(["checkpoint", "vocab_file", "export_dir"], **fv)
 
-  Built outside any distribution strategy, so that the SavedModels hold plain variables.
-  """
-  previous = keras.config.dtype_policy()
-  keras.config.set_dtype_policy("float32")
+
+def main(argv):
+  """Flags -> config and weights -> export_serving_models."""
+  del argv
+  from bert_tf import io  # pylint: disable=g-import-not-at-top
+  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
+  from bert_tf.serving import tf_serving  # pylint: disable=g-import-not-at-top
+  f = FLAGS
+  config_file = f.bert_config_file
+  if config_file is None:
+    base = f.checkpoint.rstrip("/")
+    directory = base if io.isdir(base) else os.path.dirname(base) or "."
+    config_file = os.path.join(directory, "bert_config.json")
+    if not io.exists(config_file):
+      raise cli.UsageError(f"--bert_config_file not given and no bert_config.json beside "
+                           f"--checkpoint={f.checkpoint}")
+  config = BertConfig.from_json_file(config_file)
   try:
-    pretraining = build_pretraining_model(config)
-    encoder = build_encoder(config)
-  finally:
-    keras.config.set_dtype_policy(previous)
-  values = checkpoints.get_original_weights(model)
-  checkpoints.set_original_weights(pretraining, values, source=model.name)
-  # The encoder lacks the cls/ heads: they are reported as unexpected, not an error.
-  checkpoints.set_original_weights(encoder, values, source=model.name)
-  return encoder, pretraining
-
-
-def _save(model, names, outputs, path):
-  """Saves `model` as a SavedModel whose serving signature takes int32 [B, None] `names`."""
-  module = tf.Module()
-  module.model = model
-  spec = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in names}
-
-  @tf.function(input_signature=[spec])
-  def serve(inputs):
-    result = model(inputs, training=False)
-    return {key: result[key] for key in outputs}
-
-  module.serve = serve
-  tmp = path + ".tmp-export"
-  if tf.io.gfile.exists(tmp):
-    tf.io.gfile.rmtree(tmp)
-  tf.saved_model.save(module, tmp, signatures={"serving_default": serve})
-  if tf.io.gfile.exists(path):
-    tf.io.gfile.rmtree(path)
-  tf.io.gfile.rename(tmp, path)
-
-
-def _write_text(path: str, text: str) -> None:
-  tmp = path + ".tmp"
-  with tf.io.gfile.GFile(tmp, "w") as f:
-    f.write(text)
-  tf.io.gfile.rename(tmp, path, overwrite=True)
-
-
-def export_saved_models(model: keras.Model, config: BertConfig, export_dir: str,
-                        vocab_file: Optional[str] = None,
-                        data_metadata: Optional[Mapping[str, Any]] = None) -> str:
-  """Writes the encoder and pretraining SavedModels plus config, vocab and data metadata.
-
-  Args:
-    model: a trained pretraining model (build_pretraining_model), any dtype policy, possibly
-      created under a distribution strategy.
-    config: its BertConfig (written as bert_config.json).
-    export_dir: the directory to create (replaced if it exists); any tf.io.gfile path.
-    vocab_file: copied to export_dir/vocab.txt when given.
-    data_metadata: the training data's metadata, written to export_dir/data_metadata.json.
-
-  Returns:
-    export_dir.
-  """
-  tf.io.gfile.makedirs(export_dir)
-  encoder, pretraining = _float32_copies(model, config)
-  _save(encoder, ENCODER_INPUTS, ("sequence_output", "pooled_output"),
-        os.path.join(export_dir, "encoder"))
-  _save(pretraining, PRETRAINING_INPUTS, ("masked_lm_logits", "next_sentence_logits"),
-        os.path.join(export_dir, "pretraining"))
-  config.to_json_file(os.path.join(export_dir, "bert_config.json"))
-  if vocab_file:
-    tf.io.gfile.copy(vocab_file, os.path.join(export_dir, "vocab.txt"), overwrite=True)
-  if data_metadata is not None:
-    _write_text(os.path.join(export_dir, "data_metadata.json"),
-                json.dumps(dict(data_metadata), indent=2) + "\n")
-  return export_dir
+    weights = checkpoints.read_weights(f.checkpoint, config)
+  except Exception as e:  # pylint: disable=broad-except
+    if not isinstance(e, cli.failure_types()):
+      raise
+    raise ValueError(f"--checkpoint={f.checkpoint}: {e}") from None
+  metadata = None
+  if f.data_metadata_file:
+    try:
+      metadata = json.loads(io.read_text(f.data_metadata_file))
+    except json.JSONDecodeError as e:
+      raise ValueError(f"--data_metadata_file={f.data_metadata_file}: not JSON ({e})") from None
+  paths = tf_serving.export_serving_models(
+      config, weights, f.vocab_file, f.export_dir, do_lower_case=f.do_lower_case,
+      seq_length=f.seq_length, top_k=f.top_k, version=f.version, model_name=f.model_name,
+      data_metadata=metadata, warmup=f.warmup)
+  for kind, path in paths.items():
+    print(f"{kind}: {path}")
 
 
 if __name__ == "__main__":
-  from absl import app  # pylint: disable=g-import-not-at-top
-  from bert_tf import serving  # pylint: disable=g-import-not-at-top
-  serving.define_flags()
-  app.run(serving.main)
+  cli.run(main, define_flags, "export")

@@ -12,9 +12,10 @@ encode records with `ExampleEncoder` (pure Python) and should not pay TensorFlow
 import collections
 import hashlib
 import json
-import os
 import struct
 from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+from bert_tf import io
 
 # === Feature names ===
 
@@ -27,6 +28,17 @@ MASKED_LM_POSITIONS = "masked_lm_positions"
 MASKED_LM_IDS = "masked_lm_ids"
 MASKED_LM_WEIGHTS = "masked_lm_weights"
 NEXT_SENTENCE_LABELS = "next_sentence_labels"
+
+# Keras models here take TF Hub's names for the three encoder inputs; the records keep the
+# original's. Batches are renamed once, where tf.data hands them to a model (to_model_names).
+MODEL_INPUT_NAMES = {INPUT_IDS: "input_word_ids", INPUT_MASK: "input_mask",
+                     SEGMENT_IDS: "input_type_ids"}
+
+
+def to_model_names(batch: Mapping[str, Any]) -> Dict[str, Any]:
+  """A batch keyed by canonical names -> the same values under the models' input names."""
+  return {MODEL_INPUT_NAMES.get(name, name): value for name, value in batch.items()}
+
 
 # The original's insertion order (spec section 2).
 CANONICAL_NAMES = (INPUT_IDS, INPUT_MASK, SEGMENT_IDS, MASKED_LM_POSITIONS, MASKED_LM_IDS,
@@ -285,31 +297,6 @@ def decode_example(record: bytes, max_seq_length: int, max_predictions_per_seq: 
 # its own flags (the most common silent mistake with the original scripts).
 
 
-def is_local_path(path: str) -> bool:
-  """True for plain filesystem paths; False for gs://, ram:// and other tf.io.gfile schemes."""
-  return "://" not in path
-
-
-def open_file(path: str, mode: str = "r"):
-  """Opens with builtin open() for local paths and tf.io.gfile.GFile for any other scheme.
-
-  Local data preparation then never imports TensorFlow (~0.7 GB and several seconds).
-  """
-  if is_local_path(path):
-    return open(path, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  return tf.io.gfile.GFile(path, mode)
-
-
-def rename_file(src: str, dst: str) -> None:
-  """Atomic replace of dst by src (same filesystem)."""
-  if is_local_path(src) and is_local_path(dst):
-    os.replace(src, dst)
-    return
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  tf.io.gfile.rename(src, dst, overwrite=True)
-
-
 class MetadataError(ValueError):
   """A metadata file that is unreadable or contradicts the flags it is checked against."""
 
@@ -322,7 +309,7 @@ def metadata_path(record_file: str) -> str:
 def vocab_checksum(vocab_file: str) -> str:
   """md5 hex digest of the vocab file's bytes (the figure in data/README.md)."""
   digest = hashlib.md5()
-  with open_file(vocab_file, "rb") as f:
+  with io.open_file(vocab_file, "rb") as f:
     while True:
       block = f.read(1 << 20)
       if not block:
@@ -360,16 +347,13 @@ def make_metadata(*, max_seq_length: int, max_predictions_per_seq: int,
 
 def write_metadata(path: str, metadata: Mapping[str, Any]) -> None:
   """Writes the JSON atomically (temporary name, then rename)."""
-  tmp = path + ".tmp"
-  with open_file(tmp, "w") as f:
-    f.write(json.dumps(metadata, indent=2, sort_keys=False) + "\n")
-  rename_file(tmp, path)
+  io.write_text(path, json.dumps(metadata, indent=2, sort_keys=False) + "\n")
 
 
 def read_metadata(path: str) -> Dict[str, Any]:
   """Reads and sanity-checks a metadata file."""
   try:
-    with open_file(path, "r") as f:
+    with io.open_file(path, "r") as f:
       text = f.read()
   except Exception as e:  # pylint: disable=broad-except
     # FileNotFoundError locally, tf.errors.NotFoundError elsewhere.

@@ -13,6 +13,8 @@ import sys
 import unicodedata
 from typing import Callable, Iterable, List, Mapping, Tuple
 
+from bert_tf import io
+
 # === Character classes (spec: ORIGINAL_RELEASE.md section 5) ===
 
 # Code point blocks the original treats as CJK ideographs: each becomes a word of its own.
@@ -146,20 +148,14 @@ SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
 def _read_bytes(path: str) -> bytes:
-  """Reads a whole file, through tf.io.gfile only when the path names a filesystem scheme.
+  """Reads a whole file (bert_tf.io: TensorFlow only for gs://, ram://, ... paths).
 
-  Tokenization runs in data-preparation worker processes that never need TensorFlow; importing it
-  costs ~0.7 GB of memory and seconds per process, so local paths use plain open() and only
-  gs://, ram:// etc. pay for the import.
+  Tokenization runs in data-preparation worker processes that never need TensorFlow.
   """
-  if "://" in path:
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    if not tf.io.gfile.exists(path):
-      raise FileNotFoundError(f"Vocab file not found: {path}")
-    with tf.io.gfile.GFile(path, "rb") as f:
-      return f.read()
+  if not io.is_local(path) and not io.exists(path):
+    raise FileNotFoundError(f"Vocab file not found: {path}")
   try:
-    with open(path, "rb") as f:
+    with io.open_file(path, "rb") as f:
       return f.read()
   except FileNotFoundError:
     raise FileNotFoundError(f"Vocab file not found: {path}") from None

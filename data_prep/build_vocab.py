@@ -15,234 +15,70 @@ Usage:
       --vocab_size=30522 --do_lower_case=True
 """
 
-import collections
 import os
 import sys
-import time
-from typing import Counter, Dict, Iterable, List, Optional, Sequence
 
-from absl import app
 from absl import flags
 from absl import logging
-import tensorflow as tf
-from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner_lib
 
 if __package__ in (None, ""):
-  # Run as a script: make the repository root importable.
+  # Run as a script from a clone without installing: make the repository root importable.
   sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
-from data_prep import corpus  # pylint: disable=g-import-not-at-top
-
-SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
-# The released vocabs put 99 unused slots between [PAD] and [UNK].
-UNUSED_BEFORE_UNK = 99
-
-
-def reserved_tokens(num_unused: int) -> List[str]:
-  """[PAD], unused slots and the special tokens, at the ids the released vocabs use."""
-  before = min(num_unused, UNUSED_BEFORE_UNK)
-  tokens = ["[PAD]"] + [f"[unused{i}]" for i in range(before)]
-  tokens += list(SPECIAL_TOKENS)
-  tokens += [f"[unused{i}]" for i in range(before, num_unused)]
-  return tokens
-
-
-def count_words(paths: Sequence[str], do_lower_case: bool, errors: str = "strict",
-                log_every_s: float = 10.0) -> Counter:
-  """Counts the words the BERT basic tokenizer produces over the files' lines.
-
-  Args:
-    paths: input files (plain text, any tf.io.gfile path).
-    do_lower_case: as for the tokenizer that will use the vocab.
-    errors: how invalid UTF-8 is handled (see data_prep.corpus.iter_lines).
-    log_every_s: seconds between progress lines.
-
-  Returns:
-    word -> count.
-  """
-  basic = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
-  counts: Counter = collections.Counter()
-  total = max(1, corpus.total_size(paths))
-  done = 0
-  start = last_log = time.time()
-  report = corpus.ReadReport()
-  for path in paths:
-    for line in corpus.iter_lines(path, errors, report):
-      counts.update(basic.tokenize(line))
-      done = report.bytes
-      now = time.time()
-      if now - last_log >= log_every_s:
-        last_log = now
-        rate = done / (now - start)
-        logging.info("counting words: %.1f/%.1f MB (%.2f MB/s, ETA %.0f s), %d distinct",
-                     done / 1e6, total / 1e6, rate / 1e6, (total - done) / rate, len(counts))
-  logging.info("counted %d words, %d distinct, in %.1f s", sum(counts.values()), len(counts),
-               time.time() - start)
-  return counts
-
-
-def learn_pieces(word_counts: Dict[str, int], target_size: int, max_unique_chars: int = 1000,
-                 max_token_length: int = 50, max_input_words: int = 5_000_000,
-                 slack_ratio: float = 0.05, num_iterations: int = 4) -> List[str]:
-  """Learns up to target_size word pieces with tensorflow-text's threshold search.
-
-  Words are ordered by (count descending, word) before learning, which makes the result
-  independent of the order the corpus was read in.
-
-  Args:
-    word_counts: word -> count.
-    target_size: maximum number of pieces (the vocab size minus the reserved tokens).
-    max_unique_chars: only the most frequent characters become pieces; words with other
-      characters are not learned from (they tokenize to [UNK]).
-    max_token_length: longer words are not learned from.
-    max_input_words: only the most frequent words are learned from.
-    slack_ratio: accept a piece count within this fraction below target_size.
-    num_iterations: refinement passes per threshold.
-
-  Returns:
-    The pieces, characters first, continuation pieces prefixed "##".
-  """
-  if not word_counts:
-    raise ValueError("the corpus has no words to learn a vocabulary from")
-  ordered = sorted(word_counts.items(), key=lambda kv: (-kv[1], kv[0]))
-  params = learner_lib.Params(
-      upper_thresh=None, lower_thresh=1, num_iterations=num_iterations,
-      max_input_tokens=max_input_words, max_token_length=max_token_length,
-      max_unique_chars=max_unique_chars, vocab_size=target_size, slack_ratio=slack_ratio,
-      include_joiner_token=True, joiner="##", reserved_tokens=[])
-  words = learner_lib.get_input_words(ordered, [], max_token_length)
-  allowed = learner_lib.get_allowed_chars(words, max_unique_chars)
-  words = learner_lib.filter_input_words(words, allowed, max_input_words)
-  if not words:
-    raise ValueError("no word survives the length and alphabet limits; raise "
-                     "--max_token_length or --max_unique_chars")
-
-  # Binary search on the minimum piece frequency: a lower threshold admits more pieces.
-  lower, upper = 1, max(count for _, count in words)
-  best: Optional[List[str]] = None  # the largest result that fits
-  over: Optional[List[str]] = None  # the smallest result that does not
-  step = 0
-  while True:
-    step += 1
-    threshold = (lower + upper) // 2
-    started = time.time()
-    pieces = learner_lib.learn_with_thresh(words, threshold, params)
-    logging.info("learning: try %d, min frequency %d -> %d pieces (target %d) in %.1f s",
-                 step, threshold, len(pieces), target_size, time.time() - started)
-    fits = len(pieces) <= target_size
-    if fits and (best is None or len(pieces) > len(best)):
-      best = pieces
-    if not fits and (over is None or len(pieces) < len(over)):
-      over = pieces
-    if fits and target_size - len(pieces) <= slack_ratio * target_size:
-      break
-    if lower >= upper or threshold <= 1:
-      break
-    if fits:
-      upper = threshold - 1
-    else:
-      lower = threshold + 1
-  if best is None or (over is not None and target_size - len(best) > slack_ratio * target_size):
-    # Thresholds are integers, and at low counts one step can jump far past the target (on
-    # small corpora, frequency 2 -> 5,000 pieces, frequency 1 -> 7,300). Then the overshooting
-    # result, cut to size, is closer. The cut keeps every character and "##"+character (so
-    # every word still tokenizes) and drops the rarest longer pieces (the list is by frequency).
-    logging.info("learning: cutting the %d-piece result to %d", len(over), target_size)
-    is_char = lambda p: len(p) == 1 or (len(p) == 3 and p.startswith("##"))
-    num_chars = sum(map(is_char, over))
-    if num_chars <= target_size:
-      longer = [p for p in over if not is_char(p)][:target_size - num_chars]
-      keep = set(longer)
-      best = [p for p in over if is_char(p) or p in keep]
-    else:
-      best = over[:target_size]
-  return best
-
-
-def build_vocab(word_counts: Dict[str, int], vocab_size: int, num_unused: int = 994,
-                **learn_kwargs) -> List[str]:
-  """The full vocab list: reserved layout, learned pieces, then unused top-up slots."""
-  reserved = reserved_tokens(num_unused)
-  if vocab_size <= len(reserved):
-    raise ValueError(f"--vocab_size={vocab_size} leaves no room for learned pieces after "
-                     f"{len(reserved)} reserved tokens; raise it or lower --num_unused")
-  reserved_set = set(reserved)
-  pieces = [p for p in learn_pieces(word_counts, vocab_size - len(reserved), **learn_kwargs)
-            if p not in reserved_set]
-  vocab = reserved + pieces[:vocab_size - len(reserved)]
-  next_unused = num_unused
-  while len(vocab) < vocab_size:
-    vocab.append(f"[unused{next_unused}]")
-    next_unused += 1
-  return vocab
-
-
-def unknown_rate(word_counts: Dict[str, int], vocab: Iterable[str]) -> Dict[str, float]:
-  """Tokenizes every counted word with the vocab: [UNK] share and pieces per word."""
-  wordpiece = tokenization.WordpieceTokenizer(
-      vocab=collections.OrderedDict((t, i) for i, t in enumerate(vocab)))
-  words = pieces = unknown = 0
-  for word, count in word_counts.items():
-    tokens = wordpiece.tokenize(word)
-    words += count
-    pieces += count * len(tokens)
-    unknown += count * tokens.count("[UNK]")
-  return {"words": words, "wordpieces": pieces,
-          "unk_fraction": unknown / max(1, pieces),
-          "wordpieces_per_word": pieces / max(1, words)}
-
-
-def write_vocab(vocab: Sequence[str], path: str) -> None:
-  """Writes one token per line, atomically (temporary name, then rename)."""
-  tmp = f"{path}.tmp-build_vocab"
-  with tf.io.gfile.GFile(tmp, "w") as f:
-    f.write("".join(f"{token}\n" for token in vocab))
-  tf.io.gfile.rename(tmp, path, overwrite=True)
-
+from bert_tf import cli  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bert_tf import io  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bert_tf.data import corpus  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bert_tf.data import vocab as vocab_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
 
 
-def define_flags():
-  flags.DEFINE_string("input_file", None, "Input text files: comma-separated paths and globs.")
-  flags.DEFINE_string("vocab_file", None, "Where to write the vocabulary, one token per line.")
-  flags.DEFINE_integer("vocab_size", 30522, "Number of lines of the written vocab.")
+def define_flags(flag_values=FLAGS):
+  flags.DEFINE_string("input_file", None, "Input text files: comma-separated paths and globs.",
+                       flag_values=flag_values)
+  flags.DEFINE_string("vocab_file", None, "Where to write the vocabulary, one token per line.",
+                       flag_values=flag_values)
+  flags.DEFINE_integer("vocab_size", 30522, "Number of lines of the written vocab.",
+                       flag_values=flag_values)
   flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents before learning. "
-                    "Use the same value when tokenizing with the vocab.")
+                    "Use the same value when tokenizing with the vocab.",
+                       flag_values=flag_values)
   flags.DEFINE_integer("num_unused", 994, "[unusedN] slots in the reserved block "
-                       "(994 as in the released vocabs; 0 for none).")
+                       "(994 as in the released vocabs; 0 for none).",
+                       flag_values=flag_values)
   flags.DEFINE_integer("max_unique_chars", 1000, "Alphabet size: rarer characters become "
-                       "[UNK]. Raise it for Chinese or Japanese corpora (e.g. 8000).")
-  flags.DEFINE_integer("max_token_length", 50, "Longest word (characters) learned from.")
-  flags.DEFINE_integer("max_input_words", 5_000_000, "Most frequent distinct words learned from.")
+                       "[UNK]. Raise it for Chinese or Japanese corpora (e.g. 8000).",
+                       flag_values=flag_values)
+  flags.DEFINE_integer("max_token_length", 50, "Longest word (characters) learned from.",
+                       flag_values=flag_values)
+  flags.DEFINE_integer("max_input_words", 5_000_000, "Most frequent distinct words learned from.",
+                       flag_values=flag_values)
   flags.DEFINE_enum("errors", "strict", ["strict", "replace", "skip"],
                     "Invalid UTF-8 in the input: stop with the file and line, replace the "
-                    "bad bytes, or skip the line.")
-  flags.DEFINE_bool("overwrite", False, "Replace an existing --vocab_file.")
-  flags.mark_flags_as_required(["input_file", "vocab_file"])
+                    "bad bytes, or skip the line.",
+                       flag_values=flag_values)
+  flags.DEFINE_bool("overwrite", False, "Replace an existing --vocab_file.",
+                       flag_values=flag_values)
+  flags.mark_flags_as_required(["input_file", "vocab_file"], flag_values=flag_values)
 
 
 def main(argv):
   del argv
-  try:
-    paths = corpus.expand_input_files(corpus.split_list(FLAGS.input_file), sort=True)
-    if tf.io.gfile.exists(FLAGS.vocab_file) and not FLAGS.overwrite:
-      raise ValueError(f"--vocab_file {FLAGS.vocab_file} exists; pass --overwrite to replace it")
-    if FLAGS.num_unused < 0:
-      raise ValueError(f"--num_unused must be >= 0, got {FLAGS.num_unused}")
-    logging.info("learning a %d-token vocab from %d file(s)", FLAGS.vocab_size, len(paths))
-    counts = count_words(paths, FLAGS.do_lower_case, errors=FLAGS.errors)
-    vocab = build_vocab(counts, FLAGS.vocab_size, num_unused=FLAGS.num_unused,
-                        max_unique_chars=FLAGS.max_unique_chars,
-                        max_token_length=FLAGS.max_token_length,
-                        max_input_words=FLAGS.max_input_words)
-  except (ValueError, OSError) as e:  # bad flags or input (CorpusError too): no trace.
-    sys.exit(f"build_vocab.py: error: {e}")
-  write_vocab(vocab, FLAGS.vocab_file)
-  stats = unknown_rate(counts, vocab)
-  num_learned = len(vocab) - len(reserved_tokens(FLAGS.num_unused)) - sum(
-      t.startswith("[unused") for t in vocab[len(reserved_tokens(FLAGS.num_unused)):])
+  paths = corpus.expand_input_files(cli.split_list(FLAGS.input_file), sort=True)
+  if io.exists(FLAGS.vocab_file) and not FLAGS.overwrite:
+    raise ValueError(f"--vocab_file {FLAGS.vocab_file} exists; pass --overwrite to replace it")
+  if FLAGS.num_unused < 0:
+    raise ValueError(f"--num_unused must be >= 0, got {FLAGS.num_unused}")
+  logging.info("learning a %d-token vocab from %d file(s)", FLAGS.vocab_size, len(paths))
+  counts = vocab_lib.count_words(paths, FLAGS.do_lower_case, errors=FLAGS.errors)
+  vocab = vocab_lib.build_vocab(counts, FLAGS.vocab_size, num_unused=FLAGS.num_unused,
+                      max_unique_chars=FLAGS.max_unique_chars,
+                      max_token_length=FLAGS.max_token_length,
+                      max_input_words=FLAGS.max_input_words)
+  vocab_lib.write_vocab(vocab, FLAGS.vocab_file)
+  stats = vocab_lib.unknown_rate(counts, vocab)
+  num_learned = len(vocab) - len(vocab_lib.reserved_tokens(FLAGS.num_unused)) - sum(
+      t.startswith("[unused") for t in vocab[len(vocab_lib.reserved_tokens(FLAGS.num_unused)):])
   print(f"wrote {FLAGS.vocab_file}: {len(vocab)} tokens ({num_learned} learned)")
   print(f"the input tokenized with it: {stats['words']} words -> {stats['wordpieces']} "
         f"wordpieces ({stats['wordpieces_per_word']:.3f} per word), "
@@ -250,5 +86,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  define_flags()
-  app.run(main)
+  cli.run(main, define_flags, "build_vocab.py")

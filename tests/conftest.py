@@ -1,4 +1,9 @@
-"""Shared test set-up: quiet TensorFlow logs and a repo-root import path."""
+"""Test set-up: quiet TensorFlow logs, the repository root importable, Hypothesis profiles.
+
+Under CI (CI=true) Hypothesis runs derandomized: the same examples on every run, so a red CI
+means a change broke something, not an unlucky draw. `pytest -m "not slow"` is the fast subset
+for the edit loop (subprocess, CLI and learning tests carry the `slow` marker; CI runs all).
+"""
 
 import os
 import sys
@@ -9,4 +14,13 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO_ROOT not in sys.path:
   sys.path.insert(0, REPO_ROOT)
 
-TEST_DATA = os.path.join(REPO_ROOT, "tests", "data")
+try:
+  from hypothesis import settings as hypothesis_settings
+except ImportError:  # hypothesis is a test extra; without it, its tests fail to import anyway
+  hypothesis_settings = None
+
+if hypothesis_settings is not None:
+  hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
+  hypothesis_settings.register_profile("dev", print_blob=True)
+  hypothesis_settings.load_profile(
+      "ci" if os.environ.get("CI", "").lower() in ("1", "true", "yes") else "dev")

@@ -8,8 +8,9 @@ import tensorflow as tf
 
 from bert_tf import config as config_lib
 from bert_tf.config import BertConfig, ConfigError
+from tests import helpers
 
-CONFIGS_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "configs")
+CONFIGS_DIR = os.path.join(helpers.REPO_ROOT, "configs")
 
 # The original release's uncased BERT-Base bert_config.json, key for key.
 ORIGINAL_BASE_JSON = """{

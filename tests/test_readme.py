@@ -3,8 +3,9 @@
 import json
 import os
 import re
+from tests import helpers
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = helpers.REPO_ROOT
 
 
 def _read(*parts):

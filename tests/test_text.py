@@ -337,6 +337,7 @@ def test_drop_invalid_utf8_matches_decode_ignore():
   assert got == [reference.tokenize_to_ids(r.decode("utf-8", "ignore")) for r in raw]
 
 
+@pytest.mark.slow
 def test_ids_do_not_depend_on_the_locale(tmp_path):
   # ICU lower-cases "I" to dotless "ı" under a Turkish default locale; the graph must not.
   script = tmp_path / "turkish.py"

@@ -372,6 +372,7 @@ def test_corpus_sample_matches_oracle(uncased, cased):
 # === Module hygiene ===
 
 
+@pytest.mark.slow
 def test_tokenizing_does_not_import_tensorflow():
   # Data-preparation workers rely on this: TensorFlow costs ~0.7 GB per process.
   code = ("import sys; from bert_tf import tokenization as t; "

@@ -1,0 +1,234 @@
+"""The command-line convention shared by every bert_tf tool.
+
+Each tool (`python -m bert_tf.run_pretraining`, `python data_prep/create_pretraining_data.py`,
+...) is a thin module with three parts:
+
+  define_flags(flag_values)  defines its flags; called only under `__main__` (or by tests on a
+                             fresh FlagValues), so any number of tools import into one process.
+  main(argv)                 turns flags into a settings dataclass (`settings_from_flags`) and
+                             calls the library.
+  cli.run(main, define_flags, "name") under `if __name__ == "__main__":`.
+
+Flags used by several tools (model, vocab, casing, init checkpoint, sequence length, batch
+sizes, learning rate, warmup, strategy, TPU, precision, XLA, seed) are defined here once, with
+the original's names; a tool passes its own defaults.
+
+Exit status: 0 on success (and for --help), 1 on a failure, printed as one line
+`<tool>: error: <message>` naming the file or flag, 2 on a usage error (an unknown or
+malformed flag, a missing required flag, flags that contradict each other). Set
+BERT_TF_TRACEBACK=1 to see the traceback of a failure.
+"""
+
+import dataclasses
+import os
+import sys
+from typing import Any, Callable, Iterable, Optional, Sequence, Tuple, Type, TypeVar
+
+from absl import app
+from absl import flags
+from absl import logging
+
+FLAGS = flags.FLAGS
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+STRATEGY_NAMES = ("tpu", "mirrored", "multi_worker_mirrored", "one_device")
+PRECISION_NAMES = ("none", "bfloat16", "float16")
+
+T = TypeVar("T")
+
+
+class UsageError(ValueError):
+  """Flags that are missing or contradict each other; the message names the flags (exit 2)."""
+
+
+# === Shared flags ===
+
+
+def define_model_flags(flag_values=FLAGS, *, do_lower_case: Optional[bool] = True,
+                       max_seq_length: int = 128, vocab_help: str = "The WordPiece vocab "
+                       "the model was trained on (one token per line).",
+                       init_checkpoint_help: Optional[str] = None) -> None:
+  """bert_config_file, vocab_file, do_lower_case, init_checkpoint, max_seq_length."""
+  flags.DEFINE_string("bert_config_file", None,
+                      "The config json file of the BERT model (the original's "
+                      "bert_config.json).", flag_values=flag_values)
+  flags.DEFINE_string("vocab_file", None, vocab_help, flag_values=flag_values)
+  flags.DEFINE_bool("do_lower_case", do_lower_case,
+                    "Lower-case the input and strip accents (True for uncased models)"
+                    + ("; if given, checked against the data's metadata."
+                       if do_lower_case is None else "."), flag_values=flag_values)
+  flags.DEFINE_string("init_checkpoint", None, init_checkpoint_help or (
+      "Initial weights: one of our checkpoints (file prefix or run directory), an original "
+      "TF1 checkpoint, a Model Garden checkpoint, Hugging Face .safetensors or a .keras "
+      "model."), flag_values=flag_values)
+  flags.DEFINE_integer("max_seq_length", max_seq_length,
+                       "Maximum total input length in WordPiece tokens (longer inputs are "
+                       "truncated, shorter ones padded).", flag_values=flag_values)
+
+
+def define_batch_flags(flag_values=FLAGS, *, train_batch_size: int = 32,
+                       eval_batch_size: int = 8, predict_batch_size: Optional[int] = None,
+                       learning_rate: float = 5e-5) -> None:
+  """train/eval(/predict) batch sizes and the peak learning rate."""
+  flags.DEFINE_integer("train_batch_size", train_batch_size,
+                       "Global examples per optimizer update (split over replicas and "
+                       "accumulation micro-batches).", flag_values=flag_values)
+  flags.DEFINE_integer("eval_batch_size", eval_batch_size, "Global batch size for eval.",
+                       flag_values=flag_values)
+  if predict_batch_size is not None:
+    flags.DEFINE_integer("predict_batch_size", predict_batch_size,
+                         "Global batch size for prediction.", flag_values=flag_values)
+  flags.DEFINE_float("learning_rate", learning_rate, "The peak learning rate (Adam).",
+                     flag_values=flag_values)
+
+
+def define_tpu_flags(flag_values=FLAGS) -> None:
+  """The original's TPU flags: use_tpu, tpu_name, tpu_zone, gcp_project, master, num_tpu_cores."""
+  flags.DEFINE_bool("use_tpu", False, "Whether to use a TPU (same as --strategy=tpu).",
+                    flag_values=flag_values)
+  flags.DEFINE_string("tpu_name", None, "The Cloud TPU to use (name or grpc:// address).",
+                      flag_values=flag_values)
+  flags.DEFINE_string("tpu_zone", None, "GCE zone of the Cloud TPU.", flag_values=flag_values)
+  flags.DEFINE_string("gcp_project", None, "Project of the Cloud TPU.", flag_values=flag_values)
+  flags.DEFINE_string("master", None, "TPU address, used when --tpu_name is not given.",
+                      flag_values=flag_values)
+  flags.DEFINE_integer("num_tpu_cores", 8, "TPU cores (informational: all cores are used).",
+                       flag_values=flag_values)
+
+
+def define_runtime_flags(flag_values=FLAGS) -> None:
+  """strategy, mixed_precision, jit_compile, gradient_accumulation_steps, seed, determinism."""
+  flags.DEFINE_enum("strategy", None, list(STRATEGY_NAMES),
+                    "tf.distribute strategy. Default: tpu with --use_tpu, "
+                    "multi_worker_mirrored when TF_CONFIG names several workers, mirrored with "
+                    "several GPUs, else one_device.", flag_values=flag_values)
+  flags.DEFINE_enum("mixed_precision", "none", list(PRECISION_NAMES),
+                    "Compute dtype; float16 uses dynamic loss scaling.", flag_values=flag_values)
+  flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.",
+                    flag_values=flag_values)
+  flags.DEFINE_integer("gradient_accumulation_steps", 1,
+                       "Micro-batches per update: train_batch_size is split into this many, "
+                       "their gradients summed in-graph and clipped once.",
+                       flag_values=flag_values)
+  flags.DEFINE_integer("seed", None,
+                       "Seeds weight init and the data order (a resumed run then sees exactly "
+                       "the batches of an uninterrupted one).", flag_values=flag_values)
+  flags.DEFINE_bool("deterministic_ops", False,
+                    "tf.config.experimental.enable_op_determinism (bitwise repeatable runs, "
+                    "slower).", flag_values=flag_values)
+
+
+def select_strategy_from_flags(flag_values=FLAGS):
+  """The tf.distribute strategy the shared flags ask for (imports TensorFlow)."""
+  from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
+  f = flag_values
+  return loop.select_strategy(f.strategy, f.use_tpu, f.tpu_name, f.tpu_zone, f.gcp_project,
+                              f.master, f.num_tpu_cores)
+
+
+def apply_runtime_flags(flag_values=FLAGS) -> None:
+  """Logging at INFO and, with --deterministic_ops, TensorFlow's op determinism."""
+  logging.set_verbosity(logging.INFO)
+  if "deterministic_ops" in flag_values and flag_values.deterministic_ops:
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    tf.config.experimental.enable_op_determinism()
+
+
+# === Settings from flags ===
+
+
+def settings_from_flags(cls: Type[T], flag_values=FLAGS, **overrides: Any) -> T:
+  """Builds the dataclass `cls` from the flags named like its fields (overrides win).
+
+  Fields without a same-named flag keep their defaults.
+  """
+  values = {}
+  for field in dataclasses.fields(cls):
+    if field.name in overrides:
+      values[field.name] = overrides[field.name]
+    elif field.name in flag_values:
+      values[field.name] = flag_values[field.name].value
+  return cls(**values)
+
+
+def require(flag_values, names: Iterable[str]) -> None:
+  """Raises UsageError naming the first of `names` whose flag has no value."""
+  for name in names:
+    if flag_values[name].value in (None, ""):
+      raise UsageError(f"--{name} is required")
+
+
+def split_list(value: Optional[str]) -> Tuple[str, ...]:
+  """A comma-separated flag value as a tuple (empty items dropped)."""
+  return tuple(part.strip() for part in (value or "").split(",") if part.strip())
+
+
+# === Running a tool ===
+
+
+def _one_line(error: BaseException) -> str:
+  text = str(error) or type(error).__name__
+  return " ".join(text.split())
+
+
+def failure_types() -> Tuple[type, ...]:
+  """The exception types a tool reports as a one-line failure (exit 1)."""
+  types = [ValueError, OSError, KeyError]
+  tf = sys.modules.get("tensorflow")
+  if tf is not None and hasattr(tf, "errors"):
+    types.append(tf.errors.OpError)
+  return tuple(types)
+
+
+def run(main: Callable[[Sequence[str]], Optional[int]],
+        define_flags: Callable[..., None], program: str,
+        argv: Optional[Sequence[str]] = None, flag_values=FLAGS) -> None:
+  """Defines the flags, parses argv and runs main with the exit convention; never returns.
+
+  Args:
+    main: takes the remaining argv; returns None or an exit status. It signals failures by
+      raising: ValueError/OSError/KeyError/tf.errors.OpError (and their subclasses) become
+      exit 1 with a one-line message, UsageError and app.UsageError exit 2.
+    define_flags: defines the tool's flags on `flag_values`.
+    program: the tool's name in messages.
+    argv: defaults to sys.argv.
+  """
+  argv = list(sys.argv if argv is None else argv)
+  define_flags(flag_values)
+  if any(a in ("--help", "-h", "-?", "--helpshort", "--helpfull") for a in argv[1:]):
+    module = sys.modules.get(getattr(main, "__module__", ""), None)
+    doc = getattr(module, "__doc__", None) or ""
+    print(doc.strip() + "\n" if doc.strip() else "", end="")
+    print(flag_values.get_help(include_special_flags=False) if "--helpfull" not in argv
+          else flag_values.get_help())
+    sys.exit(EXIT_OK)
+
+  def parse(args):
+    try:
+      return flag_values(args)
+    except flags.Error as e:
+      print(f"{program}: usage error: {_one_line(e)} (see --help)", file=sys.stderr)
+      sys.exit(EXIT_USAGE)
+
+  def guarded(args):
+    try:
+      status = main(args)
+    except (UsageError, app.UsageError) as e:
+      print(f"{program}: usage error: {_one_line(e)} (see --help)", file=sys.stderr)
+      sys.exit(EXIT_USAGE)
+    except failure_types() as e:  # pylint: disable=catching-non-exception
+      if os.environ.get("BERT_TF_TRACEBACK"):
+        raise
+      logging.error("%s", _one_line(e))
+      print(f"{program}: error: {_one_line(e)}", file=sys.stderr)
+      sys.exit(EXIT_FAILURE)
+    sys.exit(EXIT_OK if status is None else int(status))
+
+  remaining = parse(argv)
+  if flag_values is FLAGS:
+    # absl's app.run sets up logging and its own flags (--run_with_pdb, ...) on FLAGS.
+    app.run(guarded, argv=argv, flags_parser=lambda _: remaining)
+  else:  # a tool run on its own FlagValues (tests): no absl app machinery
+    guarded(remaining)

@@ -1,0 +1,207 @@
+"""File helpers for local paths and every tf.io.gfile scheme (gs://, ram://, ...).
+
+Local paths use Python's own file functions, so data preparation on a laptop never imports
+TensorFlow (~0.7 GB and several seconds per worker); any path with a scheme goes through
+tf.io.gfile, imported on first use.
+
+Every file or directory the project writes goes through `atomic_write` or `atomic_path`: it is
+written under a temporary name, `<path>.incomplete-<pid>`, and renamed to its final name only
+when complete, so a killed or failed run never leaves a partial file under a final name. Local
+temporaries of dead processes are removed by `remove_stale_temp_files` on the next run.
+"""
+
+import contextlib
+import glob as glob_lib
+import os
+import shutil
+from typing import Iterator, List, Sequence
+
+TEMP_MARKER = ".incomplete-"
+
+
+def is_local(path: str) -> bool:
+  """True for plain filesystem paths; False for gs://, ram:// and other tf.io.gfile schemes."""
+  return "://" not in str(path)
+
+
+def _gfile():
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return tf.io.gfile
+
+
+def open_file(path: str, mode: str = "r"):
+  """open() for local paths (UTF-8 text), tf.io.gfile.GFile for any other scheme."""
+  if is_local(path):
+    return open(path, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
+  return _gfile().GFile(path, mode)
+
+
+def read_text(path: str) -> str:
+  with open_file(path, "r") as f:
+    return f.read()
+
+
+def exists(path: str) -> bool:
+  return os.path.exists(path) if is_local(path) else _gfile().exists(path)
+
+
+def isdir(path: str) -> bool:
+  return os.path.isdir(path) if is_local(path) else _gfile().isdir(path)
+
+
+def size(path: str) -> int:
+  return os.path.getsize(path) if is_local(path) else _gfile().stat(path).length
+
+
+def listdir(path: str) -> List[str]:
+  """Entry names of a directory (no trailing slashes); [] when it does not exist."""
+  if is_local(path):
+    return os.listdir(path) if os.path.isdir(path) else []
+  gfile = _gfile()
+  return [n.rstrip("/") for n in gfile.listdir(path)] if gfile.isdir(path) else []
+
+
+def glob(pattern: str) -> List[str]:
+  """Sorted matches of a glob pattern."""
+  if is_local(pattern):
+    return sorted(glob_lib.glob(pattern))
+  return sorted(_gfile().glob(pattern))
+
+
+def makedirs(path: str) -> None:
+  if not path:
+    return
+  if is_local(path):
+    os.makedirs(path, exist_ok=True)
+  else:
+    _gfile().makedirs(path)
+
+
+def remove(path: str) -> None:
+  """Removes a file, or a directory with everything in it."""
+  if is_local(path):
+    if os.path.isdir(path) and not os.path.islink(path):
+      shutil.rmtree(path)
+    else:
+      os.remove(path)
+    return
+  gfile = _gfile()
+  if gfile.isdir(path):
+    gfile.rmtree(path)
+  else:
+    gfile.remove(path)
+
+
+def remove_if_exists(path: str) -> None:
+  if exists(path):
+    remove(path)
+
+
+def rename(src: str, dst: str, overwrite: bool = True) -> None:
+  """Renames src to dst (atomic for files on one local filesystem).
+
+  With overwrite, an existing dst is replaced; when src is a directory an existing dst is
+  removed first (directories cannot be replaced in one step).
+  """
+  if not overwrite and exists(dst):
+    raise FileExistsError(f"{dst} already exists")
+  if isdir(src) and exists(dst):
+    remove(dst)
+  if is_local(src) and is_local(dst):
+    os.replace(src, dst)
+  else:
+    _gfile().rename(src, dst, overwrite=True)
+
+
+def copy(src: str, dst: str, overwrite: bool = True) -> None:
+  """Copies a file atomically (to a temporary name, then renamed)."""
+  with atomic_path(dst, overwrite=overwrite) as tmp:
+    if is_local(src) and is_local(tmp):
+      shutil.copyfile(src, tmp)
+    else:
+      _gfile().copy(src, tmp, overwrite=True)
+
+
+def temp_name(path: str, suffix: str = "") -> str:
+  """The temporary name `path` is written under: `<path>.incomplete-<pid><suffix>`."""
+  return f"{path}{TEMP_MARKER}{os.getpid()}{suffix}"
+
+
+@contextlib.contextmanager
+def atomic_path(path: str, suffix: str = "", parts: Sequence[str] = ("",),
+                overwrite: bool = True) -> Iterator[str]:
+  """Yields a temporary path to write `path` at; renames it to `path` when the block succeeds.
+
+  For writers that create the file or directory themselves (SavedModels, Keras archives,
+  TensorFlow checkpoints). On an exception whatever was written under the temporary name is
+  removed and `path` is left as it was.
+
+  Args:
+    path: the final file or directory.
+    suffix: appended to the temporary name, for writers that insist on an extension (".keras").
+    parts: for writers that add suffixes of their own: each `tmp + part` is renamed to
+      `path + part` (a TF checkpoint: (".index", ".data-00000-of-00001")).
+    overwrite: replace an existing `path`; False raises FileExistsError before writing.
+  """
+  if suffix and parts != ("",):
+    raise ValueError("atomic_path: use either suffix or parts")
+  if not overwrite and any(exists(path + part) for part in parts):
+    raise FileExistsError(f"{path} already exists")
+  tmp = temp_name(path, suffix)
+  for part in parts:
+    remove_if_exists(tmp + part)
+  makedirs(os.path.dirname(path))
+  try:
+    yield tmp
+    for part in parts:
+      # Existence was checked above, before anything was written.
+      rename(tmp + part, path + part, overwrite=True)
+  except BaseException:
+    for part in parts:
+      try:
+        remove_if_exists(tmp + part)
+      except Exception:  # pylint: disable=broad-except
+        pass  # already failing; the temporary's name says it is incomplete
+    raise
+
+
+@contextlib.contextmanager
+def atomic_write(path: str, mode: str = "w", overwrite: bool = True):
+  """Opens a temporary file for writing; it becomes `path` only when the block succeeds.
+
+  Usage: `with io.atomic_write(path) as f: f.write(text)`.
+  """
+  with atomic_path(path, overwrite=overwrite) as tmp:
+    with open_file(tmp, mode) as f:
+      yield f
+
+
+def write_text(path: str, text: str) -> None:
+  """Writes a text file atomically."""
+  with atomic_write(path) as f:
+    f.write(text)
+
+
+def remove_stale_temp_files(path: str) -> List[str]:
+  """Deletes `<path>.incomplete-<pid>*` left by killed runs (local paths whose pid is gone).
+
+  A temporary of a process that is still alive is left alone. Other filesystems cannot tell,
+  so their leftovers stay (their names say they are incomplete).
+  """
+  if not is_local(path):
+    return []
+  removed = []
+  for temp in glob_lib.glob(glob_lib.escape(path) + TEMP_MARKER + "*"):
+    pid = temp[len(path) + len(TEMP_MARKER):].split(".", 1)[0]
+    if not pid.isdigit():
+      continue
+    try:
+      os.kill(int(pid), 0)
+      continue  # alive (or not ours to signal): maybe another run writing right now
+    except ProcessLookupError:
+      pass
+    except PermissionError:
+      continue
+    remove(temp)
+    removed.append(temp)
+  return removed

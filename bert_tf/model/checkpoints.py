@@ -1,0 +1,898 @@
+"""Moving weights between our Keras model and the original TF1 checkpoint names.
+
+Our variable paths (keras `Variable.path`) map to the original names by the table ORIGINAL_NAMES.
+The only layout difference is the next sentence kernel: ours is a Keras Dense kernel [H, 2], the
+original stores `cls/seq_relationship/output_weights` as [2, H].
+
+Original checkpoints written by run_pretraining also hold optimizer slots (`<name>/adam_m`,
+`<name>/adam_v`) and `global_step`; loading skips them.
+"""
+
+import collections
+import dataclasses
+import json
+import re
+from typing import Dict, List, Mapping, Optional, Tuple
+
+from absl import logging
+import keras
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+from bert_tf import io
+from bert_tf.config import BertConfig
+from bert_tf.model.encoder import build_encoder
+from bert_tf.model.heads import build_pretraining_model
+
+# (regular expression over our variable path, original name template, transpose?)
+# "{0}" in a template is the layer index captured by the expression.
+ORIGINAL_NAMES: Tuple[Tuple[str, str, bool], ...] = (
+    (r"word_embeddings/embeddings", "bert/embeddings/word_embeddings", False),
+    (r"embeddings/token_type_embeddings", "bert/embeddings/token_type_embeddings", False),
+    (r"embeddings/position_embeddings", "bert/embeddings/position_embeddings", False),
+    (r"embeddings/LayerNorm/(gamma|beta)", "bert/embeddings/LayerNorm/{0}", False),
+    (r"layer_(\d+)/attention/(query|key|value)/(kernel|bias)",
+     "bert/encoder/layer_{0}/attention/self/{1}/{2}", False),
+    (r"layer_(\d+)/attention_output/(kernel|bias)",
+     "bert/encoder/layer_{0}/attention/output/dense/{1}", False),
+    (r"layer_(\d+)/attention_LayerNorm/(gamma|beta)",
+     "bert/encoder/layer_{0}/attention/output/LayerNorm/{1}", False),
+    (r"layer_(\d+)/intermediate/(kernel|bias)",
+     "bert/encoder/layer_{0}/intermediate/dense/{1}", False),
+    (r"layer_(\d+)/output_dense/(kernel|bias)", "bert/encoder/layer_{0}/output/dense/{1}", False),
+    (r"layer_(\d+)/output_LayerNorm/(gamma|beta)",
+     "bert/encoder/layer_{0}/output/LayerNorm/{1}", False),
+    (r"pooler/dense/(kernel|bias)", "bert/pooler/dense/{0}", False),
+    (r"predictions_transform/dense/(kernel|bias)", "cls/predictions/transform/dense/{0}", False),
+    (r"predictions_transform/LayerNorm/(gamma|beta)",
+     "cls/predictions/transform/LayerNorm/{0}", False),
+    (r"predictions_output_bias/bias", "cls/predictions/output_bias", False),
+    (r"seq_relationship/kernel", "cls/seq_relationship/output_weights", True),
+    (r"seq_relationship/bias", "cls/seq_relationship/output_bias", False),
+    # Fine-tuning heads, named as the original run_classifier.py:create_model and
+    # run_squad.py:create_model name them: the classifier's at the root scope
+    # (output_weights [num_labels, H]), SQuAD's under cls/squad ([2, H]). Our Dense kernels are
+    # [H, num_labels] / [H, 2].
+    (r"classifier/kernel", "output_weights", True),
+    (r"classifier/bias", "output_bias", False),
+    (r"squad_logits/kernel", "cls/squad/output_weights", True),
+    (r"squad_logits/bias", "cls/squad/output_bias", False),
+)
+
+# The fine-tuning heads' original names (not part of a pretraining checkpoint).
+CLASSIFIER_NAMES = ("output_weights", "output_bias")
+SQUAD_NAMES = ("cls/squad/output_weights", "cls/squad/output_bias")
+
+# Names in a training checkpoint that are not model weights.
+_OPTIMIZER_SLOT = re.compile(r"(/adam_m|/adam_v|/Adam|/Adam_1|/Momentum)$")
+_NON_WEIGHTS = ("global_step", "good_steps", "loss_scale")
+
+
+class CheckpointMismatchError(ValueError):
+  """Raised when checkpoint and model variables do not correspond by name and shape."""
+
+
+@dataclasses.dataclass
+class LoadReport:
+  """What happened to each variable when loading weights into a model."""
+  loaded: List[str] = dataclasses.field(default_factory=list)
+  missing: List[str] = dataclasses.field(default_factory=list)       # model has, source lacks
+  unexpected: List[str] = dataclasses.field(default_factory=list)    # source has, model lacks
+  mismatched: List[str] = dataclasses.field(default_factory=list)    # "name: source vs model"
+  skipped: List[str] = dataclasses.field(default_factory=list)       # optimizer slots, step
+
+  def summary(self) -> str:
+    parts = [f"loaded {len(self.loaded)}"]
+    for field in ("missing", "unexpected", "mismatched"):
+      names = getattr(self, field)
+      if names:
+        parts.append(f"{field} {len(names)}: {', '.join(names)}")
+    if self.skipped:
+      parts.append(f"skipped {len(self.skipped)} optimizer/step variables")
+    return "; ".join(parts)
+
+
+# === Names ===
+def original_name(path: str) -> Tuple[str, bool]:
+  """The original TF1 name of one of our variable paths, and whether its value is transposed.
+
+  Raises:
+    KeyError: the path is not a BERT variable of ours.
+  """
+  for pattern, template, transpose in ORIGINAL_NAMES:
+    match = re.fullmatch(pattern, path)
+    if match:
+      return template.format(*match.groups()), transpose
+  raise KeyError(f"variable {path!r} has no original BERT name")
+
+
+def original_variable_shapes(config: BertConfig, heads: bool = True,
+                             num_labels: Optional[int] = None,
+                             squad: bool = False) -> Dict[str, Tuple[int, ...]]:
+  """The original model's variable names and shapes, in the original's order.
+
+  As modeling.py:BertModel and run_pretraining.py (get_masked_lm_output,
+  get_next_sentence_output) create them, plus the fine-tuning heads of run_classifier.py and
+  run_squad.py (create_model) when asked.
+
+  Args:
+    config: the model hyperparameters.
+    heads: include the cls/ (masked LM and next sentence) variables.
+    num_labels: include the classifier head (output_weights [num_labels, H], output_bias).
+    squad: include the SQuAD head (cls/squad/output_weights [2, H], cls/squad/output_bias).
+  """
+  h, i = config.hidden_size, config.intermediate_size
+  shapes = collections.OrderedDict()
+  shapes["bert/embeddings/word_embeddings"] = (config.vocab_size, h)
+  shapes["bert/embeddings/token_type_embeddings"] = (config.type_vocab_size, h)
+  shapes["bert/embeddings/position_embeddings"] = (config.max_position_embeddings, h)
+  shapes["bert/embeddings/LayerNorm/beta"] = (h,)
+  shapes["bert/embeddings/LayerNorm/gamma"] = (h,)
+  for n in range(config.num_hidden_layers):
+    prefix = f"bert/encoder/layer_{n}/"
+    for part in ("query", "key", "value"):
+      shapes[f"{prefix}attention/self/{part}/kernel"] = (h, h)
+      shapes[f"{prefix}attention/self/{part}/bias"] = (h,)
+    shapes[f"{prefix}attention/output/dense/kernel"] = (h, h)
+    shapes[f"{prefix}attention/output/dense/bias"] = (h,)
+    shapes[f"{prefix}attention/output/LayerNorm/beta"] = (h,)
+    shapes[f"{prefix}attention/output/LayerNorm/gamma"] = (h,)
+    shapes[f"{prefix}intermediate/dense/kernel"] = (h, i)
+    shapes[f"{prefix}intermediate/dense/bias"] = (i,)
+    shapes[f"{prefix}output/dense/kernel"] = (i, h)
+    shapes[f"{prefix}output/dense/bias"] = (h,)
+    shapes[f"{prefix}output/LayerNorm/beta"] = (h,)
+    shapes[f"{prefix}output/LayerNorm/gamma"] = (h,)
+  shapes["bert/pooler/dense/kernel"] = (h, h)
+  shapes["bert/pooler/dense/bias"] = (h,)
+  if heads:
+    shapes["cls/predictions/transform/dense/kernel"] = (h, h)
+    shapes["cls/predictions/transform/dense/bias"] = (h,)
+    shapes["cls/predictions/transform/LayerNorm/beta"] = (h,)
+    shapes["cls/predictions/transform/LayerNorm/gamma"] = (h,)
+    shapes["cls/predictions/output_bias"] = (config.vocab_size,)
+    shapes["cls/seq_relationship/output_weights"] = (2, h)
+    shapes["cls/seq_relationship/output_bias"] = (2,)
+  if num_labels is not None:
+    shapes["output_weights"] = (num_labels, h)
+    shapes["output_bias"] = (num_labels,)
+  if squad:
+    shapes["cls/squad/output_weights"] = (2, h)
+    shapes["cls/squad/output_bias"] = (2,)
+  return shapes
+
+
+def _model_variables(model) -> Dict[str, Tuple[tf.Variable, bool]]:
+  """Original name -> (our variable, transpose) for every weight of the model."""
+  table = {}
+  for variable in model.weights:
+    name, transpose = original_name(variable.path)
+    if name in table:
+      raise ValueError(f"two variables of the model map to {name}: {table[name][0].path} "
+                       f"and {variable.path}")
+    table[name] = (variable, transpose)
+  return table
+
+
+def is_weight_name(name: str) -> bool:
+  """False for optimizer slots and step counters found in training checkpoints."""
+  return not (_OPTIMIZER_SLOT.search(name) or name in _NON_WEIGHTS)
+
+
+# === Values ===
+def get_original_weights(model) -> Dict[str, np.ndarray]:
+  """The model's weights as numpy arrays under the original names and layouts."""
+  result = collections.OrderedDict()
+  for name, (variable, transpose) in _model_variables(model).items():
+    value = np.asarray(variable.numpy())
+    result[name] = value.T if transpose else value
+  return result
+
+
+def set_original_weights(model, values: Mapping[str, np.ndarray], strict: bool = True,
+                         source: str = "weights", optional: Tuple[str, ...] = ()) -> LoadReport:
+  """Assigns weights given under the original names (and layouts) to the model.
+
+  Args:
+    model: a model from build_encoder or build_pretraining_model.
+    values: original name -> array; optimizer slots and global_step are skipped.
+    strict: raise CheckpointMismatchError if a model variable is missing from `values` or a
+      shape differs. Names in `values` that the model lacks (e.g. cls/ heads when loading into
+      an encoder) are reported, never an error.
+    source: what `values` came from, named in messages.
+    optional: name prefixes that may be missing even when strict (those variables keep their
+      values), e.g. ("cls/",) for sources without pretraining heads.
+
+  Returns:
+    A LoadReport.
+  """
+  report = LoadReport()
+  table = _model_variables(model)
+  assignments = []
+  for name in values:
+    if not is_weight_name(name):
+      report.skipped.append(name)
+    elif name not in table:
+      report.unexpected.append(name)
+  for name, (variable, transpose) in table.items():
+    if name not in values:
+      report.missing.append(name)
+      continue
+    value = np.asarray(values[name])
+    if transpose:
+      value = value.T
+    if tuple(value.shape) != tuple(variable.shape):
+      shown = value.T.shape if transpose else value.shape
+      expected = tuple(reversed(variable.shape)) if transpose else tuple(variable.shape)
+      report.mismatched.append(f"{name}: {source} has {tuple(shown)}, model wants {expected}")
+      continue
+    assignments.append((variable, value))
+    report.loaded.append(name)
+  required_missing = [n for n in report.missing if not n.startswith(tuple(optional))]
+  if strict and (required_missing or report.mismatched):
+    raise CheckpointMismatchError(f"cannot load {source} into {model.name}: {report.summary()}")
+  for variable, value in assignments:
+    variable.assign(value.astype(variable.dtype))
+  logging.info("Loaded %s into %s: %s", source, model.name, report.summary())
+  return report
+
+
+# === TF1 checkpoints ===
+def _checkpoint_reader(path: str):
+  try:
+    return tf.train.load_checkpoint(path)
+  except (tf.errors.NotFoundError, ValueError) as e:
+    raise FileNotFoundError(f"no TF checkpoint at {path}: {e}") from None
+
+
+def read_tf1_checkpoint(path: str) -> Dict[str, np.ndarray]:
+  """All model weights (no optimizer slots) of a TF1-name checkpoint, e.g. bert_model.ckpt.
+
+  Args:
+    path: the checkpoint prefix (".../bert_model.ckpt") or a directory with a `checkpoint` file.
+  """
+  reader = _checkpoint_reader(path)
+  # Optimizer slots are never read: they would triple the memory of a large model.
+  return {name: reader.get_tensor(name)
+          for name in sorted(reader.get_variable_to_shape_map()) if is_weight_name(name)}
+
+
+def load_tf1_checkpoint(model, path: str, strict: bool = True) -> LoadReport:
+  """Loads an original (TF1-name) BERT checkpoint into our encoder or pretraining model.
+
+  Released checkpoints and run_pretraining training checkpoints both work; optimizer slots and
+  global_step are skipped (and listed in the report). See set_original_weights for `strict`.
+  """
+  return load_weights(model, path, strict=strict, source_format="tf1")
+
+
+def write_tf1_checkpoint(values: Mapping[str, np.ndarray], path: str) -> str:
+  """Writes arrays under their exact names as a TF checkpoint that TF1 code can read.
+
+  Args:
+    values: name -> array.
+    path: the checkpoint prefix to write (files `path.index`, `path.data-00000-of-00001`).
+
+  Returns:
+    The prefix written.
+  """
+  names = sorted(values)
+  # Data first, index last: a reader that sees the index finds the data beside it.
+  with io.atomic_path(path, parts=(".data-00000-of-00001", ".index")) as tmp:
+    # SaveV2 writes the names exactly as given, unlike tf.train.Checkpoint's object-graph keys.
+    tf.raw_ops.SaveV2(prefix=tmp, tensor_names=names, shape_and_slices=[""] * len(names),
+                      tensors=[tf.convert_to_tensor(values[n]) for n in names])
+  return path
+
+
+def save_tf1_checkpoint(model, path: str) -> str:
+  """Writes our model's weights under the original names and layouts (see write_tf1_checkpoint)."""
+  return write_tf1_checkpoint(get_original_weights(model), path)
+
+
+# === TF Model Garden (tf-models-official) encoders ===
+# Model Garden's BertEncoder / BertEncoderV2 variable names (without the model name prefix), as
+# regular expressions, with the original name and the shape conversion. Its attention kernels
+# are per head: query/key/value [H, N, D] with bias [N, D], output [N, D, H]; reshaping N * D -> H
+# row-major is exactly the original's head split.
+_MODEL_GARDEN_NAMES: Tuple[Tuple[str, str], ...] = (
+    (r"word_embeddings/embeddings", "bert/embeddings/word_embeddings"),
+    (r"type_embeddings/embeddings", "bert/embeddings/token_type_embeddings"),
+    (r"position_embedding/embeddings", "bert/embeddings/position_embeddings"),
+    (r"embeddings/layer_norm/(gamma|beta)", "bert/embeddings/LayerNorm/{0}"),
+    (r"transformer/layer_(\d+)/self_attention/(query|key|value)/(kernel|bias)",
+     "bert/encoder/layer_{0}/attention/self/{1}/{2}"),
+    (r"transformer/layer_(\d+)/self_attention/attention_output/(kernel|bias)",
+     "bert/encoder/layer_{0}/attention/output/dense/{1}"),
+    (r"transformer/layer_(\d+)/self_attention_layer_norm/(gamma|beta)",
+     "bert/encoder/layer_{0}/attention/output/LayerNorm/{1}"),
+    (r"transformer/layer_(\d+)/intermediate/(kernel|bias)",
+     "bert/encoder/layer_{0}/intermediate/dense/{1}"),
+    (r"transformer/layer_(\d+)/output/(kernel|bias)", "bert/encoder/layer_{0}/output/dense/{1}"),
+    (r"transformer/layer_(\d+)/output_layer_norm/(gamma|beta)",
+     "bert/encoder/layer_{0}/output/LayerNorm/{1}"),
+    (r"pooler_transform/(kernel|bias)", "bert/pooler/dense/{0}"),
+)
+
+# Object-graph attribute names of a transformer layer in Model Garden checkpoints -> the
+# variable name suffix used above.
+_MODEL_GARDEN_BLOCK_ATTRIBUTES = {
+    "_attention_layer/_query_dense": "self_attention/query",
+    "_attention_layer/_key_dense": "self_attention/key",
+    "_attention_layer/_value_dense": "self_attention/value",
+    "_attention_layer/_output_dense": "self_attention/attention_output",
+    "_attention_layer_norm": "self_attention_layer_norm",
+    "_intermediate_dense": "intermediate",
+    "_output_dense": "output",
+    "_output_layer_norm": "output_layer_norm",
+}
+# BertEncoderV2 (a subclassed model) names its sublayers by attribute.
+_MODEL_GARDEN_V2_ATTRIBUTES = {
+    "_embedding_layer": "word_embeddings",
+    "_type_embedding_layer": "type_embeddings",
+    "_position_embedding_layer": "position_embedding",
+    "_embedding_norm_layer": "embeddings/layer_norm",
+    "_pooler_layer": "pooler_transform",
+}
+# BertEncoder (functional) checkpoints number its layers: these come first, then the
+# transformer layers, then the pooler.
+_MODEL_GARDEN_V1_FIRST_LAYERS = ("word_embeddings", "position_embedding", "type_embeddings",
+                                 "embeddings/layer_norm")
+_CHECKPOINT_VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def model_garden_to_original(values: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
+  """Converts Model Garden BertEncoder variable names and layouts to the original's.
+
+  Args:
+    values: Model Garden variable name (e.g. "transformer/layer_0/self_attention/query/kernel",
+      with or without the model name prefix and ":0") -> array.
+
+  Returns:
+    Original name -> array, ready for set_original_weights.
+
+  Raises:
+    KeyError: a variable that has no original counterpart (e.g. an embedding projection).
+  """
+  result = {}
+  for name, value in values.items():
+    name = name.split(":")[0]
+    value = np.asarray(value)
+    for pattern, template in _MODEL_GARDEN_NAMES:
+      match = re.search(r"(?:^|/)" + pattern + "$", name)
+      if match:
+        original = template.format(*match.groups())
+        break
+    else:
+      raise KeyError(f"Model Garden variable {name!r} has no original BERT counterpart")
+    if re.search(r"self/(query|key|value)/kernel$", original):
+      value = value.reshape(value.shape[0], -1)      # [H, N, D] -> [H, H]
+    elif re.search(r"self/(query|key|value)/bias$", original):
+      value = value.reshape(-1)                      # [N, D] -> [H]
+    elif original.endswith("attention/output/dense/kernel"):
+      value = value.reshape(-1, value.shape[-1])     # [N, D, H] -> [H, H]
+    result[original] = value
+  return result
+
+
+def model_garden_encoder_weights(encoder) -> Dict[str, np.ndarray]:
+  """The weights of a live Model Garden BertEncoder / BertEncoderV2 under the original names."""
+  return model_garden_to_original({v.name: v.numpy() for v in encoder.weights})
+
+
+def read_model_garden_checkpoint(path: str, prefix: Optional[str] = None
+                                 ) -> Dict[str, np.ndarray]:
+  """Reads the encoder of a Model Garden (object-based, TF2) checkpoint under the original names.
+
+  Works for BertEncoder (functional: `layer_with_weights-K` children) and BertEncoderV2
+  (attribute children), saved alone or inside a pretrainer or classifier. Variables are found by
+  walking the checkpoint's object graph, so a table shared with a head (stored once, under the
+  head's path) is still found from the encoder; optimizer slots are never read.
+
+  Args:
+    path: checkpoint prefix or directory.
+    prefix: the object path of the encoder in the checkpoint (e.g. "encoder" or
+      "model/encoder_network"); found automatically when there is exactly one encoder.
+  """
+  reader = _checkpoint_reader(path)
+  graph = trackable_object_graph_pb2.TrackableObjectGraph()
+  graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+
+  def value(object_path):
+    node = graph.nodes[0]
+    for part in object_path.split("/"):
+      child = [c.node_id for c in node.children if c.local_name == part]
+      if not child:
+        return None
+      node = graph.nodes[child[0]]
+    keys = [a.checkpoint_key for a in node.attributes if a.name == "VARIABLE_VALUE"]
+    return reader.get_tensor(keys[0]) if keys else None
+
+  keys = [k for k in reader.get_variable_to_shape_map()
+          if k.endswith(_CHECKPOINT_VALUE) and ".OPTIMIZER_SLOT" not in k]
+  markers = {2: "/_transformer_layers/0/_attention_layer/_query_dense/kernel",
+             1: "/layer_with_weights-4/_attention_layer/_query_dense/kernel"}
+  found = [(k[:-len(marker + _CHECKPOINT_VALUE)], version) for k in keys
+           for version, marker in markers.items() if k.endswith(marker + _CHECKPOINT_VALUE)]
+  if prefix is not None:
+    found = [(p, version) for p, version in found if p == prefix.rstrip("/")]
+  if len(found) != 1:
+    raise ValueError(f"{path}: expected one Model Garden BERT encoder"
+                     f"{' at ' + prefix if prefix else ''}, found "
+                     f"{[p for p, _ in found] or 'none'}; pass prefix= to choose")
+  prefix, version = found[0]
+  if version == 2:
+    objects = list(_MODEL_GARDEN_V2_ATTRIBUTES.items())
+    block = lambda n: f"_transformer_layers/{n}"
+  else:
+    objects = [(f"layer_with_weights-{k}", name)
+               for k, name in enumerate(_MODEL_GARDEN_V1_FIRST_LAYERS)]
+    block = lambda n: f"layer_with_weights-{len(_MODEL_GARDEN_V1_FIRST_LAYERS) + n}"
+  num_layers = 0
+  while value(f"{prefix}/{block(num_layers)}/_attention_layer/_query_dense/kernel") is not None:
+    num_layers += 1
+  if version == 1:  # the pooler is the layer after the last transformer layer
+    objects.append((block(num_layers), "pooler_transform"))
+  for n in range(num_layers):
+    objects += [(f"{block(n)}/{attribute}", f"transformer/layer_{n}/{name}")
+                for attribute, name in _MODEL_GARDEN_BLOCK_ATTRIBUTES.items()]
+  values = {}
+  for object_path, name in objects:
+    for variable in ("embeddings", "kernel", "bias", "gamma", "beta"):
+      array = value(f"{prefix}/{object_path}/{variable}")
+      if array is not None:
+        values[f"{name}/{variable}"] = array
+  return model_garden_to_original(values)
+
+
+def load_model_garden_encoder(model, source, strict: bool = True,
+                              prefix: Optional[str] = None) -> LoadReport:
+  """Loads a Model Garden BertEncoder / BertEncoderV2 into our encoder or pretraining model.
+
+  Args:
+    model: a model from build_encoder or build_pretraining_model (the heads are left as built).
+    source: a checkpoint path, or a live Model Garden encoder object.
+    strict: raise if an encoder variable is missing or has another shape.
+    prefix: see read_model_garden_checkpoint.
+  """
+  if isinstance(source, str):
+    values, name = read_model_garden_checkpoint(source, prefix), source
+  else:
+    values, name = model_garden_encoder_weights(source), f"Model Garden {source.name}"
+  # Model Garden encoders have no pretraining heads: a pretraining model keeps its own.
+  return set_original_weights(model, values, strict=strict, source=name, optional=("cls/",))
+
+
+# === Hugging Face safetensors ===
+# Hugging Face BertModel / BertForPreTraining names (after the optional "bert." prefix and with
+# "." as separator) -> original names. Their Linear weights are [out, in]: transposed relative to
+# the original's kernels; their LayerNorm uses weight/bias (older files: gamma/beta).
+_HF_NAMES: Tuple[Tuple[str, str], ...] = (
+    (r"embeddings\.(word|position|token_type)_embeddings\.weight",
+     "bert/embeddings/{0}_embeddings"),
+    (r"encoder\.layer\.(\d+)\.attention\.self\.(query|key|value)\.(weight|bias)",
+     "bert/encoder/layer_{0}/attention/self/{1}/{2}"),
+    (r"encoder\.layer\.(\d+)\.attention\.output\.dense\.(weight|bias)",
+     "bert/encoder/layer_{0}/attention/output/dense/{1}"),
+    (r"encoder\.layer\.(\d+)\.attention\.output\.LayerNorm\.(weight|bias|gamma|beta)",
+     "bert/encoder/layer_{0}/attention/output/LayerNorm/{1}"),
+    (r"encoder\.layer\.(\d+)\.intermediate\.dense\.(weight|bias)",
+     "bert/encoder/layer_{0}/intermediate/dense/{1}"),
+    (r"encoder\.layer\.(\d+)\.output\.dense\.(weight|bias)",
+     "bert/encoder/layer_{0}/output/dense/{1}"),
+    (r"encoder\.layer\.(\d+)\.output\.LayerNorm\.(weight|bias|gamma|beta)",
+     "bert/encoder/layer_{0}/output/LayerNorm/{1}"),
+    (r"embeddings\.LayerNorm\.(weight|bias|gamma|beta)", "bert/embeddings/LayerNorm/{0}"),
+    (r"pooler\.dense\.(weight|bias)", "bert/pooler/dense/{0}"),
+    (r"cls\.predictions\.transform\.dense\.(weight|bias)", "cls/predictions/transform/dense/{0}"),
+    (r"cls\.predictions\.transform\.LayerNorm\.(weight|bias|gamma|beta)",
+     "cls/predictions/transform/LayerNorm/{0}"),
+    (r"cls\.predictions\.bias", "cls/predictions/output_bias"),
+    (r"cls\.seq_relationship\.weight", "cls/seq_relationship/output_weights"),
+    (r"cls\.seq_relationship\.bias", "cls/seq_relationship/output_bias"),
+)
+# Present in some Hugging Face files but not weights of the original model: buffers, and the
+# decoder, which is tied to the word embeddings (its bias is cls.predictions.bias).
+_HF_IGNORED = re.compile(r"(^|\.)(position_ids|cls\.predictions\.decoder\.(weight|bias))$")
+_HF_LAYER_NORM = {"weight": "gamma", "bias": "beta"}
+
+# Hugging Face hidden_act names -> ours. Their "gelu" is the exact erf form.
+HF_ACTIVATIONS = {"gelu": "gelu_exact", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu",
+                  "relu": "relu", "tanh": "tanh", "silu": "silu", "swish": "silu",
+                  "linear": "linear"}
+
+
+def bert_config_from_hf(values: Mapping[str, object], source: str = "config.json") -> BertConfig:
+  """A BertConfig from a Hugging Face BERT config.json dict (extra keys are ignored).
+
+  Raises:
+    ValueError: the config describes something our model cannot reproduce (another LayerNorm
+      epsilon, relative positions, an unknown activation).
+  """
+  act = values.get("hidden_act", "gelu")
+  if act not in HF_ACTIVATIONS:
+    raise ValueError(f"{source}: hidden_act {act!r} has no equivalent here")
+  if float(values.get("layer_norm_eps", 1e-12)) != 1e-12:
+    raise ValueError(f"{source}: layer_norm_eps {values['layer_norm_eps']} is not BERT's 1e-12")
+  if values.get("position_embedding_type", "absolute") != "absolute":
+    raise ValueError(f"{source}: position_embedding_type "
+                     f"{values['position_embedding_type']!r} is not supported")
+  keys = [f.name for f in dataclasses.fields(BertConfig) if f.name != "hidden_act"]
+  return BertConfig.from_dict(dict({k: values[k] for k in keys if k in values},
+                                   hidden_act=HF_ACTIVATIONS[act]), source=source)
+
+
+def hf_to_original(tensors: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
+  """Hugging Face BERT tensors (with or without the "bert." prefix) -> original names/layouts.
+
+  Raises:
+    KeyError: a tensor that is not part of a BERT encoder or its pretraining heads.
+  """
+  result = {}
+  for name, value in tensors.items():
+    if _HF_IGNORED.search(name):
+      continue
+    short = name[len("bert."):] if name.startswith("bert.") else name
+    for pattern, template in _HF_NAMES:
+      match = re.fullmatch(pattern, short)
+      if match:
+        original = template.format(*match.groups())
+        break
+    else:
+      raise KeyError(f"Hugging Face tensor {name!r} has no original BERT counterpart")
+    value = np.asarray(value)
+    suffix = original.rsplit("/", 1)[-1]
+    if "/LayerNorm/" in original:
+      original = original[:-len(suffix)] + _HF_LAYER_NORM.get(suffix, suffix)
+    elif suffix == "weight":
+      original = original[:-len(suffix)] + "kernel"
+      value = value.T  # [out, in] -> [in, out]
+    # cls/seq_relationship/output_weights is [2, H] in both: no transpose.
+    result[original] = value
+  return result
+
+
+def original_to_hf(values: Mapping[str, np.ndarray], prefix: str = "bert.",
+                   tie_decoder: bool = True) -> Dict[str, np.ndarray]:
+  """Original names/layouts -> Hugging Face names and layouts.
+
+  Args:
+    values: original name -> array.
+    prefix: "bert." for BertForPreTraining names, "" for BertModel names (cls.* never has it).
+    tie_decoder: also write cls.predictions.decoder.weight (equal to the word embeddings) when
+      the heads are present; some loaders expect it.
+  """
+  result = {}
+  for name, value in values.items():
+    value = np.asarray(value)
+    if name.endswith("/kernel"):
+      value = value.T  # [in, out] -> Linear's [out, in]
+    hf = _original_to_hf_name(name)
+    result[hf if hf.startswith("cls.") else prefix + hf] = np.ascontiguousarray(value)
+  if tie_decoder and "cls/predictions/output_bias" in values:
+    result["cls.predictions.decoder.weight"] = np.ascontiguousarray(
+        values["bert/embeddings/word_embeddings"])
+  return result
+
+
+def _original_to_hf_name(name: str) -> str:
+  """The Hugging Face name of an original variable name."""
+  rules = (
+      (r"bert/embeddings/(word|position|token_type)_embeddings", "embeddings.{0}_embeddings.weight"),
+      (r"bert/embeddings/LayerNorm/(gamma|beta)", "embeddings.LayerNorm.{0}"),
+      (r"bert/encoder/layer_(\d+)/attention/self/(query|key|value)/(kernel|bias)",
+       "encoder.layer.{0}.attention.self.{1}.{2}"),
+      (r"bert/encoder/layer_(\d+)/attention/output/dense/(kernel|bias)",
+       "encoder.layer.{0}.attention.output.dense.{1}"),
+      (r"bert/encoder/layer_(\d+)/attention/output/LayerNorm/(gamma|beta)",
+       "encoder.layer.{0}.attention.output.LayerNorm.{1}"),
+      (r"bert/encoder/layer_(\d+)/intermediate/dense/(kernel|bias)",
+       "encoder.layer.{0}.intermediate.dense.{1}"),
+      (r"bert/encoder/layer_(\d+)/output/dense/(kernel|bias)", "encoder.layer.{0}.output.dense.{1}"),
+      (r"bert/encoder/layer_(\d+)/output/LayerNorm/(gamma|beta)",
+       "encoder.layer.{0}.output.LayerNorm.{1}"),
+      (r"bert/pooler/dense/(kernel|bias)", "pooler.dense.{0}"),
+      (r"cls/predictions/transform/dense/(kernel|bias)", "cls.predictions.transform.dense.{0}"),
+      (r"cls/predictions/transform/LayerNorm/(gamma|beta)",
+       "cls.predictions.transform.LayerNorm.{0}"),
+      (r"cls/predictions/output_bias", "cls.predictions.bias"),
+      (r"cls/seq_relationship/output_weights", "cls.seq_relationship.weight"),
+      (r"cls/seq_relationship/output_bias", "cls.seq_relationship.bias"),
+  )
+  for pattern, template in rules:
+    match = re.fullmatch(pattern, name)
+    if match:
+      hf = template.format(*match.groups())
+      return (hf.replace(".kernel", ".weight").replace(".gamma", ".weight")
+              .replace(".beta", ".bias"))
+  raise KeyError(f"original variable {name!r} has no Hugging Face counterpart")
+
+
+def read_hf_safetensors(path: str) -> Dict[str, np.ndarray]:
+  """A Hugging Face BERT model.safetensors (any tf.io.gfile path) under the original names."""
+  from safetensors import numpy as safetensors_numpy  # only needed for this format
+  if not tf.io.gfile.exists(path):
+    raise FileNotFoundError(f"safetensors file not found: {path}")
+  with tf.io.gfile.GFile(path, "rb") as f:
+    tensors = safetensors_numpy.load(f.read())
+  try:
+    return hf_to_original(tensors)
+  except KeyError as e:
+    raise KeyError(f"{path}: {e.args[0]}") from None
+
+
+def write_hf_safetensors(values: Mapping[str, np.ndarray], path: str, prefix: str = "bert.") -> str:
+  """Writes original-name weights as Hugging Face safetensors (atomically: temporary, rename)."""
+  from safetensors import numpy as safetensors_numpy
+  data = safetensors_numpy.save(original_to_hf(values, prefix=prefix),
+                                metadata={"format": "pt"})
+  with io.atomic_write(path, "wb") as f:
+    f.write(data)
+  return path
+
+
+def load_hf_safetensors(model, path: str, strict: bool = True) -> LoadReport:
+  """Loads Hugging Face BERT safetensors into our encoder or pretraining model.
+
+  A BertModel file has no pretraining heads: a pretraining model then keeps its own.
+  """
+  return set_original_weights(model, read_hf_safetensors(path), strict=strict, source=path,
+                              optional=("cls/",))
+
+
+def save_hf_safetensors(model, path: str, prefix: str = "bert.") -> str:
+  """Writes our model's weights as Hugging Face safetensors (BertForPreTraining names with the
+  default prefix; BertModel names with prefix="" and an encoder)."""
+  return write_hf_safetensors(get_original_weights(model), path, prefix=prefix)
+
+
+# === Conversion between formats ===
+FORMATS = ("tf1", "model_garden", "hf", "keras", "bert_tf")
+
+
+# === Our training checkpoints ===
+# run_pretraining writes tf.train.Checkpoint(model=checkpointable(model), optimizer=...,
+# step=...). The model's layers are tracked by name (model/layer_0/attention/query/...), not by
+# their index in the Keras graph, so that a checkpoint restores into any model with the same
+# layers: the pruned training graph (heads.build_pretraining_model(prune_last_layer=True)) and
+# the full graph used for export and serving order their operations differently.
+
+
+def checkpointable(model) -> tf.Module:
+  """A trackable holding `model`'s layers that own weights, as attributes named like them."""
+  holder = tf.Module(name="bert_tf_model")
+  for layer in model.layers:
+    if layer.weights:
+      setattr(holder, layer.name, layer)
+  return holder
+
+
+def is_training_checkpoint(path: str) -> bool:
+  """Whether `path` is a checkpoint written by our run_pretraining."""
+  try:
+    names = _checkpoint_reader(path).get_variable_to_shape_map()
+  except (tf.errors.NotFoundError, ValueError, tf.errors.DataLossError):
+    return False
+  return "step/.ATTRIBUTES/VARIABLE_VALUE" in names and "_CHECKPOINTABLE_OBJECT_GRAPH" in names
+
+
+def restore_training_checkpoint(model, path: str) -> None:
+  """Restores the weights (only) of one of our training checkpoints into `model`.
+
+  Raises:
+    ValueError: a layer of `model` that owns weights is missing from the checkpoint, or a shape
+      differs (e.g. a config that does not match the checkpoint).
+  """
+  status = tf.train.Checkpoint(model=checkpointable(model)).read(path).expect_partial()
+  try:
+    status.assert_existing_objects_matched()
+  except AssertionError as e:
+    raise ValueError(f"{path} does not hold this model's weights: {e}") from None
+
+
+def read_training_checkpoint(path: str, config: BertConfig) -> Dict[str, np.ndarray]:
+  """Original name -> array of the weights in one of our training checkpoints."""
+  model = build_pretraining_model(config)
+  restore_training_checkpoint(model, path)
+  return get_original_weights(model)
+_OURS_TO_HF_ACTIVATION = {"gelu": "gelu_new", "gelu_new": "gelu_new", "gelu_exact": "gelu",
+                          "relu": "relu", "tanh": "tanh", "silu": "silu", "swish": "silu",
+                          "linear": "linear"}
+
+
+def config_from_model(model) -> BertConfig:
+  """The BertConfig a model from build_encoder / build_pretraining_model was built with."""
+  word = model.get_layer("word_embeddings").get_config()
+  embeddings = model.get_layer("embeddings").get_config()
+  block = model.get_layer("layer_0").get_config()
+  num_layers = len([layer for layer in model.layers if re.fullmatch(r"layer_\d+", layer.name)])
+  return BertConfig(
+      vocab_size=word["vocab_size"], hidden_size=word["hidden_size"],
+      num_hidden_layers=num_layers, num_attention_heads=block["num_attention_heads"],
+      intermediate_size=block["intermediate_size"], hidden_act=block["hidden_act"],
+      hidden_dropout_prob=block["hidden_dropout_prob"],
+      attention_probs_dropout_prob=block["attention_probs_dropout_prob"],
+      max_position_embeddings=embeddings["max_position_embeddings"],
+      type_vocab_size=embeddings["type_vocab_size"],
+      initializer_range=block["initializer_range"])
+
+
+def hf_config_dict(config: BertConfig, heads: bool) -> Dict[str, object]:
+  """A Hugging Face config.json dict for our config (their "gelu" is the exact form)."""
+  values = config.to_dict()
+  values.update(hidden_act=_OURS_TO_HF_ACTIVATION[config.hidden_act], layer_norm_eps=1e-12,
+                model_type="bert", position_embedding_type="absolute", pad_token_id=0,
+                architectures=["BertForPreTraining" if heads else "BertModel"])
+  return values
+
+
+# === One reader for every format ===
+# Training init, export, conversion and every fine-tuning task read weights through
+# read_weights / load_weights, so each accepts the same checkpoints.
+
+
+def resolve_checkpoint(path: str) -> str:
+  """A directory -> its latest checkpoint (a run's output_dir); any other path unchanged.
+
+  Raises:
+    FileNotFoundError: a directory without a checkpoint.
+  """
+  if io.isdir(path):
+    latest = tf.train.latest_checkpoint(path)
+    if latest is None:
+      raise FileNotFoundError(f"{path} is a directory without a checkpoint")
+    return latest
+  return path
+
+
+def config_beside(path: str, source_format: Optional[str] = None) -> BertConfig:
+  """The config that belongs to a checkpoint: bert_config.json beside it (tf1, Model Garden,
+  ours), config.json beside a safetensors file, or the one inside a .keras model."""
+  source_format = source_format or detect_format(path)
+  if source_format == "keras":
+    return config_from_model(keras.models.load_model(path))
+  directory = path.rsplit("/", 1)[0] if "/" in path else "."
+  if source_format == "hf":
+    hf_path = f"{directory}/config.json"
+    if not io.exists(hf_path):
+      raise FileNotFoundError(f"no config.json beside {path}; pass a bert config")
+    return bert_config_from_hf(json.loads(io.read_text(hf_path)), source=hf_path)
+  config_path = f"{directory}/bert_config.json"
+  if not io.exists(config_path):
+    raise FileNotFoundError(f"no bert_config.json beside {path}; pass a bert config")
+  return BertConfig.from_json_file(config_path)
+
+
+def read_weights(path: str, config: Optional[BertConfig] = None,
+                 source_format: Optional[str] = None) -> Dict[str, np.ndarray]:
+  """Weights under the original TF1 names from any checkpoint the project reads.
+
+  Args:
+    path: one of our training checkpoints (file prefix, or the run directory for its latest),
+      an original TF1 checkpoint (including run_classifier / run_squad outputs, whose heads
+      come back as output_weights / cls/squad/...), a Model Garden checkpoint, Hugging Face
+      safetensors or a .keras model.
+    config: the model's config; needed only for our training checkpoints (read from
+      bert_config.json beside them when None).
+    source_format: one of FORMATS; detected when None.
+
+  Returns:
+    original name -> array, without optimizer slots and step counters.
+  """
+  path = resolve_checkpoint(path)
+  source_format = source_format or detect_format(path)
+  if source_format == "bert_tf":
+    values = read_training_checkpoint(path, config or config_beside(path, "bert_tf"))
+  elif source_format == "tf1":
+    values = read_tf1_checkpoint(path)
+  elif source_format == "model_garden":
+    values = read_model_garden_checkpoint(path)
+  elif source_format == "hf":
+    values = read_hf_safetensors(path)
+  elif source_format == "keras":
+    values = get_original_weights(keras.models.load_model(path))
+  else:
+    raise ValueError(f"{path}: format {source_format!r} is not one of {', '.join(FORMATS)}")
+  return {name: value for name, value in values.items() if is_weight_name(name)}
+
+
+def load_weights(model, path: str, strict: bool = False,
+                 source_format: Optional[str] = None) -> LoadReport:
+  """Loads weights (only: no optimizer state, no step) from any readable checkpoint into model.
+
+  Our training checkpoints are restored by layer name, so they load into a pruned or a full
+  graph alike; every other format goes through the original names (set_original_weights).
+
+  Args:
+    model: any model built here (encoder, pretraining or task model).
+    path: see read_weights.
+    strict: raise CheckpointMismatchError when a model variable is missing or a shape differs.
+    source_format: one of FORMATS; detected when None.
+
+  Returns:
+    A LoadReport; `loaded` names the original names that were assigned.
+  """
+  path = resolve_checkpoint(path)
+  source_format = source_format or detect_format(path)
+  if source_format == "bert_tf":
+    restore_training_checkpoint(model, path)
+    return LoadReport(loaded=list(_model_variables(model)))
+  if source_format == "tf1":
+    report = set_original_weights(model, read_weights(path, source_format="tf1"),
+                                  strict=strict, source=path)
+    names = _checkpoint_reader(path).get_variable_to_shape_map()
+    report.skipped = sorted(name for name in names if not is_weight_name(name))
+    return report
+  # Model Garden encoders and Hugging Face BertModel files have no pretraining heads.
+  return set_original_weights(model, read_weights(path, source_format=source_format),
+                              strict=strict, source=path, optional=("cls/",))
+
+
+def detect_format(path: str) -> str:
+  """Guesses the format of a weights file or checkpoint from its name and contents."""
+  if path.endswith(".safetensors"):
+    return "hf"
+  if path.endswith(".keras"):
+    return "keras"
+  names = _checkpoint_reader(path).get_variable_to_shape_map()
+  if "bert/embeddings/word_embeddings" in names:
+    return "tf1"
+  if is_training_checkpoint(path):
+    return "bert_tf"
+  if "_CHECKPOINTABLE_OBJECT_GRAPH" in names:
+    return "model_garden"
+  raise ValueError(f"cannot tell the format of {path}; name it explicitly ({', '.join(FORMATS)})")
+
+
+def convert_checkpoint(source: str, target: str, source_format: Optional[str] = None,
+                       target_format: Optional[str] = None,
+                       config: Optional[BertConfig] = None) -> BertConfig:
+  """Converts BERT weights between the original TF1 checkpoint layout, Model Garden checkpoints
+  (reading only), Hugging Face safetensors and our .keras models.
+
+  The config used is written beside the output: bert_config.json (tf1), config.json (hf) or
+  inside the .keras file.
+
+  Args:
+    source: input path (TF checkpoint prefix, .safetensors or .keras file).
+    target: output path (TF checkpoint prefix, .safetensors or .keras file).
+    source_format, target_format: one of FORMATS; detected from the paths when None.
+    config: the model config; when None it is read from bert_config.json beside a tf1 or
+      Model Garden source, config.json beside a safetensors file, or the .keras model.
+
+  Returns:
+    The config of the converted model.
+  """
+  source = resolve_checkpoint(source)
+  source_format = source_format or detect_format(source)
+  if target_format is None:
+    target_format = ("hf" if target.endswith(".safetensors") else
+                     "keras" if target.endswith(".keras") else "tf1")
+  for name, value in (("source_format", source_format), ("target_format", target_format)):
+    if value not in FORMATS:
+      raise ValueError(f"{name} {value!r} is not one of {', '.join(FORMATS)}")
+  if target_format in ("model_garden", "bert_tf"):
+    raise ValueError(f"writing {target_format} checkpoints is not supported here; write tf1, hf "
+                     "or keras (run_pretraining --init_checkpoint reads all of them)")
+  if config is None:
+    config = config_beside(source, source_format)
+  values = read_weights(source, config, source_format)
+  heads = any(name.startswith("cls/") for name in values)
+  # Building the model checks every name and shape against the config before anything is written.
+  model = build_pretraining_model(config) if heads else build_encoder(config)
+  set_original_weights(model, values, source=source)
+  out_dir = target.rsplit("/", 1)[0] if "/" in target else "."
+  tf.io.gfile.makedirs(out_dir)
+  if target_format == "tf1":
+    save_tf1_checkpoint(model, target)
+    config.to_json_file(f"{out_dir}/bert_config.json")
+  elif target_format == "hf":
+    save_hf_safetensors(model, target, prefix="bert." if heads else "")
+    io.write_text(f"{out_dir}/config.json",
+                json.dumps(hf_config_dict(config, heads), indent=2, sort_keys=True) + "\n")
+  else:
+    with io.atomic_path(target, suffix=".keras") as tmp:
+      model.save(tmp)
+  logging.info("Converted %s (%s) to %s (%s)", source, source_format, target, target_format)
+  return config

@@ -1,0 +1,379 @@
+"""Keras 3 layers of the BERT encoder, named like the original checkpoint scopes.
+
+Every layer follows the Keras dtype policy for its matmuls; softmax and LayerNorm run in float32
+under the mixed policies because their reductions lose too much precision in 16 bits.
+
+Shape legend used in comments:
+  B = batch size, S = sequence length, H = hidden size, N = attention heads,
+  D = head size (H / N), I = intermediate size, V = vocab size.
+"""
+
+import math
+
+import keras
+from keras import ops
+import tensorflow as tf
+
+from bert_tf.model import fused
+
+# The additive value for padded key positions; the original uses -10000.0, not -inf, so padded
+# rows still yield finite (uniform) probabilities.
+MASK_ADDER = -10000.0
+LAYER_NORM_EPSILON = 1e-12
+
+
+# === Helpers ===
+def get_activation(name, training=None):
+  """The activation function for a `hidden_act` value of BertConfig (see config.py).
+
+  With training=True the tanh GELU is the fused kernel of fused.py (same values, faster
+  gradient); inference graphs always use plain ops so that exports need no XLA.
+  """
+  name = name.lower()
+  if training and fused.ENABLED and name in ("gelu", "gelu_new"):
+    return fused.gelu_tanh
+  if name in ("gelu", "gelu_new"):
+    return lambda x: keras.activations.gelu(x, approximate=True)
+  if name == "gelu_exact":
+    return lambda x: keras.activations.gelu(x, approximate=False)
+  if name in ("silu", "swish"):
+    return keras.activations.silu
+  if name in ("relu", "tanh", "linear"):
+    return keras.activations.get(name)
+  raise ValueError(f"hidden_act {name!r} is not supported")
+
+
+def truncated_normal(stddev):
+  """The original's initializer (truncated at 2 stddev); a new object per sublayer."""
+  return keras.initializers.TruncatedNormal(stddev=stddev)
+
+
+def float32_policy(policy):
+  """The policy for numerically sensitive sublayers: float32 under a mixed policy."""
+  policy = keras.dtype_policies.get(policy)
+  if policy.compute_dtype in ("float16", "bfloat16"):
+    return "float32"
+  return policy
+
+
+def layer_norm(name, policy):
+  return keras.layers.LayerNormalization(
+      axis=-1, epsilon=LAYER_NORM_EPSILON, name=name, dtype=float32_policy(policy))
+
+
+# === Layers ===
+@keras.saving.register_keras_serializable(package="bert_tf")
+class Dropout(keras.layers.Dropout):
+  """Keras' Dropout with a cheaper mask when training: fused.dropout.
+
+  Keras draws one float per element from TensorFlow's Philox generator, which cost about 8%
+  of a BERT-Mini training step here. fused.dropout spends one 32-bit hashed word on two
+  elements inside one XLA kernel: an element is dropped when its 16-bit half is below
+  round(rate * 2^16), so the drop probability is that over 2^16 (0.1 -> 0.1000061), and kept
+  elements are scaled by 1 / (1 - p) for that p, so the expectation is exact. The seed comes
+  from the layer's SeedGenerator as in Keras: runs are reproducible and each call draws a new
+  mask. With BERT_TF_FUSED=0 this is Keras' Dropout unchanged. noise_shape is not supported.
+  """
+
+  def __init__(self, rate, noise_shape=None, seed=None, **kwargs):
+    if noise_shape is not None:
+      raise ValueError("bert_tf Dropout does not support noise_shape")
+    super().__init__(rate, seed=seed, **kwargs)
+
+  def next_seed(self):
+    """The int32 [2] seed for the next mask (advances the SeedGenerator)."""
+    return fused.int32_seed(self.seed_generator.next())
+
+  def call(self, inputs, training=False):
+    if not (training and fused.ENABLED) or self.rate <= 0:
+      return super().call(inputs, training=training)
+    if self.rate >= 1:
+      return tf.zeros_like(inputs)
+    return fused.dropout(inputs, self.rate, self.next_seed())
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class WordEmbedding(keras.layers.Layer):
+  """Token embedding table [V, H]; called with reverse=True it projects hidden states to logits.
+
+  The masked LM output layer reuses this table (weight tying), so the same layer object is
+  called twice in the pretraining graph.
+  """
+
+  def __init__(self, vocab_size, hidden_size, initializer_range=0.02, **kwargs):
+    super().__init__(**kwargs)
+    self.vocab_size = vocab_size
+    self.hidden_size = hidden_size
+    self.initializer_range = initializer_range
+
+  def build(self, input_shape=None):
+    self.embeddings = self.add_weight(
+        name="embeddings", shape=(self.vocab_size, self.hidden_size),
+        initializer=truncated_normal(self.initializer_range))
+    self.built = True
+
+  def call(self, inputs, reverse=False):
+    if reverse:
+      # [B, P, H] x [V, H]^T -> [B, P, V]. transpose_b on a 2-D matmul avoids copying the
+      # transposed [H, V] table in every forward and backward pass.
+      table = ops.cast(self.embeddings, self.compute_dtype)
+      shape = tf.shape(inputs)
+      flat = tf.reshape(inputs, [-1, self.hidden_size])
+      logits = tf.matmul(flat, table, transpose_b=True)
+      logits = tf.reshape(logits, tf.concat([shape[:-1], [self.vocab_size]], axis=0))
+      logits.set_shape(inputs.shape[:-1].concatenate([self.vocab_size]))
+      return logits
+    # [B, S] -> [B, S, H]; tf.gather gives sparse (IndexedSlices) gradients for the table.
+    return ops.cast(tf.gather(self.embeddings, ops.cast(inputs, "int32")), self.compute_dtype)
+
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(vocab_size=self.vocab_size, hidden_size=self.hidden_size,
+                  initializer_range=self.initializer_range)
+    return config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class EmbeddingPostprocessor(keras.layers.Layer):
+  """Adds token type and learned position embeddings, then LayerNorm and dropout.
+
+  Inputs: word embeddings [B, S, H] and token type ids [B, S]. Output: [B, S, H].
+  """
+
+  def __init__(self, hidden_size, type_vocab_size=2, max_position_embeddings=512,
+               hidden_dropout_prob=0.1, initializer_range=0.02, **kwargs):
+    super().__init__(**kwargs)
+    self.hidden_size = hidden_size
+    self.type_vocab_size = type_vocab_size
+    self.max_position_embeddings = max_position_embeddings
+    self.hidden_dropout_prob = hidden_dropout_prob
+    self.initializer_range = initializer_range
+    self.layer_norm = layer_norm("LayerNorm", self.dtype_policy)
+    self.dropout = Dropout(hidden_dropout_prob, dtype=self.dtype_policy)
+
+  def build(self, word_embeddings_shape, token_type_ids_shape=None):
+    self.token_type_embeddings = self.add_weight(
+        name="token_type_embeddings", shape=(self.type_vocab_size, self.hidden_size),
+        initializer=truncated_normal(self.initializer_range))
+    self.position_embeddings = self.add_weight(
+        name="position_embeddings", shape=(self.max_position_embeddings, self.hidden_size),
+        initializer=truncated_normal(self.initializer_range))
+    self.layer_norm.build(word_embeddings_shape)
+    self.built = True
+
+  def call(self, word_embeddings, token_type_ids, training=None):
+    seq_length = tf.shape(word_embeddings)[1]
+    type_embeddings = tf.gather(self.token_type_embeddings, ops.cast(token_type_ids, "int32"))
+    # Without this check a too long sequence fails later with an unhelpful broadcast error.
+    tf.debugging.assert_less_equal(
+        seq_length, self.max_position_embeddings,
+        message=f"{self.name}: sequence longer than max_position_embeddings "
+                f"({self.max_position_embeddings})")
+    positions = self.position_embeddings[:seq_length]  # [S, H], broadcast over the batch
+    x = (ops.cast(word_embeddings, self.compute_dtype)
+         + ops.cast(type_embeddings, self.compute_dtype)
+         + ops.cast(positions, self.compute_dtype)[None, :, :])
+    x = self.layer_norm(x)
+    x = ops.cast(x, self.compute_dtype)
+    return self.dropout(x, training=training)
+
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(hidden_size=self.hidden_size, type_vocab_size=self.type_vocab_size,
+                  max_position_embeddings=self.max_position_embeddings,
+                  hidden_dropout_prob=self.hidden_dropout_prob,
+                  initializer_range=self.initializer_range)
+    return config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class SelfAttention(keras.layers.Layer):
+  """Multi-head scaled dot-product self-attention (query/key/value projections only).
+
+  Inputs: hidden states [B, S, H] and input_mask [B, S] (1 = real token, 0 = padding).
+  Output: the context [B, S, H] before the output projection (which the original scopes under
+  attention/output, so it lives in TransformerBlock).
+  """
+
+  def __init__(self, hidden_size, num_attention_heads, attention_probs_dropout_prob=0.1,
+               initializer_range=0.02, **kwargs):
+    super().__init__(**kwargs)
+    if hidden_size % num_attention_heads:
+      raise ValueError(f"hidden_size ({hidden_size}) is not a multiple of "
+                       f"num_attention_heads ({num_attention_heads})")
+    self.hidden_size = hidden_size
+    self.num_attention_heads = num_attention_heads
+    self.attention_probs_dropout_prob = attention_probs_dropout_prob
+    self.initializer_range = initializer_range
+    self.head_size = hidden_size // num_attention_heads
+    dense = lambda name: keras.layers.Dense(
+        hidden_size, kernel_initializer=truncated_normal(initializer_range), name=name,
+        dtype=self.dtype_policy)
+    self.query = dense("query")
+    self.key = dense("key")
+    self.value = dense("value")
+    self.dropout = Dropout(attention_probs_dropout_prob, dtype=self.dtype_policy)
+
+  def build(self, hidden_states_shape, input_mask_shape=None, query_positions_shape=None):
+    for layer in (self.query, self.key, self.value):
+      layer.build(hidden_states_shape)
+    self.built = True
+
+  def _split_heads(self, x, batch, seq):
+    # [B, S, H] -> [B, N, S, D]
+    x = ops.reshape(x, (batch, seq, self.num_attention_heads, self.head_size))
+    return ops.transpose(x, (0, 2, 1, 3))
+
+  def call(self, hidden_states, input_mask, query_positions=None, training=None):
+    """Self-attention of hidden_states [B, S, H] over its unpadded positions.
+
+    With query_positions [B, Q] (int), only those positions are queried: the output is
+    [B, Q, H], equal to the full output gathered at those positions (keys and values still
+    come from all S positions).
+    """
+    shape = ops.shape(hidden_states)
+    batch, seq = shape[0], shape[1]
+    queries = hidden_states
+    query_seq = seq
+    if query_positions is not None:
+      queries = tf.gather(hidden_states, ops.cast(query_positions, "int32"), batch_dims=1)
+      query_seq = ops.shape(queries)[1]
+    q = self._split_heads(self.query(queries), batch, query_seq)
+    k = self._split_heads(self.key(hidden_states), batch, seq)
+    v = self._split_heads(self.value(hidden_states), batch, seq)
+    # Scale the query rather than the [B, N, S, S] scores: fewer multiplications, same result.
+    q = q * ops.cast(1.0 / math.sqrt(self.head_size), q.dtype)
+    scores = tf.matmul(q, k, transpose_b=True)  # [B, N, Q, S] (Q = S without query_positions)
+    # Softmax in float32: the -10000 adder and the exponentials overflow float16.
+    adder = (1.0 - ops.cast(input_mask, "float32")) * MASK_ADDER  # [B, S]
+    if training and fused.ENABLED and self.attention_probs_dropout_prob > 0:
+      probs = fused.attention_probs(scores, adder, self.attention_probs_dropout_prob,
+                                    self.dropout.next_seed())
+    else:
+      scores = ops.cast(scores, "float32") + adder[:, None, None, :]
+      probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
+      probs = self.dropout(probs, training=training)
+    context = ops.matmul(probs, v)  # [B, N, Q, D]
+    context = ops.transpose(context, (0, 2, 1, 3))
+    return ops.reshape(context, (batch, query_seq, self.hidden_size))
+
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(hidden_size=self.hidden_size, num_attention_heads=self.num_attention_heads,
+                  attention_probs_dropout_prob=self.attention_probs_dropout_prob,
+                  initializer_range=self.initializer_range)
+    return config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class TransformerBlock(keras.layers.Layer):
+  """One post-LN transformer layer: x = LN(x + Attn(x)); x = LN(x + FFN(x)).
+
+  Inputs: hidden states [B, S, H] and input_mask [B, S]. Output: [B, S, H].
+  """
+
+  def __init__(self, hidden_size, num_attention_heads, intermediate_size, hidden_act="gelu",
+               hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+               initializer_range=0.02, **kwargs):
+    super().__init__(**kwargs)
+    self.hidden_size = hidden_size
+    self.num_attention_heads = num_attention_heads
+    self.intermediate_size = intermediate_size
+    self.hidden_act = hidden_act
+    self.hidden_dropout_prob = hidden_dropout_prob
+    self.attention_probs_dropout_prob = attention_probs_dropout_prob
+    self.initializer_range = initializer_range
+    policy = self.dtype_policy
+    init = lambda: truncated_normal(initializer_range)
+    self.attention = SelfAttention(hidden_size, num_attention_heads,
+                                   attention_probs_dropout_prob, initializer_range,
+                                   name="attention", dtype=policy)
+    self.attention_output = keras.layers.Dense(
+        hidden_size, kernel_initializer=init(), name="attention_output", dtype=policy)
+    self.attention_dropout = Dropout(hidden_dropout_prob, dtype=policy)
+    self.attention_layer_norm = layer_norm("attention_LayerNorm", policy)
+    # The activation is applied in call(), not passed to Dense, so that names like "gelu" keep
+    # the original's meaning (Keras' own "gelu" string is the exact form).
+    self.intermediate = keras.layers.Dense(
+        intermediate_size, kernel_initializer=init(), name="intermediate", dtype=policy)
+    get_activation(hidden_act)  # fails early on an unknown name
+    self.output_dense = keras.layers.Dense(
+        hidden_size, kernel_initializer=init(), name="output_dense", dtype=policy)
+    self.output_dropout = Dropout(hidden_dropout_prob, dtype=policy)
+    self.output_layer_norm = layer_norm("output_LayerNorm", policy)
+
+  def build(self, hidden_states_shape, input_mask_shape=None, query_positions_shape=None):
+    input_shape = hidden_states_shape
+    self.attention.build(input_shape, input_mask_shape)
+    self.attention_output.build(input_shape)
+    self.attention_layer_norm.build(input_shape)
+    self.intermediate.build(input_shape)
+    self.output_dense.build(tuple(input_shape[:-1]) + (self.intermediate_size,))
+    self.output_layer_norm.build(input_shape)
+    self.built = True
+
+  def call(self, hidden_states, input_mask, query_positions=None, training=None):
+    """[B, S, H] -> [B, S, H]; with query_positions [B, Q], only those rows: [B, Q, H].
+
+    A layer's output at a position depends on the other positions only through attention's
+    keys and values, so the last layer of a pretraining model need not compute the rows no
+    head reads (heads.build_pretraining_model(prune_last_layer=True)).
+    """
+    context = self.attention(hidden_states, input_mask, query_positions, training=training)
+    residual = hidden_states
+    if query_positions is not None:
+      residual = tf.gather(hidden_states, ops.cast(query_positions, "int32"), batch_dims=1)
+    x = self._dropout_add_norm(self.attention_output(context), residual,
+                               self.attention_dropout, self.attention_layer_norm, training)
+    y = get_activation(self.hidden_act, training)(self.intermediate(x))  # [B, S, I]
+    return self._dropout_add_norm(self.output_dense(y), x, self.output_dropout,
+                                  self.output_layer_norm, training)
+
+  def _dropout_add_norm(self, x, residual, dropout, norm, training):
+    """LayerNorm(dropout(x) + residual) in the compute dtype (fused when training)."""
+    if training and fused.ENABLED and dropout.rate > 0:
+      y = fused.dropout_add_layer_norm(
+          x, residual, tf.convert_to_tensor(norm.gamma), tf.convert_to_tensor(norm.beta),
+          dropout.rate, dropout.next_seed(), norm.epsilon)
+    else:
+      y = norm(dropout(x, training=training) + residual)
+    return ops.cast(y, self.compute_dtype)
+
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(hidden_size=self.hidden_size, num_attention_heads=self.num_attention_heads,
+                  intermediate_size=self.intermediate_size, hidden_act=self.hidden_act,
+                  hidden_dropout_prob=self.hidden_dropout_prob,
+                  attention_probs_dropout_prob=self.attention_probs_dropout_prob,
+                  initializer_range=self.initializer_range)
+    return config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class Pooler(keras.layers.Layer):
+  """Dense + tanh on the first ([CLS]) token: [B, S, H] -> [B, H]."""
+
+  def __init__(self, hidden_size, initializer_range=0.02, **kwargs):
+    super().__init__(**kwargs)
+    self.hidden_size = hidden_size
+    self.initializer_range = initializer_range
+    self.dense = keras.layers.Dense(
+        hidden_size, activation="tanh", kernel_initializer=truncated_normal(initializer_range),
+        name="dense", dtype=self.dtype_policy)
+
+  def build(self, input_shape):
+    self.dense.build((input_shape[0], input_shape[-1]))
+    self.built = True
+
+  def call(self, sequence_output):
+    return self.dense(sequence_output[:, 0, :])
+
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(hidden_size=self.hidden_size, initializer_range=self.initializer_range)
+    return config

@@ -1,0 +1,152 @@
+"""Packing tokenized text into BERT's inputs, in-graph: [CLS] A [SEP] (B [SEP]), padded.
+
+Follows the original run_classifier.py (`convert_single_example`, `_truncate_seq_pair`): a pair
+over the budget (seq_length - 3) loses tokens from the end of the longer segment one at a time
+(B when they tie); a single text keeps its first seq_length - 2 tokens. The result is the three
+int32 inputs every Keras model here takes (TF Hub's names): input_word_ids, input_mask,
+input_type_ids.
+"""
+
+from typing import Dict, Optional
+
+import tensorflow as tf
+
+from bert_tf.text import InGraphTokenizer
+
+MASK_TOKEN = "[MASK]"
+
+
+# Shape legend: B = batch, S = padded sequence length, (n) = ragged dimension.
+
+
+def truncated_lengths(len_a: tf.Tensor, len_b: tf.Tensor, seq_length: tf.Tensor):
+  """Segment lengths after the original's truncation, per row.
+
+  For a pair the original pops the last token of the longer segment (B on a tie) until
+  len_a + len_b <= seq_length - 3. The loop's result in closed form: A keeps
+  min(len_a, max(budget - len_b, ceil(budget / 2))) tokens and B the rest of the budget. A row
+  whose len_b is 0 is a single segment with budget seq_length - 2.
+
+  Args:
+    len_a, len_b, seq_length: int32 [B].
+
+  Returns:
+    (kept_a, kept_b), int32 [B].
+  """
+  has_b = len_b > 0
+  budget = seq_length - 2 - tf.cast(has_b, tf.int32)
+  pair_a = tf.minimum(len_a, tf.maximum(budget - len_b, (budget + 1) // 2))
+  kept_a = tf.where(has_b, pair_a, tf.minimum(len_a, budget))
+  kept_b = tf.minimum(len_b, budget - kept_a)
+  return kept_a, kept_b
+
+
+def _keep_first(ids: tf.RaggedTensor, lengths: tf.Tensor) -> tf.RaggedTensor:
+  """The first `lengths[i]` ids of each row i."""
+  positions = tf.ragged.range(ids.row_lengths())
+  return tf.ragged.boolean_mask(ids, positions < tf.expand_dims(tf.cast(lengths, tf.int64), 1))
+
+
+def _column(value: int, rows: tf.Tensor, present: Optional[tf.Tensor] = None) -> tf.RaggedTensor:
+  """A ragged [rows, (0 or 1)] holding `value` where `present` (default: every row)."""
+  if present is None:
+    present = tf.ones([rows], tf.bool)
+  lengths = tf.cast(present, tf.int64)
+  return tf.RaggedTensor.from_row_lengths(
+      tf.fill([tf.reduce_sum(lengths)], tf.constant(value, tf.int32)), lengths)
+
+
+class Packer(tf.Module):
+  """Tokenizes raw text in-graph and packs it into the encoder's inputs."""
+
+  def __init__(self, vocab_file: str, do_lower_case: bool, max_seq_length: int,
+               name: Optional[str] = None):
+    """Builds the packer.
+
+    Args:
+      vocab_file: the WordPiece vocab (id = line number); any tf.io.gfile path.
+      do_lower_case: lower-case and strip accents, like the original's flag.
+      max_seq_length: the largest seq_length accepted (the model's max_position_embeddings).
+      name: module name.
+    """
+    super().__init__(name=name)
+    self.tokenizer = InGraphTokenizer(vocab_file, do_lower_case=do_lower_case,
+                                      out_type=tf.int32, drop_invalid_utf8=True)
+    for token in ("[CLS]", "[SEP]", "[PAD]"):
+      if token not in self.tokenizer.vocab:
+        raise ValueError(f"vocab file {vocab_file} has no {token} token, needed for packing")
+    self.cls_id = self.tokenizer.cls_id
+    self.sep_id = self.tokenizer.sep_id
+    self.pad_id = self.tokenizer.pad_id
+    self.mask_id = self.tokenizer.mask_id
+    self.max_seq_length = int(max_seq_length)
+
+  def tokenize(self, text: tf.Tensor) -> tf.RaggedTensor:
+    """[B] strings -> ids [B, (n)] (the reference FullTokenizer's ids)."""
+    return self.tokenizer.tokenize(text)
+
+  def tokenize_with_masks(self, text: tf.Tensor) -> tf.RaggedTensor:
+    """Like tokenize, but each literal "[MASK]" in the text becomes the [MASK] id.
+
+    The reference tokenizer would split "[MASK]" into "[", "mask", "]", so the text is cut at
+    each "[MASK]", the pieces tokenized, and a [MASK] id put between consecutive pieces.
+    """
+    if self.mask_id is None:
+      raise ValueError("the vocab has no [MASK] token, so fill_mask cannot be exported")
+    pieces = tf.strings.split(text, sep=MASK_TOKEN)  # [B, (pieces)]
+    piece_ids = self.tokenizer.tokenize(pieces.flat_values)  # [pieces, (n)]
+    in_row = tf.ragged.range(pieces.row_lengths()).flat_values
+    row_length = tf.repeat(pieces.row_lengths(), pieces.row_lengths())
+    not_last = in_row < row_length - 1
+    rows = tf.shape(piece_ids.row_splits, out_type=tf.int32)[0] - 1
+    piece_ids = tf.concat([piece_ids, _column(self.mask_id, rows, not_last)], axis=1)
+    return tf.RaggedTensor.from_row_splits(
+        piece_ids.values, tf.gather(piece_ids.row_splits, pieces.row_splits))
+
+  def pack(self, ids_a: tf.RaggedTensor, ids_b: Optional[tf.RaggedTensor],
+           seq_length: tf.Tensor, pad_to: Optional[int] = None) -> Dict[str, tf.Tensor]:
+    """Truncates and packs ids into [CLS] A [SEP] (B [SEP]), padded.
+
+    Args:
+      ids_a: int32 [B, (n)], the first segments.
+      ids_b: int32 [B, (m)] or None; an empty row means no second segment.
+      seq_length: int32 [B], the packed length of each row (at least 2, or 3 with a B).
+      pad_to: a Python int to pad to (gives a static shape), or None for max(seq_length).
+
+    Returns:
+      dict of int32 [B, S]: input_word_ids, input_mask, input_type_ids.
+    """
+    rows = tf.shape(ids_a.row_splits, out_type=tf.int32)[0] - 1
+    len_a = tf.cast(ids_a.row_lengths(), tf.int32)
+    if ids_b is None:
+      ids_b = tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32),
+                                               tf.zeros([rows], tf.int64))
+    len_b = tf.cast(ids_b.row_lengths(), tf.int32)
+    has_b = len_b > 0
+    checks = [
+        tf.debugging.assert_less_equal(
+            seq_length, self.max_seq_length,
+            message=f"seq_length must be at most {self.max_seq_length} (the model's "
+                    "max_position_embeddings)"),
+        tf.debugging.assert_greater_equal(
+            seq_length, 2 + tf.cast(has_b, tf.int32),
+            message="seq_length must be at least 2 (3 for a text pair): [CLS] and [SEP] "
+                    "need room"),
+    ]
+    with tf.control_dependencies(checks):
+      kept_a, kept_b = truncated_lengths(len_a, len_b, seq_length)
+    # Like the original, a B truncated to nothing gets no [SEP] of its own.
+    ids = tf.concat([_column(self.cls_id, rows), _keep_first(ids_a, kept_a),
+                     _column(self.sep_id, rows), _keep_first(ids_b, kept_b),
+                     _column(self.sep_id, rows, kept_b > 0)], axis=1)
+    first = tf.ragged.range(ids.row_lengths()) >= tf.expand_dims(tf.cast(kept_a + 2, tf.int64), 1)
+    type_ids = tf.cast(first, tf.int32)
+    if pad_to is None:
+      width = tf.reduce_max(tf.concat([seq_length, [0]], axis=0))
+    else:
+      width = pad_to
+    shape = tf.stack([rows, width]) if pad_to is None else [None, pad_to]
+    return dict(
+        input_word_ids=ids.to_tensor(default_value=self.pad_id, shape=shape),
+        input_mask=tf.ones_like(ids).to_tensor(default_value=0, shape=shape),
+        input_type_ids=type_ids.to_tensor(default_value=0, shape=shape))

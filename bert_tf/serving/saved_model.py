@@ -1,0 +1,142 @@
+"""Exports a trained pretraining model as plain SavedModels with serving signatures.
+
+Layout written by export_saved_models(model, config, export_dir):
+  export_dir/encoder/       SavedModel of the encoder; signature "serving_default" takes int32
+                            input_word_ids, input_mask, input_type_ids [B, S] and returns
+                            sequence_output [B, S, H] and pooled_output [B, H].
+  export_dir/pretraining/   SavedModel of the pretraining model; signature "serving_default"
+                            takes int32 input_word_ids, input_mask, input_type_ids [B, S] and
+                            masked_lm_positions [B, P] and returns masked_lm_logits [B, P, V]
+                            and next_sentence_logits [B, 2].
+  export_dir/bert_config.json, export_dir/vocab.txt (when given), export_dir/data_metadata.json
+  (when given).
+The exported models compute in float32 whatever precision training used.
+
+`export_trained_model` is what run_pretraining hands to training as its export step: these
+plain SavedModels and, with a vocab, the TF Serving models of serving/tf_serving.py.
+"""
+
+import json
+import os
+from typing import Any, Mapping, Optional
+
+from absl import logging
+import keras
+import tensorflow as tf
+
+from bert_tf import io
+from bert_tf.model import checkpoints
+from bert_tf.serving import tf_serving
+from bert_tf.config import BertConfig
+from bert_tf.model.encoder import ENCODER_INPUTS, build_encoder
+from bert_tf.model.heads import PRETRAINING_INPUTS, build_pretraining_model
+
+
+def _float32_copies(model, config: BertConfig):
+  """Fresh float32 encoder and pretraining models holding `model`'s weights.
+
+  Built outside any distribution strategy, so that the SavedModels hold plain variables.
+  """
+  previous = keras.config.dtype_policy()
+  keras.config.set_dtype_policy("float32")
+  try:
+    pretraining = build_pretraining_model(config)
+    encoder = build_encoder(config)
+  finally:
+    keras.config.set_dtype_policy(previous)
+  values = checkpoints.get_original_weights(model)
+  checkpoints.set_original_weights(pretraining, values, source=model.name)
+  # The encoder lacks the cls/ heads: they are reported as unexpected, not an error.
+  checkpoints.set_original_weights(encoder, values, source=model.name)
+  return encoder, pretraining
+
+
+def _save(model, names, outputs, path):
+  """Saves `model` as a SavedModel whose serving signature takes int32 [B, None] `names`."""
+  module = tf.Module()
+  module.model = model
+  spec = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in names}
+
+  @tf.function(input_signature=[spec])
+  def serve(inputs):
+    result = model(inputs, training=False)
+    return {key: result[key] for key in outputs}
+
+  module.serve = serve
+  with io.atomic_path(path) as tmp:
+    tf.saved_model.save(module, tmp, signatures={"serving_default": serve})
+
+
+def export_saved_models(model: keras.Model, config: BertConfig, export_dir: str,
+                        vocab_file: Optional[str] = None,
+                        data_metadata: Optional[Mapping[str, Any]] = None) -> str:
+  """Writes the encoder and pretraining SavedModels plus config, vocab and data metadata.
+
+  Args:
+    model: a trained pretraining model (build_pretraining_model), any dtype policy, possibly
+      created under a distribution strategy.
+    config: its BertConfig (written as bert_config.json).
+    export_dir: the directory to create (replaced if it exists); any tf.io.gfile path.
+    vocab_file: copied to export_dir/vocab.txt when given.
+    data_metadata: the training data's metadata, written to export_dir/data_metadata.json.
+
+  Returns:
+    export_dir.
+  """
+  io.makedirs(export_dir)
+  encoder, pretraining = _float32_copies(model, config)
+  _save(encoder, ENCODER_INPUTS, ("sequence_output", "pooled_output"),
+        os.path.join(export_dir, "encoder"))
+  _save(pretraining, PRETRAINING_INPUTS, ("masked_lm_logits", "next_sentence_logits"),
+        os.path.join(export_dir, "pretraining"))
+  config.to_json_file(os.path.join(export_dir, "bert_config.json"))
+  if vocab_file:
+    io.copy(vocab_file, os.path.join(export_dir, "vocab.txt"))
+  if data_metadata is not None:
+    io.write_text(os.path.join(export_dir, "data_metadata.json"),
+                  json.dumps(dict(data_metadata), indent=2) + "\n")
+  return export_dir
+
+
+def export_trained_model(model: keras.Model, config: BertConfig, export_dir: str,
+                         vocab_file: Optional[str] = None, do_lower_case: Optional[bool] = None,
+                         seq_length: int = 128, data_metadata: Optional[Mapping[str, Any]] = None,
+                         serving: bool = True) -> str:
+  """The exports at the end of pretraining: plain SavedModels, and TF Serving models.
+
+  Args:
+    model: the trained pretraining model.
+    config: its config.
+    export_dir: where the plain SavedModels go; the TF Serving models go to
+      export_dir/serving when `serving` and a vocab_file are given.
+    vocab_file: the training vocab (copied beside the exports; needed for TF Serving models).
+    do_lower_case: the tokenizer's casing; None takes the data's metadata (default True).
+    seq_length: the TF Serving models' packed length.
+    data_metadata: the training data's metadata, copied into the exports.
+    serving: also write the TF Serving models (raw text in).
+
+  Returns:
+    export_dir.
+  """
+  export_saved_models(model, config, export_dir, vocab_file=vocab_file,
+                      data_metadata=data_metadata)
+  logging.info("Exported the encoder and the pretraining model to %s", export_dir)
+  if serving and vocab_file:
+    if do_lower_case is None:
+      do_lower_case = bool((data_metadata or {}).get("do_lower_case", True))
+    paths = tf_serving.export_serving_models(
+        config, checkpoints.get_original_weights(model), vocab_file,
+        os.path.join(export_dir, "serving"), do_lower_case=do_lower_case,
+        seq_length=seq_length, data_metadata=data_metadata)
+    logging.info("Exported the TF Serving models to %s", ", ".join(sorted(paths.values())))
+  return export_dir
+
+
+def export_step(model: keras.Model, config: BertConfig, export_dir: str, settings,
+                data_metadata: Optional[Mapping[str, Any]] = None) -> None:
+  """run_pretraining's export step (its export_fn): export_trained_model with the run's
+  vocab_file, do_lower_case, max_seq_length and export_serving settings."""
+  export_trained_model(model, config, export_dir, vocab_file=settings.vocab_file,
+                       do_lower_case=settings.do_lower_case,
+                       seq_length=settings.max_seq_length, data_metadata=data_metadata,
+                       serving=settings.export_serving)

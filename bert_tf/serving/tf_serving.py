@@ -1,0 +1,258 @@
+"""SavedModels for TensorFlow Serving: raw text in, embeddings / fill-mask / next sentence out.
+
+`export_serving_models(...)` writes three models in the versioned layout TF Serving watches
+(`<export_dir>/<name>/<version>/`, the highest integer version is served):
+
+  <model_name>_encoder       token ids in, TF Hub BERT encoder conventions. Signature
+                             serving_default: int32 input_word_ids, input_mask, input_type_ids
+                             [B, S] (B and S dynamic) -> float32 pooled_output [B, H],
+                             sequence_output [B, S, H], encoder_outputs [B, L, S, H] (layer axis
+                             second, because TF Serving's row format needs the batch first).
+  <model_name>_preprocessor  raw strings in, the encoder's three inputs out, tokenized in-graph
+                             with the same ids as bert_tf.tokenization.FullTokenizer.
+                               serving_default: text [B] -> packed to the export's seq_length.
+                               preprocess: text, text_b, seq_length [B] -> each row packed to its
+                                 own seq_length and padded to the batch's largest (an empty
+                                 text_b means a single segment, as in the original).
+  <model_name>               the text model users deploy:
+                               serving_default: text [B] -> pooled_output, sequence_output,
+                                 input_mask, tokens (the WordPiece token of every position).
+                               encode: text, text_b, seq_length [B] -> the same outputs.
+                               fill_mask: text [B] holding "[MASK]" -> per mask the top-k tokens
+                                 and probabilities (rows without [MASK]: mask_count 0, padding).
+                               next_sentence: text, text_b [B] -> probabilities [B, 2] of
+                                 (IsNext, NotNext), the original's label order.
+                             fill_mask and next_sentence need the checkpoint's pretraining heads;
+                             an encoder-only checkpoint gets serving_default and encode only.
+
+Every version directory holds the vocab as a SavedModel asset (assets/vocab.txt, read by the
+graph's id -> token table), bert_config.json and data_metadata.json (when known) beside it in
+assets/, and warm-up requests in assets.extra/tf_serving_warmup_requests.
+
+Packing follows the original run_classifier.py: [CLS] A [SEP] for one text, [CLS] A [SEP] B [SEP]
+for two; a pair over the budget (seq_length - 3) loses tokens from the end of the longer segment
+one at a time (B when they tie), a single text keeps its first seq_length - 2 tokens. Invalid
+UTF-8 bytes are dropped (like the original's decode("utf-8", "ignore")), never an error.
+
+Every op in the exports is a core TensorFlow op or a tensorflow-text op (tests check this), so
+the stock tensorflow/serving binary, which links tensorflow-text's ops, serves them; loading them
+in Python needs `import tensorflow_text` and nothing of bert_tf.
+"""
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from typing import Any, Dict, Mapping, Optional, Sequence
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import io
+from bert_tf.config import BertConfig
+from bert_tf.packing import MASK_TOKEN, Packer
+from bert_tf.serving.modules import EncoderModule, PreprocessorModule, TextModule, float32_models
+
+DEFAULT_SEQ_LENGTH = 128
+DEFAULT_TOP_K = 5
+WARMUP_FILE = "tf_serving_warmup_requests"
+# Texts of the warm-up requests: one short and one long enough to fill most of a sequence, so
+# the first real requests of either kind find the kernels and buffers already made.
+WARMUP_TEXTS = ("The man went to the store.",
+                "He bought a gallon of milk, " * 12)
+
+
+# === Warm-up records ===
+# TF Serving replays assets.extra/tf_serving_warmup_requests (a TFRecord file of PredictionLog
+# protos) when it loads a version. tensorflow-serving-api, which defines those protos, pins a
+# TensorFlow version (2.21 for its newest release), so the records are encoded here directly from
+# the field numbers of tensorflow_serving/apis/{prediction_log,predict,model}.proto:
+#   PredictionLog.predict_log = 6; PredictLog.request = 1;
+#   PredictRequest.model_spec = 1, PredictRequest.inputs = 2 (map<string, TensorProto>);
+#   ModelSpec.name = 1, ModelSpec.signature_name = 3; a map entry is {key = 1, value = 2}.
+
+
+def _varint(value: int) -> bytes:
+  out = bytearray()
+  while True:
+    byte = value & 0x7F
+    value >>= 7
+    if value:
+      out.append(byte | 0x80)
+    else:
+      out.append(byte)
+      return bytes(out)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+  """A length-delimited protobuf field."""
+  return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def prediction_log(model_name: str, signature_name: str,
+                   inputs: Mapping[str, np.ndarray]) -> bytes:
+  """A serialized tensorflow.serving.PredictionLog holding one PredictRequest."""
+  spec = _field(1, model_name.encode("utf-8")) + _field(3, signature_name.encode("utf-8"))
+  request = _field(1, spec)
+  for key in sorted(inputs):
+    tensor = tf.make_tensor_proto(inputs[key]).SerializeToString(deterministic=True)
+    request += _field(2, _field(1, key.encode("utf-8")) + _field(2, tensor))
+  return _field(6, _field(1, request))
+
+
+def _warmup_inputs(signature_name: str, seq_length: int, texts: Sequence[str]
+                   ) -> Dict[str, np.ndarray]:
+  text = np.array([t.encode("utf-8") for t in texts], dtype=object)
+  if signature_name == "fill_mask":
+    text = np.array([t.replace("milk", MASK_TOKEN, 1).encode("utf-8") for t in texts],
+                    dtype=object)
+  if signature_name in ("serving_default", "fill_mask"):
+    return dict(text=text)
+  if signature_name == "next_sentence":
+    return dict(text=text, text_b=text[::-1].copy())
+  return dict(text=text, text_b=text[::-1].copy(),
+              seq_length=np.full([len(texts)], seq_length, np.int32))
+
+
+def _write_warmup(path: str, model_name: str, requests: Sequence[tuple]) -> None:
+  with tf.io.TFRecordWriter(path) as writer:
+    for signature_name, inputs in requests:
+      writer.write(prediction_log(model_name, signature_name, inputs))
+
+
+# === Writing ===
+
+
+def next_version(model_dir: str) -> int:
+  """1 + the largest integer version under model_dir (1 when there is none)."""
+  if not tf.io.gfile.isdir(model_dir):
+    return 1
+  versions = [int(n.rstrip("/")) for n in tf.io.gfile.listdir(model_dir)
+              if re.fullmatch(r"\d+/?", n)]
+  return max(versions, default=0) + 1
+
+
+def _save_version(module: tf.Module, signatures: Mapping[str, Any], model_dir: str,
+                  version: int, extra_files: Mapping[str, str], warmup: Sequence[tuple],
+                  model_name: str) -> str:
+  """Saves `module` as model_dir/version, written under a temporary name and renamed."""
+  final = os.path.join(model_dir, str(version))
+  if io.exists(final):
+    raise FileExistsError(f"{final} already exists; TF Serving versions are immutable, so "
+                          "choose another --version (or leave it unset for the next one)")
+  # TF Serving watches model_dir: a version appears under its number only when complete.
+  with io.atomic_path(final, overwrite=False) as tmp:
+    tf.saved_model.save(module, tmp, signatures=dict(signatures))
+    for name, text in extra_files.items():
+      io.write_text(os.path.join(tmp, "assets", name), text)
+    if warmup:
+      io.makedirs(os.path.join(tmp, "assets.extra"))
+      _write_warmup(os.path.join(tmp, "assets.extra", WARMUP_FILE), model_name, warmup)
+  return final
+
+
+def export_serving_models(config: BertConfig, weights: Mapping[str, np.ndarray],
+                          vocab_file: str, export_dir: str, do_lower_case: bool = True,
+                          seq_length: int = DEFAULT_SEQ_LENGTH, top_k: int = DEFAULT_TOP_K,
+                          version: Optional[int] = None, model_name: str = "bert",
+                          data_metadata: Optional[Mapping[str, Any]] = None,
+                          warmup: bool = True) -> Dict[str, str]:
+  """Writes the encoder, preprocessor and text SavedModels in TF Serving's layout.
+
+  Args:
+    config: the model's config.
+    weights: name -> array under the original TF1 names (checkpoints.get_original_weights, or
+      read_weights); with cls/ names the text model also gets fill_mask and next_sentence.
+    vocab_file: the WordPiece vocab the model was trained with.
+    export_dir: the model base directory; models go to <export_dir>/<name>/<version>/.
+    do_lower_case: the tokenizer's flag (must match training).
+    seq_length: the packed length of the serving_default / fill_mask / next_sentence signatures.
+    top_k: tokens returned per [MASK] by fill_mask.
+    version: the version number; default: one more than the largest already there.
+    model_name: the text model's name; the others are <model_name>_encoder and
+      <model_name>_preprocessor.
+    data_metadata: the training data's metadata, written as assets/data_metadata.json.
+    warmup: write assets.extra/tf_serving_warmup_requests.
+
+  Returns:
+    {"encoder": path, "preprocessor": path, "text": path} of the version directories written.
+  """
+  if not 2 <= seq_length <= config.max_position_embeddings:
+    raise ValueError(f"seq_length must be in [2, {config.max_position_embeddings}] "
+                     f"(max_position_embeddings), got {seq_length}")
+  if not 1 <= top_k <= config.vocab_size:
+    raise ValueError(f"top_k must be in [1, {config.vocab_size}], got {top_k}")
+  if not tf.io.gfile.exists(vocab_file):
+    raise FileNotFoundError(f"vocab file not found: {vocab_file}")
+  if version is not None and version < 1:
+    raise ValueError(f"version must be a positive integer, got {version}")
+  # Assets keep their file's base name: a local copy named vocab.txt gives every export the same
+  # asset name, whatever the input vocab was called.
+  staging = tempfile.mkdtemp(prefix="bert_tf_export_")
+  try:
+    local_vocab = os.path.join(staging, "vocab.txt")
+    tf.io.gfile.copy(vocab_file, local_vocab)
+    return _export(config, weights, local_vocab, export_dir, do_lower_case, seq_length, top_k,
+                   version, model_name, data_metadata, warmup)
+  finally:
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+def _export(config, weights, vocab_file, export_dir, do_lower_case, seq_length, top_k, version,
+            model_name, data_metadata, warmup):
+  encoder, pretraining = float32_models(config, weights)
+  packer = Packer(vocab_file, do_lower_case, config.max_position_embeddings)
+  if packer.tokenizer.vocab_size != config.vocab_size:
+    raise ValueError(f"vocab file {vocab_file} has {packer.tokenizer.vocab_size} tokens but "
+                     f"the config's vocab_size is {config.vocab_size}")
+  export_info = dict(seq_length=seq_length, do_lower_case=bool(do_lower_case), top_k=top_k,
+                     model_name=model_name)
+  extra = {"bert_config.json": config.to_json_string()}
+  if data_metadata is not None:
+    extra["data_metadata.json"] = json.dumps(dict(data_metadata), indent=2) + "\n"
+  texts = list(WARMUP_TEXTS)
+  names = dict(encoder=f"{model_name}_encoder", preprocessor=f"{model_name}_preprocessor",
+               text=model_name)
+  if version is None:
+    version = max(next_version(os.path.join(export_dir, n)) for n in names.values())
+
+  def info(kind, signature_names):
+    return json.dumps(dict(export_info, kind=kind, signatures=sorted(signature_names)),
+                      indent=2, sort_keys=True) + "\n"
+
+  paths = {}
+  # Each module carries the vocab as an asset (the tokenizer's table is built into the graph;
+  # the asset is what the id -> token table reads, and what clients can fetch).
+  preprocessor = PreprocessorModule(packer, seq_length)
+  preprocessor.vocab_file = tf.saved_model.Asset(vocab_file)
+  signatures = dict(serving_default=preprocessor.serving_default,
+                    preprocess=preprocessor.preprocess)
+  warm = [(n, _warmup_inputs(n, seq_length, texts)) for n in signatures]
+  paths["preprocessor"] = _save_version(
+      preprocessor, signatures, os.path.join(export_dir, names["preprocessor"]), version,
+      dict(extra, **{"export_info.json": info("preprocessor", signatures)}), warm if warmup
+      else (), names["preprocessor"])
+
+  encoder_module = EncoderModule(encoder)
+  encoder_module.vocab_file = tf.saved_model.Asset(vocab_file)
+  signatures = dict(serving_default=encoder_module.serving_default)
+  sample = preprocessor.serving_default(tf.constant(texts))
+  warm = [("serving_default", {k: v.numpy() for k, v in sample.items()})]
+  paths["encoder"] = _save_version(
+      encoder_module, signatures, os.path.join(export_dir, names["encoder"]), version,
+      dict(extra, **{"export_info.json": info("encoder", signatures)}), warm if warmup else (),
+      names["encoder"])
+
+  text_module = TextModule(packer, encoder, pretraining, vocab_file, seq_length, top_k)
+  signatures = text_module.signature_functions
+  warm = [(n, _warmup_inputs(n, seq_length, texts)) for n in signatures]
+  paths["text"] = _save_version(
+      text_module, signatures, os.path.join(export_dir, names["text"]), version,
+      dict(extra, **{"export_info.json": info("text", signatures)}), warm if warmup else (),
+      names["text"])
+  if pretraining is None:
+    logging.warning("The checkpoint has no pretraining heads (cls/...): the text model has no "
+                    "fill_mask or next_sentence signature.")
+  return paths

@@ -1,0 +1,362 @@
+"""Pretraining TFRecords -> tf.data batches with static shapes, and dynamic masking.
+
+Every batch has fixed shapes (drop_remainder=True) so that XLA and TPUs compile the training step
+once. Features are the schema's canonical names (bert_tf.features), whatever names the files
+store, renamed once to the models' input names (input_word_ids, input_type_ids: TF Hub's), and
+integer features are cast to int32 (TPUs have no int64 matmul/gather path).
+
+Shape legend: B = per-replica batch, L = max_seq_length, P = max_predictions_per_seq.
+"""
+
+import dataclasses
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+
+from absl import logging
+import tensorflow as tf
+
+from bert_tf import features
+
+COMPRESSION_TYPES = ("", "GZIP")
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+class InputError(ValueError):
+  """Input files that are missing, unreadable or inconsistent with the requested pipeline."""
+
+
+# === Files and metadata ===
+
+
+def expand_file_patterns(patterns: Union[str, Sequence[str]],
+                         flag_name: str = "input_file") -> List[str]:
+  """Expands comma-separated lists of paths and globs (any tf.io.gfile filesystem).
+
+  Args:
+    patterns: e.g. "data/part-*.tfrecord,extra.tfrecord", or a list of such strings.
+    flag_name: the flag the patterns came from, named in errors.
+
+  Returns:
+    The matched files in the order of the patterns, each glob's matches sorted, duplicates and
+    metadata files removed.
+
+  Raises:
+    InputError: a pattern matches no file, or no pattern was given.
+  """
+  if isinstance(patterns, str):
+    patterns = [patterns]
+  items = [p.strip() for spec in patterns for p in spec.split(",") if p.strip()]
+  if not items:
+    raise InputError(f"--{flag_name} is empty")
+  files: List[str] = []
+  for pattern in items:
+    matches = [m for m in sorted(tf.io.gfile.glob(pattern))
+               if not m.endswith(features.METADATA_SUFFIX) and not tf.io.gfile.isdir(m)]
+    if not matches:
+      raise InputError(f"--{flag_name}: no file matches {pattern!r}")
+    files.extend(m for m in matches if m not in files)
+  return files
+
+
+def read_input_metadata(files: Sequence[str]) -> Optional[Dict[str, Any]]:
+  """The metadata shared by `files` (read from `<file>.metadata.json`), or None if none has one.
+
+  Raises:
+    InputError: files disagree on sequence length, predictions, feature names or compression.
+  """
+  found = {}
+  for path in files:
+    meta_path = features.metadata_path(path)
+    if tf.io.gfile.exists(meta_path):
+      found[path] = features.read_metadata(meta_path)
+  if not found:
+    return None
+  keys = ("max_seq_length", "max_predictions_per_seq", "use_v2_feature_names", "compression",
+          "vocab_size", "do_lower_case")
+  first_path, first = next(iter(found.items()))
+  for path, meta in found.items():
+    for key in keys:
+      if meta.get(key) != first.get(key):
+        raise InputError(f"{path} was made with {key}={meta.get(key)!r} but {first_path} with "
+                         f"{key}={first.get(key)!r}; use files made with the same settings")
+  return first
+
+
+def check_input_metadata(files: Sequence[str], max_seq_length: int,
+                         max_predictions_per_seq: int, vocab_size: Optional[int] = None,
+                         do_lower_case: Optional[bool] = None) -> Optional[Dict[str, Any]]:
+  """Checks the data's metadata against the training flags; returns it (None when absent).
+
+  Raises:
+    features.MetadataError: a flag contradicts the data (the message names the flag).
+    InputError: the files disagree with each other.
+  """
+  metadata = read_input_metadata(files)
+  if metadata is not None:
+    features.check_metadata(metadata, source=features.metadata_path(files[0]),
+                            max_seq_length=max_seq_length,
+                            max_predictions_per_seq=max_predictions_per_seq,
+                            vocab_size=vocab_size, do_lower_case=do_lower_case)
+  return metadata
+
+
+def detect_compression(files: Sequence[str], metadata: Optional[Mapping[str, Any]] = None) -> str:
+  """"GZIP" or "" for `files`: from the metadata, else from the first bytes of each file.
+
+  Raises:
+    InputError: some files are compressed and others not.
+  """
+  if metadata is not None and "compression" in metadata:
+    return metadata["compression"] or ""
+  kinds = {}
+  for path in files:
+    with tf.io.gfile.GFile(path, "rb") as f:
+      head = f.read(2)
+    kinds.setdefault("GZIP" if head == _GZIP_MAGIC else "", path)
+  if len(kinds) > 1:
+    raise InputError(f"{kinds['GZIP']} is GZIP-compressed but {kinds['']} is not; pass files "
+                     "of one kind")
+  return next(iter(kinds)) if kinds else ""
+
+
+# === Dynamic masking ===
+
+
+@dataclasses.dataclass(frozen=True)
+class DynamicMasking:
+  """Re-masks every batch on the fly (RoBERTa-style) with the original's masking rules.
+
+  Attributes:
+    vocab_size: random replacements are drawn uniformly from [0, vocab_size), special tokens
+      included, as in the original.
+    mask_id, cls_id, sep_id, pad_id: ids of [MASK], [CLS], [SEP], [PAD].
+    masked_lm_prob: fraction of the tokens (counting [CLS] and [SEP]) to predict.
+    seed: masks are a deterministic function of (seed, batch index, input pipeline).
+  """
+  vocab_size: int
+  mask_id: int
+  cls_id: int
+  sep_id: int
+  pad_id: int = 0
+  masked_lm_prob: float = 0.15
+  seed: int = 12345
+
+  @classmethod
+  def from_vocab(cls, vocab: Mapping[str, int], **kwargs) -> "DynamicMasking":
+    """Takes the special token ids from a token -> id vocab (tokenization.load_vocab)."""
+    try:
+      ids = {name: vocab[token] for name, token in (
+          ("mask_id", "[MASK]"), ("cls_id", "[CLS]"), ("sep_id", "[SEP]"), ("pad_id", "[PAD]"))}
+    except KeyError as e:
+      raise InputError(f"dynamic masking needs the token {e.args[0]} in the vocab") from None
+    return cls(vocab_size=len(vocab), **ids, **kwargs)
+
+
+def _restore_original_ids(input_ids, positions, ids, weights):
+  """Undoes the masking stored in the record: puts masked_lm_ids back at their positions."""
+  # [B, P, L] one-hot of the real prediction slots (padding slots have weight 0).
+  seq_length = tf.shape(input_ids)[1]
+  slots = tf.one_hot(positions, seq_length, dtype=tf.int32) * tf.cast(
+      weights > 0, tf.int32)[:, :, None]
+  is_masked = tf.reduce_sum(slots, axis=1) > 0  # [B, L]
+  stored = tf.reduce_sum(slots * ids[:, :, None], axis=1)  # [B, L]
+  return tf.where(is_masked, stored, input_ids)
+
+
+def apply_dynamic_masking(batch: Mapping[str, tf.Tensor], config: DynamicMasking,
+                          seed: tf.Tensor) -> Dict[str, tf.Tensor]:
+  """Draws new masked-LM predictions for a parsed batch (int32 features, static shapes).
+
+  For each example: num_to_predict = min(P, max(1, round(num_tokens * masked_lm_prob))), taken
+  uniformly among the real tokens other than [CLS], [SEP] and [PAD]; each chosen token becomes
+  [MASK] with probability 0.8, stays itself with 0.1, and becomes a uniformly random id with
+  0.1. Positions are sorted; unused slots are zero with weight 0.
+
+  Args:
+    batch: canonical name -> tensor, as produced by the pipeline before masking.
+    config: the masking settings.
+    seed: int64 [2] seed for tf.random.stateless_* (different per batch).
+
+  Returns:
+    A copy of `batch` with input_ids and the masked_lm_* features replaced.
+  """
+  input_ids = batch[features.INPUT_IDS]  # [B, L]
+  input_mask = batch[features.INPUT_MASK]
+  positions = batch[features.MASKED_LM_POSITIONS]  # [B, P]
+  num_slots = positions.shape[1]
+  seq_length = input_ids.shape[1]
+  original = _restore_original_ids(input_ids, positions, batch[features.MASKED_LM_IDS],
+                                   batch[features.MASKED_LM_WEIGHTS])
+
+  seeds = tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), num=4)
+  shape = tf.shape(input_ids)
+  is_candidate = ((input_mask > 0) & (original != config.cls_id) & (original != config.sep_id)
+                  & (original != config.pad_id))
+  # tf.round rounds half to even, like Python 3's round() in the original.
+  num_tokens = tf.cast(tf.reduce_sum(input_mask, axis=1), tf.float32)
+  num_to_predict = tf.minimum(
+      num_slots, tf.maximum(1, tf.cast(tf.round(num_tokens * config.masked_lm_prob), tf.int32)))
+  num_to_predict = tf.minimum(num_to_predict,
+                              tf.reduce_sum(tf.cast(is_candidate, tf.int32), axis=1))  # [B]
+
+  # A uniform random key per candidate, -1 for the rest: the top P keys are a uniform sample of
+  # the candidates, of which the first num_to_predict are kept.
+  keys = tf.where(is_candidate, tf.random.stateless_uniform(shape, seeds[0]), -1.0)
+  _, chosen = tf.math.top_k(keys, k=num_slots, sorted=True)  # [B, P]
+  keep = tf.range(num_slots)[None, :] < num_to_predict[:, None]  # [B, P]
+  # Sort the kept positions; unused slots sort last (as seq_length) and then become 0.
+  new_positions = tf.sort(tf.where(keep, chosen, seq_length), axis=1)
+  weights = tf.cast(new_positions < seq_length, tf.float32)
+  new_positions = tf.where(weights > 0, new_positions, 0)
+  labels = tf.where(weights > 0, tf.gather(original, new_positions, batch_dims=1), 0)
+
+  # 80% [MASK], 10% unchanged, 10% random id, decided per chosen token.
+  slot_shape = tf.shape(new_positions)
+  u_mask = tf.random.stateless_uniform(slot_shape, seeds[1])
+  u_keep = tf.random.stateless_uniform(slot_shape, seeds[2])
+  random_ids = tf.random.stateless_uniform(slot_shape, seeds[3], minval=0,
+                                           maxval=config.vocab_size, dtype=tf.int32)
+  replacement = tf.where(u_mask < 0.8, config.mask_id, tf.where(u_keep < 0.5, labels, random_ids))
+  # Scatter the replacements into the sequence through a one-hot [B, P, L] (slots are distinct).
+  slot_one_hot = tf.one_hot(new_positions, seq_length, dtype=tf.int32) * tf.cast(
+      weights, tf.int32)[:, :, None]
+  is_replaced = tf.reduce_sum(slot_one_hot, axis=1) > 0
+  replaced_ids = tf.where(is_replaced,
+                          tf.reduce_sum(slot_one_hot * replacement[:, :, None], axis=1), original)
+
+  out = dict(batch)
+  out[features.INPUT_IDS] = replaced_ids
+  out[features.MASKED_LM_POSITIONS] = new_positions
+  out[features.MASKED_LM_IDS] = labels
+  out[features.MASKED_LM_WEIGHTS] = weights
+  return out
+
+
+# === The dataset ===
+
+
+def _parse_batch(serialized, spec, names):
+  parsed = tf.io.parse_example(serialized, spec)
+  out = {}
+  for canonical, stored in names.items():
+    value = parsed[stored]
+    out[canonical] = tf.cast(value, tf.int32) if value.dtype == tf.int64 else value
+  return out
+
+
+def pretraining_dataset(input_files: Union[str, Sequence[str]], max_seq_length: int,
+                        max_predictions_per_seq: int, batch_size: int, is_training: bool,
+                        input_context: Optional[tf.distribute.InputContext] = None,
+                        compression: Optional[str] = None,
+                        use_v2_feature_names: Optional[bool] = None,
+                        repeat: Optional[bool] = None, cycle_length: int = 8,
+                        shuffle_buffer_size: int = 1000, seed: Optional[int] = None,
+                        dynamic_masking: Optional[DynamicMasking] = None) -> tf.data.Dataset:
+  """Batches of pretraining features for training or evaluation.
+
+  Training: files are sharded (see below), shuffled, repeated and interleaved `cycle_length`
+  at a time; records are shuffled in a buffer of `shuffle_buffer_size`. Evaluation: files are
+  read in order, once (unless `repeat`), without shuffling. Both drop the last partial batch.
+
+  With a `tf.distribute.InputContext` (from `strategy.distribute_datasets_from_function`), the
+  batch is the per-replica share of the global `batch_size`, and each input pipeline reads a
+  disjoint part of the data: whole files when there are at least as many files as pipelines,
+  otherwise every n-th record (which reads all the data in every pipeline).
+
+  Args:
+    input_files: comma-separated paths/globs, or a list of them.
+    max_seq_length, max_predictions_per_seq: the feature lengths of the records.
+    batch_size: the global batch size (the per-replica size without an input_context).
+    is_training: shuffle and repeat (see above).
+    input_context: tf.distribute input context, or None for one pipeline and one replica.
+    compression: "" or "GZIP"; None reads it from the metadata or the files' first bytes.
+    use_v2_feature_names: whether the records store input_word_ids/input_type_ids; None reads
+      it from the metadata (default False).
+    repeat: repeat forever; None means `is_training`.
+    cycle_length: files read concurrently when training.
+    shuffle_buffer_size: records in the training shuffle buffer.
+    seed: makes shuffling and interleaving deterministic.
+    dynamic_masking: re-mask every batch (see DynamicMasking), or None to use the stored masks.
+
+  Returns:
+    A dataset of dicts: the models' input names input_word_ids, input_mask, input_type_ids
+    (the records' input_ids, input_mask, segment_ids; see features.to_model_names), then
+    masked_lm_positions, masked_lm_ids [B, L] or [B, P] int32, masked_lm_weights [B, P]
+    float32, next_sentence_labels [B, 1] int32.
+  """
+  files = (expand_file_patterns(input_files) if isinstance(input_files, str)
+           else expand_file_patterns(list(input_files)))
+  metadata = read_input_metadata(files)
+  if metadata is not None:
+    try:
+      features.check_metadata(metadata, source=features.metadata_path(files[0]),
+                              max_seq_length=max_seq_length,
+                              max_predictions_per_seq=max_predictions_per_seq)
+    except features.MetadataError as e:
+      raise InputError(str(e)) from None
+  if compression is None:
+    compression = detect_compression(files, metadata)
+  if compression not in COMPRESSION_TYPES:
+    raise InputError(f"compression must be one of {COMPRESSION_TYPES}, got {compression!r}")
+  if use_v2_feature_names is None:
+    use_v2_feature_names = bool(metadata and metadata.get("use_v2_feature_names"))
+  if repeat is None:
+    repeat = is_training
+
+  num_pipelines, pipeline_id = 1, 0
+  per_replica_batch = batch_size
+  if input_context is not None:
+    num_pipelines = input_context.num_input_pipelines
+    pipeline_id = input_context.input_pipeline_id
+    per_replica_batch = input_context.get_per_replica_batch_size(batch_size)
+  shard_by_file = num_pipelines > 1 and len(files) >= num_pipelines
+  shard_by_record = num_pipelines > 1 and not shard_by_file
+  if num_pipelines > 1:
+    logging.info("Input pipeline %d of %d: sharding %s (%d files), per-replica batch %d",
+                 pipeline_id, num_pipelines, "by file" if shard_by_file else "by record",
+                 len(files), per_replica_batch)
+
+  # Record sharding needs every pipeline to see the records in the same order.
+  deterministic = seed is not None or shard_by_record or not is_training
+  dataset = tf.data.Dataset.from_tensor_slices(files)
+  if shard_by_file:
+    dataset = dataset.shard(num_pipelines, pipeline_id)
+  num_files = -(-len(files) // num_pipelines) if shard_by_file else len(files)
+  # With record sharding the file order must be the same in every pipeline, so it is not
+  # shuffled there; the record shuffle buffer below still mixes the records.
+  if is_training and not shard_by_record:
+    dataset = dataset.shuffle(num_files, seed=seed, reshuffle_each_iteration=True)
+  if repeat:
+    dataset = dataset.repeat()
+
+  def read(path):
+    return tf.data.TFRecordDataset(path, compression_type=compression)
+
+  if is_training:
+    dataset = dataset.interleave(read, cycle_length=max(1, min(cycle_length, num_files)),
+                                 num_parallel_calls=tf.data.AUTOTUNE,
+                                 deterministic=deterministic)
+  else:
+    dataset = dataset.flat_map(read)
+  if shard_by_record:
+    dataset = dataset.shard(num_pipelines, pipeline_id)
+  if is_training:
+    dataset = dataset.shuffle(shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)
+
+  spec = features.parsing_spec(max_seq_length, max_predictions_per_seq, use_v2_feature_names)
+  names = features.feature_names(use_v2_feature_names)
+  dataset = dataset.batch(per_replica_batch, drop_remainder=True)
+  if dynamic_masking is None:
+    dataset = dataset.map(
+        lambda records: features.to_model_names(_parse_batch(records, spec, names)),
+        num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
+  else:
+    masking = dynamic_masking
+    dataset = dataset.map(lambda records: _parse_batch(records, spec, names),
+                          num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
+    dataset = dataset.enumerate().map(
+        lambda index, batch: features.to_model_names(apply_dynamic_masking(
+            batch, masking,
+            tf.stack([tf.constant(masking.seed, tf.int64),
+                      index * num_pipelines + pipeline_id]))),
+        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  return dataset.prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,461 @@
+"""The task-agnostic training loop: strategies, distributed steps, checkpoints, summaries.
+
+One custom loop serves every tf.distribute strategy (one device, several GPUs, several workers,
+TPUs): a `tf.function` runs up to `iterations_per_loop` steps per call (what TPUs need to keep
+the host out of the way) and every step goes through `strategy.run`. There is no TPU-specific
+branch in the step or the model.
+
+What is specific to a task (pretraining, classification, SQuAD, tagging) comes in a `Task`: a
+small named tuple of plain functions for its model inputs, its loss and its metric sums. The
+loop owns everything else: gradient accumulation, clipping, the non-finite guard, checkpoints
+and resume-by-skip, logging with rate and ETA, summaries and eval aggregation.
+
+Batch sizes are global: `train_batch_size` examples go into every optimizer update, split over
+the replicas and, with gradient accumulation, over micro-batches per replica. A task's loss is
+written for the whole global batch: `normalizers` sums what its denominators need over every
+replica and micro-batch, so one device, many devices and accumulation give the same update up
+to float rounding.
+"""
+
+import json
+import os
+import time
+from typing import (Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Set,
+                    Tuple)
+
+from absl import logging
+import keras
+import tensorflow as tf
+
+from bert_tf import io
+from bert_tf.model import checkpoints
+from bert_tf.training import optimization
+
+STRATEGY_NAMES = ("tpu", "mirrored", "multi_worker_mirrored", "one_device")
+MIXED_PRECISION_POLICIES = {"none": "float32", "bfloat16": "mixed_bfloat16",
+                            "float16": "mixed_float16"}
+EVAL_RESULTS_FILE = "eval_results.txt"
+
+Tensors = Mapping[str, tf.Tensor]
+
+
+class TrainingError(ValueError):
+  """A run that cannot start or go on; the message says why and what to do."""
+
+
+class Task(NamedTuple):
+  """What the loop needs to know about a task: plain functions, no state.
+
+  Attributes:
+    model_inputs: batch -> the model's inputs (the batch also holds the labels).
+    normalizers: batch -> {name: float32 scalar} summed over the replica's whole batch (all
+      micro-batches); the loop all-reduces them over the replicas once per step and passes the
+      global sums to replica_loss (e.g. pretraining's masked-LM weight total).
+    replica_loss: (outputs, batch, global normalizers, examples per update) -> (loss, sums):
+      this replica's share of the global batch's loss, such that the shares of all replicas
+      and micro-batches add up to it, and float32 scalar metric sums named by sum_names.
+    sum_names: the keys of replica_loss's sums; "examples" (the batch's example count) is one.
+    train_metrics: (summed metric sums, number of good steps) -> {name: float}: the metrics
+      logged and summarised after each loop ("loss" among them).
+    eval_sums: (outputs, batch) -> {name: float32 scalar} sums over one eval batch.
+    eval_results: list of per-batch eval sums (numpy) -> {name: float} for eval_results.txt.
+  """
+  model_inputs: Callable[[Tensors], Dict[str, tf.Tensor]]
+  normalizers: Callable[[Tensors], Dict[str, tf.Tensor]]
+  replica_loss: Callable[..., Any]
+  sum_names: Tuple[str, ...]
+  train_metrics: Callable[[Mapping[str, float], int], Dict[str, float]]
+  eval_sums: Callable[[Tensors, Tensors], Dict[str, tf.Tensor]]
+  eval_results: Callable[[List[Mapping[str, Any]]], Dict[str, float]]
+
+
+# === Strategy ===
+
+
+def _num_workers_in_tf_config() -> int:
+  try:
+    cluster = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {})
+  except json.JSONDecodeError as e:
+    raise TrainingError(f"the TF_CONFIG environment variable is not valid JSON: {e}") from None
+  return len(cluster.get("worker", [])) + len(cluster.get("chief", []))
+
+
+def select_strategy(strategy_name: Optional[str] = None, use_tpu: bool = False,
+                    tpu_name: Optional[str] = None, tpu_zone: Optional[str] = None,
+                    gcp_project: Optional[str] = None, master: Optional[str] = None,
+                    num_tpu_cores: int = 8) -> tf.distribute.Strategy:
+  """The tf.distribute strategy to train with.
+
+  Without a name it is chosen from the original's flags and the machine: use_tpu -> tpu;
+  TF_CONFIG naming several workers -> multi_worker_mirrored; several GPUs -> mirrored;
+  otherwise one_device. "mirrored" on a machine without GPUs mirrors over the logical CPU
+  devices (several only if configured with tf.config.set_logical_device_configuration).
+
+  Args:
+    strategy_name: one of STRATEGY_NAMES, or None to choose as above.
+    use_tpu, tpu_name, tpu_zone, gcp_project, master: the original's TPU flags; the TPU
+      address is tpu_name, else master.
+    num_tpu_cores: checked against the TPU found (the strategy uses all its cores).
+
+  Returns:
+    A tf.distribute.Strategy.
+
+  Raises:
+    TrainingError: an unknown name, or a TPU that cannot be reached.
+  """
+  if strategy_name is None:
+    if use_tpu:
+      strategy_name = "tpu"
+    elif _num_workers_in_tf_config() > 1:
+      strategy_name = "multi_worker_mirrored"
+    elif len(tf.config.list_logical_devices("GPU")) > 1:
+      strategy_name = "mirrored"
+    else:
+      strategy_name = "one_device"
+  if strategy_name not in STRATEGY_NAMES:
+    raise TrainingError(f"--strategy must be one of {', '.join(STRATEGY_NAMES)}, got "
+                        f"{strategy_name!r}")
+  if strategy_name == "tpu":
+    address = tpu_name or master
+    try:
+      resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+          tpu=address, zone=tpu_zone, project=gcp_project)
+      tf.config.experimental_connect_to_cluster(resolver)
+      tf.tpu.experimental.initialize_tpu_system(resolver)
+      strategy = tf.distribute.TPUStrategy(resolver)
+    except Exception as e:  # pylint: disable=broad-except
+      # The resolver raises several unrelated types (ValueError, RuntimeError, NotFoundError).
+      raise TrainingError(
+          f"--use_tpu/--strategy=tpu: cannot reach a TPU (tpu_name={tpu_name!r}, "
+          f"master={master!r}, tpu_zone={tpu_zone!r}, gcp_project={gcp_project!r}): "
+          f"{type(e).__name__}: {e}") from None
+    if strategy.num_replicas_in_sync != num_tpu_cores:
+      logging.warning("The TPU has %d cores; --num_tpu_cores=%d is ignored (all are used)",
+                      strategy.num_replicas_in_sync, num_tpu_cores)
+    return strategy
+  if strategy_name == "multi_worker_mirrored":
+    return tf.distribute.MultiWorkerMirroredStrategy()
+  gpus = tf.config.list_logical_devices("GPU")
+  if strategy_name == "mirrored":
+    devices = [d.name for d in (gpus or tf.config.list_logical_devices("CPU"))]
+    return tf.distribute.MirroredStrategy(devices=devices)
+  return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+  """Whether this process writes checkpoints, summaries and results (task 0 / the chief)."""
+  resolver = getattr(strategy, "cluster_resolver", None)
+  if resolver is None or not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    return True
+  task_type, task_id = resolver.task_type, resolver.task_id
+  return task_type in (None, "chief") or (task_type == "worker" and task_id == 0 and
+                                          "chief" not in resolver.cluster_spec().as_dict())
+
+
+# === Distributed steps ===
+
+
+class Trainer:
+  """Builds the distributed train and eval functions of a task's model under a strategy.
+
+  Args:
+    strategy: the tf.distribute strategy; `model` and `optimizer` must have been created (and
+      the optimizer built) inside its scope.
+    model: the task's Keras model.
+    optimizer: from optimization.create_optimizer (a LossScaleOptimizer for float16).
+    task: the task's functions (see Task).
+    train_batch_size: global examples per update.
+    gradient_accumulation_steps: micro-batches per update; the training dataset then yields
+      stacked micro-batches [k, b, ...] per replica.
+    jit_compile: compile the replica step with XLA.
+    max_nonfinite_steps: with float16 loss scaling, stop after this many non-finite steps in a
+      row (the scaler skips them); otherwise the first one stops training.
+    clip_norm: gradients are clipped to this global norm (the original's 1.0).
+  """
+
+  def __init__(self, strategy, model, optimizer, task: Task, train_batch_size: int,
+               gradient_accumulation_steps: int = 1, jit_compile: bool = False,
+               max_nonfinite_steps: int = 5, clip_norm: float = 1.0):
+    self.strategy = strategy
+    self.model = model
+    self.optimizer = optimizer
+    self.task = task
+    self.train_batch_size = train_batch_size
+    self.accumulation = gradient_accumulation_steps
+    self.clip_norm = clip_norm
+    self.loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+    # A float16 loss scaler skips overflowing steps itself; otherwise one non-finite loss stops.
+    self.max_nonfinite_steps = max_nonfinite_steps if self.loss_scaled else 1
+    self._replica_step = tf.function(self._replica_step_fn, jit_compile=jit_compile)
+    self.train_loop = tf.function(self._train_loop_fn)
+    self.eval_step = tf.function(self._eval_step_fn)
+
+  def replica_loss(self, batch, normalizers, training: bool = True):
+    """The task's loss and sums of this replica's (micro-)batch, given global normalizers."""
+    outputs = self.model(self.task.model_inputs(batch), training=training)
+    return self.task.replica_loss(outputs, batch, normalizers, self.train_batch_size)
+
+  def _gradients(self, batch, normalizers):
+    variables = self.model.trainable_variables
+    with tf.GradientTape() as tape:
+      loss, sums = self.replica_loss(batch, normalizers)
+      scaled = self.optimizer.scale_loss(loss) if self.loss_scaled else loss
+    grads = tape.gradient(scaled, variables)
+    # Embedding gradients come as IndexedSlices; accumulation needs dense tensors anyway.
+    return loss, sums, [tf.convert_to_tensor(g) for g in grads]
+
+  def _global_normalizers(self, batch):
+    ctx = tf.distribute.get_replica_context()
+    local = self.task.normalizers(batch)
+    return {k: ctx.all_reduce(tf.distribute.ReduceOp.SUM, v) for k, v in local.items()}
+
+  def _replica_step_fn(self, batch):
+    """One optimizer update on this replica's share of the global batch."""
+    normalizers = self._global_normalizers(batch)
+    if self.accumulation == 1:
+      loss, sums, grads = self._gradients(batch, normalizers)
+    else:
+      # batch holds [k, b, ...]: k micro-batches, gradients summed in-graph, clipped once below.
+      variables = self.model.trainable_variables
+      grads = [tf.zeros(v.shape, v.dtype) for v in variables]
+      loss = tf.constant(0.0)
+      sums = {k: tf.constant(0.0) for k in self.task.sum_names}
+      for i in tf.range(self.accumulation):
+        micro = {key: value[i] for key, value in batch.items()}
+        micro_loss, micro_sums, micro_grads = self._gradients(micro, normalizers)
+        grads = [a + tf.cast(g, a.dtype) for a, g in zip(grads, micro_grads)]
+        loss += micro_loss
+        sums = {k: sums[k] + micro_sums[k] for k in sums}
+    scale = self.optimizer.dynamic_scale if self.loss_scaled else None
+    grads, grad_norm = optimization.clip_by_global_norm(grads, self.clip_norm, loss_scale=scale)
+    self.optimizer.apply(grads, self.model.trainable_variables)
+    sums = {k: sums[k] for k in self.task.sum_names}
+    sums["loss"] = loss
+    # Non-finite gradients with a finite loss would poison the weights just the same; with
+    # float16 they are the loss scaler's business (it skips the step).
+    sums["bad_gradients"] = (tf.zeros([]) if self.loss_scaled else
+                             tf.cast(tf.logical_not(tf.math.is_finite(grad_norm)), tf.float32))
+    return sums
+
+  def _train_loop_fn(self, iterator, num_steps):
+    """Runs up to num_steps updates; stops early on non-finite steps (see max_nonfinite_steps).
+
+    Returns:
+      (steps run, the number of consecutive non-finite losses at the end, summed metrics).
+    """
+    totals = {k: tf.constant(0.0) for k in ("loss",) + tuple(self.task.sum_names)}
+    steps = tf.constant(0)
+    bad = tf.constant(0)
+    for _ in tf.range(num_steps):
+      per_replica = self.strategy.run(self._replica_step, args=(next(iterator),))
+      step_sums = {k: self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
+                   for k, v in per_replica.items()}
+      finite = tf.math.is_finite(step_sums["loss"]) & (step_sums["bad_gradients"] == 0.0)
+      bad = tf.where(finite, 0, bad + 1)
+      # Non-finite losses would poison the logged mean; they are counted instead.
+      step_sums["loss"] = tf.where(finite, step_sums["loss"], 0.0)
+      totals = {k: totals[k] + step_sums[k] for k in totals}
+      steps += 1
+      if bad >= self.max_nonfinite_steps:
+        break
+    return steps, bad, totals
+
+  def _eval_step_fn(self, iterator):
+    def replica_eval(batch):
+      outputs = self.model(self.task.model_inputs(batch), training=False)
+      return self.task.eval_sums(outputs, batch)
+    per_replica = self.strategy.run(replica_eval, args=(next(iterator),))
+    return {k: self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
+            for k, v in per_replica.items()}
+
+
+# === The run around the steps ===
+
+
+def format_eta(seconds: float) -> str:
+  seconds = int(max(0, seconds))
+  return f"{seconds // 3600:d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+class CheckpointState(NamedTuple):
+  """A run's checkpoint, its manager and whether it resumed."""
+  checkpoint: tf.train.Checkpoint
+  manager: tf.train.CheckpointManager
+  resumed_from: Optional[str]
+
+
+def checkpoint_state(model, optimizer, global_step, output_dir: str, chief: bool,
+                     strategy, keep_checkpoint_max: int = 5) -> CheckpointState:
+  """Builds the run's checkpoint and restores the latest one in output_dir, if any.
+
+  The model's layers are tracked by name (checkpoints.checkpointable), so export, serving and
+  fine-tuning can restore these weights into any graph with the same layers. Non-chief workers
+  must take part in saving (collectives) but write to a scratch directory.
+  """
+  checkpoint = tf.train.Checkpoint(model=checkpoints.checkpointable(model), optimizer=optimizer,
+                                   step=global_step)
+  checkpoint_dir = output_dir
+  if not chief:
+    checkpoint_dir = os.path.join(output_dir, f".worker_{strategy.cluster_resolver.task_id}_tmp")
+  manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir, max_to_keep=keep_checkpoint_max)
+  latest = tf.train.latest_checkpoint(output_dir)
+  if latest:
+    logging.info("Resuming from %s", latest)
+    checkpoint.restore(latest).assert_existing_objects_matched()
+  return CheckpointState(checkpoint, manager, latest)
+
+
+def train(trainer: Trainer, iterator, global_step: tf.Variable, manager,
+          num_train_steps: int, iterations_per_loop: int, save_checkpoints_steps: int,
+          summary_dir: Optional[str], chief: bool,
+          on_checkpoint: Optional[Callable[[int], None]] = None) -> Dict[str, float]:
+  """Trains from global_step to num_train_steps, logging, summarising and checkpointing.
+
+  Args:
+    trainer: the distributed steps.
+    iterator: a distributed iterator positioned at global_step (resume-by-skip: the caller
+      skips the batches already used).
+    global_step: the step variable (saved in the checkpoint).
+    manager: the checkpoint manager.
+    num_train_steps, iterations_per_loop, save_checkpoints_steps: the schedule.
+    summary_dir: where the chief writes TensorBoard summaries (None: none).
+    chief: whether this process writes summaries.
+    on_checkpoint: called with the step after each checkpoint before the last one.
+
+  Returns:
+    The last logged metrics, each prefixed "train_", plus learning_rate and
+    examples_per_second.
+
+  Raises:
+    TrainingError: non-finite losses (naming the last good checkpoint).
+  """
+  optimizer = trainer.optimizer
+  writer = (tf.summary.create_file_writer(summary_dir) if chief and summary_dir
+            else tf.summary.create_noop_writer())
+  last: Dict[str, float] = {}
+  start_step = int(global_step.numpy())
+  start_time = time.time()
+  step = start_step
+  while step < num_train_steps:
+    next_save = (step // save_checkpoints_steps + 1) * save_checkpoints_steps
+    num_steps = min(iterations_per_loop, num_train_steps - step, next_save - step)
+    loop_start = time.time()
+    steps_run, bad, totals = trainer.train_loop(iterator, tf.constant(num_steps))
+    steps_run, bad = int(steps_run), int(bad)
+    elapsed = time.time() - loop_start
+    global_step.assign_add(steps_run)
+    step = int(global_step.numpy())
+    if bad >= trainer.max_nonfinite_steps:
+      raise TrainingError(
+          f"non-finite loss at step {step} ({bad} in a row); the last good checkpoint is "
+          f"{manager.latest_checkpoint or 'none (no checkpoint was written)'}. Lower "
+          "--learning_rate, check the data, or use --mixed_precision=float16 loss scaling")
+    totals = {k: float(v) for k, v in totals.items()}
+    metrics = trainer.task.train_metrics(totals, max(1, steps_run - bad))
+    metrics["learning_rate"] = float(optimizer.learning_rate)
+    metrics["examples_per_second"] = totals["examples"] / max(elapsed, 1e-9)
+    eta = (time.time() - start_time) / (step - start_step) * (num_train_steps - step)
+    shown = " ".join(f"{k} = {v:.4f}" for k, v in metrics.items()
+                     if k not in ("learning_rate", "examples_per_second"))
+    logging.info("step %d/%d %s learning_rate = %.3g examples/s = %.1f ETA %s", step,
+                 num_train_steps, shown, metrics["learning_rate"],
+                 metrics["examples_per_second"], format_eta(eta))
+    with writer.as_default():
+      for key, value in metrics.items():
+        tf.summary.scalar(key, value, step=step)
+    last = {(k if k in ("learning_rate", "examples_per_second") else "train_" + k): v
+            for k, v in metrics.items()}
+    if step % save_checkpoints_steps == 0 or step >= num_train_steps:
+      path = manager.save(checkpoint_number=step)
+      logging.info("Saved checkpoint %s", path)
+      if on_checkpoint is not None and step < num_train_steps:
+        on_checkpoint(step)
+  writer.flush()
+  if not chief:
+    tf.io.gfile.rmtree(manager.directory)
+  return last
+
+
+def evaluate(trainer: Trainer, iterator, num_steps: int, global_step: int,
+             output_dir: Optional[str], chief: bool) -> Dict[str, float]:
+  """Runs num_steps eval batches; the chief writes eval_results.txt and eval summaries."""
+  batch_sums = [{k: v.numpy() for k, v in trainer.eval_step(iterator).items()}
+                for _ in range(num_steps)]
+  results = trainer.task.eval_results(batch_sums)
+  results["global_step"] = int(global_step)
+  logging.info("***** Eval results *****")
+  for key in sorted(results):
+    logging.info("  %s = %s", key, results[key])
+  if chief and output_dir:
+    write_eval_results(os.path.join(output_dir, EVAL_RESULTS_FILE), results)
+    with tf.summary.create_file_writer(os.path.join(output_dir, "eval")).as_default():
+      for key, value in results.items():
+        if key != "global_step":
+          tf.summary.scalar(key, value, step=results["global_step"])
+  return results
+
+
+def sum_batches(batch_sums: Iterable[Mapping[str, Any]]) -> Dict[str, float]:
+  """Adds up per-batch sums key by key."""
+  batch_sums = list(batch_sums)
+  return {k: sum(float(b[k]) for b in batch_sums) for k in batch_sums[0]}
+
+
+def write_eval_results(path: str, results: Mapping[str, Any]) -> None:
+  """Writes `key = value` lines sorted by key (the original's format), atomically."""
+  io.write_text(path, "".join(f"{key} = {results[key]}\n" for key in sorted(results)))
+
+
+def read_eval_results(path: str) -> Dict[str, float]:
+  """Parses an eval_results.txt back into a dict."""
+  results = {}
+  for line in io.read_text(path).splitlines():
+    if line.strip():
+      key, value = line.split(" = ", 1)
+      results[key] = float(value)
+  return results
+
+
+# === Weights from init_checkpoint ===
+
+
+def load_init_checkpoint(model, path: str) -> Set[str]:
+  """Loads weights only (no optimizer state, no step) into `model` (checkpoints.load_weights).
+
+  Args:
+    model: the task's model.
+    path: any checkpoint checkpoints.read_weights reads (a run directory for its latest).
+
+  Returns:
+    The paths of the model variables that were restored.
+
+  Raises:
+    TrainingError: unreadable, of another shape, or sharing no variable with the model.
+  """
+  try:
+    report = checkpoints.load_weights(model, path, strict=False)
+  except (FileNotFoundError, ValueError, KeyError) as e:
+    raise TrainingError(f"--init_checkpoint={path}: {e}") from None
+  if report.mismatched:
+    raise TrainingError(f"--init_checkpoint={path}: shapes differ from the model built from "
+                        f"--bert_config_file: {'; '.join(report.mismatched)}")
+  loaded = set(report.loaded)
+  restored = {v.path for v in model.weights if checkpoints.original_name(v.path)[0] in loaded}
+  if not restored:
+    raise TrainingError(f"--init_checkpoint={path}: no variable of the model was found in it")
+  return restored
+
+
+def log_variables(model, restored: Set[str] = frozenset()) -> None:
+  """Logs every trainable variable, marking those from init_checkpoint (as the original)."""
+  logging.info("**** Trainable Variables ****")
+  for variable in model.trainable_variables:
+    mark = ", *INIT_FROM_CKPT*" if variable.path in restored else ""
+    logging.info("  name = %s, shape = %s%s", variable.path, tuple(variable.shape), mark)
+
+
+def use_dtype_policy(mixed_precision: str):
+  """Sets Keras' dtype policy for a run; returns the previous one (to restore afterwards)."""
+  previous = keras.config.dtype_policy()
+  keras.config.set_dtype_policy(MIXED_PRECISION_POLICIES[mixed_precision])
+  return previous

@@ -1,0 +1,375 @@
+"""Pretraining (masked LM + next sentence) as a task of the generic loop, and its run.
+
+`run_pretraining(config, settings)` is the library behind `python -m bert_tf.run_pretraining`:
+it checks the data against the flags, builds the model (the last layer pruned to the rows the
+heads read) and the optimizer under the strategy, resumes from output_dir or loads
+init_checkpoint, trains and evaluates with loop.Trainer, and hands the trained model to the
+export step it is given (training never imports serving).
+
+The loss of an update is the original's (run_pretraining.py:get_masked_lm_output and
+get_next_sentence_output) evaluated on the whole global batch: sum(w * nll) / (sum(w) + 1e-5)
+with the sums over every replica and micro-batch, plus the mean next-sentence cross-entropy.
+"""
+
+import dataclasses
+from typing import Any, Callable, Dict, List, Mapping, Optional
+
+from absl import logging
+import keras
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import features
+from bert_tf import tokenization
+from bert_tf.config import BertConfig
+from bert_tf.model.heads import PRETRAINING_INPUTS, build_pretraining_model
+from bert_tf.training import input_pipeline
+from bert_tf.training import loop
+from bert_tf.training import losses
+from bert_tf.training import optimization
+
+EXPORT_DIR = "export"
+
+# The export step: (model, config, export_dir, settings, data metadata) -> None.
+ExportFn = Callable[[keras.Model, BertConfig, str, "PretrainingSettings",
+                     Optional[Mapping[str, Any]]], None]
+
+
+# === Settings ===
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingSettings:
+  """Everything a pretraining run needs besides the model config (names follow the flags).
+
+  Attributes:
+    input_file: comma-separated TFRecord files or globs of training data.
+    output_dir: checkpoints, summaries, eval_results.txt and exports go here.
+    eval_input_file: eval data; None evaluates on input_file, as the original did.
+    init_checkpoint: weights to start from (ours, original TF1, Model Garden, Hugging Face
+      safetensors); ignored when output_dir already holds a checkpoint to resume from.
+    max_seq_length, max_predictions_per_seq: the feature lengths of the records.
+    do_train, do_eval: what to run.
+    train_batch_size: global examples per optimizer update.
+    eval_batch_size: global examples per eval step.
+    learning_rate, num_train_steps, num_warmup_steps: the schedule (the original's
+      optimization.py:create_optimizer: linear warmup, then linear decay to 0).
+    save_checkpoints_steps: checkpoint every this many steps (and at the end).
+    iterations_per_loop: at most this many steps per tf.function call; metrics are logged and
+      summarised after each call.
+    max_eval_steps: eval batches (the eval data repeats, as in the original).
+    optimizer: "adamw" (the original) or "lamb".
+    mixed_precision: "none", "bfloat16" or "float16" (with dynamic loss scaling).
+    jit_compile: compile the replica step with XLA.
+    gradient_accumulation_steps: micro-batches per update (train_batch_size is split).
+    keep_checkpoint_max: checkpoints kept in output_dir.
+    dynamic_masking: re-mask every batch on the fly (needs vocab_file).
+    vocab_file: the vocab, for dynamic masking and copied beside exports.
+    do_lower_case: checked against the data's metadata when given.
+    export_at_end: export SavedModels under output_dir/export at the end of training.
+    export_every_checkpoint: also export at every checkpoint.
+    export_serving: with a vocab_file, exports also write the TF Serving models (raw text in:
+      text model, preprocessor, encoder) under <export>/serving (see bert_tf.serving); used
+      by the export step run_pretraining is given.
+    seed: seeds weight init, shuffling and interleaving (None: nondeterministic data order).
+    shuffle_buffer_size: records in the training shuffle buffer (1 keeps the file order).
+    max_nonfinite_steps: with float16, stop after this many non-finite losses in a row (other
+      precisions stop at the first one).
+  """
+  input_file: str
+  output_dir: str
+  eval_input_file: Optional[str] = None
+  init_checkpoint: Optional[str] = None
+  max_seq_length: int = 128
+  max_predictions_per_seq: int = 20
+  do_train: bool = False
+  do_eval: bool = False
+  train_batch_size: int = 32
+  eval_batch_size: int = 8
+  learning_rate: float = 5e-5
+  num_train_steps: int = 100000
+  num_warmup_steps: int = 10000
+  save_checkpoints_steps: int = 1000
+  iterations_per_loop: int = 1000
+  max_eval_steps: int = 100
+  optimizer: str = "adamw"
+  mixed_precision: str = "none"
+  jit_compile: bool = False
+  gradient_accumulation_steps: int = 1
+  keep_checkpoint_max: int = 5
+  dynamic_masking: bool = False
+  vocab_file: Optional[str] = None
+  do_lower_case: Optional[bool] = None
+  export_at_end: bool = True
+  export_every_checkpoint: bool = False
+  export_serving: bool = True
+  seed: Optional[int] = None
+  shuffle_buffer_size: int = 1000
+  max_nonfinite_steps: int = 5
+
+  def check(self, num_replicas: int = 1) -> None:
+    """Raises TrainingError naming every flag with an impossible value."""
+    problems = []
+    for name in ("train_batch_size", "eval_batch_size", "num_train_steps",
+                 "save_checkpoints_steps", "iterations_per_loop", "max_eval_steps",
+                 "gradient_accumulation_steps", "keep_checkpoint_max", "max_seq_length",
+                 "max_predictions_per_seq"):
+      if getattr(self, name) <= 0:
+        problems.append(f"--{name} must be positive, got {getattr(self, name)}")
+    if self.num_warmup_steps < 0:
+      problems.append(f"--num_warmup_steps must be >= 0, got {self.num_warmup_steps}")
+    if self.optimizer not in optimization.OPTIMIZER_NAMES:
+      problems.append(f"--optimizer must be one of {', '.join(optimization.OPTIMIZER_NAMES)}, "
+                      f"got {self.optimizer!r}")
+    if self.mixed_precision not in loop.MIXED_PRECISION_POLICIES:
+      problems.append(f"--mixed_precision must be one of "
+                      f"{', '.join(loop.MIXED_PRECISION_POLICIES)}, got {self.mixed_precision!r}")
+    split = num_replicas * max(1, self.gradient_accumulation_steps)
+    if self.train_batch_size > 0 and self.train_batch_size % split:
+      problems.append(f"--train_batch_size={self.train_batch_size} must be a multiple of "
+                      f"replicas ({num_replicas}) x --gradient_accumulation_steps "
+                      f"({self.gradient_accumulation_steps})")
+    if self.do_eval and self.eval_batch_size > 0 and self.eval_batch_size % num_replicas:
+      problems.append(f"--eval_batch_size={self.eval_batch_size} must be a multiple of the "
+                      f"number of replicas ({num_replicas})")
+    if self.dynamic_masking and not self.vocab_file:
+      problems.append("--dynamic_masking needs --vocab_file (for the [MASK]/[CLS]/[SEP] ids)")
+    if not (self.do_train or self.do_eval):
+      problems.append("at least one of --do_train or --do_eval must be True")
+    if problems:
+      raise loop.TrainingError("; ".join(problems))
+
+# === The task ===
+
+
+def model_inputs(batch):
+  return {key: batch[key] for key in PRETRAINING_INPUTS}
+
+
+def normalizers(batch):
+  """The masked-LM weight of the replica's whole batch (all micro-batches), to all-reduce."""
+  return dict(masked_lm_weight=tf.reduce_sum(tf.cast(batch["masked_lm_weights"], tf.float32)))
+
+
+def replica_loss(outputs, batch, global_normalizers, examples_per_update):
+  """This replica's share of the loss of one update, and its metric sums.
+
+  The shares of all replicas and micro-batches add up to the original's loss on the whole
+  global batch: sum(w * nll) / (sum(w) + 1e-5) with sums over the global batch, plus the mean
+  next-sentence cross-entropy over the global batch.
+  """
+  mlm = losses.masked_lm_sums(outputs["masked_lm_logits"], batch["masked_lm_ids"],
+                              batch["masked_lm_weights"])
+  nsp = losses.classification_sums(outputs["next_sentence_logits"],
+                                   batch["next_sentence_labels"])
+  loss = (mlm["nll"] / (global_normalizers["masked_lm_weight"]
+                        + losses.MASKED_LM_DENOMINATOR_EPSILON)
+          + nsp["nll"] / float(examples_per_update))
+  sums = dict(mlm_correct=mlm["correct"], mlm_weight=mlm["weight"],
+              nsp_correct=nsp["correct"], examples=nsp["examples"])
+  return loss, sums
+
+
+SUM_NAMES = ("mlm_correct", "mlm_weight", "nsp_correct", "examples")
+
+
+def train_metrics(totals: Mapping[str, float], good_steps: int) -> Dict[str, float]:
+  return dict(
+      loss=totals["loss"] / good_steps,
+      masked_lm_accuracy=totals["mlm_correct"] / max(totals["mlm_weight"], 1e-5),
+      next_sentence_accuracy=totals["nsp_correct"] / max(totals["examples"], 1))
+
+
+def eval_sums(outputs, batch):
+  mlm = losses.masked_lm_sums(outputs["masked_lm_logits"], batch["masked_lm_ids"],
+                              batch["masked_lm_weights"])
+  nsp = losses.classification_sums(outputs["next_sentence_logits"],
+                                   batch["next_sentence_labels"])
+  return dict(mlm_nll=mlm["nll"], mlm_weight=mlm["weight"], mlm_correct=mlm["correct"],
+              nsp_nll=nsp["nll"], nsp_correct=nsp["correct"], examples=nsp["examples"])
+
+
+def eval_metrics_from_sums(batch_sums: List[Mapping[str, Any]]) -> Dict[str, float]:
+  """The original's eval metrics from per-batch sums (a list of dicts of eval_sums results).
+
+  masked_lm_accuracy and masked_lm_loss are weighted by masked_lm_weights over the whole eval
+  set and the next-sentence metrics averaged over all examples (the original's tf.metrics in
+  run_pretraining.py:model_fn's metric_fn); `loss` is the mean over batches of the batch loss
+  (as the Estimator reports it).
+  """
+  total = loop.sum_batches(batch_sums)
+  eps = losses.MASKED_LM_DENOMINATOR_EPSILON
+  batch_losses = [float(b["mlm_nll"]) / (float(b["mlm_weight"]) + eps)
+                  + float(b["nsp_nll"]) / float(b["examples"]) for b in batch_sums]
+  return dict(
+      masked_lm_accuracy=total["mlm_correct"] / max(total["mlm_weight"], eps),
+      masked_lm_loss=total["mlm_nll"] / max(total["mlm_weight"], eps),
+      next_sentence_accuracy=total["nsp_correct"] / total["examples"],
+      next_sentence_loss=total["nsp_nll"] / total["examples"],
+      loss=float(np.mean(batch_losses)))
+
+
+TASK = loop.Task(model_inputs=model_inputs, normalizers=normalizers, replica_loss=replica_loss,
+                 sum_names=SUM_NAMES, train_metrics=train_metrics, eval_sums=eval_sums,
+                 eval_results=eval_metrics_from_sums)
+
+
+# === The run ===
+
+
+def _train_dataset_fn(settings: PretrainingSettings, masking, skip_batches: int = 0):
+  micro_batch = settings.train_batch_size // settings.gradient_accumulation_steps
+
+  def dataset_fn(ctx):
+    dataset = input_pipeline.pretraining_dataset(
+        settings.input_file, settings.max_seq_length, settings.max_predictions_per_seq,
+        batch_size=micro_batch, is_training=True, input_context=ctx, seed=settings.seed,
+        shuffle_buffer_size=settings.shuffle_buffer_size, dynamic_masking=masking)
+    if settings.gradient_accumulation_steps > 1:
+      dataset = dataset.batch(settings.gradient_accumulation_steps, drop_remainder=True)
+    if skip_batches:
+      dataset = dataset.skip(skip_batches)
+    logging.info("*** Features (per replica) ***")
+    for name, spec in dataset.element_spec.items():
+      logging.info("  name = %s, shape = %s", name, spec.shape)
+    return dataset
+  return dataset_fn
+
+
+def _eval_dataset_fn(settings: PretrainingSettings):
+  def dataset_fn(ctx):
+    return input_pipeline.pretraining_dataset(
+        settings.eval_input_file or settings.input_file, settings.max_seq_length,
+        settings.max_predictions_per_seq, batch_size=settings.eval_batch_size,
+        is_training=False, input_context=ctx, repeat=True)
+  return dataset_fn
+
+
+def _check_data(settings: PretrainingSettings, config: BertConfig, pattern: str,
+                flag: str) -> Optional[Dict[str, Any]]:
+  try:
+    files = input_pipeline.expand_file_patterns(pattern, flag_name=flag)
+    return input_pipeline.check_input_metadata(
+        files, settings.max_seq_length, settings.max_predictions_per_seq,
+        vocab_size=config.vocab_size, do_lower_case=settings.do_lower_case)
+  except (input_pipeline.InputError, features.MetadataError) as e:
+    # Both errors already name the flag and the file.
+    raise loop.TrainingError(str(e)) from None
+
+
+def run_pretraining(config: BertConfig, settings: PretrainingSettings,
+                    strategy: Optional[tf.distribute.Strategy] = None,
+                    export_fn: Optional[ExportFn] = None) -> Dict[str, Any]:
+  """Trains and/or evaluates a BERT pretraining model; resumes from output_dir if possible.
+
+  Args:
+    config: the model config.
+    settings: the run (see PretrainingSettings).
+    strategy: a tf.distribute strategy (loop.select_strategy()); None uses the default.
+    export_fn: the export step, called by the chief with (model, config, export_dir,
+      settings, data metadata) at the end of training (settings.export_at_end) and at every
+      checkpoint (settings.export_every_checkpoint); export_dir is
+      output_dir/export/<step>. None exports nothing (the command passes
+      serving.saved_model.export_trained_model).
+
+  Returns:
+    A dict with global_step, model (the trained keras.Model), the last logged train metrics
+    (train_loss, train_masked_lm_accuracy, train_next_sentence_accuracy, learning_rate,
+    examples_per_second), the eval results (when evaluated) and export_dir (when exported).
+
+  Raises:
+    loop.TrainingError: bad settings or data, an unreadable init_checkpoint, or a non-finite
+      loss.
+  """
+  strategy = strategy or loop.select_strategy()
+  settings.check(strategy.num_replicas_in_sync)
+  if settings.max_seq_length > config.max_position_embeddings:
+    raise loop.TrainingError(f"--max_seq_length={settings.max_seq_length} is more than the "
+                             f"config's max_position_embeddings="
+                             f"{config.max_position_embeddings}")
+  metadata = _check_data(settings, config, settings.input_file, "input_file")
+  if settings.do_eval and settings.eval_input_file:
+    _check_data(settings, config, settings.eval_input_file, "eval_input_file")
+  chief = loop.is_chief(strategy)
+  tf.io.gfile.makedirs(settings.output_dir)
+  if chief:
+    config.to_json_file(f"{settings.output_dir.rstrip('/')}/bert_config.json")
+  if settings.seed is not None:
+    keras.utils.set_random_seed(settings.seed)
+  previous_policy = loop.use_dtype_policy(settings.mixed_precision)
+  try:
+    return _run(config, settings, strategy, chief, metadata, export_fn)
+  finally:
+    keras.config.set_dtype_policy(previous_policy)
+
+
+def _run(config, settings, strategy, chief, metadata, export_fn):
+  masking = None
+  if settings.dynamic_masking:
+    vocab = tokenization.load_vocab(settings.vocab_file)
+    masking = input_pipeline.DynamicMasking.from_vocab(
+        vocab, seed=settings.seed if settings.seed is not None else 12345)
+
+  with strategy.scope():
+    # The last layer runs only at [CLS] and the masked positions: same losses, fewer FLOPs.
+    model = build_pretraining_model(config, prune_last_layer=True)
+    optimizer = optimization.create_optimizer(
+        settings.optimizer, settings.learning_rate, settings.num_train_steps,
+        settings.num_warmup_steps, loss_scale=settings.mixed_precision == "float16")
+    optimizer.build(model.trainable_variables)
+    global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
+                              aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+  trainer = loop.Trainer(strategy, model, optimizer, TASK, settings.train_batch_size,
+                         settings.gradient_accumulation_steps, settings.jit_compile,
+                         settings.max_nonfinite_steps)
+  state = loop.checkpoint_state(model, optimizer, global_step, settings.output_dir, chief,
+                                strategy, settings.keep_checkpoint_max)
+  restored = set()
+  if state.resumed_from is None:
+    if settings.init_checkpoint:
+      restored = loop.load_init_checkpoint(model, settings.init_checkpoint)
+    elif settings.do_eval and not settings.do_train:
+      logging.warning("Evaluating randomly initialised weights: %s holds no checkpoint and no "
+                      "--init_checkpoint was given", settings.output_dir)
+  loop.log_variables(model, restored)
+
+  def export(step):
+    export_dir = f"{settings.output_dir.rstrip('/')}/{EXPORT_DIR}/{step}"
+    export_fn(model, config, export_dir, settings, metadata)
+    return export_dir
+
+  result: Dict[str, Any] = {"model": model}
+  if settings.do_train:
+    # tf.distribute iterators cannot be checkpointed (TF 2.20), so the data position is the
+    # step: a resumed run skips the batches already used. With --seed the order of the
+    # records is fixed and the resumed run sees exactly the batches an uninterrupted run
+    # would.
+    iterator = iter(strategy.distribute_datasets_from_function(
+        _train_dataset_fn(settings, masking, skip_batches=int(global_step.numpy()))))
+    _log_training(settings, strategy, int(global_step.numpy()))
+    on_checkpoint = (export if settings.export_every_checkpoint and chief and export_fn
+                     else None)
+    result.update(loop.train(
+        trainer, iterator, global_step, state.manager, settings.num_train_steps,
+        settings.iterations_per_loop, settings.save_checkpoints_steps, settings.output_dir,
+        chief, on_checkpoint=on_checkpoint))
+  result["global_step"] = int(global_step.numpy())
+  if settings.do_eval:
+    iterator = iter(strategy.distribute_datasets_from_function(_eval_dataset_fn(settings)))
+    result.update(loop.evaluate(trainer, iterator, settings.max_eval_steps,
+                                result["global_step"], settings.output_dir, chief))
+  if settings.do_train and settings.export_at_end and chief and export_fn is not None:
+    result["export_dir"] = export(result["global_step"])
+  return result
+
+
+def _log_training(settings, strategy, step):
+  num_replicas = strategy.num_replicas_in_sync
+  micro_batch = settings.train_batch_size // num_replicas // settings.gradient_accumulation_steps
+  logging.info("Training: global batch %d, %d replica(s), per-replica batch %d%s, "
+               "%d steps (from step %d), %s, mixed precision %s",
+               settings.train_batch_size, num_replicas,
+               settings.train_batch_size // num_replicas,
+               (f" in {settings.gradient_accumulation_steps} micro-batches of {micro_batch}"
+                if settings.gradient_accumulation_steps > 1 else ""),
+               settings.num_train_steps, step, settings.optimizer, settings.mixed_precision)

@@ -1,0 +1,243 @@
+"""Shared test fixtures: paths, tiny models and records, and the NumPy reference of BERT.
+
+Imported by test modules as `from tests import helpers`; nothing here is a test.
+
+The reference functions (float64, weights keyed by the original TF1 names that
+modeling.py:BertModel and run_pretraining.py create) are the specification in code: the model,
+head and checkpoint tests compare against them.
+"""
+
+import math
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import features
+from bert_tf.config import BertConfig
+from bert_tf.model import checkpoints
+from bert_tf.model.checkpoints import original_variable_shapes
+from bert_tf.training import pretraining
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TEST_DATA = os.path.join(REPO_ROOT, "tests", "data")
+
+
+def subprocess_env(**extra):
+  """The environment for a subprocess that runs bert_tf from this checkout."""
+  env = dict(os.environ, PYTHONPATH=REPO_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+             TF_CPP_MIN_LOG_LEVEL="2")
+  env.update(extra)
+  return env
+
+
+def load_script(name: str):
+  """data_prep/<name>.py loaded as a module (the scripts are not an installed package)."""
+  import importlib.util  # pylint: disable=g-import-not-at-top
+  path = os.path.join(REPO_ROOT, "data_prep", f"{name}.py")
+  spec = importlib.util.spec_from_file_location(f"data_prep_{name}", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def run_cli_in_process(module, argv):
+  """Runs a tool's define_flags + main through cli.run on fresh flags; returns the exit code.
+
+  The module's FLAGS is swapped for a new FlagValues, so the run neither sees nor leaves flags
+  of other tools (faster than a subprocess, which pays for importing TensorFlow).
+  """
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  from bert_tf import cli  # pylint: disable=g-import-not-at-top
+  flag_values = flags.FlagValues()
+  saved = module.FLAGS
+  module.FLAGS = flag_values
+  try:
+    cli.run(module.main, module.define_flags, argv[0], argv=argv, flag_values=flag_values)
+  except SystemExit as e:
+    return e.code
+  finally:
+    module.FLAGS = saved
+  raise AssertionError("cli.run returned instead of exiting")
+
+
+# === The NumPy reference of the original formulas ===
+
+# Tiny, odd-sized config: every dimension differs, so a transposed kernel cannot go unnoticed.
+ODD_CONFIG = BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=37, max_position_embeddings=16, type_vocab_size=3)
+
+
+# === NumPy reference (the original's formulas) ===
+def ref_gelu(x):
+  return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def ref_layer_norm(x, gamma, beta, eps=1e-12):
+  mean = x.mean(axis=-1, keepdims=True)
+  var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+  return (x - mean) / np.sqrt(var + eps) * gamma + beta
+
+
+def ref_softmax(x):
+  e = np.exp(x - x.max(axis=-1, keepdims=True))
+  return e / e.sum(axis=-1, keepdims=True)
+
+
+def ref_attention(w, prefix, x, mask, num_heads):
+  """Self-attention of one layer with the original's -10000 mask adder; x [B, S, H]."""
+  b, s, h = x.shape
+  d = h // num_heads
+
+  def heads(name):
+    y = x @ w[f"{prefix}/self/{name}/kernel"] + w[f"{prefix}/self/{name}/bias"]
+    return y.reshape(b, s, num_heads, d).transpose(0, 2, 1, 3)  # [B, N, S, D]
+
+  q, k, v = heads("query"), heads("key"), heads("value")
+  scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(d)
+  scores = scores + (1.0 - mask[:, None, None, :]) * -10000.0
+  context = (ref_softmax(scores) @ v).transpose(0, 2, 1, 3).reshape(b, s, h)
+  return context @ w[f"{prefix}/output/dense/kernel"] + w[f"{prefix}/output/dense/bias"]
+
+
+def ref_encoder(w, config, ids, mask, types, act=ref_gelu):
+  """Returns (sequence_output, pooled_output, per-layer outputs) of the original model."""
+  w = {k: np.asarray(v, np.float64) for k, v in w.items()}
+  mask = np.asarray(mask, np.float64)
+  s = ids.shape[1]
+  x = (w["bert/embeddings/word_embeddings"][ids]
+       + w["bert/embeddings/token_type_embeddings"][types]
+       + w["bert/embeddings/position_embeddings"][:s][None])
+  x = ref_layer_norm(x, w["bert/embeddings/LayerNorm/gamma"], w["bert/embeddings/LayerNorm/beta"])
+  all_layers = []
+  for n in range(config.num_hidden_layers):
+    p = f"bert/encoder/layer_{n}"
+    a = ref_attention(w, f"{p}/attention", x, mask, config.num_attention_heads)
+    x = ref_layer_norm(a + x, w[f"{p}/attention/output/LayerNorm/gamma"],
+                       w[f"{p}/attention/output/LayerNorm/beta"])
+    f = act(x @ w[f"{p}/intermediate/dense/kernel"] + w[f"{p}/intermediate/dense/bias"])
+    f = f @ w[f"{p}/output/dense/kernel"] + w[f"{p}/output/dense/bias"]
+    x = ref_layer_norm(f + x, w[f"{p}/output/LayerNorm/gamma"], w[f"{p}/output/LayerNorm/beta"])
+    all_layers.append(x)
+  pooled = np.tanh(x[:, 0] @ w["bert/pooler/dense/kernel"] + w["bert/pooler/dense/bias"])
+  return x, pooled, all_layers
+
+
+def ref_pretraining_heads(w, sequence_output, pooled_output, positions, act=ref_gelu):
+  """Returns (masked_lm_logits [B, P, V], next_sentence_logits [B, 2]) of the original heads."""
+  w = {k: np.asarray(v, np.float64) for k, v in w.items()}
+  gathered = np.take_along_axis(sequence_output, positions[:, :, None], axis=1)  # [B, P, H]
+  t = act(gathered @ w["cls/predictions/transform/dense/kernel"]
+          + w["cls/predictions/transform/dense/bias"])
+  t = ref_layer_norm(t, w["cls/predictions/transform/LayerNorm/gamma"],
+                     w["cls/predictions/transform/LayerNorm/beta"])
+  mlm = t @ w["bert/embeddings/word_embeddings"].T + w["cls/predictions/output_bias"]
+  nsp = (pooled_output @ w["cls/seq_relationship/output_weights"].T
+         + w["cls/seq_relationship/output_bias"])
+  return mlm, nsp
+
+
+def random_original_weights(config, rng, heads=True):
+  """Random values for every original variable; LayerNorm and biases are not left at 1 / 0."""
+  values = {}
+  for name, shape in original_variable_shapes(config, heads=heads).items():
+    if name.endswith("gamma"):
+      values[name] = 1.0 + 0.1 * rng.standard_normal(shape)
+    else:
+      values[name] = 0.2 * rng.standard_normal(shape)
+    values[name] = values[name].astype(np.float32)
+  return values
+
+
+def random_inputs(config, rng, batch=3, seq=7, predictions=4):
+  """Token ids, a padded mask (row lengths seq, seq - 2, 1), type ids and masked positions."""
+  ids = rng.integers(0, config.vocab_size, size=(batch, seq)).astype(np.int32)
+  lengths = [seq, seq - 2, 1][:batch] + [seq] * max(0, batch - 3)
+  mask = np.array([[1 if j < n else 0 for j in range(seq)] for n in lengths], np.int32)
+  ids = ids * mask
+  types = (rng.integers(0, config.type_vocab_size, size=(batch, seq)) * mask).astype(np.int32)
+  positions = rng.integers(0, seq, size=(batch, predictions)).astype(np.int32)
+  return ids, mask, types, positions
+
+
+# === Tiny pretraining runs ===
+# A tiny model (L=2, H=64, A=2, I=37, vocab 64) and tiny records (sequence 16, 3 predictions),
+# with dropout off so that runs can be compared number for number.
+
+SEQ = 16
+PREDS = 3
+VOCAB = 64
+# [PAD] [UNK] [CLS] [SEP] [MASK] then words.
+VOCAB_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(5, VOCAB)]
+
+
+def tiny_config(**changes) -> BertConfig:
+  values = dict(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                intermediate_size=37, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                max_position_embeddings=32)
+  values.update(changes)
+  return BertConfig(**values)
+
+
+def make_records(path: str, num_examples: int = 64, seed: int = 0, seq: int = SEQ,
+                 preds: int = PREDS) -> str:
+  """Writes random pretraining instances plus a matching metadata file; returns path.
+
+  The next-sentence label is 1 exactly when segment A is shorter than 4 tokens, and segment B
+  repeats A's first token, so both heads have something learnable.
+  """
+  rng = np.random.RandomState(seed)
+  encoder = features.ExampleEncoder(seq, preds, VOCAB)
+  with tf.io.TFRecordWriter(path) as writer:
+    for _ in range(num_examples):
+      len_a, len_b = rng.randint(2, 6), rng.randint(2, 6)
+      a = list(rng.randint(5, VOCAB, len_a))
+      b = [a[0]] + list(rng.randint(5, VOCAB, len_b - 1))
+      ids = [2] + a + [3] + b + [3]
+      candidates = [p for p in range(len(ids)) if ids[p] > 4]
+      positions = sorted(rng.choice(candidates, preds, replace=False))
+      labels = [ids[p] for p in positions]
+      for p in positions:
+        ids[p] = 4
+      writer.write(encoder.encode(ids, len_a + 2, positions, labels, len_a < 4))
+  metadata = features.make_metadata(
+      max_seq_length=seq, max_predictions_per_seq=preds, use_v2_feature_names=False,
+      vocab_size=VOCAB, vocab_md5="test", do_lower_case=True, do_whole_word_mask=False,
+      flags={}, counts={"instances": num_examples}, program_version="tests")
+  features.write_metadata(features.metadata_path(path), metadata)
+  return path
+
+
+def write_vocab(path: str) -> str:
+  with open(path, "w") as f:
+    f.write("\n".join(VOCAB_TOKENS) + "\n")
+  return path
+
+
+def tiny_settings(data: str, output_dir: str, **changes) -> pretraining.PretrainingSettings:
+  values = dict(input_file=data, output_dir=output_dir, max_seq_length=SEQ,
+                max_predictions_per_seq=PREDS, do_train=True, train_batch_size=8,
+                eval_batch_size=8, learning_rate=1e-3, num_train_steps=6, num_warmup_steps=0,
+                save_checkpoints_steps=2, iterations_per_loop=2, max_eval_steps=4,
+                export_at_end=False, seed=7, keep_checkpoint_max=10)
+  values.update(changes)
+  return pretraining.PretrainingSettings(**values)
+
+
+def checkpoint_values(path: str, config: BertConfig = None):
+  """Original name -> array of the model weights in one of our training checkpoints."""
+  return checkpoints.read_training_checkpoint(path, config or tiny_config())
+
+
+def optimizer_values(path: str):
+  """Checkpoint key -> array of every optimizer variable (slots, iterations)."""
+  reader = tf.train.load_checkpoint(path)
+  return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+          if name.startswith("optimizer/")}
+
+
+def assert_same_weights(a, b, rtol=1e-5, atol=1e-6):
+  assert sorted(a) == sorted(b)
+  assert len(a) > 10
+  for name in a:
+    np.testing.assert_allclose(a[name], b[name], rtol=rtol, atol=atol, err_msg=name)

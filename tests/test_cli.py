@@ -1,0 +1,120 @@
+"""The command-line convention: every tool imports into one process, --help, exit codes,
+settings built from same-named flags."""
+
+import dataclasses
+import importlib
+import subprocess
+import sys
+
+from absl import flags
+import pytest
+
+from bert_tf import cli
+from tests import helpers
+
+PACKAGE_TOOLS = ("run_pretraining", "export", "convert_checkpoint")
+SCRIPTS = ("create_pretraining_data", "build_vocab", "tokenize_text", "inspect_records")
+
+
+def all_tools():
+  """Every CLI module, imported into this one process."""
+  tools = {name: importlib.import_module(f"bert_tf.{name}") for name in PACKAGE_TOOLS}
+  tools.update({name: helpers.load_script(name) for name in SCRIPTS})
+  return tools
+
+
+def test_every_tool_imports_into_one_process_without_defining_flags():
+  before = set(flags.FLAGS)
+  tools = all_tools()
+  assert set(flags.FLAGS) == before  # importing defines nothing: flags come from define_flags
+  for name, module in tools.items():
+    assert callable(module.define_flags) and callable(module.main), name
+
+
+@pytest.mark.parametrize("name", PACKAGE_TOOLS + SCRIPTS)
+def test_help_in_process_lists_the_flags_and_exits_0(name, capsys):
+  module = all_tools()[name]
+  assert helpers.run_cli_in_process(module, [name, "--help"]) == 0
+  out = capsys.readouterr().out
+  flag_values = flags.FlagValues()
+  module.define_flags(flag_values)
+  for flag in flag_values:
+    assert f"--{flag}" in out or f"--[no]{flag}" in out, (name, flag)
+
+
+def test_shared_flags_are_defined_once_with_the_tools_defaults():
+  flag_values = flags.FlagValues()
+  all_tools()["run_pretraining"].define_flags(flag_values)
+  for name in ("bert_config_file", "vocab_file", "do_lower_case", "init_checkpoint",
+               "max_seq_length", "train_batch_size", "eval_batch_size", "learning_rate",
+               "use_tpu", "tpu_name", "strategy", "mixed_precision", "jit_compile", "seed"):
+    assert flag_values.find_module_defining_flag(name) == "bert_tf.cli", name
+  # The original run_pretraining.py's defaults.
+  assert flag_values["max_seq_length"].default == 128
+  assert flag_values["learning_rate"].default == 5e-5
+  assert flag_values["do_lower_case"].default is None  # checked against the data when given
+
+
+def test_settings_from_same_named_flags():
+  @dataclasses.dataclass(frozen=True)
+  class Settings:
+    learning_rate: float
+    max_seq_length: int = 7
+    not_a_flag: str = "kept"
+
+  flag_values = flags.FlagValues()
+  cli.define_batch_flags(flag_values, learning_rate=1e-4)
+  flag_values(["prog", "--learning_rate=3e-5"])
+  assert cli.settings_from_flags(Settings, flag_values) == Settings(3e-5, 7, "kept")
+  assert cli.settings_from_flags(Settings, flag_values, max_seq_length=9).max_seq_length == 9
+
+
+def _tool(exit_code_of):
+  class Tool:
+    FLAGS = None
+
+    @staticmethod
+    def define_flags(flag_values):
+      flags.DEFINE_string("input_file", None, "in", flag_values=flag_values)
+      flags.mark_flag_as_required("input_file", flag_values=flag_values)
+
+    @staticmethod
+    def main(argv):
+      return exit_code_of(argv)
+  return Tool
+
+
+def test_exit_codes(capsys):
+  def fail(_):
+    raise FileNotFoundError("--input_file=x.txt: no such file\nsecond line")
+  assert helpers.run_cli_in_process(_tool(lambda _: None), ["t", "--input_file=a"]) == 0
+  assert helpers.run_cli_in_process(_tool(lambda _: 3), ["t", "--input_file=a"]) == 3
+  assert helpers.run_cli_in_process(_tool(fail), ["t", "--input_file=a"]) == 1
+  err = capsys.readouterr().err
+  assert err == "t: error: --input_file=x.txt: no such file second line\n"
+  assert helpers.run_cli_in_process(_tool(lambda _: None), ["t"]) == 2  # required flag
+  assert "usage error" in capsys.readouterr().err
+  assert helpers.run_cli_in_process(_tool(lambda _: None), ["t", "--input_file=a", "--x=1"]) == 2
+
+  def usage(_):
+    raise cli.UsageError("--a and --b contradict each other")
+  assert helpers.run_cli_in_process(_tool(usage), ["t", "--input_file=a"]) == 2
+  assert "--a and --b contradict" in capsys.readouterr().err
+
+  def bug(_):
+    raise ZeroDivisionError("a bug keeps its traceback")
+  with pytest.raises(ZeroDivisionError):
+    helpers.run_cli_in_process(_tool(bug), ["t", "--input_file=a"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", [["-m", f"bert_tf.{n}"] for n in PACKAGE_TOOLS]
+                         + [[f"{helpers.REPO_ROOT}/data_prep/{n}.py"] for n in SCRIPTS])
+def test_help_as_a_command(command, tmp_path):
+  result = subprocess.run([sys.executable] + command + ["--help"], capture_output=True,
+                          text=True, timeout=300, cwd=str(tmp_path), env=helpers.subprocess_env())
+  assert result.returncode == 0, result.stderr
+  assert "--" in result.stdout
+  bad = subprocess.run([sys.executable] + command + ["--no_such_flag"], capture_output=True,
+                       text=True, timeout=300, cwd=str(tmp_path), env=helpers.subprocess_env())
+  assert bad.returncode == 2 and "no_such_flag" in bad.stderr, bad.stderr

@@ -1,0 +1,161 @@
+"""The import rules of the package layout, read from the source with `ast`.
+
+Tiers (README, "What is here"):
+  foundation  io <- config, tokenization, features; tokenization <- text <- packing
+  model/      foundation
+  training/   foundation + model (never serving/ or tasks/)
+  serving/    foundation + model
+  tasks/      foundation + model + training + serving
+  data/       io, tokenization, features (and no TensorFlow import at module level)
+  CLIs        bert_tf.cli and the `python -m bert_tf.NAME` modules: anything; no library
+              module imports them.
+Every import counts, also those inside functions.
+"""
+
+import ast
+import os
+
+import pytest
+
+from tests.helpers import REPO_ROOT
+
+PACKAGE = os.path.join(REPO_ROOT, "bert_tf")
+FOUNDATION_RULES = {
+    "bert_tf.io": set(),
+    "bert_tf.config": {"bert_tf.io"},
+    "bert_tf.tokenization": {"bert_tf.io"},
+    "bert_tf.text": {"bert_tf.tokenization"},
+    "bert_tf.packing": {"bert_tf.text"},
+    "bert_tf.features": {"bert_tf.io"},
+}
+FOUNDATION = set(FOUNDATION_RULES)
+CLI_MODULES = {"bert_tf.cli", "bert_tf.run_pretraining", "bert_tf.run_classifier",
+               "bert_tf.run_squad", "bert_tf.run_ner", "bert_tf.extract_features",
+               "bert_tf.convert_checkpoint", "bert_tf.export"}
+TENSORFLOW_MODULES = ("tensorflow", "tensorflow_text", "keras", "tf_keras")
+
+
+def _module_name(path):
+  rel = os.path.relpath(path, REPO_ROOT)[:-len(".py")].replace(os.sep, ".")
+  return rel[:-len(".__init__")] if rel.endswith(".__init__") else rel
+
+
+def _library_files():
+  for root, _, files in os.walk(PACKAGE):
+    for name in sorted(files):
+      if name.endswith(".py"):
+        yield os.path.join(root, name)
+
+
+MODULES = {_module_name(p): p for p in _library_files()}
+
+
+def _resolve(module, name):
+  """`from module import name` -> the module imported (module.name when that is a module)."""
+  candidate = f"{module}.{name}"
+  return candidate if candidate in MODULES else module
+
+
+def imports_of(path):
+  """(module imported, line, at module level?) for every import statement in the file."""
+  tree = ast.parse(open(path, encoding="utf-8").read(), filename=path)
+  top_level = {id(node) for node in tree.body}
+  found = []
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      found += [(alias.name, node.lineno, id(node) in top_level) for alias in node.names]
+    elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+      found += [(_resolve(node.module, alias.name), node.lineno, id(node) in top_level)
+                for alias in node.names]
+  return found
+
+
+def _ours(name):
+  return name == "bert_tf" or name.startswith("bert_tf.")
+
+
+def _tier(module):
+  if module in FOUNDATION:
+    return "foundation"
+  parts = module.split(".")
+  return parts[1] if len(parts) > 2 else None
+
+
+def allowed(importer, imported):
+  """Whether module `importer` may import bert_tf module `imported`."""
+  if importer in CLI_MODULES:
+    return True
+  if imported in CLI_MODULES or imported == "bert_tf":
+    return False
+  if importer in FOUNDATION_RULES:
+    return imported in FOUNDATION_RULES[importer]
+  tier, target = _tier(importer), _tier(imported)
+  if tier == "data":
+    return imported in ("bert_tf.io", "bert_tf.tokenization", "bert_tf.features") or \
+        target == "data"
+  permitted = {"model": {"foundation", "model"},
+               "training": {"foundation", "model", "training"},
+               "serving": {"foundation", "model", "serving"},
+               "tasks": {"foundation", "model", "training", "serving", "tasks"}}
+  return target in permitted.get(tier, set())
+
+
+def test_every_library_module_is_in_a_known_tier():
+  for module in MODULES:
+    assert (module in ("bert_tf", "bert_tf.model", "bert_tf.training", "bert_tf.serving",
+                       "bert_tf.data", "bert_tf.tasks") or module in FOUNDATION
+            or module in CLI_MODULES or _tier(module) in
+            ("model", "training", "serving", "data", "tasks")), module
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_import_rules(module):
+  problems = [f"{MODULES[module]}:{line}: {module} imports {name}"
+              for name, line, _ in imports_of(MODULES[module])
+              if _ours(name) and not allowed(module, name)]
+  assert not problems, "\n".join(problems)
+
+
+def test_package_init_files_import_nothing():
+  for module in ("bert_tf", "bert_tf.model", "bert_tf.training", "bert_tf.serving",
+                 "bert_tf.data"):
+    assert [name for name, _, _ in imports_of(MODULES[module])] == [], module
+
+
+def test_data_modules_import_no_tensorflow_at_module_level():
+  for module, path in MODULES.items():
+    if _tier(module) == "data":
+      heavy = [name for name, _, top in imports_of(path)
+               if top and name.split(".")[0] in TENSORFLOW_MODULES]
+      assert not heavy, f"{module} imports {heavy} at module level"
+
+
+def test_only_the_beam_pipeline_imports_apache_beam():
+  for module, path in MODULES.items():
+    if any(name.split(".")[0] == "apache_beam" for name, _, _ in imports_of(path)):
+      assert module.startswith("bert_tf.data.beam"), module
+
+
+def test_training_never_reaches_serving():
+  """Also transitively: nothing training imports leads to serving/ or tasks/."""
+  seen, stack = set(), [m for m in MODULES if _tier(m) == "training"]
+  while stack:
+    module = stack.pop()
+    if module in seen:
+      continue
+    seen.add(module)
+    stack += [n for n, _, _ in imports_of(MODULES[module]) if n in MODULES]
+  assert not [m for m in seen if _tier(m) in ("serving", "tasks") or m in CLI_MODULES]
+
+
+def test_the_rules_catch_violations():
+  # The checker itself: a few imports that must be refused, and some that must pass.
+  assert not allowed("bert_tf.training.loop", "bert_tf.serving.tf_serving")
+  assert not allowed("bert_tf.model.checkpoints", "bert_tf.training.losses")
+  assert not allowed("bert_tf.config", "bert_tf.features")
+  assert not allowed("bert_tf.data.writer", "bert_tf.model.heads")
+  assert not allowed("bert_tf.serving.modules", "bert_tf.cli")
+  assert not allowed("bert_tf.io", "bert_tf.config")
+  assert allowed("bert_tf.serving.modules", "bert_tf.packing")
+  assert allowed("bert_tf.training.loop", "bert_tf.model.checkpoints")
+  assert allowed("bert_tf.run_pretraining", "bert_tf.serving.saved_model")

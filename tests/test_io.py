@@ -1,0 +1,98 @@
+"""bert_tf.io: the one atomic-write helper and the local/gfile file helpers."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bert_tf import io
+from tests import helpers
+
+
+def test_atomic_write_appears_only_when_complete(tmp_path):
+  path = str(tmp_path / "out.txt")
+  with io.atomic_write(path) as f:
+    f.write("half")
+    assert not os.path.exists(path)  # still under its temporary name
+    assert os.listdir(tmp_path) == [os.path.basename(io.temp_name(path))]
+  assert open(path).read() == "half"
+  assert os.listdir(tmp_path) == ["out.txt"]
+
+
+def test_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
+  path = str(tmp_path / "out.txt")
+  io.write_text(path, "old")
+  with pytest.raises(RuntimeError):
+    with io.atomic_write(path) as f:
+      f.write("new but broken")
+      raise RuntimeError("killed half way")
+  assert open(path).read() == "old"
+  assert os.listdir(tmp_path) == ["out.txt"]
+
+
+def test_overwrite_false_refuses_before_writing(tmp_path):
+  path = str(tmp_path / "out.txt")
+  io.write_text(path, "old")
+  with pytest.raises(FileExistsError):
+    with io.atomic_write(path, overwrite=False) as f:
+      f.write("new")
+  assert open(path).read() == "old"
+
+
+def test_atomic_path_for_directories_and_multi_file_writers(tmp_path):
+  target = str(tmp_path / "model")
+  with io.atomic_path(target) as tmp:
+    os.makedirs(os.path.join(tmp, "assets"))
+    io.write_text(os.path.join(tmp, "assets", "a.txt"), "a")
+  assert open(os.path.join(target, "assets", "a.txt")).read() == "a"
+  # A directory is replaced as a whole.
+  with io.atomic_path(target) as tmp:
+    os.makedirs(tmp)
+    io.write_text(os.path.join(tmp, "b.txt"), "b")
+  assert os.listdir(target) == ["b.txt"]
+  # A writer that adds its own suffixes (a TF checkpoint): every part is renamed, or none.
+  prefix = str(tmp_path / "ckpt")
+  with pytest.raises(OSError):
+    with io.atomic_path(prefix, parts=(".data", ".index")) as tmp:
+      io.write_text(tmp + ".data", "d")
+      raise OSError("disk full")
+  assert sorted(os.listdir(tmp_path)) == ["model"]
+  with io.atomic_path(prefix, parts=(".data", ".index")) as tmp:
+    io.write_text(tmp + ".data", "d")
+    io.write_text(tmp + ".index", "i")
+  assert sorted(os.listdir(tmp_path)) == ["ckpt.data", "ckpt.index", "model"]
+
+
+@pytest.mark.slow
+def test_stale_temporaries_of_dead_processes_are_removed(tmp_path):
+  path = str(tmp_path / "out.tfrecord")
+  dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                        capture_output=True, text=True, check=True).stdout.strip()
+  stale = f"{path}.incomplete-{dead}"
+  alive = io.temp_name(path)
+  for name in (stale, alive):
+    io.write_text(name, "x")
+  assert io.remove_stale_temp_files(path) == [stale]
+  assert os.path.exists(alive) and not os.path.exists(stale)
+
+
+def test_gfile_paths_use_tensorflow(tmp_path):
+  # ram:// is a TensorFlow filesystem: the same helpers work on it.
+  path = "ram://bert_tf_test_io/sub/out.txt"
+  io.makedirs("ram://bert_tf_test_io/sub")
+  io.write_text(path, "remote")
+  assert io.read_text(path) == "remote" and io.exists(path) and io.size(path) == 6
+  assert io.listdir("ram://bert_tf_test_io/sub") == ["out.txt"]
+  io.remove(path)
+  assert not io.exists(path)
+
+
+@pytest.mark.slow
+def test_local_helpers_never_import_tensorflow(tmp_path):
+  code = ("import sys; from bert_tf import io\n"
+          f"p = {str(tmp_path / 'a.txt')!r}\n"
+          "io.write_text(p, 'x'); io.copy(p, p + '.b'); assert io.read_text(p + '.b') == 'x'\n"
+          "io.listdir(io.glob(p)[0].rsplit('/', 1)[0]); io.remove(p)\n"
+          "assert 'tensorflow' not in sys.modules, 'tensorflow was imported'\n")
+  subprocess.run([sys.executable, "-c", code], check=True, env=helpers.subprocess_env())

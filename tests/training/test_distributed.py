@@ -1,0 +1,174 @@
+"""The training loop under MirroredStrategy (2 logical CPUs) and MultiWorkerMirroredStrategy.
+
+Logical devices must be configured before TensorFlow initialises, and multi-worker training
+needs one process per worker, so the runs happen in subprocesses that execute this file as a
+script (`python tests/training/test_distributed.py MODE OUTPUT_DIR`); the tests compare what
+they save.
+
+The training data is read without a shuffle buffer, so the global batch of every step holds the
+same records on one device, on two replicas (sharded by record: even and odd records) and on two
+workers; the loss of a global batch does not depend on the order of its examples, so all runs
+must agree up to float rounding.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from tests import helpers
+
+# Subprocesses and real training runs: the slow tier (CI runs them).
+pytestmark = pytest.mark.slow
+
+REPO_ROOT = helpers.REPO_ROOT
+# Several float sums run in another order (per replica, then all-reduced); after 3 Adam steps
+# the weights agree to ~1e-6 here. Adam's m / sqrt(v) amplifies differences in tiny gradients,
+# hence the absolute tolerance.
+RTOL, ATOL = 1e-4, 1e-5
+
+
+def _settings(data, output_dir, **changes):
+  from tests.helpers import tiny_settings  # pylint: disable=g-import-not-at-top
+  values = dict(num_train_steps=3, save_checkpoints_steps=3, iterations_per_loop=3,
+                shuffle_buffer_size=1)
+  values.update(changes)
+  return tiny_settings(data, output_dir, **values)
+
+
+def _save(result, path):
+  from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
+  values = checkpoints.get_original_weights(result.pop("model"))
+  np.savez(path, **{name.replace("/", "|"): value for name, value in values.items()})
+  with open(path + ".json", "w") as f:
+    json.dump({k: v for k, v in result.items() if isinstance(v, (int, float))}, f)
+
+
+def _script(mode, output_dir):
+  """Runs in a subprocess; see the module docstring."""
+  from absl import logging  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  logging.set_verbosity(logging.INFO)
+  if mode == "mirrored":
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+  sys.path.insert(0, REPO_ROOT)
+  from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import pretraining  # pylint: disable=g-import-not-at-top
+  from tests.helpers import make_records, tiny_config  # pylint: disable=g-import-not-at-top
+  data = os.path.join(output_dir, "train.tfrecord")
+  if mode == "mirrored":
+    make_records(data)
+    one = pretraining.run_pretraining(
+        tiny_config(), _settings(data, os.path.join(output_dir, "one"), do_eval=True,
+                                 max_eval_steps=2),
+        strategy=tf.distribute.OneDeviceStrategy("/cpu:0"))
+    strategy = loop.select_strategy("mirrored")
+    assert strategy.num_replicas_in_sync == 2, strategy.extended.worker_devices
+    two = pretraining.run_pretraining(
+        tiny_config(), _settings(data, os.path.join(output_dir, "two"), do_eval=True,
+                                 max_eval_steps=2), strategy=strategy)
+    _save(one, os.path.join(output_dir, "one.npz"))
+    _save(two, os.path.join(output_dir, "two.npz"))
+  else:
+    # The strategy comes from TF_CONFIG (two workers), as the CLI would choose it.
+    strategy = loop.select_strategy()
+    assert isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+    assert strategy.num_replicas_in_sync == 2
+    task = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
+    result = pretraining.run_pretraining(tiny_config(), _settings(
+        os.path.join(os.path.dirname(output_dir), "train.tfrecord"), output_dir),
+                                      strategy=strategy)
+    _save(result, os.path.join(os.path.dirname(output_dir), f"worker{task}.npz"))
+
+
+_env = helpers.subprocess_env
+
+
+def _load(path):
+  with np.load(path) as values:
+    weights = {name.replace("|", "/"): values[name] for name in values.files}
+  with open(path + ".json") as f:
+    return weights, json.load(f)
+
+
+def _assert_close(a, b):
+  assert sorted(a) == sorted(b) and len(a) > 10
+  for name in a:
+    np.testing.assert_allclose(a[name], b[name], rtol=RTOL, atol=ATOL, err_msg=name)
+
+
+def _free_ports(count):
+  """Ports that were free a moment ago (the kernel picks them; the sockets are closed again).
+
+  Another process may take one before a worker binds it (TF's gRPC server binds the wildcard
+  address and cannot share a held port): the caller retries with new ports when a worker
+  reports "Address already in use".
+  """
+  sockets = [socket.socket() for _ in range(count)]
+  for s in sockets:
+    s.bind(("127.0.0.1", 0))
+  ports = [s.getsockname()[1] for s in sockets]
+  for s in sockets:
+    s.close()
+  return ports
+
+
+def _run_two_workers(output_dir):
+  """Runs the two-worker training; returns (return codes, outputs)."""
+  ports = _free_ports(2)
+  cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+  workers = []
+  try:
+    for index in range(2):
+      tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+      workers.append(subprocess.Popen(
+          [sys.executable, __file__, "multi_worker", output_dir], cwd=REPO_ROOT,
+          env=_env(TF_CONFIG=tf_config), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+          text=True))
+    outputs = [worker.communicate(timeout=300)[0] for worker in workers]
+  finally:
+    for worker in workers:
+      if worker.poll() is None:
+        worker.kill()
+  return [worker.returncode for worker in workers], outputs
+
+
+def test_mirrored_and_multi_worker_match_one_device(tmp_path):
+  done = subprocess.run([sys.executable, __file__, "mirrored", str(tmp_path)], cwd=REPO_ROOT,
+                        env=_env(), capture_output=True, text=True, timeout=300)
+  assert done.returncode == 0, done.stderr[-4000:]
+  assert "2 replica(s), per-replica batch 4" in done.stderr
+  one, one_metrics = _load(str(tmp_path / "one.npz"))
+  two, two_metrics = _load(str(tmp_path / "two.npz"))
+  assert one_metrics["global_step"] == two_metrics["global_step"] == 3
+  for key in ("train_loss", "loss", "masked_lm_loss", "next_sentence_loss",
+              "masked_lm_accuracy", "next_sentence_accuracy"):
+    assert abs(one_metrics[key] - two_metrics[key]) <= 1e-5 * max(1, abs(one_metrics[key])), key
+  _assert_close(one, two)
+
+  # Two worker processes on localhost, one replica each. A port taken by another process
+  # anyway (outside this test's control) fails the bind at start-up: try again with new ports.
+  for attempt in range(3):
+    codes, outputs = _run_two_workers(str(tmp_path / "mw"))
+    if codes == [0, 0] or not any("address already in use" in o.lower()
+                                  or "failed to add port" in o.lower() for o in outputs):
+      break
+  for code, output in zip(codes, outputs):
+    assert code == 0, output[-4000:]
+  first, first_metrics = _load(str(tmp_path / "worker0.npz"))
+  second, second_metrics = _load(str(tmp_path / "worker1.npz"))
+  assert first_metrics["global_step"] == second_metrics["global_step"] == 3
+  for name in first:
+    np.testing.assert_array_equal(first[name], second[name], err_msg=name)
+  _assert_close(one, first)
+  # Only the chief (worker 0) keeps checkpoints; worker 1's scratch copy is gone.
+  assert os.path.exists(tmp_path / "mw" / "ckpt-3.index")
+  assert not os.path.exists(tmp_path / "mw" / ".worker_1_tmp")
+
+
+if __name__ == "__main__":
+  _script(sys.argv[1], sys.argv[2])

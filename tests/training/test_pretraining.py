@@ -1,0 +1,300 @@
+"""Tests of bert_tf.training.pretraining on the generic loop: training, resume, eval results,
+accumulation, precision, init checkpoints, the export step, errors.
+
+Everything runs on a tiny model (L=2, H=64, A=2, I=37, vocab 64) and tiny records written here
+(sequence 16, 3 predictions), with dropout off so that runs can be compared number for number.
+"""
+
+import logging
+import os
+import re
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.model import checkpoints
+from bert_tf import features
+from bert_tf.training import input_pipeline
+from bert_tf.training import losses
+from bert_tf.serving import saved_model
+from bert_tf.training import loop
+from bert_tf.training import pretraining
+from bert_tf.config import BertConfig
+from bert_tf.model.heads import PRETRAINING_INPUTS, build_pretraining_model
+from tests.helpers import (PREDS, SEQ, VOCAB_TOKENS, assert_same_weights, checkpoint_values,
+                           make_records, optimizer_values, tiny_config, tiny_settings,
+                           write_vocab)
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+  return make_records(str(tmp_path_factory.mktemp("data") / "train.tfrecord"))
+
+
+@pytest.fixture(scope="module")
+def full_run(data, tmp_path_factory):
+  """6 steps with checkpoints at 2, 4, 6, then 10 eval steps and the export (shared)."""
+  output_dir = str(tmp_path_factory.mktemp("full"))
+  vocab = write_vocab(os.path.join(output_dir, "vocab.txt"))
+  result = pretraining.run_pretraining(tiny_config(), tiny_settings(
+      data, output_dir, do_eval=True, max_eval_steps=10, export_at_end=True, vocab_file=vocab),
+      export_fn=saved_model.export_step)
+  return output_dir, result
+
+
+@pytest.mark.slow
+def test_training_lowers_eval_loss_and_raises_accuracy(data, tmp_path):
+  config = tiny_config()
+  before = pretraining.run_pretraining(config, tiny_settings(
+      data, str(tmp_path / "before"), do_train=False, do_eval=True))
+  after = pretraining.run_pretraining(config, tiny_settings(
+      data, str(tmp_path / "after"), do_eval=True, num_train_steps=60,
+      iterations_per_loop=20, save_checkpoints_steps=60))
+  assert before["global_step"] == 0 and after["global_step"] == 60
+  assert after["loss"] < before["loss"] - 0.5, (before["loss"], after["loss"])
+  assert after["masked_lm_loss"] < before["masked_lm_loss"] - 0.3
+  # The next-sentence rule (short A <=> random next) is learnable within 60 steps.
+  assert after["next_sentence_accuracy"] > 0.75
+  # TensorBoard summaries of the logged metrics, one point per tf.function call (3 x 20 steps).
+  points = {}
+  for path in tf.io.gfile.glob(str(tmp_path / "after" / "events.out.tfevents.*")):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        points.setdefault(value.tag, []).append(event.step)
+  assert {tag: sorted(steps) for tag, steps in points.items()} == {
+      tag: [20, 40, 60] for tag in ("loss", "masked_lm_accuracy", "next_sentence_accuracy",
+                                    "learning_rate", "examples_per_second")}
+
+
+def test_resume_gives_the_same_weights_as_an_uninterrupted_run(data, full_run, tmp_path):
+  config = tiny_config()
+  full_dir, full = full_run
+  assert full["global_step"] == 6
+  assert [os.path.basename(p) for p in tf.train.get_checkpoint_state(
+      full_dir).all_model_checkpoint_paths] == ["ckpt-2", "ckpt-4", "ckpt-6"]
+  # An interrupted run: only the checkpoint of step 4 survived.
+  resumed_dir = tmp_path / "resumed"
+  resumed_dir.mkdir()
+  for name in os.listdir(full_dir):
+    if name.startswith("ckpt-4."):
+      shutil.copy(os.path.join(full_dir, name), resumed_dir / name)
+  (resumed_dir / "checkpoint").write_text(
+      'model_checkpoint_path: "ckpt-4"\nall_model_checkpoint_paths: "ckpt-4"\n')
+  resumed = pretraining.run_pretraining(config, tiny_settings(data, str(resumed_dir)))
+  assert resumed["global_step"] == 6
+  assert tf.train.latest_checkpoint(str(resumed_dir)).endswith("ckpt-6")
+  assert_same_weights(checkpoint_values(os.path.join(full_dir, "ckpt-6")),
+                      checkpoint_values(str(resumed_dir / "ckpt-6")))
+  # Optimizer slots and the step came back too.
+  reader = tf.train.load_checkpoint(str(resumed_dir / "ckpt-6"))
+  assert int(reader.get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE")) == 6
+  full_optimizer = optimizer_values(os.path.join(full_dir, "ckpt-6"))
+  resumed_optimizer = optimizer_values(str(resumed_dir / "ckpt-6"))
+  assert sorted(full_optimizer) == sorted(resumed_optimizer) and len(full_optimizer) > 90
+  for name, value in full_optimizer.items():
+    np.testing.assert_allclose(resumed_optimizer[name], value, rtol=1e-5, atol=1e-7,
+                               err_msg=name)
+
+
+def _reference_eval(model, data, batch_size, steps):
+  """The original's eval metrics computed with losses.pretraining_metrics, batch by batch."""
+  dataset = input_pipeline.pretraining_dataset(data, SEQ, PREDS, batch_size, is_training=False,
+                                               repeat=True).take(steps)
+  rows = []
+  for batch in dataset:
+    outputs = model({k: batch[k] for k in PRETRAINING_INPUTS}, training=False)
+    rows.append({k: float(v) for k, v in losses.pretraining_metrics(outputs, batch).items()})
+  weights = np.array([r["masked_lm_weight_sum"] for r in rows])
+  return dict(
+      masked_lm_accuracy=np.sum(weights * [r["masked_lm_accuracy"] for r in rows]) / weights.sum(),
+      masked_lm_loss=np.sum(weights * [r["masked_lm_loss"] for r in rows]) / weights.sum(),
+      next_sentence_accuracy=np.mean([r["next_sentence_accuracy"] for r in rows]),
+      next_sentence_loss=np.mean([r["next_sentence_loss"] for r in rows]),
+      loss=np.mean([r["loss"] for r in rows]))
+
+
+def test_eval_results_file_has_the_original_keys_format_and_values(data, full_run):
+  # 10 eval steps of 8 over 64 records: the eval data repeats, as in the original.
+  output_dir, result = full_run
+  with open(os.path.join(output_dir, "eval_results.txt")) as f:
+    lines = f.read().splitlines()
+  keys = [line.split(" = ")[0] for line in lines]
+  assert keys == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
+                  "next_sentence_accuracy", "next_sentence_loss"]
+  for line in lines:
+    assert re.fullmatch(r"[a-z_]+ = -?[0-9.e+-]+", line), line
+  assert lines[0] == "global_step = 6"
+  written = loop.read_eval_results(os.path.join(output_dir, "eval_results.txt"))
+  expected = _reference_eval(result["model"], data, 8, 10)
+  for key, value in expected.items():
+    assert written[key] == pytest.approx(value, rel=1e-4, abs=1e-5), key
+
+
+def test_gradient_accumulation_matches_the_full_batch(data, full_run, tmp_path):
+  # 2 micro-batches of 4 per update against the full run's batches of 8 (same records).
+  full_dir, full = full_run
+  two = pretraining.run_pretraining(tiny_config(), tiny_settings(
+      data, str(tmp_path / "two"), gradient_accumulation_steps=2, export_every_checkpoint=True),
+      export_fn=saved_model.export_step)
+  assert two["global_step"] == 6
+  # Exports at the checkpoints before the last (export_at_end is off here).
+  assert sorted(os.listdir(tmp_path / "two" / "export")) == ["2", "4"]
+  assert two["train_loss"] == pytest.approx(full["train_loss"], rel=1e-5)
+  # Float sums in another order: agreement to ~1e-6 relative after 6 Adam steps.
+  assert_same_weights(checkpoint_values(os.path.join(full_dir, "ckpt-6")),
+                      checkpoint_values(str(tmp_path / "two" / "ckpt-6")), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("precision", ["bfloat16", "float16"])
+def test_mixed_precision_runs_keep_float32_weights(data, tmp_path, precision):
+  result = pretraining.run_pretraining(tiny_config(), tiny_settings(
+      data, str(tmp_path / precision), num_train_steps=2, mixed_precision=precision))
+  assert result["global_step"] == 2
+  assert np.isfinite(result["train_loss"]) and 3.0 < result["train_loss"] < 6.0
+  values = optimizer_values(str(tmp_path / precision / "ckpt-2"))
+  assert all(v.dtype == np.float32 for k, v in values.items() if "_trainable_variables" in k)
+  names = tf.train.load_checkpoint(str(tmp_path / precision / "ckpt-2")).get_variable_to_shape_map()
+  # float16 carries the dynamic loss scale in the checkpoint; bfloat16 needs none.
+  assert any("dynamic_scale" in n for n in names) == (precision == "float16")
+
+
+def test_init_checkpoint_loads_original_tf1_weights(data, tmp_path, caplog):
+  caplog.set_level(logging.INFO, logger="absl")
+  config = tiny_config()
+  source = build_pretraining_model(config)
+  prefix = checkpoints.save_tf1_checkpoint(source, str(tmp_path / "tf1" / "bert_model.ckpt"))
+  expected = checkpoints.get_original_weights(source)
+  # learning_rate 0: the step leaves the weights as loaded.
+  pretraining.run_pretraining(config, tiny_settings(
+      data, str(tmp_path / "run"), init_checkpoint=prefix, learning_rate=0.0,
+      num_train_steps=1, save_checkpoints_steps=1))
+  got = checkpoint_values(str(tmp_path / "run" / "ckpt-1"))
+  for name, value in expected.items():
+    np.testing.assert_allclose(got[name], value, rtol=0, atol=1e-7, err_msg=name)
+  # Like the original, every trainable variable is logged and marked as restored.
+  marked = [r.getMessage() for r in caplog.records if "*INIT_FROM_CKPT*" in r.getMessage()]
+  assert len(marked) == len(source.trainable_variables) == len(expected)
+  assert "name = layer_1/output_dense/kernel, shape = (37, 64), *INIT_FROM_CKPT*" in [
+      m.strip() for m in marked]
+
+
+def test_init_checkpoint_from_our_training_checkpoint(data, full_run, tmp_path):
+  config = tiny_config()
+  full_dir, _ = full_run
+  trained = checkpoint_values(os.path.join(full_dir, "ckpt-6"))
+  pretraining.run_pretraining(config, tiny_settings(
+      data, str(tmp_path / "b"), init_checkpoint=full_dir, learning_rate=0.0,
+      num_train_steps=1, save_checkpoints_steps=1, seed=99))
+  loaded = checkpoint_values(str(tmp_path / "b" / "ckpt-1"))
+  assert_same_weights(trained, loaded, rtol=0, atol=0)
+  # Weights only: the new run starts at step 0 with fresh optimizer state.
+  reader = tf.train.load_checkpoint(str(tmp_path / "b" / "ckpt-1"))
+  assert int(reader.get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE")) == 1
+
+
+def test_metadata_mismatch_and_empty_glob_are_clear_errors(data, tmp_path):
+  config = tiny_config()
+  with pytest.raises(loop.TrainingError, match=r"--max_seq_length=32.*max_seq_length=16"):
+    pretraining.run_pretraining(config, tiny_settings(data, str(tmp_path / "a"),
+                                                   max_seq_length=32))
+  with pytest.raises(loop.TrainingError, match=r"--do_lower_case=False"):
+    pretraining.run_pretraining(config, tiny_settings(data, str(tmp_path / "b"),
+                                                   do_lower_case=False))
+  with pytest.raises(loop.TrainingError, match=r"vocab"):
+    pretraining.run_pretraining(tiny_config(vocab_size=32), tiny_settings(data, str(tmp_path / "c")))
+  with pytest.raises(loop.TrainingError, match=r"--input_file.*no file matches"):
+    pretraining.run_pretraining(config, tiny_settings(str(tmp_path / "none-*.tfrecord"),
+                                                   str(tmp_path / "d")))
+  with pytest.raises(loop.TrainingError, match=r"--eval_input_file.*no file matches"):
+    pretraining.run_pretraining(config, tiny_settings(data, str(tmp_path / "e"), do_eval=True,
+                                                   eval_input_file=str(tmp_path / "x*")))
+  with pytest.raises(loop.TrainingError, match=r"--train_batch_size=6 must be a multiple"):
+    pretraining.run_pretraining(config, tiny_settings(data, str(tmp_path / "f"),
+                                                   train_batch_size=6,
+                                                   gradient_accumulation_steps=4))
+  with pytest.raises(loop.TrainingError, match=r"at least one of --do_train or --do_eval"):
+    pretraining.run_pretraining(config, tiny_settings(data, str(tmp_path / "h"), do_train=False))
+  with pytest.raises(loop.TrainingError, match=r"--dynamic_masking needs --vocab_file"):
+    pretraining.run_pretraining(config, tiny_settings(data, str(tmp_path / "g"),
+                                                   dynamic_masking=True))
+
+
+def test_non_finite_loss_stops_with_the_step_and_last_checkpoint(data, tmp_path):
+  # An absurd learning rate blows the weights up within a few steps.
+  with pytest.raises(loop.TrainingError) as error:
+    pretraining.run_pretraining(tiny_config(), tiny_settings(
+        data, str(tmp_path / "run"), learning_rate=1e30, num_train_steps=20,
+        save_checkpoints_steps=1, iterations_per_loop=1, num_warmup_steps=1))
+  match = re.search(r"non-finite loss at step (\d+) .*last good checkpoint is (\S+)\.",
+                    str(error.value))
+  assert match, str(error.value)
+  step, last_good = int(match.group(1)), match.group(2)
+  assert 1 < step < 20
+  # Nothing was saved after the bad step; the named checkpoint is the one before it.
+  assert last_good == str(tmp_path / "run" / f"ckpt-{step - 1}")
+  assert tf.train.latest_checkpoint(str(tmp_path / "run")) == last_good
+  assert all(np.isfinite(v).all() for v in checkpoint_values(last_good).values())
+
+
+def test_dynamic_masking_with_lamb_trains(data, tmp_path):
+  vocab = write_vocab(str(tmp_path / "vocab.txt"))
+  result = pretraining.run_pretraining(tiny_config(), tiny_settings(
+      data, str(tmp_path / "run"), dynamic_masking=True, vocab_file=vocab, num_train_steps=2,
+      optimizer="lamb"))
+  assert result["global_step"] == 2 and 3.0 < result["train_loss"] < 6.0
+
+
+def test_export_reloads_with_the_same_outputs(data, full_run):
+  output_dir, result = full_run
+  export_dir = result["export_dir"]
+  assert export_dir == os.path.join(output_dir, "export", "6")
+  assert BertConfig.from_json_file(os.path.join(export_dir, "bert_config.json")) == tiny_config()
+  with open(os.path.join(export_dir, "vocab.txt")) as f:
+    assert f.read().split() == VOCAB_TOKENS
+  with open(os.path.join(export_dir, "data_metadata.json")) as f:
+    assert '"max_seq_length": 16' in f.read()
+  model = result["model"]
+  batch = next(iter(input_pipeline.pretraining_dataset(data, SEQ, PREDS, 4, is_training=False)))
+  inputs = {k: batch[k] for k in PRETRAINING_INPUTS}
+  expected = model(inputs, training=False)
+  exported = tf.saved_model.load(os.path.join(export_dir, "pretraining"))
+  got = exported.signatures["serving_default"](**inputs)
+  for key in ("masked_lm_logits", "next_sentence_logits"):
+    np.testing.assert_allclose(got[key].numpy(), expected[key].numpy(), rtol=1e-5, atol=1e-5)
+  encoder = tf.saved_model.load(os.path.join(export_dir, "encoder"))
+  encoded = encoder.signatures["serving_default"](
+      input_word_ids=inputs["input_word_ids"], input_mask=inputs["input_mask"],
+      input_type_ids=inputs["input_type_ids"])
+  assert encoded["sequence_output"].shape == (4, SEQ, 64)
+  assert encoded["pooled_output"].shape == (4, 64)
+  # The encoder export carries the same weights: its sequence output feeds the same head.
+  reference = checkpoints.get_original_weights(model)
+  np.testing.assert_allclose(
+      encoded["pooled_output"].numpy(),
+      np.tanh(encoded["sequence_output"].numpy()[:, 0] @ reference["bert/pooler/dense/kernel"]
+              + reference["bert/pooler/dense/bias"]), rtol=1e-4, atol=1e-5)
+  # With a vocab, the export also holds the TF Serving models (raw text in), consistent with
+  # the plain encoder export.
+  serving_dir = os.path.join(export_dir, "serving")
+  assert sorted(os.listdir(serving_dir)) == ["bert", "bert_encoder", "bert_preprocessor"]
+  words = [t for t in VOCAB_TOKENS if not t.startswith(("[", "##"))][:5]
+  texts = tf.constant([" ".join(words), words[0]])
+  packed = tf.saved_model.load(os.path.join(serving_dir, "bert_preprocessor", "1")).signatures[
+      "serving_default"](text=texts)
+  assert packed["input_word_ids"].shape == (2, SEQ)
+  served = tf.saved_model.load(os.path.join(serving_dir, "bert", "1")).signatures[
+      "serving_default"](text=texts)
+  np.testing.assert_allclose(served["pooled_output"].numpy(),
+                             encoder.signatures["serving_default"](**packed)["pooled_output"],
+                             rtol=1e-5, atol=1e-5)
+
+
+def test_select_strategy():
+  assert isinstance(loop.select_strategy(), tf.distribute.OneDeviceStrategy)
+  assert isinstance(loop.select_strategy("mirrored"), tf.distribute.MirroredStrategy)
+  with pytest.raises(loop.TrainingError, match="--strategy must be one of"):
+    loop.select_strategy("horovod")
+  # No TPU here: the resolver fails and the message names the flags.
+  with pytest.raises(loop.TrainingError, match=r"--use_tpu.*cannot reach a TPU.*my-tpu"):
+    loop.select_strategy(use_tpu=True, tpu_name="my-tpu")
