@@ -68,7 +68,7 @@ def random_batch(np, config, batch, seq, predictions, rng):
   types = (np.arange(seq)[None, :] >= (lengths // 2)[:, None]).astype(np.int32) * mask
   positions = np.sort(rng.integers(1, seq // 2, size=(batch, predictions)), axis=1)
   return dict(
-      input_ids=ids, input_mask=mask, segment_ids=types,
+      input_word_ids=ids, input_mask=mask, input_type_ids=types,
       masked_lm_positions=positions.astype(np.int32),
       masked_lm_ids=rng.integers(0, config.vocab_size, (batch, predictions)).astype(np.int32),
       masked_lm_weights=np.ones((batch, predictions), np.float32),
@@ -98,13 +98,13 @@ def ours_steps(config, jit_compile):
   import tensorflow as tf
   from bert_tf.training import losses
   from bert_tf.training import optimization
-  from bert_tf.model.heads import build_pretraining_model
+  from bert_tf.model.heads import PRETRAINING_INPUTS, build_pretraining_model
   # What run_pretraining trains: the last layer pruned to the rows the heads read, the
   # original's AdamWeightDecay and clipping.
   model = build_pretraining_model(config, prune_last_layer=True)
   optimizer = optimization.AdamWeightDecay(1e-4, weight_decay_rate=0.01, epsilon=1e-6)
   optimizer.build(model.trainable_variables)
-  inputs = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
+  inputs = PRETRAINING_INPUTS
 
   @tf.function(jit_compile=jit_compile)
   def forward(batch):
@@ -156,8 +156,8 @@ def model_garden_steps(config):
       exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"])
 
   def call(batch, training):
-    return model(dict(input_word_ids=batch["input_ids"], input_mask=batch["input_mask"],
-                      input_type_ids=batch["segment_ids"],
+    return model(dict(input_word_ids=batch["input_word_ids"], input_mask=batch["input_mask"],
+                      input_type_ids=batch["input_type_ids"],
                       masked_lm_positions=batch["masked_lm_positions"]), training=training)
 
   @tf.function
@@ -201,17 +201,17 @@ def hf_torch_steps(config, threads):
     model.eval()
     with torch.no_grad():
       b = to_torch(batch)
-      return model(input_ids=b["input_ids"], attention_mask=b["input_mask"],
-                   token_type_ids=b["segment_ids"]).prediction_logits
+      return model(input_ids=b["input_word_ids"], attention_mask=b["input_mask"],
+                   token_type_ids=b["input_type_ids"]).prediction_logits
 
   def train(batch):
     # Hugging Face computes the vocabulary logits for every position (no gather), as it does.
     model.train()
     b = to_torch(batch)
-    labels = torch.full_like(b["input_ids"], -100)
+    labels = torch.full_like(b["input_word_ids"], -100)
     labels.scatter_(1, b["masked_lm_positions"], b["masked_lm_ids"])
-    out = model(input_ids=b["input_ids"], attention_mask=b["input_mask"],
-                token_type_ids=b["segment_ids"], labels=labels,
+    out = model(input_ids=b["input_word_ids"], attention_mask=b["input_mask"],
+                token_type_ids=b["input_type_ids"], labels=labels,
                 next_sentence_label=b["next_sentence_labels"][:, 0])
     optimizer.zero_grad()
     out.loss.backward()

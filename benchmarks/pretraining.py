@@ -2,7 +2,7 @@
 
 For each preset (BERT-Mini, BERT-Small, ...) at batch 32, sequence 128, 20 predictions, one
 process measures:
-  ours, records:   bert_tf.training.run_pretraining itself (TFRecords -> tf.data -> the
+  ours, records:   bert_tf.training.pretraining.run_pretraining itself (TFRecords -> tf.data -> the
                    distributed tf.function loop), its per-loop examples/s read from its log;
   ours, synthetic: the same Trainer fed one batch repeated from memory (no input pipeline), so a
                    gap between the two rows is the input pipeline's cost;
@@ -157,10 +157,11 @@ class _RateCollector(logging.logging.Handler):
 
 
 def ours_records(config, input_file: str, output_dir: str):
-  """Per-round examples/s of training.run_pretraining; the first call (tracing) is dropped."""
-  from bert_tf import training  # pylint: disable=g-import-not-at-top
+  """Per-round examples/s of pretraining.run_pretraining; the first call (tracing) is dropped."""
+  from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import pretraining  # pylint: disable=g-import-not-at-top
   total = FLAGS.steps * (FLAGS.rounds + 1)
-  settings = training.PretrainingSettings(
+  settings = pretraining.PretrainingSettings(
       input_file=input_file, output_dir=output_dir, do_train=True,
       max_seq_length=FLAGS.max_seq_length, max_predictions_per_seq=FLAGS.max_predictions_per_seq,
       train_batch_size=FLAGS.batch_size, learning_rate=1e-4, num_train_steps=total,
@@ -173,7 +174,7 @@ def ours_records(config, input_file: str, output_dir: str):
   verbosity = logging.get_verbosity()
   logging.set_verbosity(logging.INFO)  # the step lines are INFO
   try:
-    training.run_pretraining(config, settings, training.select_strategy("one_device"))
+    pretraining.run_pretraining(config, settings, loop.select_strategy("one_device"))
   finally:
     logging.set_verbosity(verbosity)
     absl_logger.removeHandler(collector)
@@ -209,11 +210,11 @@ def ours_synthetic(config, batch):
   import keras  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf.training import optimization  # pylint: disable=g-import-not-at-top
-  from bert_tf import training  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import pretraining  # pylint: disable=g-import-not-at-top
   from bert_tf.model.heads import build_pretraining_model  # pylint: disable=g-import-not-at-top
-  strategy = training.select_strategy("one_device")
-  previous = keras.config.dtype_policy()
-  keras.config.set_dtype_policy(training.MIXED_PRECISION_POLICIES[FLAGS.mixed_precision])
+  strategy = loop.select_strategy("one_device")
+  previous = loop.use_dtype_policy(FLAGS.mixed_precision)
   try:
     with strategy.scope():
       model = build_pretraining_model(config, prune_last_layer=True)  # as run_pretraining
@@ -222,8 +223,8 @@ def ours_synthetic(config, batch):
       optimizer.build(model.trainable_variables)
   finally:
     keras.config.set_dtype_policy(previous)
-  trainer = training.Trainer(strategy, model, optimizer, FLAGS.batch_size,
-                             jit_compile=FLAGS.jit_compile)
+  trainer = loop.Trainer(strategy, model, optimizer, pretraining.TASK, FLAGS.batch_size,
+                         jit_compile=FLAGS.jit_compile)
   dataset = tf.data.Dataset.from_tensors(batch).repeat()
   iterator = iter(strategy.experimental_distribute_dataset(dataset))
   num_steps = tf.constant(FLAGS.steps)
@@ -272,8 +273,8 @@ def model_garden(config, input_file: str):
   iterator = iter(dataset)
 
   def train_step(batch):
-    inputs = dict(input_word_ids=batch["input_ids"], input_mask=batch["input_mask"],
-                  input_type_ids=batch["segment_ids"],
+    inputs = dict(input_word_ids=batch["input_word_ids"], input_mask=batch["input_mask"],
+                  input_type_ids=batch["input_type_ids"],
                   masked_lm_positions=batch["masked_lm_positions"])
     weights = tf.cast(batch["masked_lm_weights"], tf.float32)
     with tf.GradientTape() as tape:

@@ -120,6 +120,20 @@ def define_runtime_flags(flag_values=FLAGS) -> None:
                     "slower).", flag_values=flag_values)
 
 
+def define_text_input_flags(flag_values=FLAGS, *,
+                            overwrite_help: str = "Replace an existing output.") -> None:
+  """input_file, errors and overwrite: the plain-text input flags of the data_prep tools."""
+  from bert_tf.data import corpus  # pylint: disable=g-import-not-at-top
+  flags.DEFINE_string("input_file", None,
+                      "Input text files (one sentence per line, blank lines between documents): "
+                      "comma-separated paths and globs.", flag_values=flag_values)
+  flags.DEFINE_enum("errors", "strict", list(corpus.ERRORS_MODES),
+                    "Lines that are not valid UTF-8: strict = stop with the file and line, "
+                    "replace = decode with U+FFFD, skip = drop the line (both counted).",
+                    flag_values=flag_values)
+  flags.DEFINE_bool("overwrite", False, overwrite_help, flag_values=flag_values)
+
+
 def select_strategy_from_flags(flag_values=FLAGS):
   """The tf.distribute strategy the shared flags ask for (imports TensorFlow)."""
   from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
@@ -201,8 +215,12 @@ def run(main: Callable[[Sequence[str]], Optional[int]],
     module = sys.modules.get(getattr(main, "__module__", ""), None)
     doc = getattr(module, "__doc__", None) or ""
     print(doc.strip() + "\n" if doc.strip() else "", end="")
-    print(flag_values.get_help(include_special_flags=False) if "--helpfull" not in argv
-          else flag_values.get_help())
+    if "--helpfull" in argv:
+      print(flag_values.get_help())
+    else:  # the tool's own flags and the shared ones; --helpfull adds absl's
+      print("\n\n".join(flag_values.module_help(module)
+                         for module in sorted(flag_values.flags_by_module_dict())
+                         if not module.startswith("absl.")))
     sys.exit(EXIT_OK)
 
   def parse(args):

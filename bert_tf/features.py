@@ -1,7 +1,8 @@
 """The pretraining TFRecord schema: feature names, dtypes, lengths, serialisation and metadata.
 
-One `tf.train.Example` per training instance (spec: ORIGINAL_RELEASE.md section 2). This module is
-the single definition shared by the data writer (data_prep/) and the training input pipeline, so a
+One `tf.train.Example` per training instance, as the original create_pretraining_data.py:
+write_instance_to_example_files writes them. This module is the single definition shared by the
+data writer (bert_tf/data) and the training input pipeline, so a
 feature renamed or resized here changes both sides at once.
 
 TensorFlow is imported lazily, inside the few functions that need it: data-preparation workers
@@ -40,7 +41,7 @@ def to_model_names(batch: Mapping[str, Any]) -> Dict[str, Any]:
   return {MODEL_INPUT_NAMES.get(name, name): value for name, value in batch.items()}
 
 
-# The original's insertion order (spec section 2).
+# The original's insertion order (write_instance_to_example_files' OrderedDict).
 CANONICAL_NAMES = (INPUT_IDS, INPUT_MASK, SEGMENT_IDS, MASKED_LM_POSITIONS, MASKED_LM_IDS,
                    MASKED_LM_WEIGHTS, NEXT_SENTENCE_LABELS)
 

@@ -3,7 +3,8 @@
 `InGraphTokenizer` turns a batch of UTF-8 strings into WordPiece ids inside the TensorFlow graph,
 so it runs in a `tf.function`, a `tf.data` pipeline or a SavedModel served without Python (TF
 Serving links core TF ops and tensorflow-text ops, which is all this uses). Its ids equal
-`bert_tf.tokenization.FullTokenizer(...).tokenize_to_ids(text)` (ORIGINAL_RELEASE.md section 5).
+`bert_tf.tokenization.FullTokenizer(...).tokenize_to_ids(text)` (the original tokenization.py:
+FullTokenizer, BasicTokenizer and WordpieceTokenizer).
 
 Why not tensorflow-text's BertTokenizer / FastBertTokenizer: they case-fold with NFKC (ﬁ -> fi,
 ² -> 2), treat control characters as spaces (the original deletes them) and limit words to 100

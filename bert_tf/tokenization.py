@@ -15,7 +15,8 @@ from typing import Callable, Iterable, List, Mapping, Tuple
 
 from bert_tf import io
 
-# === Character classes (spec: ORIGINAL_RELEASE.md section 5) ===
+# === Character classes (the original tokenization.py: _is_whitespace, _is_control,
+# _is_punctuation, BasicTokenizer._is_chinese_char) ===
 
 # Code point blocks the original treats as CJK ideographs: each becomes a word of its own.
 # Hangul, Hiragana and Katakana are deliberately absent (the original leaves them to whitespace).

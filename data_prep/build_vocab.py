@@ -4,11 +4,8 @@ The original release never shipped its vocabulary learner. This one splits words
 bert_tf's tokenizer does (so every learned piece is reachable), counts them, and runs
 tensorflow-text's WordPiece learner (a frequency-threshold search) on the counts.
 
-Layout of the written vocab, as in the released BERT vocabs:
-  [PAD], [unused0] .. [unused98], [UNK], [CLS], [SEP], [MASK], [unused99] .. [unused<N-1>],
-  then the learned pieces (single characters, their ## forms, then pieces by frequency),
-  and, if the learner found fewer pieces than asked, more [unusedK] slots at the end,
-  so the file always has exactly --vocab_size lines (bert_config.json's vocab_size).
+The written vocab has the released BERT vocabs' layout and exactly --vocab_size lines
+(bert_config.json's vocab_size); bert_tf/data/vocab.py describes it.
 
 Usage:
   python data_prep/build_vocab.py --input_file=corpus.txt --vocab_file=vocab.txt \
@@ -34,8 +31,7 @@ FLAGS = flags.FLAGS
 
 
 def define_flags(flag_values=FLAGS):
-  flags.DEFINE_string("input_file", None, "Input text files: comma-separated paths and globs.",
-                       flag_values=flag_values)
+  cli.define_text_input_flags(flag_values, overwrite_help="Replace an existing --vocab_file.")
   flags.DEFINE_string("vocab_file", None, "Where to write the vocabulary, one token per line.",
                        flag_values=flag_values)
   flags.DEFINE_integer("vocab_size", 30522, "Number of lines of the written vocab.",
@@ -52,12 +48,6 @@ def define_flags(flag_values=FLAGS):
   flags.DEFINE_integer("max_token_length", 50, "Longest word (characters) learned from.",
                        flag_values=flag_values)
   flags.DEFINE_integer("max_input_words", 5_000_000, "Most frequent distinct words learned from.",
-                       flag_values=flag_values)
-  flags.DEFINE_enum("errors", "strict", ["strict", "replace", "skip"],
-                    "Invalid UTF-8 in the input: stop with the file and line, replace the "
-                    "bad bytes, or skip the line.",
-                       flag_values=flag_values)
-  flags.DEFINE_bool("overwrite", False, "Replace an existing --vocab_file.",
                        flag_values=flag_values)
   flags.mark_flags_as_required(["input_file", "vocab_file"], flag_values=flag_values)
 

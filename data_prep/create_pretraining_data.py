@@ -25,7 +25,6 @@ if __package__ in (None, ""):
   sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bert_tf import cli  # pylint: disable=g-import-not-at-top,wrong-import-position
-from bert_tf.data import corpus  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf.data import pretraining_data  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
@@ -33,8 +32,9 @@ FLAGS = flags.FLAGS
 
 def define_flags(flag_values=FLAGS):
   fv = dict(flag_values=flag_values)
-  flags.DEFINE_string("input_file", None,
-                      "Input raw text file(s): comma-separated list of files or globs.", **fv)
+  cli.define_text_input_flags(
+      flag_values, overwrite_help="Replace existing non-empty outputs (with --output_dir, also "
+      "remove shards of another --num_output_shards or compression).")
   flags.DEFINE_string("output_file", None,
                       "Output TFRecord file(s), comma-separated; instances go round-robin. "
                       "Or use --output_dir.", **fv)
@@ -65,9 +65,6 @@ def define_flags(flag_values=FLAGS):
   flags.DEFINE_bool("use_v2_feature_names", False,
                     "Store input_word_ids / input_type_ids (Model Garden's names) instead of "
                     "input_ids / segment_ids.", **fv)
-  flags.DEFINE_bool("overwrite", False,
-                    "Replace existing non-empty outputs (with --output_dir, also remove shards "
-                    "of another --num_output_shards or compression).", **fv)
   flags.DEFINE_integer("num_workers", 0,
                        "Default mode: worker processes (0 = all cores). The output does not "
                        "depend on it.", **fv)
@@ -80,9 +77,6 @@ def define_flags(flag_values=FLAGS):
                     "tokens of one word are masked together. The spaces do not change the tokens. "
                     "Without it, Chinese whole-word masking masks single characters, as in the "
                     "original.", **fv)
-  flags.DEFINE_enum("errors", "strict", list(corpus.ERRORS_MODES),
-                    "Lines that are not valid UTF-8: strict = stop with the file and line, "
-                    "replace = decode with U+FFFD, skip = drop the line (both counted).", **fv)
 
 
 def config_from_flags() -> pretraining_data.DataConfig:

@@ -26,8 +26,7 @@ FLAGS = flags.FLAGS
 
 
 def define_flags(flag_values=FLAGS):
-  flags.DEFINE_string("input_file", None, "Input text files: comma-separated paths and globs.",
-                      flag_values=flag_values)
+  cli.define_text_input_flags(flag_values, overwrite_help="Replace an existing --output_file.")
   flags.DEFINE_string("vocab_file", None, "WordPiece vocab, one token per line.",
                       flag_values=flag_values)
   flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased vocabs).",
@@ -35,11 +34,6 @@ def define_flags(flag_values=FLAGS):
   flags.DEFINE_string("output_file", None, "Where to write the tokens (space-separated).",
                       flag_values=flag_values)
   flags.DEFINE_bool("output_ids", False, "Write vocab ids instead of token strings.",
-                    flag_values=flag_values)
-  flags.DEFINE_enum("errors", "strict", list(corpus.ERRORS_MODES),
-                    "Invalid UTF-8 in the input: stop with the file and line, replace the "
-                    "bad bytes, or skip the line.", flag_values=flag_values)
-  flags.DEFINE_bool("overwrite", False, "Replace an existing --output_file.",
                     flag_values=flag_values)
   flags.mark_flags_as_required(["input_file", "vocab_file", "output_file"],
                                flag_values=flag_values)

@@ -5,8 +5,11 @@ means a change broke something, not an unlucky draw. `pytest -m "not slow"` is t
 for the edit loop (subprocess, CLI and learning tests carry the `slow` marker; CI runs all).
 """
 
+import logging
 import os
 import sys
+
+import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -24,3 +27,13 @@ if hypothesis_settings is not None:
   hypothesis_settings.register_profile("dev", print_blob=True)
   hypothesis_settings.load_profile(
       "ci" if os.environ.get("CI", "").lower() in ("1", "true", "yes") else "dev")
+
+
+@pytest.fixture(autouse=True)
+def _restore_absl_log_level():
+  """Tests that parse a tool's flags or run a tool may change the "absl" logger's level
+  (absl's --verbosity); later tests' caplog would then miss INFO lines."""
+  logger = logging.getLogger("absl")
+  level = logger.level
+  yield
+  logger.setLevel(level)

@@ -1,7 +1,7 @@
 """Tests for bert_tf/tokenization.py.
 
 The oracle below is a deliberately naive, character-by-character transcription of the tokenization
-rules in ORIGINAL_RELEASE.md section 5, written independently of the module (it uses its own
+rules of the original tokenization.py, written independently of the module (it uses its own
 character tests). The fast tokenizer must agree with it on golden examples, random Unicode text
 and real corpus lines.
 """

@@ -1,6 +1,8 @@
 """Documents -> pretraining instances: NSP pairing, truncation and masked-LM selection.
 
-This is the original release's algorithm (spec: ORIGINAL_RELEASE.md sections 3-4), reproduced
+This is the original release's algorithm (create_pretraining_data.py:
+create_training_instances, create_instances_from_document, create_masked_lm_predictions and
+truncate_seq_pair), reproduced
 call for call: with the same documents, options and `random.Random(seed)` it makes the same
 instances in the same order. It works on token ids rather than token strings, and on index ranges
 rather than list deletions, which is where most of its speed over the original comes from; the
@@ -224,7 +226,8 @@ def create_masked_lm_predictions(
     input_ids: `[CLS] A [SEP] B [SEP]` ids; not modified.
     options: masked_lm_prob, max_predictions_per_seq, do_whole_word_mask.
     vocab: special ids and replacement table.
-    rng: the generator; see ORIGINAL_RELEASE.md section 4 for the order of draws.
+    rng: the generator; draws come in the order of the original's
+      create_masked_lm_predictions (shuffle of the candidates, then per masked token).
 
   Returns:
     (output_ids, masked_lm_positions ascending, masked_lm_ids at those positions).
@@ -458,7 +461,9 @@ def read_documents(input_files: Iterable[str], tokenize_to_ids: Callable[[str], 
                    errors: str = "strict", report: Optional[ReadReport] = None,
                    progress: Optional[Callable[[str, ReadReport], None]] = None
                    ) -> Tuple[List[Document], ReadReport]:
-  """Reads one-sentence-per-line text with blank lines between documents (spec section 3).
+  """Reads one-sentence-per-line text with blank lines between documents.
+
+  The original's create_pretraining_data.py:create_training_instances reading loop.
 
   As in the original, documents run on across file boundaries (a file that does not end with a
   blank line continues into the next file's first document), lines are stripped, a line is kept

@@ -32,7 +32,7 @@ class OutputError(ValueError):
 
 @dataclasses.dataclass
 class InstanceStats:
-  """Running totals over written instances; the summary figures of ORIGINAL_RELEASE.md s. 4."""
+  """Running totals over written instances, for the summary the command prints."""
 
   max_seq_length: int
   instances: int = 0

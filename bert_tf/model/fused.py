@@ -33,8 +33,8 @@ DROPOUT_LEVELS = 1 << 16
 # === Dropout masks ===
 # Random words come from a keyed integer hash of the element counter (two rounds of the
 # MurmurHash3 32-bit finalizer, keyed by the two seed words) rather than from TensorFlow's
-# stateless Philox generator: in XLA on CPU, Philox made a [32, 8, 128, 128] dropout take
-# 48 ms against 2.6 ms for the hash (1.7 ms without any dropout). The finalizer is a bijection
+# stateless Philox generator, which is many times slower than the hash in XLA on CPU
+# (benchmarks/README.md has the measurement). The finalizer is a bijection
 # with full avalanche, so the counter's words are uniform and decorrelated; the tests check the
 # drop rate, neighbouring elements and consecutive seeds.
 _MIX_1 = 0x85EBCA6B

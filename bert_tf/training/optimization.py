@@ -1,4 +1,6 @@
-"""Learning-rate schedule, AdamWeightDecay, LAMB and gradient clipping (spec section 7).
+"""Learning-rate schedule, AdamWeightDecay, LAMB and gradient clipping.
+
+The original's optimization.py (create_optimizer, AdamWeightDecayOptimizer).
 
 The original release trains with Adam without bias correction plus decoupled weight decay,
 a learning rate that warms up linearly and then decays linearly to zero, and gradients clipped

@@ -36,16 +36,6 @@ ZH_MD5 = "a82b0171fbdba8ca0c1b4bcfa07c0e09"
 ZH_FLAGS = dict(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=1)
 
 
-@pytest.fixture(autouse=True)
-def _restore_absl_log_level():
-  # Parsing the command's flags (the CLI tests) sets the "absl" logger to --verbosity's level
-  # (WARNING), which unparse_flags does not undo: later tests' caplog would miss INFO lines.
-  logger = logging.getLogger("absl")
-  level = logger.level
-  yield
-  logger.setLevel(level)
-
-
 def _ram_dir():
   path = f"ram://cpd_test_{random.getrandbits(48)}"
   tf.io.gfile.makedirs(path)

@@ -321,3 +321,88 @@ def test_convert_rejects_bad_format(tmp_path):
   with pytest.raises(ValueError, match="target_format 'onnx'"):
     checkpoints.convert_checkpoint(str(tmp_path / "a.safetensors"), str(tmp_path / "b"),
                                    target_format="onnx")
+
+
+# === One reader: every format, and the original fine-tuning heads ===
+
+
+def test_fine_tuned_tf1_checkpoint_heads_are_read_under_their_original_names(tmp_path):
+  """A checkpoint as the original run_classifier.py / run_squad.py leave it: the encoder, the
+  classifier head at the root scope, the SQuAD head under cls/squad, Adam slots and the step."""
+  rng = np.random.default_rng(60)
+  h = ODD_CONFIG.hidden_size
+  values = random_original_weights(ODD_CONFIG, rng, heads=False)
+  shapes = checkpoints.original_variable_shapes(ODD_CONFIG, heads=False, num_labels=3,
+                                                squad=True)
+  assert shapes["output_weights"] == (3, h) and shapes["output_bias"] == (3,)
+  assert shapes["cls/squad/output_weights"] == (2, h) and shapes["cls/squad/output_bias"] == (2,)
+  for name in checkpoints.CLASSIFIER_NAMES + checkpoints.SQUAD_NAMES:
+    values[name] = rng.normal(0, 0.2, shapes[name]).astype(np.float32)
+  prefix = write_tf1_style_checkpoint(values, str(tmp_path / "model.ckpt-1234"),
+                                      optimizer_slots=True)
+  assert checkpoints.detect_format(prefix) == "tf1"
+  read = checkpoints.read_weights(prefix)
+  assert sorted(read) == sorted(values)  # heads kept, slots and global_step dropped
+  for name, value in values.items():
+    np.testing.assert_array_equal(read[name], value, err_msg=name)
+  # Reading the directory finds the latest checkpoint in it (the original's output_dir).
+  with open(tmp_path / "checkpoint", "w") as f:
+    f.write('model_checkpoint_path: "model.ckpt-1234"\n')
+  assert sorted(checkpoints.read_weights(str(tmp_path))) == sorted(values)
+  # Into an encoder: every encoder weight is loaded, the heads are reported, not an error.
+  encoder = build_encoder(ODD_CONFIG)
+  report = checkpoints.load_weights(encoder, prefix, strict=True)
+  assert sorted(report.unexpected) == sorted(checkpoints.CLASSIFIER_NAMES
+                                             + checkpoints.SQUAD_NAMES)
+  assert not report.missing and not report.mismatched
+  assert "global_step" in report.skipped
+  got = checkpoints.get_original_weights(encoder)
+  for name, value in got.items():
+    np.testing.assert_array_equal(value, values[name], err_msg=name)
+
+
+def test_the_head_names_map_to_keras_layers_and_back():
+  # The task heads will be Dense layers named "classifier" and "squad_logits"; their kernels are
+  # [H, labels], the original's output_weights [labels, H] (transposed, like seq_relationship).
+  assert checkpoints.original_name("classifier/kernel") == ("output_weights", True)
+  assert checkpoints.original_name("classifier/bias") == ("output_bias", False)
+  assert checkpoints.original_name("squad_logits/kernel") == ("cls/squad/output_weights", True)
+  assert checkpoints.original_name("squad_logits/bias") == ("cls/squad/output_bias", False)
+  import keras  # pylint: disable=g-import-not-at-top
+  inputs = {k: keras.Input((None,), dtype="int32", name=k)
+            for k in ("input_word_ids", "input_mask", "input_type_ids")}
+  encoder = build_encoder(ODD_CONFIG)
+  pooled = encoder(inputs)["pooled_output"]
+  logits = keras.layers.Dense(3, name="classifier")(pooled)
+  model = keras.Model(inputs, logits)
+  rng = np.random.default_rng(61)
+  values = random_original_weights(ODD_CONFIG, rng, heads=False)
+  values["output_weights"] = rng.normal(0, 1, (3, ODD_CONFIG.hidden_size)).astype(np.float32)
+  values["output_bias"] = rng.normal(0, 1, 3).astype(np.float32)
+  report = checkpoints.set_original_weights(model, values, strict=True, source="test")
+  assert sorted(report.loaded) == sorted(values)
+  classifier = model.get_layer("classifier")
+  np.testing.assert_array_equal(classifier.kernel.numpy(), values["output_weights"].T)
+  np.testing.assert_array_equal(classifier.bias.numpy(), values["output_bias"])
+
+
+def test_load_weights_reads_every_format_into_the_same_values(tmp_path):
+  rng = np.random.default_rng(62)
+  values = random_original_weights(ODD_CONFIG, rng)
+  model = build_pretraining_model(ODD_CONFIG)
+  checkpoints.set_original_weights(model, values)
+  sources = {
+      "tf1": checkpoints.save_tf1_checkpoint(model, str(tmp_path / "tf1" / "bert_model.ckpt")),
+      "hf": checkpoints.save_hf_safetensors(model, str(tmp_path / "hf" / "model.safetensors")),
+  }
+  keras_path = str(tmp_path / "model.keras")
+  model.save(keras_path)
+  sources["keras"] = keras_path
+  for kind, path in sources.items():
+    assert checkpoints.detect_format(path) == kind
+    fresh = build_pretraining_model(ODD_CONFIG)
+    report = checkpoints.load_weights(fresh, path)
+    assert not report.missing and not report.mismatched, (kind, report.summary())
+    got = checkpoints.get_original_weights(fresh)
+    for name, value in values.items():
+      np.testing.assert_allclose(got[name], value, rtol=0, atol=0, err_msg=f"{kind} {name}")

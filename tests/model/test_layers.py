@@ -1,7 +1,7 @@
 """Tests of bert_tf.layers, and the NumPy reference of the original BERT formulas.
 
-The reference functions below (float64, weights keyed by the original TF1 names of spec section 6)
-are the specification in code; test_encoder, test_heads and test_checkpoints import them.
+The reference functions (float64, weights keyed by the original TF1 names) live in
+tests/helpers.py; test_encoder, test_heads and test_checkpoints use them too.
 """
 
 import inspect

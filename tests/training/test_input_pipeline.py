@@ -176,7 +176,7 @@ def contexts(num_pipelines=2):
 
 @pytest.mark.parametrize("is_training", [False, True])
 def test_two_pipelines_shard_by_file(tmp_path, is_training, caplog):
-  caplog.set_level(logging.INFO)
+  caplog.set_level(logging.INFO, logger="absl")
   paths = []
   for f in range(4):
     paths.append(str(tmp_path / f"part-{f}.tfrecord"))
@@ -196,7 +196,7 @@ def test_two_pipelines_shard_by_file(tmp_path, is_training, caplog):
 
 @pytest.mark.parametrize("is_training", [False, True])
 def test_two_pipelines_shard_by_record_with_one_file(tmp_path, is_training, caplog):
-  caplog.set_level(logging.INFO)
+  caplog.set_level(logging.INFO, logger="absl")
   path = str(tmp_path / "only.tfrecord")
   write_numbered_records(path, 0, 12)
   seen = []

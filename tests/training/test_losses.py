@@ -1,4 +1,5 @@
-"""Tests of bert_tf.losses against direct NumPy formulas (spec section 8)."""
+"""Tests of bert_tf.training.losses against direct NumPy formulas (the original
+run_pretraining.py: get_masked_lm_output, get_next_sentence_output)."""
 
 import numpy as np
 import tensorflow as tf

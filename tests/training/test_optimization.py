@@ -1,4 +1,5 @@
-"""Tests of bert_tf.optimization against NumPy references of spec section 7 and of LAMB."""
+"""Tests of bert_tf.training.optimization against NumPy references of the original
+optimization.py (create_optimizer, AdamWeightDecayOptimizer) and of LAMB."""
 
 import json
 import os
@@ -20,7 +21,7 @@ REPO_ROOT = helpers.REPO_ROOT
 
 
 def reference_lr(step, init, num_train_steps, num_warmup_steps, end=0.0, power=1.0):
-  """Spec section 7: polynomial decay from step 0, replaced by linear warmup while step < W."""
+  """optimization.py:create_optimizer: polynomial decay from step 0, linear warmup while step < W."""
   decayed = (init - end) * (1.0 - min(step, num_train_steps) / num_train_steps) ** power + end
   if num_warmup_steps and step < num_warmup_steps:
     return init * step / num_warmup_steps

@@ -288,13 +288,3 @@ def test_export_reloads_with_the_same_outputs(data, full_run):
   np.testing.assert_allclose(served["pooled_output"].numpy(),
                              encoder.signatures["serving_default"](**packed)["pooled_output"],
                              rtol=1e-5, atol=1e-5)
-
-
-def test_select_strategy():
-  assert isinstance(loop.select_strategy(), tf.distribute.OneDeviceStrategy)
-  assert isinstance(loop.select_strategy("mirrored"), tf.distribute.MirroredStrategy)
-  with pytest.raises(loop.TrainingError, match="--strategy must be one of"):
-    loop.select_strategy("horovod")
-  # No TPU here: the resolver fails and the message names the flags.
-  with pytest.raises(loop.TrainingError, match=r"--use_tpu.*cannot reach a TPU.*my-tpu"):
-    loop.select_strategy(use_tpu=True, tpu_name="my-tpu")

@@ -1,0 +1,176 @@
+"""The generic loop (bert_tf.training.loop) and the one set of loss primitives.
+
+The pretraining run itself (resume, eval results, accumulation, export) is tested in
+test_pretraining.py; here: the loop's replica loss is the loss module's loss (fused kernels on
+and off, and the original's formula in NumPy), and the loop runs any task given as plain
+functions.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.model import fused
+from bert_tf.model.heads import PRETRAINING_INPUTS, build_pretraining_model
+from bert_tf.training import input_pipeline
+from bert_tf.training import loop
+from bert_tf.training import losses
+from bert_tf.training import optimization
+from bert_tf.training import pretraining
+from tests.helpers import PREDS, SEQ, make_records, tiny_config
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory):
+  data = make_records(str(tmp_path_factory.mktemp("loop") / "train.tfrecord"), num_examples=16)
+  return next(iter(input_pipeline.pretraining_dataset(data, SEQ, PREDS, 8, is_training=False)))
+
+
+def _numpy_loss(outputs, batch):
+  """The original run_pretraining.py loss in float64 NumPy."""
+  def nll(logits, labels):
+    logits = np.asarray(logits, np.float64)
+    shifted = logits - logits.max(-1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+    return -np.take_along_axis(log_probs, labels[..., None], -1)[..., 0]
+  weights = batch["masked_lm_weights"].numpy().astype(np.float64)
+  mlm = (weights * nll(outputs["masked_lm_logits"].numpy(), batch["masked_lm_ids"].numpy())
+         ).sum() / (weights.sum() + 1e-5)
+  nsp = nll(outputs["next_sentence_logits"].numpy(),
+            batch["next_sentence_labels"].numpy().reshape(-1)).mean()
+  return mlm + nsp
+
+
+@pytest.mark.parametrize("fused_on", [True, False])
+def test_replica_loss_equals_the_loss_module(batch, monkeypatch, fused_on):
+  monkeypatch.setattr(fused, "ENABLED", fused_on)
+  strategy = loop.select_strategy("one_device")
+  with strategy.scope():
+    model = build_pretraining_model(tiny_config(), prune_last_layer=True)
+    optimizer = optimization.create_optimizer("adamw", 1e-3, 10, 0)
+    optimizer.build(model.trainable_variables)
+  trainer = loop.Trainer(strategy, model, optimizer, pretraining.TASK, train_batch_size=8)
+
+  @tf.function
+  def both():
+    # One replica: the global normalizers are this batch's own sums.
+    loss, sums = trainer.replica_loss(batch, pretraining.TASK.normalizers(batch))
+    outputs = model({k: batch[k] for k in PRETRAINING_INPUTS}, training=True)
+    return loss, sums, losses.pretraining_losses(outputs, batch)["loss"], outputs
+
+  loss, sums, reference, outputs = both()
+  np.testing.assert_allclose(loss.numpy(), reference.numpy(), rtol=1e-6)
+  np.testing.assert_allclose(loss.numpy(), _numpy_loss(outputs, batch), rtol=1e-5)
+  assert float(sums["examples"]) == 8
+  assert float(sums["mlm_weight"]) == float(tf.reduce_sum(batch["masked_lm_weights"]))
+  # The training graph uses the fused cross-entropy exactly when fused kernels are on.
+  graph = tf.function(lambda: trainer.replica_loss(
+      batch, pretraining.TASK.normalizers(batch))).get_concrete_function().graph
+  called = {op.get_attr("f").name for op in graph.get_operations()
+            if op.type in ("StatefulPartitionedCall", "PartitionedCall")}
+  compiled = [name for name in called if "_nll_forward" in name]
+  assert bool(compiled) == fused_on
+
+
+def test_loss_primitives_agree_with_each_other(batch):
+  rng = np.random.default_rng(0)
+  logits = tf.constant(rng.normal(0, 3, (8, PREDS, 64)).astype(np.float32))
+  sums = losses.masked_lm_sums(logits, batch["masked_lm_ids"], batch["masked_lm_weights"])
+  np.testing.assert_allclose(
+      losses.masked_lm_loss(logits, batch["masked_lm_ids"], batch["masked_lm_weights"]),
+      sums["nll"] / (sums["weight"] + losses.MASKED_LM_DENOMINATOR_EPSILON), rtol=1e-6)
+  np.testing.assert_allclose(
+      losses.masked_lm_accuracy(logits, batch["masked_lm_ids"], batch["masked_lm_weights"]),
+      sums["correct"] / sums["weight"], rtol=1e-6)
+  nsp_logits = tf.constant(rng.normal(0, 1, (8, 2)).astype(np.float32))
+  cls = losses.classification_sums(nsp_logits, batch["next_sentence_labels"])
+  np.testing.assert_allclose(losses.next_sentence_loss(nsp_logits, batch["next_sentence_labels"]),
+                             cls["nll"] / cls["examples"], rtol=1e-6)
+  np.testing.assert_allclose(
+      losses.next_sentence_accuracy(nsp_logits, batch["next_sentence_labels"]),
+      cls["correct"] / cls["examples"], rtol=1e-6)
+
+
+# === Any task: a toy regression-as-classification task through the same loop ===
+
+
+def _toy_task():
+  """Classify whether the sum of 4 features is positive: plain functions, no BERT."""
+  def model_inputs(b):
+    return {"x": b["x"]}
+
+  def normalizers(b):
+    return {}
+
+  def replica_loss(outputs, b, global_normalizers, examples_per_update):
+    del global_normalizers
+    sums = losses.classification_sums(outputs, b["label"])
+    return sums["nll"] / float(examples_per_update), dict(correct=sums["correct"],
+                                                          examples=sums["examples"])
+
+  def train_metrics(totals, good_steps):
+    return dict(loss=totals["loss"] / good_steps,
+                accuracy=totals["correct"] / max(totals["examples"], 1))
+
+  def eval_sums(outputs, b):
+    return losses.classification_sums(outputs, b["label"])
+
+  def eval_results(batch_sums):
+    total = loop.sum_batches(batch_sums)
+    return dict(accuracy=total["correct"] / total["examples"],
+                loss=total["nll"] / total["examples"])
+
+  return loop.Task(model_inputs, normalizers, replica_loss, ("correct", "examples"),
+                   train_metrics, eval_sums, eval_results)
+
+
+def _toy_data(batch_size, accumulation=1):
+  rng = np.random.default_rng(1)
+  x = rng.normal(0, 1, (256, 4)).astype(np.float32)
+  label = (x.sum(1) > 0).astype(np.int32)
+  dataset = tf.data.Dataset.from_tensor_slices(dict(x=x, label=label)).repeat()
+  dataset = dataset.batch(batch_size // accumulation, drop_remainder=True)
+  if accumulation > 1:
+    dataset = dataset.batch(accumulation, drop_remainder=True)
+  return dataset
+
+
+def _toy_run(tmp_path, accumulation, steps=30):
+  import keras  # pylint: disable=g-import-not-at-top
+  keras.utils.set_random_seed(2)
+  strategy = loop.select_strategy("one_device")
+  with strategy.scope():
+    inputs = {"x": keras.Input((4,), name="x")}
+    model = keras.Model(inputs, keras.layers.Dense(2, name="logits")(inputs["x"]))
+    optimizer = optimization.create_optimizer("adamw", 0.1, steps, 0)
+    optimizer.build(model.trainable_variables)
+    step = tf.Variable(0, dtype=tf.int64)
+  task = _toy_task()
+  trainer = loop.Trainer(strategy, model, optimizer, task, train_batch_size=32,
+                         gradient_accumulation_steps=accumulation)
+  state = loop.checkpoint_state(model, optimizer, step, str(tmp_path), True, strategy)
+  iterator = iter(strategy.experimental_distribute_dataset(_toy_data(32, accumulation)))
+  metrics = loop.train(trainer, iterator, step, state.manager, steps, 10, steps, None, True)
+  results = loop.evaluate(trainer, iter(_toy_data(32)), 4, int(step.numpy()), str(tmp_path),
+                          True)
+  return model, metrics, results
+
+
+def test_the_loop_trains_any_task_and_accumulation_equals_the_full_batch(tmp_path):
+  model, metrics, results = _toy_run(tmp_path / "full", accumulation=1)
+  assert results["accuracy"] > 0.9 and metrics["train_accuracy"] > 0.8
+  assert loop.read_eval_results(str(tmp_path / "full" / loop.EVAL_RESULTS_FILE)) == (
+      pytest.approx(dict(results)))
+  model_acc, _, _ = _toy_run(tmp_path / "acc", accumulation=4)
+  for a, b in zip(model.get_weights(), model_acc.get_weights()):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_select_strategy():
+  assert isinstance(loop.select_strategy(), tf.distribute.OneDeviceStrategy)
+  assert isinstance(loop.select_strategy("mirrored"), tf.distribute.MirroredStrategy)
+  with pytest.raises(loop.TrainingError, match="--strategy must be one of"):
+    loop.select_strategy("horovod")
+  # No TPU here: the resolver fails and the message names the flags.
+  with pytest.raises(loop.TrainingError, match=r"--use_tpu.*cannot reach a TPU.*my-tpu"):
+    loop.select_strategy(use_tpu=True, tpu_name="my-tpu")
