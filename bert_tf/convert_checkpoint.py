@@ -3,8 +3,8 @@
 Formats: tf1 (the original release's checkpoints, e.g. bert_model.ckpt), model_garden (TF Model
 Garden BertEncoder / BertEncoderV2 checkpoints; read only), hf (Hugging Face safetensors),
 keras (our .keras models) and bert_tf (checkpoints written by our run_pretraining, or its
---output_dir for the latest one; read only). They are detected from the paths unless named with --from_format /
---to_format. The config comes from --bert_config_file, or from bert_config.json (tf1, Model
+--output_dir for the latest one; read only). They are detected from the paths unless named with
+--from_format / --to_format. The config comes from --bert_config_file, or from bert_config.json (tf1, Model
 Garden) or config.json (hf) beside the input.
 
 Examples:

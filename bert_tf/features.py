@@ -117,7 +117,7 @@ def parsing_spec(max_seq_length: int, max_predictions_per_seq: int,
 # proto message and keeps the bytes identical from run to run and across protobuf backends.
 
 
-def _varint(value: int) -> bytes:
+def varint(value: int) -> bytes:
   """Protobuf base-128 varint of a non-negative int (negative int64 use the 10-byte form)."""
   if value < 0:
     value += 1 << 64
@@ -129,18 +129,19 @@ def _varint(value: int) -> bytes:
   return bytes(out)
 
 
-def _varint_table(size: int) -> List[bytes]:
-  """[_varint(i) for i in range(size)], built a few times faster (vocabularies reach 250k)."""
+def varint_table(size: int) -> List[bytes]:
+  """[varint(i) for i in range(size)], built a few times faster (vocabularies reach 250k)."""
   table = [bytes((i,)) for i in range(min(size, 1 << 7))]
   table += [bytes((i & 0x7F | 0x80, i >> 7)) for i in range(1 << 7, min(size, 1 << 14))]
   table += [bytes((i & 0x7F | 0x80, (i >> 7) & 0x7F | 0x80, i >> 14))
             for i in range(1 << 14, min(size, 1 << 21))]
-  table += [_varint(i) for i in range(1 << 21, size)]
+  table += [varint(i) for i in range(1 << 21, size)]
   return table
 
 
-def _length_delimited(field_number: int, payload: bytes) -> bytes:
-  return _varint((field_number << 3) | 2) + _varint(len(payload)) + payload
+def length_delimited(field_number: int, payload: bytes) -> bytes:
+  """A length-delimited protobuf field (wire type 2): key, length, payload."""
+  return varint((field_number << 3) | 2) + varint(len(payload)) + payload
 
 
 class ExampleEncoder:
@@ -162,10 +163,10 @@ class ExampleEncoder:
     self.names = feature_names(use_v2_feature_names)
     # Varint of every value an int64 feature can hold (ids, positions, 0/1) and of every
     # length a header can hold (a 512-token sequence of 3-byte ids is ~1.5 kB).
-    self._varints = _varint_table(max(vocab_size, max_seq_length, 1 << 14))
+    self._varints = varint_table(max(vocab_size, max_seq_length, 1 << 14))
     # Deterministic serialisation orders map entries by the key's bytes.
     self._order = sorted(CANONICAL_NAMES, key=lambda n: self.names[n].encode("utf-8"))
-    self._keys = {n: _length_delimited(1, self.names[n].encode("utf-8")) for n in CANONICAL_NAMES}
+    self._keys = {n: length_delimited(1, self.names[n].encode("utf-8")) for n in CANONICAL_NAMES}
     # Entries that depend only on a count are built once.
     self._mask_entries = {}
     self._weight_entries = {}
@@ -247,7 +248,7 @@ class ExampleEncoder:
         NEXT_SENTENCE_LABELS: self._nsp_entries[1 if is_random_next else 0],
     }
     body = b"".join([entries[name] for name in self._order])
-    return b"\x0a" + _varint(len(body)) + body  # Example.features is field 1
+    return b"\x0a" + varint(len(body)) + body  # Example.features is field 1
 
 
 _FLOAT_ONE = struct.pack("<f", 1.0)

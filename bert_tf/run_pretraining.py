@@ -73,7 +73,8 @@ def main(argv):
   config = BertConfig.from_json_file(FLAGS.bert_config_file)
   settings = cli.settings_from_flags(pretraining.PretrainingSettings, FLAGS)
   strategy = cli.select_strategy_from_flags(FLAGS)
-  result = pretraining.run_pretraining(config, settings, strategy, export_fn=saved_model.export_step)
+  result = pretraining.run_pretraining(config, settings, strategy,
+                                       export_fn=saved_model.export_step)
   logging.info("Finished at step %d", result["global_step"])
   if "export_dir" in result:
     logging.info("Exported models: %s", result["export_dir"])

@@ -43,7 +43,8 @@ def define_flags(flag_values=FLAGS):
                       "pretraining-00000-of-NNNNN.tfrecord[.gz] (instances round-robin), each with "
                       "its .metadata.json.", **fv)
   flags.DEFINE_integer("num_output_shards", 1, "With --output_dir: how many record files.", **fv)
-  flags.DEFINE_string("vocab_file", None, "The WordPiece vocabulary the model is trained with.", **fv)
+  flags.DEFINE_string("vocab_file", None, "The WordPiece vocabulary the model is trained with.",
+                      **fv)
   flags.DEFINE_bool("do_lower_case", True,
                     "Lower-case the input (and strip accents); True for uncased models.", **fv)
   flags.DEFINE_bool("do_whole_word_mask", False,

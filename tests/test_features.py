@@ -70,11 +70,11 @@ def test_encoder_large_vocab_ids():
 
 def test_varint_table():
   # pylint: disable=protected-access
-  table = features._varint_table(70000)
+  table = features.varint_table(70000)
   for i in (0, 1, 127, 128, 300, 16383, 16384, 69999):
-    assert table[i] == features._varint(i)
-  assert features._varint(2**21) == bytes([0x80, 0x80, 0x80, 0x01])
-  assert features._varint(300) == bytes([0xAC, 0x02])  # the protobuf documentation's example
+    assert table[i] == features.varint(i)
+  assert features.varint(2**21) == bytes([0x80, 0x80, 0x80, 0x01])
+  assert features.varint(300) == bytes([0xAC, 0x02])  # the protobuf documentation's example
 
 
 def test_parsing_spec_reads_encoded_records():

@@ -44,7 +44,7 @@ def count_words(paths: Sequence[str], do_lower_case: bool, errors: str = "strict
   Args:
     paths: input files (plain text, any tf.io.gfile path).
     do_lower_case: as for the tokenizer that will use the vocab.
-    errors: how invalid UTF-8 is handled (see data_prep.corpus.iter_lines).
+    errors: how invalid UTF-8 is handled (see bert_tf.data.corpus.iter_lines).
     log_every_s: seconds between progress lines.
 
   Returns:

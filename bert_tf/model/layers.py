@@ -67,8 +67,8 @@ class Dropout(keras.layers.Dropout):
   """Keras' Dropout with a cheaper mask when training: fused.dropout.
 
   Keras draws one float per element from TensorFlow's Philox generator, a measurable share of
-  a small model's training step (benchmarks/README.md). fused.dropout spends one 32-bit hashed word on two
-  elements inside one XLA kernel: an element is dropped when its 16-bit half is below
+  a small model's training step (benchmarks/README.md). fused.dropout spends one 32-bit hashed
+  word on two elements inside one XLA kernel: an element is dropped when its 16-bit half is below
   round(rate * 2^16), so the drop probability is that over 2^16 (0.1 -> 0.1000061), and kept
   elements are scaled by 1 / (1 - p) for that p, so the expectation is exact. The seed comes
   from the layer's SeedGenerator as in Keras: runs are reproducible and each call draws a new

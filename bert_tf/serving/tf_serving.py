@@ -50,6 +50,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import features
 from bert_tf import io
 from bert_tf.config import BertConfig
 from bert_tf.packing import MASK_TOKEN, Packer
@@ -74,32 +75,16 @@ WARMUP_TEXTS = ("The man went to the store.",
 #   ModelSpec.name = 1, ModelSpec.signature_name = 3; a map entry is {key = 1, value = 2}.
 
 
-def _varint(value: int) -> bytes:
-  out = bytearray()
-  while True:
-    byte = value & 0x7F
-    value >>= 7
-    if value:
-      out.append(byte | 0x80)
-    else:
-      out.append(byte)
-      return bytes(out)
-
-
-def _field(number: int, payload: bytes) -> bytes:
-  """A length-delimited protobuf field."""
-  return _varint(number << 3 | 2) + _varint(len(payload)) + payload
-
-
 def prediction_log(model_name: str, signature_name: str,
                    inputs: Mapping[str, np.ndarray]) -> bytes:
   """A serialized tensorflow.serving.PredictionLog holding one PredictRequest."""
-  spec = _field(1, model_name.encode("utf-8")) + _field(3, signature_name.encode("utf-8"))
-  request = _field(1, spec)
+  field = features.length_delimited
+  spec = field(1, model_name.encode("utf-8")) + field(3, signature_name.encode("utf-8"))
+  request = field(1, spec)
   for key in sorted(inputs):
     tensor = tf.make_tensor_proto(inputs[key]).SerializeToString(deterministic=True)
-    request += _field(2, _field(1, key.encode("utf-8")) + _field(2, tensor))
-  return _field(6, _field(1, request))
+    request += field(2, field(1, key.encode("utf-8")) + field(2, tensor))
+  return field(6, field(1, request))
 
 
 def _warmup_inputs(signature_name: str, seq_length: int, texts: Sequence[str]

@@ -1,4 +1,5 @@
-"""End-to-end tests of data_prep/create_pretraining_data.py and data_prep/writer.py.
+"""End-to-end tests of data_prep/create_pretraining_data.py and its library half
+(bert_tf/data/pretraining_data.py, writer.py).
 
 The CLI test runs the real command in a subprocess on the committed Chinese golden input and
 checks its records against the original script's output (tests/data/cpd_zh_s64_d1.tfrecord).

@@ -1,4 +1,4 @@
-"""Tests for data_prep/instances.py: the original's instance algorithm, draw for draw.
+"""Tests for bert_tf/data/instances.py: the original's instance algorithm, draw for draw.
 
 The golden tests recompute the original script's outputs (tests/data/cpd_golden.json, from
 /work/shared/data/golden) and compare an md5 over every record; the unit tests compare each

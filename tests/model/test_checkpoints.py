@@ -1,4 +1,4 @@
-"""Tests of bert_tf.checkpoints: original TF1 checkpoints in and out."""
+"""Tests of bert_tf.model.checkpoints: original TF1 checkpoints in and out."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,5 @@
-"""Tests of bert_tf.encoder: parity with the NumPy reference, golden values, save/reload, sizes."""
+"""Tests of bert_tf.model.encoder: parity with the NumPy reference, golden values, save/reload,
+sizes."""
 
 import keras
 import numpy as np

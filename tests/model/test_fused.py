@@ -1,4 +1,4 @@
-"""The fused training kernels (bert_tf/fused.py) against plain TensorFlow ops and autodiff."""
+"""The fused training kernels (bert_tf/model/fused.py) against plain TensorFlow ops and autodiff."""
 
 import keras
 import numpy as np

@@ -1,4 +1,4 @@
-"""Tests of bert_tf.heads: the pretraining model against the NumPy reference, sizes, save/reload,
+"""Tests of bert_tf.model.heads: the pretraining model against the NumPy reference, sizes, save/reload,
 mixed precision."""
 
 import keras

@@ -1,4 +1,4 @@
-"""Tests of bert_tf.layers, and the NumPy reference of the original BERT formulas.
+"""Tests of bert_tf.model.layers, and the NumPy reference of the original BERT formulas.
 
 The reference functions (float64, weights keyed by the original TF1 names) live in
 tests/helpers.py; test_encoder, test_heads and test_checkpoints use them too.

@@ -1,4 +1,4 @@
-"""Tests of bert_tf.input_pipeline: batches, sharding, GZIP, metadata and dynamic masking."""
+"""Tests of bert_tf.training.input_pipeline: batches, sharding, GZIP, metadata, dynamic masking."""
 
 import gzip
 import logging

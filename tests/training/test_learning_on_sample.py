@@ -3,8 +3,8 @@
 Records are made here with the data_prep library from two disjoint slices of
 data_prep/sample/sample_text.txt (training: the start of the first 44 chapters of Emma; held-out
 evaluation: the start of the last 12) and the bundled bert-base-uncased vocab; then
-bert_tf.training.pretraining.run_pretraining evaluates an untrained tiny model (L=2, H=64, A=2, I=128) on the
-held-out records, trains one for 500 steps of 16 examples and evaluates it again.
+bert_tf.training.pretraining.run_pretraining evaluates an untrained tiny model (L=2, H=64, A=2,
+I=128) on the held-out records, trains one for 500 steps of 16 examples and evaluates it again.
 
 Thresholds, and why (measured values in brackets, untrained -> trained, held-out records):
   masked-LM accuracy [0.0004 -> 0.099]: the best guess that ignores the input (always the most

@@ -1,0 +1,1040 @@
+"""The data half of the original run_classifier.py: examples, task processors, features, records.
+
+What carries over from the original release (google-research/bert, run_classifier.py):
+
+* TSV files are read with Python's csv module, tab-delimited and with quoting off, so quote
+  characters are ordinary text (MNLI and QQP contain stray quotes). Lines end at "\\n" only.
+* The CoLA, MNLI, MRPC and XNLI processors read the same files and columns, skip the same header
+  rows, and give the same label lists and guids. GLUE's SST-2, QQP, QNLI, RTE, WNLI and STS-B
+  (a regression task) are added in the same style, plus `GenericProcessor` for any TSV, CSV or
+  JSONL file.
+* `convert_single_example` gives the original's features: `[CLS] A [SEP]` (segment 0) then
+  `B [SEP]` (segment 1) when B has tokens, the original's truncation (pop from the longer list,
+  from B on a tie), zero padding, is_real_example, all-zero features for a PaddingInputExample.
+* `file_based_convert_examples_to_features` writes one tf.train.Example per example with the
+  int64 features input_ids, input_mask, segment_ids, label_ids, is_real_example — the bytes equal
+  `SerializeToString(deterministic=True)` of the message the original builds.
+
+Deliberate differences: where the original crashed (IndexError on a short or blank row,
+KeyError on an unknown label, a missing file, invalid UTF-8) this module raises an error naming
+the file and line, or the label and the allowed labels. A UTF-8 byte-order mark at the start of a
+file is dropped. A pair with max_seq_length 2 is a ValueError (the original popped from an empty
+list). XNLI also reads
+its test set (`xnli.test.tsv`, the dev layout); the original had none. For STS-B (regression) the
+label list is None, labels are floats and the records store `label_ids` as a float.
+
+Examples hold text; tokenization happens in `convert_single_example`, with the tokenizer's
+`tokenize_to_ids` (the same ids as `convert_tokens_to_ids(tokenize(...))`, cached per word).
+TensorFlow is imported only to write records, which are encoded here without building protobuf
+messages.
+"""
+
+import csv
+import dataclasses
+import io as io_lib
+import json
+import os
+import struct
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from absl import logging
+
+from bert_tf import features
+from bert_tf import io
+
+# === Examples and features ===
+
+
+@dataclasses.dataclass
+class InputExample:
+  """One classification example.
+
+  Attributes:
+    guid: a unique id, e.g. "train-17" (used in logs and errors).
+    text_a: the first sequence (untokenized text).
+    text_b: the second sequence, or None for single-sequence tasks. An empty string is treated
+      as None, as in the original.
+    label: the label string (a float for regression tasks); test sets carry a constant.
+  """
+  guid: str
+  text_a: str
+  text_b: Optional[str] = None
+  label: Any = None
+
+
+class PaddingInputExample:
+  """A fake example that fills up the last batch (eval/predict on TPU).
+
+  It becomes all-zero features with is_real_example = False, so metrics give it weight 0 and
+  prediction output skips it.
+  """
+
+  def __repr__(self):
+    return "PaddingInputExample()"
+
+  def __eq__(self, other):
+    return isinstance(other, PaddingInputExample)
+
+  def __hash__(self):
+    return hash(PaddingInputExample)
+
+
+@dataclasses.dataclass
+class InputFeatures:
+  """The model inputs of one example, each sequence padded to max_seq_length."""
+  input_ids: List[int]
+  input_mask: List[int]
+  segment_ids: List[int]
+  label_id: Union[int, float]
+  is_real_example: bool = True
+
+
+# === Reading TSV, CSV and JSONL files ===
+
+
+class DataFormatError(ValueError):
+  """A data file that is malformed or does not match the task's layout (file and line named)."""
+
+
+_FORMATS = ("tsv", "csv", "jsonl")
+_EXTENSIONS = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl"}
+
+
+def _read_text(path: str, what: str = "data file") -> str:
+  """The whole file as text; clear errors for a missing file and invalid UTF-8 (with the line)."""
+  if not io.exists(path):
+    raise FileNotFoundError(f"{path}: {what} not found")
+  if io.isdir(path):
+    raise FileNotFoundError(f"{path}: {what} is a directory, expected a file")
+  with io.open_file(path, "rb") as f:
+    data = f.read()
+  try:
+    text = data.decode("utf-8")
+  except UnicodeDecodeError as e:
+    line = data.count(b"\n", 0, e.start) + 1
+    raise DataFormatError(f"{path}:{line}: invalid UTF-8 ({data[e.start:e.end]!r}: {e.reason})"
+                          ) from None
+  return text[1:] if text.startswith("\ufeff") else text
+
+
+def _csv_rows(path: str, text: str, delimiter: str, quoting: bool) -> List[Tuple[int, List[str]]]:
+  """(line number, cells) of every record, the line number being where the record starts."""
+  if quoting:
+    # Standard CSV: quoted fields may hold delimiters and newlines.
+    reader = csv.reader(io_lib.StringIO(text, newline=""), delimiter=delimiter)
+  else:
+    # The original's reading: quoting off, so '"' is ordinary text, and lines split at "\n"
+    # only (a tf.gfile file, no newline translation); csv strips a trailing "\r\n".
+    reader = csv.reader(io_lib.StringIO(text, newline="\n"), delimiter=delimiter, quotechar=None)
+  rows = []
+  start = 1
+  try:
+    for row in reader:
+      rows.append((start, row))
+      start = reader.line_num + 1
+  except csv.Error as e:
+    raise DataFormatError(f"{path}:{reader.line_num}: {e}") from None
+  return rows
+
+
+def _jsonl_rows(path: str, text: str) -> List[Tuple[int, Union[dict, list]]]:
+  """(line number, object or array) of every non-blank line."""
+  rows = []
+  for number, line in enumerate(text.split("\n"), start=1):
+    if not line.strip():
+      continue
+    try:
+      value = json.loads(line)
+    except json.JSONDecodeError as e:
+      raise DataFormatError(f"{path}:{number}: not valid JSON: {e.msg} (column {e.colno})"
+                            ) from None
+    if not isinstance(value, (dict, list)):
+      raise DataFormatError(f"{path}:{number}: expected a JSON object or array, found "
+                            f"{type(value).__name__}")
+    rows.append((number, value))
+  return rows
+
+
+def _read_rows(path: str, file_format: str = "tsv", delimiter: Optional[str] = None):
+  """(line number, row) for every record of a TSV (original rules), CSV or JSONL file."""
+  text = _read_text(path)
+  if file_format == "tsv":
+    return _csv_rows(path, text, delimiter or "\t", quoting=False)
+  if file_format == "csv":
+    return _csv_rows(path, text, delimiter or ",", quoting=True)
+  if file_format == "jsonl":
+    return _jsonl_rows(path, text)
+  raise ValueError(f"unknown file format {file_format!r}; expected one of {_FORMATS}")
+
+
+def read_tsv(input_file: str) -> List[List[str]]:
+  """The rows of a tab-separated file, read as the original's `_read_tsv` does.
+
+  csv with a tab delimiter and quoting off: every line is one row and quote characters stay in
+  the text. Raises FileNotFoundError naming a missing file and DataFormatError naming the line of
+  invalid UTF-8 (or of a "\\r" inside a line, which the csv module refuses).
+  """
+  return [row for _, row in _read_rows(input_file, "tsv")]
+
+
+def _preview(row: Any, limit: int = 80) -> str:
+  text = "\t".join(row) if isinstance(row, list) and all(isinstance(c, str) for c in row) \
+      else json.dumps(row, ensure_ascii=False)
+  return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+# === Processors ===
+
+
+class DataProcessor:
+  """Reads a task's train/dev/test examples (the original's interface).
+
+  Subclasses give `get_examples(data_dir, split)` and `get_labels()`; `splits` lists the split
+  names `get_examples` accepts. `is_regression` is True for real-valued labels, in which case
+  `get_labels()` returns None.
+  """
+
+  name = "task"
+  splits: Tuple[str, ...] = ("train", "dev", "test")
+  is_regression = False
+
+  def get_examples(self, data_dir: str, split: str) -> List[InputExample]:
+    raise NotImplementedError()
+
+  def get_train_examples(self, data_dir: str) -> List[InputExample]:
+    return self.get_examples(data_dir, "train")
+
+  def get_dev_examples(self, data_dir: str) -> List[InputExample]:
+    return self.get_examples(data_dir, "dev")
+
+  def get_test_examples(self, data_dir: str) -> List[InputExample]:
+    return self.get_examples(data_dir, "test")
+
+  def get_labels(self) -> Optional[List[str]]:
+    raise NotImplementedError()
+
+  @classmethod
+  def _read_tsv(cls, input_file: str) -> List[List[str]]:
+    """The original's helper name, kept for subclasses written against the original."""
+    return read_tsv(input_file)
+
+  def _check_split(self, split: str) -> None:
+    if split not in self.splits:
+      raise ValueError(f"{self.name} has no split {split!r}; its splits are {list(self.splits)}")
+
+  def _check_label(self, label: Any, path: str, line: int,
+                   labels: Optional[Sequence[str]], allowed: Optional[frozenset] = None) -> Any:
+    """The label as stored in an example (float for regression); errors name file and line.
+
+    `labels` is the label list (None for regression); `allowed`, its set, saves rebuilding it
+    for every row.
+    """
+    if labels is None:
+      try:
+        return float(label)
+      except (TypeError, ValueError):
+        raise DataFormatError(f"{path}:{line}: label {label!r} is not a number "
+                              f"({self.name} is a regression task)") from None
+    if label not in (allowed if allowed is not None else labels):
+      raise DataFormatError(f"{path}:{line}: unknown label {label!r}; the {self.name} labels "
+                            f"are {list(labels)}")
+    return label
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitLayout:
+  """Where one split's examples are in a TSV file (column indexes may be negative, from the end).
+
+  Attributes:
+    file_name: the file, relative to data_dir.
+    guid_prefix: guids are "<guid_prefix>-<guid_column's value>", or "<guid_prefix>-<i>" with i
+      the index of the row among all rows read (the header is row 0 when there is one).
+    text_a, text_b: text columns; text_b None for single-sequence tasks.
+    label: label column, or None for a constant label (the task's first label, as the original's
+      test sets; 0.0 for regression).
+    guid_column: see guid_prefix.
+    skip_header: whether the first row is a header.
+    label_rewrites: labels replaced as read (XNLI's translated training sets say
+      "contradictory").
+    keep_column, keep_value: keep only rows whose keep_column equals keep_value (XNLI's dev set
+      holds every language); skipped rows still count for the guid index.
+  """
+  file_name: str
+  guid_prefix: str
+  text_a: int
+  text_b: Optional[int] = None
+  label: Optional[int] = None
+  guid_column: Optional[int] = None
+  skip_header: bool = True
+  label_rewrites: Tuple[Tuple[str, str], ...] = ()
+  keep_column: Optional[int] = None
+  keep_value: Optional[str] = None
+
+  def columns_needed(self) -> int:
+    used = [c for c in (self.text_a, self.text_b, self.label, self.guid_column) if c is not None]
+    return max([c + 1 if c >= 0 else -c for c in used] + [1])
+
+
+class TsvTaskProcessor(DataProcessor):
+  """A processor defined by its label list and one SplitLayout per split."""
+
+  labels: Optional[Tuple[str, ...]] = None
+  layouts: Mapping[str, SplitLayout] = {}
+
+  @property
+  def splits(self) -> Tuple[str, ...]:
+    return tuple(self.layouts)
+
+  def get_labels(self) -> Optional[List[str]]:
+    return None if self.labels is None else list(self.labels)
+
+  def get_examples(self, data_dir: str, split: str) -> List[InputExample]:
+    self._check_split(split)
+    layout = self.layouts[split]
+    path = os.path.join(data_dir, layout.file_name)
+    if not io.exists(path):
+      raise FileNotFoundError(
+          f"{path}: file not found (the {self.name} processor reads its {split} examples from "
+          f"{layout.file_name} in data_dir)")
+    rows = _read_rows(path, "tsv")
+    needed = layout.columns_needed()
+    rewrites = dict(layout.label_rewrites)
+    labels = self.get_labels()
+    allowed = None if labels is None else frozenset(labels)
+    constant_label = 0.0 if labels is None else labels[0]
+    examples = []
+    for i, (line, row) in enumerate(rows):
+      if i == 0 and layout.skip_header:
+        continue
+      if layout.keep_column is not None:
+        if len(row) <= layout.keep_column:
+          self._on_short_row(path, line, row, layout.keep_column + 1, split)
+          continue
+        if row[layout.keep_column] != layout.keep_value:
+          continue
+      if len(row) < needed:
+        self._on_short_row(path, line, row, needed, split)
+        continue  # reached only when the subclass chose to skip the row
+      if layout.label is None:
+        label = constant_label
+      else:
+        label = row[layout.label]
+        label = self._check_label(rewrites.get(label, label), path, line, labels, allowed)
+      guid_part = i if layout.guid_column is None else row[layout.guid_column]
+      examples.append(InputExample(
+          guid=f"{layout.guid_prefix}-{guid_part}", text_a=row[layout.text_a],
+          text_b=None if layout.text_b is None else row[layout.text_b], label=label))
+    return examples
+
+  def _on_short_row(self, path: str, line: int, row: List[str], needed: int, split: str):
+    """A row with too few columns: an error naming the file and line (subclasses may skip)."""
+    raise DataFormatError(
+        f"{path}:{line}: {len(row)} tab-separated column(s), but the {self.name} {split} layout "
+        f"needs at least {needed}; the line is {_preview(row)}")
+
+
+# --- The original's four processors ---
+
+
+class ColaProcessor(TsvTaskProcessor):
+  """CoLA (GLUE). train/dev: no header; columns source, label, original label, sentence.
+
+  test.tsv has a header (index, sentence). guids "<set>-<i>": train and dev start at 0, test at 1.
+  """
+  name = "cola"
+  labels = ("0", "1")
+  layouts = {
+      "train": SplitLayout("train.tsv", "train", text_a=3, label=1, skip_header=False),
+      "dev": SplitLayout("dev.tsv", "dev", text_a=3, label=1, skip_header=False),
+      "test": SplitLayout("test.tsv", "test", text_a=1),
+  }
+
+
+class MnliProcessor(TsvTaskProcessor):
+  """MultiNLI (GLUE). Premise col 8, hypothesis col 9, gold label in the last column.
+
+  guids "<set>-<col 0>" with set "train", "dev_matched", "test" (as the original). Added: the
+  mismatched sets as the splits "dev_mismatched" and "test_mismatched".
+  """
+  name = "mnli"
+  labels = ("contradiction", "entailment", "neutral")
+  layouts = {
+      "train": SplitLayout("train.tsv", "train", text_a=8, text_b=9, label=-1, guid_column=0),
+      "dev": SplitLayout("dev_matched.tsv", "dev_matched", text_a=8, text_b=9, label=-1,
+                         guid_column=0),
+      "test": SplitLayout("test_matched.tsv", "test", text_a=8, text_b=9, guid_column=0),
+      "dev_mismatched": SplitLayout("dev_mismatched.tsv", "dev_mismatched", text_a=8, text_b=9,
+                                    label=-1, guid_column=0),
+      "test_mismatched": SplitLayout("test_mismatched.tsv", "test_mismatched", text_a=8,
+                                     text_b=9, guid_column=0),
+  }
+
+  def get_dev_mismatched_examples(self, data_dir: str) -> List[InputExample]:
+    return self.get_examples(data_dir, "dev_mismatched")
+
+  def get_test_mismatched_examples(self, data_dir: str) -> List[InputExample]:
+    return self.get_examples(data_dir, "test_mismatched")
+
+
+class MrpcProcessor(TsvTaskProcessor):
+  """MRPC (GLUE). Header skipped; Quality (label) col 0, #1 String col 3, #2 String col 4.
+
+  guids "<set>-<i>", so the first example is "<set>-1"; test labels are the constant "0".
+  """
+  name = "mrpc"
+  labels = ("0", "1")
+  layouts = {
+      "train": SplitLayout("train.tsv", "train", text_a=3, text_b=4, label=0),
+      "dev": SplitLayout("dev.tsv", "dev", text_a=3, text_b=4, label=0),
+      "test": SplitLayout("test.tsv", "test", text_a=3, text_b=4),
+  }
+
+
+class XnliProcessor(TsvTaskProcessor):
+  """XNLI for one language (the original hard-coded "zh").
+
+  train: multinli/multinli.train.<language>.tsv, header skipped, premise col 0, hypothesis col 1,
+  label col 2 with "contradictory" read as "contradiction"; guids "train-<i>".
+  dev: xnli.dev.tsv, header skipped, rows whose col 0 is the language; premise col 6, hypothesis
+  col 7, label col 1; guids "dev-<i>" with i counted before filtering (so they have gaps).
+  test (not in the original): xnli.test.tsv, read like dev.
+  """
+  name = "xnli"
+  labels = ("contradiction", "entailment", "neutral")
+
+  def __init__(self, language: str = "zh"):
+    self.language = language
+    self.layouts = {
+        "train": SplitLayout(os.path.join("multinli", f"multinli.train.{language}.tsv"), "train",
+                             text_a=0, text_b=1, label=2,
+                             label_rewrites=(("contradictory", "contradiction"),)),
+        "dev": SplitLayout("xnli.dev.tsv", "dev", text_a=6, text_b=7, label=1,
+                           keep_column=0, keep_value=language),
+        "test": SplitLayout("xnli.test.tsv", "test", text_a=6, text_b=7, label=1,
+                            keep_column=0, keep_value=language),
+    }
+
+
+# --- The rest of GLUE ---
+#
+# Assumed layouts of the files in GLUE's download (glue_data/<task>/; the column orders are the
+# ones Hugging Face's and Model Garden's TSV processors read). Every file has a header row.
+#   SST-2  train/dev: sentence, label                      test: index, sentence
+#   QQP    train/dev: id, qid1, qid2, question1, question2, is_duplicate
+#                                                          test: id, question1, question2
+#   QNLI   train/dev: index, question, sentence, label     test: index, question, sentence
+#   RTE    train/dev: index, sentence1, sentence2, label   test: index, sentence1, sentence2
+#   WNLI   train/dev: index, sentence1, sentence2, label   test: index, sentence1, sentence2
+#   STS-B  train/dev: index, genre, filename, year, old_index, source1, source2, sentence1,
+#          sentence2, score                                test: the same without score
+# guids are "<set>-<col 0>" (the index or id, which GLUE's submission files use), except SST-2's
+# train/dev, which have no id column: "<set>-<i>" there and, for consistency, in its test set.
+# Test labels are the task's first label (0.0 for STS-B), as the original did for its tasks.
+# QQP: some copies of train.tsv have rows with missing fields; Hugging Face's processor skips
+# them silently. Here they are an error unless QqpProcessor(skip_short_rows=True), which skips
+# them with a warning naming each line.
+
+
+class Sst2Processor(TsvTaskProcessor):
+  """SST-2 (GLUE): single sentences, labels "0" (negative) and "1" (positive)."""
+  name = "sst-2"
+  labels = ("0", "1")
+  layouts = {
+      "train": SplitLayout("train.tsv", "train", text_a=0, label=1),
+      "dev": SplitLayout("dev.tsv", "dev", text_a=0, label=1),
+      "test": SplitLayout("test.tsv", "test", text_a=1),
+  }
+
+
+class QqpProcessor(TsvTaskProcessor):
+  """QQP (GLUE): question pairs, labels "0" and "1" (is_duplicate)."""
+  name = "qqp"
+  labels = ("0", "1")
+  layouts = {
+      "train": SplitLayout("train.tsv", "train", text_a=3, text_b=4, label=5, guid_column=0),
+      "dev": SplitLayout("dev.tsv", "dev", text_a=3, text_b=4, label=5, guid_column=0),
+      "test": SplitLayout("test.tsv", "test", text_a=1, text_b=2, guid_column=0),
+  }
+
+  def __init__(self, skip_short_rows: bool = False):
+    self.skip_short_rows = skip_short_rows
+
+  def get_examples(self, data_dir: str, split: str) -> List[InputExample]:
+    self._skipped = []
+    examples = super().get_examples(data_dir, split)
+    if self._skipped:
+      logging.warning("qqp %s: skipped %d row(s) with too few columns: %s%s", split,
+                      len(self._skipped), ", ".join(self._skipped[:20]),
+                      ", ..." if len(self._skipped) > 20 else "")
+    return examples
+
+  def _on_short_row(self, path, line, row, needed, split):
+    if not self.skip_short_rows:
+      super()._on_short_row(path, line, row, needed, split)
+    self._skipped.append(f"{path}:{line}")
+
+
+def _glue_pair_layouts():
+  """train/dev: index, sentence1 (or question), sentence2, ..., label (last); test: no label."""
+  return {split: SplitLayout(f"{split}.tsv", split, text_a=1, text_b=2,
+                             label=None if split == "test" else -1, guid_column=0)
+          for split in ("train", "dev", "test")}
+
+
+class QnliProcessor(TsvTaskProcessor):
+  """QNLI (GLUE): question/sentence pairs, labels "entailment" and "not_entailment"."""
+  name = "qnli"
+  labels = ("entailment", "not_entailment")
+  layouts = _glue_pair_layouts()
+
+
+class RteProcessor(TsvTaskProcessor):
+  """RTE (GLUE): sentence pairs, labels "entailment" and "not_entailment"."""
+  name = "rte"
+  labels = ("entailment", "not_entailment")
+  layouts = _glue_pair_layouts()
+
+
+class WnliProcessor(TsvTaskProcessor):
+  """WNLI (GLUE): sentence pairs, labels "0" and "1"."""
+  name = "wnli"
+  labels = ("0", "1")
+  layouts = _glue_pair_layouts()
+
+
+class StsbProcessor(TsvTaskProcessor):
+  """STS-B (GLUE): regression on sentence pairs, a similarity score in [0, 5] (float labels)."""
+  name = "sts-b"
+  is_regression = True
+  labels = None
+  layouts = {
+      "train": SplitLayout("train.tsv", "train", text_a=7, text_b=8, label=-1, guid_column=0),
+      "dev": SplitLayout("dev.tsv", "dev", text_a=7, text_b=8, label=-1, guid_column=0),
+      "test": SplitLayout("test.tsv", "test", text_a=7, text_b=8, guid_column=0),
+  }
+
+
+# --- Any TSV, CSV or JSONL file ---
+
+Column = Union[int, str]
+_MISSING = object()
+
+
+class GenericProcessor(DataProcessor):
+  """Examples from any TSV, CSV or JSONL files, with the columns named by the caller.
+
+  Formats (from each file's extension unless `file_format` is given): ".tsv" the original's TSV
+  rules (tabs, quotes kept as text); ".csv" standard CSV (quoted fields may hold commas and
+  newlines); ".jsonl"/".json" one JSON object (columns by key) or array (by index) per line,
+  blank lines ignored.
+
+  Args:
+    text_a_column: the first text: a column name (needs a header, or JSONL objects) or a 0-based
+      index (negative counts from the end).
+    text_b_column: the second text, or None for single-sequence tasks. A JSON null is None.
+    label_column: the label. Required in train and dev; a test file may lack it (then every test
+      label is the first label, or 0.0 for regression, as the original's test sets).
+    has_header: whether a TSV/CSV file's first row names the columns (default: True when any
+      column is given by name). The header counts as row 0 of the guids.
+    label_list: the labels in id order; default: the training file's distinct labels, sorted
+      as strings.
+    is_regression: real-valued labels (floats); get_labels() is then None.
+    file_format: "tsv", "csv" or "jsonl" for every file, instead of the extension.
+    delimiter: overrides the tab (TSV) or comma (CSV).
+    train_file, dev_file, test_file: file names relative to data_dir (or absolute paths).
+    guid_column: guids are "<split>-<this column's value>"; default "<split>-<i>" with i the
+      index of the row among all rows read, as the original.
+    name: the task name used in messages.
+  """
+
+  def __init__(self, text_a_column: Column, text_b_column: Optional[Column] = None,
+               label_column: Optional[Column] = None, *, has_header: Optional[bool] = None,
+               label_list: Optional[Sequence[str]] = None, is_regression: bool = False,
+               file_format: Optional[str] = None, delimiter: Optional[str] = None,
+               train_file: str = "train.tsv", dev_file: str = "dev.tsv",
+               test_file: str = "test.tsv", guid_column: Optional[Column] = None,
+               name: str = "generic"):
+    for what, column in (("text_a_column", text_a_column), ("text_b_column", text_b_column),
+                         ("label_column", label_column), ("guid_column", guid_column)):
+      if column is not None and (isinstance(column, bool) or not isinstance(column, (int, str))):
+        raise TypeError(f"{what} must be a column name (str) or index (int), got {column!r}")
+    if text_a_column is None:
+      raise ValueError("text_a_column is required")
+    if file_format is not None and file_format not in _FORMATS:
+      raise ValueError(f"file_format={file_format!r}; expected one of {_FORMATS}")
+    if is_regression and label_list is not None:
+      raise ValueError("a regression task has no label_list")
+    if label_list is not None:
+      label_list = [str(label) for label in label_list]
+      if not label_list or len(set(label_list)) != len(label_list):
+        raise ValueError(f"label_list must be non-empty without repeats, got {label_list}")
+    self.text_a_column = text_a_column
+    self.text_b_column = text_b_column
+    self.label_column = label_column
+    self.guid_column = guid_column
+    by_name = any(isinstance(c, str) for c in (text_a_column, text_b_column, label_column,
+                                                guid_column))
+    # For TSV/CSV files; JSONL lines name their own keys (an explicit True is refused there).
+    self.has_header = by_name if has_header is None else has_header
+    self._header_requested = bool(has_header)
+    self.label_list = label_list
+    self.is_regression = is_regression
+    self.file_format = file_format
+    self.delimiter = delimiter
+    self.files = {"train": train_file, "dev": dev_file, "test": test_file}
+    self.name = name
+    self._data_dir: Optional[str] = None
+    self._inferred: Dict[str, List[str]] = {}
+
+  def get_labels(self, data_dir: Optional[str] = None) -> Optional[List[str]]:
+    """The label list; inferred from data_dir's training file (or the last data_dir read)."""
+    if self.is_regression:
+      return None
+    if self.label_list is not None:
+      return list(self.label_list)
+    data_dir = data_dir if data_dir is not None else self._data_dir
+    if data_dir is None:
+      raise ValueError(f"{self.name}: no label_list was given, so the labels come from the "
+                       "training file; call get_labels(data_dir) or read examples first")
+    path = os.path.join(data_dir, self.files["train"])
+    if path not in self._inferred:
+      records = self._records(data_dir, "train")
+      self._inferred[path] = sorted({label for _, _, _, _, label in records})
+    return list(self._inferred[path])
+
+  def get_examples(self, data_dir: str, split: str) -> List[InputExample]:
+    self._check_split(split)
+    self._data_dir = data_dir
+    path = os.path.join(data_dir, self.files[split])
+    records = self._records(data_dir, split)
+    if split == "train" and not self.is_regression and self.label_list is None:
+      self._inferred[path] = sorted({label for _, _, _, _, label in records})
+    labels = self.get_labels(data_dir)
+    allowed = None if labels is None else frozenset(labels)
+    constant_label = 0.0 if labels is None else labels[0]
+    examples = []
+    for line, guid, text_a, text_b, label in records:
+      label = constant_label if label is _MISSING else \
+          self._check_label(label, path, line, labels, allowed)
+      examples.append(InputExample(guid=f"{split}-{guid}", text_a=text_a, text_b=text_b,
+                                   label=label))
+    return examples
+
+  def _format_of(self, path: str) -> str:
+    if self.file_format:
+      return self.file_format
+    extension = os.path.splitext(path)[1].lower()
+    if extension not in _EXTENSIONS:
+      raise ValueError(f"{path}: cannot tell the format from the extension {extension!r}; "
+                       f"pass file_format (one of {_FORMATS})")
+    return _EXTENSIONS[extension]
+
+  def _records(self, data_dir: str, split: str) -> List[Tuple[int, str, str, Optional[str], Any]]:
+    """(line, guid suffix, text_a, text_b, raw label or _MISSING) for every example row."""
+    if self.label_column is None and split != "test":
+      raise ValueError(f"{self.name}: label_column is not set, so there are no {split} labels")
+    path = os.path.join(data_dir, self.files[split])
+    if not io.exists(path):
+      raise FileNotFoundError(f"{path}: file not found (the {self.name} {split} file)")
+    file_format = self._format_of(path)
+    if file_format == "jsonl" and self._header_requested:
+      raise ValueError(f"{path}: JSONL files have no header; name columns by key instead")
+    rows = _read_rows(path, file_format, self.delimiter)
+    columns = {"text_a": self.text_a_column, "text_b": self.text_b_column,
+               "label": self.label_column, "guid": self.guid_column}
+    label_optional = split == "test"
+    start = 0
+    if file_format != "jsonl":
+      if self.has_header:
+        if not rows:
+          raise DataFormatError(f"{path}: empty file, expected a header row")
+        header_line, header = rows[0]
+        start = 1
+        for role, column in columns.items():
+          if isinstance(column, str):
+            if column in header:
+              columns[role] = header.index(column)
+            elif role == "label" and label_optional:
+              columns[role] = None
+            else:
+              raise DataFormatError(f"{path}:{header_line}: no column {column!r} in the header "
+                                    f"{header}")
+      else:
+        named = [c for c in columns.values() if isinstance(c, str)]
+        if named:
+          raise ValueError(f"{path}: columns given by name ({named}) need has_header=True")
+    records = []
+    for i in range(start, len(rows)):
+      line, row = rows[i]
+      values = {}
+      for role, column in columns.items():
+        if column is None:
+          values[role] = _MISSING
+          continue
+        value = _cell(row, column)
+        if value is _MISSING and not (role == "label" and label_optional):
+          self._missing_cell(path, line, row, role, column)
+        values[role] = value
+      guid = i if values["guid"] is _MISSING else values["guid"]
+      text_a = _text(values["text_a"], path, line, "text_a", allow_none=False)
+      text_b = None if values["text_b"] is _MISSING else \
+          _text(values["text_b"], path, line, "text_b", allow_none=True)
+      label = values["label"]
+      if label is not _MISSING and not isinstance(label, str) and not self.is_regression:
+        label = json.dumps(label)  # JSON numbers and booleans: 1 -> "1", true -> "true"
+      records.append((line, guid if isinstance(guid, (str, int)) else json.dumps(guid),
+                      text_a, text_b, label))
+    return records
+
+  def _missing_cell(self, path, line, row, role, column):
+    if isinstance(row, dict):
+      raise DataFormatError(f"{path}:{line}: no key {column!r} ({role}); the keys are "
+                            f"{list(row)}")
+    if isinstance(column, str):
+      raise DataFormatError(f"{path}:{line}: {role} column {column!r} is given by name, but the "
+                            f"line is a JSON array")
+    raise DataFormatError(f"{path}:{line}: {len(row)} column(s), but the {role} column is "
+                          f"{column}; the line is {_preview(row)}")
+
+
+def _cell(row: Union[list, dict], column: Column) -> Any:
+  if isinstance(row, dict):
+    return row.get(column, _MISSING) if isinstance(column, str) else _MISSING
+  if isinstance(column, str):
+    return _MISSING
+  return row[column] if -len(row) <= column < len(row) else _MISSING
+
+
+def _text(value: Any, path: str, line: int, role: str, allow_none: bool) -> Optional[str]:
+  if isinstance(value, str) or (value is None and allow_none):
+    return value
+  raise DataFormatError(f"{path}:{line}: {role} is {json.dumps(value)}, expected a string")
+
+
+# === Task names ===
+
+# Keyed by lower-case task name: the original's four, then the rest of GLUE.
+PROCESSORS = {
+    "cola": ColaProcessor,
+    "mnli": MnliProcessor,
+    "mrpc": MrpcProcessor,
+    "xnli": XnliProcessor,
+    "sst-2": Sst2Processor,
+    "sst2": Sst2Processor,
+    "qqp": QqpProcessor,
+    "qnli": QnliProcessor,
+    "rte": RteProcessor,
+    "wnli": WnliProcessor,
+    "sts-b": StsbProcessor,
+    "stsb": StsbProcessor,
+}
+
+
+def get_processor(task_name: str, **kwargs) -> DataProcessor:
+  """A processor by task name (case-insensitive), e.g. get_processor("XNLI", language="de")."""
+  key = task_name.lower()
+  if key not in PROCESSORS:
+    raise ValueError(f"Task not found: {task_name!r}; known tasks: {sorted(PROCESSORS)}")
+  return PROCESSORS[key](**kwargs)
+
+
+# === Examples -> features ===
+
+
+def truncated_pair_lengths(len_a: int, len_b: int, max_length: int) -> Tuple[int, int]:
+  """Lengths the original's `_truncate_seq_pair` leaves: pop from the longer, from B on a tie.
+
+  Computed directly rather than one pop at a time: the longer list is cut to the shorter's
+  length, and the remaining excess alternates B, A, B, ... (B takes the odd one).
+  """
+  if max_length < 0:
+    raise ValueError(f"cannot truncate a pair to {max_length} tokens")
+  excess = len_a + len_b - max_length
+  if excess <= 0:
+    return len_a, len_b
+  if len_a > len_b:
+    cut = min(excess, len_a - len_b)
+    len_a -= cut
+    excess -= cut
+  elif len_b > len_a:
+    cut = min(excess, len_b - len_a)
+    len_b -= cut
+    excess -= cut
+  return len_a - excess // 2, len_b - (excess + 1) // 2
+
+
+def truncate_seq_pair(tokens_a: list, tokens_b: list, max_length: int) -> None:
+  """Truncates two lists in place, from the end, to at most max_length items together."""
+  len_a, len_b = truncated_pair_lengths(len(tokens_a), len(tokens_b), max_length)
+  del tokens_a[len_a:]
+  del tokens_b[len_b:]
+
+
+class _Converter:
+  """Example -> (ids of [CLS] A [SEP] (B [SEP]), number of segment-0 ids, label id)."""
+
+  def __init__(self, label_list: Optional[Sequence[str]], max_seq_length: int, tokenizer):
+    if max_seq_length < 2:
+      raise ValueError(f"max_seq_length={max_seq_length}: at least 2 are needed for [CLS] and "
+                       "[SEP]")
+    self.label_list = None if label_list is None else list(label_list)
+    # Later duplicates win, as in the original's loop.
+    self.label_map = None if label_list is None else \
+        {label: i for i, label in enumerate(self.label_list)}
+    self.max_seq_length = max_seq_length
+    self.tokenizer = tokenizer
+    self.cls_id, self.sep_id = tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]"])
+    to_ids = getattr(tokenizer, "tokenize_to_ids", None)
+    self.to_ids = to_ids if to_ids is not None else \
+        (lambda text: tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text)))
+
+  def label_id(self, example: InputExample) -> Union[int, float]:
+    if self.label_map is None:
+      try:
+        return float(example.label)
+      except (TypeError, ValueError):
+        raise ValueError(f"example {example.guid}: label {example.label!r} is not a number "
+                         "(regression: label_list is None)") from None
+    try:
+      return self.label_map[example.label]
+    except (KeyError, TypeError):
+      raise ValueError(f"example {example.guid}: unknown label {example.label!r}; the label "
+                       f"list is {self.label_list}") from None
+
+  def ids(self, example: InputExample) -> Tuple[List[int], int]:
+    if example.text_a is None:
+      raise ValueError(f"example {example.guid}: text_a is None")
+    max_seq_length = self.max_seq_length
+    ids_a = self.to_ids(example.text_a)
+    # As the original: B only when text_b is non-empty, and a pair only when B has tokens.
+    ids_b = self.to_ids(example.text_b) if example.text_b else None
+    if ids_b:
+      if max_seq_length < 3:
+        raise ValueError(f"example {example.guid}: a pair needs max_seq_length >= 3 "
+                         f"([CLS] A [SEP] B [SEP]), got {max_seq_length}")
+      len_a, len_b = truncated_pair_lengths(len(ids_a), len(ids_b), max_seq_length - 3)
+      del ids_a[len_a:]
+      del ids_b[len_b:]
+    else:
+      del ids_a[max_seq_length - 2:]
+    ids = [self.cls_id]
+    ids += ids_a
+    ids.append(self.sep_id)
+    num_segment_a = len(ids)
+    if ids_b:  # truncation may have emptied B: then the layout is single-segment, as the original
+      ids += ids_b
+      ids.append(self.sep_id)
+    return ids, num_segment_a
+
+  def log(self, ex_index: int, example: InputExample, features: InputFeatures) -> None:
+    """The original's log of an example (it logs the first five)."""
+    num_tokens = sum(features.input_mask)
+    to_tokens = getattr(self.tokenizer, "convert_ids_to_tokens", None)
+    tokens = to_tokens(features.input_ids[:num_tokens]) if to_tokens else []
+    logging.info("*** Example %d ***", ex_index)
+    logging.info("guid: %s", example.guid)
+    logging.info("tokens: %s", " ".join(tokens))
+    logging.info("input_ids: %s", " ".join(map(str, features.input_ids)))
+    logging.info("input_mask: %s", " ".join(map(str, features.input_mask)))
+    logging.info("segment_ids: %s", " ".join(map(str, features.segment_ids)))
+    logging.info("label: %s (id = %s)", example.label, features.label_id)
+
+
+def _padding_features(max_seq_length: int, regression: bool) -> InputFeatures:
+  zeros = [0] * max_seq_length
+  return InputFeatures(input_ids=list(zeros), input_mask=list(zeros), segment_ids=list(zeros),
+                       label_id=0.0 if regression else 0, is_real_example=False)
+
+
+def convert_single_example(ex_index: int, example: Union[InputExample, PaddingInputExample],
+                           label_list: Optional[Sequence[str]], max_seq_length: int,
+                           tokenizer) -> InputFeatures:
+  """One example -> InputFeatures, exactly as the original.
+
+  Args:
+    ex_index: the example's position; the first five are logged.
+    example: an InputExample, or a PaddingInputExample (all-zero features, label 0,
+      is_real_example False).
+    label_list: labels in id order (label id = index), or None for regression (label_id is
+      float(label)).
+    max_seq_length: length of every sequence after padding.
+    tokenizer: a FullTokenizer (anything with tokenize and convert_tokens_to_ids; its
+      tokenize_to_ids is used when present).
+
+  Raises:
+    ValueError: a label not in label_list (the label and the list named), a pair with
+      max_seq_length < 3, or max_seq_length < 2.
+  """
+  if isinstance(example, PaddingInputExample):
+    return _padding_features(max_seq_length, label_list is None)
+  converter = _Converter(label_list, max_seq_length, tokenizer)
+  features = _features(converter, example)
+  if ex_index < 5:
+    converter.log(ex_index, example, features)
+  return features
+
+
+def _features(converter: _Converter, example: InputExample) -> InputFeatures:
+  ids, num_segment_a = converter.ids(example)
+  label_id = converter.label_id(example)
+  num_tokens = len(ids)
+  padding = [0] * (converter.max_seq_length - num_tokens)
+  return InputFeatures(
+      input_ids=ids + padding,
+      input_mask=[1] * num_tokens + padding,
+      segment_ids=[0] * num_segment_a + [1] * (num_tokens - num_segment_a) + padding,
+      label_id=label_id,
+      is_real_example=True)
+
+
+# === Records ===
+#
+# A tf.train.Example is written here as protobuf wire bytes: Example.features (field 1) holds one
+# map entry (field 1: key = 1, value = 2) per feature, and a Feature holds an Int64List (field 3)
+# or FloatList (field 2) whose values (field 1) are packed. Deterministic serialisation orders
+# the map entries by key, which is what is written; tests compare with
+# tf.train.Example(...).SerializeToString(deterministic=True).
+
+INPUT_IDS, INPUT_MASK, SEGMENT_IDS = "input_ids", "input_mask", "segment_ids"
+LABEL_IDS, IS_REAL_EXAMPLE = "label_ids", "is_real_example"
+# The original's insertion order (its OrderedDict); every feature is int64 (label_ids is a float
+# for regression tasks).
+FEATURE_NAMES = (INPUT_IDS, INPUT_MASK, SEGMENT_IDS, LABEL_IDS, IS_REAL_EXAMPLE)
+
+
+class _RecordEncoder:
+  """InputFeatures parts -> serialised tf.train.Example bytes (deterministic serialisation)."""
+
+  def __init__(self, max_seq_length: int, vocab_size: int, regression: bool):
+    self.max_seq_length = max_seq_length
+    self.regression = regression
+    # Varints of every token id and of every length an entry can have (a packed list of
+    # max_seq_length ids of up to 3 bytes each, plus a few bytes of headers).
+    self._varints = features.varint_table(max(vocab_size, 3 * max_seq_length + 64, 0x4000))
+    field = features.length_delimited
+    self._keys = {name: field(1, name.encode("utf-8")) for name in FEATURE_NAMES}
+    self._mask_entries: Dict[int, bytes] = {}
+    self._label_entries: Dict[Any, bytes] = {}
+    self._real_entries = [self._int64_entry(IS_REAL_EXAMPLE, b"\x00"),
+                          self._int64_entry(IS_REAL_EXAMPLE, b"\x01")]
+
+  def _length(self, n: int) -> bytes:
+    return self._varints[n] if n < len(self._varints) else features.varint(n)
+
+  def _int64_entry(self, name: str, packed: bytes) -> bytes:
+    """Map entry {key: name, value: Feature{int64_list (field 3): {value (1, packed)}}}."""
+    length = self._length
+    key = self._keys[name]
+    n_list = 1 + len(length(len(packed))) + len(packed)
+    n_feature = 1 + len(length(n_list)) + n_list
+    n_entry = len(key) + 1 + len(length(n_feature)) + n_feature
+    return b"".join((b"\x0a", length(n_entry), key, b"\x12", length(n_feature), b"\x1a",
+                     length(n_list), b"\x0a", length(len(packed)), packed))
+
+  def _label_entry(self, label_id: Union[int, float]) -> bytes:
+    entry = self._label_entries.get(label_id)
+    if entry is None:
+      if self.regression:
+        field = features.length_delimited
+        feature = field(2, field(1, struct.pack("<f", label_id)))  # float_list
+        entry = field(1, self._keys[LABEL_IDS] + field(2, feature))
+      else:
+        entry = self._int64_entry(LABEL_IDS, features.varint(label_id))
+      self._label_entries[label_id] = entry
+    return entry
+
+  def _id_bytes(self, ids: Sequence[int]) -> bytes:
+    try:
+      if min(ids) >= 0:
+        return b"".join(map(self._varints.__getitem__, ids))
+    except IndexError:
+      pass
+    return b"".join(map(features.varint, ids))
+
+  def encode(self, ids: Sequence[int], num_segment_a: int, label_id: Union[int, float],
+             is_real_example: bool) -> bytes:
+    num_tokens = len(ids)
+    padding = b"\x00" * (self.max_seq_length - num_tokens)
+    mask_entry = self._mask_entries.get(num_tokens)
+    if mask_entry is None:
+      mask_entry = self._int64_entry(INPUT_MASK, b"\x01" * num_tokens + padding)
+      self._mask_entries[num_tokens] = mask_entry
+    ids_entry = self._int64_entry(INPUT_IDS, (self._id_bytes(ids) if ids else b"") + padding)
+    segment_entry = self._int64_entry(
+        SEGMENT_IDS, b"\x00" * num_segment_a + b"\x01" * (num_tokens - num_segment_a) + padding)
+    # Sorted by key: input_ids, input_mask, is_real_example, label_ids, segment_ids.
+    body = b"".join((ids_entry, mask_entry, self._real_entries[bool(is_real_example)],
+                     self._label_entry(label_id), segment_entry))
+    return features.length_delimited(1, body)
+
+  def encode_features(self, features: InputFeatures) -> bytes:
+    """The same bytes from padded InputFeatures (must be [CLS]...-shaped: mask 1s then 0s)."""
+    num_tokens = sum(features.input_mask)
+    num_segment_a = num_tokens - sum(features.segment_ids)
+    return self.encode(features.input_ids[:num_tokens], num_segment_a, features.label_id,
+                       features.is_real_example)
+
+
+def serialize_features(features: InputFeatures, max_seq_length: int, regression: bool = False
+                       ) -> bytes:
+  """One InputFeatures as the bytes of its tf.train.Example (deterministic serialisation)."""
+  encoder = _RecordEncoder(max_seq_length, 1 + max(features.input_ids, default=0), regression)
+  return encoder.encode_features(features)
+
+
+def file_based_convert_examples_to_features(
+    examples: Sequence[Union[InputExample, PaddingInputExample]],
+    label_list: Optional[Sequence[str]], max_seq_length: int, tokenizer,
+    output_file: str) -> int:
+  """Converts examples (as convert_single_example) and writes them to a TFRecord file.
+
+  One tf.train.Example per example, in order, with the int64 features input_ids, input_mask,
+  segment_ids (max_seq_length each), label_ids and is_real_example (one each; label_ids is a
+  float when label_list is None, i.e. regression). The file is written under a temporary name and
+  renamed when complete (bert_tf.io), so a failure leaves no partial output_file.
+
+  Returns:
+    The number of records written.
+  """
+  regression = label_list is None
+  converter = _Converter(label_list, max_seq_length, tokenizer)
+  encoder = _RecordEncoder(max_seq_length, len(getattr(tokenizer, "vocab", ())), regression)
+  total = len(examples) if hasattr(examples, "__len__") else None
+  padding_label = 0.0 if regression else 0
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+  count = 0
+  with io.atomic_path(output_file) as tmp:
+    with tf.io.TFRecordWriter(tmp) as writer:
+      for ex_index, example in enumerate(examples):
+        if ex_index % 10000 == 0:
+          logging.info("Writing example %d of %s", ex_index, total)
+        if isinstance(example, PaddingInputExample):
+          record = encoder.encode((), 0, padding_label, False)
+        else:
+          ids, num_segment_a = converter.ids(example)
+          label_id = converter.label_id(example)
+          record = encoder.encode(ids, num_segment_a, label_id, True)
+          if ex_index < 5:
+            converter.log(ex_index, example, _features(converter, example))
+        writer.write(record)
+        count += 1
+  return count
+
+
+def pad_for_tpu(examples: List[Union[InputExample, PaddingInputExample]], batch_size: int
+                ) -> List[Union[InputExample, PaddingInputExample]]:
+  """Appends PaddingInputExample to `examples` (in place) until its length divides batch_size.
+
+  The original does this for eval and predict on TPU, where every batch must be full; padding
+  examples have is_real_example 0, so metrics weigh them 0 and predictions skip them. Returns the
+  same list.
+  """
+  if batch_size <= 0:
+    raise ValueError(f"batch_size must be positive, got {batch_size}")
+  num_padding = -len(examples) % batch_size
+  examples.extend(PaddingInputExample() for _ in range(num_padding))
+  if num_padding:
+    logging.info("Padded %d real examples with %d PaddingInputExample to a multiple of %d",
+                 len(examples) - num_padding, num_padding, batch_size)
+  return examples

@@ -1,0 +1,560 @@
+"""bert_tf.tasks.classifier_data against the facts of the original run_classifier.py.
+
+Fixtures are small files written in tmp_path in the original / GLUE layouts. Features are
+compared with a plain reference of the original's convert_single_example written below (tokens
+from FullTokenizer.tokenize, the one-pop-at-a-time truncation), and the written records with
+tf.train.Example(...).SerializeToString(deterministic=True) of the reference features.
+"""
+
+import os
+import random
+
+import pytest
+import tensorflow as tf
+
+from bert_tf import tokenization
+from bert_tf.tasks import classifier_data as cd
+from tests import helpers
+
+VOCAB = os.path.join(helpers.TEST_DATA, "vocab_uncased.txt")
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+  return tokenization.FullTokenizer(VOCAB, do_lower_case=True)
+
+
+@pytest.fixture(scope="module")
+def corpus_lines():
+  with open(os.path.join(helpers.TEST_DATA, "corpus_sample_lines.txt"), encoding="utf-8") as f:
+    return [line.rstrip("\n") for line in f if line.strip()]
+
+
+def write(path, rows, newline="\n"):
+  """Writes rows (lists of cells, or raw strings) as a tab-separated file; returns the path."""
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path, "w", encoding="utf-8", newline="") as f:
+    for row in rows:
+      f.write((row if isinstance(row, str) else "\t".join(row)) + newline)
+  return str(path)
+
+
+def as_tuples(examples):
+  return [(e.guid, e.text_a, e.text_b, e.label) for e in examples]
+
+
+# === Reading the original's tasks ===
+
+
+def test_cola_headers_columns_and_guids(tmp_path):
+  rows = [["gj04", "1", "", "The sailors rode the breeze clear of the rocks."],
+          ["gj04", "0", "*", "The weights made the rope stretch over the pulley ."]]
+  write(tmp_path / "train.tsv", rows)
+  write(tmp_path / "dev.tsv", rows[::-1])
+  write(tmp_path / "test.tsv", [["index", "sentence"], ["0", "Bill whistled past the house."],
+                                ["1", "The car honked its way down the road."]])
+  p = cd.ColaProcessor()
+  assert as_tuples(p.get_train_examples(str(tmp_path))) == [
+      ("train-0", rows[0][3], None, "1"), ("train-1", rows[1][3], None, "0")]
+  assert [e.guid for e in p.get_dev_examples(str(tmp_path))] == ["dev-0", "dev-1"]
+  assert as_tuples(p.get_test_examples(str(tmp_path))) == [
+      ("test-1", "Bill whistled past the house.", None, "0"),
+      ("test-2", "The car honked its way down the road.", None, "0")]
+  assert p.get_labels() == ["0", "1"]
+
+
+def test_mrpc(tmp_path):
+  header = ["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"]
+  write(tmp_path / "train.tsv", [header, ["1", "702876", "702977", "He left early.",
+                                          "Early, he left."],
+                                 ["0", "2108705", "2108831", "It rained.", "The sun shone."]])
+  write(tmp_path / "test.tsv", [["index"] + header[1:], ["0", "1089874", "1089925", "A b", "C d"]])
+  p = cd.MrpcProcessor()
+  assert as_tuples(p.get_train_examples(str(tmp_path))) == [
+      ("train-1", "He left early.", "Early, he left.", "1"),
+      ("train-2", "It rained.", "The sun shone.", "0")]
+  assert as_tuples(p.get_test_examples(str(tmp_path))) == [("test-1", "A b", "C d", "0")]
+
+
+MNLI_TRAIN_HEADER = ["index", "promptID", "pairID", "genre", "sentence1_binary_parse",
+                     "sentence2_binary_parse", "sentence1_parse", "sentence2_parse", "sentence1",
+                     "sentence2", "label1", "gold_label"]
+
+
+def mnli_row(index, premise, hypothesis, labels):
+  return [str(index), "31193", f"{index}n", "government", "( ( x ) )", "( y )", "(ROOT x)",
+          "(ROOT y)", premise, hypothesis] + labels
+
+
+def test_mnli_quotes_are_literal_and_label_is_last_column(tmp_path):
+  premise, hypothesis = 'He said "no', 'it "was" fine"'
+  write(tmp_path / "train.tsv", [MNLI_TRAIN_HEADER,
+                                 mnli_row(7, premise, hypothesis, ["neutral", "neutral"]),
+                                 mnli_row(9, "a", "b", ["entailment", "contradiction"])])
+  dev_header = MNLI_TRAIN_HEADER[:-1] + ["label2", "label3", "label4", "label5", "gold_label"]
+  five = ["neutral"] * 4
+  write(tmp_path / "dev_matched.tsv", [dev_header, mnli_row(3, "c", "d", five + ["entailment"])])
+  write(tmp_path / "dev_mismatched.tsv", [dev_header, mnli_row(4, "e", "f", five + ["neutral"])])
+  write(tmp_path / "test_matched.tsv", [MNLI_TRAIN_HEADER[:10], mnli_row(0, "g", "h", [])])
+  write(tmp_path / "test_mismatched.tsv", [MNLI_TRAIN_HEADER[:10], mnli_row(1, "i", "j", [])])
+  p = cd.PROCESSORS["mnli"]()
+  assert as_tuples(p.get_train_examples(str(tmp_path))) == [
+      ("train-7", premise, hypothesis, "neutral"), ("train-9", "a", "b", "contradiction")]
+  assert as_tuples(p.get_dev_examples(str(tmp_path))) == [("dev_matched-3", "c", "d",
+                                                           "entailment")]
+  assert as_tuples(p.get_examples(str(tmp_path), "dev_mismatched")) == [
+      ("dev_mismatched-4", "e", "f", "neutral")]
+  assert as_tuples(p.get_test_examples(str(tmp_path))) == [("test-0", "g", "h", "contradiction")]
+  assert as_tuples(p.get_test_mismatched_examples(str(tmp_path))) == [
+      ("test_mismatched-1", "i", "j", "contradiction")]
+  assert p.get_labels() == ["contradiction", "entailment", "neutral"]
+
+
+def test_tsv_reading_keeps_quotes_and_handles_crlf(tmp_path):
+  path = write(tmp_path / "x.tsv", ['"a\tb"\t"c', '""\t\'d\'\te"'], newline="\r\n")
+  assert cd.read_tsv(path) == [['"a', 'b"', '"c'], ['""', "'d'", 'e"']]
+
+
+XNLI_DEV_HEADER = ["language", "gold_label", "sentence1_binary_parse", "sentence2_binary_parse",
+                   "sentence1_parse", "sentence2_parse", "sentence1", "sentence2", "promptID",
+                   "pairID", "genre", "label1", "label2", "label3", "label4", "label5",
+                   "sentence1_tokenized", "sentence2_tokenized", "match"]
+
+
+def xnli_row(language, label, premise, hypothesis):
+  return [language, label, "", "", "", "", premise, hypothesis, "1", "2", "facetoface", label,
+          label, label, label, label, premise, hypothesis, "True"]
+
+
+def test_xnli_language_files_filter_and_guids(tmp_path):
+  write(tmp_path / "multinli" / "multinli.train.zh.tsv",
+        [["premise", "hypo", "label"], ["他 说", "他 没 说", "contradictory"],
+         ["你好", "你 好", "entailment"]])
+  write(tmp_path / "multinli" / "multinli.train.de.tsv",
+        [["premise", "hypo", "label"], ["Er sagte", "Er sagte nichts", "neutral"]])
+  write(tmp_path / "xnli.dev.tsv", [XNLI_DEV_HEADER, xnli_row("de", "neutral", "a", "b"),
+                                    xnli_row("zh", "entailment", "我", "你"),
+                                    xnli_row("en", "neutral", "c", "d"),
+                                    xnli_row("zh", "contradiction", "他", "她")])
+  p = cd.PROCESSORS["xnli"]()
+  assert p.language == "zh"
+  assert as_tuples(p.get_train_examples(str(tmp_path))) == [
+      ("train-1", "他 说", "他 没 说", "contradiction"), ("train-2", "你好", "你 好", "entailment")]
+  # guids count every line, the header and other languages included.
+  assert as_tuples(p.get_dev_examples(str(tmp_path))) == [
+      ("dev-2", "我", "你", "entailment"), ("dev-4", "他", "她", "contradiction")]
+  de = cd.get_processor("XNLI", language="de")
+  assert as_tuples(de.get_train_examples(str(tmp_path))) == [
+      ("train-1", "Er sagte", "Er sagte nichts", "neutral")]
+  assert [e.guid for e in de.get_dev_examples(str(tmp_path))] == ["dev-1"]
+
+
+# === GLUE's other tasks ===
+
+
+def test_sst2(tmp_path):
+  write(tmp_path / "train.tsv", [["sentence", "label"], ["hide new secretions ", "0"],
+                                 ["a \"gorgeous\" film", "1"]])
+  write(tmp_path / "test.tsv", [["index", "sentence"], ["0", "uneasy mishmash"]])
+  for name in ("sst-2", "sst2", "SST-2"):
+    p = cd.get_processor(name)
+    assert as_tuples(p.get_train_examples(str(tmp_path))) == [
+        ("train-1", "hide new secretions ", None, "0"),
+        ("train-2", 'a "gorgeous" film', None, "1")]
+    assert as_tuples(p.get_test_examples(str(tmp_path))) == [("test-1", "uneasy mishmash", None,
+                                                              "0")]
+
+
+def test_qqp_and_skipping_short_rows(tmp_path):
+  header = ["id", "qid1", "qid2", "question1", "question2", "is_duplicate"]
+  write(tmp_path / "train.tsv", [header, ["133273", "213221", "213222", "How is X?", "Why X?", "0"],
+                                 ["402555", "536040", "536041", "Is it?", "It is?", "1"],
+                                 ["5", "6", "7", "broken row"]])
+  write(tmp_path / "test.tsv", [["id", "question1", "question2"], ["0", "Q1?", "Q2?"]])
+  p = cd.QqpProcessor()
+  with pytest.raises(cd.DataFormatError, match=r"train\.tsv:4: 4 tab-separated column\(s\)"):
+    p.get_train_examples(str(tmp_path))
+  skipping = cd.QqpProcessor(skip_short_rows=True)
+  assert as_tuples(skipping.get_train_examples(str(tmp_path))) == [
+      ("train-133273", "How is X?", "Why X?", "0"), ("train-402555", "Is it?", "It is?", "1")]
+  assert as_tuples(p.get_test_examples(str(tmp_path))) == [("test-0", "Q1?", "Q2?", "0")]
+
+
+@pytest.mark.parametrize("task,labels", [("qnli", ["entailment", "not_entailment"]),
+                                         ("rte", ["entailment", "not_entailment"]),
+                                         ("wnli", ["0", "1"])])
+def test_index_sentence_sentence_label_tasks(tmp_path, task, labels):
+  write(tmp_path / "train.tsv", [["index", "s1", "s2", "label"], ["0", "a?", "b.", labels[1]],
+                                 ["1", "c?", "d.", labels[0]]])
+  write(tmp_path / "dev.tsv", [["index", "s1", "s2", "label"], ["5", "e", "f", labels[0]]])
+  write(tmp_path / "test.tsv", [["index", "s1", "s2"], ["0", "g", "h"]])
+  p = cd.get_processor(task)
+  assert p.get_labels() == labels
+  assert as_tuples(p.get_train_examples(str(tmp_path))) == [
+      ("train-0", "a?", "b.", labels[1]), ("train-1", "c?", "d.", labels[0])]
+  assert as_tuples(p.get_dev_examples(str(tmp_path))) == [("dev-5", "e", "f", labels[0])]
+  assert as_tuples(p.get_test_examples(str(tmp_path))) == [("test-0", "g", "h", labels[0])]
+
+
+def test_stsb_is_regression_with_float_labels(tmp_path):
+  header = ["index", "genre", "filename", "year", "old_index", "source1", "source2",
+            "sentence1", "sentence2", "score"]
+  write(tmp_path / "train.tsv", [header, ["0", "main-captions", "MSRvid", "2012test", "0001",
+                                          "none", "none", "A plane is taking off.",
+                                          "An air plane is taking off.", "5.000"],
+                                 ["1", "main-captions", "MSRvid", "2012test", "0004", "none",
+                                  "none", "A man plays a flute.", "A man plays a bamboo flute.",
+                                  "3.800"]])
+  write(tmp_path / "test.tsv", [header[:-1], ["0"] + ["x"] * 6 + ["s1", "s2"]])
+  for name in ("sts-b", "stsb"):
+    p = cd.get_processor(name)
+    assert p.is_regression and p.get_labels() is None
+    assert as_tuples(p.get_train_examples(str(tmp_path))) == [
+        ("train-0", "A plane is taking off.", "An air plane is taking off.", 5.0),
+        ("train-1", "A man plays a flute.", "A man plays a bamboo flute.", 3.8)]
+    assert as_tuples(p.get_test_examples(str(tmp_path))) == [("test-0", "s1", "s2", 0.0)]
+  write(tmp_path / "dev.tsv", [header, ["0"] + ["x"] * 8 + ["high"]])
+  with pytest.raises(cd.DataFormatError, match=r"dev\.tsv:2: label 'high' is not a number"):
+    cd.StsbProcessor().get_dev_examples(str(tmp_path))
+
+
+def test_processor_names():
+  assert set(cd.PROCESSORS) == {"cola", "mnli", "mrpc", "xnli", "sst-2", "sst2", "qqp", "qnli",
+                                "rte", "wnli", "sts-b", "stsb"}
+  with pytest.raises(ValueError, match="Task not found: 'squad'"):
+    cd.get_processor("squad")
+  with pytest.raises(ValueError, match="no split 'dev_mismatched'"):
+    cd.MrpcProcessor().get_examples("/nonexistent", "dev_mismatched")
+
+
+# === Errors ===
+
+
+def test_errors_name_file_line_and_labels(tmp_path):
+  header = ["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"]
+  write(tmp_path / "train.tsv", [header, ["1", "1", "2", "a", "b"], ["1", "1", "2", "only a"]])
+  p = cd.MrpcProcessor()
+  with pytest.raises(cd.DataFormatError) as e:
+    p.get_train_examples(str(tmp_path))
+  assert f"{tmp_path / 'train.tsv'}:3:" in str(e.value) and "needs at least 5" in str(e.value)
+  write(tmp_path / "dev.tsv", [header, ["1", "1", "2", "a", "b"], ["yes", "1", "2", "a", "b"]])
+  with pytest.raises(cd.DataFormatError) as e:
+    p.get_dev_examples(str(tmp_path))
+  assert f"{tmp_path / 'dev.tsv'}:3: unknown label 'yes'" in str(e.value)
+  assert "['0', '1']" in str(e.value)
+  with pytest.raises(FileNotFoundError, match=r"test\.tsv: file not found"):
+    p.get_test_examples(str(tmp_path))
+  with open(tmp_path / "dev.tsv", "wb") as f:
+    f.write(b"h\th\th\th\th\n1\t1\t2\ta\tb\n1\t1\t2\t\xff\tb\n")
+  with pytest.raises(cd.DataFormatError, match=r"dev\.tsv:3: invalid UTF-8"):
+    p.get_dev_examples(str(tmp_path))
+  # A blank line is a row with no columns (the original crashed with IndexError).
+  write(tmp_path / "dev.tsv", [header, ["1", "1", "2", "a", "b"], ""])
+  with pytest.raises(cd.DataFormatError, match=r"dev\.tsv:3: 0 tab-separated column"):
+    p.get_dev_examples(str(tmp_path))
+  # A carriage return inside a line: csv refuses it, as in the original; the line is named.
+  write(tmp_path / "dev.tsv", [header, "1\t1\t2\ta\rx\tb"])
+  with pytest.raises(cd.DataFormatError, match=r"dev\.tsv:2: new-line character"):
+    p.get_dev_examples(str(tmp_path))
+
+
+def test_utf8_bom_is_dropped(tmp_path):
+  path = tmp_path / "train.tsv"
+  path.write_bytes(b"\xef\xbb\xbfgj04\t1\t\tFirst sentence.\n")
+  assert cd.read_tsv(str(path)) == [["gj04", "1", "", "First sentence."]]
+
+
+# === The generic processor ===
+
+
+def test_generic_tsv_by_name_with_inferred_labels(tmp_path):
+  write(tmp_path / "train.tsv", [["id", "label", "premise", "hypothesis"],
+                                 ["a1", "pos", '"quoted', "x"], ["a2", "neg", "b", "y"],
+                                 ["a3", "mid", "c", "z"]])
+  write(tmp_path / "dev.tsv", [["label", "hypothesis", "premise", "id"], ["neg", "q", "p", "d1"],
+                               ["odd", "q", "p", "d2"]])
+  write(tmp_path / "test.tsv", [["id", "premise", "hypothesis"], ["t1", "u", "v"]])
+  p = cd.GenericProcessor("premise", "hypothesis", "label")
+  assert p.has_header
+  assert as_tuples(p.get_train_examples(str(tmp_path))) == [
+      ("train-1", '"quoted', "x", "pos"), ("train-2", "b", "y", "neg"),
+      ("train-3", "c", "z", "mid")]
+  assert p.get_labels() == ["mid", "neg", "pos"]
+  assert cd.GenericProcessor("premise", "hypothesis", "label").get_labels(str(tmp_path)) == \
+      ["mid", "neg", "pos"]
+  with pytest.raises(cd.DataFormatError, match=r"dev\.tsv:3: unknown label 'odd'.*\['mid', "):
+    p.get_dev_examples(str(tmp_path))
+  # The test file has no label column: every label is the first one.
+  assert as_tuples(p.get_test_examples(str(tmp_path))) == [("test-1", "u", "v", "mid")]
+  with_guids = cd.GenericProcessor("premise", None, "label", guid_column="id",
+                                   label_list=["pos", "neg", "mid"])
+  assert [e.guid for e in with_guids.get_train_examples(str(tmp_path))] == \
+      ["train-a1", "train-a2", "train-a3"]
+  assert with_guids.get_labels() == ["pos", "neg", "mid"]
+  bad = cd.GenericProcessor("premise", "missing", "label")
+  with pytest.raises(cd.DataFormatError, match=r"train\.tsv:1: no column 'missing'"):
+    bad.get_train_examples(str(tmp_path))
+
+
+def test_generic_csv_by_index_without_header(tmp_path):
+  (tmp_path / "train.csv").write_text('1,"Hello, world",x\n0,"two\nlines",y\n1,plain,z\n',
+                                      encoding="utf-8")
+  (tmp_path / "dev.csv").write_text('1,a\n', encoding="utf-8")
+  p = cd.GenericProcessor(1, None, 0, train_file="train.csv", dev_file="dev.csv")
+  assert not p.has_header
+  assert as_tuples(p.get_train_examples(str(tmp_path))) == [
+      ("train-0", "Hello, world", None, "1"), ("train-1", "two\nlines", None, "0"),
+      ("train-2", "plain", None, "1")]
+  assert p.get_labels() == ["0", "1"]
+  pair = cd.GenericProcessor(1, 2, 0, train_file="train.csv", dev_file="dev.csv")
+  pair.get_train_examples(str(tmp_path))
+  with pytest.raises(cd.DataFormatError, match=r"dev\.csv:1: 2 column\(s\), but the text_b"):
+    pair.get_dev_examples(str(tmp_path))
+
+
+def test_generic_jsonl(tmp_path):
+  (tmp_path / "train.jsonl").write_text(
+      '{"q": "Is it?", "a": "Yes.", "y": 1}\n\n{"q": "Why?", "a": null, "y": 0}\n',
+      encoding="utf-8")
+  (tmp_path / "test.jsonl").write_text('{"q": "When?", "a": "Now."}\n', encoding="utf-8")
+  p = cd.GenericProcessor("q", "a", "y", train_file="train.jsonl", test_file="test.jsonl")
+  assert as_tuples(p.get_train_examples(str(tmp_path))) == [
+      ("train-0", "Is it?", "Yes.", "1"), ("train-1", "Why?", None, "0")]
+  assert as_tuples(p.get_test_examples(str(tmp_path))) == [("test-0", "When?", "Now.", "0")]
+  (tmp_path / "dev.jsonl").write_text('{"q": "x", "a": "y", "y": 1}\n{"q": 5, "y": 1}\n',
+                                      encoding="utf-8")
+  with pytest.raises(cd.DataFormatError, match=r"dev\.jsonl:2: no key 'a'"):
+    cd.GenericProcessor("q", "a", "y", train_file="train.jsonl",
+                        dev_file="dev.jsonl").get_dev_examples(str(tmp_path))
+  (tmp_path / "arrays.jsonl").write_text('["first", 2.5]\n{"x": 1\n', encoding="utf-8")
+  regression = cd.GenericProcessor(0, None, 1, is_regression=True, train_file="arrays.jsonl")
+  with pytest.raises(cd.DataFormatError, match=r"arrays\.jsonl:2: not valid JSON"):
+    regression.get_train_examples(str(tmp_path))
+  (tmp_path / "arrays.jsonl").write_text('["first", 2.5]\n', encoding="utf-8")
+  assert as_tuples(regression.get_train_examples(str(tmp_path))) == [("train-0", "first", None,
+                                                                      2.5)]
+  assert regression.get_labels() is None
+
+
+# === Truncation and features ===
+
+
+def reference_truncate(tokens_a, tokens_b, max_length):
+  """The original's _truncate_seq_pair: one pop at a time from the longer list, B on a tie."""
+  while len(tokens_a) + len(tokens_b) > max_length:
+    if len(tokens_a) > len(tokens_b):
+      tokens_a.pop()
+    else:
+      tokens_b.pop()
+
+
+def reference_features(example, label_list, max_seq_length, tokenizer):
+  """The original's convert_single_example, spelled out (tokens first, ids at the end)."""
+  if isinstance(example, cd.PaddingInputExample):
+    return [0] * max_seq_length, [0] * max_seq_length, [0] * max_seq_length, 0, 0
+  tokens_a = tokenizer.tokenize(example.text_a)
+  tokens_b = None
+  if example.text_b:
+    tokens_b = tokenizer.tokenize(example.text_b)
+  if tokens_b:
+    reference_truncate(tokens_a, tokens_b, max_seq_length - 3)
+  elif len(tokens_a) > max_seq_length - 2:
+    tokens_a = tokens_a[:max_seq_length - 2]
+  tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
+  segment_ids = [0] * len(tokens)
+  if tokens_b:
+    tokens += tokens_b + ["[SEP]"]
+    segment_ids += [1] * (len(tokens_b) + 1)
+  input_ids = tokenizer.convert_tokens_to_ids(tokens)
+  input_mask = [1] * len(input_ids)
+  while len(input_ids) < max_seq_length:
+    input_ids.append(0)
+    input_mask.append(0)
+    segment_ids.append(0)
+  label_id = float(example.label) if label_list is None else \
+      {label: i for i, label in enumerate(label_list)}[example.label]
+  return input_ids, input_mask, segment_ids, label_id, 1
+
+
+def as_tuple(features):
+  return (features.input_ids, features.input_mask, features.segment_ids, features.label_id,
+          int(features.is_real_example))
+
+
+def test_truncated_pair_lengths_equal_the_pop_loop():
+  for len_a in range(0, 14):
+    for len_b in range(0, 14):
+      for budget in range(0, 30):
+        a, b = list(range(len_a)), list(range(len_b))
+        reference_truncate(a, b, budget)
+        assert cd.truncated_pair_lengths(len_a, len_b, budget) == (len(a), len(b)), \
+            (len_a, len_b, budget)
+        a2, b2 = list(range(len_a)), list(range(len_b))
+        cd.truncate_seq_pair(a2, b2, budget)
+        assert (a2, b2) == (a, b)
+
+
+def random_text(rng, lines, max_lines=4):
+  kind = rng.random()
+  if kind < 0.1:
+    return rng.choice(["", " ", "   \t ", "\u200b", "?!", "Café naïve résumé", "中文 字符 テスト"])
+  if kind < 0.3:  # a slice of words: short texts, so ties and near-ties are common
+    words = rng.choice(lines).split()
+    start = rng.randrange(len(words))
+    return " ".join(words[start:start + rng.randint(0, 6)])
+  return " ".join(rng.choice(lines) for _ in range(rng.randint(1, max_lines)))
+
+
+def test_convert_single_example_matches_the_reference(tokenizer, corpus_lines):
+  rng = random.Random(20181031)
+  labels = ["0", "1", "2"]
+  checked = 0
+  for n in range(1200):
+    max_seq_length = rng.choice([3, 4, 5, 6, 7, 8, 12, 16, 32, 64, 128])
+    text_a = random_text(rng, corpus_lines, max_lines=8 if n % 5 == 0 else 3)
+    choice = rng.random()
+    if choice < 0.15:
+      text_b = None
+    elif choice < 0.2:
+      text_b = ""
+    elif choice < 0.3:
+      text_b = text_a  # same tokens: every truncation step is a tie
+    else:
+      text_b = random_text(rng, corpus_lines, max_lines=8 if n % 7 == 0 else 3)
+    example = cd.InputExample(f"r-{n}", text_a, text_b, rng.choice(labels))
+    got = cd.convert_single_example(n, example, labels, max_seq_length, tokenizer)
+    assert as_tuple(got) == reference_features(example, labels, max_seq_length, tokenizer), example
+    checked += 1
+  assert checked == 1200
+
+
+@pytest.mark.parametrize("text_a,text_b,max_seq_length,expected", [
+    # Ties pop from B first: A keeps 5, B 4.
+    ("the the the the the the", "a a a a a a", 12, ("the " * 5, "a " * 4)),
+    # Longer A: A is cut down to B's length, then the pops alternate, starting with B.
+    ("the " * 20, "a a a", 8, ("the the the", "a a")),
+    ("the " * 20, "a a a", 9, ("the the the", "a a a")),
+    # Long B.
+    ("a", "the " * 30, 10, ("a", "the " * 6)),
+    # B that tokenizes to nothing, or "": single segment with the single-segment budget.
+    ("the " * 10, "   ", 6, ("the " * 4, None)),
+    ("the " * 10, "", 6, ("the " * 4, None)),
+    ("the " * 10, "\u200b", 6, ("the " * 4, None)),
+    # max_seq_length 4 leaves a budget of 1: B is popped empty, so the layout is single-segment.
+    ("the", "a", 4, ("the", None)),
+    # max_seq_length 3: both popped empty: [CLS] [SEP].
+    ("the", "a", 3, ("", None)),
+])
+def test_layout_edge_cases(tokenizer, text_a, text_b, max_seq_length, expected):
+  example = cd.InputExample("e", text_a, text_b, "1")
+  got = cd.convert_single_example(0, example, ["0", "1"], max_seq_length, tokenizer)
+  assert as_tuple(got) == reference_features(example, ["0", "1"], max_seq_length, tokenizer)
+  want_a, want_b = (tokenizer.tokenize(t) if t is not None else None for t in expected)
+  tokens = ["[CLS]"] + want_a + ["[SEP]"] + (want_b + ["[SEP]"] if want_b else [])
+  n = len(tokens)
+  assert got.input_ids == tokenizer.convert_tokens_to_ids(tokens) + [0] * (max_seq_length - n)
+  assert got.segment_ids == [0] * (len(want_a) + 2) + [1] * (n - len(want_a) - 2) + \
+      [0] * (max_seq_length - n)
+
+
+def test_padding_labels_and_limits(tokenizer):
+  padding = cd.convert_single_example(0, cd.PaddingInputExample(), ["a", "b"], 6, tokenizer)
+  assert as_tuple(padding) == ([0] * 6, [0] * 6, [0] * 6, 0, 0)
+  assert padding.is_real_example is False
+  # The label id is the label's index in label_list.
+  example = cd.InputExample("x", "hello", None, "b")
+  assert cd.convert_single_example(0, example, ["b", "a"], 8, tokenizer).label_id == 0
+  assert cd.convert_single_example(0, example, ["a", "b"], 8, tokenizer).label_id == 1
+  with pytest.raises(ValueError, match=r"example x: unknown label 'b'; the label list is \['c'\]"):
+    cd.convert_single_example(0, example, ["c"], 8, tokenizer)
+  # Regression: label_list None, float labels.
+  regression = cd.convert_single_example(0, cd.InputExample("s", "a", "b", "3.25"), None, 8,
+                                         tokenizer)
+  assert regression.label_id == 3.25
+  # max_seq_length 2 holds a single segment ([CLS] [SEP]) but not a pair (the original crashed).
+  single = cd.convert_single_example(0, cd.InputExample("t", "hello", None, "a"), ["a"], 2,
+                                     tokenizer)
+  assert single.input_ids == tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]"])
+  with pytest.raises(ValueError, match="max_seq_length >= 3"):
+    cd.convert_single_example(0, cd.InputExample("t", "hello", "you", "a"), ["a"], 2, tokenizer)
+
+
+def test_pad_for_tpu():
+  examples = [cd.InputExample(str(i), "a") for i in range(10)]
+  padded = cd.pad_for_tpu(examples, 8)
+  assert padded is examples and len(padded) == 16
+  assert all(isinstance(e, cd.PaddingInputExample) for e in padded[10:])
+  assert len(cd.pad_for_tpu(padded, 8)) == 16
+  assert len(cd.pad_for_tpu([], 8)) == 0
+  with pytest.raises(ValueError, match="batch_size"):
+    cd.pad_for_tpu(examples, 0)
+
+
+# === Records ===
+
+
+def reference_record(features, regression=False):
+  ids, mask, segments, label_id, real = features
+
+  def int64s(values):
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+
+  label = tf.train.Feature(float_list=tf.train.FloatList(value=[label_id])) if regression \
+      else int64s([label_id])
+  feature = {"input_ids": int64s(ids), "input_mask": int64s(mask),
+             "segment_ids": int64s(segments), "label_ids": label,
+             "is_real_example": int64s([real])}
+  return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString(
+      deterministic=True)
+
+
+def read_records(path):
+  return [r.numpy() for r in tf.data.TFRecordDataset(path)]
+
+
+def test_written_records_equal_the_reference_bytes(tmp_path, tokenizer, corpus_lines):
+  rng = random.Random(7)
+  labels = ["contradiction", "entailment", "neutral"]
+  examples = []
+  for n in range(300):
+    text_b = rng.choice([None, "", random_text(rng, corpus_lines)])
+    examples.append(cd.InputExample(f"w-{n}", random_text(rng, corpus_lines), text_b,
+                                    rng.choice(labels)))
+  cd.pad_for_tpu(examples, 64)
+  assert len(examples) == 320
+  path = str(tmp_path / "out" / "train.tf_record")
+  assert cd.file_based_convert_examples_to_features(examples, labels, 48, tokenizer, path) == 320
+  assert os.listdir(tmp_path / "out") == ["train.tf_record"]
+  records = read_records(path)
+  assert records == [reference_record(reference_features(e, labels, 48, tokenizer))
+                     for e in examples]
+  # The serialize_features helper gives the same bytes.
+  features = cd.convert_single_example(9, examples[3], labels, 48, tokenizer)
+  assert cd.serialize_features(features, 48) == records[3]
+  # The records parse with the original's reading spec.
+  spec = {"input_ids": tf.io.FixedLenFeature([48], tf.int64),
+          "input_mask": tf.io.FixedLenFeature([48], tf.int64),
+          "segment_ids": tf.io.FixedLenFeature([48], tf.int64),
+          "label_ids": tf.io.FixedLenFeature([], tf.int64),
+          "is_real_example": tf.io.FixedLenFeature([], tf.int64)}
+  parsed = tf.io.parse_single_example(records[-1], spec)
+  assert int(parsed["is_real_example"]) == 0 and int(parsed["input_mask"].numpy().sum()) == 0
+
+
+def test_regression_records_store_a_float_label(tmp_path, tokenizer):
+  examples = [cd.InputExample("s-0", "A plane is taking off.", "An air plane is taking off.",
+                              5.0), cd.InputExample("s-1", "A man.", "A woman.", 0.6)]
+  examples.append(cd.PaddingInputExample())
+  path = str(tmp_path / "eval.tf_record")
+  cd.file_based_convert_examples_to_features(examples, None, 16, tokenizer, path)
+  assert read_records(path) == [reference_record(reference_features(e, None, 16, tokenizer),
+                                                 regression=True) for e in examples[:2]] + [
+      reference_record(([0] * 16, [0] * 16, [0] * 16, 0.0, 0), regression=True)]
+
+
+def test_failed_conversion_leaves_no_output(tmp_path, tokenizer):
+  examples = [cd.InputExample("ok", "a", None, "0"), cd.InputExample("bad", "b", None, "7")]
+  path = str(tmp_path / "train.tf_record")
+  with pytest.raises(ValueError, match="example bad: unknown label '7'"):
+    cd.file_based_convert_examples_to_features(examples, ["0", "1"], 8, tokenizer, path)
+  assert os.listdir(tmp_path) == []
