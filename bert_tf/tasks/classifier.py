@@ -1,0 +1,191 @@
+"""The model half of the original run_classifier.py: the classifier and its task for the loop.
+
+`build_classifier_model(config, num_labels)` is the original's create_model: the encoder's pooled
+output, dropout (the config's hidden_dropout_prob, 0.1 for the released models), and one dense
+layer to the label logits. The dense layer is named "classifier", which the checkpoint name table
+maps to the original's root-scope `output_weights` [num_labels, H] and `output_bias`, so a
+classifier fine-tuned with the original loads here and ours converts to the original's names.
+`num_labels=None` is a regression head (one output, mean squared error), for STS-B.
+
+`TASK` / `REGRESSION_TASK` plug the loss and metrics into the generic loop (training.loop):
+the original's loss is the mean cross-entropy over the batch (run_classifier.py:create_model),
+here summed per replica and divided by the global batch, so replicas and accumulation give the
+same update. Eval counts only real examples (is_real_example; TPU padding examples weigh 0),
+and the sums include the binary confusion counts, from which eval_results derives accuracy,
+loss, F1 and the Matthews correlation without keeping per-example predictions.
+
+Batches carry the models' input names (input_word_ids, input_mask, input_type_ids) plus
+label_ids and is_real_example.
+"""
+
+import math
+from typing import Any, Dict, List, Mapping, Optional
+
+import keras
+import tensorflow as tf
+
+from bert_tf.config import BertConfig
+from bert_tf.model import layers
+from bert_tf.model.encoder import ENCODER_INPUTS, encoder_graph
+from bert_tf.training import loop
+from bert_tf.training import losses
+
+CLASSIFIER_LAYER = "classifier"
+
+
+def build_classifier_model(config: BertConfig, num_labels: Optional[int],
+                           name: str = "bert_classifier") -> keras.Model:
+  """The encoder, dropout on the pooled output, and a dense layer to the logits.
+
+  Args:
+    config: the encoder's hyperparameters.
+    num_labels: classes; None for a regression head (one output).
+    name: the Keras model name.
+
+  Returns:
+    A functional keras.Model: inputs input_word_ids, input_mask, input_type_ids (int32 [B, S]);
+    output {"logits": float32 [B, num_labels]} (or [B, 1] for regression).
+  """
+  if num_labels is not None and num_labels < 2:
+    raise ValueError(f"a classifier needs at least 2 labels, got {num_labels}")
+  inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in ENCODER_INPUTS}
+  encoded, _ = encoder_graph(config, inputs["input_word_ids"], inputs["input_mask"],
+                             inputs["input_type_ids"])
+  pooled = layers.Dropout(config.hidden_dropout_prob, name="classifier_dropout")(
+      encoded["pooled_output"])
+  logits = keras.layers.Dense(
+      1 if num_labels is None else num_labels,
+      kernel_initializer=layers.truncated_normal(config.initializer_range),
+      name=CLASSIFIER_LAYER, dtype=layers.float32_policy(keras.config.dtype_policy()))(pooled)
+  return keras.Model(inputs=inputs, outputs={"logits": logits}, name=name)
+
+
+# === The task (classification) ===
+
+
+def model_inputs(batch):
+  return {key: batch[key] for key in ENCODER_INPUTS}
+
+
+def normalizers(batch):
+  del batch
+  return {}
+
+
+def _weights(batch):
+  if "is_real_example" in batch:
+    return tf.cast(tf.reshape(batch["is_real_example"], [-1]), tf.float32)
+  return tf.ones_like(tf.cast(tf.reshape(batch["label_ids"], [-1]), tf.float32))
+
+
+def replica_loss(outputs, batch, global_normalizers, examples_per_update):
+  """Mean cross-entropy over the global batch (this replica's share), and its metric sums."""
+  del global_normalizers
+  logits = tf.cast(outputs["logits"], tf.float32)
+  labels = tf.reshape(tf.cast(batch["label_ids"], tf.int32), [-1])
+  weights = _weights(batch)
+  nll = losses.sparse_nll(logits, labels)
+  loss = tf.reduce_sum(weights * nll) / float(examples_per_update)
+  return loss, dict(correct=tf.reduce_sum(weights * losses.correct(logits, labels)),
+                    examples=tf.reduce_sum(weights))
+
+
+def train_metrics(totals: Mapping[str, float], good_steps: int) -> Dict[str, float]:
+  return dict(loss=totals["loss"] / good_steps,
+              accuracy=totals["correct"] / max(totals["examples"], 1.0))
+
+
+def eval_sums(outputs, batch):
+  """Sums over the real examples of one batch; binary confusion counts when there are 2 labels."""
+  logits = tf.cast(outputs["logits"], tf.float32)
+  labels = tf.reshape(tf.cast(batch["label_ids"], tf.int32), [-1])
+  weights = _weights(batch)
+  predictions = tf.argmax(logits, axis=-1, output_type=tf.int32)
+  sums = dict(nll=tf.reduce_sum(weights * losses.sparse_nll(logits, labels)),
+              correct=tf.reduce_sum(weights * losses.correct(logits, labels)),
+              examples=tf.reduce_sum(weights))
+  positive, predicted = tf.equal(labels, 1), tf.equal(predictions, 1)
+  for key, hit in (("tp", positive & predicted), ("fp", ~positive & predicted),
+                   ("fn", positive & ~predicted), ("tn", ~positive & ~predicted)):
+    sums[key] = tf.reduce_sum(weights * tf.cast(hit, tf.float32))
+  return sums
+
+
+def binary_scores(tp: float, fp: float, fn: float, tn: float) -> Dict[str, float]:
+  """F1 (of label 1) and the Matthews correlation from confusion counts (0 when undefined)."""
+  f1 = 2 * tp / (2 * tp + fp + fn) if tp else 0.0
+  denominator = math.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+  mcc = (tp * tn - fp * fn) / denominator if denominator else 0.0
+  return dict(f1=f1, matthews_corrcoef=mcc)
+
+
+def eval_results(batch_sums: List[Mapping[str, Any]]) -> Dict[str, float]:
+  """The original's eval_accuracy, eval_loss and loss, plus binary F1 and the Matthews
+  correlation (meaningful for two-label tasks: CoLA reports MCC, MRPC and QQP F1).
+
+  The original's `loss` (the Estimator's) is the mean of the per-batch mean losses; eval_loss
+  is the mean over all real examples (tf.metrics.mean with is_real_example weights).
+  """
+  total = loop.sum_batches(batch_sums)
+  examples = max(total["examples"], 1.0)
+  batch_means = [float(b["nll"]) / float(b["examples"]) for b in batch_sums
+                 if float(b["examples"]) > 0]
+  results = dict(eval_accuracy=total["correct"] / examples, eval_loss=total["nll"] / examples,
+                 loss=sum(batch_means) / max(len(batch_means), 1))
+  results.update(binary_scores(total["tp"], total["fp"], total["fn"], total["tn"]))
+  return results
+
+
+TASK = loop.Task(model_inputs=model_inputs, normalizers=normalizers, replica_loss=replica_loss,
+                 sum_names=("correct", "examples"), train_metrics=train_metrics,
+                 eval_sums=eval_sums, eval_results=eval_results)
+
+
+# === The task (regression) ===
+
+
+def regression_loss(outputs, batch, global_normalizers, examples_per_update):
+  """Mean squared error over the global batch (this replica's share)."""
+  del global_normalizers
+  predictions = tf.reshape(tf.cast(outputs["logits"], tf.float32), [-1])
+  targets = tf.reshape(tf.cast(batch["label_ids"], tf.float32), [-1])
+  weights = _weights(batch)
+  squared = tf.reduce_sum(weights * tf.square(predictions - targets))
+  return squared / float(examples_per_update), dict(squared_error=squared,
+                                                    examples=tf.reduce_sum(weights))
+
+
+def regression_train_metrics(totals: Mapping[str, float], good_steps: int) -> Dict[str, float]:
+  return dict(loss=totals["loss"] / good_steps,
+              mse=totals["squared_error"] / max(totals["examples"], 1.0))
+
+
+def regression_eval_sums(outputs, batch):
+  """Moments of predictions p and targets t over the real examples (for MSE and Pearson)."""
+  p = tf.reshape(tf.cast(outputs["logits"], tf.float32), [-1])
+  t = tf.reshape(tf.cast(batch["label_ids"], tf.float32), [-1])
+  w = _weights(batch)
+  return dict(examples=tf.reduce_sum(w), squared_error=tf.reduce_sum(w * tf.square(p - t)),
+              p=tf.reduce_sum(w * p), t=tf.reduce_sum(w * t), pp=tf.reduce_sum(w * p * p),
+              tt=tf.reduce_sum(w * t * t), pt=tf.reduce_sum(w * p * t))
+
+
+def regression_eval_results(batch_sums: List[Mapping[str, Any]]) -> Dict[str, float]:
+  """eval_loss (MSE over the real examples), loss (mean of batch MSEs) and Pearson's r."""
+  s = loop.sum_batches(batch_sums)
+  n = max(s["examples"], 1.0)
+  covariance = s["pt"] / n - (s["p"] / n) * (s["t"] / n)
+  variance_p = s["pp"] / n - (s["p"] / n) ** 2
+  variance_t = s["tt"] / n - (s["t"] / n) ** 2
+  denominator = math.sqrt(max(variance_p, 0.0) * max(variance_t, 0.0))
+  batch_means = [float(b["squared_error"]) / float(b["examples"]) for b in batch_sums
+                 if float(b["examples"]) > 0]
+  return dict(eval_loss=s["squared_error"] / n,
+              loss=sum(batch_means) / max(len(batch_means), 1),
+              pearson=covariance / denominator if denominator else 0.0)
+
+
+REGRESSION_TASK = loop.Task(model_inputs=model_inputs, normalizers=normalizers,
+                            replica_loss=regression_loss, sum_names=("squared_error", "examples"),
+                            train_metrics=regression_train_metrics,
+                            eval_sums=regression_eval_sums, eval_results=regression_eval_results)
