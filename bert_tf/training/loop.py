@@ -305,6 +305,28 @@ def checkpoint_state(model, optimizer, global_step, output_dir: str, chief: bool
   return CheckpointState(checkpoint, manager, latest)
 
 
+def resumed_iterator(strategy, dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset],
+                     global_step: tf.Variable):
+  """A distributed iterator over dataset_fn's batches, positioned at global_step (resume by skip).
+
+  tf.distribute iterators cannot be checkpointed (TF 2.20), so the data position is the step: a
+  resumed run skips the batches (updates) already used. With a seeded, deterministic dataset
+  the resumed run sees exactly the batches an uninterrupted run would.
+
+  Args:
+    strategy: the run's strategy.
+    dataset_fn: InputContext -> the per-replica dataset of one element per update.
+    global_step: the restored step.
+  """
+  skip = int(global_step.numpy())
+
+  def positioned(ctx):
+    dataset = dataset_fn(ctx)
+    return dataset.skip(skip) if skip else dataset
+
+  return iter(strategy.distribute_datasets_from_function(positioned))
+
+
 def train(trainer: Trainer, iterator, global_step: tf.Variable, manager,
           num_train_steps: int, iterations_per_loop: int, save_checkpoints_steps: int,
           summary_dir: Optional[str], chief: bool,

@@ -217,7 +217,7 @@ TASK = loop.Task(model_inputs=model_inputs, normalizers=normalizers, replica_los
 # === The run ===
 
 
-def _train_dataset_fn(settings: PretrainingSettings, masking, skip_batches: int = 0):
+def _train_dataset_fn(settings: PretrainingSettings, masking):
   micro_batch = settings.train_batch_size // settings.gradient_accumulation_steps
 
   def dataset_fn(ctx):
@@ -227,8 +227,6 @@ def _train_dataset_fn(settings: PretrainingSettings, masking, skip_batches: int 
         shuffle_buffer_size=settings.shuffle_buffer_size, dynamic_masking=masking)
     if settings.gradient_accumulation_steps > 1:
       dataset = dataset.batch(settings.gradient_accumulation_steps, drop_remainder=True)
-    if skip_batches:
-      dataset = dataset.skip(skip_batches)
     logging.info("*** Features (per replica) ***")
     for name, spec in dataset.element_spec.items():
       logging.info("  name = %s, shape = %s", name, spec.shape)
@@ -340,12 +338,9 @@ def _run(config, settings, strategy, chief, metadata, export_fn):
 
   result: Dict[str, Any] = {"model": model}
   if settings.do_train:
-    # tf.distribute iterators cannot be checkpointed (TF 2.20), so the data position is the
-    # step: a resumed run skips the batches already used. With --seed the order of the
-    # records is fixed and the resumed run sees exactly the batches an uninterrupted run
-    # would.
-    iterator = iter(strategy.distribute_datasets_from_function(
-        _train_dataset_fn(settings, masking, skip_batches=int(global_step.numpy()))))
+    # Resume by skip: with --seed the resumed run sees the batches an uninterrupted one would.
+    iterator = loop.resumed_iterator(strategy, _train_dataset_fn(settings, masking),
+                                     global_step)
     _log_training(settings, strategy, int(global_step.numpy()))
     on_checkpoint = (export if settings.export_every_checkpoint and chief and export_fn
                      else None)
