@@ -118,3 +118,13 @@ def test_help_as_a_command(command, tmp_path):
   bad = subprocess.run([sys.executable] + command + ["--no_such_flag"], capture_output=True,
                        text=True, timeout=300, cwd=str(tmp_path), env=helpers.subprocess_env())
   assert bad.returncode == 2 and "no_such_flag" in bad.stderr, bad.stderr
+
+
+def test_tool_constants_repeat_the_library_values():
+  # The commands define flags without importing TensorFlow, so they repeat two library values.
+  from bert_tf import convert_checkpoint, export  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
+  from bert_tf.serving import tf_serving  # pylint: disable=g-import-not-at-top
+  assert convert_checkpoint.FORMATS == checkpoints.FORMATS
+  assert (export.DEFAULT_SEQ_LENGTH, export.DEFAULT_TOP_K) == (tf_serving.DEFAULT_SEQ_LENGTH,
+                                                               tf_serving.DEFAULT_TOP_K)

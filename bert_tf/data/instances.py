@@ -20,8 +20,7 @@ import dataclasses
 import random
 from typing import Callable, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from bert_tf import features
-from bert_tf.data.corpus import ERRORS_MODES, InputError, ReadReport, iter_lines  # pylint: disable=unused-import
+from bert_tf.data.corpus import ReadReport, iter_lines
 
 CLS_TOKEN = "[CLS]"
 SEP_TOKEN = "[SEP]"

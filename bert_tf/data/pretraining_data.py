@@ -16,7 +16,7 @@ import os
 import random
 import sys
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
 from absl import logging
 
@@ -131,12 +131,12 @@ def run(config: DataConfig) -> Dict[str, Any]:
   """Reads, tokenizes, makes instances and writes them with metadata; returns the summary.
 
   Raises:
-    UsageError, instances_lib.InputError, writer_lib.OutputError, ValueError: bad flags or
+    UsageError, corpus.InputError, writer_lib.OutputError, ValueError: bad flags or
       input, with a message naming the flag, file or line.
   """
   options = config.instance_options()
-  if config.errors not in instances_lib.ERRORS_MODES:
-    raise UsageError(f"--errors must be one of {', '.join(instances_lib.ERRORS_MODES)}, "
+  if config.errors not in corpus.ERRORS_MODES:
+    raise UsageError(f"--errors must be one of {', '.join(corpus.ERRORS_MODES)}, "
                      f"got {config.errors!r}")
   if config.compression not in writer_lib.COMPRESSION_TYPES:
     raise UsageError(f"--compression must be '' or GZIP, got {config.compression!r}")
@@ -226,7 +226,7 @@ def _check_documents(report, num_documents, input_files):
     logging.warning("%d line(s) were not valid UTF-8 (%s)", report.invalid_utf8_lines,
                     "skipped" if report.skipped_lines else "decoded with U+FFFD")
   if not num_documents:
-    raise instances_lib.InputError(
+    raise corpus.InputError(
         f"--input_file: no text found in {', '.join(input_files)} (every file is empty or "
         f"blank)")
   if num_documents == 1:
@@ -314,7 +314,7 @@ def _make_block(task):
 def _write_default(config, input_files, tokenizer, writer, start):
   """Blocks of about block_size_mb, made by worker processes, written in block order."""
   num_workers = config.num_workers or os.cpu_count() or 1
-  report = instances_lib.ReadReport()
+  report = corpus.ReadReport()
   stats = writer_lib.InstanceStats(config.max_seq_length)
   blocks = instances_lib.iter_text_blocks(input_files, int(config.block_size_mb * 1e6),
                                           config.errors, report, window_blocks=64,

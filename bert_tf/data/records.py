@@ -4,7 +4,6 @@ The library half of data_prep/inspect_records.py.
 """
 
 import collections
-import os
 import sys
 from typing import Dict, List, Optional
 

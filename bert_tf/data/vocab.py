@@ -15,7 +15,7 @@ Layout of the written vocab, as in the released BERT vocabs:
 
 import collections
 import time
-from typing import Counter, Dict, Iterable, List, Sequence
+from typing import Counter, Dict, Iterable, List, Optional, Sequence
 
 from absl import logging
 

@@ -883,7 +883,7 @@ def convert_checkpoint(source: str, target: str, source_format: Optional[str] = 
   model = build_pretraining_model(config) if heads else build_encoder(config)
   set_original_weights(model, values, source=source)
   out_dir = target.rsplit("/", 1)[0] if "/" in target else "."
-  tf.io.gfile.makedirs(out_dir)
+  io.makedirs(out_dir)
   if target_format == "tf1":
     save_tf1_checkpoint(model, target)
     config.to_json_file(f"{out_dir}/bert_config.json")

@@ -112,10 +112,7 @@ def _write_warmup(path: str, model_name: str, requests: Sequence[tuple]) -> None
 
 def next_version(model_dir: str) -> int:
   """1 + the largest integer version under model_dir (1 when there is none)."""
-  if not tf.io.gfile.isdir(model_dir):
-    return 1
-  versions = [int(n.rstrip("/")) for n in tf.io.gfile.listdir(model_dir)
-              if re.fullmatch(r"\d+/?", n)]
+  versions = [int(n) for n in io.listdir(model_dir) if re.fullmatch(r"\d+", n)]
   return max(versions, default=0) + 1
 
 

@@ -29,6 +29,7 @@ TensorFlow is imported only to write records, which are encoded here without bui
 messages.
 """
 
+import abc
 import csv
 import dataclasses
 import io as io_lib
@@ -186,8 +187,8 @@ def _preview(row: Any, limit: int = 80) -> str:
 # === Processors ===
 
 
-class DataProcessor:
-  """Reads a task's train/dev/test examples (the original's interface).
+class DataProcessor(abc.ABC):
+  """Reads a task's train/dev/test examples (the original's interface, as an abstract class).
 
   Subclasses give `get_examples(data_dir, split)` and `get_labels()`; `splits` lists the split
   names `get_examples` accepts. `is_regression` is True for real-valued labels, in which case
@@ -198,8 +199,9 @@ class DataProcessor:
   splits: Tuple[str, ...] = ("train", "dev", "test")
   is_regression = False
 
+  @abc.abstractmethod
   def get_examples(self, data_dir: str, split: str) -> List[InputExample]:
-    raise NotImplementedError()
+    """The examples of one split (one of `splits`) read from data_dir."""
 
   def get_train_examples(self, data_dir: str) -> List[InputExample]:
     return self.get_examples(data_dir, "train")
@@ -210,8 +212,9 @@ class DataProcessor:
   def get_test_examples(self, data_dir: str) -> List[InputExample]:
     return self.get_examples(data_dir, "test")
 
+  @abc.abstractmethod
   def get_labels(self) -> Optional[List[str]]:
-    raise NotImplementedError()
+    """The label list (its order gives the label ids); None for a regression task."""
 
   @classmethod
   def _read_tsv(cls, input_file: str) -> List[List[str]]:

@@ -394,7 +394,7 @@ def train(trainer: Trainer, iterator, global_step: tf.Variable, manager,
         on_checkpoint(step)
   writer.flush()
   if not chief:
-    tf.io.gfile.rmtree(manager.directory)
+    io.remove(manager.directory)
   return last
 
 

@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import features
+from bert_tf import io
 from bert_tf import tokenization
 from bert_tf.config import BertConfig
 from bert_tf.model.heads import PRETRAINING_INPUTS, build_pretraining_model
@@ -289,7 +290,7 @@ def run_pretraining(config: BertConfig, settings: PretrainingSettings,
   if settings.do_eval and settings.eval_input_file:
     _check_data(settings, config, settings.eval_input_file, "eval_input_file")
   chief = loop.is_chief(strategy)
-  tf.io.gfile.makedirs(settings.output_dir)
+  io.makedirs(settings.output_dir)
   if chief:
     config.to_json_file(f"{settings.output_dir.rstrip('/')}/bert_config.json")
   if settings.seed is not None:

@@ -23,7 +23,6 @@ import tensorflow as tf
 from bert_tf import features
 from bert_tf.data import corpus
 from bert_tf import cli
-from bert_tf.data import instances as instances_lib
 from bert_tf.data import pretraining_data as cpd
 from bert_tf.data import writer as writer_lib
 
@@ -256,7 +255,7 @@ def test_vocab_without_special_tokens(tmp_path):
 def test_bad_input_files(caplog):
   base = _ram_dir()
   bad = _write_text(f"{base}/bad.txt", b"fine line\n\nanother\n\xc3\x28 broken\n")
-  with pytest.raises(instances_lib.InputError, match=r"bad\.txt:4: invalid UTF-8"):
+  with pytest.raises(corpus.InputError, match=r"bad\.txt:4: invalid UTF-8"):
     cpd.run(_config([f"{base}/o1"], inputs=[bad]))
   assert not tf.io.gfile.exists(f"{base}/o1")
   summary = cpd.run(_config([f"{base}/o2"], inputs=[bad], errors="skip"))
@@ -265,7 +264,7 @@ def test_bad_input_files(caplog):
 
   empty = _write_text(f"{base}/empty.txt", b"")
   blank = _write_text(f"{base}/blank.txt", b"\n  \n\t\n")
-  with pytest.raises(instances_lib.InputError, match="no text found"):
+  with pytest.raises(corpus.InputError, match="no text found"):
     cpd.run(_config([f"{base}/o3"], inputs=[empty, blank]))
 
   one_doc = _write_text(f"{base}/one.txt", "".join(

@@ -15,6 +15,7 @@ from hypothesis import given, settings, strategies as st
 
 from bert_tf import features
 from bert_tf import tokenization
+from bert_tf.data import corpus
 from bert_tf.data import instances as I
 
 from tests.helpers import TEST_DATA
@@ -389,7 +390,7 @@ def test_read_documents_follows_the_original(tmp_path, tokenizer):
 def test_invalid_utf8_strict_names_file_and_line(tmp_path, tokenizer):
   path = tmp_path / "bad.txt"
   path.write_bytes(b"good line\nsecond\nbad \xff byte\n")
-  with pytest.raises(I.InputError, match=r"bad\.txt:3: invalid UTF-8"):
+  with pytest.raises(corpus.InputError, match=r"bad\.txt:3: invalid UTF-8"):
     I.read_documents([str(path)], tokenizer.tokenize)
 
 

@@ -288,7 +288,6 @@ def test_minilm_real_weights_match_hugging_face():
 def test_convert_command_chain_is_exact(tmp_path):
   """tf1 -> hf (through the CLI) -> keras -> tf1 gives back exactly the original arrays."""
   import json
-  import os
   import subprocess
   import sys
   rng = np.random.default_rng(50)

@@ -12,8 +12,6 @@ import numpy as np
 import pytest
 
 from bert_tf.model import layers
-from bert_tf.model.checkpoints import original_variable_shapes
-from bert_tf.config import BertConfig
 from tests.helpers import ref_gelu
 
 # === Tests of the layers ===

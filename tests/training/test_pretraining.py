@@ -15,7 +15,6 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.model import checkpoints
-from bert_tf import features
 from bert_tf.training import input_pipeline
 from bert_tf.training import losses
 from bert_tf.serving import saved_model
