@@ -4,7 +4,7 @@ Shape legend: B = batch, S = padded sequence length, H = hidden size, L = layers
 per row, K = top_k, V = vocab size.
 """
 
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 import keras
 import numpy as np
@@ -150,6 +150,52 @@ class TextModule(tf.Module):
     return dict(probabilities=probabilities, is_next_probability=probabilities[:, 0])
 
 
+
+class ClassifierModule(tf.Module):
+  """A fine-tuned classifier (or regressor) on raw text: tokenization, packing, the model.
+
+  Signatures (B = batch, C = labels):
+    serving_default: text [B] (and text_b [B] when the task is a pair task) ->
+      classification: label [B] string, label_id [B] int32, probabilities [B, C] float32,
+      label_names [B, C] string (the label of each probability column; repeated per row,
+      because TF Serving's row format wants the batch first);
+      regression: score [B] float32.
+    classify: text, text_b [B] -> the same outputs; an empty text_b is a single segment (the
+      original's rule), so one signature serves single texts and pairs.
+  """
+
+  def __init__(self, packer: Packer, model: keras.Model, seq_length: int,
+               label_names: Optional[Sequence[str]], pair: bool):
+    super().__init__(name="bert_classifier")
+    self.packer = packer
+    self.model = model
+    self.seq_length = seq_length
+    self.regression = label_names is None
+    self.label_names = tf.constant(list(label_names or [""]), tf.string)
+    self.classify = tf.function(self._classify, input_signature=[_STRINGS, _STRINGS])
+    if pair:
+      self.serving_default = tf.function(self._classify, input_signature=[_STRINGS, _STRINGS])
+    else:
+      self.serving_default = tf.function(self._serve_single, input_signature=[_STRINGS])
+    self.signature_functions = {"serving_default": self.serving_default,
+                                "classify": self.classify}
+
+  def _serve_single(self, text):
+    return self._classify(text, tf.fill(tf.shape(text), ""))
+
+  def _classify(self, text, text_b):
+    inputs = self.packer.pack(self.packer.tokenize(text), self.packer.tokenize(text_b),
+                              _seq_length_vector(text, self.seq_length), pad_to=self.seq_length)
+    logits = tf.cast(self.model({key: inputs[key] for key in ENCODER_INPUTS},
+                                training=False)["logits"], tf.float32)
+    if self.regression:
+      return dict(score=logits[:, 0])
+    probabilities = tf.nn.softmax(logits, axis=-1)
+    label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
+    rows = tf.shape(logits)[0]
+    return dict(label=tf.gather(self.label_names, label_id), label_id=label_id,
+                probabilities=probabilities,
+                label_names=tf.tile(self.label_names[tf.newaxis], [rows, 1]))
 
 
 def float32_models(config: BertConfig, weights: Mapping[str, np.ndarray]):

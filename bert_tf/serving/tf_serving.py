@@ -54,7 +54,8 @@ from bert_tf import features
 from bert_tf import io
 from bert_tf.config import BertConfig
 from bert_tf.packing import MASK_TOKEN, Packer
-from bert_tf.serving.modules import EncoderModule, PreprocessorModule, TextModule, float32_models
+from bert_tf.serving.modules import (ClassifierModule, EncoderModule, PreprocessorModule,
+                                     TextModule, float32_models)
 
 DEFAULT_SEQ_LENGTH = 128
 DEFAULT_TOP_K = 5
@@ -238,3 +239,67 @@ def _export(config, weights, vocab_file, export_dir, do_lower_case, seq_length, 
     logging.warning("The checkpoint has no pretraining heads (cls/...): the text model has no "
                     "fill_mask or next_sentence signature.")
   return paths
+
+
+# === Fine-tuned models ===
+
+
+def export_classifier_model(model, config: BertConfig, vocab_file: str, export_dir: str,
+                            label_names: Optional[Sequence[str]], pair: bool,
+                            do_lower_case: bool = True, seq_length: int = DEFAULT_SEQ_LENGTH,
+                            version: Optional[int] = None, model_name: str = "classifier",
+                            task_info: Optional[Mapping[str, Any]] = None,
+                            warmup: bool = True) -> str:
+  """Writes a raw-text classifier SavedModel in TF Serving's layout (ClassifierModule).
+
+  Args:
+    model: the trained classifier (tasks.classifier.build_classifier_model) in float32, built
+      outside any distribution strategy (so the SavedModel holds plain variables).
+    config: its BertConfig.
+    vocab_file: the vocab it was fine-tuned with (an asset of the export).
+    export_dir: the model base directory; the version goes to <export_dir>/<model_name>/<v>/.
+    label_names: the labels in id order; None for a regression model (one score).
+    pair: whether serving_default takes text_b (the task had a second text).
+    do_lower_case: the tokenizer's casing (as in fine-tuning).
+    seq_length: the packed length (the fine-tuning max_seq_length).
+    version: default one more than the largest already there.
+    model_name: the directory name under export_dir.
+    task_info: written as assets/task_info.json (labels, task, casing, vocab checksum).
+    warmup: write TF Serving warm-up requests.
+
+  Returns:
+    The version directory written.
+  """
+  if not 2 <= seq_length <= config.max_position_embeddings:
+    raise ValueError(f"seq_length must be in [2, {config.max_position_embeddings}] "
+                     f"(max_position_embeddings), got {seq_length}")
+  staging = tempfile.mkdtemp(prefix="bert_tf_export_")
+  try:
+    local_vocab = os.path.join(staging, "vocab.txt")
+    tf.io.gfile.copy(vocab_file, local_vocab)
+    packer = Packer(local_vocab, do_lower_case, config.max_position_embeddings)
+    if packer.tokenizer.vocab_size > config.vocab_size:
+      raise ValueError(f"vocab file {vocab_file} has {packer.tokenizer.vocab_size} tokens, more "
+                       f"than the config's vocab_size {config.vocab_size}")
+    module = ClassifierModule(packer, model, seq_length, label_names, pair)
+    module.vocab_file = tf.saved_model.Asset(local_vocab)
+    signatures = module.signature_functions
+    model_dir = os.path.join(export_dir, model_name)
+    if version is None:
+      version = next_version(model_dir)
+    info = dict(kind="classifier", seq_length=seq_length, do_lower_case=bool(do_lower_case),
+                labels=None if label_names is None else list(label_names),
+                regression=label_names is None, pair=bool(pair), model_name=model_name,
+                signatures=sorted(signatures))
+    extra = {"bert_config.json": config.to_json_string(),
+             "export_info.json": json.dumps(info, indent=2, sort_keys=True) + "\n"}
+    if task_info is not None:
+      extra["task_info.json"] = json.dumps(dict(task_info), indent=2) + "\n"
+    texts = list(WARMUP_TEXTS)
+    warm = [(name, _warmup_inputs("next_sentence" if name == "classify" or pair else
+                                  "serving_default", seq_length, texts))
+            for name in signatures]
+    return _save_version(module, signatures, model_dir, version, extra,
+                         warm if warmup else (), model_name)
+  finally:
+    shutil.rmtree(staging, ignore_errors=True)

@@ -22,6 +22,7 @@ import math
 from typing import Any, Dict, List, Mapping, Optional
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from bert_tf.config import BertConfig
@@ -100,14 +101,15 @@ def eval_sums(outputs, batch):
   logits = tf.cast(outputs["logits"], tf.float32)
   labels = tf.reshape(tf.cast(batch["label_ids"], tf.int32), [-1])
   weights = _weights(batch)
-  predictions = tf.argmax(logits, axis=-1, output_type=tf.int32)
   sums = dict(nll=tf.reduce_sum(weights * losses.sparse_nll(logits, labels)),
               correct=tf.reduce_sum(weights * losses.correct(logits, labels)),
               examples=tf.reduce_sum(weights))
-  positive, predicted = tf.equal(labels, 1), tf.equal(predictions, 1)
-  for key, hit in (("tp", positive & predicted), ("fp", ~positive & predicted),
-                   ("fn", positive & ~predicted), ("tn", ~positive & ~predicted)):
-    sums[key] = tf.reduce_sum(weights * tf.cast(hit, tf.float32))
+  if logits.shape[-1] == 2:
+    predictions = tf.argmax(logits, axis=-1, output_type=tf.int32)
+    positive, predicted = tf.equal(labels, 1), tf.equal(predictions, 1)
+    for key, hit in (("tp", positive & predicted), ("fp", ~positive & predicted),
+                     ("fn", positive & ~predicted), ("tn", ~positive & ~predicted)):
+      sums[key] = tf.reduce_sum(weights * tf.cast(hit, tf.float32))
   return sums
 
 
@@ -116,23 +118,27 @@ def binary_scores(tp: float, fp: float, fn: float, tn: float) -> Dict[str, float
   f1 = 2 * tp / (2 * tp + fp + fn) if tp else 0.0
   denominator = math.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
   mcc = (tp * tn - fp * fn) / denominator if denominator else 0.0
-  return dict(f1=f1, matthews_corrcoef=mcc)
+  return dict(eval_f1=f1, eval_matthews_corrcoef=mcc)
+
+
+def _mean_of_batch_means(batch_sums, key):
+  means = [float(b[key]) / float(b["examples"]) for b in batch_sums if float(b["examples"]) > 0]
+  return sum(means) / max(len(means), 1)
 
 
 def eval_results(batch_sums: List[Mapping[str, Any]]) -> Dict[str, float]:
-  """The original's eval_accuracy, eval_loss and loss, plus binary F1 and the Matthews
-  correlation (meaningful for two-label tasks: CoLA reports MCC, MRPC and QQP F1).
+  """The original's eval_accuracy, eval_loss and loss; with two labels also eval_f1 (of label
+  1) and eval_matthews_corrcoef (CoLA reports MCC, MRPC and QQP F1 and accuracy).
 
   The original's `loss` (the Estimator's) is the mean of the per-batch mean losses; eval_loss
   is the mean over all real examples (tf.metrics.mean with is_real_example weights).
   """
   total = loop.sum_batches(batch_sums)
   examples = max(total["examples"], 1.0)
-  batch_means = [float(b["nll"]) / float(b["examples"]) for b in batch_sums
-                 if float(b["examples"]) > 0]
   results = dict(eval_accuracy=total["correct"] / examples, eval_loss=total["nll"] / examples,
-                 loss=sum(batch_means) / max(len(batch_means), 1))
-  results.update(binary_scores(total["tp"], total["fp"], total["fn"], total["tn"]))
+                 loss=_mean_of_batch_means(batch_sums, "nll"))
+  if "tp" in total:
+    results.update(binary_scores(total["tp"], total["fp"], total["fn"], total["tn"]))
   return results
 
 
@@ -170,22 +176,71 @@ def regression_eval_sums(outputs, batch):
               tt=tf.reduce_sum(w * t * t), pt=tf.reduce_sum(w * p * t))
 
 
-def regression_eval_results(batch_sums: List[Mapping[str, Any]]) -> Dict[str, float]:
-  """eval_loss (MSE over the real examples), loss (mean of batch MSEs) and Pearson's r."""
-  s = loop.sum_batches(batch_sums)
+def _pearson(s: Mapping[str, float]) -> float:
   n = max(s["examples"], 1.0)
   covariance = s["pt"] / n - (s["p"] / n) * (s["t"] / n)
   variance_p = s["pp"] / n - (s["p"] / n) ** 2
   variance_t = s["tt"] / n - (s["t"] / n) ** 2
   denominator = math.sqrt(max(variance_p, 0.0) * max(variance_t, 0.0))
-  batch_means = [float(b["squared_error"]) / float(b["examples"]) for b in batch_sums
-                 if float(b["examples"]) > 0]
-  return dict(eval_loss=s["squared_error"] / n,
-              loss=sum(batch_means) / max(len(batch_means), 1),
-              pearson=covariance / denominator if denominator else 0.0)
+  return covariance / denominator if denominator else 0.0
+
+
+def regression_eval_results(batch_sums: List[Mapping[str, Any]]) -> Dict[str, float]:
+  """eval_loss (MSE over the real examples), loss (mean of batch MSEs) and Pearson's r."""
+  s = loop.sum_batches(batch_sums)
+  return dict(eval_loss=s["squared_error"] / max(s["examples"], 1.0),
+              loss=_mean_of_batch_means(batch_sums, "squared_error"),
+              eval_pearson=_pearson(s))
+
+
+def average_ranks(values: np.ndarray) -> np.ndarray:
+  """1-based ranks, ties sharing their average rank (for Spearman's correlation)."""
+  values = np.asarray(values, np.float64)
+  order = np.argsort(values, kind="mergesort")
+  sorted_values = values[order]
+  ranks = np.empty(len(values), np.float64)
+  start = 0
+  for end in range(1, len(values) + 1):
+    if end == len(values) or sorted_values[end] != sorted_values[start]:
+      ranks[order[start:end]] = (start + end + 1) / 2.0
+      start = end
+  return ranks
+
+
+def spearman(predictions: np.ndarray, targets: np.ndarray) -> float:
+  """Spearman's rank correlation: Pearson's r of the average ranks (0 when undefined)."""
+  p, t = average_ranks(predictions), average_ranks(targets)
+  if len(p) < 2 or np.std(p) == 0 or np.std(t) == 0:
+    return 0.0
+  return float(np.corrcoef(p, t)[0, 1])
 
 
 REGRESSION_TASK = loop.Task(model_inputs=model_inputs, normalizers=normalizers,
                             replica_loss=regression_loss, sum_names=("squared_error", "examples"),
                             train_metrics=regression_train_metrics,
                             eval_sums=regression_eval_sums, eval_results=regression_eval_results)
+
+
+# === Metrics from per-example predictions ===
+
+
+def results_from_predictions(logits: np.ndarray, labels: np.ndarray, batch_size: int,
+                             regression: bool = False) -> Dict[str, float]:
+  """eval_results from the real examples' logits and labels in file order.
+
+  The examples are grouped into batches of batch_size as the original's eval input_fn reads
+  them (which matters for its `loss`, a mean of batch means), then go through the task's own
+  eval_sums and eval_results; regression adds eval_spearman, which needs every prediction.
+  """
+  task = REGRESSION_TASK if regression else TASK
+  batch_sums = []
+  for start in range(0, len(labels), batch_size):
+    chunk = {"label_ids": tf.constant(labels[start:start + batch_size])}
+    sums = task.eval_sums({"logits": tf.constant(logits[start:start + batch_size])}, chunk)
+    batch_sums.append({k: v.numpy() for k, v in sums.items()})
+  if not batch_sums:
+    raise ValueError("no example to evaluate")
+  results = task.eval_results(batch_sums)
+  if regression:
+    results["eval_spearman"] = spearman(np.reshape(logits, [-1]), np.reshape(labels, [-1]))
+  return results

@@ -360,3 +360,93 @@ def pretraining_dataset(input_files: Union[str, Sequence[str]], max_seq_length: 
                       index * num_pipelines + pipeline_id]))),
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+# === Fine-tuning records (run_classifier's schema) ===
+
+EXAMPLE_INDEX = "example_index"
+
+
+def classifier_parsing_spec(max_seq_length: int, regression: bool = False
+                            ) -> Dict[str, tf.io.FixedLenFeature]:
+  """The original run_classifier.py's record schema (label_ids is a float for regression)."""
+  ids = tf.io.FixedLenFeature([max_seq_length], tf.int64)
+  return dict(input_ids=ids, input_mask=ids, segment_ids=ids,
+              label_ids=tf.io.FixedLenFeature([], tf.float32 if regression else tf.int64),
+              is_real_example=tf.io.FixedLenFeature([], tf.int64))
+
+
+def _parse_classifier(serialized, spec):
+  parsed = tf.io.parse_example(serialized, spec)
+  return features.to_model_names(
+      {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v for k, v in parsed.items()})
+
+
+def eval_steps(num_examples: int, global_batch_size: int) -> int:
+  """Batches that cover num_examples once when the last one is padded (at least one)."""
+  return max(1, -(-num_examples // global_batch_size))
+
+
+def classifier_dataset(input_file: str, max_seq_length: int, batch_size: int, is_training: bool,
+                       input_context: Optional[tf.distribute.InputContext] = None,
+                       regression: bool = False, num_examples: Optional[int] = None,
+                       seed: Optional[int] = None, shuffle_buffer_size: int = 100
+                       ) -> tf.data.Dataset:
+  """Batches of run_classifier records (train.tf_record, eval.tf_record, predict.tf_record).
+
+  Training follows the original's input_fn: repeat, shuffle in a buffer of 100 records (its
+  value; data order is close to file order), drop the last partial batch. Evaluation and
+  prediction read every record once, in order, each with its position as `example_index`,
+  and pad the data with examples of weight 0 (is_real_example 0, example_index -1) up to a
+  multiple of the global batch: every batch has the same static shape (what XLA and TPUs
+  want) and no example is dropped or counted twice, on any strategy. The eval/predict dataset
+  then has exactly eval_steps(num_examples, batch_size) batches per replica.
+
+  With an input_context the batch is the per-replica share of the global `batch_size` and
+  each input pipeline reads every n-th record.
+
+  Args:
+    input_file: a TFRecord file written by classifier_data.file_based_convert_examples_to_features.
+    max_seq_length: the records' sequence length.
+    batch_size: the global batch size (the per-replica size without an input_context).
+    is_training: training (see above) or eval/predict.
+    input_context: from strategy.distribute_datasets_from_function, or None.
+    regression: the records' label_ids are floats.
+    num_examples: the number of records; required for eval/predict (the padding).
+    seed: makes the training shuffle deterministic.
+    shuffle_buffer_size: records in the training shuffle buffer.
+
+  Returns:
+    Dicts of input_word_ids, input_mask, input_type_ids [B, L] int32, label_ids [B] (int32,
+    float32 for regression), is_real_example [B] int32, and for eval/predict example_index [B]
+    int64.
+  """
+  num_pipelines, pipeline_id, per_replica_batch = 1, 0, batch_size
+  if input_context is not None:
+    num_pipelines = input_context.num_input_pipelines
+    pipeline_id = input_context.input_pipeline_id
+    per_replica_batch = input_context.get_per_replica_batch_size(batch_size)
+  spec = classifier_parsing_spec(max_seq_length, regression)
+  dataset = tf.data.TFRecordDataset(input_file)
+  if is_training:
+    if num_pipelines > 1:
+      dataset = dataset.shard(num_pipelines, pipeline_id)
+    dataset = dataset.repeat().shuffle(shuffle_buffer_size, seed=seed,
+                                       reshuffle_each_iteration=True)
+    dataset = dataset.batch(per_replica_batch, drop_remainder=True)
+    dataset = dataset.map(lambda records: _parse_classifier(records, spec),
+                          num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+  if num_examples is None:
+    raise ValueError("num_examples is needed to pad the eval/predict data")
+  dataset = dataset.batch(256).map(lambda records: _parse_classifier(records, spec)).unbatch()
+  dataset = dataset.enumerate().map(lambda i, example: dict(example, **{EXAMPLE_INDEX: i}))
+  num_padding = eval_steps(num_examples, batch_size) * batch_size - num_examples
+  if num_padding:
+    padding = {name: tf.zeros(spec.shape, spec.dtype)
+               for name, spec in dataset.element_spec.items()}
+    padding[EXAMPLE_INDEX] = tf.constant(-1, tf.int64)
+    dataset = dataset.concatenate(tf.data.Dataset.from_tensors(padding).repeat(num_padding))
+  if num_pipelines > 1:
+    dataset = dataset.shard(num_pipelines, pipeline_id)
+  return dataset.batch(per_replica_batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)

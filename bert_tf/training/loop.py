@@ -25,6 +25,7 @@ from typing import (Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Op
 
 from absl import logging
 import keras
+import numpy as np
 import tensorflow as tf
 
 from bert_tf import io
@@ -189,6 +190,7 @@ class Trainer:
     self._replica_step = tf.function(self._replica_step_fn, jit_compile=jit_compile)
     self.train_loop = tf.function(self._train_loop_fn)
     self.eval_step = tf.function(self._eval_step_fn)
+    self.predict_step = tf.function(self._predict_step_fn)
 
   def replica_loss(self, batch, normalizers, training: bool = True):
     """The task's loss and sums of this replica's (micro-)batch, given global normalizers."""
@@ -267,6 +269,16 @@ class Trainer:
     per_replica = self.strategy.run(replica_eval, args=(next(iterator),))
     return {k: self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
             for k, v in per_replica.items()}
+
+
+  def _predict_step_fn(self, iterator, keep):
+    """The model's outputs on one global batch, plus the batch's `keep` entries, gathered from
+    every replica (and worker) along the batch axis."""
+    def replica_predict(batch):
+      outputs = self.model(self.task.model_inputs(batch), training=False)
+      return dict(outputs, **{key: batch[key] for key in keep})
+    per_replica = self.strategy.run(replica_predict, args=(next(iterator),))
+    return {k: self.strategy.gather(v, axis=0) for k, v in per_replica.items()}
 
 
 # === The run around the steps ===
@@ -415,6 +427,35 @@ def evaluate(trainer: Trainer, iterator, num_steps: int, global_step: int,
         if key != "global_step":
           tf.summary.scalar(key, value, step=results["global_step"])
   return results
+
+
+def predict(trainer: Trainer, iterator, num_steps: int, index_key: str = "example_index",
+            keep: Tuple[str, ...] = ()) -> Dict[str, Any]:
+  """Per-example outputs over num_steps batches, in example order, without padding.
+
+  The batches must carry `index_key` (the example's position; negative for padding, see
+  input_pipeline.classifier_dataset), so the order is restored whatever the strategy's
+  distribution of batches over replicas and workers.
+
+  Returns:
+    {name: numpy array [N, ...]} for each model output, `index_key` and the `keep` entries.
+  """
+  keep = tuple(dict.fromkeys((index_key,) + tuple(keep)))
+  chunks: Dict[str, List[Any]] = {}
+  start = time.time()
+  for step in range(num_steps):
+    for key, value in trainer.predict_step(iterator, keep).items():
+      chunks.setdefault(key, []).append(value.numpy())
+    if (step + 1) % 100 == 0 or step + 1 == num_steps:
+      elapsed = time.time() - start
+      logging.info("predicted %d/%d batches, %.1f batches/s, ETA %s", step + 1, num_steps,
+                   (step + 1) / max(elapsed, 1e-9),
+                   format_eta(elapsed / (step + 1) * (num_steps - step - 1)))
+  arrays = {key: np.concatenate(values, axis=0) for key, values in chunks.items()}
+  index = arrays[index_key]
+  order = np.argsort(index, kind="stable")
+  order = order[index[order] >= 0]
+  return {key: value[order] for key, value in arrays.items()}
 
 
 def sum_batches(batch_sums: Iterable[Mapping[str, Any]]) -> Dict[str, float]:

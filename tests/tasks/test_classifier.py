@@ -76,7 +76,7 @@ def test_eval_sums_and_results_match_direct_computation_and_skip_padding():
   f1, mcc = _numpy_scores(labels, predictions)
   assert results["eval_accuracy"] == pytest.approx(np.mean(labels == predictions))
   assert results["eval_loss"] == pytest.approx(np.mean(all_nll), rel=1e-5)
-  assert results["f1"] == pytest.approx(f1) and results["matthews_corrcoef"] == pytest.approx(mcc)
+  assert results["eval_f1"] == pytest.approx(f1) and results["eval_matthews_corrcoef"] == pytest.approx(mcc)
 
 
 def test_regression_eval_results_are_mse_and_pearson():
@@ -88,7 +88,7 @@ def test_regression_eval_results_are_mse_and_pearson():
   ).items()} for i in range(0, 40, 10)]
   results = classifier.regression_eval_results(batches)
   assert results["eval_loss"] == pytest.approx(np.mean((p - t) ** 2), rel=1e-5)
-  assert results["pearson"] == pytest.approx(np.corrcoef(p, t)[0, 1], rel=1e-4)
+  assert results["eval_pearson"] == pytest.approx(np.corrcoef(p, t)[0, 1], rel=1e-4)
 
 
 @pytest.mark.slow

@@ -1,0 +1,152 @@
+r"""Fine-tunes BERT for sentence (pair) classification or regression: the original run_classifier.py.
+
+  python -m bert_tf.run_classifier --task_name=MRPC --do_train --do_eval \
+      --data_dir=glue/MRPC --vocab_file=$BERT/vocab.txt --bert_config_file=$BERT/bert_config.json \
+      --init_checkpoint=$BERT/bert_model.ckpt --max_seq_length=128 --train_batch_size=32 \
+      --learning_rate=2e-5 --num_train_epochs=3.0 --output_dir=/tmp/mrpc
+
+Tasks: the original's cola, mnli (also evaluated on the mismatched dev set), mrpc, xnli
+(--xnli_language), GLUE's sst-2, qqp, qnli, rte, wnli, sts-b (regression), and generic: any
+TSV, CSV or JSONL file (--text_a_column, --text_b_column, --label_column, --train_file, ...).
+
+Writes to output_dir: train/eval/predict.tf_record (the original's records), checkpoints,
+eval_results.txt, test_results.tsv (the class probabilities per test example, as the original),
+test_predictions.tsv (guid, label, probabilities), task_info.json, and after training a raw-text
+classifier for TF Serving under export/classifier/<step>/. --seeds runs each seed in seed_<s>/
+and summarises mean +- std; --sweep runs the paper's grid and keeps the best run.
+"""
+
+from absl import flags
+
+from bert_tf import cli
+
+FLAGS = flags.FLAGS
+
+
+def define_flags(flag_values=FLAGS) -> None:
+  fv = dict(flag_values=flag_values)
+  # === The original's flags ===
+  flags.DEFINE_string("data_dir", None, "The input data dir: the task's .tsv (or other) files.",
+                      **fv)
+  flags.DEFINE_string("task_name", None, "The task: cola, mnli, mrpc, xnli, sst-2, qqp, qnli, "
+                      "rte, wnli, sts-b, or generic.", **fv)
+  flags.DEFINE_string("output_dir", None, "Where records, checkpoints and results go.", **fv)
+  cli.define_model_flags(flag_values, init_checkpoint_help=(
+      "Initial weights: a pretrained or fine-tuned checkpoint in any format the converters read "
+      "(original TF1, Model Garden, Hugging Face .safetensors, a run_pretraining or "
+      "run_classifier output_dir)."))
+  flags.DEFINE_bool("do_train", False, "Whether to run training.", **fv)
+  flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.", **fv)
+  flags.DEFINE_bool("do_predict", False, "Whether to run the model on the test set.", **fv)
+  cli.define_batch_flags(flag_values, train_batch_size=32, eval_batch_size=8,
+                         predict_batch_size=8, learning_rate=5e-5)
+  flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs.", **fv)
+  flags.DEFINE_float("warmup_proportion", 0.1,
+                     "Proportion of training with linear learning rate warmup.", **fv)
+  flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save a checkpoint.", **fv)
+  flags.DEFINE_integer("iterations_per_loop", 1000,
+                       "Steps per tf.function call (and between log lines).", **fv)
+  cli.define_tpu_flags(flag_values)
+  # === Additions ===
+  cli.define_runtime_flags(flag_values)
+  flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"],
+                    "adamw: the original AdamWeightDecay; lamb: LAMB.", **fv)
+  flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept in output_dir.", **fv)
+  flags.DEFINE_string("xnli_language", "zh", "XNLI: the language of the dev/test sets and of "
+                      "the machine-translated training set.", **fv)
+  flags.DEFINE_bool("export", True, "After training, export a raw-text classifier for TF "
+                    "Serving to output_dir/export/classifier/<step>/.", **fv)
+  flags.DEFINE_bool("allow_tokenizer_mismatch", False,
+                    "Go on (with a warning) when --vocab_file or --do_lower_case contradicts "
+                    "what the checkpoint was trained with.", **fv)
+  # === The generic task ===
+  flags.DEFINE_string("text_a_column", None, "generic: the first text's column, a header name "
+                      "(or JSONL key) or a 0-based index.", **fv)
+  flags.DEFINE_string("text_b_column", None, "generic: the second text's column (pair tasks).",
+                      **fv)
+  flags.DEFINE_string("label_column", None, "generic: the label's column.", **fv)
+  flags.DEFINE_string("guid_column", None, "generic: a column of ids for the guids (default: "
+                      "the row number).", **fv)
+  flags.DEFINE_bool("has_header", None, "generic: whether TSV/CSV files start with a header "
+                    "(default: when a column is given by name).", **fv)
+  flags.DEFINE_list("label_list", [], "generic: the labels in id order (default: the training "
+                    "file's labels, sorted).", **fv)
+  flags.DEFINE_bool("regression", False, "generic: real-valued labels (one output, mean "
+                    "squared error).", **fv)
+  flags.DEFINE_enum("file_format", None, ["tsv", "csv", "jsonl"],
+                    "generic: the files' format (default: from their extension).", **fv)
+  flags.DEFINE_string("delimiter", None, "generic: the column separator instead of the tab "
+                      "(TSV) or comma (CSV).", **fv)
+  flags.DEFINE_string("train_file", None, "generic: the training file (in data_dir, or a "
+                      "path); default train.tsv.", **fv)
+  flags.DEFINE_string("dev_file", None, "generic: the dev file; default dev.tsv.", **fv)
+  flags.DEFINE_string("test_file", None, "generic: the test file; default test.tsv.", **fv)
+  # === Several runs ===
+  flags.DEFINE_list("seeds", [], "Run once per seed (in output_dir/seed_<s>) and write the "
+                    "mean +- std of every metric to output_dir/seeds_summary.txt.", **fv)
+  flags.DEFINE_bool("sweep", False, "Run the paper's grid (--sweep_learning_rates x "
+                    "--sweep_epochs x --sweep_batch_sizes), keep the run with the best dev "
+                    "score; output_dir/sweep_summary.tsv and best_run.txt.", **fv)
+  flags.DEFINE_list("sweep_learning_rates", ["5e-5", "3e-5", "2e-5"], "Sweep learning rates.",
+                    **fv)
+  flags.DEFINE_list("sweep_epochs", ["2", "3", "4"], "Sweep epoch counts.", **fv)
+  flags.DEFINE_list("sweep_batch_sizes", ["16", "32"], "Sweep batch sizes.", **fv)
+  flags.DEFINE_bool("sweep_keep_all_checkpoints", False,
+                    "Keep the checkpoints of every sweep point, not only the best.", **fv)
+  flags.mark_flags_as_required(["data_dir", "task_name", "vocab_file", "output_dir"], **fv)
+
+
+def _numbers(name, values, kind):
+  try:
+    return [kind(v) for v in values]
+  except ValueError:
+    raise cli.UsageError(f"--{name}: expected a list of numbers, got {','.join(values)}") \
+        from None
+
+
+def main(argv):
+  del argv
+  # Imported here so that --help does not pay for TensorFlow.
+  from absl import logging  # pylint: disable=g-import-not-at-top
+  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import classifier_run  # pylint: disable=g-import-not-at-top
+  f = FLAGS
+  cli.apply_runtime_flags(f)
+  seeds = _numbers("seeds", f.seeds, int)
+  if f.seeds and f.seed is not None:
+    raise cli.UsageError("--seed and --seeds contradict each other; give one")
+  if f.bert_config_file:
+    config = BertConfig.from_json_file(f.bert_config_file)
+  elif f.init_checkpoint:
+    from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
+    config = checkpoints.config_beside(checkpoints.resolve_checkpoint(f.init_checkpoint))
+    logging.info("Using the config beside --init_checkpoint: %s", config.to_json_string())
+  else:
+    raise cli.UsageError("--bert_config_file is required (or an --init_checkpoint with its "
+                         "config beside it: bert_config.json, or config.json for Hugging Face)")
+  settings = cli.settings_from_flags(
+      classifier_run.ClassifierSettings, f,
+      text_a_column=classifier_run.parse_column(f.text_a_column),
+      text_b_column=classifier_run.parse_column(f.text_b_column),
+      label_column=classifier_run.parse_column(f.label_column),
+      guid_column=classifier_run.parse_column(f.guid_column),
+      label_list=tuple(f.label_list), use_tpu=f.use_tpu or f.strategy == "tpu")
+  strategy = cli.select_strategy_from_flags(f)
+  if f.sweep:
+    result = classifier_run.run_sweep(
+        config, settings, _numbers("sweep_learning_rates", f.sweep_learning_rates, float),
+        _numbers("sweep_epochs", f.sweep_epochs, float),
+        _numbers("sweep_batch_sizes", f.sweep_batch_sizes, int), seeds=seeds,
+        strategy=strategy, keep_all_checkpoints=f.sweep_keep_all_checkpoints)
+    logging.info("Best run: %s", result["best_dir"])
+  elif seeds:
+    classifier_run.run_seeds(config, settings, seeds, strategy)
+  else:
+    result = classifier_run.run_classifier(config, settings, strategy)
+    logging.info("Finished at step %d", result["global_step"])
+    if "export_dir" in result:
+      logging.info("Exported the classifier: %s", result["export_dir"])
+
+
+if __name__ == "__main__":
+  cli.run(main, define_flags, "run_classifier")
