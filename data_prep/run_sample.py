@@ -1,7 +1,9 @@
 """Runs the whole pipeline on the bundled sample corpus, step by step, with the real commands.
 
 Learns a vocab, tokenizes the sample, makes pretraining records, pretrains a tiny BERT for a few
-steps with evaluation and export, then queries the exported TF Serving text model.
+steps with evaluation and export, queries the exported TF Serving text model, then fine-tunes the
+pretrained model on a sentence-pair task made from the sample (is B the sentence that follows A?)
+with run_classifier and asks its exported raw-text classifier.
 
   python data_prep/run_sample.py [--output_dir=sample_output]
 
@@ -13,6 +15,7 @@ current directory), replaced on each run.
 import argparse
 import json
 import os
+import random
 import shlex
 import shutil
 import subprocess
@@ -37,6 +40,50 @@ probs = out["top_probabilities"].numpy()[0, 0]
 print(text)
 print("  [MASK] ->", ", ".join(f"{t} ({p:.3f})" for t, p in zip(tokens, probs)))
 """
+
+# Loads the exported classifier the way a server does and classifies two sentence pairs.
+QUERY_CLASSIFIER = """
+import sys
+import tensorflow as tf
+import tensorflow_text  # registers the tokenizer ops
+model = tf.saved_model.load(sys.argv[1])
+a = ["she was the youngest of the two daughters of a most affectionate, indulgent father.",
+     "she was the youngest of the two daughters of a most affectionate, indulgent father."]
+b = ["and had, in consequence of her sister's marriage, been mistress of his house.",
+     "the navy list was his favourite reading."]
+out = model.signatures["serving_default"](text=tf.constant(a), text_b=tf.constant(b))
+for text_b, label, p in zip(b, out["label"].numpy(), out["probabilities"].numpy()):
+  print(f"  B = {text_b!r}: label {label.decode()} (P(next) = {p[1]:.3f})")
+"""
+PAIR_EXAMPLES = {"train": 1024, "dev": 256, "test": 64}
+
+
+def write_pair_task(sample, output_dir, seed=12345):
+  """TSV files text_a, text_b, label (1: B follows A in the same chapter; 0: B is random)."""
+  documents, current = [], []
+  with open(sample, encoding="utf-8") as f:
+    for line in f:
+      line = line.strip()
+      if line:
+        current.append(line)
+      elif current:
+        documents.append(current)
+        current = []
+  if current:
+    documents.append(current)
+  rng = random.Random(seed)
+  os.makedirs(output_dir, exist_ok=True)
+  for split, count in PAIR_EXAMPLES.items():
+    rows = []
+    for i in range(count):
+      document = rng.choice([d for d in documents if len(d) > 1])
+      j = rng.randrange(len(document) - 1)
+      if i % 2:
+        rows.append((document[j], document[j + 1], "1"))
+      else:
+        rows.append((document[j], rng.choice(rng.choice(documents)), "0"))
+    with open(os.path.join(output_dir, f"{split}.tsv"), "w", encoding="utf-8") as f:
+      f.writelines("\t".join(cell.replace("\t", " ") for cell in row) + "\n" for row in rows)
 
 
 def run_step(title, args):
@@ -92,6 +139,26 @@ def main():
   text_model = os.path.join(train_dir, "export", str(TRAIN_STEPS), "serving", "bert", "1")
   run_step("ask the exported text model (TensorFlow + tensorflow-text only) to fill a mask", [
       python, "-c", QUERY_EXPORT, text_model])
+
+  pairs = os.path.join(args.output_dir, "next_sentence_task")
+  write_pair_task(SAMPLE, pairs)
+  print(f"\nWrote a sentence-pair task from the sample to {pairs}/ (train/dev/test.tsv: "
+        "text_a, text_b, label)")
+  classifier_dir = os.path.join(args.output_dir, "classifier")
+  shutil.rmtree(classifier_dir, ignore_errors=True)
+  run_step("fine-tune the pretrained model on it: train, evaluate, predict, export", [
+      python, "-m", "bert_tf.run_classifier", "--task_name=generic", f"--data_dir={pairs}",
+      "--text_a_column=0", "--text_b_column=1", "--label_column=2", "--label_list=0,1",
+      f"--init_checkpoint={train_dir}", f"--bert_config_file={config_file}",
+      f"--vocab_file={vocab}", "--do_lower_case=True", "--do_train", "--do_eval",
+      "--do_predict", "--max_seq_length=128", "--train_batch_size=32", "--learning_rate=1e-4",
+      "--num_train_epochs=2", "--iterations_per_loop=16", f"--output_dir={classifier_dir}"])
+  with open(os.path.join(classifier_dir, "eval_results.txt")) as f:
+    print("eval_results.txt:\n" + f.read())
+  steps = int(PAIR_EXAMPLES["train"] / 32 * 2)
+  run_step("ask the exported classifier (TensorFlow + tensorflow-text only)", [
+      python, "-c", QUERY_CLASSIFIER,
+      os.path.join(classifier_dir, "export", "classifier", str(steps))])
   print(f"\nSample pipeline done; outputs are in {args.output_dir}/")
 
 

@@ -23,7 +23,7 @@ from tensorflow.core.protobuf import trackable_object_graph_pb2
 from bert_tf import io
 from bert_tf.config import BertConfig
 from bert_tf.model.encoder import build_encoder
-from bert_tf.model.heads import build_pretraining_model
+from bert_tf.model.heads import CLASSIFIER_LAYER, build_classifier_model, build_pretraining_model
 
 # (regular expression over our variable path, original name template, transpose?)
 # "{0}" in a template is the layer index captured by the expression.
@@ -691,11 +691,56 @@ def restore_training_checkpoint(model, path: str) -> None:
     raise ValueError(f"{path} does not hold this model's weights: {e}") from None
 
 
+def training_checkpoint_layers(path: str) -> Dict[str, Dict[str, Tuple[int, ...]]]:
+  """The model layers saved in one of our training checkpoints, with their direct variables.
+
+  Read from the checkpoint's object graph (a variable reachable from both the model and the
+  optimizer is stored once, under whichever path is shorter, so the names alone do not say
+  which layers are there).
+
+  Returns:
+    {layer name: {variable attribute: shape}} for every layer under the root's "model".
+  """
+  reader = _checkpoint_reader(path)
+  graph = trackable_object_graph_pb2.TrackableObjectGraph()
+  graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+  shapes = reader.get_variable_to_shape_map()
+  nodes = graph.nodes
+  model = next((c.node_id for c in nodes[0].children if c.local_name == "model"), None)
+  if model is None:
+    return {}
+  layers_found = {}
+  for child in nodes[model].children:
+    variables = {}
+    for attribute in nodes[child.node_id].children:
+      for saved in nodes[attribute.node_id].attributes:
+        if saved.checkpoint_key in shapes:
+          variables[attribute.local_name] = tuple(shapes[saved.checkpoint_key])
+    layers_found[child.local_name] = variables
+  return layers_found
+
+
+def build_model_like_checkpoint(path: str, config: BertConfig):
+  """The model (pretraining, classifier or encoder) whose layers one of our training
+  checkpoints holds, built from config."""
+  found = training_checkpoint_layers(path)
+  if CLASSIFIER_LAYER in found:
+    shape = found[CLASSIFIER_LAYER].get("_kernel") or found[CLASSIFIER_LAYER].get("kernel")
+    if not shape:
+      raise ValueError(f"{path}: the classifier layer has no kernel")
+    return build_classifier_model(config, shape[-1] if shape[-1] > 1 else None)
+  if "seq_relationship" in found or "predictions_transform" in found:
+    return build_pretraining_model(config)
+  return build_encoder(config)
+
+
 def read_training_checkpoint(path: str, config: BertConfig) -> Dict[str, np.ndarray]:
-  """Original name -> array of the weights in one of our training checkpoints."""
-  model = build_pretraining_model(config)
+  """Original name -> array of the weights in one of our training checkpoints (of any task)."""
+  model = build_model_like_checkpoint(path, config)
   restore_training_checkpoint(model, path)
   return get_original_weights(model)
+
+
 _OURS_TO_HF_ACTIVATION = {"gelu": "gelu_new", "gelu_new": "gelu_new", "gelu_exact": "gelu",
                           "relu": "relu", "tanh": "tanh", "silu": "silu", "swish": "silu",
                           "linear": "linear"}

@@ -1,8 +1,12 @@
-"""Pretraining heads (masked LM, next sentence) and build_pretraining_model(config).
+"""The heads: pretraining (masked LM, next sentence) and the fine-tuning classifier.
+
+build_pretraining_model(config) and build_classifier_model(config, num_labels).
 
 Shape legend: B = batch, S = sequence length, P = masked positions per example
 (max_predictions_per_seq), H = hidden size, V = vocab size.
 """
+
+from typing import Optional
 
 import keras
 from keras import ops
@@ -16,6 +20,9 @@ from bert_tf.model.encoder import ENCODER_INPUTS, encoder_graph
 # predict. The TFRecords keep the original's names (input_ids, segment_ids): the input pipeline
 # renames them once (training/input_pipeline.py).
 PRETRAINING_INPUTS = ENCODER_INPUTS + ("masked_lm_positions",)
+# The classifier's dense layer; the checkpoint name table maps it to the original's root-scope
+# output_weights (transposed) and output_bias.
+CLASSIFIER_LAYER = "classifier"
 
 
 # === Layers ===
@@ -136,3 +143,30 @@ def build_pretraining_model(config: BertConfig, name: str = "bert_pretraining",
           encoded["pooled_output"])
   outputs = dict(masked_lm_logits=mlm_logits, next_sentence_logits=nsp_logits)
   return keras.Model(inputs=inputs, outputs=outputs, name=name)
+
+
+def build_classifier_model(config: BertConfig, num_labels: Optional[int],
+                           name: str = "bert_classifier") -> keras.Model:
+  """The encoder, dropout on the pooled output, and a dense layer to the logits.
+
+  Args:
+    config: the encoder's hyperparameters.
+    num_labels: classes; None for a regression head (one output).
+    name: the Keras model name.
+
+  Returns:
+    A functional keras.Model: inputs input_word_ids, input_mask, input_type_ids (int32 [B, S]);
+    output {"logits": float32 [B, num_labels]} (or [B, 1] for regression).
+  """
+  if num_labels is not None and num_labels < 2:
+    raise ValueError(f"a classifier needs at least 2 labels, got {num_labels}")
+  inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in ENCODER_INPUTS}
+  encoded, _ = encoder_graph(config, inputs["input_word_ids"], inputs["input_mask"],
+                             inputs["input_type_ids"])
+  pooled = layers.Dropout(config.hidden_dropout_prob, name="classifier_dropout")(
+      encoded["pooled_output"])
+  logits = keras.layers.Dense(
+      1 if num_labels is None else num_labels,
+      kernel_initializer=layers.truncated_normal(config.initializer_range),
+      name=CLASSIFIER_LAYER, dtype=layers.float32_policy(keras.config.dtype_policy()))(pooled)
+  return keras.Model(inputs=inputs, outputs={"logits": logits}, name=name)

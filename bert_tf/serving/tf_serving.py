@@ -253,7 +253,7 @@ def export_classifier_model(model, config: BertConfig, vocab_file: str, export_d
   """Writes a raw-text classifier SavedModel in TF Serving's layout (ClassifierModule).
 
   Args:
-    model: the trained classifier (tasks.classifier.build_classifier_model) in float32, built
+    model: the trained classifier (model.heads.build_classifier_model) in float32, built
       outside any distribution strategy (so the SavedModel holds plain variables).
     config: its BertConfig.
     vocab_file: the vocab it was fine-tuned with (an asset of the export).

@@ -1,6 +1,7 @@
 """The model half of the original run_classifier.py: the classifier and its task for the loop.
 
-`build_classifier_model(config, num_labels)` is the original's create_model: the encoder's pooled
+`build_classifier_model(config, num_labels)` (in model/heads.py, so that checkpoints of every
+task are read by one reader) is the original's create_model: the encoder's pooled
 output, dropout (the config's hidden_dropout_prob, 0.1 for the released models), and one dense
 layer to the label logits. The dense layer is named "classifier", which the checkpoint name table
 maps to the original's root-scope `output_weights` [num_labels, H] and `output_bias`, so a
@@ -19,47 +20,14 @@ label_ids and is_real_example.
 """
 
 import math
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping
 
-import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.config import BertConfig
-from bert_tf.model import layers
-from bert_tf.model.encoder import ENCODER_INPUTS, encoder_graph
+from bert_tf.model.encoder import ENCODER_INPUTS
 from bert_tf.training import loop
 from bert_tf.training import losses
-
-CLASSIFIER_LAYER = "classifier"
-
-
-def build_classifier_model(config: BertConfig, num_labels: Optional[int],
-                           name: str = "bert_classifier") -> keras.Model:
-  """The encoder, dropout on the pooled output, and a dense layer to the logits.
-
-  Args:
-    config: the encoder's hyperparameters.
-    num_labels: classes; None for a regression head (one output).
-    name: the Keras model name.
-
-  Returns:
-    A functional keras.Model: inputs input_word_ids, input_mask, input_type_ids (int32 [B, S]);
-    output {"logits": float32 [B, num_labels]} (or [B, 1] for regression).
-  """
-  if num_labels is not None and num_labels < 2:
-    raise ValueError(f"a classifier needs at least 2 labels, got {num_labels}")
-  inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in ENCODER_INPUTS}
-  encoded, _ = encoder_graph(config, inputs["input_word_ids"], inputs["input_mask"],
-                             inputs["input_type_ids"])
-  pooled = layers.Dropout(config.hidden_dropout_prob, name="classifier_dropout")(
-      encoded["pooled_output"])
-  logits = keras.layers.Dense(
-      1 if num_labels is None else num_labels,
-      kernel_initializer=layers.truncated_normal(config.initializer_range),
-      name=CLASSIFIER_LAYER, dtype=layers.float32_policy(keras.config.dtype_policy()))(pooled)
-  return keras.Model(inputs=inputs, outputs={"logits": logits}, name=name)
-
 
 # === The task (classification) ===
 

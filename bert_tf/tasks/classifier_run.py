@@ -41,6 +41,7 @@ from bert_tf import io
 from bert_tf import tokenization
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
+from bert_tf.model import heads
 from bert_tf.serving import tf_serving
 from bert_tf.tasks import classifier
 from bert_tf.tasks import classifier_data
@@ -362,7 +363,7 @@ def _run(config, settings, strategy, chief, data, label_list, tokenizer, info, r
     logging.info("  Num steps = %d (warmup %d)", steps, warmup)
 
   with strategy.scope():
-    model = classifier.build_classifier_model(
+    model = heads.build_classifier_model(
         config, None if regression else len(label_list))
     optimizer = optimization.create_optimizer(
         settings.optimizer, settings.learning_rate, max(steps, 1),
@@ -376,7 +377,7 @@ def _run(config, settings, strategy, chief, data, label_list, tokenizer, info, r
                          settings.max_nonfinite_steps)
   state = loop.checkpoint_state(model, optimizer, global_step, settings.output_dir, chief,
                                 strategy, settings.keep_checkpoint_max)
-  head = model.get_layer(classifier.CLASSIFIER_LAYER)
+  head = model.get_layer(heads.CLASSIFIER_LAYER)
   head_trained = state.resumed_from is not None
   restored = set()
   if state.resumed_from is None and settings.init_checkpoint:
@@ -518,7 +519,7 @@ def float32_classifier(model: keras.Model, config: BertConfig,
   previous = keras.config.dtype_policy()
   keras.config.set_dtype_policy("float32")
   try:
-    copy_model = classifier.build_classifier_model(config, num_labels)
+    copy_model = heads.build_classifier_model(config, num_labels)
   finally:
     keras.config.set_dtype_policy(previous)
   checkpoints.set_original_weights(copy_model, checkpoints.get_original_weights(model),

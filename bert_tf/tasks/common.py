@@ -25,9 +25,10 @@ from absl import logging
 from bert_tf import features
 from bert_tf import io
 from bert_tf import tokenization
+from bert_tf.training import pretraining
 
 TASK_INFO_FILE = "task_info.json"
-DATA_METADATA_FILE = "data_metadata.json"
+DATA_METADATA_FILE = pretraining.DATA_METADATA_FILE
 
 # The original's tokenization.validate_case_matches_checkpoint lists.
 _UNCASED_RELEASES = ("uncased_L-24_H-1024_A-16", "uncased_L-12_H-768_A-12",

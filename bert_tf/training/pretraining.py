@@ -12,6 +12,7 @@ with the sums over every replica and micro-batch, plus the mean next-sentence cr
 """
 
 import dataclasses
+import json
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from absl import logging
@@ -30,6 +31,7 @@ from bert_tf.training import losses
 from bert_tf.training import optimization
 
 EXPORT_DIR = "export"
+DATA_METADATA_FILE = "data_metadata.json"
 
 # The export step: (model, config, export_dir, settings, data metadata) -> None.
 ExportFn = Callable[[keras.Model, BertConfig, str, "PretrainingSettings",
@@ -293,6 +295,11 @@ def run_pretraining(config: BertConfig, settings: PretrainingSettings,
   io.makedirs(settings.output_dir)
   if chief:
     config.to_json_file(f"{settings.output_dir.rstrip('/')}/bert_config.json")
+    if metadata is not None:
+      # The data's tokenizer (casing, vocab checksum), checked by fine-tuning commands that
+      # start from this run's checkpoints.
+      io.write_text(f"{settings.output_dir.rstrip('/')}/{DATA_METADATA_FILE}",
+                    json.dumps(dict(metadata), indent=2) + "\n")
   if settings.seed is not None:
     keras.utils.set_random_seed(settings.seed)
   previous_policy = loop.use_dtype_policy(settings.mixed_precision)

@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.model import checkpoints
+from bert_tf.model import heads
 from bert_tf.tasks import classifier
 from bert_tf.training import loop
 from bert_tf.training import optimization
@@ -23,7 +24,7 @@ def test_a_classifier_fine_tuned_by_the_original_loads_and_gives_its_logits(tmp_
   rng = np.random.default_rng(0)
   values = _fine_tuned_weights(rng, 3)
   prefix = checkpoints.write_tf1_checkpoint(values, str(tmp_path / "model.ckpt-100"))
-  model = classifier.build_classifier_model(ODD_CONFIG, num_labels=3)
+  model = heads.build_classifier_model(ODD_CONFIG, num_labels=3)
   report = checkpoints.load_weights(model, prefix, strict=True)
   assert not report.missing and not report.unexpected and not report.mismatched
   ids, mask, types, _ = random_inputs(ODD_CONFIG, rng)
@@ -40,10 +41,10 @@ def test_a_classifier_fine_tuned_by_the_original_loads_and_gives_its_logits(tmp_
 
 
 def test_regression_head_has_one_output_and_labels_are_checked():
-  model = classifier.build_classifier_model(ODD_CONFIG, num_labels=None)
+  model = heads.build_classifier_model(ODD_CONFIG, num_labels=None)
   assert model.get_layer("classifier").units == 1
   with pytest.raises(ValueError, match="at least 2 labels"):
-    classifier.build_classifier_model(ODD_CONFIG, num_labels=1)
+    heads.build_classifier_model(ODD_CONFIG, num_labels=1)
 
 
 def _numpy_scores(labels, predictions):
@@ -107,7 +108,7 @@ def test_the_classifier_learns_through_the_generic_loop(tmp_path):
   strategy = loop.select_strategy("one_device")
   steps = 60
   with strategy.scope():
-    model = classifier.build_classifier_model(config, num_labels=2)
+    model = heads.build_classifier_model(config, num_labels=2)
     optimizer = optimization.create_optimizer("adamw", 1e-3, steps, 6)
     optimizer.build(model.trainable_variables)
     step = tf.Variable(0, dtype=tf.int64)

