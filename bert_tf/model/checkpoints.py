@@ -684,11 +684,19 @@ def restore_training_checkpoint(model, path: str) -> None:
     ValueError: a layer of `model` that owns weights is missing from the checkpoint, or a shape
       differs (e.g. a config that does not match the checkpoint).
   """
+  saved = training_checkpoint_layers(path)
+  missing = [layer.name for layer in model.layers if layer.weights and layer.name not in saved]
+  if missing:
+    raise ValueError(f"{path} does not hold this model's weights: no layer {', '.join(missing)} "
+                     f"in it (it has {', '.join(sorted(saved))})")
   status = tf.train.Checkpoint(model=checkpointable(model)).read(path).expect_partial()
   try:
     status.assert_existing_objects_matched()
   except AssertionError as e:
-    raise ValueError(f"{path} does not hold this model's weights: {e}") from None
+    # The message lists the unmatched variables with their values: keep the paths only.
+    paths = re.findall(r"path=([^,\s]+)", str(e))
+    raise ValueError(f"{path} does not hold this model's weights (shapes or layers differ: "
+                     f"{', '.join(paths[:10]) or 'unmatched objects'})") from None
 
 
 def training_checkpoint_layers(path: str) -> Dict[str, Dict[str, Tuple[int, ...]]]:
@@ -861,8 +869,14 @@ def load_weights(model, path: str, strict: bool = False,
   path = resolve_checkpoint(path)
   source_format = source_format or detect_format(path)
   if source_format == "bert_tf":
-    restore_training_checkpoint(model, path)
-    return LoadReport(loaded=list(_model_variables(model)))
+    saved = training_checkpoint_layers(path)
+    if all(layer.name in saved for layer in model.layers if layer.weights):
+      restore_training_checkpoint(model, path)
+      return LoadReport(loaded=list(_model_variables(model)))
+    # Another task's checkpoint (e.g. pretraining into a classifier): by the original names.
+    values = read_training_checkpoint(path, config_from_model(model))
+    return set_original_weights(model, values, strict=strict, source=path,
+                                optional=("cls/", "output_"))
   if source_format == "tf1":
     report = set_original_weights(model, read_weights(path, source_format="tf1"),
                                   strict=strict, source=path)

@@ -362,21 +362,11 @@ def _run(config, settings, strategy, chief, data, label_list, tokenizer, info, r
     logging.info("  Batch size = %d", settings.train_batch_size)
     logging.info("  Num steps = %d (warmup %d)", steps, warmup)
 
-  with strategy.scope():
-    model = heads.build_classifier_model(
-        config, None if regression else len(label_list))
-    optimizer = optimization.create_optimizer(
-        settings.optimizer, settings.learning_rate, max(steps, 1),
-        int(steps * settings.warmup_proportion),
-        loss_scale=settings.mixed_precision == "float16")
-    optimizer.build(model.trainable_variables)
-    global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
-                              aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-  trainer = loop.Trainer(strategy, model, optimizer, task, settings.train_batch_size,
-                         settings.gradient_accumulation_steps, settings.jit_compile,
-                         settings.max_nonfinite_steps)
-  state = loop.checkpoint_state(model, optimizer, global_step, settings.output_dir, chief,
-                                strategy, settings.keep_checkpoint_max)
+  run = loop.prepare_run(
+      strategy, lambda: heads.build_classifier_model(config, None if regression
+                                                     else len(label_list)),
+      task, settings, max(steps, 1), int(steps * settings.warmup_proportion), chief)
+  model, global_step, trainer, state = run.model, run.global_step, run.trainer, run.checkpoint
   head = model.get_layer(heads.CLASSIFIER_LAYER)
   head_trained = state.resumed_from is not None
   restored = set()

@@ -317,6 +317,40 @@ def checkpoint_state(model, optimizer, global_step, output_dir: str, chief: bool
   return CheckpointState(checkpoint, manager, latest)
 
 
+class Run(NamedTuple):
+  """What a task's run trains: built under the strategy, restored from output_dir if possible."""
+  model: keras.Model
+  optimizer: keras.optimizers.Optimizer
+  global_step: tf.Variable
+  trainer: "Trainer"
+  checkpoint: CheckpointState
+
+
+def prepare_run(strategy, build_model: Callable[[], keras.Model], task: Task, settings,
+                num_train_steps: int, num_warmup_steps: int, chief: bool) -> Run:
+  """Builds the model, the optimizer (with its schedule) and the step under the strategy, the
+  Trainer, and the checkpoint, resuming from settings.output_dir when it holds one.
+
+  `settings` needs the run fields every task shares: optimizer, learning_rate,
+  mixed_precision, train_batch_size, gradient_accumulation_steps, jit_compile,
+  max_nonfinite_steps, output_dir, keep_checkpoint_max.
+  """
+  with strategy.scope():
+    model = build_model()
+    optimizer = optimization.create_optimizer(
+        settings.optimizer, settings.learning_rate, num_train_steps, num_warmup_steps,
+        loss_scale=settings.mixed_precision == "float16")
+    optimizer.build(model.trainable_variables)
+    global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
+                              aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+  trainer = Trainer(strategy, model, optimizer, task, settings.train_batch_size,
+                    settings.gradient_accumulation_steps, settings.jit_compile,
+                    settings.max_nonfinite_steps)
+  state = checkpoint_state(model, optimizer, global_step, settings.output_dir, chief, strategy,
+                           settings.keep_checkpoint_max)
+  return Run(model, optimizer, global_step, trainer, state)
+
+
 def resumed_iterator(strategy, dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset],
                      global_step: tf.Variable):
   """A distributed iterator over dataset_fn's batches, positioned at global_step (resume by skip).

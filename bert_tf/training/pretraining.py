@@ -316,20 +316,11 @@ def _run(config, settings, strategy, chief, metadata, export_fn):
     masking = input_pipeline.DynamicMasking.from_vocab(
         vocab, seed=settings.seed if settings.seed is not None else 12345)
 
-  with strategy.scope():
-    # The last layer runs only at [CLS] and the masked positions: same losses, fewer FLOPs.
-    model = build_pretraining_model(config, prune_last_layer=True)
-    optimizer = optimization.create_optimizer(
-        settings.optimizer, settings.learning_rate, settings.num_train_steps,
-        settings.num_warmup_steps, loss_scale=settings.mixed_precision == "float16")
-    optimizer.build(model.trainable_variables)
-    global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
-                              aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-  trainer = loop.Trainer(strategy, model, optimizer, TASK, settings.train_batch_size,
-                         settings.gradient_accumulation_steps, settings.jit_compile,
-                         settings.max_nonfinite_steps)
-  state = loop.checkpoint_state(model, optimizer, global_step, settings.output_dir, chief,
-                                strategy, settings.keep_checkpoint_max)
+  # The last layer runs only at [CLS] and the masked positions: same losses, fewer FLOPs.
+  run = loop.prepare_run(strategy, lambda: build_pretraining_model(config, prune_last_layer=True),
+                         TASK, settings, settings.num_train_steps, settings.num_warmup_steps,
+                         chief)
+  model, global_step, trainer, state = run.model, run.global_step, run.trainer, run.checkpoint
   restored = set()
   if state.resumed_from is None:
     if settings.init_checkpoint:

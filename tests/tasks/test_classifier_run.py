@@ -152,6 +152,19 @@ def test_predict_only_with_the_trained_run_reproduces_its_outputs(trained, tmp_p
   assert again["eval_accuracy"] == result["eval_accuracy"]
   assert open(copy_dir / "test_results.tsv").read() == \
       open(os.path.join(settings.output_dir, "test_results.tsv")).read()
+  # --use_tpu: the records carry the original's PaddingInputExamples (eval 120 -> 126 for
+  # batches of 7, predict 60 -> 64 for batches of 8); they weigh 0 and are not written.
+  padded_dir = tmp_path / "padded"
+  shutil.copytree(settings.output_dir, padded_dir)
+  padded = cr.run_classifier(CONFIG, dataclasses.replace(settings, output_dir=str(padded_dir),
+                                                          do_train=False, use_tpu=True))
+  counts = {name: sum(1 for _ in tf.data.TFRecordDataset(str(padded_dir / f"{name}.tf_record")))
+            for name in ("eval", "predict")}
+  assert counts == {"eval": 126, "predict": 64}
+  assert padded["eval_accuracy"] == result["eval_accuracy"]
+  assert padded["eval_loss"] == pytest.approx(result["eval_loss"], rel=1e-6)
+  assert open(padded_dir / "test_results.tsv").read() == \
+      open(os.path.join(settings.output_dir, "test_results.tsv")).read()
   # From the run directory as --init_checkpoint into a fresh output_dir: the head is in it.
   fresh = cr.run_classifier(CONFIG, dataclasses.replace(
       settings, output_dir=str(tmp_path / "fresh"), do_train=False, do_predict=False,
@@ -220,6 +233,18 @@ def test_a_pretraining_run_records_its_data_tokenizer_for_fine_tuning(tmp_path):
   assert recorded["casing_source"] == os.path.join(run_dir, "data_metadata.json")
   with pytest.raises(common.TokenizerMismatchError, match="do_lower_case=True.*data_metadata"):
     common.check_tokenizer(run_dir, VOCAB, do_lower_case=False)
+  # A classifier starts from the run directory: every encoder weight, a fresh head.
+  from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
+  model = heads.build_classifier_model(tiny_config(), 3)
+  restored = loop.load_init_checkpoint(model, run_dir)
+  head = model.get_layer(heads.CLASSIFIER_LAYER)
+  assert head.kernel.path not in restored
+  assert len(restored) == len(model.weights) - 2
+  expected = checkpoints.read_weights(run_dir, tiny_config())
+  got = checkpoints.get_original_weights(model)
+  for name, value in got.items():
+    if not name.startswith("output_"):
+      np.testing.assert_array_equal(value, expected[name], err_msg=name)
 
 
 @pytest.mark.parametrize("change, message", [
