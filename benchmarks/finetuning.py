@@ -7,7 +7,7 @@ One run measures, on the same data and configuration for every system:
 
 1. Training examples/s of sentence-pair classification (2 labels, batch 32, sequence 128) at each
    preset (configs/bert_config_<preset>.json):
-     ours:         bert_tf.tasks.classifier.build_classifier_model trained by the generic loop
+     ours:         bert_tf.model.heads.build_classifier_model trained by the generic loop
                    (bert_tf.training.loop.Trainer with classifier.TASK, the original's AdamW from
                    optimization.create_optimizer, global-norm clipping 1.0), one device;
      Model Garden: official.nlp.modeling.models.BertClassifier over networks.BertEncoder of the
@@ -124,13 +124,14 @@ def dataset_fn(pool, global_batch):
 
 def ours(config, pool, total_steps, warmup):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import classifier  # pylint: disable=g-import-not-at-top
   from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
   from bert_tf.training import optimization  # pylint: disable=g-import-not-at-top
 
   strategy = loop.select_strategy()
   with strategy.scope():
-    model = classifier.build_classifier_model(config, FLAGS.num_labels)
+    model = heads.build_classifier_model(config, FLAGS.num_labels)
     optimizer = optimization.create_optimizer("adamw", FLAGS.learning_rate, total_steps, warmup)
     optimizer.build(model.trainable_variables)
   trainer = loop.Trainer(strategy, model, optimizer, classifier.TASK, FLAGS.batch_size)

@@ -161,8 +161,11 @@ def build_classifier_model(config: BertConfig, num_labels: Optional[int],
   if num_labels is not None and num_labels < 2:
     raise ValueError(f"a classifier needs at least 2 labels, got {num_labels}")
   inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in ENCODER_INPUTS}
+  # The head reads only the pooled output ([CLS]), so the last transformer layer computes that
+  # row alone: the same logits with 1/L of the layers' work saved per step.
+  cls_row = ops.zeros_like(inputs["input_word_ids"][:, :1])
   encoded, _ = encoder_graph(config, inputs["input_word_ids"], inputs["input_mask"],
-                             inputs["input_type_ids"])
+                             inputs["input_type_ids"], last_layer_positions=cls_row)
   pooled = layers.Dropout(config.hidden_dropout_prob, name="classifier_dropout")(
       encoded["pooled_output"])
   logits = keras.layers.Dense(
