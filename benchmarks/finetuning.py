@@ -58,6 +58,8 @@ from absl import logging
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import peers  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 DATA = "/work/shared/data"
 flags.DEFINE_list("presets", ["mini", "small"],
@@ -165,15 +167,7 @@ def model_garden(config, pool, total_steps, warmup):
       "warmup": {"type": "polynomial", "polynomial": {"warmup_steps": warmup, "power": 1.0}}})
   with strategy.scope():
     initializer = tf_keras.initializers.TruncatedNormal(stddev=config.initializer_range)
-    encoder = mg_networks.BertEncoder(
-        vocab_size=config.vocab_size, hidden_size=config.hidden_size,
-        num_layers=config.num_hidden_layers, num_attention_heads=config.num_attention_heads,
-        max_sequence_length=config.max_position_embeddings,
-        type_vocab_size=config.type_vocab_size, inner_dim=config.intermediate_size,
-        # The original's "gelu" is the tanh form, as ours and this encoder's default.
-        inner_activation=lambda x: tf_keras.activations.gelu(x, approximate=True),
-        output_dropout=config.hidden_dropout_prob,
-        attention_dropout=config.attention_probs_dropout_prob, initializer=initializer)
+    encoder = peers.model_garden_encoder(config, mg_networks.BertEncoder, initializer)
     model = mg_models.BertClassifier(encoder, num_classes=FLAGS.num_labels,
                                      initializer=initializer,
                                      dropout_rate=config.hidden_dropout_prob)

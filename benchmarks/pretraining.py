@@ -50,6 +50,8 @@ from absl import logging
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import peers  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 DATA = "/work/shared/data"
 flags.DEFINE_string("input_file", None,
@@ -247,15 +249,7 @@ def model_garden(config, input_file: str):
   if FLAGS.mixed_precision == "bfloat16":
     tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
   initializer = tf_keras.initializers.TruncatedNormal(stddev=config.initializer_range)
-  encoder = mg_networks.BertEncoderV2(
-      vocab_size=config.vocab_size, hidden_size=config.hidden_size,
-      num_layers=config.num_hidden_layers, num_attention_heads=config.num_attention_heads,
-      max_sequence_length=config.max_position_embeddings,
-      type_vocab_size=config.type_vocab_size, inner_dim=config.intermediate_size,
-      # The original's "gelu" is the tanh form, as ours: the same function on both sides.
-      inner_activation=lambda x: tf_keras.activations.gelu(x, approximate=True),
-      output_dropout=config.hidden_dropout_prob,
-      attention_dropout=config.attention_probs_dropout_prob, initializer=initializer)
+  encoder = peers.model_garden_encoder(config, mg_networks.BertEncoderV2, initializer)
   next_sentence = mg_layers.ClassificationHead(
       inner_dim=config.hidden_size, num_classes=2, initializer=initializer,
       name="next_sentence")
