@@ -402,6 +402,25 @@ def test_sweep_keeps_the_best_dev_run(tmp_path):
   assert cr.primary_metric("sts-b", True) == "eval_pearson"
 
 
+def test_the_readmes_rest_request_runs_on_the_export(trained):
+  """The README's curl body for the classifier, split into columns as TF Serving's REST row
+  format does, through the export's `classify` signature."""
+  import re  # pylint: disable=g-import-not-at-top
+  import tensorflow_text  # noqa: F401  pylint: disable=unused-import,g-import-not-at-top
+  readme = open(os.path.join(REPO_ROOT, "README.md"), encoding="utf-8").read()
+  bodies = [json.loads(m) for m in
+            re.findall(r"models/classifier:predict -d '(\{.*?\})'\n", readme)]
+  assert len(bodies) == 1
+  body = bodies[0]
+  model = tf.saved_model.load(trained[1]["export_dir"])
+  signature = model.signatures[body.get("signature_name", "serving_default")]
+  columns = {key: tf.constant([row[key] for row in body["instances"]])
+             for key in body["instances"][0]}
+  out = signature(**columns)
+  assert out["probabilities"].shape == (len(body["instances"]), 3)
+  assert [x.decode() for x in out["label_names"].numpy()[0]] == ["austen", "bible", "linux"]
+
+
 _EXPORT_CHECK = r"""
 import json, sys
 import numpy as np
