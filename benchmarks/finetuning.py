@@ -83,6 +83,7 @@ flags.DEFINE_integer("conversion_examples", 5000, "Sentence pairs converted.")
 flags.DEFINE_integer("conversion_repeats", 3, "Timings per converter (best counts).")
 flags.DEFINE_bool("skip_training", False, "Leave out the training rows.")
 flags.DEFINE_bool("skip_conversion", False, "Leave out the conversion rows.")
+flags.DEFINE_string("hf_worker_dir", None, "Internal: run as the Hugging Face worker process.")
 FLAGS = flags.FLAGS
 
 GOALS = {"model_garden": 1.2, "hf_torch": 1.15, "original": 10.0}
@@ -205,24 +206,23 @@ def model_garden(config, pool, total_steps, warmup):
   return run, sum(int(tf.size(v)) for v in model.trainable_variables)
 
 
-def hf_torch(config, pool, total_steps, warmup):
-  """Hugging Face's PyTorch classifier; (None, reason) when torch/transformers do not import."""
-  try:
-    import torch  # pylint: disable=g-import-not-at-top
-    import transformers  # pylint: disable=g-import-not-at-top
-  except ImportError as e:
-    return None, f"torch/transformers not importable ({e})"
-  torch.set_num_threads(FLAGS.threads)
+def hf_torch_model(spec, pool):
+  """Hugging Face's PyTorch classifier and its step function (in the worker process)."""
+  import torch  # pylint: disable=g-import-not-at-top
+  import transformers  # pylint: disable=g-import-not-at-top
+  torch.set_num_threads(spec["threads"])
   torch.manual_seed(0)
+  config = spec["config"]
   hf_config = transformers.BertConfig(
-      vocab_size=config.vocab_size, hidden_size=config.hidden_size,
-      num_hidden_layers=config.num_hidden_layers, num_attention_heads=config.num_attention_heads,
-      intermediate_size=config.intermediate_size, hidden_act="gelu_new",  # the tanh GELU
-      hidden_dropout_prob=config.hidden_dropout_prob,
-      attention_probs_dropout_prob=config.attention_probs_dropout_prob,
-      max_position_embeddings=config.max_position_embeddings,
-      type_vocab_size=config.type_vocab_size, initializer_range=config.initializer_range,
-      num_labels=FLAGS.num_labels)
+      vocab_size=config["vocab_size"], hidden_size=config["hidden_size"],
+      num_hidden_layers=config["num_hidden_layers"],
+      num_attention_heads=config["num_attention_heads"],
+      intermediate_size=config["intermediate_size"], hidden_act="gelu_new",  # the tanh GELU
+      hidden_dropout_prob=config["hidden_dropout_prob"],
+      attention_probs_dropout_prob=config["attention_probs_dropout_prob"],
+      max_position_embeddings=config["max_position_embeddings"],
+      type_vocab_size=config["type_vocab_size"], initializer_range=config["initializer_range"],
+      num_labels=spec["num_labels"])
   model = transformers.BertForSequenceClassification(hf_config)
   model.train()
   no_decay = ("bias", "LayerNorm.weight")
@@ -231,9 +231,10 @@ def hf_torch(config, pool, total_steps, warmup):
        "weight_decay": 0.01},
       {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)],
        "weight_decay": 0.0}]
-  optimizer = torch.optim.AdamW(groups, lr=FLAGS.learning_rate, eps=1e-6)
-  scheduler = transformers.get_linear_schedule_with_warmup(optimizer, warmup, total_steps)
-  b = FLAGS.batch_size
+  optimizer = torch.optim.AdamW(groups, lr=spec["learning_rate"], eps=1e-6)
+  scheduler = transformers.get_linear_schedule_with_warmup(optimizer, spec["warmup"],
+                                                           spec["total_steps"])
+  b = spec["batch_size"]
   batches = [{k: torch.as_tensor(v[i:i + b]).long() for k, v in pool.items()}
              for i in range(0, len(pool["label_ids"]), b)]
   position = [0]
@@ -255,6 +256,54 @@ def hf_torch(config, pool, total_steps, warmup):
     if not torch.isfinite(loss):
       raise RuntimeError("Hugging Face: non-finite loss")
   return run, sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def hf_worker(directory):
+  """The worker process of the Hugging Face row (PyTorch and TensorFlow in one process crash):
+  builds the model from spec.json and pool.npz, then runs the number of steps read from each
+  line of stdin and answers "done" (the parent times the round trip, as for the other rows)."""
+  import json  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  with open(os.path.join(directory, "spec.json")) as f:
+    spec = json.load(f)
+  pool = dict(np.load(os.path.join(directory, "pool.npz")))
+  run, params = hf_torch_model(spec, pool)
+  print(f"params {params}", flush=True)
+  for line in sys.stdin:
+    run(int(line))
+    print("done", flush=True)
+
+
+def hf_torch(config, pool, total_steps, warmup):
+  """Hugging Face's PyTorch classifier in a worker process; (None, reason) without torch."""
+  import importlib.util as util  # pylint: disable=g-import-not-at-top
+  import json  # pylint: disable=g-import-not-at-top
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  missing = [m for m in ("torch", "transformers") if util.find_spec(m) is None]
+  if missing:
+    return None, f"{' and '.join(missing)} not installed"
+  directory = tempfile.mkdtemp(prefix="hf_worker_")
+  spec = dict(config=config.to_dict(), num_labels=FLAGS.num_labels, threads=FLAGS.threads,
+              learning_rate=FLAGS.learning_rate, warmup=warmup, total_steps=total_steps,
+              batch_size=FLAGS.batch_size)
+  with open(os.path.join(directory, "spec.json"), "w") as f:
+    json.dump(spec, f)
+  np.savez(os.path.join(directory, "pool.npz"), **pool)
+  worker = subprocess.Popen([sys.executable, os.path.abspath(__file__),
+                             f"--hf_worker_dir={directory}"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+  first = worker.stdout.readline().split()
+  if not first or first[0] != "params":
+    worker.kill()
+    return None, "the Hugging Face worker failed to start"
+
+  def run(num_steps):
+    worker.stdin.write(f"{num_steps}\n")
+    worker.stdin.flush()
+    if worker.stdout.readline().strip() != "done":
+      raise RuntimeError("the Hugging Face worker stopped")
+  return run, int(first[1])
 
 
 SYSTEMS = {"ours": ours, "model_garden": model_garden, "hf_torch": hf_torch}
@@ -448,6 +497,9 @@ def measure_conversion():
 
 def main(argv):
   del argv
+  if FLAGS.hf_worker_dir:
+    hf_worker(FLAGS.hf_worker_dir)
+    return
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   # Threading must be fixed before TensorFlow runs its first op.
