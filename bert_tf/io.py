@@ -41,6 +41,11 @@ def read_text(path: str) -> str:
     return f.read()
 
 
+def join(directory: str, name: str) -> str:
+  """directory/name with "/" (every filesystem here, gs:// included); name alone for ""."""
+  return f"{directory.rstrip('/')}/{name}" if directory else name
+
+
 def exists(path: str) -> bool:
   return os.path.exists(path) if is_local(path) else _gfile().exists(path)
 

@@ -271,7 +271,7 @@ def shard_paths(output_dir: str, num_shards: int, compression: str = "") -> List
   if not isinstance(num_shards, int) or num_shards < 1:
     raise OutputError(f"--num_output_shards must be a positive integer, got {num_shards}")
   suffix = ".tfrecord.gz" if compression == "GZIP" else ".tfrecord"
-  return [f"{output_dir.rstrip('/')}/pretraining-{i:05d}-of-{num_shards:05d}{suffix}"
+  return [io.join(output_dir, f"pretraining-{i:05d}-of-{num_shards:05d}{suffix}")
           for i in range(num_shards)]
 
 
@@ -289,7 +289,7 @@ def foreign_shards(output_dir: str, shard_files: Sequence[str]) -> List[str]:
     base = name[:-len(features.METADATA_SUFFIX)] if name.endswith(
         features.METADATA_SUFFIX) else name
     if SHARD_PATTERN.match(base) and base not in ours:
-      found.append(f"{output_dir.rstrip('/')}/{name}")
+      found.append(io.join(output_dir, name))
   return found
 
 

@@ -677,14 +677,16 @@ def is_training_checkpoint(path: str) -> bool:
   return "step/.ATTRIBUTES/VARIABLE_VALUE" in names and "_CHECKPOINTABLE_OBJECT_GRAPH" in names
 
 
-def restore_training_checkpoint(model, path: str) -> None:
+def restore_training_checkpoint(model, path: str,
+                                saved: Optional[Mapping[str, object]] = None) -> None:
   """Restores the weights (only) of one of our training checkpoints into `model`.
 
   Raises:
     ValueError: a layer of `model` that owns weights is missing from the checkpoint, or a shape
       differs (e.g. a config that does not match the checkpoint).
   """
-  saved = training_checkpoint_layers(path)
+  if saved is None:
+    saved = training_checkpoint_layers(path)
   missing = [layer.name for layer in model.layers if layer.weights and layer.name not in saved]
   if missing:
     raise ValueError(f"{path} does not hold this model's weights: no layer {', '.join(missing)} "
@@ -728,10 +730,12 @@ def training_checkpoint_layers(path: str) -> Dict[str, Dict[str, Tuple[int, ...]
   return layers_found
 
 
-def build_model_like_checkpoint(path: str, config: BertConfig):
+def build_model_like_checkpoint(path: str, config: BertConfig,
+                                found: Optional[Mapping[str, object]] = None):
   """The model (pretraining, classifier or encoder) whose layers one of our training
-  checkpoints holds, built from config."""
-  found = training_checkpoint_layers(path)
+  checkpoints holds (`found`: its training_checkpoint_layers), built from config."""
+  if found is None:
+    found = training_checkpoint_layers(path)
   if CLASSIFIER_LAYER in found:
     shape = found[CLASSIFIER_LAYER].get("_kernel") or found[CLASSIFIER_LAYER].get("kernel")
     if not shape:
@@ -744,8 +748,9 @@ def build_model_like_checkpoint(path: str, config: BertConfig):
 
 def read_training_checkpoint(path: str, config: BertConfig) -> Dict[str, np.ndarray]:
   """Original name -> array of the weights in one of our training checkpoints (of any task)."""
-  model = build_model_like_checkpoint(path, config)
-  restore_training_checkpoint(model, path)
+  found = training_checkpoint_layers(path)
+  model = build_model_like_checkpoint(path, config, found)
+  restore_training_checkpoint(model, path, found)
   return get_original_weights(model)
 
 
@@ -871,7 +876,7 @@ def load_weights(model, path: str, strict: bool = False,
   if source_format == "bert_tf":
     saved = training_checkpoint_layers(path)
     if all(layer.name in saved for layer in model.layers if layer.weights):
-      restore_training_checkpoint(model, path)
+      restore_training_checkpoint(model, path, saved)
       return LoadReport(loaded=list(_model_variables(model)))
     # Another task's checkpoint (e.g. pretraining into a classifier): by the original names.
     values = read_training_checkpoint(path, config_from_model(model))

@@ -39,6 +39,7 @@ the stock tensorflow/serving binary, which links tensorflow-text's ops, serves t
 in Python needs `import tensorflow_text` and nothing of bert_tf.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -88,18 +89,22 @@ def prediction_log(model_name: str, signature_name: str,
   return field(6, field(1, request))
 
 
+def _text_inputs(texts: Sequence[str], pair: bool) -> Dict[str, np.ndarray]:
+  """A warm-up batch: text, and text_b (the texts in reverse order) for pair signatures."""
+  text = np.array([t.encode("utf-8") for t in texts], dtype=object)
+  return dict(text=text, text_b=text[::-1].copy()) if pair else dict(text=text)
+
+
 def _warmup_inputs(signature_name: str, seq_length: int, texts: Sequence[str]
                    ) -> Dict[str, np.ndarray]:
-  text = np.array([t.encode("utf-8") for t in texts], dtype=object)
   if signature_name == "fill_mask":
-    text = np.array([t.replace("milk", MASK_TOKEN, 1).encode("utf-8") for t in texts],
-                    dtype=object)
-  if signature_name in ("serving_default", "fill_mask"):
-    return dict(text=text)
-  if signature_name == "next_sentence":
-    return dict(text=text, text_b=text[::-1].copy())
-  return dict(text=text, text_b=text[::-1].copy(),
-              seq_length=np.full([len(texts)], seq_length, np.int32))
+    return _text_inputs([t.replace("milk", MASK_TOKEN, 1) for t in texts], pair=False)
+  if signature_name == "serving_default":
+    return _text_inputs(texts, pair=False)
+  inputs = _text_inputs(texts, pair=True)
+  if signature_name != "next_sentence":
+    inputs["seq_length"] = np.full([len(texts)], seq_length, np.int32)
+  return inputs
 
 
 def _write_warmup(path: str, model_name: str, requests: Sequence[tuple]) -> None:
@@ -136,6 +141,30 @@ def _save_version(module: tf.Module, signatures: Mapping[str, Any], model_dir: s
   return final
 
 
+def _check_seq_length(seq_length: int, config: BertConfig) -> None:
+  if not 2 <= seq_length <= config.max_position_embeddings:
+    raise ValueError(f"seq_length must be in [2, {config.max_position_embeddings}] "
+                     f"(max_position_embeddings), got {seq_length}")
+
+
+@contextlib.contextmanager
+def _staged_vocab(vocab_file: str):
+  """A local copy of the vocab named vocab.txt, removed afterwards.
+
+  Assets keep their file's base name: the copy gives every export the same asset name, whatever
+  the input vocab was called (and reads gs:// vocabs once).
+  """
+  if not tf.io.gfile.exists(vocab_file):
+    raise FileNotFoundError(f"vocab file not found: {vocab_file}")
+  staging = tempfile.mkdtemp(prefix="bert_tf_export_")
+  try:
+    local_vocab = os.path.join(staging, "vocab.txt")
+    tf.io.gfile.copy(vocab_file, local_vocab)
+    yield local_vocab
+  finally:
+    shutil.rmtree(staging, ignore_errors=True)
+
+
 def export_serving_models(config: BertConfig, weights: Mapping[str, np.ndarray],
                           vocab_file: str, export_dir: str, do_lower_case: bool = True,
                           seq_length: int = DEFAULT_SEQ_LENGTH, top_k: int = DEFAULT_TOP_K,
@@ -162,25 +191,14 @@ def export_serving_models(config: BertConfig, weights: Mapping[str, np.ndarray],
   Returns:
     {"encoder": path, "preprocessor": path, "text": path} of the version directories written.
   """
-  if not 2 <= seq_length <= config.max_position_embeddings:
-    raise ValueError(f"seq_length must be in [2, {config.max_position_embeddings}] "
-                     f"(max_position_embeddings), got {seq_length}")
+  _check_seq_length(seq_length, config)
   if not 1 <= top_k <= config.vocab_size:
     raise ValueError(f"top_k must be in [1, {config.vocab_size}], got {top_k}")
-  if not tf.io.gfile.exists(vocab_file):
-    raise FileNotFoundError(f"vocab file not found: {vocab_file}")
   if version is not None and version < 1:
     raise ValueError(f"version must be a positive integer, got {version}")
-  # Assets keep their file's base name: a local copy named vocab.txt gives every export the same
-  # asset name, whatever the input vocab was called.
-  staging = tempfile.mkdtemp(prefix="bert_tf_export_")
-  try:
-    local_vocab = os.path.join(staging, "vocab.txt")
-    tf.io.gfile.copy(vocab_file, local_vocab)
+  with _staged_vocab(vocab_file) as local_vocab:
     return _export(config, weights, local_vocab, export_dir, do_lower_case, seq_length, top_k,
                    version, model_name, data_metadata, warmup)
-  finally:
-    shutil.rmtree(staging, ignore_errors=True)
 
 
 def _export(config, weights, vocab_file, export_dir, do_lower_case, seq_length, top_k, version,
@@ -270,13 +288,8 @@ def export_classifier_model(model, config: BertConfig, vocab_file: str, export_d
   Returns:
     The version directory written.
   """
-  if not 2 <= seq_length <= config.max_position_embeddings:
-    raise ValueError(f"seq_length must be in [2, {config.max_position_embeddings}] "
-                     f"(max_position_embeddings), got {seq_length}")
-  staging = tempfile.mkdtemp(prefix="bert_tf_export_")
-  try:
-    local_vocab = os.path.join(staging, "vocab.txt")
-    tf.io.gfile.copy(vocab_file, local_vocab)
+  _check_seq_length(seq_length, config)
+  with _staged_vocab(vocab_file) as local_vocab:
     packer = Packer(local_vocab, do_lower_case, config.max_position_embeddings)
     if packer.tokenizer.vocab_size > config.vocab_size:
       raise ValueError(f"vocab file {vocab_file} has {packer.tokenizer.vocab_size} tokens, more "
@@ -295,11 +308,7 @@ def export_classifier_model(model, config: BertConfig, vocab_file: str, export_d
              "export_info.json": json.dumps(info, indent=2, sort_keys=True) + "\n"}
     if task_info is not None:
       extra["task_info.json"] = json.dumps(dict(task_info), indent=2) + "\n"
-    texts = list(WARMUP_TEXTS)
-    warm = [(name, _warmup_inputs("next_sentence" if name == "classify" or pair else
-                                  "serving_default", seq_length, texts))
+    warm = [(name, _text_inputs(WARMUP_TEXTS, pair=pair or name == "classify"))
             for name in signatures]
     return _save_version(module, signatures, model_dir, version, extra,
                          warm if warmup else (), model_name)
-  finally:
-    shutil.rmtree(staging, ignore_errors=True)

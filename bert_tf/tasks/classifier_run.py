@@ -259,16 +259,15 @@ def run_classifier(config: BertConfig, settings: ClassifierSettings,
         f"Cannot use sequence length {settings.max_seq_length} because the BERT model was only "
         f"trained up to sequence length {config.max_position_embeddings} (--max_seq_length)")
   chief = loop.is_chief(strategy)
+  existing = io.exists(settings.output_dir)  # a run to resume (or to predict with)
   try:
+    tokenizer = tokenization.FullTokenizer(settings.vocab_file, settings.do_lower_case)
     vocab_md5 = features.vocab_checksum(settings.vocab_file)
-    common.check_vocab_fits(settings.vocab_file, config.vocab_size)
-    common.check_tokenizer(settings.init_checkpoint, settings.vocab_file, settings.do_lower_case,
-                           settings.allow_tokenizer_mismatch)
-    if io.exists(settings.output_dir):  # a run to resume (or to predict with) was trained so
-      common.check_tokenizer(settings.output_dir, settings.vocab_file, settings.do_lower_case,
-                             settings.allow_tokenizer_mismatch)
-    recorded = common.read_task_info(settings.output_dir) if io.exists(settings.output_dir) \
-        else None
+    common.check_vocab_fits(settings.vocab_file, len(tokenizer.vocab), config.vocab_size)
+    for checkpoint in (settings.init_checkpoint, settings.output_dir if existing else None):
+      common.check_tokenizer(checkpoint, settings.vocab_file, settings.do_lower_case,
+                             settings.allow_tokenizer_mismatch, vocab_md5=vocab_md5)
+    recorded = common.read_task_info(settings.output_dir) if existing else None
     processor = make_processor(settings)
     label_list = _label_list(processor, settings, recorded)
     data = _read_data(processor, settings)
@@ -280,19 +279,18 @@ def run_classifier(config: BertConfig, settings: ClassifierSettings,
   info = dict(task_name=settings.task_name.lower(), labels=label_list, regression=regression,
               pair=data["pair"], do_lower_case=bool(settings.do_lower_case), vocab_md5=vocab_md5,
               max_seq_length=settings.max_seq_length)
-  if recorded and recorded.get("labels") != label_list and io.exists(settings.output_dir) and \
+  if recorded and recorded.get("labels") != label_list and \
       tf.train.latest_checkpoint(settings.output_dir):
     raise loop.TrainingError(
         f"{settings.output_dir} holds a model trained with the labels {recorded.get('labels')}, "
         f"but this run's labels are {label_list}; use another --output_dir")
-  tokenizer = tokenization.FullTokenizer(settings.vocab_file, settings.do_lower_case)
   io.makedirs(settings.output_dir)
   # Non-chief workers write their records to a scratch directory of their own.
-  record_dir = settings.output_dir if chief else common.join(
+  record_dir = settings.output_dir if chief else io.join(
       settings.output_dir, f".worker_{strategy.cluster_resolver.task_id}_records")
   io.makedirs(record_dir)
   if chief:
-    config.to_json_file(common.join(settings.output_dir, "bert_config.json"))
+    config.to_json_file(io.join(settings.output_dir, "bert_config.json"))
     common.write_task_info(settings.output_dir, info)
   if settings.seed is not None:
     keras.utils.set_random_seed(settings.seed)
@@ -354,7 +352,7 @@ def _run(config, settings, strategy, chief, data, label_list, tokenizer, info, r
           f"{settings.train_batch_size} x --num_train_epochs={settings.num_train_epochs} is "
           "less than one step; lower the batch size or train more epochs")
     warmup = int(steps * settings.warmup_proportion)
-    train_file = common.join(record_dir, "train.tf_record")
+    train_file = io.join(record_dir, "train.tf_record")
     _write_records(train_examples, label_list, settings, tokenizer, train_file)
     result["num_train_steps"] = steps
     logging.info("***** Running training *****")
@@ -388,7 +386,7 @@ def _run(config, settings, strategy, chief, data, label_list, tokenizer, info, r
 
     def train_dataset(ctx):
       dataset = input_pipeline.classifier_dataset(
-          common.join(record_dir, "train.tf_record"), settings.max_seq_length, micro_batch,
+          io.join(record_dir, "train.tf_record"), settings.max_seq_length, micro_batch,
           is_training=True, input_context=ctx, regression=regression, seed=settings.seed,
           shuffle_buffer_size=settings.shuffle_buffer_size)
       if settings.gradient_accumulation_steps > 1:
@@ -432,7 +430,7 @@ def _predictions(trainer, settings, examples, label_list, tokenizer, record_dir,
                  batch_size):
   """(logits [N, C] of the real examples in order, label_ids [N]) from the written records."""
   regression = label_list is None
-  path = common.join(record_dir, f"{name}.tf_record")
+  path = io.join(record_dir, f"{name}.tf_record")
   count = _write_records(examples, label_list, settings, tokenizer, path, batch_size)
   num_steps = input_pipeline.eval_steps(count, batch_size)
   logging.info("  Num examples = %d (%d actual, %d padding)", count, len(examples),
@@ -461,7 +459,7 @@ def _evaluate(trainer, settings, examples, label_list, tokenizer, record_dir, su
   for key in sorted(results):
     logging.info("  %s = %s", key, results[key])
   if chief:
-    loop.write_eval_results(common.join(settings.output_dir, f"eval_results{suffix}.txt"),
+    loop.write_eval_results(io.join(settings.output_dir, f"eval_results{suffix}.txt"),
                             results)
   return results
 
@@ -477,7 +475,7 @@ def _predict(trainer, settings, examples, label_list, tokenizer, record_dir, suf
   logging.info("***** Running prediction%s *****", suffix.replace("_", " "))
   logits, _ = _predictions(trainer, settings, examples, label_list, tokenizer, record_dir,
                            f"predict{suffix}", settings.predict_batch_size)
-  path = common.join(settings.output_dir, f"test_results{suffix}.tsv")
+  path = io.join(settings.output_dir, f"test_results{suffix}.tsv")
   if not chief:
     return path
   if label_list is None:
@@ -494,7 +492,7 @@ def _predict(trainer, settings, examples, label_list, tokenizer, record_dir, suf
   for example, label, row in zip(examples, predicted, values):
     cells = [example.guid] + ([] if label is None else [label]) + [str(v) for v in row]
     lines.append("\t".join(cells) + "\n")
-  io.write_text(common.join(settings.output_dir, f"test_predictions{suffix}.tsv"),
+  io.write_text(io.join(settings.output_dir, f"test_predictions{suffix}.tsv"),
                 "".join(lines))
   logging.info("Wrote %d predictions to %s", len(examples), path)
   return path
@@ -525,7 +523,7 @@ def export_classifier(model: keras.Model, config: BertConfig, settings: Classifi
   float_model = float32_classifier(model, config, None if labels is None else len(labels))
   path = tf_serving.export_classifier_model(
       float_model, config, settings.vocab_file,
-      export_dir or common.join(settings.output_dir, EXPORT_DIR), labels, info["pair"],
+      export_dir or io.join(settings.output_dir, EXPORT_DIR), labels, info["pair"],
       do_lower_case=settings.do_lower_case, seq_length=settings.max_seq_length,
       version=version, model_name=EXPORT_MODEL_NAME, task_info=info)
   logging.info("Exported the classifier for TF Serving to %s", path)
@@ -575,7 +573,7 @@ def run_seeds(config: BertConfig, settings: ClassifierSettings, seeds: Sequence[
   runs = {}
   for seed in seeds:
     run_settings = dataclasses.replace(
-        settings, seed=seed, output_dir=common.join(settings.output_dir, f"seed_{seed}"))
+        settings, seed=seed, output_dir=io.join(settings.output_dir, f"seed_{seed}"))
     logging.info("***** Seed %d (%d of %d) *****", seed, len(runs) + 1, len(seeds))
     result = runner(config, run_settings, strategy)
     runs[seed] = _scalar_results(result)
@@ -586,7 +584,7 @@ def run_seeds(config: BertConfig, settings: ClassifierSettings, seeds: Sequence[
     lines.append(f"seed_{seed}: " + " ".join(f"{k}={v:.6f}" for k, v in sorted(results.items()))
                  + "\n")
   io.makedirs(settings.output_dir)
-  io.write_text(common.join(settings.output_dir, "seeds_summary.txt"), "".join(lines))
+  io.write_text(io.join(settings.output_dir, "seeds_summary.txt"), "".join(lines))
   for line in lines:
     logging.info("%s", line.rstrip())
   return {"runs": runs, "summary": summary}
@@ -622,7 +620,7 @@ def run_sweep(config: BertConfig, settings: ClassifierSettings,
     name = _grid_name(lr, ep, bs)
     point = dataclasses.replace(settings, learning_rate=lr, num_train_epochs=ep,
                                 train_batch_size=bs,
-                                output_dir=common.join(settings.output_dir, name))
+                                output_dir=io.join(settings.output_dir, name))
     logging.info("***** Sweep point %d of %d: %s *****", i + 1, len(grid), name)
     if seeds:
       summary = run_seeds(config, point, seeds, strategy, runner)["summary"]
@@ -650,16 +648,16 @@ def run_sweep(config: BertConfig, settings: ClassifierSettings,
         cell += f" +- {row['stds'][key]:.6f}"
       cells.append(cell)
     lines.append("\t".join(cells) + "\n")
-  io.write_text(common.join(settings.output_dir, "sweep_summary.tsv"), "".join(lines))
-  best_dir = common.join(settings.output_dir, best["name"])
-  io.write_text(common.join(settings.output_dir, "best_run.txt"),
+  io.write_text(io.join(settings.output_dir, "sweep_summary.tsv"), "".join(lines))
+  best_dir = io.join(settings.output_dir, best["name"])
+  io.write_text(io.join(settings.output_dir, "best_run.txt"),
                 f"{best_dir}\n{metric} = {best['means'][metric]:.6f}\n")
   logging.info("Best of %d sweep points by %s: %s (%.4f)", len(rows), metric, best["name"],
                best["means"][metric])
   if not keep_all_checkpoints:
     for row in rows:
       if row is not best:
-        _drop_checkpoints(common.join(settings.output_dir, row["name"]))
+        _drop_checkpoints(io.join(settings.output_dir, row["name"]))
   return {"rows": rows, "best": best, "best_dir": best_dir, "metric": metric}
 
 
@@ -669,4 +667,4 @@ def _drop_checkpoints(run_dir: str) -> None:
     name = name.rstrip("/")
     if name.startswith(("ckpt-", "checkpoint")) or name.endswith(".tf_record") or \
         name == EXPORT_DIR:
-      io.remove(common.join(run_dir, name))
+      io.remove(io.join(run_dir, name))

@@ -24,7 +24,6 @@ from absl import logging
 
 from bert_tf import features
 from bert_tf import io
-from bert_tf import tokenization
 from bert_tf.training import pretraining
 
 TASK_INFO_FILE = "task_info.json"
@@ -96,7 +95,7 @@ def recorded_tokenizer(checkpoint: str) -> Dict[str, Any]:
 
 
 def check_tokenizer(checkpoint: Optional[str], vocab_file: str, do_lower_case: bool,
-                    allow_mismatch: bool = False) -> None:
+                    allow_mismatch: bool = False, vocab_md5: Optional[str] = None) -> None:
   """Refuses a vocab or casing that contradicts what `checkpoint` was trained with.
 
   Args:
@@ -104,6 +103,7 @@ def check_tokenizer(checkpoint: Optional[str], vocab_file: str, do_lower_case: b
     vocab_file: the --vocab_file.
     do_lower_case: the --do_lower_case.
     allow_mismatch: log the contradictions as warnings instead of raising.
+    vocab_md5: the vocab file's checksum, when the caller has it already.
 
   Raises:
     TokenizerMismatchError: naming the flag, its value, the recorded value and its file.
@@ -118,7 +118,7 @@ def check_tokenizer(checkpoint: Optional[str], vocab_file: str, do_lower_case: b
         f"do_lower_case={recorded['do_lower_case']} ({recorded['casing_source']}); pass "
         f"--do_lower_case={recorded['do_lower_case']}")
   if "vocab_md5" in recorded:
-    md5 = features.vocab_checksum(vocab_file)
+    md5 = vocab_md5 or features.vocab_checksum(vocab_file)
     if md5 != recorded["vocab_md5"]:
       problems.append(
           f"--vocab_file={vocab_file} (md5 {md5}) is not the vocab the checkpoint was trained "
@@ -132,11 +132,10 @@ def check_tokenizer(checkpoint: Optional[str], vocab_file: str, do_lower_case: b
   raise TokenizerMismatchError(message + " (--allow_tokenizer_mismatch overrides this check)")
 
 
-def check_vocab_fits(vocab_file: str, vocab_size: int) -> int:
-  """Refuses a vocab with more tokens than the config's vocab_size (ids would be out of
-  range); a smaller one is allowed (configs pad vocab_size, e.g. to a multiple of 8), with a
-  warning. Returns the vocab's size."""
-  size = len(tokenization.load_vocab(vocab_file))
+def check_vocab_fits(vocab_file: str, size: int, vocab_size: int) -> None:
+  """Refuses a vocab (of `size` tokens) with more tokens than the config's vocab_size (ids
+  would be out of range); a smaller one is allowed (configs pad vocab_size, e.g. to a multiple
+  of 8), with a warning."""
   if size > vocab_size:
     raise TokenizerMismatchError(
         f"--vocab_file={vocab_file} has {size} tokens but the config's vocab_size is "
@@ -144,18 +143,13 @@ def check_vocab_fits(vocab_file: str, vocab_size: int) -> int:
   if size < vocab_size:
     logging.warning("--vocab_file has %d tokens, fewer than the config's vocab_size %d "
                     "(padded embedding table?)", size, vocab_size)
-  return size
 
 
 def write_task_info(output_dir: str, info: Dict[str, Any]) -> None:
-  io.write_text(f"{output_dir.rstrip('/')}/{TASK_INFO_FILE}",
+  io.write_text(io.join(output_dir, TASK_INFO_FILE),
                 json.dumps(info, indent=2, sort_keys=True) + "\n")
 
 
 def read_task_info(directory: str) -> Optional[Dict[str, Any]]:
-  return _read_json(f"{checkpoint_directory(directory)}/{TASK_INFO_FILE}")
-
-
-def join(directory: str, name: str) -> str:
-  return f"{directory.rstrip('/')}/{name}" if directory else name
+  return _read_json(io.join(checkpoint_directory(directory), TASK_INFO_FILE))
 

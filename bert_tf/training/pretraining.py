@@ -294,11 +294,11 @@ def run_pretraining(config: BertConfig, settings: PretrainingSettings,
   chief = loop.is_chief(strategy)
   io.makedirs(settings.output_dir)
   if chief:
-    config.to_json_file(f"{settings.output_dir.rstrip('/')}/bert_config.json")
+    config.to_json_file(io.join(settings.output_dir, "bert_config.json"))
     if metadata is not None:
       # The data's tokenizer (casing, vocab checksum), checked by fine-tuning commands that
       # start from this run's checkpoints.
-      io.write_text(f"{settings.output_dir.rstrip('/')}/{DATA_METADATA_FILE}",
+      io.write_text(io.join(settings.output_dir, DATA_METADATA_FILE),
                     json.dumps(dict(metadata), indent=2) + "\n")
   if settings.seed is not None:
     keras.utils.set_random_seed(settings.seed)
@@ -331,7 +331,7 @@ def _run(config, settings, strategy, chief, metadata, export_fn):
   loop.log_variables(model, restored)
 
   def export(step):
-    export_dir = f"{settings.output_dir.rstrip('/')}/{EXPORT_DIR}/{step}"
+    export_dir = io.join(settings.output_dir, f"{EXPORT_DIR}/{step}")
     export_fn(model, config, export_dir, settings, metadata)
     return export_dir
 
