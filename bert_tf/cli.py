@@ -167,6 +167,22 @@ def settings_from_flags(cls: Type[T], flag_values=FLAGS, **overrides: Any) -> T:
   return cls(**values)
 
 
+def config_from_flags(flag_values=FLAGS):
+  """The BertConfig of --bert_config_file, or else the config beside --init_checkpoint
+  (bert_config.json, or Hugging Face's config.json); UsageError when there is neither."""
+  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
+  f = flag_values
+  if f.bert_config_file:
+    return BertConfig.from_json_file(f.bert_config_file)
+  if f.init_checkpoint:
+    from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
+    config = checkpoints.config_beside(checkpoints.resolve_checkpoint(f.init_checkpoint))
+    logging.info("Using the config beside --init_checkpoint: %s", config.to_json_string())
+    return config
+  raise UsageError("--bert_config_file is required (or an --init_checkpoint with its config "
+                   "beside it: bert_config.json, or config.json for Hugging Face)")
+
+
 def require(flag_values, names: Iterable[str]) -> None:
   """Raises UsageError naming the first of `names` whose flag has no value."""
   for name in names:

@@ -144,6 +144,23 @@ def length_delimited(field_number: int, payload: bytes) -> bytes:
   return varint((field_number << 3) | 2) + varint(len(payload)) + payload
 
 
+def serialize_int64_example(values: Mapping[str, Sequence[int]]) -> bytes:
+  """A tf.train.Example of int64 lists, as SerializeToString(deterministic=True) writes it.
+
+  Deterministic serialisation orders the feature map's entries by key; each value is
+  Feature{int64_list (field 3): Int64List{value (field 1, packed)}} (an empty list writes no
+  value field). Negative values take the 10-byte two's complement varint.
+  """
+  entries = []
+  for name in sorted(values, key=lambda n: n.encode("utf-8")):
+    packed = b"".join(map(varint, values[name]))
+    int64_list = length_delimited(1, packed) if packed else b""
+    feature = length_delimited(3, int64_list)
+    entries.append(length_delimited(1, length_delimited(1, name.encode("utf-8")) +
+                                    length_delimited(2, feature)))
+  return length_delimited(1, b"".join(entries))
+
+
 class ExampleEncoder:
   """Encodes pretraining instances as deterministic serialised `tf.train.Example`s.
 

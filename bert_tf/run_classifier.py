@@ -108,22 +108,13 @@ def main(argv):
   del argv
   # Imported here so that --help does not pay for TensorFlow.
   from absl import logging  # pylint: disable=g-import-not-at-top
-  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import classifier_run  # pylint: disable=g-import-not-at-top
   f = FLAGS
   cli.apply_runtime_flags(f)
   seeds = _numbers("seeds", f.seeds, int)
   if f.seeds and f.seed is not None:
     raise cli.UsageError("--seed and --seeds contradict each other; give one")
-  if f.bert_config_file:
-    config = BertConfig.from_json_file(f.bert_config_file)
-  elif f.init_checkpoint:
-    from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
-    config = checkpoints.config_beside(checkpoints.resolve_checkpoint(f.init_checkpoint))
-    logging.info("Using the config beside --init_checkpoint: %s", config.to_json_string())
-  else:
-    raise cli.UsageError("--bert_config_file is required (or an --init_checkpoint with its "
-                         "config beside it: bert_config.json, or config.json for Hugging Face)")
+  config = cli.config_from_flags(f)
   settings = cli.settings_from_flags(
       classifier_run.ClassifierSettings, f,
       text_a_column=classifier_run.parse_column(f.text_a_column),

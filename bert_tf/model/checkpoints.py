@@ -23,7 +23,8 @@ from tensorflow.core.protobuf import trackable_object_graph_pb2
 from bert_tf import io
 from bert_tf.config import BertConfig
 from bert_tf.model.encoder import build_encoder
-from bert_tf.model.heads import CLASSIFIER_LAYER, build_classifier_model, build_pretraining_model
+from bert_tf.model.heads import (CLASSIFIER_LAYER, SPAN_LAYER, build_classifier_model,
+                                 build_pretraining_model, build_span_model)
 
 # (regular expression over our variable path, original name template, transpose?)
 # "{0}" in a template is the layer index captured by the expression.
@@ -491,6 +492,12 @@ _HF_NAMES: Tuple[Tuple[str, str], ...] = (
     (r"cls\.predictions\.bias", "cls/predictions/output_bias"),
     (r"cls\.seq_relationship\.weight", "cls/seq_relationship/output_weights"),
     (r"cls\.seq_relationship\.bias", "cls/seq_relationship/output_bias"),
+    # Fine-tuning heads (BertForSequenceClassification, BertForQuestionAnswering): their
+    # Linear weights are [out, in], the original's layout of these two heads.
+    (r"classifier\.weight", "output_weights"),
+    (r"classifier\.bias", "output_bias"),
+    (r"qa_outputs\.weight", "cls/squad/output_weights"),
+    (r"qa_outputs\.bias", "cls/squad/output_bias"),
 )
 # Present in some Hugging Face files but not weights of the original model: buffers, and the
 # decoder, which is tied to the word embeddings (its bias is cls.predictions.bias).
@@ -569,7 +576,8 @@ def original_to_hf(values: Mapping[str, np.ndarray], prefix: str = "bert.",
     if name.endswith("/kernel"):
       value = value.T  # [in, out] -> Linear's [out, in]
     hf = _original_to_hf_name(name)
-    result[hf if hf.startswith("cls.") else prefix + hf] = np.ascontiguousarray(value)
+    top_level = hf.startswith(("cls.", "classifier.", "qa_outputs."))  # heads have no prefix
+    result[hf if top_level else prefix + hf] = np.ascontiguousarray(value)
   if tie_decoder and "cls/predictions/output_bias" in values:
     result["cls.predictions.decoder.weight"] = np.ascontiguousarray(
         values["bert/embeddings/word_embeddings"])
@@ -599,6 +607,10 @@ def _original_to_hf_name(name: str) -> str:
       (r"cls/predictions/output_bias", "cls.predictions.bias"),
       (r"cls/seq_relationship/output_weights", "cls.seq_relationship.weight"),
       (r"cls/seq_relationship/output_bias", "cls.seq_relationship.bias"),
+      (r"output_weights", "classifier.weight"),
+      (r"output_bias", "classifier.bias"),
+      (r"cls/squad/output_weights", "qa_outputs.weight"),
+      (r"cls/squad/output_bias", "qa_outputs.bias"),
   )
   for pattern, template in rules:
     match = re.fullmatch(pattern, name)
@@ -732,10 +744,12 @@ def training_checkpoint_layers(path: str) -> Dict[str, Dict[str, Tuple[int, ...]
 
 def build_model_like_checkpoint(path: str, config: BertConfig,
                                 found: Optional[Mapping[str, object]] = None):
-  """The model (pretraining, classifier or encoder) whose layers one of our training
-  checkpoints holds (`found`: its training_checkpoint_layers), built from config."""
+  """The model (pretraining, classifier, span labeler or encoder) whose layers one of our
+  training checkpoints holds (`found`: its training_checkpoint_layers), built from config."""
   if found is None:
     found = training_checkpoint_layers(path)
+  if SPAN_LAYER in found:
+    return build_span_model(config)
   if CLASSIFIER_LAYER in found:
     shape = found[CLASSIFIER_LAYER].get("_kernel") or found[CLASSIFIER_LAYER].get("kernel")
     if not shape:

@@ -1,6 +1,8 @@
-"""The heads: pretraining (masked LM, next sentence) and the fine-tuning classifier.
+"""The heads: pretraining (masked LM, next sentence) and the fine-tuning classifier and span
+(SQuAD) models.
 
-build_pretraining_model(config) and build_classifier_model(config, num_labels).
+build_pretraining_model(config), build_classifier_model(config, num_labels) and
+build_span_model(config).
 
 Shape legend: B = batch, S = sequence length, P = masked positions per example
 (max_predictions_per_seq), H = hidden size, V = vocab size.
@@ -23,6 +25,8 @@ PRETRAINING_INPUTS = ENCODER_INPUTS + ("masked_lm_positions",)
 # The classifier's dense layer; the checkpoint name table maps it to the original's root-scope
 # output_weights (transposed) and output_bias.
 CLASSIFIER_LAYER = "classifier"
+# The span head's dense layer ([H, 2]): cls/squad/output_weights ([2, H]) and output_bias.
+SPAN_LAYER = "squad_logits"
 
 
 # === Layers ===
@@ -173,3 +177,22 @@ def build_classifier_model(config: BertConfig, num_labels: Optional[int],
       kernel_initializer=layers.truncated_normal(config.initializer_range),
       name=CLASSIFIER_LAYER, dtype=layers.float32_policy(keras.config.dtype_policy()))(pooled)
   return keras.Model(inputs=inputs, outputs={"logits": logits}, name=name)
+
+
+def build_span_model(config: BertConfig, name: str = "bert_span_labeler") -> keras.Model:
+  """The encoder and the original run_squad.py's head: one dense layer from every position's
+  final hidden state to a start and an end logit (no dropout in the head, nothing masked).
+
+  Returns:
+    A functional keras.Model: inputs input_word_ids, input_mask, input_type_ids (int32 [B, S]);
+    outputs {"start_logits", "end_logits"}: float32 [B, S].
+  """
+  inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in ENCODER_INPUTS}
+  encoded, _ = encoder_graph(config, inputs["input_word_ids"], inputs["input_mask"],
+                             inputs["input_type_ids"])
+  logits = keras.layers.Dense(
+      2, kernel_initializer=layers.truncated_normal(config.initializer_range),
+      name=SPAN_LAYER, dtype=layers.float32_policy(keras.config.dtype_policy()))(
+          encoded["sequence_output"])
+  return keras.Model(inputs=inputs, outputs={"start_logits": logits[:, :, 0],
+                                             "end_logits": logits[:, :, 1]}, name=name)

@@ -376,7 +376,7 @@ def classifier_parsing_spec(max_seq_length: int, regression: bool = False
               is_real_example=tf.io.FixedLenFeature([], tf.int64))
 
 
-def _parse_classifier(serialized, spec):
+def _parse_records(serialized, spec):
   parsed = tf.io.parse_example(serialized, spec)
   return features.to_model_names(
       {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v for k, v in parsed.items()})
@@ -421,12 +421,22 @@ def classifier_dataset(input_file: str, max_seq_length: int, batch_size: int, is
     float32 for regression), is_real_example [B] int32, and for eval/predict example_index [B]
     int64.
   """
+  return record_dataset(input_file, classifier_parsing_spec(max_seq_length, regression),
+                        batch_size, is_training, input_context, num_examples, seed,
+                        shuffle_buffer_size)
+
+
+def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batch_size: int,
+                   is_training: bool, input_context: Optional[tf.distribute.InputContext] = None,
+                   num_examples: Optional[int] = None, seed: Optional[int] = None,
+                   shuffle_buffer_size: int = 100) -> tf.data.Dataset:
+  """The body of classifier_dataset and squad_dataset for any fixed-length record schema
+  (int64 features become int32; the original's names become the models' input names)."""
   num_pipelines, pipeline_id, per_replica_batch = 1, 0, batch_size
   if input_context is not None:
     num_pipelines = input_context.num_input_pipelines
     pipeline_id = input_context.input_pipeline_id
     per_replica_batch = input_context.get_per_replica_batch_size(batch_size)
-  spec = classifier_parsing_spec(max_seq_length, regression)
   dataset = tf.data.TFRecordDataset(input_file)
   if is_training:
     if num_pipelines > 1:
@@ -434,12 +444,12 @@ def classifier_dataset(input_file: str, max_seq_length: int, batch_size: int, is
     dataset = dataset.repeat().shuffle(shuffle_buffer_size, seed=seed,
                                        reshuffle_each_iteration=True)
     dataset = dataset.batch(per_replica_batch, drop_remainder=True)
-    dataset = dataset.map(lambda records: _parse_classifier(records, spec),
+    dataset = dataset.map(lambda records: _parse_records(records, spec),
                           num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return dataset.prefetch(tf.data.AUTOTUNE)
   if num_examples is None:
     raise ValueError("num_examples is needed to pad the eval/predict data")
-  dataset = dataset.batch(256).map(lambda records: _parse_classifier(records, spec)).unbatch()
+  dataset = dataset.batch(256).map(lambda records: _parse_records(records, spec)).unbatch()
   dataset = dataset.enumerate().map(lambda i, example: dict(example, **{EXAMPLE_INDEX: i}))
   num_padding = eval_steps(num_examples, batch_size) * batch_size - num_examples
   if num_padding:
@@ -450,3 +460,35 @@ def classifier_dataset(input_file: str, max_seq_length: int, batch_size: int, is
   if num_pipelines > 1:
     dataset = dataset.shard(num_pipelines, pipeline_id)
   return dataset.batch(per_replica_batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
+
+# === SQuAD records (run_squad's schema) ===
+
+
+def squad_parsing_spec(max_seq_length: int, is_training: bool
+                       ) -> Dict[str, tf.io.FixedLenFeature]:
+  """The original run_squad.py's record schema: unique_ids and the three sequences, plus
+  start_positions and end_positions for training (is_impossible is written, not read)."""
+  ids = tf.io.FixedLenFeature([max_seq_length], tf.int64)
+  scalar = tf.io.FixedLenFeature([], tf.int64)
+  spec = dict(unique_ids=scalar, input_ids=ids, input_mask=ids, segment_ids=ids)
+  if is_training:
+    spec.update(start_positions=scalar, end_positions=scalar)
+  return spec
+
+
+def squad_dataset(input_file: str, max_seq_length: int, batch_size: int, is_training: bool,
+                  input_context: Optional[tf.distribute.InputContext] = None,
+                  num_examples: Optional[int] = None, seed: Optional[int] = None,
+                  shuffle_buffer_size: int = 100) -> tf.data.Dataset:
+  """Batches of run_squad records (train.tf_record, eval.tf_record): training as the
+  original's input_fn (repeat, shuffle buffer 100, drop the last partial batch); prediction
+  reads every feature once with its position as example_index, padded as classifier_dataset.
+
+  Returns:
+    Dicts of input_word_ids, input_mask, input_type_ids [B, L] int32, unique_ids [B] int32 (the
+    ids count from 1000000000, within int32), start_positions / end_positions [B] int32 when
+    training, example_index [B] int64 when predicting.
+  """
+  return record_dataset(input_file, squad_parsing_spec(max_seq_length, is_training), batch_size,
+                        is_training, input_context, num_examples, seed, shuffle_buffer_size)

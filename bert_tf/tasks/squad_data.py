@@ -1,0 +1,825 @@
+"""The data half of the original run_squad.py: examples, windows, records and answers.
+
+The entry points keep the original's names and arguments, so code written against
+google-research/bert's run_squad.py ports by changing an import:
+
+* `read_squad_examples(input_file, is_training, version_2_with_negative)`: SQuAD JSON ->
+  SquadExample (whitespace words of the context, the answer's word span when training).
+* `convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,
+  max_query_length, is_training, output_fn)`: windows of `[CLS] question [SEP] context [SEP]`
+  -> InputFeatures, handed to output_fn one by one (a FeatureWriter writes them as records).
+* `RawResult(unique_id, start_logits, end_logits)` and `write_predictions(all_examples,
+  all_features, all_results, n_best_size, max_answer_length, do_lower_case,
+  output_prediction_file, output_nbest_file, output_null_log_odds_file,
+  version_2_with_negative=False, null_score_diff_threshold=0.0)`: the original read the last
+  two (and verbose_logging) from its FLAGS; here they are keyword arguments.
+
+Every output is the original's: the same skipped training questions (with the same
+"Could not find answer" warning), windows (doc_stride is the step between window starts),
+max-context flags, answer positions (including `_improve_answer_span` and start = end = 0 for a
+window without the answer), unique_ids, records (the same int64 features, serialised
+deterministically) and the same predictions.json / nbest_predictions.json / null_odds.json for
+the same logits, float for float. The internals are faster: a word's WordPieces are computed once
+per call, the max-context flags once per example instead of once per token and window,
+`_improve_answer_span` compares token lists instead of joining strings for every candidate span,
+the n-best indexes come from a stable numpy sort, and the candidate checks run on arrays.
+
+Where the original crashes, this module does not (google-research/bert#476, PR #1106):
+
+* SQuAD 2.0, no non-null candidate in the n-best (every candidate was the null answer, or the
+  example produced no window at all: an empty context or one the tokenizer empties): the answer
+  is "" and null_odds.json gets NO_ANSWER_SCORE_DIFF (1e6, the original's own "no score yet"
+  value; no threshold turns it into an answer). The original raises AttributeError or
+  IndexError there.
+* A training answer whose answer_start lies outside the context is skipped with the same
+  warning as an answer whose text is not at its offset (the original raises IndexError).
+* A malformed file (bad JSON, a missing key, a question without an answer) raises
+  SquadFormatError naming the file, the question id and the key.
+"""
+
+import collections
+import json
+import math
+import re
+from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence
+
+from absl import logging
+import numpy as np
+
+from bert_tf import features as record_features
+from bert_tf import io
+from bert_tf import tokenization
+
+FIRST_UNIQUE_ID = 1000000000
+# null_odds.json's value for a SQuAD 2.0 question without any non-null answer candidate.
+NO_ANSWER_SCORE_DIFF = 1000000.0
+# The training shuffle of the original's main() (random.Random(12345).shuffle(train_examples)).
+TRAIN_SHUFFLE_SEED = 12345
+
+
+class SquadFormatError(ValueError):
+  """A SQuAD file that cannot be read; the message names the file, the question and the key."""
+
+
+# === Examples ===
+
+
+class SquadExample:
+  """One question with its context split into whitespace words (the original's SquadExample).
+
+  start_position / end_position are word indexes into doc_tokens (training only; -1 for an
+  impossible question); orig_answer_text is the answer as written in the file.
+  """
+
+  def __init__(self, qas_id, question_text, doc_tokens, orig_answer_text=None,
+               start_position=None, end_position=None, is_impossible=False):
+    self.qas_id = qas_id
+    self.question_text = question_text
+    self.doc_tokens = doc_tokens
+    self.orig_answer_text = orig_answer_text
+    self.start_position = start_position
+    self.end_position = end_position
+    self.is_impossible = is_impossible
+
+  def __str__(self):
+    return self.__repr__()
+
+  def __repr__(self):
+    parts = [f"qas_id: {self.qas_id}",
+             f"question_text: {self.question_text}",
+             f"doc_tokens: [{' '.join(self.doc_tokens)}]"]
+    if self.start_position:
+      parts.append(f"start_position: {self.start_position}")
+    if self.end_position:
+      parts.append(f"end_position: {self.end_position}")
+    if self.is_impossible:
+      parts.append(f"is_impossible: {self.is_impossible}")
+    return ", ".join(parts)
+
+
+def is_squad_whitespace(c: str) -> bool:
+  """The reader's word separators: space, tab, CR, LF and U+202F (narrow no-break space)."""
+  return c in " \t\r\n\u202f"
+
+
+_SQUAD_WORD = re.compile("[^ \t\r\n\u202f]+")
+
+
+def split_context(paragraph_text: str):
+  """(doc_tokens, char_to_word_offset) of a context, as the original reader splits it.
+
+  Every character that is not one of the five separators joins the current word; a character
+  after a separator starts a new one. char_to_word_offset[i] is the word of character i (a
+  separator gets the previous word's index, -1 before the first word).
+  """
+  doc_tokens: List[str] = []
+  char_to_word_offset: List[int] = []
+  end = 0  # where the previous word ended
+  for word, match in enumerate(_SQUAD_WORD.finditer(paragraph_text)):
+    start, stop = match.span()
+    char_to_word_offset.extend([word - 1] * (start - end))  # separators: the previous word
+    char_to_word_offset.extend([word] * (stop - start))
+    doc_tokens.append(match.group())
+    end = stop
+  char_to_word_offset.extend([len(doc_tokens) - 1] * (len(paragraph_text) - end))
+  return doc_tokens, char_to_word_offset
+
+
+def _field(obj: Any, key: str, where: str, path: str, kind=None):
+  if not isinstance(obj, dict) or key not in obj:
+    raise SquadFormatError(f"{path}: {where} has no {key!r} key")
+  value = obj[key]
+  if kind is not None and not isinstance(value, kind):
+    names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+    raise SquadFormatError(f"{path}: {where}: {key!r} must be a {names}, got "
+                           f"{type(value).__name__}")
+  return value
+
+
+def load_squad_json(input_file: str) -> List[Dict[str, Any]]:
+  """The articles (the "data" list) of a SQuAD file; SquadFormatError names what is wrong."""
+  try:
+    text = io.read_text(input_file)
+  except UnicodeDecodeError as e:
+    raise SquadFormatError(f"{input_file}: not UTF-8 ({e})") from None
+  try:
+    data = json.loads(text)
+  except json.JSONDecodeError as e:
+    raise SquadFormatError(f"{input_file}: not valid JSON: {e}") from None
+  return _field(data, "data", "the top level", input_file, list)
+
+
+def read_squad_examples(input_file: str, is_training: bool,
+                        version_2_with_negative: bool = False,
+                        stats: Optional[Dict[str, int]] = None) -> List[SquadExample]:
+  """Reads a SQuAD json file into SquadExamples, as the original.
+
+  Args:
+    input_file: a SQuAD v1.1 or v2.0 file (any tf.io.gfile path).
+    is_training: read the answers: each answerable question needs exactly one; a question
+      whose answer text is not found at its answer_start is skipped with the original's
+      warning "Could not find answer: ...".
+    version_2_with_negative: read is_impossible (training only; otherwise every question is
+      taken as answerable, as the original).
+    stats: a dict that receives "questions" (read) and "skipped" (answer not at its offset).
+
+  Raises:
+    SquadFormatError: unreadable JSON, a missing key, or a training question with other than
+      one answer (naming the file and the question id).
+  """
+  input_data = load_squad_json(input_file)
+  examples = []
+  questions = skipped = 0
+  for a, entry in enumerate(input_data):
+    paragraphs = _field(entry, "paragraphs", f"article {a}", input_file, list)
+    for p, paragraph in enumerate(paragraphs):
+      where = f"article {a} paragraph {p}"
+      paragraph_text = _field(paragraph, "context", where, input_file, str)
+      doc_tokens, char_to_word_offset = split_context(paragraph_text)
+      for q, qa in enumerate(_field(paragraph, "qas", where, input_file, list)):
+        qas_id = _field(qa, "id", f"{where} question {q}", input_file)
+        where_q = f"question {qas_id!r} ({where})"
+        question_text = _field(qa, "question", where_q, input_file, str)
+        questions += 1
+        start_position = end_position = orig_answer_text = None
+        is_impossible = False
+        if is_training:
+          if version_2_with_negative:
+            is_impossible = _field(qa, "is_impossible", where_q, input_file, (bool, int))
+          answers = _field(qa, "answers", where_q, input_file, list)
+          if len(answers) != 1 and not is_impossible:
+            raise SquadFormatError(
+                f"{input_file}: {where_q}: for training, each question should have exactly 1 "
+                f"answer, it has {len(answers)}")
+          if not is_impossible:
+            answer = answers[0]
+            orig_answer_text = _field(answer, "text", f"{where_q} answer", input_file, str)
+            answer_offset = _field(answer, "answer_start", f"{where_q} answer", input_file, int)
+            answer_length = len(orig_answer_text)
+            try:
+              start_position = char_to_word_offset[answer_offset]
+              end_position = char_to_word_offset[answer_offset + answer_length - 1]
+            except IndexError:
+              logging.warning("Could not find answer: answer_start %d of question %r is outside "
+                              "its context of %d characters", answer_offset, qas_id,
+                              len(paragraph_text))
+              skipped += 1
+              continue
+            actual_text = " ".join(doc_tokens[start_position:(end_position + 1)])
+            cleaned_answer_text = " ".join(tokenization.whitespace_tokenize(orig_answer_text))
+            if actual_text.find(cleaned_answer_text) == -1:
+              logging.warning("Could not find answer: '%s' vs. '%s'", actual_text,
+                              cleaned_answer_text)
+              skipped += 1
+              continue
+          else:
+            start_position = -1
+            end_position = -1
+            orig_answer_text = ""
+        examples.append(SquadExample(
+            qas_id=qas_id, question_text=question_text, doc_tokens=doc_tokens,
+            orig_answer_text=orig_answer_text, start_position=start_position,
+            end_position=end_position, is_impossible=bool(is_impossible)))
+  if skipped:
+    logging.warning("%s: skipped %d of %d questions whose answer is not at its answer_start",
+                    input_file, skipped, questions)
+  if stats is not None:
+    stats.update(questions=questions, skipped=skipped)
+  return examples
+
+
+# === Features ===
+
+
+class InputFeatures:
+  """One window of one example (the original's InputFeatures).
+
+  tokens: `[CLS] question [SEP] window [SEP]` (not padded); token_to_orig_map: feature position
+  -> word index in the example's doc_tokens, for the window's tokens; token_is_max_context:
+  feature position -> whether this window gives that token its most central context;
+  input_ids / input_mask / segment_ids: padded to max_seq_length; start_position /
+  end_position: the answer's feature positions when training (0, 0 for none).
+  """
+
+  def __init__(self, unique_id, example_index, doc_span_index, tokens, token_to_orig_map,
+               token_is_max_context, input_ids, input_mask, segment_ids, start_position=None,
+               end_position=None, is_impossible=None):
+    self.unique_id = unique_id
+    self.example_index = example_index
+    self.doc_span_index = doc_span_index
+    self.tokens = tokens
+    self.token_to_orig_map = token_to_orig_map
+    self.token_is_max_context = token_is_max_context
+    self.input_ids = input_ids
+    self.input_mask = input_mask
+    self.segment_ids = segment_ids
+    self.start_position = start_position
+    self.end_position = end_position
+    self.is_impossible = is_impossible
+
+
+class DocSpan(NamedTuple):
+  start: int
+  length: int
+
+
+def doc_spans(num_tokens: int, max_tokens_for_doc: int, doc_stride: int) -> List[DocSpan]:
+  """The windows over num_tokens context tokens: the next window starts doc_stride tokens (or
+  the window's length, if shorter) after the last one, until a window reaches the end."""
+  spans = []
+  start_offset = 0
+  while start_offset < num_tokens:
+    length = min(num_tokens - start_offset, max_tokens_for_doc)
+    spans.append(DocSpan(start_offset, length))
+    if start_offset + length == num_tokens:
+      break
+    start_offset += min(length, doc_stride)
+  return spans
+
+
+def _check_is_max_context(spans: Sequence[DocSpan], cur_span_index: int, position: int) -> bool:
+  """Whether window cur_span_index is the one where `position` has the most context (the
+  original's rule: score min(left, right) + 0.01 * length; the earliest window wins ties)."""
+  best_score = None
+  best_span_index = None
+  for span_index, span in enumerate(spans):
+    end = span.start + span.length - 1
+    if position < span.start or position > end:
+      continue
+    score = min(position - span.start, end - position) + 0.01 * span.length
+    if best_score is None or score > best_score:
+      best_score = score
+      best_span_index = span_index
+  return cur_span_index == best_span_index
+
+
+def max_context_spans(spans: Sequence[DocSpan], num_tokens: int) -> List[int]:
+  """For every context token, the window _check_is_max_context picks (one pass over windows)."""
+  best_score: List[Optional[float]] = [None] * num_tokens
+  best_span = [-1] * num_tokens
+  for span_index, span in enumerate(spans):
+    end = span.start + span.length - 1
+    bonus = 0.01 * span.length
+    for position in range(span.start, end + 1):
+      score = min(position - span.start, end - position) + bonus
+      previous = best_score[position]
+      if previous is None or score > previous:
+        best_score[position] = score
+        best_span[position] = span_index
+  return best_span
+
+
+def _improve_answer_span(doc_tokens, input_start, input_end, tokenizer, orig_answer_text):
+  """The tightest sub-token span inside [input_start, input_end] that tokenizes like the answer.
+
+  Same result as the original (which joins every candidate span with spaces and compares it with
+  the joined answer tokens): tokens never contain a space and are never empty, so the joined
+  strings are equal exactly when the token lists are, and the first match of the original's
+  search order (lowest start; for that start, the one end whose length matches) is the first
+  start where the answer's tokens occur.
+  """
+  answer_tokens = tokenizer.tokenize(orig_answer_text)
+  return _improve_span_tokens(doc_tokens, input_start, input_end, answer_tokens)
+
+
+def _improve_span_tokens(doc_tokens, input_start, input_end, answer_tokens):
+  k = len(answer_tokens)
+  if k:
+    first = answer_tokens[0]
+    for new_start in range(input_start, input_end - k + 2):
+      if doc_tokens[new_start] == first and doc_tokens[new_start:new_start + k] == answer_tokens:
+        return new_start, new_start + k - 1
+  return input_start, input_end
+
+
+class _WordPieces:
+  """word -> its sub-tokens under a tokenizer, computed once per distinct word."""
+
+  def __init__(self, tokenizer):
+    self.tokenize = tokenizer.tokenize
+    self.cache: Dict[str, List[str]] = {}
+
+  def __call__(self, word: str) -> List[str]:
+    pieces = self.cache.get(word)
+    if pieces is None:
+      pieces = self.cache[word] = self.tokenize(word)
+    return pieces
+
+
+def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer, max_seq_length: int,
+                                 doc_stride: int, max_query_length: int, is_training: bool,
+                                 output_fn: Callable[[InputFeatures], Any],
+                                 stats: Optional[Dict[str, int]] = None) -> int:
+  """Splits each example into windows and hands each window's InputFeatures to output_fn.
+
+  As the original: the question is cut to max_query_length WordPieces; a window holds up to
+  max_seq_length - len(question) - 3 context tokens; unique_ids count up from 1000000000
+  across all examples; when training, an answer not entirely inside a window (and an impossible
+  question) gets start = end = 0. The first 20 examples are logged.
+
+  Additions to the original's arguments: `stats`, a dict that receives "features",
+  "truncated_questions" (questions cut to max_query_length), "without_window" (examples
+  whose context has no WordPiece, so no feature: answered "" / "empty" by write_predictions)
+  and "answer_outside" (training windows labelled 0, 0 because the answer is not inside them).
+
+  Returns:
+    The number of features (the original returns None; the count is an addition).
+
+  Raises:
+    ValueError: max_seq_length too short for the question plus [CLS] and two [SEP].
+  """
+  pieces = _WordPieces(tokenizer)
+  vocab_lookup = getattr(tokenizer, "vocab", None)
+  cls_sep = tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]"])
+  unique_id = FIRST_UNIQUE_ID
+  count = truncated = without_window = outside = 0
+  for example_index, example in enumerate(examples):
+    query_tokens = tokenizer.tokenize(example.question_text)
+    if len(query_tokens) > max_query_length:
+      truncated += 1
+      query_tokens = query_tokens[:max_query_length]
+    max_tokens_for_doc = max_seq_length - len(query_tokens) - 3
+    if max_tokens_for_doc <= 0:
+      raise ValueError(
+          f"max_seq_length={max_seq_length} leaves no room for the context of question "
+          f"{example.qas_id!r} ({len(query_tokens)} question tokens + 3): raise max_seq_length "
+          f"above max_query_length + 3 ({max_query_length + 3})")
+    tok_to_orig_index: List[int] = []
+    orig_to_tok_index: List[int] = []
+    all_doc_tokens: List[str] = []
+    for i, token in enumerate(example.doc_tokens):
+      orig_to_tok_index.append(len(all_doc_tokens))
+      sub_tokens = pieces(token)
+      tok_to_orig_index.extend([i] * len(sub_tokens))
+      all_doc_tokens.extend(sub_tokens)
+
+    tok_start_position = tok_end_position = None
+    if is_training and example.is_impossible:
+      tok_start_position = tok_end_position = -1
+    if is_training and not example.is_impossible:
+      tok_start_position = orig_to_tok_index[example.start_position]
+      if example.end_position < len(example.doc_tokens) - 1:
+        tok_end_position = orig_to_tok_index[example.end_position + 1] - 1
+      else:
+        tok_end_position = len(all_doc_tokens) - 1
+      tok_start_position, tok_end_position = _improve_answer_span(
+          all_doc_tokens, tok_start_position, tok_end_position, tokenizer,
+          example.orig_answer_text)
+
+    spans = doc_spans(len(all_doc_tokens), max_tokens_for_doc, doc_stride)
+    if not spans:
+      without_window += 1
+    best_span = max_context_spans(spans, len(all_doc_tokens))
+    doc_ids = None
+    if vocab_lookup is not None:
+      try:
+        doc_ids = [vocab_lookup[t] for t in all_doc_tokens]
+        query_ids = [vocab_lookup[t] for t in query_tokens]
+      except KeyError:
+        doc_ids = None  # convert_tokens_to_ids below raises the tokenizer's own error
+    num_query = len(query_tokens)
+    doc_offset = num_query + 2
+    for doc_span_index, span in enumerate(spans):
+      span_end = span.start + span.length
+      tokens = ["[CLS]"] + query_tokens + ["[SEP]"] + all_doc_tokens[span.start:span_end] + \
+          ["[SEP]"]
+      positions = range(doc_offset, doc_offset + span.length)
+      token_to_orig_map = dict(zip(positions, tok_to_orig_index[span.start:span_end]))
+      token_is_max_context = {p: best == doc_span_index
+                              for p, best in zip(positions, best_span[span.start:span_end])}
+      if doc_ids is not None:
+        input_ids = [cls_sep[0]] + query_ids + [cls_sep[1]] + doc_ids[span.start:span_end] + \
+            [cls_sep[1]]
+      else:
+        input_ids = tokenizer.convert_tokens_to_ids(tokens)
+      num_tokens = len(input_ids)
+      padding = [0] * (max_seq_length - num_tokens)
+      input_mask = [1] * num_tokens + padding
+      segment_ids = [0] * doc_offset + [1] * (span.length + 1) + padding
+      input_ids += padding
+
+      start_position = end_position = None
+      if is_training and not example.is_impossible:
+        doc_end = span_end - 1
+        if tok_start_position >= span.start and tok_end_position <= doc_end:
+          start_position = tok_start_position - span.start + doc_offset
+          end_position = tok_end_position - span.start + doc_offset
+        else:
+          start_position = end_position = 0
+          outside += 1
+      if is_training and example.is_impossible:
+        start_position = end_position = 0
+
+      feature = InputFeatures(
+          unique_id=unique_id, example_index=example_index, doc_span_index=doc_span_index,
+          tokens=tokens, token_to_orig_map=token_to_orig_map,
+          token_is_max_context=token_is_max_context, input_ids=input_ids,
+          input_mask=input_mask, segment_ids=segment_ids, start_position=start_position,
+          end_position=end_position, is_impossible=example.is_impossible)
+      if example_index < 20:
+        _log_feature(feature, example, is_training)
+      output_fn(feature)
+      unique_id += 1
+      count += 1
+  if stats is not None:
+    stats.update(features=count, truncated_questions=truncated, without_window=without_window,
+                 answer_outside=outside)
+  return count
+
+
+def _log_feature(feature: InputFeatures, example: SquadExample, is_training: bool) -> None:
+  logging.info("*** Example ***")
+  logging.info("unique_id: %s", feature.unique_id)
+  logging.info("example_index: %s", feature.example_index)
+  logging.info("doc_span_index: %s", feature.doc_span_index)
+  logging.info("tokens: %s", " ".join(t for t in feature.tokens))
+  logging.info("token_to_orig_map: %s",
+               " ".join(f"{k}:{v}" for k, v in feature.token_to_orig_map.items()))
+  logging.info("token_is_max_context: %s",
+               " ".join(f"{k}:{v}" for k, v in feature.token_is_max_context.items()))
+  logging.info("input_ids: %s", " ".join(map(str, feature.input_ids)))
+  logging.info("input_mask: %s", " ".join(map(str, feature.input_mask)))
+  logging.info("segment_ids: %s", " ".join(map(str, feature.segment_ids)))
+  if is_training and example.is_impossible:
+    logging.info("impossible example")
+  if is_training and not example.is_impossible:
+    answer_text = " ".join(feature.tokens[feature.start_position:feature.end_position + 1])
+    logging.info("start_position: %d", feature.start_position)
+    logging.info("end_position: %d", feature.end_position)
+    logging.info("answer: %s", answer_text)
+
+
+# === Records ===
+
+UNIQUE_IDS, START_POSITIONS, END_POSITIONS, IS_IMPOSSIBLE = (
+    "unique_ids", "start_positions", "end_positions", "is_impossible")
+SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids")
+
+
+def serialize_feature(feature: InputFeatures, is_training: bool) -> bytes:
+  """The tf.train.Example the original's FeatureWriter writes for one feature, serialised
+  deterministically: unique_ids, input_ids, input_mask, segment_ids, and when training
+  start_positions, end_positions and is_impossible (0/1), all int64."""
+  values = {UNIQUE_IDS: [feature.unique_id], "input_ids": feature.input_ids,
+            "input_mask": feature.input_mask, "segment_ids": feature.segment_ids}
+  if is_training:
+    values[START_POSITIONS] = [feature.start_position]
+    values[END_POSITIONS] = [feature.end_position]
+    values[IS_IMPOSSIBLE] = [1 if feature.is_impossible else 0]
+  return record_features.serialize_int64_example(values)
+
+
+class FeatureWriter:
+  """Writes InputFeatures to a TFRecord file (the original's FeatureWriter, same records).
+
+  The file is written under a temporary name and renamed by close(), so an interrupted
+  conversion leaves no partial `filename`. Use as a context manager, or call close().
+  """
+
+  def __init__(self, filename: str, is_training: bool):
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    self.filename = filename
+    self.is_training = is_training
+    self.num_features = 0
+    self._atomic = io.atomic_path(filename)
+    self._tmp = self._atomic.__enter__()
+    self._writer = tf.io.TFRecordWriter(self._tmp)
+
+  def process_feature(self, feature: InputFeatures) -> None:
+    self.num_features += 1
+    self._writer.write(serialize_feature(feature, self.is_training))
+
+  def __call__(self, feature: InputFeatures) -> None:
+    self.process_feature(feature)
+
+  def close(self) -> None:
+    if self._writer is None:
+      return
+    self._writer.close()
+    self._writer = None
+    self._atomic.__exit__(None, None, None)
+
+  def abort(self) -> None:
+    """Drops what was written (the temporary file); `filename` is left as it was."""
+    if self._writer is None:
+      return
+    self._writer.close()
+    self._writer = None
+    self._atomic.__exit__(RuntimeError, RuntimeError("aborted"), None)
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, exc_type, exc, tb):
+    if exc_type is None:
+      self.close()
+    else:
+      self.abort()
+    return False
+
+
+# === Predictions ===
+
+
+class RawResult(NamedTuple):
+  """The model's logits for one feature (lists or arrays of S floats)."""
+  unique_id: int
+  start_logits: Sequence[float]
+  end_logits: Sequence[float]
+
+
+class _Prelim(NamedTuple):
+  feature_index: int
+  start_index: int
+  end_index: int
+  start_logit: float
+  end_logit: float
+
+
+class _NBest(NamedTuple):
+  text: str
+  start_logit: float
+  end_logit: float
+
+
+def _get_best_indexes(logits, n_best_size: int) -> List[int]:
+  """The n_best_size highest positions, highest first; ties in position order (the original's
+  stable sort)."""
+  values = np.asarray(logits, np.float64)
+  return np.argsort(-values, kind="stable")[:max(n_best_size, 0)].tolist()
+
+
+def _compute_softmax(scores: Sequence[float]) -> List[float]:
+  """The original's pure-Python softmax (math.exp, max subtracted), float for float."""
+  if not scores:
+    return []
+  max_score = None
+  for score in scores:
+    if max_score is None or score > max_score:
+      max_score = score
+  exp_scores = []
+  total_sum = 0.0
+  for score in scores:
+    x = math.exp(score - max_score)
+    exp_scores.append(x)
+    total_sum += x
+  return [score / total_sum for score in exp_scores]
+
+
+def get_final_text(pred_text: str, orig_text: str, do_lower_case: bool,
+                   verbose_logging: bool = False) -> str:
+  """Projects the normalised prediction back onto the original words (the original's rules).
+
+  pred_text is the detokenised WordPiece span ("steve smith"), orig_text the original words of
+  that span joined with single spaces ("Steve Smith's"). The words are run through the
+  BasicTokenizer; where pred_text occurs in the result, its characters are mapped back,
+  ignoring spaces, to orig_text ("Steve Smith"). When that cannot be done exactly (pred_text
+  not found, e.g. an [UNK]; normalisation changed the number of non-space characters, e.g.
+  stripped accents or dropped control characters), orig_text is returned whole.
+  """
+  tokenizer = _basic_tokenizer(do_lower_case)
+  tok_text = " ".join(tokenizer.tokenize(orig_text))
+  start_position = tok_text.find(pred_text)
+  if start_position == -1:
+    if verbose_logging:
+      logging.info("Unable to find text: '%s' in '%s'", pred_text, orig_text)
+    return orig_text
+  end_position = start_position + len(pred_text) - 1
+
+  orig_ns_to_s = [i for i, c in enumerate(orig_text) if c != " "]
+  tok_ns_to_s = [i for i, c in enumerate(tok_text) if c != " "]
+  if len(orig_ns_to_s) != len(tok_ns_to_s):
+    if verbose_logging:
+      logging.info("Length not equal after stripping spaces: '%s' vs '%s'",
+                   "".join(orig_text[i] for i in orig_ns_to_s),
+                   "".join(tok_text[i] for i in tok_ns_to_s))
+    return orig_text
+  tok_s_to_ns = {s: ns for ns, s in enumerate(tok_ns_to_s)}
+  # A position in tok_text maps back only if it is not a space; every non-space index of
+  # tok_text has a counterpart in orig_text since both have the same number of non-spaces.
+  ns_start = tok_s_to_ns.get(start_position)
+  if ns_start is None:
+    if verbose_logging:
+      logging.info("Couldn't map start position")
+    return orig_text
+  ns_end = tok_s_to_ns.get(end_position)
+  if ns_end is None:
+    if verbose_logging:
+      logging.info("Couldn't map end position")
+    return orig_text
+  return orig_text[orig_ns_to_s[ns_start]:(orig_ns_to_s[ns_end] + 1)]
+
+
+_BASIC_TOKENIZERS: Dict[bool, tokenization.BasicTokenizer] = {}
+
+
+def _basic_tokenizer(do_lower_case: bool) -> tokenization.BasicTokenizer:
+  key = bool(do_lower_case)
+  if key not in _BASIC_TOKENIZERS:
+    _BASIC_TOKENIZERS[key] = tokenization.BasicTokenizer(do_lower_case=key)
+  return _BASIC_TOKENIZERS[key]
+
+
+def detokenize(tokens: Sequence[str]) -> str:
+  """WordPieces -> text as the original: join with spaces, drop " ##" and "##", collapse
+  whitespace."""
+  tok_text = " ".join(tokens).replace(" ##", "").replace("##", "")
+  return " ".join(tok_text.strip().split())
+
+
+def _feature_candidates(feature: InputFeatures, result: RawResult, n_best_size: int,
+                        max_answer_length: int, feature_index: int) -> List[_Prelim]:
+  """The valid (start, end) pairs among the top starts x top ends, in the original's order
+  (start rank, then end rank)."""
+  start_logits = result.start_logits
+  end_logits = result.end_logits
+  start_indexes = np.asarray(_get_best_indexes(start_logits, n_best_size), np.int64)
+  end_indexes = np.asarray(_get_best_indexes(end_logits, n_best_size), np.int64)
+  size = max(len(start_logits), len(end_logits), len(feature.tokens))
+  in_document = np.zeros(size, bool)
+  max_context = np.zeros(size, bool)
+  mapped = [p for p in feature.token_to_orig_map if 0 <= p < size]
+  in_document[mapped] = True
+  max_context[[p for p, v in feature.token_is_max_context.items() if v and 0 <= p < size]] = True
+  num_tokens = len(feature.tokens)
+  good_start = (start_indexes < num_tokens) & in_document[start_indexes] & \
+      max_context[start_indexes]
+  good_end = (end_indexes < num_tokens) & in_document[end_indexes]
+  length = end_indexes[None, :] - start_indexes[:, None] + 1
+  valid = good_start[:, None] & good_end[None, :] & (length >= 1) & \
+      (length <= max_answer_length)
+  rows, cols = np.nonzero(valid)  # row-major: the original's nested loop order
+  return [_Prelim(feature_index, s, e, float(start_logits[s]), float(end_logits[e]))
+          for s, e in zip(start_indexes[rows].tolist(), end_indexes[cols].tolist())]
+
+
+def postprocess(all_examples: Sequence[SquadExample], all_features: Sequence[InputFeatures],
+                all_results: Iterable[RawResult], n_best_size: int, max_answer_length: int,
+                do_lower_case: bool, version_2_with_negative: bool = False,
+                null_score_diff_threshold: float = 0.0, verbose_logging: bool = False):
+  """(predictions, nbest, scores_diff) dicts keyed by qas_id: what write_predictions writes.
+
+  scores_diff is empty unless version_2_with_negative. Raises KeyError naming a feature whose
+  unique_id has no result.
+  """
+  example_index_to_features = collections.defaultdict(list)
+  for feature in all_features:
+    example_index_to_features[feature.example_index].append(feature)
+  unique_id_to_result = {result.unique_id: result for result in all_results}
+
+  all_predictions = collections.OrderedDict()
+  all_nbest_json = collections.OrderedDict()
+  scores_diff_json = collections.OrderedDict()
+  for example_index, example in enumerate(all_examples):
+    features = example_index_to_features[example_index]
+    prelim_predictions: List[_Prelim] = []
+    score_null = NO_ANSWER_SCORE_DIFF  # the original's "large and positive" start value
+    min_null_feature_index = 0
+    null_start_logit = null_end_logit = 0.0
+    for feature_index, feature in enumerate(features):
+      result = unique_id_to_result.get(feature.unique_id)
+      if result is None:
+        raise KeyError(f"no result for feature unique_id {feature.unique_id} (question "
+                       f"{example.qas_id!r}, window {feature.doc_span_index})")
+      if version_2_with_negative:
+        start0, end0 = float(result.start_logits[0]), float(result.end_logits[0])
+        feature_null_score = start0 + end0
+        if feature_null_score < score_null:
+          score_null = feature_null_score
+          min_null_feature_index = feature_index
+          null_start_logit, null_end_logit = start0, end0
+      prelim_predictions.extend(_feature_candidates(feature, result, n_best_size,
+                                                    max_answer_length, feature_index))
+    if version_2_with_negative and features:
+      prelim_predictions.append(_Prelim(min_null_feature_index, 0, 0, null_start_logit,
+                                        null_end_logit))
+    prelim_predictions.sort(key=lambda x: x.start_logit + x.end_logit, reverse=True)
+
+    seen_predictions = set()
+    nbest: List[_NBest] = []
+    for pred in prelim_predictions:
+      if len(nbest) >= n_best_size:
+        break
+      feature = features[pred.feature_index]
+      if pred.start_index > 0:  # a non-null prediction
+        tok_text = detokenize(feature.tokens[pred.start_index:(pred.end_index + 1)])
+        orig_doc_start = feature.token_to_orig_map[pred.start_index]
+        orig_doc_end = feature.token_to_orig_map[pred.end_index]
+        orig_text = " ".join(example.doc_tokens[orig_doc_start:(orig_doc_end + 1)])
+        final_text = get_final_text(tok_text, orig_text, do_lower_case, verbose_logging)
+        if final_text in seen_predictions:
+          continue
+      else:
+        final_text = ""
+      seen_predictions.add(final_text)
+      nbest.append(_NBest(final_text, pred.start_logit, pred.end_logit))
+
+    # The null answer is always among SQuAD 2.0's n-best.
+    if version_2_with_negative and "" not in seen_predictions:
+      nbest.append(_NBest("", null_start_logit, null_end_logit))
+    # No valid span at all (SQuAD 1.1): the original's placeholder.
+    if not nbest:
+      nbest.append(_NBest("empty", 0.0, 0.0))
+
+    total_scores = [entry.start_logit + entry.end_logit for entry in nbest]
+    best_non_null_entry = next((entry for entry in nbest if entry.text), None)
+    probs = _compute_softmax(total_scores)
+    all_nbest_json[example.qas_id] = [
+        collections.OrderedDict([("text", entry.text), ("probability", probs[i]),
+                                 ("start_logit", entry.start_logit),
+                                 ("end_logit", entry.end_logit)])
+        for i, entry in enumerate(nbest)]
+
+    if not version_2_with_negative:
+      all_predictions[example.qas_id] = nbest[0].text
+    elif best_non_null_entry is None:
+      # The original crashes here (google-research/bert#476): nothing but the null answer.
+      scores_diff_json[example.qas_id] = NO_ANSWER_SCORE_DIFF
+      all_predictions[example.qas_id] = ""
+    else:
+      score_diff = score_null - best_non_null_entry.start_logit - best_non_null_entry.end_logit
+      scores_diff_json[example.qas_id] = score_diff
+      all_predictions[example.qas_id] = \
+          "" if score_diff > null_score_diff_threshold else best_non_null_entry.text
+  return all_predictions, all_nbest_json, scores_diff_json
+
+
+def write_predictions(all_examples, all_features, all_results, n_best_size, max_answer_length,
+                      do_lower_case, output_prediction_file, output_nbest_file,
+                      output_null_log_odds_file, version_2_with_negative=False,
+                      null_score_diff_threshold=0.0, verbose_logging=False):
+  """Writes predictions.json, nbest_predictions.json and (SQuAD 2.0) null_odds.json.
+
+  The original's files for the same logits: each is json.dumps(obj, indent=4) plus a newline,
+  keyed by qas_id in example order. predictions: the best answer text (v2: "" when the null
+  score minus the best non-null score is above null_score_diff_threshold, so a negative
+  threshold gives more "" answers); nbest: up to n_best_size {text, probability, start_logit,
+  end_logit} per question, de-duplicated by text; null_odds: that score difference. Each file
+  is written atomically.
+
+  Returns:
+    (predictions, nbest, scores_diff) as postprocess.
+  """
+  logging.info("Writing predictions to: %s", output_prediction_file)
+  logging.info("Writing nbest to: %s", output_nbest_file)
+  predictions, nbest, scores_diff = postprocess(
+      all_examples, all_features, all_results, n_best_size, max_answer_length, do_lower_case,
+      version_2_with_negative, null_score_diff_threshold, verbose_logging)
+  io.write_text(output_prediction_file, json.dumps(predictions, indent=4) + "\n")
+  io.write_text(output_nbest_file, json.dumps(nbest, indent=4) + "\n")
+  if version_2_with_negative:
+    io.write_text(output_null_log_odds_file, json.dumps(scores_diff, indent=4) + "\n")
+  return predictions, nbest, scores_diff
+
+
+def predictions_from_nbest(nbest: Mapping[str, Sequence[Mapping[str, Any]]],
+                           scores_diff: Mapping[str, float], threshold: float
+                           ) -> Dict[str, str]:
+  """SQuAD 2.0 answers at another null_score_diff_threshold, from the n-best and null odds
+  (what re-running with --null_score_diff_threshold gives, without the model)."""
+  answers = collections.OrderedDict()
+  for qas_id, entries in nbest.items():
+    best = next((entry["text"] for entry in entries if entry["text"]), "")
+    diff = scores_diff.get(qas_id, NO_ANSWER_SCORE_DIFF)
+    answers[qas_id] = "" if diff > threshold else best
+  return answers

@@ -1,0 +1,460 @@
+"""run_squad as a library: records, fine-tuning, prediction, the official scores, export.
+
+`run_squad(config, settings)` is what `python -m bert_tf.run_squad` runs. It follows the
+original run_squad.py's main():
+
+* The flags are checked as the original's validate_flags_or_throw does (one of do_train /
+  do_predict, the files they need, max_seq_length within the model and above
+  max_query_length + 3), and every input file is read before anything is written.
+* Training: the examples are shuffled with random.Random(12345) as the original, converted to
+  output_dir/train.tf_record (squad_data), and trained for int(len(train_examples) /
+  train_batch_size * num_train_epochs) steps with warmup_proportion of them warming up. The step
+  count comes from the examples, not the windows (google-research/bert#662: with long contexts
+  that trains on fewer windows than the nominal epochs); --steps_from_features counts windows
+  instead.
+* Prediction: output_dir/eval.tf_record, then the model's start and end logits for every
+  window (every window exactly once, on every strategy), and predictions.json,
+  nbest_predictions.json and (SQuAD 2.0) null_odds.json as the original writes them.
+* When the predict file has answers (a dev set), the official SQuAD v1.1 / v2.0 scores are
+  computed (squad_metrics) and written to output_dir/eval_results.json; for SQuAD 2.0 with
+  null_odds.json as the no-answer probabilities, so best_f1 and best_f1_thresh are there.
+  null_score_diff_threshold=None (--null_score_diff_threshold=auto) rewrites predictions.json at
+  best_f1_thresh and says so.
+
+Beyond the original: resuming from output_dir, the tokenizer check against the checkpoint
+(tasks.common), refusing to predict with a span head that was never trained, and a raw-text
+question-answering export for TF Serving (output_dir/export/squad/<step>/).
+"""
+
+import dataclasses
+import json
+import random
+from typing import Any, Dict, List, Optional
+
+from absl import logging
+import keras
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import features
+from bert_tf import io
+from bert_tf import tokenization
+from bert_tf.config import BertConfig
+from bert_tf.model import checkpoints
+from bert_tf.model import heads
+from bert_tf.tasks import common
+from bert_tf.tasks import squad
+from bert_tf.tasks import squad_data
+from bert_tf.tasks import squad_metrics
+from bert_tf.training import input_pipeline
+from bert_tf.training import loop
+from bert_tf.training import optimization
+
+TASK_NAME = "squad"
+EXPORT_DIR = "export"
+EXPORT_MODEL_NAME = "squad"
+PREDICTIONS_FILE = "predictions.json"
+NBEST_FILE = "nbest_predictions.json"
+NULL_ODDS_FILE = "null_odds.json"
+EVAL_RESULTS_FILE = "eval_results.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class SquadSettings:
+  """Everything a run_squad run needs besides the model config (names follow the flags).
+
+  The original's: output_dir, vocab_file, train_file, predict_file, init_checkpoint,
+  do_lower_case, max_seq_length, doc_stride, max_query_length, do_train, do_predict,
+  train_batch_size, predict_batch_size, learning_rate, num_train_epochs, warmup_proportion,
+  save_checkpoints_steps, iterations_per_loop, n_best_size, max_answer_length, use_tpu,
+  verbose_logging, version_2_with_negative, null_score_diff_threshold (None: "auto", the best
+  threshold on the predict file's answers).
+
+  Additions as run_classifier's: optimizer, mixed_precision, jit_compile,
+  gradient_accumulation_steps, seed, keep_checkpoint_max, max_nonfinite_steps,
+  shuffle_buffer_size, export, allow_tokenizer_mismatch; steps_from_features (count the
+  training steps from the windows, not the examples).
+  """
+  output_dir: str
+  vocab_file: str
+  train_file: Optional[str] = None
+  predict_file: Optional[str] = None
+  init_checkpoint: Optional[str] = None
+  do_lower_case: bool = True
+  max_seq_length: int = 384
+  doc_stride: int = 128
+  max_query_length: int = 64
+  do_train: bool = False
+  do_predict: bool = False
+  train_batch_size: int = 32
+  predict_batch_size: int = 8
+  learning_rate: float = 5e-5
+  num_train_epochs: float = 3.0
+  warmup_proportion: float = 0.1
+  save_checkpoints_steps: int = 1000
+  iterations_per_loop: int = 1000
+  n_best_size: int = 20
+  max_answer_length: int = 30
+  use_tpu: bool = False
+  verbose_logging: bool = False
+  version_2_with_negative: bool = False
+  null_score_diff_threshold: Optional[float] = 0.0
+  optimizer: str = "adamw"
+  mixed_precision: str = "none"
+  jit_compile: bool = False
+  gradient_accumulation_steps: int = 1
+  seed: Optional[int] = None
+  keep_checkpoint_max: int = 5
+  max_nonfinite_steps: int = 5
+  shuffle_buffer_size: int = 100
+  export: bool = True
+  allow_tokenizer_mismatch: bool = False
+  steps_from_features: bool = False
+
+  def check(self, config: BertConfig, num_replicas: int = 1) -> None:
+    """Raises loop.TrainingError naming every flag with an impossible value (the original's
+    validate_flags_or_throw, plus the additions)."""
+    problems = []
+    if not self.do_train and not self.do_predict:
+      problems.append("At least one of `do_train` or `do_predict` must be True.")
+    if self.do_train and not self.train_file:
+      problems.append("If `do_train` is True, then `train_file` must be specified.")
+    if self.do_predict and not self.predict_file:
+      problems.append("If `do_predict` is True, then `predict_file` must be specified.")
+    if self.max_seq_length > config.max_position_embeddings:
+      problems.append(f"Cannot use sequence length {self.max_seq_length} because the BERT "
+                      f"model was only trained up to sequence length "
+                      f"{config.max_position_embeddings} (--max_seq_length)")
+    if self.max_seq_length <= self.max_query_length + 3:
+      problems.append(f"The max_seq_length ({self.max_seq_length}) must be greater than "
+                      f"max_query_length ({self.max_query_length}) + 3")
+    for name in ("train_batch_size", "predict_batch_size", "save_checkpoints_steps",
+                 "iterations_per_loop", "gradient_accumulation_steps", "keep_checkpoint_max",
+                 "doc_stride", "max_query_length", "n_best_size", "max_answer_length",
+                 "shuffle_buffer_size"):
+      if getattr(self, name) <= 0:
+        problems.append(f"--{name} must be positive, got {getattr(self, name)}")
+    if self.do_train and self.num_train_epochs <= 0:
+      problems.append(f"--num_train_epochs must be positive, got {self.num_train_epochs}")
+    if not 0 <= self.warmup_proportion <= 1:
+      problems.append(f"--warmup_proportion must be in [0, 1], got {self.warmup_proportion}")
+    if self.optimizer not in optimization.OPTIMIZER_NAMES:
+      problems.append(f"--optimizer must be one of {', '.join(optimization.OPTIMIZER_NAMES)}")
+    if self.mixed_precision not in loop.MIXED_PRECISION_POLICIES:
+      problems.append(f"--mixed_precision must be one of "
+                      f"{', '.join(loop.MIXED_PRECISION_POLICIES)}")
+    split = num_replicas * max(1, self.gradient_accumulation_steps)
+    if self.do_train and self.train_batch_size > 0 and self.train_batch_size % split:
+      problems.append(f"--train_batch_size={self.train_batch_size} must be a multiple of "
+                      f"replicas ({num_replicas}) x --gradient_accumulation_steps "
+                      f"({self.gradient_accumulation_steps})")
+    if self.do_predict and self.predict_batch_size > 0 and \
+        self.predict_batch_size % num_replicas:
+      problems.append(f"--predict_batch_size={self.predict_batch_size} must be a multiple of "
+                      f"the number of replicas ({num_replicas})")
+    if self.null_score_diff_threshold is None and not (self.version_2_with_negative and
+                                                       self.do_predict):
+      problems.append("--null_score_diff_threshold=auto needs --version_2_with_negative and "
+                      "--do_predict (it picks the best threshold on the predict file)")
+    if problems:
+      raise loop.TrainingError("; ".join(problems))
+
+
+def num_train_steps(num_examples: int, train_batch_size: int, num_train_epochs: float) -> int:
+  """The original's int(len(train_examples) / train_batch_size * num_train_epochs)."""
+  return int(num_examples / train_batch_size * num_train_epochs)
+
+
+def has_answers(input_file: str) -> bool:
+  """Whether a SQuAD file holds gold answers (a dev set) to score predictions against."""
+  for article in squad_data.load_squad_json(input_file):
+    for paragraph in article.get("paragraphs", []):
+      for qa in paragraph.get("qas", []):
+        if qa.get("answers") or "is_impossible" in qa:
+          return True
+  return False
+
+
+# === The run ===
+
+
+def run_squad(config: BertConfig, settings: SquadSettings,
+              strategy: Optional[tf.distribute.Strategy] = None) -> Dict[str, Any]:
+  """Fine-tunes and/or predicts; resumes from output_dir if it holds a checkpoint.
+
+  Returns:
+    A dict with global_step, model, num_train_steps and the training statistics (when
+    training), predictions / nbest / null_odds and the official scores as `eval` (when
+    predicting on a file with answers), the threshold used, and export_dir.
+
+  Raises:
+    loop.TrainingError: bad flags or data (naming the flag, the file and the question), a
+      tokenizer that contradicts the checkpoint, an untrained head, or a non-finite loss.
+  """
+  strategy = strategy or loop.select_strategy()
+  settings.check(config, strategy.num_replicas_in_sync)
+  chief = loop.is_chief(strategy)
+  existing = io.exists(settings.output_dir)
+  try:
+    tokenizer = tokenization.FullTokenizer(settings.vocab_file, settings.do_lower_case)
+    vocab_md5 = features.vocab_checksum(settings.vocab_file)
+    common.check_vocab_fits(settings.vocab_file, len(tokenizer.vocab), config.vocab_size)
+    for checkpoint in (settings.init_checkpoint, settings.output_dir if existing else None):
+      common.check_tokenizer(checkpoint, settings.vocab_file, settings.do_lower_case,
+                             settings.allow_tokenizer_mismatch, vocab_md5=vocab_md5)
+    data = _read_data(settings)
+  except (FileNotFoundError, ValueError) as e:
+    if isinstance(e, loop.TrainingError):
+      raise
+    raise loop.TrainingError(str(e)) from None
+  info = dict(task_name=TASK_NAME, version_2_with_negative=settings.version_2_with_negative,
+              do_lower_case=bool(settings.do_lower_case), vocab_md5=vocab_md5,
+              max_seq_length=settings.max_seq_length, doc_stride=settings.doc_stride,
+              max_query_length=settings.max_query_length,
+              max_answer_length=settings.max_answer_length, n_best_size=settings.n_best_size)
+  io.makedirs(settings.output_dir)
+  record_dir = settings.output_dir if chief else io.join(
+      settings.output_dir, f".worker_{strategy.cluster_resolver.task_id}_records")
+  io.makedirs(record_dir)
+  if chief:
+    config.to_json_file(io.join(settings.output_dir, "bert_config.json"))
+    common.write_task_info(settings.output_dir, info)
+  if settings.seed is not None:
+    keras.utils.set_random_seed(settings.seed)
+  previous_policy = loop.use_dtype_policy(settings.mixed_precision)
+  try:
+    return _run(config, settings, strategy, chief, data, tokenizer, info, record_dir)
+  finally:
+    keras.config.set_dtype_policy(previous_policy)
+
+
+def _read_data(settings: SquadSettings) -> Dict[str, Any]:
+  data: Dict[str, Any] = {"train": None, "predict": None, "has_answers": False}
+  if settings.do_train:
+    stats: Dict[str, int] = {}
+    train_examples = squad_data.read_squad_examples(
+        settings.train_file, is_training=True,
+        version_2_with_negative=settings.version_2_with_negative, stats=stats)
+    if not train_examples:
+      raise loop.TrainingError(f"--train_file={settings.train_file} has no usable training "
+                               f"question ({stats.get('questions', 0)} read, "
+                               f"{stats.get('skipped', 0)} skipped)")
+    # The original shuffles the training examples once, with this seed, before conversion.
+    random.Random(squad_data.TRAIN_SHUFFLE_SEED).shuffle(train_examples)
+    data["train"], data["train_stats"] = train_examples, stats
+  if settings.do_predict:
+    data["predict"] = squad_data.read_squad_examples(settings.predict_file, is_training=False)
+    if not data["predict"]:
+      raise loop.TrainingError(f"--predict_file={settings.predict_file} has no question")
+    data["has_answers"] = has_answers(settings.predict_file)
+    if settings.null_score_diff_threshold is None and not data["has_answers"]:
+      raise loop.TrainingError(f"--null_score_diff_threshold=auto: --predict_file="
+                               f"{settings.predict_file} has no answers to pick it with")
+  return data
+
+
+def _run(config, settings, strategy, chief, data, tokenizer, info, record_dir):
+  result: Dict[str, Any] = {}
+  steps = 0
+  if settings.do_train:
+    train_examples = data["train"]
+    stats: Dict[str, int] = {}
+    train_file = io.join(record_dir, "train.tf_record")
+    with squad_data.FeatureWriter(train_file, is_training=True) as writer:
+      squad_data.convert_examples_to_features(
+          train_examples, tokenizer, settings.max_seq_length, settings.doc_stride,
+          settings.max_query_length, is_training=True, output_fn=writer.process_feature,
+          stats=stats)
+    num_features = writer.num_features
+    counted = num_features if settings.steps_from_features else len(train_examples)
+    steps = num_train_steps(counted, settings.train_batch_size, settings.num_train_epochs)
+    if steps <= 0:
+      raise loop.TrainingError(
+          f"{counted} training {'windows' if settings.steps_from_features else 'examples'} / "
+          f"--train_batch_size={settings.train_batch_size} x --num_train_epochs="
+          f"{settings.num_train_epochs} is less than one step; lower the batch size or train "
+          "more epochs")
+    warmup = int(steps * settings.warmup_proportion)
+    result.update(num_train_steps=steps, train_examples=len(train_examples),
+                  train_features=num_features, train_stats=dict(data["train_stats"], **stats))
+    logging.info("***** Running training *****")
+    logging.info("  Num orig examples = %d", len(train_examples))
+    logging.info("  Num split examples = %d", num_features)
+    logging.info("  Batch size = %d", settings.train_batch_size)
+    logging.info("  Num steps = %d (warmup %d; %.2f epochs over the windows)", steps, warmup,
+                 steps * settings.train_batch_size / max(num_features, 1))
+    _log_stats(stats, "training")
+
+  run = loop.prepare_run(strategy, lambda: heads.build_span_model(config), squad.TASK,
+                         settings, max(steps, 1), int(steps * settings.warmup_proportion),
+                         chief)
+  model, global_step, trainer, state = run.model, run.global_step, run.trainer, run.checkpoint
+  head = model.get_layer(heads.SPAN_LAYER)
+  head_trained = state.resumed_from is not None
+  restored = set()
+  if state.resumed_from is None and settings.init_checkpoint:
+    restored = loop.load_init_checkpoint(model, settings.init_checkpoint)
+    head_trained = head.kernel.path in restored
+  loop.log_variables(model, restored)
+  if not settings.do_train and not head_trained:
+    raise loop.TrainingError(
+        "the SQuAD head (cls/squad/output_weights, output_bias) was never trained: "
+        + (f"--init_checkpoint={settings.init_checkpoint} holds no SQuAD head"
+           if settings.init_checkpoint else "no --init_checkpoint and no checkpoint in "
+           f"--output_dir={settings.output_dir}")
+        + "; predicting with it would give random answers. Add --do_train, or point "
+          "--init_checkpoint at a model fine-tuned on SQuAD")
+
+  if settings.do_train:
+    micro_batch = settings.train_batch_size // settings.gradient_accumulation_steps
+
+    def train_dataset(ctx):
+      dataset = input_pipeline.squad_dataset(
+          io.join(record_dir, "train.tf_record"), settings.max_seq_length, micro_batch,
+          is_training=True, input_context=ctx, seed=settings.seed,
+          shuffle_buffer_size=settings.shuffle_buffer_size)
+      if settings.gradient_accumulation_steps > 1:
+        dataset = dataset.batch(settings.gradient_accumulation_steps, drop_remainder=True)
+      return dataset
+
+    iterator = loop.resumed_iterator(strategy, train_dataset, global_step)
+    result.update(loop.train(trainer, iterator, global_step, state.manager, steps,
+                             settings.iterations_per_loop, settings.save_checkpoints_steps,
+                             settings.output_dir, chief))
+  result["global_step"] = int(global_step.numpy())
+  result["model"] = model
+
+  if settings.do_predict:
+    result.update(_predict(trainer, settings, data, tokenizer, record_dir, chief))
+  if settings.do_train and settings.export and chief:
+    from bert_tf.tasks import squad_export  # pylint: disable=g-import-not-at-top
+    result["export_dir"] = squad_export.export_squad(model, config, settings, info,
+                                                     version=result["global_step"])
+  if not chief:
+    io.remove(record_dir)
+  return result
+
+
+def _log_stats(stats: Dict[str, int], what: str) -> None:
+  if stats.get("truncated_questions"):
+    logging.warning("%d %s questions are longer than --max_query_length and were cut to its "
+                    "first WordPieces", stats["truncated_questions"], what)
+  if stats.get("without_window"):
+    logging.warning("%d %s questions have a context without any WordPiece (empty, or only "
+                    "characters the tokenizer drops): no window, answered with no answer",
+                    stats["without_window"], what)
+
+
+def predict_logits(trainer: loop.Trainer, record_file: str, num_features: int,
+                   settings: SquadSettings) -> Dict[str, np.ndarray]:
+  """{"unique_ids", "start_logits", "end_logits"} for every record of an eval.tf_record, in
+  file order."""
+  batch_size = settings.predict_batch_size
+  num_steps = input_pipeline.eval_steps(num_features, batch_size)
+
+  def dataset_fn(ctx):
+    return input_pipeline.squad_dataset(record_file, settings.max_seq_length, batch_size,
+                                        is_training=False, input_context=ctx,
+                                        num_examples=num_features)
+
+  iterator = iter(trainer.strategy.distribute_datasets_from_function(dataset_fn))
+  out = loop.predict(trainer, iterator, num_steps, keep=("unique_ids",))
+  if len(out["unique_ids"]) != num_features:
+    raise loop.TrainingError(f"{record_file}: {len(out['unique_ids'])} windows predicted, "
+                             f"expected {num_features}")
+  return out
+
+
+def _predict(trainer, settings, data, tokenizer, record_dir, chief) -> Dict[str, Any]:
+  examples = data["predict"]
+  eval_features: List[squad_data.InputFeatures] = []
+  stats: Dict[str, int] = {}
+  record_file = io.join(record_dir, "eval.tf_record")
+  with squad_data.FeatureWriter(record_file, is_training=False) as writer:
+
+    def append_feature(feature):
+      eval_features.append(feature)
+      writer.process_feature(feature)
+
+    squad_data.convert_examples_to_features(
+        examples, tokenizer, settings.max_seq_length, settings.doc_stride,
+        settings.max_query_length, is_training=False, output_fn=append_feature, stats=stats)
+  logging.info("***** Running predictions *****")
+  logging.info("  Num orig examples = %d", len(examples))
+  logging.info("  Num split examples = %d", len(eval_features))
+  logging.info("  Batch size = %d", settings.predict_batch_size)
+  _log_stats(stats, "predict")
+  out = predict_logits(trainer, record_file, len(eval_features), settings) \
+      if eval_features else {"unique_ids": np.zeros([0], np.int64)}
+  expected = [f.unique_id for f in eval_features]
+  if out["unique_ids"].tolist() != expected:
+    raise loop.TrainingError(f"{record_file}: the predicted windows' unique_ids do not match "
+                             "the converted features")
+  results = [squad_data.RawResult(uid, out["start_logits"][i].tolist(),
+                                  out["end_logits"][i].tolist())
+             for i, uid in enumerate(expected)]
+  return write_outputs(examples, eval_features, results, settings, data["has_answers"],
+                       chief)
+
+
+def write_outputs(examples, eval_features, results, settings: SquadSettings,
+                  has_gold: bool, chief: bool = True) -> Dict[str, Any]:
+  """predictions.json, nbest_predictions.json, null_odds.json and (with answers in the predict
+  file) eval_results.json in output_dir; the threshold search for "auto"."""
+  out_dir = settings.output_dir
+  threshold = settings.null_score_diff_threshold
+  paths = {name: io.join(out_dir, name) for name in (PREDICTIONS_FILE, NBEST_FILE,
+                                                      NULL_ODDS_FILE)}
+  v2 = settings.version_2_with_negative
+  predictions, nbest, null_odds = squad_data.postprocess(
+      examples, eval_features, results, settings.n_best_size, settings.max_answer_length,
+      settings.do_lower_case, v2, 0.0 if threshold is None else threshold,
+      settings.verbose_logging)
+  result: Dict[str, Any] = {}
+  scores = None
+  if has_gold:
+    dataset = squad_data.load_squad_json(settings.predict_file)
+    if v2:
+      scores = squad_metrics.evaluate_v2(dataset, predictions, na_probs=null_odds)
+      if threshold is None:
+        threshold = float(scores["best_f1_thresh"])
+        logging.info("--null_score_diff_threshold=auto: %.6f, the threshold with the best F1 "
+                     "(%.4f) on %s", threshold, scores["best_f1"], settings.predict_file)
+        predictions = squad_data.predictions_from_nbest(nbest, null_odds, threshold)
+        scores = squad_metrics.evaluate_v2(dataset, predictions, na_probs=null_odds)
+      scores = dict(scores, null_score_diff_threshold=threshold)
+    else:
+      scores = squad_metrics.evaluate_v1(dataset, predictions)
+  if chief:
+    io.write_text(paths[PREDICTIONS_FILE], json.dumps(predictions, indent=4) + "\n")
+    io.write_text(paths[NBEST_FILE], json.dumps(nbest, indent=4) + "\n")
+    if v2:
+      io.write_text(paths[NULL_ODDS_FILE], json.dumps(null_odds, indent=4) + "\n")
+    if scores is not None:
+      io.write_text(io.join(out_dir, EVAL_RESULTS_FILE), json.dumps(scores, indent=2) + "\n")
+  if scores is not None:
+    logging.info("***** SQuAD %s scores on %s *****", "v2.0" if v2 else "v1.1",
+                 settings.predict_file)
+    for key, value in scores.items():
+      logging.info("  %s = %s", key, value)
+    result["eval"] = scores
+  result.update(predictions=predictions, nbest=nbest, null_odds=null_odds,
+                null_score_diff_threshold=threshold,
+                predictions_file=paths[PREDICTIONS_FILE])
+  return result
+
+
+# === Export support ===
+
+
+def float32_span_model(model: keras.Model, config: BertConfig) -> keras.Model:
+  """A float32 copy of a span model built outside any strategy (for SavedModels)."""
+  previous = keras.config.dtype_policy()
+  keras.config.set_dtype_policy("float32")
+  try:
+    copy_model = heads.build_span_model(config)
+  finally:
+    keras.config.set_dtype_policy(previous)
+  checkpoints.set_original_weights(copy_model, checkpoints.get_original_weights(model),
+                                   source=model.name)
+  return copy_model

@@ -1,0 +1,429 @@
+"""bert_tf.tasks.squad_data: the original run_squad.py's examples, windows, records and answers.
+
+Two kinds of checks: golden cases worked out by hand from the original's rules
+(../shared/spec/ORIGINAL_FINETUNING.md §2), and equality with squad_reference.py, a literal
+restatement of the original's loops, on the committed SQuAD fixtures (tests/data/squad, real
+text) and on generated contexts, for examples, every feature field, the record bytes and the
+three prediction files' JSON text.
+"""
+
+import collections
+import json
+import os
+import random
+
+from hypothesis import given, settings, strategies as st
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import tokenization
+from bert_tf.tasks import squad_data as sd
+from tests.tasks import squad_reference as ref
+
+DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data")
+SQUAD = os.path.join(DATA, "squad")
+VOCAB = os.path.join(DATA, "vocab_uncased.txt")
+FEATURE_FIELDS = ("unique_id", "example_index", "doc_span_index", "tokens", "token_to_orig_map",
+                  "token_is_max_context", "input_ids", "input_mask", "segment_ids",
+                  "start_position", "end_position", "is_impossible")
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+  return tokenization.FullTokenizer(VOCAB, do_lower_case=True)
+
+
+def write_squad(path, paragraphs, version="1.1"):
+  """paragraphs: [(context, [qa dict])] -> a SQuAD file with one article."""
+  data = {"version": version, "data": [{"title": "t", "paragraphs": [
+      {"context": c, "qas": qas} for c, qas in paragraphs]}]}
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump(data, f, ensure_ascii=False)
+  return str(path)
+
+
+def qa(qid, question, text=None, start=None, impossible=None):
+  entry = {"id": qid, "question": question,
+           "answers": [] if text is None else [{"text": text, "answer_start": start}]}
+  if impossible is not None:
+    entry["is_impossible"] = impossible
+  return entry
+
+
+def features_of(examples, tokenizer, is_training, max_seq_length=64, doc_stride=16,
+                max_query_length=12):
+  out = []
+  sd.convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,
+                                  max_query_length, is_training, out.append)
+  return out
+
+
+# === Golden cases ===
+
+
+def test_context_split_and_character_offsets():
+  tokens, offsets = sd.split_context("  The  cat\tsat\u202fon\n")
+  assert tokens == ["The", "cat", "sat", "on"]
+  # Leading separators -> -1; a separator keeps the previous word's index.
+  assert offsets == [-1, -1, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3]
+  # Other Unicode spaces (here NO-BREAK SPACE) join the word, as in the original.
+  assert sd.split_context("a\u00a0b c")[0] == ["a\u00a0b", "c"]
+
+
+def test_windows_step_by_doc_stride():
+  # doc_stride is the step between window starts (HF's `stride` is the overlap instead).
+  assert sd.doc_spans(10, 4, 2) == [(0, 4), (2, 4), (4, 4), (6, 4)]
+  assert sd.doc_spans(10, 4, 8) == [(0, 4), (4, 4), (8, 2)]  # the step is at most the length
+  assert sd.doc_spans(4, 4, 2) == [(0, 4)]
+  assert sd.doc_spans(0, 4, 2) == []
+
+
+def test_max_context_prefers_the_more_central_window_and_the_earlier_on_ties():
+  spans = [sd.DocSpan(0, 4), sd.DocSpan(2, 4)]
+  # Position 2: window 0 scores min(2, 1) + 0.04 = 1.04, window 1 min(0, 3) + 0.04 = 0.04.
+  # Position 3: window 0 min(3, 0) + .04 = .04, window 1 min(1, 2) + .04 = 1.04.
+  assert sd.max_context_spans(spans, 6) == [0, 0, 0, 1, 1, 1]
+  # Equal scores (same length, same distance to an edge): the earlier window keeps it.
+  # Position 3 in windows [0, 4] and [2, 6]: min(3, 1) = min(1, 3) = 1, both + 0.05: window 0.
+  spans = [sd.DocSpan(0, 5), sd.DocSpan(2, 5)]
+  assert sd.max_context_spans(spans, 7) == [0, 0, 0, 0, 1, 1, 1]
+  for spans_ in ([sd.DocSpan(0, 5), sd.DocSpan(2, 5), sd.DocSpan(4, 3)],
+                 [sd.DocSpan(0, 3), sd.DocSpan(1, 3)]):
+    best = sd.max_context_spans(spans_, 7)
+    for p in range(7):
+      for w in range(len(spans_)):
+        assert sd._check_is_max_context(spans_, w, p) == (best[p] == w)
+
+
+def test_answer_inside_a_punctuated_word_is_tightened(tokenizer, tmp_path):
+  context = "He lived (1895-1943). Then"
+  path = write_squad(tmp_path / "a.json", [(context, [
+      qa("q1", "When was he born?", "1895", context.index("1895")),
+      qa("q2", "Which people?", "Japan", 0)])])
+  # q2's answer "Japan" is inside the word "Japanese" of another context below.
+  ctx2 = "Japanese gardens"
+  path2 = write_squad(tmp_path / "b.json", [(ctx2, [qa("q2", "Which people?", "Japan", 0)])])
+  (example,) = sd.read_squad_examples(path, True)[:1]
+  assert (example.start_position, example.end_position) == (2, 2)  # the word "(1895-1943)."
+  (feature,) = features_of([example], tokenizer, True)
+  answer = feature.tokens[feature.start_position:feature.end_position + 1]
+  assert answer == ["1895"]  # not ( 1895 - 1943 ) .
+  (example2,) = sd.read_squad_examples(path2, True)
+  (feature2,) = features_of([example2], tokenizer, True)
+  # "Japan" is not a whole WordPiece of "japanese": the whole word stays the answer.
+  assert feature2.tokens[feature2.start_position:feature2.end_position + 1] == ["japanese"]
+
+
+def test_training_labels_window_without_answer_and_impossible(tokenizer, tmp_path):
+  words = [f"w{i}" for i in range(30)]
+  context = " ".join(words)
+  start = context.index("w25")
+  path = write_squad(tmp_path / "a.json", [(context, [
+      qa("a", "q", "w25", start, impossible=False), qa("b", "q", impossible=True)])], "v2.0")
+  examples = sd.read_squad_examples(path, True, version_2_with_negative=True)
+  feats = features_of(examples, tokenizer, True, max_seq_length=32, doc_stride=10)
+  by_example = collections.defaultdict(list)
+  for f in feats:
+    by_example[f.example_index].append(f)
+  for f in by_example[0]:
+    inside = f.start_position != 0
+    if inside:
+      assert f.tokens[f.start_position] == "w" and f.tokens[f.end_position] == "##25"
+    else:
+      assert f.end_position == 0
+  assert any(f.start_position for f in by_example[0])
+  assert all(f.start_position == f.end_position == 0 and f.is_impossible
+             for f in by_example[1])
+  # unique_ids count from 1000000000 across examples.
+  assert [f.unique_id for f in feats] == list(range(1000000000, 1000000000 + len(feats)))
+
+
+def test_get_final_text_projects_back_to_the_original_words():
+  assert sd.get_final_text("steve smith", "Steve Smith's", True) == "Steve Smith"
+  assert sd.get_final_text("1895", "(1895-1943).", True) == "1895"
+  assert sd.get_final_text("Smith", "Smith's", False) == "Smith"
+  # Precomposed é: stripping its accent keeps the length, so the projection works.
+  assert sd.get_final_text("cafe", "Café au", True) == "Café"
+  # Decomposed e + U+0301: lower-casing drops the mark, lengths differ -> the whole words.
+  assert sd.get_final_text("cafe", "Cafe\u0301 au", True) == "Cafe\u0301 au"
+  # [UNK] is never found in the BasicTokenizer's text -> the whole words.
+  assert sd.get_final_text("[UNK] smith", "\u2603 Smith", True) == "\u2603 Smith"
+  assert sd.get_final_text("", "Smith", True) == "Smith"
+
+
+def results_for(features, picks, seq):
+  """RawResults whose logits are 0 except `picks`: {unique_id: (start pos, end pos, value)}."""
+  results = []
+  for f in features:
+    start, end = np.full(seq, -5.0, np.float32), np.full(seq, -5.0, np.float32)
+    for s, e, value in picks.get(f.unique_id, []):
+      start[s] = value
+      end[e] = value
+    results.append(sd.RawResult(f.unique_id, start.tolist(), end.tolist()))
+  return results
+
+
+def test_v2_threshold_sign_and_null_odds(tokenizer, tmp_path):
+  context = "The cat sat on the mat"
+  path = write_squad(tmp_path / "a.json", [(context, [qa("q", "Where?")])])
+  examples = sd.read_squad_examples(path, False)
+  (feature,) = features_of(examples, tokenizer, False)
+  mat = feature.tokens.index("mat")
+  # Null score 2 + 2 = 4 at [CLS]; best span "mat" 1.5 + 1.5 = 3: diff = 1.
+  (result,) = results_for([feature], {feature.unique_id: [(0, 0, 2.0), (mat, mat, 1.5)]}, 64)
+  for threshold, answer in ((0.0, ""), (0.99, ""), (1.0, "mat"), (2.0, "mat")):
+    predictions, nbest, odds = sd.postprocess(examples, [feature], [result], 20, 30, True,
+                                              True, threshold)
+    assert predictions["q"] == answer, threshold
+    assert odds["q"] == pytest.approx(1.0)
+  assert nbest["q"][0]["text"] == "" and nbest["q"][1]["text"] == "mat"
+  assert sum(e["probability"] for e in nbest["q"]) == pytest.approx(1.0)
+  # SQuAD 1.1 ignores the null score.
+  predictions, _, odds = sd.postprocess(examples, [feature], [result], 20, 30, True, False)
+  assert predictions["q"] == "mat" and not odds
+
+
+def test_no_valid_span_is_handled_where_the_original_crashes(tokenizer, tmp_path):
+  path = write_squad(tmp_path / "a.json", [("The cat sat", [qa("q", "Where is it?")]),
+                                           ("", [qa("empty", "Anything?")])])
+  examples = sd.read_squad_examples(path, False)
+  feats = features_of(examples, tokenizer, False)
+  assert [f.example_index for f in feats] == [0]  # the empty context has no window
+  # The top start and end logits are all in the question part: no valid span at all.
+  question_positions = [(p, p, 3.0) for p in range(1, 5)]
+  results = results_for(feats, {feats[0].unique_id: question_positions}, 64)
+  predictions, nbest, odds = sd.postprocess(examples, feats, results, 4, 30, True, True)
+  assert predictions == {"q": "", "empty": ""}
+  assert odds == {"q": sd.NO_ANSWER_SCORE_DIFF, "empty": sd.NO_ANSWER_SCORE_DIFF}
+  assert [e["text"] for e in nbest["q"]] == [""]
+  _, _, _, crashed = ref.predictions(examples, feats, results, 4, 30, True, True, 0.0)
+  assert crashed == ["q", "empty"]  # where the original raises
+  # SQuAD 1.1: the original's "empty" placeholder.
+  predictions, nbest, _ = sd.postprocess(examples, feats, results, 4, 30, True, False)
+  assert predictions == {"q": "empty", "empty": "empty"}
+  assert nbest["q"] == [{"text": "empty", "probability": 1.0, "start_logit": 0.0,
+                         "end_logit": 0.0}]
+
+
+def test_answers_not_at_their_offset_are_skipped_and_counted(tmp_path, caplog):
+  context = "alpha beta gamma"
+  path = write_squad(tmp_path / "a.json", [(context, [
+      qa("ok", "q", "beta", 6), qa("moved", "q", "beta", 0), qa("outside", "q", "beta", 99)])])
+  stats = {}
+  examples = sd.read_squad_examples(path, True, stats=stats)
+  assert [e.qas_id for e in examples] == ["ok"]
+  assert stats == {"questions": 3, "skipped": 2}
+  assert "Could not find answer" in caplog.text
+  # At prediction time answers are not read: every question is kept.
+  assert len(sd.read_squad_examples(path, False)) == 3
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{not json", "not valid JSON"),
+    ('{"version": "1.1"}', "no 'data' key"),
+    ('{"data": [{"paragraphs": [{"qas": []}]}]}', "no 'context' key"),
+    ('{"data": [{"paragraphs": [{"context": "x", "qas": [{"question": "q"}]}]}]}',
+     "no 'id' key"),
+    ('{"data": [{"paragraphs": [{"context": "x y", "qas": [{"id": "q7", "question": "q", '
+     '"answers": [{"text": "x", "answer_start": 0}, {"text": "y", "answer_start": 2}]}]}]}]}',
+     "'q7'.*exactly 1 answer"),
+])
+def test_malformed_files_name_the_file_and_the_key(tmp_path, content, message):
+  path = tmp_path / "bad.json"
+  path.write_text(content, encoding="utf-8")
+  with pytest.raises(sd.SquadFormatError, match=message) as error:
+    sd.read_squad_examples(str(path), True)
+  assert str(path) in str(error.value)
+
+
+def test_impossible_flag_is_required_for_v2_training(tmp_path):
+  path = write_squad(tmp_path / "a.json", [("x", [qa("q9", "q", "x", 0)])], "v2.0")
+  with pytest.raises(sd.SquadFormatError, match="'q9'.*is_impossible"):
+    sd.read_squad_examples(path, True, version_2_with_negative=True)
+
+
+def test_feature_writer_leaves_nothing_when_conversion_fails(tokenizer, tmp_path):
+  path = str(tmp_path / "train.tf_record")
+  examples = sd.read_squad_examples(os.path.join(SQUAD, "train-v1.1.json"), True)[:5]
+  with pytest.raises(RuntimeError):
+    with sd.FeatureWriter(path, is_training=True) as writer:
+      def fail_after_two(feature):
+        if writer.num_features == 2:
+          raise RuntimeError("interrupted")
+        writer.process_feature(feature)
+      sd.convert_examples_to_features(examples, tokenizer, 64, 16, 12, True, fail_after_two)
+  assert os.listdir(tmp_path) == []
+
+
+# === Equality with the original's loops ===
+
+
+def assert_same_features(ours, theirs, is_training):
+  assert len(ours) == len(theirs)
+  for a, b in zip(ours, theirs):
+    for field in FEATURE_FIELDS:
+      assert getattr(a, field) == getattr(b, field), (field, a.unique_id)
+    assert sd.serialize_feature(a, is_training) == \
+        ref.feature_record(b, is_training).SerializeToString(deterministic=True)
+
+
+def assert_same_examples(ours, theirs):
+  assert [(e.qas_id, e.question_text, e.doc_tokens, e.orig_answer_text, e.start_position,
+           e.end_position, e.is_impossible) for e in ours] == \
+      [(e.qas_id, e.question_text, e.doc_tokens, e.orig_answer_text, e.start_position,
+        e.end_position, e.is_impossible) for e in theirs]
+
+
+def random_results(features, seq, seed, peaked=True):
+  """Logits with a few strong positions per window (like a trained model) or pure noise."""
+  rng = np.random.default_rng(seed)
+  results = []
+  for f in features:
+    start = rng.normal(size=seq).astype(np.float32)
+    end = rng.normal(size=seq).astype(np.float32)
+    if peaked:
+      n = sum(f.input_mask)
+      for logits in (start, end):
+        logits[rng.integers(0, n, size=3)] += rng.uniform(2, 6, size=3).astype(np.float32)
+    results.append(sd.RawResult(f.unique_id, start.tolist(), end.tolist()))
+  return results
+
+
+def assert_same_predictions(examples, features, rexamples, rfeatures, results, v2, **kw):
+  args = dict(n_best_size=kw.get("n_best_size", 20), max_answer_length=kw.get("max_answer", 30),
+              do_lower_case=True)
+  ours = sd.postprocess(examples, features, results, version_2_with_negative=v2,
+                        null_score_diff_threshold=kw.get("threshold", 0.0), **args)
+  *theirs, crashed = ref.predictions(rexamples, rfeatures, results, args["n_best_size"],
+                                     args["max_answer_length"], True, v2,
+                                     kw.get("threshold", 0.0))
+  for qid in crashed:  # the original raises there; we answer "" (see the crash test)
+    assert ours[0][qid] == "" and ours[2][qid] == sd.NO_ANSWER_SCORE_DIFF
+  for mine, original in zip(ours, theirs):
+    mine = collections.OrderedDict((k, v) for k, v in mine.items() if k not in crashed)
+    assert json.dumps(mine, indent=4) == json.dumps(original, indent=4)
+  return ours, crashed
+
+
+@pytest.mark.parametrize("name, v2", [("train-v1.1.json", False), ("dev-v1.1.json", False),
+                                      ("train-v2.0.json", True), ("dev-v2.0.json", True),
+                                      ("edge-v2.0.json", True)])
+@pytest.mark.parametrize("max_seq_length, doc_stride, max_query_length",
+                         [(64, 16, 12), (128, 64, 32), (384, 128, 64)])
+def test_fixtures_equal_the_originals_loops(tokenizer, name, v2, max_seq_length, doc_stride,
+                                            max_query_length):
+  path = os.path.join(SQUAD, name)
+  modes = [False] + ([True] if name.startswith(("train", "edge")) else [])
+  for is_training in modes:
+    examples = sd.read_squad_examples(path, is_training, v2)
+    rexamples = ref.read_examples(path, is_training, v2)
+    assert_same_examples(examples, rexamples)
+    ours, theirs = [], []
+    count = sd.convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,
+                                            max_query_length, is_training, ours.append)
+    ref.convert(rexamples, tokenizer, max_seq_length, doc_stride, max_query_length,
+                is_training, theirs.append)
+    assert count == len(ours)
+    assert_same_features(ours, theirs, is_training)
+    if not is_training:
+      results = random_results(ours, max_seq_length, seed=max_seq_length)
+      for threshold in (0.0, -2.0, 3.0):
+        assert_same_predictions(examples, ours, rexamples, theirs, results, v2,
+                                threshold=threshold)
+      assert_same_predictions(examples, ours, rexamples, theirs,
+                              random_results(ours, max_seq_length, 7, peaked=False), v2,
+                              n_best_size=5, max_answer=4)
+
+
+# Contexts from words with punctuation, accents, digits, [UNK]-makers and odd spacing.
+_WORDS = ["The", "cat", "(1895-1943).", "Smith's", "café", "Cafe\u0301", "naïve", "U.S.",
+          "x", "don't", "\u2603", "running", "Japanese", "12,000", "über", "A", "the", "ok"]
+_SPACES = [" ", " ", " ", "  ", "\n", "\t", " \u202f", "\u00a0"]
+
+
+@st.composite
+def squad_files(draw):
+  rng = random.Random(draw(st.integers(0, 2 ** 32)))
+  paragraphs = []
+  for p in range(draw(st.integers(1, 3))):
+    words = [rng.choice(_WORDS) for _ in range(draw(st.integers(0, 60)))]
+    context = "".join(w + rng.choice(_SPACES) for w in words).rstrip(" ") if words else ""
+    qas = []
+    for q in range(draw(st.integers(1, 3))):
+      question = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(0, 20)))
+      if context and rng.random() < 0.8:
+        start = rng.randrange(len(context))
+        length = rng.randint(1, min(25, len(context) - start))
+        qas.append(qa(f"p{p}q{q}", question, context[start:start + length], start,
+                      impossible=False))
+      else:
+        qas.append(qa(f"p{p}q{q}", question, impossible=True))
+    paragraphs.append((context, qas))
+  return paragraphs
+
+
+@settings(max_examples=40, deadline=None)
+@given(paragraphs=squad_files(), max_seq_length=st.sampled_from([24, 40, 64]),
+       doc_stride=st.integers(1, 20), seed=st.integers(0, 1000))
+def test_generated_contexts_equal_the_originals_loops(tmp_path_factory, paragraphs,
+                                                      max_seq_length, doc_stride, seed):
+  tok = tokenization.FullTokenizer(VOCAB, do_lower_case=True)
+  path = write_squad(tmp_path_factory.mktemp("gen") / "g.json", paragraphs, "v2.0")
+  for is_training in (True, False):
+    examples = sd.read_squad_examples(path, is_training, True)
+    rexamples = ref.read_examples(path, is_training, True)
+    assert_same_examples(examples, rexamples)
+    ours, theirs = [], []
+    sd.convert_examples_to_features(examples, tok, max_seq_length, doc_stride, 8, is_training,
+                                    ours.append)
+    ref.convert(rexamples, tok, max_seq_length, doc_stride, 8, is_training, theirs.append)
+    assert_same_features(ours, theirs, is_training)
+  results = random_results(ours, max_seq_length, seed)
+  for v2 in (False, True):
+    assert_same_predictions(examples, ours, rexamples, theirs, results, v2)
+
+
+def test_written_files_are_the_originals_format(tokenizer, tmp_path):
+  path = os.path.join(SQUAD, "dev-v2.0.json")
+  examples = sd.read_squad_examples(path, False)[:30]
+  feats = features_of(examples, tokenizer, False, 128, 64, 32)
+  results = random_results(feats, 128, 3)
+  files = [str(tmp_path / n) for n in ("p.json", "n.json", "o.json")]
+  predictions, nbest, odds = sd.write_predictions(examples, feats, results, 20, 30, True, *files,
+                                                  version_2_with_negative=True)
+  texts = [open(f, encoding="utf-8").read() for f in files]
+  assert texts == [json.dumps(x, indent=4) + "\n" for x in (predictions, nbest, odds)]
+  assert list(json.loads(texts[0])) == [e.qas_id for e in examples]
+  assert list(json.loads(texts[1])[examples[0].qas_id][0]) == \
+      ["text", "probability", "start_logit", "end_logit"]
+  # v1 writes no null_odds.json
+  os.remove(files[2])
+  sd.write_predictions(examples, feats, results, 20, 30, True, *files)
+  assert not os.path.exists(files[2])
+  # Re-deciding at another threshold from the n-best and the odds equals a re-run.
+  for threshold in (-3.0, 0.5, 4.0):
+    again = sd.postprocess(examples, feats, results, 20, 30, True, True, threshold)[0]
+    assert sd.predictions_from_nbest(nbest, odds, threshold) == again
+
+
+def test_records_parse_back_to_the_features(tokenizer, tmp_path):
+  path = os.path.join(SQUAD, "train-v2.0.json")
+  examples = sd.read_squad_examples(path, True, True)[:40]
+  record_file = str(tmp_path / "train.tf_record")
+  kept = []
+  with sd.FeatureWriter(record_file, is_training=True) as writer:
+    def keep(feature):
+      kept.append(feature)
+      writer.process_feature(feature)
+    sd.convert_examples_to_features(examples, tokenizer, 64, 16, 12, True, keep)
+  records = list(tf.data.TFRecordDataset(record_file).as_numpy_iterator())
+  assert len(records) == writer.num_features == len(kept)
+  for record, feature in zip(records, kept):
+    parsed = tf.train.Example.FromString(record).features.feature
+    values = {k: list(v.int64_list.value) for k, v in parsed.items()}
+    assert values == {"unique_ids": [feature.unique_id], "input_ids": feature.input_ids,
+                      "input_mask": feature.input_mask, "segment_ids": feature.segment_ids,
+                      "start_positions": [feature.start_position],
+                      "end_positions": [feature.end_position],
+                      "is_impossible": [int(feature.is_impossible)]}
