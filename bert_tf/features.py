@@ -144,16 +144,26 @@ def length_delimited(field_number: int, payload: bytes) -> bytes:
   return varint((field_number << 3) | 2) + varint(len(payload)) + payload
 
 
-def serialize_int64_example(values: Mapping[str, Sequence[int]]) -> bytes:
+def serialize_int64_example(values: Mapping[str, Sequence[int]],
+                            varints: Optional[Sequence[bytes]] = None) -> bytes:
   """A tf.train.Example of int64 lists, as SerializeToString(deterministic=True) writes it.
 
   Deterministic serialisation orders the feature map's entries by key; each value is
   Feature{int64_list (field 3): Int64List{value (field 1, packed)}} (an empty list writes no
-  value field). Negative values take the 10-byte two's complement varint.
+  value field). Negative values take the 10-byte two's complement varint. `varints`, a
+  varint_table, makes small non-negative values a lookup.
   """
   entries = []
   for name in sorted(values, key=lambda n: n.encode("utf-8")):
-    packed = b"".join(map(varint, values[name]))
+    items = values[name]
+    packed = None
+    if varints is not None and items and min(items) >= 0:
+      try:
+        packed = b"".join(map(varints.__getitem__, items))
+      except IndexError:
+        packed = None
+    if packed is None:
+      packed = b"".join(map(varint, items))
     int64_list = length_delimited(1, packed) if packed else b""
     feature = length_delimited(3, int64_list)
     entries.append(length_delimited(1, length_delimited(1, name.encode("utf-8")) +

