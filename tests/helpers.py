@@ -241,3 +241,26 @@ def assert_same_weights(a, b, rtol=1e-5, atol=1e-6):
   assert len(a) > 10
   for name in a:
     np.testing.assert_allclose(a[name], b[name], rtol=rtol, atol=atol, err_msg=name)
+
+
+def _read_varint(data, pos):
+  value, shift = 0, 0
+  while True:
+    byte = data[pos]
+    pos += 1
+    value |= (byte & 0x7F) << shift
+    shift += 7
+    if byte < 0x80:
+      return value, pos
+
+
+def protobuf_fields(data):
+  """Length-delimited fields of a protobuf message: [(field number, bytes)]."""
+  pos, fields = 0, []
+  while pos < len(data):
+    key, pos = _read_varint(data, pos)
+    assert key & 7 == 2, "only length-delimited fields are written"
+    size, pos = _read_varint(data, pos)
+    fields.append((key >> 3, data[pos:pos + size]))
+    pos += size
+  return fields

@@ -364,39 +364,17 @@ def _run(config, settings, strategy, chief, data, label_list, tokenizer, info, r
       strategy, lambda: heads.build_classifier_model(config, None if regression
                                                      else len(label_list)),
       task, settings, max(steps, 1), int(steps * settings.warmup_proportion), chief)
-  model, global_step, trainer, state = run.model, run.global_step, run.trainer, run.checkpoint
-  head = model.get_layer(heads.CLASSIFIER_LAYER)
-  head_trained = state.resumed_from is not None
-  restored = set()
-  if state.resumed_from is None and settings.init_checkpoint:
-    restored = loop.load_init_checkpoint(model, settings.init_checkpoint)
-    head_trained = head.kernel.path in restored
-  loop.log_variables(model, restored)
-  if not settings.do_train and not head_trained:
-    raise loop.TrainingError(
-        "the classifier head (output_weights/output_bias) was never trained: "
-        + (f"--init_checkpoint={settings.init_checkpoint} holds no classifier head"
-           if settings.init_checkpoint else "no --init_checkpoint and no checkpoint in "
-           f"--output_dir={settings.output_dir}")
-        + "; evaluating or predicting it would give random results (google-research/bert#1037)."
-          " Add --do_train, or point --init_checkpoint at a fine-tuned classifier")
-
+  model, global_step, trainer = run.model, run.global_step, run.trainer
+  loop.init_fine_tuning(
+      run, settings, heads.CLASSIFIER_LAYER, "classifier head (output_weights/output_bias)",
+      "evaluating or predicting it would give random results (google-research/bert#1037). Add "
+      "--do_train, or point --init_checkpoint at a fine-tuned classifier")
   if settings.do_train:
-    micro_batch = settings.train_batch_size // settings.gradient_accumulation_steps
-
-    def train_dataset(ctx):
-      dataset = input_pipeline.classifier_dataset(
-          io.join(record_dir, "train.tf_record"), settings.max_seq_length, micro_batch,
-          is_training=True, input_context=ctx, regression=regression, seed=settings.seed,
-          shuffle_buffer_size=settings.shuffle_buffer_size)
-      if settings.gradient_accumulation_steps > 1:
-        dataset = dataset.batch(settings.gradient_accumulation_steps, drop_remainder=True)
-      return dataset
-
-    iterator = loop.resumed_iterator(strategy, train_dataset, global_step)
-    result.update(loop.train(trainer, iterator, global_step, state.manager, steps,
-                             settings.iterations_per_loop, settings.save_checkpoints_steps,
-                             settings.output_dir, chief))
+    result.update(loop.fine_tune(
+        run, settings, lambda batch, ctx: input_pipeline.classifier_dataset(
+            io.join(record_dir, "train.tf_record"), settings.max_seq_length, batch,
+            is_training=True, input_context=ctx, regression=regression, seed=settings.seed,
+            shuffle_buffer_size=settings.shuffle_buffer_size), steps, chief))
   result["global_step"] = int(global_step.numpy())
   result["model"] = model
 

@@ -288,39 +288,17 @@ def _run(config, settings, strategy, chief, data, tokenizer, info, record_dir):
   run = loop.prepare_run(strategy, lambda: heads.build_span_model(config), squad.TASK,
                          settings, max(steps, 1), int(steps * settings.warmup_proportion),
                          chief)
-  model, global_step, trainer, state = run.model, run.global_step, run.trainer, run.checkpoint
-  head = model.get_layer(heads.SPAN_LAYER)
-  head_trained = state.resumed_from is not None
-  restored = set()
-  if state.resumed_from is None and settings.init_checkpoint:
-    restored = loop.load_init_checkpoint(model, settings.init_checkpoint)
-    head_trained = head.kernel.path in restored
-  loop.log_variables(model, restored)
-  if not settings.do_train and not head_trained:
-    raise loop.TrainingError(
-        "the SQuAD head (cls/squad/output_weights, output_bias) was never trained: "
-        + (f"--init_checkpoint={settings.init_checkpoint} holds no SQuAD head"
-           if settings.init_checkpoint else "no --init_checkpoint and no checkpoint in "
-           f"--output_dir={settings.output_dir}")
-        + "; predicting with it would give random answers. Add --do_train, or point "
-          "--init_checkpoint at a model fine-tuned on SQuAD")
-
+  model, global_step, trainer = run.model, run.global_step, run.trainer
+  loop.init_fine_tuning(
+      run, settings, heads.SPAN_LAYER, "SQuAD head (cls/squad/output_weights, output_bias)",
+      "predicting with it would give random answers. Add --do_train, or point "
+      "--init_checkpoint at a model fine-tuned on SQuAD")
   if settings.do_train:
-    micro_batch = settings.train_batch_size // settings.gradient_accumulation_steps
-
-    def train_dataset(ctx):
-      dataset = input_pipeline.squad_dataset(
-          io.join(record_dir, "train.tf_record"), settings.max_seq_length, micro_batch,
-          is_training=True, input_context=ctx, seed=settings.seed,
-          shuffle_buffer_size=settings.shuffle_buffer_size)
-      if settings.gradient_accumulation_steps > 1:
-        dataset = dataset.batch(settings.gradient_accumulation_steps, drop_remainder=True)
-      return dataset
-
-    iterator = loop.resumed_iterator(strategy, train_dataset, global_step)
-    result.update(loop.train(trainer, iterator, global_step, state.manager, steps,
-                             settings.iterations_per_loop, settings.save_checkpoints_steps,
-                             settings.output_dir, chief))
+    result.update(loop.fine_tune(
+        run, settings, lambda batch, ctx: input_pipeline.squad_dataset(
+            io.join(record_dir, "train.tf_record"), settings.max_seq_length, batch,
+            is_training=True, input_context=ctx, seed=settings.seed,
+            shuffle_buffer_size=settings.shuffle_buffer_size), steps, chief))
   result["global_step"] = int(global_step.numpy())
   result["model"] = model
 
@@ -328,8 +306,11 @@ def _run(config, settings, strategy, chief, data, tokenizer, info, record_dir):
     result.update(_predict(trainer, settings, data, tokenizer, record_dir, chief))
   if settings.do_train and settings.export and chief:
     from bert_tf.tasks import squad_export  # pylint: disable=g-import-not-at-top
-    result["export_dir"] = squad_export.export_squad(model, config, settings, info,
-                                                     version=result["global_step"])
+    # The export decides "" the way predictions.json did: at the threshold used (auto's pick).
+    threshold = result.get("null_score_diff_threshold", settings.null_score_diff_threshold)
+    result["export_dir"] = squad_export.export_squad(
+        model, config, settings, dict(info, null_score_diff_threshold=threshold),
+        version=result["global_step"])
   if not chief:
     io.remove(record_dir)
   return result

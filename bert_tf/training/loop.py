@@ -543,6 +543,59 @@ def load_init_checkpoint(model, path: str) -> Set[str]:
   return restored
 
 
+def init_fine_tuning(run: Run, settings, head_layer: str, head_name: str, refusal: str
+                     ) -> Set[str]:
+  """Loads settings.init_checkpoint into a fine-tuning run that did not resume, logs the
+  variables, and refuses to go on without training when the task's head was never trained.
+
+  Args:
+    run: from prepare_run.
+    settings: with init_checkpoint, do_train and output_dir.
+    head_layer: the head's dense layer (its kernel tells whether the head was loaded).
+    head_name: the head's original variable names, for the message.
+    refusal: the end of the message: why an untrained head is refused and what to do.
+
+  Returns:
+    The paths of the variables restored from init_checkpoint.
+  """
+  head = run.model.get_layer(head_layer)
+  head_trained = run.checkpoint.resumed_from is not None
+  restored: Set[str] = set()
+  if run.checkpoint.resumed_from is None and settings.init_checkpoint:
+    restored = load_init_checkpoint(run.model, settings.init_checkpoint)
+    head_trained = head.kernel.path in restored
+  log_variables(run.model, restored)
+  if not settings.do_train and not head_trained:
+    raise TrainingError(
+        f"the {head_name} was never trained: "
+        + (f"--init_checkpoint={settings.init_checkpoint} holds no such head"
+           if settings.init_checkpoint else "no --init_checkpoint and no checkpoint in "
+           f"--output_dir={settings.output_dir}")
+        + "; " + refusal)
+  return restored
+
+
+def fine_tune(run: Run, settings, dataset_fn: Callable[..., tf.data.Dataset],
+              num_train_steps: int, chief: bool) -> Dict[str, float]:
+  """Trains a fine-tuning run to num_train_steps (resuming where its checkpoint left off).
+
+  dataset_fn(micro_batch, input_context) gives the per-replica training batches of
+  train_batch_size / gradient_accumulation_steps examples; they are grouped per update here.
+  """
+  micro_batch = settings.train_batch_size // settings.gradient_accumulation_steps
+
+  def update_batches(ctx):
+    dataset = dataset_fn(micro_batch, ctx)
+    if settings.gradient_accumulation_steps > 1:
+      dataset = dataset.batch(settings.gradient_accumulation_steps, drop_remainder=True)
+    return dataset
+
+  iterator = resumed_iterator(run.trainer.strategy, update_batches, run.global_step)
+  return train(run.trainer, iterator, run.global_step, run.checkpoint.manager, num_train_steps,
+               settings.iterations_per_loop, settings.save_checkpoints_steps,
+               settings.output_dir, chief)
+
+
 def log_variables(model, restored: Set[str] = frozenset()) -> None:
   """Logs every trainable variable, marking those from init_checkpoint (as the original)."""
   logging.info("**** Trainable Variables ****")

@@ -25,7 +25,7 @@ from bert_tf.config import BertConfig
 from bert_tf.model.heads import build_pretraining_model
 
 from tests import helpers
-from tests.helpers import REPO_ROOT, TEST_DATA
+from tests.helpers import REPO_ROOT, TEST_DATA, protobuf_fields
 
 VOCAB = os.path.join(TEST_DATA, "vocab_uncased.txt")
 REQUESTS = os.path.join(TEST_DATA, "serving_requests.json")
@@ -374,29 +374,6 @@ def test_saved_model_cli_lists_the_signatures(exported):
 # === Warm-up records ===
 
 
-def _read_varint(data, pos):
-  value, shift = 0, 0
-  while True:
-    byte = data[pos]
-    pos += 1
-    value |= (byte & 0x7F) << shift
-    shift += 7
-    if byte < 0x80:
-      return value, pos
-
-
-def _fields(data):
-  """Length-delimited fields of a protobuf message: [(field number, bytes)]."""
-  pos, fields = 0, []
-  while pos < len(data):
-    key, pos = _read_varint(data, pos)
-    assert key & 7 == 2, "only length-delimited fields are written"
-    size, pos = _read_varint(data, pos)
-    fields.append((key >> 3, data[pos:pos + size]))
-    pos += size
-  return fields
-
-
 def test_warmup_records_are_prediction_logs_the_model_accepts(exported, loaded_text):
   paths = exported[0]
   # The text model's records are run through it; the other two are checked for their model
@@ -407,19 +384,19 @@ def test_warmup_records_are_prediction_logs_the_model_accepts(exported, loaded_t
       signature_names = set(json.load(f)["signatures"])
     seen = set()
     for record in tf.data.TFRecordDataset(os.path.join(path, "assets.extra", tf_serving.WARMUP_FILE)):
-      (number, predict_log), = _fields(record.numpy())
+      (number, predict_log), = protobuf_fields(record.numpy())
       assert number == 6  # PredictionLog.predict_log
-      (number, request), = _fields(predict_log)
+      (number, request), = protobuf_fields(predict_log)
       assert number == 1  # PredictLog.request
-      fields = _fields(request)
+      fields = protobuf_fields(request)
       assert fields[0][0] == 1  # model_spec
-      spec = dict(_fields(fields[0][1]))
+      spec = dict(protobuf_fields(fields[0][1]))
       assert spec[1].decode() == os.path.basename(os.path.dirname(path))
       signature_name = spec[3].decode()
       inputs = {}
       for number, entry in fields[1:]:
         assert number == 2  # inputs map entry
-        entry = dict(_fields(entry))
+        entry = dict(protobuf_fields(entry))
         proto = tf.make_tensor_proto(0)
         proto.ParseFromString(entry[2])
         inputs[entry[1].decode()] = tf.constant(tf.make_ndarray(proto))

@@ -191,7 +191,7 @@ def test_an_untrained_head_is_refused(tmp_path):
   values = random_original_weights(CONFIG, np.random.default_rng(0))
   prefix = checkpoints.write_tf1_checkpoint(values, str(tmp_path / "pre" / "bert_model.ckpt"))
   settings = squad_settings(tmp_path / "out", do_train=False, init_checkpoint=prefix)
-  with pytest.raises(loop.TrainingError, match="SQuAD head.*never trained.*holds no SQuAD"):
+  with pytest.raises(loop.TrainingError, match="SQuAD head.*never trained.*holds no such head"):
     sr.run_squad(CONFIG, settings)
 
 
