@@ -144,6 +144,17 @@ def length_delimited(field_number: int, payload: bytes) -> bytes:
   return varint((field_number << 3) | 2) + varint(len(payload)) + payload
 
 
+def _int64_entry(name: str, packed: bytes, varints: Optional[Sequence[bytes]]) -> bytes:
+  """Map entry {key: name, value: Feature{int64_list: {value: packed}}}."""
+  def length(n):
+    return varints[n] if varints is not None and n < len(varints) else varint(n)
+  key = name.encode("utf-8")
+  int64_list = b"\x0a" + length(len(packed)) + packed if packed else b""
+  feature = b"\x1a" + length(len(int64_list)) + int64_list
+  entry = b"\x0a" + length(len(key)) + key + b"\x12" + length(len(feature)) + feature
+  return b"\x0a" + length(len(entry)) + entry
+
+
 def serialize_int64_example(values: Mapping[str, Sequence[int]],
                             varints: Optional[Sequence[bytes]] = None) -> bytes:
   """A tf.train.Example of int64 lists, as SerializeToString(deterministic=True) writes it.
@@ -164,10 +175,7 @@ def serialize_int64_example(values: Mapping[str, Sequence[int]],
         packed = None
     if packed is None:
       packed = b"".join(map(varint, items))
-    int64_list = length_delimited(1, packed) if packed else b""
-    feature = length_delimited(3, int64_list)
-    entries.append(length_delimited(1, length_delimited(1, name.encode("utf-8")) +
-                                    length_delimited(2, feature)))
+    entries.append(_int64_entry(name, packed, varints))
   return length_delimited(1, b"".join(entries))
 
 

@@ -40,6 +40,7 @@ Where the original crashes, this module does not (google-research/bert#476, PR #
 import bisect
 import collections
 import functools
+import itertools
 import json
 import math
 import re
@@ -296,19 +297,20 @@ def _check_is_max_context(spans: Sequence[DocSpan], cur_span_index: int, positio
 
 
 def max_context_spans(spans: Sequence[DocSpan], num_tokens: int) -> List[int]:
-  """For every context token, the window _check_is_max_context picks (one pass over windows)."""
-  best_score: List[Optional[float]] = [None] * num_tokens
-  best_span = [-1] * num_tokens
+  """For every context token, the window _check_is_max_context picks (all tokens at once)."""
+  if len(spans) <= 1:
+    return [0 if spans else -1] * num_tokens
+  positions = np.arange(num_tokens)
+  scores = np.full((len(spans), num_tokens), -np.inf)
   for span_index, span in enumerate(spans):
     end = span.start + span.length - 1
-    bonus = 0.01 * span.length
-    for position in range(span.start, end + 1):
-      score = min(position - span.start, end - position) + bonus
-      previous = best_score[position]
-      if previous is None or score > previous:
-        best_score[position] = score
-        best_span[position] = span_index
-  return best_span
+    inside = positions[span.start:end + 1]
+    # The same float64 operations as the original's min(left, right) + 0.01 * length.
+    scores[span_index, span.start:end + 1] = \
+        np.minimum(inside - span.start, end - inside) + 0.01 * span.length
+  best = np.argmax(scores, axis=0)  # the first maximum: the earliest window on ties
+  best[~np.isfinite(scores.max(axis=0))] = -1
+  return best.tolist()
 
 
 def _improve_answer_span(doc_tokens, input_start, input_end, tokenizer, orig_answer_text):
@@ -334,18 +336,47 @@ def _improve_span_tokens(doc_tokens, input_start, input_end, answer_tokens):
   return input_start, input_end
 
 
-class _WordPieces:
-  """word -> its sub-tokens under a tokenizer, computed once per distinct word."""
+class _Cache(dict):
+  """key -> compute(key), computed on the first lookup."""
 
-  def __init__(self, tokenizer):
-    self.tokenize = tokenizer.tokenize
-    self.cache: Dict[str, List[str]] = {}
+  def __init__(self, compute: Callable[[Any], Any]):
+    super().__init__()
+    self._compute = compute
 
-  def __call__(self, word: str) -> List[str]:
-    pieces = self.cache.get(word)
-    if pieces is None:
-      pieces = self.cache[word] = self.tokenize(word)
-    return pieces
+  def __missing__(self, key):
+    value = self[key] = self._compute(key)
+    return value
+
+
+class _Context:
+  """A paragraph's WordPieces (and ids), with its windows and max-context flags per window
+  size: what every question of the paragraph shares."""
+
+  def __init__(self, doc_tokens: List[str], pieces: _Cache, vocab: Optional[Mapping]):
+    self.doc_tokens = doc_tokens
+    self.tok_to_orig_index: List[int] = []
+    self.orig_to_tok_index: List[int] = []
+    self.all_doc_tokens: List[str] = []
+    for i, token in enumerate(doc_tokens):
+      self.orig_to_tok_index.append(len(self.all_doc_tokens))
+      sub_tokens = pieces[token]
+      self.tok_to_orig_index.extend([i] * len(sub_tokens))
+      self.all_doc_tokens.extend(sub_tokens)
+    self.doc_ids = None
+    if vocab is not None:
+      try:
+        self.doc_ids = [vocab[t] for t in self.all_doc_tokens]
+      except KeyError:
+        self.doc_ids = None
+    self._windows: Dict[int, tuple] = {}
+
+  def windows(self, max_tokens_for_doc: int, doc_stride: int):
+    found = self._windows.get(max_tokens_for_doc)
+    if found is None:
+      spans = doc_spans(len(self.all_doc_tokens), max_tokens_for_doc, doc_stride)
+      found = self._windows[max_tokens_for_doc] = (
+          spans, max_context_spans(spans, len(self.all_doc_tokens)))
+    return found
 
 
 def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer, max_seq_length: int,
@@ -370,11 +401,12 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer, ma
   Raises:
     ValueError: max_seq_length too short for the question plus [CLS] and two [SEP].
   """
-  pieces = _WordPieces(tokenizer)
+  pieces = _Cache(tokenizer.tokenize)  # word -> WordPieces, once per distinct word
   vocab_lookup = getattr(tokenizer, "vocab", None)
   cls_sep = tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]"])
   unique_id = FIRST_UNIQUE_ID
   count = truncated = without_window = outside = 0
+  context = None
   for example_index, example in enumerate(examples):
     query_tokens = tokenizer.tokenize(example.question_text)
     if len(query_tokens) > max_query_length:
@@ -386,14 +418,13 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer, ma
           f"max_seq_length={max_seq_length} leaves no room for the context of question "
           f"{example.qas_id!r} ({len(query_tokens)} question tokens + 3): raise max_seq_length "
           f"above max_query_length + 3 ({max_query_length + 3})")
-    tok_to_orig_index: List[int] = []
-    orig_to_tok_index: List[int] = []
-    all_doc_tokens: List[str] = []
-    for i, token in enumerate(example.doc_tokens):
-      orig_to_tok_index.append(len(all_doc_tokens))
-      sub_tokens = pieces(token)
-      tok_to_orig_index.extend([i] * len(sub_tokens))
-      all_doc_tokens.extend(sub_tokens)
+    # The questions of one paragraph share its doc_tokens list (read_squad_examples): its
+    # WordPieces, maps and ids are computed once for them all.
+    if context is None or context.doc_tokens is not example.doc_tokens:
+      context = _Context(example.doc_tokens, pieces, vocab_lookup)
+    tok_to_orig_index = context.tok_to_orig_index
+    orig_to_tok_index = context.orig_to_tok_index
+    all_doc_tokens = context.all_doc_tokens
 
     tok_start_position = tok_end_position = None
     if is_training and example.is_impossible:
@@ -408,14 +439,12 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer, ma
           all_doc_tokens, tok_start_position, tok_end_position, tokenizer,
           example.orig_answer_text)
 
-    spans = doc_spans(len(all_doc_tokens), max_tokens_for_doc, doc_stride)
+    spans, best_span = context.windows(max_tokens_for_doc, doc_stride)
     if not spans:
       without_window += 1
-    best_span = max_context_spans(spans, len(all_doc_tokens))
-    doc_ids = None
-    if vocab_lookup is not None:
+    doc_ids = context.doc_ids
+    if doc_ids is not None:
       try:
-        doc_ids = [vocab_lookup[t] for t in all_doc_tokens]
         query_ids = [vocab_lookup[t] for t in query_tokens]
       except KeyError:
         doc_ids = None  # convert_tokens_to_ids below raises the tokenizer's own error
@@ -575,14 +604,6 @@ class RawResult(NamedTuple):
   end_logits: Sequence[float]
 
 
-class _Prelim(NamedTuple):
-  feature_index: int
-  start_index: int
-  end_index: int
-  start_logit: float
-  end_logit: float
-
-
 class _NBest(NamedTuple):
   text: str
   start_logit: float
@@ -624,8 +645,17 @@ def get_final_text(pred_text: str, orig_text: str, do_lower_case: bool,
   not found, e.g. an [UNK]; normalisation changed the number of non-space characters, e.g.
   stripped accents or dropped control characters), orig_text is returned whole.
   """
-  tokenizer = _basic_tokenizer(do_lower_case)
-  tok_text = " ".join(tokenizer.tokenize(orig_text))
+  tok_text = " ".join(_basic_tokenizer(do_lower_case).tokenize(orig_text))
+  return _final_text(pred_text, orig_text, tok_text, verbose_logging)
+
+
+def _final_text(pred_text: str, orig_text: str, tok_text: str, verbose_logging: bool,
+                word_ends: Optional[List[int]] = None) -> str:
+  """get_final_text given tok_text, the BasicTokenizer words of orig_text joined by spaces.
+
+  word_ends: when orig_text is words joined by single spaces (none empty, none holding a
+  space), the running sum of their lengths, which locates its non-space characters directly.
+  """
   start_position = tok_text.find(pred_text)
   if start_position == -1:
     if verbose_logging:
@@ -652,7 +682,16 @@ def get_final_text(pred_text: str, orig_text: str, do_lower_case: bool,
     return orig_text
   ns_start = start_position - tok_text.count(" ", 0, start_position)
   ns_end = end_position - tok_text.count(" ", 0, end_position)
-  spaces = [i for i, c in enumerate(orig_text) if c == " "] if " " in orig_text else []
+  if word_ends is not None:
+    # The n-th non-space character is in word bisect_right(word_ends, n), after that many
+    # separating spaces.
+    return orig_text[ns_start + bisect.bisect_right(word_ends, ns_start):
+                     ns_end + bisect.bisect_right(word_ends, ns_end) + 1]
+  spaces = []
+  at = orig_text.find(" ")
+  while at >= 0:
+    spaces.append(at)
+    at = orig_text.find(" ", at + 1)
   return orig_text[_nth_non_space(spaces, ns_start):(_nth_non_space(spaces, ns_end) + 1)]
 
 
@@ -695,8 +734,18 @@ def _feature_candidates(feature: InputFeatures, result: RawResult, n_best_size: 
   size = max(len(start_logits), len(end_logits), len(feature.tokens))
   in_document = np.zeros(size, bool)
   max_context = np.zeros(size, bool)
-  in_document[[p for p in feature.token_to_orig_map if 0 <= p < size]] = True
-  max_context[[p for p, v in feature.token_is_max_context.items() if v and 0 <= p < size]] = True
+  positions = feature.token_to_orig_map
+  flags = feature.token_is_max_context
+  first = next(iter(positions), 0)
+  last = first + len(positions) - 1
+  run = list(range(first, last + 1))
+  if positions and 0 <= first and last < size and list(positions) == run and list(flags) == run:
+    # convert_examples_to_features' windows: one contiguous run of positions, in order.
+    in_document[first:last + 1] = True
+    max_context[first:last + 1] = np.fromiter(flags.values(), bool, len(flags))
+  else:
+    in_document[[p for p in positions if 0 <= p < size]] = True
+    max_context[[p for p, v in flags.items() if v and 0 <= p < size]] = True
   num_tokens = len(feature.tokens)
   good_start = (start_indexes < num_tokens) & in_document[start_indexes] & \
       max_context[start_indexes]
@@ -726,6 +775,8 @@ def postprocess(all_examples: Sequence[SquadExample], all_features: Sequence[Inp
   all_predictions = collections.OrderedDict()
   all_nbest_json = collections.OrderedDict()
   scores_diff_json = collections.OrderedDict()
+  basic_tokenizer = _basic_tokenizer(do_lower_case)
+  basic_words = _Cache(lambda word: " ".join(basic_tokenizer.tokenize(word)))
   for example_index, example in enumerate(all_examples):
     features = example_index_to_features[example_index]
     parts = []  # (feature index, starts, ends, start logits, end logits) per window
@@ -761,27 +812,35 @@ def postprocess(all_examples: Sequence[SquadExample], all_features: Sequence[Inp
     order = np.argsort(-(start_values + end_values), kind="stable").tolist()
     feature_ids, starts, ends = feature_ids.tolist(), starts.tolist(), ends.tolist()
     start_values, end_values = start_values.tolist(), end_values.tolist()
-    prelim_predictions = (_Prelim(feature_ids[i], starts[i], ends[i], start_values[i],
-                                  end_values[i]) for i in order)
 
     seen_predictions = set()
     nbest: List[_NBest] = []
-    for pred in prelim_predictions:
+    for i in order:
       if len(nbest) >= n_best_size:
         break
-      feature = features[pred.feature_index]
-      if pred.start_index > 0:  # a non-null prediction
-        tok_text = detokenize(feature.tokens[pred.start_index:(pred.end_index + 1)])
-        orig_doc_start = feature.token_to_orig_map[pred.start_index]
-        orig_doc_end = feature.token_to_orig_map[pred.end_index]
-        orig_text = " ".join(example.doc_tokens[orig_doc_start:(orig_doc_end + 1)])
-        final_text = get_final_text(tok_text, orig_text, do_lower_case, verbose_logging)
+      feature = features[feature_ids[i]]
+      start_index, end_index = starts[i], ends[i]
+      if start_index > 0:  # a non-null prediction
+        tok_text = detokenize(feature.tokens[start_index:(end_index + 1)])
+        orig_doc_start = feature.token_to_orig_map[start_index]
+        orig_doc_end = feature.token_to_orig_map[end_index]
+        orig_words = example.doc_tokens[orig_doc_start:(orig_doc_end + 1)]
+        orig_text = " ".join(orig_words)
+        # The BasicTokenizer never looks across whitespace, so the words of orig_text are the
+        # words of each original word in turn, each computed once.
+        basic_text = " ".join([t for t in map(basic_words.__getitem__, orig_words) if t])
+        if tok_text == basic_text and len(basic_text) - basic_text.count(" ") == \
+            len(orig_text) - len(orig_words) + 1:
+          final_text = orig_text  # the whole words, unchanged by normalisation: no mapping
+        else:
+          final_text = _final_text(tok_text, orig_text, basic_text, verbose_logging,
+                                   list(itertools.accumulate(map(len, orig_words))))
         if final_text in seen_predictions:
           continue
       else:
         final_text = ""
       seen_predictions.add(final_text)
-      nbest.append(_NBest(final_text, pred.start_logit, pred.end_logit))
+      nbest.append(_NBest(final_text, start_values[i], end_values[i]))
 
     # The null answer is always among SQuAD 2.0's n-best.
     if version_2_with_negative and "" not in seen_predictions:
@@ -794,10 +853,8 @@ def postprocess(all_examples: Sequence[SquadExample], all_features: Sequence[Inp
     best_non_null_entry = next((entry for entry in nbest if entry.text), None)
     probs = _compute_softmax(total_scores)
     all_nbest_json[example.qas_id] = [
-        collections.OrderedDict([("text", entry.text), ("probability", probs[i]),
-                                 ("start_logit", entry.start_logit),
-                                 ("end_logit", entry.end_logit)])
-        for i, entry in enumerate(nbest)]
+        {"text": entry.text, "probability": probs[i], "start_logit": entry.start_logit,
+         "end_logit": entry.end_logit} for i, entry in enumerate(nbest)]
 
     if not version_2_with_negative:
       all_predictions[example.qas_id] = nbest[0].text
@@ -834,11 +891,64 @@ def write_predictions(all_examples, all_features, all_results, n_best_size, max_
   predictions, nbest, scores_diff = postprocess(
       all_examples, all_features, all_results, n_best_size, max_answer_length, do_lower_case,
       version_2_with_negative, null_score_diff_threshold, verbose_logging)
-  io.write_text(output_prediction_file, json.dumps(predictions, indent=4) + "\n")
-  io.write_text(output_nbest_file, json.dumps(nbest, indent=4) + "\n")
+  io.write_text(output_prediction_file, dumps_indent4(predictions) + "\n")
+  io.write_text(output_nbest_file, dumps_indent4(nbest) + "\n")
   if version_2_with_negative:
-    io.write_text(output_null_log_odds_file, json.dumps(scores_diff, indent=4) + "\n")
+    io.write_text(output_null_log_odds_file, dumps_indent4(scores_diff) + "\n")
   return predictions, nbest, scores_diff
+
+
+def _json_scalar(value) -> str:
+  if type(value) is float and value - value == 0.0:  # pylint: disable=unidiomatic-typecheck
+    return float.__repr__(value)  # finite: json writes float.__repr__
+  if isinstance(value, str):
+    return _encode_string(value)
+  if value is True or value is False or value is None:
+    return json.dumps(value)
+  if isinstance(value, float):
+    if value != value or value in (math.inf, -math.inf):
+      return json.dumps(value)  # NaN, Infinity, -Infinity as json writes them
+    return float.__repr__(value)
+  if isinstance(value, int):
+    return int.__repr__(value)
+  raise TypeError(f"cannot write {type(value).__name__} as a JSON scalar")
+
+
+_encode_string = json.encoder.encode_basestring_ascii
+
+
+def dumps_indent4(obj, level: int = 0) -> str:
+  """json.dumps(obj, indent=4), character for character, for the prediction files' dicts and
+  lists of strings and numbers: CPython's json uses its pure-Python encoder whenever indent is
+  given, which is a quarter of the post-processing time; this assembles the same text from
+  the C string encoder and float repr."""
+  if isinstance(obj, dict):
+    if not obj:
+      return "{}"
+    inner = "\n" + "    " * (level + 1)
+    items = [_encode_string(_json_key(key)) + ": " +
+             (dumps_indent4(value, level + 1) if isinstance(value, (dict, list, tuple))
+              else _json_scalar(value)) for key, value in obj.items()]
+    return "{" + inner + ("," + inner).join(items) + "\n" + "    " * level + "}"
+  if isinstance(obj, (list, tuple)):
+    if not obj:
+      return "[]"
+    inner = "\n" + "    " * (level + 1)
+    items = [dumps_indent4(value, level + 1) if isinstance(value, (dict, list, tuple))
+             else _json_scalar(value) for value in obj]
+    return "[" + inner + ("," + inner).join(items) + "\n" + "    " * level + "]"
+  return _json_scalar(obj)
+
+
+def _json_key(key) -> str:
+  """A dict key as json.dumps turns it into a string (ids may be numbers in a SQuAD file)."""
+  if isinstance(key, str):
+    return key
+  if key is True or key is False or key is None:
+    return json.dumps(key)
+  if isinstance(key, (int, float)):
+    return _json_scalar(key)
+  raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
 
 
 def predictions_from_nbest(nbest: Mapping[str, Sequence[Mapping[str, Any]]],

@@ -407,10 +407,10 @@ def write_outputs(examples, eval_features, results, settings: SquadSettings,
     else:
       scores = squad_metrics.evaluate_v1(dataset, predictions)
   if chief:
-    io.write_text(paths[PREDICTIONS_FILE], json.dumps(predictions, indent=4) + "\n")
-    io.write_text(paths[NBEST_FILE], json.dumps(nbest, indent=4) + "\n")
+    io.write_text(paths[PREDICTIONS_FILE], squad_data.dumps_indent4(predictions) + "\n")
+    io.write_text(paths[NBEST_FILE], squad_data.dumps_indent4(nbest) + "\n")
     if v2:
-      io.write_text(paths[NULL_ODDS_FILE], json.dumps(null_odds, indent=4) + "\n")
+      io.write_text(paths[NULL_ODDS_FILE], squad_data.dumps_indent4(null_odds) + "\n")
     if scores is not None:
       io.write_text(io.join(out_dir, EVAL_RESULTS_FILE), json.dumps(scores, indent=2) + "\n")
   if scores is not None:

@@ -427,3 +427,16 @@ def test_records_parse_back_to_the_features(tokenizer, tmp_path):
                       "start_positions": [feature.start_position],
                       "end_positions": [feature.end_position],
                       "is_impossible": [int(feature.is_impossible)]}
+
+
+_JSON_SCALARS = st.one_of(st.text(), st.floats(allow_nan=True, allow_infinity=True),
+                          st.integers(-2 ** 70, 2 ** 70), st.booleans(), st.none())
+
+
+@settings(max_examples=200, deadline=None)
+@given(obj=st.recursive(_JSON_SCALARS, lambda inner: st.one_of(
+    st.lists(inner, max_size=4),
+    st.dictionaries(st.one_of(st.text(), st.integers(), st.floats(allow_nan=False), st.none(),
+                              st.booleans()), inner, max_size=4)), max_leaves=20))
+def test_the_fast_json_writer_equals_json_dumps_indent_4(obj):
+  assert sd.dumps_indent4(obj) == json.dumps(obj, indent=4)
