@@ -1,4 +1,5 @@
-"""Peers built from our BertConfig, shared by the benchmark scripts (imported by path)."""
+"""Peers built from our BertConfig (Model Garden and Hugging Face), shared by the benchmark
+scripts (imported by path)."""
 
 
 def model_garden_encoder(config, encoder_class, initializer):
@@ -13,3 +14,39 @@ def model_garden_encoder(config, encoder_class, initializer):
       inner_activation=lambda x: tf_keras.activations.gelu(x, approximate=True),
       output_dropout=config.hidden_dropout_prob,
       attention_dropout=config.attention_probs_dropout_prob, initializer=initializer)
+
+
+def model_garden_adamw(learning_rate, total_steps, warmup):
+  """Model Garden's own optimizer and schedule for fine-tuning, from its OptimizerFactory:
+  "adamw" (legacy_adamw.AdamWeightDecay, which clips to a global norm of 1.0 itself; the
+  original's decay exclusions), linear warmup over `warmup` steps and linear decay to 0 at
+  total_steps. Build it under the strategy's scope."""
+  from official.modeling.optimization import optimizer_factory  # pylint: disable=g-import-not-at-top
+  from official.modeling.optimization.configs import optimization_config  # pylint: disable=g-import-not-at-top
+  opt_config = optimization_config.OptimizationConfig({
+      "optimizer": {"type": "adamw", "adamw": {
+          "weight_decay_rate": 0.01, "epsilon": 1e-6, "gradient_clip_norm": 1.0,
+          "exclude_from_weight_decay": ["LayerNorm", "layer_norm", "bias"]}},
+      "learning_rate": {"type": "polynomial", "polynomial": {
+          "initial_learning_rate": learning_rate, "decay_steps": total_steps,
+          "end_learning_rate": 0.0}},
+      "warmup": {"type": "polynomial", "polynomial": {"warmup_steps": warmup, "power": 1.0}}})
+  factory = optimizer_factory.OptimizerFactory(opt_config)
+  return factory.build_optimizer(factory.build_learning_rate())
+
+
+def hf_bert_config(config, **extra):
+  """transformers.BertConfig of our config's sizes (`config` as BertConfig.to_dict()), with the
+  original's tanh GELU ("gelu_new"), dropouts and initializer range; `extra` adds head settings
+  (num_labels=...)."""
+  import transformers  # pylint: disable=g-import-not-at-top
+  return transformers.BertConfig(
+      vocab_size=config["vocab_size"], hidden_size=config["hidden_size"],
+      num_hidden_layers=config["num_hidden_layers"],
+      num_attention_heads=config["num_attention_heads"],
+      intermediate_size=config["intermediate_size"], hidden_act="gelu_new",  # the tanh GELU
+      hidden_dropout_prob=config["hidden_dropout_prob"],
+      attention_probs_dropout_prob=config["attention_probs_dropout_prob"],
+      max_position_embeddings=config["max_position_embeddings"],
+      type_vocab_size=config["type_vocab_size"], initializer_range=config["initializer_range"],
+      **extra)

@@ -57,7 +57,9 @@ One run measures, on the same data and configuration for every system:
 The shared knobs (--presets, --batch_size, --seq_length, --steps, --rounds, --warmup_steps,
 --pool_batches, --learning_rate, --threads, --systems, --vocab_file, --conversion_repeats,
 --skip_training and the internal --hf_worker_dir) are finetuning.py's flags: this script imports
-finetuning for its load_naive_tokenizer, dataset_fn and check_same_records, which defines them.
+finetuning for its load_naive_tokenizer, check_same_records and GOALS, which defines them. The
+three training systems, the timing rounds and the table rows are benchmarks/harness.py's, as
+finetuning.py's; this script names the span task's pieces (model, loss, head, batch pool).
 """
 
 import collections
@@ -74,10 +76,10 @@ import types
 
 from absl import app
 from absl import flags
-from absl import logging
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import finetuning  # pylint: disable=g-import-not-at-top,wrong-import-position
+import harness  # pylint: disable=g-import-not-at-top,wrong-import-position
 import peers  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 REPO_ROOT = finetuning.REPO_ROOT
@@ -586,22 +588,17 @@ def profile_ours(tokenization, train_file, dev_file, record_files, results, dire
 def span_pool(np, vocab_size, batches, batch, seq, seed=0):
   """[batches * batch, ...] random examples of the span labeler's batch layout (numpy): a
   question of 4-20 tokens, then the context; answers inside the unpadded part, 0 for a third."""
-  rng = np.random.default_rng(seed)
   n = batches * batch
-  lengths = rng.integers(seq // 2, seq + 1, size=n)
-  positions = np.arange(seq)[None, :]
-  mask = (positions < lengths[:, None]).astype(np.int32)
-  ids = rng.integers(1000, vocab_size, size=(n, seq)).astype(np.int32) * mask
-  ids[:, 0] = 101  # [CLS]
+  rng, lengths, positions, pool = harness.random_inputs(np, vocab_size, n, seq, seq // 2, seed)
   question = rng.integers(6, 22, size=n)
-  types = (positions >= question[:, None]).astype(np.int32) * mask
+  types = (positions >= question[:, None]).astype(np.int32) * pool["input_mask"]
   start = rng.integers(question, lengths - 1)
   end = np.minimum(start + rng.integers(0, 5, size=n), lengths - 2)
   none = rng.random(n) < 1 / 3
   start[none] = 0
   end[none] = 0
-  return dict(input_word_ids=ids, input_mask=mask, input_type_ids=types,
-              start_positions=start.astype(np.int32), end_positions=end.astype(np.int32))
+  return dict(pool, input_type_ids=types, start_positions=start.astype(np.int32),
+              end_positions=end.astype(np.int32))
 
 
 # === Training: systems ===
@@ -609,296 +606,93 @@ def span_pool(np, vocab_size, batches, batch, seq, seed=0):
 
 
 def ours(config, pool, total_steps, warmup):
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import squad  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import optimization  # pylint: disable=g-import-not-at-top
-
-  strategy = loop.select_strategy()
-  with strategy.scope():
-    model = heads.build_span_model(config)
-    optimizer = optimization.create_optimizer("adamw", FLAGS.learning_rate, total_steps, warmup)
-    optimizer.build(model.trainable_variables)
-  trainer = loop.Trainer(strategy, model, optimizer, squad.TASK, FLAGS.batch_size)
-  iterator = iter(strategy.distribute_datasets_from_function(
-      finetuning.dataset_fn(pool, FLAGS.batch_size)))
-
-  def run(num_steps):
-    steps, _, _ = trainer.train_loop(iterator, tf.constant(num_steps))
-    if int(steps) != num_steps:
-      raise RuntimeError(f"ours: non-finite loss, stopped after {int(steps)} steps")
-  return run, sum(int(tf.size(v)) for v in model.trainable_variables)
+  return harness.ours(lambda: heads.build_span_model(config), squad.TASK, pool, total_steps,
+                      warmup, FLAGS)
 
 
 def model_garden(config, pool, total_steps, warmup):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import tf_keras  # pylint: disable=g-import-not-at-top
-  from official.modeling.optimization import optimizer_factory  # pylint: disable=g-import-not-at-top
-  from official.modeling.optimization.configs import optimization_config  # pylint: disable=g-import-not-at-top
   from official.nlp.modeling import models as mg_models  # pylint: disable=g-import-not-at-top
-  from official.nlp.modeling import networks as mg_networks  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
 
-  strategy = loop.select_strategy()  # the same one-device strategy as ours
-  opt_config = optimization_config.OptimizationConfig({
-      "optimizer": {"type": "adamw", "adamw": {
-          "weight_decay_rate": 0.01, "epsilon": 1e-6, "gradient_clip_norm": 1.0,
-          "exclude_from_weight_decay": ["LayerNorm", "layer_norm", "bias"]}},
-      "learning_rate": {"type": "polynomial", "polynomial": {
-          "initial_learning_rate": FLAGS.learning_rate, "decay_steps": total_steps,
-          "end_learning_rate": 0.0}},
-      "warmup": {"type": "polynomial", "polynomial": {"warmup_steps": warmup, "power": 1.0}}})
-  with strategy.scope():
-    initializer = tf_keras.initializers.TruncatedNormal(stddev=config.initializer_range)
-    encoder = peers.model_garden_encoder(config, mg_networks.BertEncoder, initializer)
-    model = mg_models.BertSpanLabeler(network=encoder, initializer=initializer)
-    factory = optimizer_factory.OptimizerFactory(opt_config)
-    optimizer = factory.build_optimizer(factory.build_learning_rate())
-  iterator = iter(strategy.distribute_datasets_from_function(
-      finetuning.dataset_fn(pool, FLAGS.batch_size)))
+  def build_head(encoder, initializer):
+    return mg_models.BertSpanLabeler(network=encoder, initializer=initializer)
 
-  def replica_step(batch):
-    # Model Garden's base_task.train_step with question_answering's build_losses and its
-    # start/end position accuracies; the optimizer clips to gradient_clip_norm before applying.
-    features = {k: batch[k] for k in ("input_word_ids", "input_mask", "input_type_ids")}
-    with tf.GradientTape() as tape:
-      start_logits, end_logits = model(features, training=True)
-      start_loss = tf_keras.losses.sparse_categorical_crossentropy(
-          batch["start_positions"], tf.cast(start_logits, tf.float32), from_logits=True)
-      end_loss = tf_keras.losses.sparse_categorical_crossentropy(
-          batch["end_positions"], tf.cast(end_logits, tf.float32), from_logits=True)
-      loss = (tf.reduce_mean(start_loss) + tf.reduce_mean(end_loss)) / 2
-      scaled = loss / tf.distribute.get_strategy().num_replicas_in_sync
-    grads = tape.gradient(scaled, model.trainable_variables)
-    optimizer.apply_gradients(list(zip(grads, model.trainable_variables)))
-    correct = [tf.reduce_sum(tf.cast(tf.equal(
-        tf.argmax(logits, axis=-1, output_type=tf.int32), batch[key]), tf.float32))
-               for logits, key in ((start_logits, "start_positions"),
-                                   (end_logits, "end_positions"))]
-    return loss, correct
+  def losses(outputs, batch):  # question_answering's build_losses
+    start_logits, end_logits = outputs
+    start_loss = harness.sparse_crossentropy(batch["start_positions"], start_logits)
+    end_loss = harness.sparse_crossentropy(batch["end_positions"], end_logits)
+    return (tf.reduce_mean(start_loss) + tf.reduce_mean(end_loss)) / 2
 
-  @tf.function
-  def train_loop(num_steps):
-    total = tf.constant(0.0)
-    for _ in tf.range(num_steps):
-      loss, _ = strategy.run(replica_step, args=(next(iterator),))
-      total += strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)
-    return total
-
-  def run(num_steps):
-    if not tf.math.is_finite(train_loop(tf.constant(num_steps))):
-      raise RuntimeError("Model Garden: non-finite loss")
-  return run, sum(int(tf.size(v)) for v in model.trainable_variables)
+  def metrics(outputs, batch):  # its start/end position accuracies
+    return [harness.correct_count(logits, batch[key])
+            for logits, key in zip(outputs, ("start_positions", "end_positions"))]
+  return harness.model_garden(config, pool, total_steps, warmup, FLAGS, build_head, losses,
+                              metrics)
 
 
 def hf_torch_model(spec, pool):
-  """Hugging Face's PyTorch span labeler and its step function (in the worker process)."""
-  import torch  # pylint: disable=g-import-not-at-top
+  """Hugging Face's PyTorch span labeler and its run function (in the worker process)."""
   import transformers  # pylint: disable=g-import-not-at-top
-  torch.set_num_threads(spec["threads"])
-  torch.manual_seed(0)
-  config = spec["config"]
-  hf_config = transformers.BertConfig(
-      vocab_size=config["vocab_size"], hidden_size=config["hidden_size"],
-      num_hidden_layers=config["num_hidden_layers"],
-      num_attention_heads=config["num_attention_heads"],
-      intermediate_size=config["intermediate_size"], hidden_act="gelu_new",  # the tanh GELU
-      hidden_dropout_prob=config["hidden_dropout_prob"],
-      attention_probs_dropout_prob=config["attention_probs_dropout_prob"],
-      max_position_embeddings=config["max_position_embeddings"],
-      type_vocab_size=config["type_vocab_size"], initializer_range=config["initializer_range"])
-  model = transformers.BertForQuestionAnswering(hf_config)
-  model.train()
-  no_decay = ("bias", "LayerNorm.weight")
-  groups = [
-      {"params": [p for n, p in model.named_parameters() if not any(k in n for k in no_decay)],
-       "weight_decay": 0.01},
-      {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)],
-       "weight_decay": 0.0}]
-  optimizer = torch.optim.AdamW(groups, lr=spec["learning_rate"], eps=1e-6)
-  scheduler = transformers.get_linear_schedule_with_warmup(optimizer, spec["warmup"],
-                                                           spec["total_steps"])
-  b = spec["batch_size"]
-  batches = [{k: torch.as_tensor(v[i:i + b]).long() for k, v in pool.items()}
-             for i in range(0, len(pool["start_positions"]), b)]
-  position = [0]
-
-  def step(batch):
-    out = model(input_ids=batch["input_word_ids"], attention_mask=batch["input_mask"],
-                token_type_ids=batch["input_type_ids"], start_positions=batch["start_positions"],
-                end_positions=batch["end_positions"])
-    out.loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    optimizer.step()
-    scheduler.step()
-    optimizer.zero_grad()
-    return out.loss
-
-  def run(num_steps):
-    for _ in range(num_steps):
-      loss = step(batches[position[0] % len(batches)])
-      position[0] += 1
-    if not torch.isfinite(loss):
-      raise RuntimeError("Hugging Face: non-finite loss")
-  return run, sum(p.numel() for p in model.parameters() if p.requires_grad)
-
-
-def hf_worker(directory):
-  """The worker process of the Hugging Face row (as finetuning.py's): builds the model from
-  spec.json and pool.npz, then runs the number of steps read from each line of stdin and
-  answers "done"."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  with open(os.path.join(directory, "spec.json")) as f:
-    spec = json.load(f)
-  pool = dict(np.load(os.path.join(directory, "pool.npz")))
-  run, params = hf_torch_model(spec, pool)
-  print(f"params {params}", flush=True)
-  for line in sys.stdin:
-    run(int(line))
-    print("done", flush=True)
+  return harness.hf_torch_model(
+      spec, pool, lambda: transformers.BertForQuestionAnswering(
+          peers.hf_bert_config(spec["config"])),
+      labels={"start_positions": "start_positions", "end_positions": "end_positions"})
 
 
 def hf_torch(config, pool, total_steps, warmup):
   """Hugging Face's PyTorch span labeler in a worker process; (None, reason) without torch."""
-  import importlib.util as util  # pylint: disable=g-import-not-at-top
-  import subprocess  # pylint: disable=g-import-not-at-top
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  missing = [m for m in ("torch", "transformers") if util.find_spec(m) is None]
-  if missing:
-    return None, f"{' and '.join(missing)} not installed"
-  directory = tempfile.mkdtemp(prefix="hf_squad_worker_")
-  spec = dict(config=config.to_dict(), threads=FLAGS.threads, learning_rate=FLAGS.learning_rate,
-              warmup=warmup, total_steps=total_steps, batch_size=FLAGS.batch_size)
-  with open(os.path.join(directory, "spec.json"), "w") as f:
-    json.dump(spec, f)
-  np.savez(os.path.join(directory, "pool.npz"), **pool)
-  worker = subprocess.Popen([sys.executable, os.path.abspath(__file__),
-                             f"--hf_worker_dir={directory}"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
-  first = worker.stdout.readline().split()
-  if not first or first[0] != "params":
-    worker.kill()
-    return None, "the Hugging Face worker failed to start"
-
-  def run(num_steps):
-    worker.stdin.write(f"{num_steps}\n")
-    worker.stdin.flush()
-    if worker.stdout.readline().strip() != "done":
-      raise RuntimeError("the Hugging Face worker stopped")
-  return run, int(first[1])
+  return harness.hf_torch(__file__, "hf_squad_worker_", config, pool, total_steps, warmup,
+                          FLAGS)
 
 
 SYSTEMS = {"ours": ours, "model_garden": model_garden, "hf_torch": hf_torch}
 
 
-def measure_training(config, np):
-  """{system: per-round examples/s} (or {system: reason skipped}) for one config."""
-  pool = span_pool(np, config.vocab_size, FLAGS.pool_batches, FLAGS.batch_size,
-                   FLAGS.seq_length)
-  total_steps = FLAGS.warmup_steps + FLAGS.steps * FLAGS.rounds
-  warmup = max(1, total_steps // 10)  # the original's warmup_proportion 0.1
-  runs, rates, skipped = {}, {}, {}
-  for system in FLAGS.systems:
-    if system not in SYSTEMS:
-      raise app.UsageError(f"unknown system {system!r}; choose from {', '.join(SYSTEMS)}")
-    run, params = SYSTEMS[system](config, pool, total_steps, warmup)
-    if run is None:
-      skipped[system] = params
-      print(f"  {NAMES[system]}: skipped, {params}", flush=True)
-      continue
-    start = time.perf_counter()
-    run(FLAGS.warmup_steps)  # tracing, allocation; not timed
-    print(f"  {NAMES[system]}: {params:,} parameters, warm-up {time.perf_counter() - start:.1f} s",
-          flush=True)
-    runs[system] = run
-    rates[system] = []
-  for r in range(FLAGS.rounds):
-    for system, run in runs.items():
-      start = time.perf_counter()
-      run(FLAGS.steps)
-      rates[system].append(FLAGS.steps * FLAGS.batch_size / (time.perf_counter() - start))
-    print(f"  round {r + 1}: " + ", ".join(f"{s} {v[-1]:.2f}" for s, v in rates.items()),
-          flush=True)
-  return rates, skipped
+def data_rows(np):
+  """The data step's table rows (what, system, examples/s text, ratio text, goal text)."""
+  print("data step", flush=True)
+  best, info = measure_data(np)
+  questions = info["train"][0] + info["dev"][0]
+  rows = []
+  steps = [("convert", f"conversion, {questions} questions -> {info['train_features']} train + "
+            f"{info['eval_features']} eval records", questions,
+            "ours (read_squad_examples, convert_examples_to_features, FeatureWriter)"),
+           ("postprocess_v1", f"post-processing v1.1, {info['eval_examples']} questions",
+            info["eval_examples"], "ours (write_predictions)"),
+           ("postprocess_v2", f"post-processing v2.0, {info['eval_examples']} questions",
+            info["eval_examples"], "ours (write_predictions)")]
+  for key, what, count, ours_name in steps:
+    ratio = best[(key, "original")] / best[(key, "ours")]
+    rows.append((what, ours_name, f"{count / best[(key, 'ours')]:,.0f} "
+                 f"({best[(key, 'ours')]:.2f} s)", "", ""))
+    rows.append((what, "original-equivalent (squad_reference.py, naive tokenizer)",
+                 f"{count / best[(key, 'original')]:,.0f} ({best[(key, 'original')]:.2f} s)",
+                 f"{ratio:.1f}x", harness.goal_text(ratio, GOALS["original"])))
+  return rows
 
 
 # === Main ===
 
 
-def main(argv):
-  del argv
-  if FLAGS.hf_worker_dir:
-    hf_worker(FLAGS.hf_worker_dir)
-    return
+def main():
   import numpy as np  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  # Threading must be fixed before TensorFlow runs its first op.
-  tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
-  tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
-  logging.set_verbosity(logging.WARNING)
-  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
-
-  rows = []  # (what, system, examples/s text, ratio text, goal text)
-
-  def goal_text(ratio, goal):
-    return f">= {goal:g}x: {'met' if ratio >= goal else 'NOT met'}"
-
-  if not FLAGS.skip_data:
-    print("data step", flush=True)
-    best, info = measure_data(np)
-    questions = info["train"][0] + info["dev"][0]
-    steps = [("convert", f"conversion, {questions} questions -> {info['train_features']} train + "
-              f"{info['eval_features']} eval records", questions,
-              "ours (read_squad_examples, convert_examples_to_features, FeatureWriter)"),
-             ("postprocess_v1", f"post-processing v1.1, {info['eval_examples']} questions",
-              info["eval_examples"], "ours (write_predictions)"),
-             ("postprocess_v2", f"post-processing v2.0, {info['eval_examples']} questions",
-              info["eval_examples"], "ours (write_predictions)")]
-    for key, what, count, ours_name in steps:
-      ratio = best[(key, "original")] / best[(key, "ours")]
-      rows.append((what, ours_name, f"{count / best[(key, 'ours')]:,.0f} "
-                   f"({best[(key, 'ours')]:.2f} s)", "", ""))
-      rows.append((what, "original-equivalent (squad_reference.py, naive tokenizer)",
-                   f"{count / best[(key, 'original')]:,.0f} ({best[(key, 'original')]:.2f} s)",
-                   f"{ratio:.1f}x", goal_text(ratio, GOALS["original"])))
-
+  rows = [] if FLAGS.skip_data else data_rows(np)
   if not FLAGS.skip_training:
-    for preset in FLAGS.presets:
-      config = BertConfig.from_json_file(
-          os.path.join(REPO_ROOT, "configs", f"bert_config_{preset}.json"))
-      print(f"fine-tuning {preset}", flush=True)
-      rates, skipped = measure_training(config, np)
-      what = f"fine-tune {preset}, seq {FLAGS.seq_length}"
-      ours_rate = statistics.median(rates["ours"]) if "ours" in rates else None
-      for system in FLAGS.systems:
-        if system in skipped:
-          rows.append((what, NAMES[system], f"skipped: {skipped[system]}", "",
-                       f">= {GOALS[system]:g}x: not measured"))
-          continue
-        median = statistics.median(rates[system])
-        text = f"{median:.2f} ({min(rates[system]):.2f}-{max(rates[system]):.2f})"
-        if system == "ours" or ours_rate is None:
-          rows.append((what, NAMES[system], text, "", ""))
-        else:
-          ratio = ours_rate / median
-          rows.append((what, NAMES[system], text, f"{ratio:.2f}x",
-                       goal_text(ratio, GOALS[system])))
+    rows.extend(harness.training_rows(
+        FLAGS, lambda config: span_pool(np, config.vocab_size, FLAGS.pool_batches,
+                                        FLAGS.batch_size, FLAGS.seq_length),
+        SYSTEMS, NAMES, GOALS, lambda preset: f"fine-tune {preset}, seq {FLAGS.seq_length}",
+        skipped_goal=True))
 
-  load = os.getloadavg()
-  print(f"\nconversion: max_seq_length {FLAGS.max_seq_length}, doc_stride {FLAGS.doc_stride}, "
-        f"max_query_length {FLAGS.max_query_length}; post-processing: n_best_size "
-        f"{FLAGS.n_best_size}, max_answer_length {FLAGS.max_answer_length}; data best of "
-        f"{FLAGS.conversion_repeats}, ratio original / ours. Training: batch {FLAGS.batch_size}, "
-        f"sequence {FLAGS.seq_length}, {FLAGS.threads} thread(s), {FLAGS.warmup_steps} warm-up "
-        f"steps then {FLAGS.rounds} rounds x {FLAGS.steps} steps (median round, min-max), ratio "
-        f"ours / peer; {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} "
-        f"{load[2]:.2f}")
-  print("| measurement | system | examples/s | ratio | goal |")
-  print("| --- | --- | --: | --: | --- |")
-  for row in rows:
-    print("| " + " | ".join(row) + " |")
+  harness.print_table(
+      f"conversion: max_seq_length {FLAGS.max_seq_length}, doc_stride {FLAGS.doc_stride}, "
+      f"max_query_length {FLAGS.max_query_length}; post-processing: n_best_size "
+      f"{FLAGS.n_best_size}, max_answer_length {FLAGS.max_answer_length}; data best of "
+      f"{FLAGS.conversion_repeats}, ratio original / ours. Training: "
+      f"{harness.rounds_text(FLAGS)}, ratio ours / peer", "ratio", rows)
 
 
 if __name__ == "__main__":
-  app.run(main)
+  harness.run(main, FLAGS, hf_torch_model)
