@@ -48,7 +48,6 @@ from bert_tf.tasks import classifier_data
 from bert_tf.tasks import common
 from bert_tf.training import input_pipeline
 from bert_tf.training import loop
-from bert_tf.training import optimization
 
 GENERIC_TASK = "generic"
 EXPORT_DIR = "export"
@@ -136,20 +135,7 @@ class ClassifierSettings:
                  "keep_checkpoint_max", "max_seq_length", "shuffle_buffer_size"):
       if getattr(self, name) <= 0:
         problems.append(f"--{name} must be positive, got {getattr(self, name)}")
-    if self.num_train_epochs <= 0 and self.do_train:
-      problems.append(f"--num_train_epochs must be positive, got {self.num_train_epochs}")
-    if not 0 <= self.warmup_proportion <= 1:
-      problems.append(f"--warmup_proportion must be in [0, 1], got {self.warmup_proportion}")
-    if self.optimizer not in optimization.OPTIMIZER_NAMES:
-      problems.append(f"--optimizer must be one of {', '.join(optimization.OPTIMIZER_NAMES)}")
-    if self.mixed_precision not in loop.MIXED_PRECISION_POLICIES:
-      problems.append(f"--mixed_precision must be one of "
-                      f"{', '.join(loop.MIXED_PRECISION_POLICIES)}")
-    split = num_replicas * max(1, self.gradient_accumulation_steps)
-    if self.do_train and self.train_batch_size > 0 and self.train_batch_size % split:
-      problems.append(f"--train_batch_size={self.train_batch_size} must be a multiple of "
-                      f"replicas ({num_replicas}) x --gradient_accumulation_steps "
-                      f"({self.gradient_accumulation_steps})")
+    problems += loop.fine_tuning_problems(self, num_replicas)
     for flag, wanted in (("eval_batch_size", self.do_eval),
                          ("predict_batch_size", self.do_predict)):
       value = getattr(self, flag)

@@ -543,6 +543,27 @@ def load_init_checkpoint(model, path: str) -> Set[str]:
   return restored
 
 
+def fine_tuning_problems(settings, num_replicas: int) -> List[str]:
+  """What is wrong with a fine-tuning run's shared flags (num_train_epochs, warmup_proportion,
+  optimizer, mixed_precision, train_batch_size against replicas x accumulation), one message
+  per flag; empty when nothing is."""
+  problems = []
+  if settings.do_train and settings.num_train_epochs <= 0:
+    problems.append(f"--num_train_epochs must be positive, got {settings.num_train_epochs}")
+  if not 0 <= settings.warmup_proportion <= 1:
+    problems.append(f"--warmup_proportion must be in [0, 1], got {settings.warmup_proportion}")
+  if settings.optimizer not in optimization.OPTIMIZER_NAMES:
+    problems.append(f"--optimizer must be one of {', '.join(optimization.OPTIMIZER_NAMES)}")
+  if settings.mixed_precision not in MIXED_PRECISION_POLICIES:
+    problems.append(f"--mixed_precision must be one of {', '.join(MIXED_PRECISION_POLICIES)}")
+  split = num_replicas * max(1, settings.gradient_accumulation_steps)
+  if settings.do_train and settings.train_batch_size > 0 and settings.train_batch_size % split:
+    problems.append(f"--train_batch_size={settings.train_batch_size} must be a multiple of "
+                    f"replicas ({num_replicas}) x --gradient_accumulation_steps "
+                    f"({settings.gradient_accumulation_steps})")
+  return problems
+
+
 def init_fine_tuning(run: Run, settings, head_layer: str, head_name: str, refusal: str
                      ) -> Set[str]:
   """Loads settings.init_checkpoint into a fine-tuning run that did not resume, logs the

@@ -86,14 +86,17 @@ import sys
 import unicodedata
 from collections import Counter
 
-SEED = 20240611  # the seed of make_classifier_fixtures.py, so the document splits are the same
+# The document reader and split of the classifier fixtures, so both use the same documents.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The same seed, hence the same document splits.
+from make_classifier_fixtures import SEED, read_documents, split_documents  # noqa: E402  pylint: disable=wrong-import-position
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_CORPORA = os.path.join(os.path.dirname(REPO), "shared", "data", "corpora")
 DEFAULT_OUT = os.path.join(REPO, "tests", "data", "squad")
 
 CORPORA = (("austen", "austen_moby.txt"), ("bible", "web_bible_books.txt"),
            ("linux", "linux_doc_en.txt"))
-DOC_FRACTIONS = {"dev": 0.2, "test": 0.15}  # as make_classifier_fixtures.py
 SIZES = {"train": 400, "dev": 120}
 IMPOSSIBLE_FRACTION = 1 / 3
 QUESTIONS_PER_PARAGRAPH = (1, 2, 3)
@@ -114,32 +117,6 @@ EDGE_PUNCTUATION = set(".,;:!?\"'`()[]{}<>\u2014\u2013\u2026")
 EDGE_CATEGORIES = ("Ps", "Pe", "Pi", "Pf")  # brackets and curly quotes
 
 _ABBREVIATION_END = re.compile(r"(?:^|\W)(?:Mr|Mrs|Ms|Dr|St|Messrs|viz|vs|e\.g|i\.e|etc)\.$")
-
-
-def read_documents(path):
-  """The corpus as a list of documents, each a list of lines (sentences)."""
-  with open(path, encoding="utf-8", newline="\n") as f:
-    text = f.read()
-  docs = []
-  for block in text.split("\n\n"):
-    lines = block.split("\n")
-    while lines and not lines[0].strip():
-      lines.pop(0)
-    while lines and not lines[-1].strip():
-      lines.pop()
-    if lines:
-      docs.append(lines)
-  return docs
-
-
-def split_documents(docs, rng):
-  """{split: [document index]} from one shuffle of the documents."""
-  order = list(range(len(docs)))
-  rng.shuffle(order)
-  n_test = max(2, round(len(docs) * DOC_FRACTIONS["test"]))
-  n_dev = max(2, round(len(docs) * DOC_FRACTIONS["dev"]))
-  return {"test": sorted(order[:n_test]), "dev": sorted(order[n_test:n_test + n_dev]),
-          "train": sorted(order[n_test + n_dev:])}
 
 
 def clean_line(line):
