@@ -209,22 +209,17 @@ def _time_rounds(run_round):
 
 def ours_synthetic(config, batch):
   """Per-round examples/s of our Trainer on one batch repeated from memory (constant tensors)."""
-  import keras  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf.training import optimization  # pylint: disable=g-import-not-at-top
   from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
   from bert_tf.training import pretraining  # pylint: disable=g-import-not-at-top
   from bert_tf.model.heads import build_pretraining_model  # pylint: disable=g-import-not-at-top
   strategy = loop.select_strategy("one_device")
-  previous = loop.use_dtype_policy(FLAGS.mixed_precision)
-  try:
-    with strategy.scope():
-      model = build_pretraining_model(config, prune_last_layer=True)  # as run_pretraining
-      optimizer = optimization.create_optimizer(
-          "adamw", 1e-4, FLAGS.steps * (FLAGS.rounds + 1), FLAGS.steps)
-      optimizer.build(model.trainable_variables)
-  finally:
-    keras.config.set_dtype_policy(previous)
+  with loop.dtype_policy(FLAGS.mixed_precision), strategy.scope():
+    model = build_pretraining_model(config, prune_last_layer=True)  # as run_pretraining
+    optimizer = optimization.create_optimizer(
+        "adamw", 1e-4, FLAGS.steps * (FLAGS.rounds + 1), FLAGS.steps)
+    optimizer.build(model.trainable_variables)
   trainer = loop.Trainer(strategy, model, optimizer, pretraining.TASK, FLAGS.batch_size,
                          jit_compile=FLAGS.jit_compile)
   dataset = tf.data.Dataset.from_tensors(batch).repeat()

@@ -12,7 +12,7 @@ import collections
 import dataclasses
 import json
 import re
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from absl import logging
 import keras
@@ -240,6 +240,19 @@ def set_original_weights(model, values: Mapping[str, np.ndarray], strict: bool =
 
 
 # === TF1 checkpoints ===
+def float32_copy(model, build: Callable[[], Any]):
+  """A float32 copy of `model` for SavedModels: build() run under the float32 policy (outside
+  any strategy), holding model's weights (matched by their original names)."""
+  previous = keras.config.dtype_policy()
+  keras.config.set_dtype_policy("float32")
+  try:
+    copy_model = build()
+  finally:
+    keras.config.set_dtype_policy(previous)
+  set_original_weights(copy_model, get_original_weights(model), source=model.name)
+  return copy_model
+
+
 def _checkpoint_reader(path: str):
   try:
     return tf.train.load_checkpoint(path)

@@ -36,9 +36,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import features
 from bert_tf import io
-from bert_tf import tokenization
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.model import heads
@@ -246,21 +244,12 @@ def run_classifier(config: BertConfig, settings: ClassifierSettings,
         f"trained up to sequence length {config.max_position_embeddings} (--max_seq_length)")
   chief = loop.is_chief(strategy)
   existing = io.exists(settings.output_dir)  # a run to resume (or to predict with)
-  try:
-    tokenizer = tokenization.FullTokenizer(settings.vocab_file, settings.do_lower_case)
-    vocab_md5 = features.vocab_checksum(settings.vocab_file)
-    common.check_vocab_fits(settings.vocab_file, len(tokenizer.vocab), config.vocab_size)
-    for checkpoint in (settings.init_checkpoint, settings.output_dir if existing else None):
-      common.check_tokenizer(checkpoint, settings.vocab_file, settings.do_lower_case,
-                             settings.allow_tokenizer_mismatch, vocab_md5=vocab_md5)
+  with loop.bad_input_as_training_error():
+    tokenizer, vocab_md5 = common.run_tokenizer(config, settings, existing)
     recorded = common.read_task_info(settings.output_dir) if existing else None
     processor = make_processor(settings)
     label_list = _label_list(processor, settings, recorded)
     data = _read_data(processor, settings)
-  except (FileNotFoundError, ValueError) as e:
-    if isinstance(e, loop.TrainingError):
-      raise
-    raise loop.TrainingError(str(e)) from None
   regression = label_list is None
   info = dict(task_name=settings.task_name.lower(), labels=label_list, regression=regression,
               pair=data["pair"], do_lower_case=bool(settings.do_lower_case), vocab_md5=vocab_md5,
@@ -270,22 +259,10 @@ def run_classifier(config: BertConfig, settings: ClassifierSettings,
     raise loop.TrainingError(
         f"{settings.output_dir} holds a model trained with the labels {recorded.get('labels')}, "
         f"but this run's labels are {label_list}; use another --output_dir")
-  io.makedirs(settings.output_dir)
-  # Non-chief workers write their records to a scratch directory of their own.
-  record_dir = settings.output_dir if chief else io.join(
-      settings.output_dir, f".worker_{strategy.cluster_resolver.task_id}_records")
-  io.makedirs(record_dir)
-  if chief:
-    config.to_json_file(io.join(settings.output_dir, "bert_config.json"))
-    common.write_task_info(settings.output_dir, info)
-  if settings.seed is not None:
-    keras.utils.set_random_seed(settings.seed)
-  previous_policy = loop.use_dtype_policy(settings.mixed_precision)
-  try:
+  record_dir = common.prepare_output_dir(config, settings, strategy, chief, info)
+  with loop.dtype_policy(settings.mixed_precision):
     return _run(config, settings, strategy, chief, data, label_list, tokenizer, info,
                 record_dir)
-  finally:
-    keras.config.set_dtype_policy(previous_policy)
 
 
 def _read_data(processor, settings: ClassifierSettings) -> Dict[str, Any]:
@@ -465,26 +442,13 @@ def _predict(trainer, settings, examples, label_list, tokenizer, record_dir, suf
 # === Export ===
 
 
-def float32_classifier(model: keras.Model, config: BertConfig,
-                       num_labels: Optional[int]) -> keras.Model:
-  """A float32 copy of a classifier built outside any strategy (for SavedModels)."""
-  previous = keras.config.dtype_policy()
-  keras.config.set_dtype_policy("float32")
-  try:
-    copy_model = heads.build_classifier_model(config, num_labels)
-  finally:
-    keras.config.set_dtype_policy(previous)
-  checkpoints.set_original_weights(copy_model, checkpoints.get_original_weights(model),
-                                   source=model.name)
-  return copy_model
-
-
 def export_classifier(model: keras.Model, config: BertConfig, settings: ClassifierSettings,
                       info: Mapping[str, Any], version: Optional[int] = None,
                       export_dir: Optional[str] = None) -> str:
   """Exports the raw-text classifier to <output_dir>/export/classifier/<version>/."""
   labels = info["labels"]
-  float_model = float32_classifier(model, config, None if labels is None else len(labels))
+  float_model = checkpoints.float32_copy(model, lambda: heads.build_classifier_model(
+      config, None if labels is None else len(labels)))
   path = tf_serving.export_classifier_model(
       float_model, config, settings.vocab_file,
       export_dir or io.join(settings.output_dir, EXPORT_DIR), labels, info["pair"],

@@ -24,6 +24,7 @@ from absl import logging
 
 from bert_tf import features
 from bert_tf import io
+from bert_tf import tokenization
 from bert_tf.training import pretraining
 
 TASK_INFO_FILE = "task_info.json"
@@ -153,3 +154,39 @@ def write_task_info(output_dir: str, info: Dict[str, Any]) -> None:
 def read_task_info(directory: str) -> Optional[Dict[str, Any]]:
   return _read_json(io.join(checkpoint_directory(directory), TASK_INFO_FILE))
 
+
+
+def run_tokenizer(config, settings, resuming: bool):
+  """The FullTokenizer of a fine-tuning run (settings.vocab_file, settings.do_lower_case) and
+  the vocab's md5, after checking that the vocab fits the config and agrees with what
+  settings.init_checkpoint and, when resuming, settings.output_dir were trained with."""
+  tokenizer = tokenization.FullTokenizer(settings.vocab_file, settings.do_lower_case)
+  vocab_md5 = features.vocab_checksum(settings.vocab_file)
+  check_vocab_fits(settings.vocab_file, len(tokenizer.vocab), config.vocab_size)
+  for checkpoint in (settings.init_checkpoint, settings.output_dir if resuming else None):
+    check_tokenizer(checkpoint, settings.vocab_file, settings.do_lower_case,
+                    settings.allow_tokenizer_mismatch, vocab_md5=vocab_md5)
+  return tokenizer, vocab_md5
+
+
+def prepare_output_dir(config, settings, strategy, chief: bool, info: Dict[str, Any]) -> str:
+  """Starts a fine-tuning run's output_dir once its inputs are known to be good.
+
+  Creates output_dir; the chief writes bert_config.json and task_info.json there; other
+  workers write their records to a scratch directory of their own. Seeds Keras with
+  settings.seed when given.
+
+  Returns:
+    The directory this process writes its records to.
+  """
+  io.makedirs(settings.output_dir)
+  record_dir = settings.output_dir if chief else io.join(
+      settings.output_dir, f".worker_{strategy.cluster_resolver.task_id}_records")
+  io.makedirs(record_dir)
+  if chief:
+    config.to_json_file(io.join(settings.output_dir, "bert_config.json"))
+    write_task_info(settings.output_dir, info)
+  if settings.seed is not None:
+    import keras  # pylint: disable=g-import-not-at-top
+    keras.utils.set_random_seed(settings.seed)
+  return record_dir

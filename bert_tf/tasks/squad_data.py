@@ -170,7 +170,14 @@ def read_squad_examples(input_file: str, is_training: bool,
     SquadFormatError: unreadable JSON, a missing key, or a training question with other than
       one answer (naming the file and the question id).
   """
-  input_data = load_squad_json(input_file)
+  return examples_from_articles(load_squad_json(input_file), input_file, is_training,
+                                version_2_with_negative, stats)
+
+
+def examples_from_articles(input_data: List[Dict[str, Any]], input_file: str,
+                           is_training: bool, version_2_with_negative: bool = False,
+                           stats: Optional[Dict[str, int]] = None) -> List[SquadExample]:
+  """read_squad_examples on a file's already loaded articles (input_file names it in errors)."""
   examples = []
   questions = skipped = 0
   for a, entry in enumerate(input_data):

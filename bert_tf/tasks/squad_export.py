@@ -16,6 +16,8 @@ import keras
 
 from bert_tf import io
 from bert_tf.config import BertConfig
+from bert_tf.model import checkpoints
+from bert_tf.model import heads
 from bert_tf.serving import squad_module
 from bert_tf.tasks import squad_run
 
@@ -58,7 +60,7 @@ def export_squad(model: keras.Model, config: BertConfig, settings: "squad_run.Sq
   Returns:
     The version directory written.
   """
-  float_model = squad_run.float32_span_model(model, config)
+  float_model = checkpoints.float32_copy(model, lambda: heads.build_span_model(config))
   path = squad_module.export_squad_model(
       float_model, config, settings.vocab_file,
       export_dir or io.join(settings.output_dir, squad_run.EXPORT_DIR),

@@ -32,15 +32,11 @@ import random
 from typing import Any, Dict, List, Optional
 
 from absl import logging
-import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import features
 from bert_tf import io
-from bert_tf import tokenization
 from bert_tf.config import BertConfig
-from bert_tf.model import checkpoints
 from bert_tf.model import heads
 from bert_tf.tasks import common
 from bert_tf.tasks import squad
@@ -151,9 +147,10 @@ def num_train_steps(num_examples: int, train_batch_size: int, num_train_epochs: 
   return int(num_examples / train_batch_size * num_train_epochs)
 
 
-def has_answers(input_file: str) -> bool:
-  """Whether a SQuAD file holds gold answers (a dev set) to score predictions against."""
-  for article in squad_data.load_squad_json(input_file):
+def has_answers(articles: List[Dict[str, Any]]) -> bool:
+  """Whether a SQuAD file's articles hold gold answers (a dev set) to score predictions
+  against."""
+  for article in articles:
     for paragraph in article.get("paragraphs", []):
       for qa in paragraph.get("qas", []):
         if qa.get("answers") or "is_impossible" in qa:
@@ -181,41 +178,21 @@ def run_squad(config: BertConfig, settings: SquadSettings,
   settings.check(config, strategy.num_replicas_in_sync)
   chief = loop.is_chief(strategy)
   existing = io.exists(settings.output_dir)
-  try:
-    tokenizer = tokenization.FullTokenizer(settings.vocab_file, settings.do_lower_case)
-    vocab_md5 = features.vocab_checksum(settings.vocab_file)
-    common.check_vocab_fits(settings.vocab_file, len(tokenizer.vocab), config.vocab_size)
-    for checkpoint in (settings.init_checkpoint, settings.output_dir if existing else None):
-      common.check_tokenizer(checkpoint, settings.vocab_file, settings.do_lower_case,
-                             settings.allow_tokenizer_mismatch, vocab_md5=vocab_md5)
+  with loop.bad_input_as_training_error():
+    tokenizer, vocab_md5 = common.run_tokenizer(config, settings, existing)
     data = _read_data(settings)
-  except (FileNotFoundError, ValueError) as e:
-    if isinstance(e, loop.TrainingError):
-      raise
-    raise loop.TrainingError(str(e)) from None
   info = dict(task_name=TASK_NAME, version_2_with_negative=settings.version_2_with_negative,
               do_lower_case=bool(settings.do_lower_case), vocab_md5=vocab_md5,
               max_seq_length=settings.max_seq_length, doc_stride=settings.doc_stride,
               max_query_length=settings.max_query_length,
               max_answer_length=settings.max_answer_length, n_best_size=settings.n_best_size)
-  io.makedirs(settings.output_dir)
-  record_dir = settings.output_dir if chief else io.join(
-      settings.output_dir, f".worker_{strategy.cluster_resolver.task_id}_records")
-  io.makedirs(record_dir)
-  if chief:
-    config.to_json_file(io.join(settings.output_dir, "bert_config.json"))
-    common.write_task_info(settings.output_dir, info)
-  if settings.seed is not None:
-    keras.utils.set_random_seed(settings.seed)
-  previous_policy = loop.use_dtype_policy(settings.mixed_precision)
-  try:
+  record_dir = common.prepare_output_dir(config, settings, strategy, chief, info)
+  with loop.dtype_policy(settings.mixed_precision):
     return _run(config, settings, strategy, chief, data, tokenizer, info, record_dir)
-  finally:
-    keras.config.set_dtype_policy(previous_policy)
 
 
 def _read_data(settings: SquadSettings) -> Dict[str, Any]:
-  data: Dict[str, Any] = {"train": None, "predict": None, "has_answers": False}
+  data: Dict[str, Any] = {"train": None, "predict": None, "gold": None}
   if settings.do_train:
     stats: Dict[str, int] = {}
     train_examples = squad_data.read_squad_examples(
@@ -229,11 +206,14 @@ def _read_data(settings: SquadSettings) -> Dict[str, Any]:
     random.Random(squad_data.TRAIN_SHUFFLE_SEED).shuffle(train_examples)
     data["train"], data["train_stats"] = train_examples, stats
   if settings.do_predict:
-    data["predict"] = squad_data.read_squad_examples(settings.predict_file, is_training=False)
+    # Read once: the examples, and the gold answers the official scores need.
+    articles = squad_data.load_squad_json(settings.predict_file)
+    data["predict"] = squad_data.examples_from_articles(articles, settings.predict_file,
+                                                        is_training=False)
     if not data["predict"]:
       raise loop.TrainingError(f"--predict_file={settings.predict_file} has no question")
-    data["has_answers"] = has_answers(settings.predict_file)
-    if settings.null_score_diff_threshold is None and not data["has_answers"]:
+    data["gold"] = articles if has_answers(articles) else None
+    if settings.null_score_diff_threshold is None and data["gold"] is None:
       raise loop.TrainingError(f"--null_score_diff_threshold=auto: --predict_file="
                                f"{settings.predict_file} has no answers to pick it with")
   return data
@@ -360,14 +340,15 @@ def _predict(trainer, settings, data, tokenizer, record_dir, chief) -> Dict[str,
   results = [squad_data.RawResult(uid, out["start_logits"][i].tolist(),
                                   out["end_logits"][i].tolist())
              for i, uid in enumerate(expected)]
-  return write_outputs(examples, eval_features, results, settings, data["has_answers"],
+  return write_outputs(examples, eval_features, results, settings, data["gold"],
                        chief)
 
 
 def write_outputs(examples, eval_features, results, settings: SquadSettings,
-                  has_gold: bool, chief: bool = True) -> Dict[str, Any]:
-  """predictions.json, nbest_predictions.json, null_odds.json and (with answers in the predict
-  file) eval_results.json in output_dir; the threshold search for "auto"."""
+                  gold: Optional[List[Dict[str, Any]]], chief: bool = True) -> Dict[str, Any]:
+  """predictions.json, nbest_predictions.json, null_odds.json and, when `gold` (the predict
+  file's articles, with answers) is given, eval_results.json in output_dir; the threshold
+  search for "auto"."""
   out_dir = settings.output_dir
   threshold = settings.null_score_diff_threshold
   paths = {name: io.join(out_dir, name) for name in (PREDICTIONS_FILE, NBEST_FILE,
@@ -379,19 +360,18 @@ def write_outputs(examples, eval_features, results, settings: SquadSettings,
       settings.verbose_logging)
   result: Dict[str, Any] = {}
   scores = None
-  if has_gold:
-    dataset = squad_data.load_squad_json(settings.predict_file)
+  if gold is not None:
     if v2:
-      scores = squad_metrics.evaluate_v2(dataset, predictions, na_probs=null_odds)
+      scores = squad_metrics.evaluate_v2(gold, predictions, na_probs=null_odds)
       if threshold is None:
         threshold = float(scores["best_f1_thresh"])
         logging.info("--null_score_diff_threshold=auto: %.6f, the threshold with the best F1 "
                      "(%.4f) on %s", threshold, scores["best_f1"], settings.predict_file)
         predictions = squad_data.predictions_from_nbest(nbest, null_odds, threshold)
-        scores = squad_metrics.evaluate_v2(dataset, predictions, na_probs=null_odds)
+        scores = squad_metrics.evaluate_v2(gold, predictions, na_probs=null_odds)
       scores = dict(scores, null_score_diff_threshold=threshold)
     else:
-      scores = squad_metrics.evaluate_v1(dataset, predictions)
+      scores = squad_metrics.evaluate_v1(gold, predictions)
   if chief:
     io.write_text(paths[PREDICTIONS_FILE], squad_data.dumps_indent4(predictions) + "\n")
     io.write_text(paths[NBEST_FILE], squad_data.dumps_indent4(nbest) + "\n")
@@ -409,19 +389,3 @@ def write_outputs(examples, eval_features, results, settings: SquadSettings,
                 null_score_diff_threshold=threshold,
                 predictions_file=paths[PREDICTIONS_FILE])
   return result
-
-
-# === Export support ===
-
-
-def float32_span_model(model: keras.Model, config: BertConfig) -> keras.Model:
-  """A float32 copy of a span model built outside any strategy (for SavedModels)."""
-  previous = keras.config.dtype_policy()
-  keras.config.set_dtype_policy("float32")
-  try:
-    copy_model = heads.build_span_model(config)
-  finally:
-    keras.config.set_dtype_policy(previous)
-  checkpoints.set_original_weights(copy_model, checkpoints.get_original_weights(model),
-                                   source=model.name)
-  return copy_model

@@ -17,6 +17,7 @@ replica and micro-batch, so one device, many devices and accumulation give the s
 to float rounding.
 """
 
+import contextlib
 import json
 import os
 import time
@@ -625,8 +626,24 @@ def log_variables(model, restored: Set[str] = frozenset()) -> None:
     logging.info("  name = %s, shape = %s%s", variable.path, tuple(variable.shape), mark)
 
 
-def use_dtype_policy(mixed_precision: str):
-  """Sets Keras' dtype policy for a run; returns the previous one (to restore afterwards)."""
+@contextlib.contextmanager
+def dtype_policy(mixed_precision: str):
+  """Keras' dtype policy for a run (--mixed_precision), the previous one restored afterwards."""
   previous = keras.config.dtype_policy()
   keras.config.set_dtype_policy(MIXED_PRECISION_POLICIES[mixed_precision])
-  return previous
+  try:
+    yield
+  finally:
+    keras.config.set_dtype_policy(previous)
+
+
+@contextlib.contextmanager
+def bad_input_as_training_error():
+  """Reading a run's inputs: a missing file or bad data (FileNotFoundError, ValueError) stops
+  the run as a TrainingError with the reader's message."""
+  try:
+    yield
+  except (FileNotFoundError, ValueError) as e:
+    if isinstance(e, TrainingError):
+      raise
+    raise TrainingError(str(e)) from None

@@ -302,11 +302,8 @@ def run_pretraining(config: BertConfig, settings: PretrainingSettings,
                     json.dumps(dict(metadata), indent=2) + "\n")
   if settings.seed is not None:
     keras.utils.set_random_seed(settings.seed)
-  previous_policy = loop.use_dtype_policy(settings.mixed_precision)
-  try:
+  with loop.dtype_policy(settings.mixed_precision):
     return _run(config, settings, strategy, chief, metadata, export_fn)
-  finally:
-    keras.config.set_dtype_policy(previous_policy)
 
 
 def _run(config, settings, strategy, chief, metadata, export_fn):
