@@ -1,8 +1,8 @@
 """The heads: pretraining (masked LM, next sentence) and the fine-tuning classifier and span
-(SQuAD) models.
+(SQuAD) and token classification (tagger) models.
 
-build_pretraining_model(config), build_classifier_model(config, num_labels) and
-build_span_model(config).
+build_pretraining_model(config), build_classifier_model(config, num_labels),
+build_span_model(config) and build_tagger_model(config, num_labels).
 
 Shape legend: B = batch, S = sequence length, P = masked positions per example
 (max_predictions_per_seq), H = hidden size, V = vocab size.
@@ -25,6 +25,10 @@ PRETRAINING_INPUTS = ENCODER_INPUTS + ("masked_lm_positions",)
 # The classifier's dense layer; the checkpoint name table maps it to the original's root-scope
 # output_weights (transposed) and output_bias.
 CLASSIFIER_LAYER = "classifier"
+# The tagger's dense layer has the classifier's name, so it is output_weights / output_bias too:
+# Hugging Face's BertForTokenClassification (classifier.weight / bias) and the common TF1 BERT
+# NER code use those names for the per-token head.
+TAGGER_LAYER = CLASSIFIER_LAYER
 # The span head's dense layer ([H, 2]): cls/squad/output_weights ([2, H]) and output_bias.
 SPAN_LAYER = "squad_logits"
 
@@ -196,3 +200,28 @@ def build_span_model(config: BertConfig, name: str = "bert_span_labeler") -> ker
           encoded["sequence_output"])
   return keras.Model(inputs=inputs, outputs={"start_logits": logits[:, :, 0],
                                              "end_logits": logits[:, :, 1]}, name=name)
+
+
+def build_tagger_model(config: BertConfig, num_labels: int, name: str = "bert_tagger"
+                       ) -> keras.Model:
+  """The encoder, dropout on every position's final hidden state and a dense layer to the
+  label logits (BertForTokenClassification's head; the paper's NER setup).
+
+  The layers are named as the classifier's ("classifier_dropout", "classifier"), so the head's
+  weights are the original's output_weights [num_labels, H] and output_bias in every format.
+
+  Returns:
+    A functional keras.Model: inputs input_word_ids, input_mask, input_type_ids (int32 [B, S]);
+    output {"logits": float32 [B, S, num_labels]}.
+  """
+  if num_labels < 1:
+    raise ValueError(f"a tagger needs at least 1 label, got {num_labels}")
+  inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in ENCODER_INPUTS}
+  encoded, _ = encoder_graph(config, inputs["input_word_ids"], inputs["input_mask"],
+                             inputs["input_type_ids"])
+  hidden = layers.Dropout(config.hidden_dropout_prob, name="classifier_dropout")(
+      encoded["sequence_output"])
+  logits = keras.layers.Dense(
+      num_labels, kernel_initializer=layers.truncated_normal(config.initializer_range),
+      name=TAGGER_LAYER, dtype=layers.float32_policy(keras.config.dtype_policy()))(hidden)
+  return keras.Model(inputs=inputs, outputs={"logits": logits}, name=name)

@@ -492,3 +492,29 @@ def squad_dataset(input_file: str, max_seq_length: int, batch_size: int, is_trai
   """
   return record_dataset(input_file, squad_parsing_spec(max_seq_length, is_training), batch_size,
                         is_training, input_context, num_examples, seed, shuffle_buffer_size)
+
+
+# === Token classification records (run_ner's schema) ===
+
+
+def tagging_parsing_spec(max_seq_length: int) -> Dict[str, tf.io.FixedLenFeature]:
+  """run_ner's record schema (tasks/tagging_data.py): the three sequences, label_ids and
+  label_mask, max_seq_length int64 each."""
+  ids = tf.io.FixedLenFeature([max_seq_length], tf.int64)
+  return dict(input_ids=ids, input_mask=ids, segment_ids=ids, label_ids=ids, label_mask=ids)
+
+
+def tagging_dataset(input_file: str, max_seq_length: int, batch_size: int, is_training: bool,
+                    input_context: Optional[tf.distribute.InputContext] = None,
+                    num_examples: Optional[int] = None, seed: Optional[int] = None,
+                    shuffle_buffer_size: int = 100) -> tf.data.Dataset:
+  """Batches of run_ner windows: training repeats, shuffles and drops the last partial batch;
+  prediction reads every window once with its position as example_index, padded with windows of
+  label_mask 0 as classifier_dataset.
+
+  Returns:
+    Dicts of input_word_ids, input_mask, input_type_ids, label_ids, label_mask [B, L] int32, and
+    example_index [B] int64 when predicting.
+  """
+  return record_dataset(input_file, tagging_parsing_spec(max_seq_length), batch_size,
+                        is_training, input_context, num_examples, seed, shuffle_buffer_size)
