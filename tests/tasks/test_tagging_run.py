@@ -241,3 +241,20 @@ def test_export_words_offsets_and_entities_on_hard_text(tmp_path):
 def _tokenizer():
   from bert_tf.text import InGraphTokenizer  # pylint: disable=g-import-not-at-top
   return InGraphTokenizer(VOCAB, do_lower_case=True)
+
+
+@pytest.mark.slow
+def test_the_readmes_rest_request_runs_on_the_export(export):
+  """The README's curl body for the tagger, as TF Serving's REST row format feeds it."""
+  import re  # pylint: disable=g-import-not-at-top
+  path, _ = export
+  readme = open(os.path.join(helpers.REPO_ROOT, "README.md"), encoding="utf-8").read()
+  bodies = re.findall(r"models/ner:predict -d '(\{.*?\})'\n", readme)
+  assert len(bodies) == 1
+  instances = json.loads(bodies[0])["instances"]
+  loaded = tf.saved_model.load(path)
+  out = loaded.signatures["serving_default"](
+      text=tf.constant([row["text"] for row in instances]))
+  words = [w.decode() for w in out["words"].numpy()[0][:int(out["num_words"][0])]]
+  assert words == ["Elizabeth", "Bennet", "left", "London", "for", "Bath", "."]
+  assert int(out["num_entities"][0]) >= 1
