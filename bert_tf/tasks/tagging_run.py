@@ -43,6 +43,9 @@ EXPORT_MODEL_NAME = "ner"
 DATA_DIR_FILES = {"train": "train.txt", "eval": "dev.txt", "predict": "test.txt"}
 TAG_SCHEMES = ("auto", "iob1", "iob2", "iobes", "plain")
 EVAL_MODES = ("conlleval", "strict")
+HEAD_NAME = "tagger head (output_weights/output_bias)"
+UNTRAINED = ("predicting with it would give random tags. Add --do_train, or point "
+             "--init_checkpoint at a fine-tuned tagger")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -205,6 +208,12 @@ def run_ner(config: BertConfig, settings: NerSettings,
     raise loop.TrainingError(
         f"{settings.output_dir} holds a model trained with the labels {recorded.get('labels')},"
         f" but this run's labels are {labels}; use another --output_dir")
+  if not settings.do_train and not settings.init_checkpoint and not (
+      existing and tf.train.latest_checkpoint(settings.output_dir)):
+    # Refused before output_dir is touched (init_fine_tuning refuses the other untrained cases).
+    raise loop.TrainingError(
+        f"the {HEAD_NAME} was never trained: no --init_checkpoint and no checkpoint in "
+        f"--output_dir={settings.output_dir}; {UNTRAINED}")
   record_dir = common.prepare_output_dir(config, settings, strategy, chief, info)
   with loop.dtype_policy(settings.mixed_precision):
     return _run(config, settings, strategy, chief, data, labels, scheme, tokenizer, info,
@@ -269,10 +278,7 @@ def _run(config, settings, strategy, chief, data, labels, scheme, tokenizer, inf
   run = loop.prepare_run(strategy, lambda: heads.build_tagger_model(config, len(labels)),
                          tagging.TASK, settings, max(steps, 1),
                          int(steps * settings.warmup_proportion), chief)
-  loop.init_fine_tuning(
-      run, settings, heads.TAGGER_LAYER, "tagger head (output_weights/output_bias)",
-      "predicting with it would give random tags. Add --do_train, or point --init_checkpoint "
-      "at a fine-tuned tagger")
+  loop.init_fine_tuning(run, settings, heads.TAGGER_LAYER, HEAD_NAME, UNTRAINED)
   if settings.do_train:
     result.update(loop.fine_tune(
         run, settings, lambda batch, ctx: input_pipeline.tagging_dataset(
