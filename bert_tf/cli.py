@@ -98,16 +98,20 @@ def define_tpu_flags(flag_values=FLAGS) -> None:
                        flag_values=flag_values)
 
 
-def define_runtime_flags(flag_values=FLAGS) -> None:
-  """strategy, mixed_precision, jit_compile, gradient_accumulation_steps, seed, determinism."""
+def define_device_flags(flag_values=FLAGS, *, what: str = "the training step") -> None:
+  """strategy, mixed_precision, jit_compile: where and how a model runs (training or not)."""
   flags.DEFINE_enum("strategy", None, list(STRATEGY_NAMES),
                     "tf.distribute strategy. Default: tpu with --use_tpu, "
                     "multi_worker_mirrored when TF_CONFIG names several workers, mirrored with "
                     "several GPUs, else one_device.", flag_values=flag_values)
   flags.DEFINE_enum("mixed_precision", "none", list(PRECISION_NAMES),
                     "Compute dtype; float16 uses dynamic loss scaling.", flag_values=flag_values)
-  flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.",
-                    flag_values=flag_values)
+  flags.DEFINE_bool("jit_compile", False, f"Compile {what} with XLA.", flag_values=flag_values)
+
+
+def define_runtime_flags(flag_values=FLAGS) -> None:
+  """The device flags, gradient_accumulation_steps, seed, determinism."""
+  define_device_flags(flag_values)
   flags.DEFINE_integer("gradient_accumulation_steps", 1,
                        "Micro-batches per update: train_batch_size is split into this many, "
                        "their gradients summed in-graph and clipped once.",

@@ -12,7 +12,8 @@ import pytest
 from bert_tf import cli
 from tests import helpers
 
-PACKAGE_TOOLS = ("run_pretraining", "run_classifier", "run_squad", "export", "convert_checkpoint")
+PACKAGE_TOOLS = ("run_pretraining", "run_classifier", "run_squad", "run_ner", "extract_features",
+                 "export", "convert_checkpoint")
 SCRIPTS = ("create_pretraining_data", "build_vocab", "tokenize_text", "inspect_records")
 
 
