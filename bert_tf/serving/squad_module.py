@@ -37,14 +37,12 @@ Contexts and questions are read as UTF-8 with invalid bytes dropped (the offsets
 points of the context after that, i.e. of the context itself when it is valid UTF-8).
 """
 
-import json
 from typing import Any, Mapping, Optional, Union
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import io
 from bert_tf.config import BertConfig
 from bert_tf.model.encoder import ENCODER_INPUTS
 from bert_tf.packing import Packer
@@ -415,37 +413,19 @@ def export_squad_model(model: keras.Model, config: BertConfig, vocab_file: str, 
   Returns:
     The version directory written.
   """
-  tf_serving._check_seq_length(seq_length, config)  # pylint: disable=protected-access
-  if version is not None and version < 1:
-    raise ValueError(f"version must be a positive integer, got {version}")
-  with tf_serving._staged_vocab(vocab_file) as local_vocab:  # pylint: disable=protected-access
-    packer = Packer(local_vocab, do_lower_case, config.max_position_embeddings)
-    if packer.tokenizer.vocab_size > config.vocab_size:
-      raise ValueError(f"vocab file {vocab_file} has {packer.tokenizer.vocab_size} tokens, more "
-                       f"than the config's vocab_size {config.vocab_size}")
-    module = QuestionAnsweringModule(
-        packer, model, seq_length=seq_length, doc_stride=doc_stride,
-        max_query_length=max_query_length, n_best_size=n_best_size,
-        max_answer_length=max_answer_length, do_lower_case=do_lower_case,
-        version_2_with_negative=version_2_with_negative,
-        null_score_diff_threshold=null_score_diff_threshold)
-    module.vocab_file = tf.saved_model.Asset(local_vocab)
-    signatures = module.signature_functions
-    model_dir = io.join(export_dir, model_name)
-    if version is None:
-      version = tf_serving.next_version(model_dir)
-    info = dict(kind="squad", seq_length=int(seq_length), doc_stride=int(doc_stride),
-                max_query_length=int(max_query_length), n_best_size=int(n_best_size),
-                max_answer_length=int(max_answer_length), do_lower_case=bool(do_lower_case),
-                version_2_with_negative=bool(version_2_with_negative),
-                null_score_diff_threshold=float(null_score_diff_threshold),
-                model_name=model_name, signatures=sorted(signatures))
-    extra = {"bert_config.json": config.to_json_string(),
-             "export_info.json": json.dumps(info, indent=2, sort_keys=True) + "\n"}
-    if task_info is not None:
-      extra["task_info.json"] = json.dumps(dict(task_info), indent=2) + "\n"
-    inputs = dict(question=np.array([q.encode("utf-8") for q in WARMUP_QUESTIONS], object),
-                  context=np.array([c.encode("utf-8") for c in WARMUP_CONTEXTS], object))
-    warm = [(name, inputs) for name in signatures]
-    return tf_serving._save_version(  # pylint: disable=protected-access
-        module, signatures, model_dir, version, extra, warm if warmup else (), model_name)
+  info = dict(kind="squad", doc_stride=int(doc_stride), max_query_length=int(max_query_length),
+              n_best_size=int(n_best_size), max_answer_length=int(max_answer_length),
+              version_2_with_negative=bool(version_2_with_negative),
+              null_score_diff_threshold=float(null_score_diff_threshold))
+  inputs = dict(question=np.array([q.encode("utf-8") for q in WARMUP_QUESTIONS], object),
+                context=np.array([c.encode("utf-8") for c in WARMUP_CONTEXTS], object))
+  return tf_serving.export_task_module(
+      lambda packer: QuestionAnsweringModule(
+          packer, model, seq_length=seq_length, doc_stride=doc_stride,
+          max_query_length=max_query_length, n_best_size=n_best_size,
+          max_answer_length=max_answer_length, do_lower_case=do_lower_case,
+          version_2_with_negative=version_2_with_negative,
+          null_score_diff_threshold=null_score_diff_threshold),
+      config, vocab_file, export_dir, do_lower_case=do_lower_case, seq_length=seq_length,
+      version=version, model_name=model_name, info=info, task_info=task_info,
+      warmup_inputs=lambda name: inputs, warmup=warmup)

@@ -29,7 +29,6 @@ Outputs per text (B texts, W = most words of a text in the batch, E = most entit
 Texts are read as UTF-8 with invalid bytes dropped (offsets count the code points after that).
 """
 
-import json
 from typing import Any, Mapping, Optional, Sequence, Union
 
 import keras
@@ -37,7 +36,6 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bert_tf import io
 from bert_tf import text as text_lib
 from bert_tf import tokenization
 from bert_tf.config import BertConfig
@@ -287,27 +285,9 @@ def export_tagger_model(model: keras.Model, config: BertConfig, vocab_file: str,
   Returns:
     The version directory written.
   """
-  tf_serving._check_seq_length(seq_length, config)  # pylint: disable=protected-access
-  if version is not None and version < 1:
-    raise ValueError(f"version must be a positive integer, got {version}")
-  with tf_serving._staged_vocab(vocab_file) as local_vocab:  # pylint: disable=protected-access
-    packer = Packer(local_vocab, do_lower_case, config.max_position_embeddings)
-    if packer.tokenizer.vocab_size > config.vocab_size:
-      raise ValueError(f"vocab file {vocab_file} has {packer.tokenizer.vocab_size} tokens, more "
-                       f"than the config's vocab_size {config.vocab_size}")
-    module = TaggerModule(packer, model, seq_length, labels)
-    module.vocab_file = tf.saved_model.Asset(local_vocab)
-    signatures = module.signature_functions
-    model_dir = io.join(export_dir, model_name)
-    if version is None:
-      version = tf_serving.next_version(model_dir)
-    info = dict(kind="tagger", seq_length=int(seq_length), do_lower_case=bool(do_lower_case),
-                labels=list(labels), model_name=model_name, signatures=sorted(signatures))
-    extra = {"bert_config.json": config.to_json_string(),
-             "export_info.json": json.dumps(info, indent=2, sort_keys=True) + "\n"}
-    if task_info is not None:
-      extra["task_info.json"] = json.dumps(dict(task_info), indent=2) + "\n"
-    inputs = dict(text=np.array([t.encode("utf-8") for t in WARMUP_TEXTS], object))
-    warm = [(name, inputs) for name in signatures]
-    return tf_serving._save_version(  # pylint: disable=protected-access
-        module, signatures, model_dir, version, extra, warm if warmup else (), model_name)
+  inputs = dict(text=np.array([t.encode("utf-8") for t in WARMUP_TEXTS], object))
+  return tf_serving.export_task_module(
+      lambda packer: TaggerModule(packer, model, seq_length, labels), config, vocab_file,
+      export_dir, do_lower_case=do_lower_case, seq_length=seq_length, version=version,
+      model_name=model_name, info=dict(kind="tagger", labels=list(labels)),
+      task_info=task_info, warmup_inputs=lambda name: inputs, warmup=warmup)

@@ -45,7 +45,7 @@ import os
 import re
 import shutil
 import tempfile
-from typing import Any, Dict, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
 from absl import logging
 import numpy as np
@@ -288,27 +288,57 @@ def export_classifier_model(model, config: BertConfig, vocab_file: str, export_d
   Returns:
     The version directory written.
   """
+  info = dict(kind="classifier", labels=None if label_names is None else list(label_names),
+              regression=label_names is None, pair=bool(pair))
+  return export_task_module(
+      lambda packer: ClassifierModule(packer, model, seq_length, label_names, pair), config,
+      vocab_file, export_dir, do_lower_case=do_lower_case, seq_length=seq_length,
+      version=version, model_name=model_name, info=info, task_info=task_info,
+      warmup_inputs=lambda name: _text_inputs(WARMUP_TEXTS, pair=pair or name == "classify"),
+      warmup=warmup)
+
+
+def export_task_module(make_module: Callable[[Packer], tf.Module], config: BertConfig,
+                       vocab_file: str, export_dir: str, *, do_lower_case: bool,
+                       seq_length: int, version: Optional[int], model_name: str,
+                       info: Mapping[str, Any], task_info: Optional[Mapping[str, Any]],
+                       warmup_inputs: Callable[[str], Mapping[str, np.ndarray]],
+                       warmup: bool = True) -> str:
+  """What every fine-tuned raw-text export shares: checks, the vocab asset, the files beside
+  the graph and the versioned save.
+
+  Args:
+    make_module: builds the signature module from the export's Packer (its tokenizer reads the
+      vocab asset); the module has `signature_functions`.
+    config, vocab_file, export_dir, do_lower_case, seq_length, version, model_name, task_info,
+      warmup: as the export functions' arguments.
+    info: the export's own settings for assets/export_info.json (seq_length, do_lower_case,
+      model_name and the signatures are added).
+    warmup_inputs: signature name -> the inputs of its warm-up request.
+
+  Returns:
+    The version directory written.
+  """
   _check_seq_length(seq_length, config)
+  if version is not None and version < 1:
+    raise ValueError(f"version must be a positive integer, got {version}")
   with _staged_vocab(vocab_file) as local_vocab:
     packer = Packer(local_vocab, do_lower_case, config.max_position_embeddings)
     if packer.tokenizer.vocab_size > config.vocab_size:
       raise ValueError(f"vocab file {vocab_file} has {packer.tokenizer.vocab_size} tokens, more "
                        f"than the config's vocab_size {config.vocab_size}")
-    module = ClassifierModule(packer, model, seq_length, label_names, pair)
+    module = make_module(packer)
     module.vocab_file = tf.saved_model.Asset(local_vocab)
     signatures = module.signature_functions
-    model_dir = os.path.join(export_dir, model_name)
+    model_dir = io.join(export_dir, model_name)
     if version is None:
       version = next_version(model_dir)
-    info = dict(kind="classifier", seq_length=seq_length, do_lower_case=bool(do_lower_case),
-                labels=None if label_names is None else list(label_names),
-                regression=label_names is None, pair=bool(pair), model_name=model_name,
-                signatures=sorted(signatures))
+    info = dict(info, seq_length=int(seq_length), do_lower_case=bool(do_lower_case),
+                model_name=model_name, signatures=sorted(signatures))
     extra = {"bert_config.json": config.to_json_string(),
              "export_info.json": json.dumps(info, indent=2, sort_keys=True) + "\n"}
     if task_info is not None:
       extra["task_info.json"] = json.dumps(dict(task_info), indent=2) + "\n"
-    warm = [(name, _text_inputs(WARMUP_TEXTS, pair=pair or name == "classify"))
-            for name in signatures]
+    warm = [(name, warmup_inputs(name)) for name in signatures]
     return _save_version(module, signatures, model_dir, version, extra,
                          warm if warmup else (), model_name)
