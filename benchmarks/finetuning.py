@@ -1,5 +1,5 @@
-"""Fine-tuning throughput and classifier feature conversion: ours against Model Garden, Hugging
-Face and the original release's data step.
+"""Fine-tuning throughput (classifier and tagger) and classifier feature conversion: ours against
+Model Garden, Hugging Face and the original release's data step.
 
   python benchmarks/finetuning.py --presets=mini,small --threads=1
 
@@ -29,7 +29,26 @@ One run measures, on the same data and configuration for every system:
    and the rows are benchmarks/harness.py's (shared with squad.py); this script names the
    classifier's pieces.
 
-2. Feature conversion (run_classifier's data step) on real sentence pairs: consecutive sentences
+2. Training examples/s of token classification (the tagger of run_ner; --tagging_labels labels,
+   9 as CoNLL-2003's IOB tags, same batch, sequence, presets, optimizer settings and rounds) at
+   each preset, on random batches of the tagger's layout: the same ids and lengths as above,
+   one segment, and label_mask 1 on a random --tagging_labelled share (0.7) of the positions
+   between [CLS] and [SEP] (a word's first piece), label_ids drawn there (O for 83%, about
+   CoNLL-2003's share of O tokens), 0 elsewhere:
+     ours:         bert_tf.model.heads.build_tagger_model trained by loop.Trainer with
+                   tagging.TASK (mean cross-entropy over the labelled positions), the same
+                   optimizer;
+     Model Garden: models.BertTokenClassifier over the same networks.BertEncoder, as built by
+                   its tagging task (output_encoder_outputs=True), trained with that task's
+                   build_losses (labels -1 where label_mask is 0, as its records carry them;
+                   cross-entropy weighted by labels >= 0, divided by their count; the task has
+                   no training metrics), the same optimizer and loop as above;
+     Hugging Face: transformers.BertForTokenClassification (PyTorch eager; labels -100 where
+                   label_mask is 0, so its CrossEntropyLoss averages the labelled positions
+                   alone), the same optimizer and schedule as above, in a worker process.
+   The rows are timed like the classifier's, after them (--training_tasks picks the tasks).
+
+3. Feature conversion (run_classifier's data step) on real sentence pairs: consecutive sentences
    of one document of --corpus, label alternating 0/1, --conversion_examples pairs, written to
    TFRecords:
      ours:     bert_tf.tasks.classifier_data.file_based_convert_examples_to_features with
@@ -68,6 +87,12 @@ flags.DEFINE_list("presets", ["mini", "small"],
 flags.DEFINE_integer("batch_size", 32, "Training examples per step.")
 flags.DEFINE_integer("seq_length", 128, "Tokens per example (training and conversion).")
 flags.DEFINE_integer("num_labels", 2, "Classes of the classifier.")
+flags.DEFINE_list("training_tasks", ["classifier", "tagging"],
+                  "Fine-tuning tasks whose training is timed: classifier (sentence pairs), "
+                  "tagging (token classification).")
+flags.DEFINE_integer("tagging_labels", 9, "Labels of the tagger (CoNLL-2003's 9 IOB tags).")
+flags.DEFINE_float("tagging_labelled", 0.7, "Share of the positions between [CLS] and [SEP] "
+                   "with label_mask 1 in the tagger's random batches (words' first pieces).")
 flags.DEFINE_integer("steps", 4, "Timed training steps per round and system.")
 flags.DEFINE_integer("rounds", 3, "Timed rounds (the systems take turns each round); the median "
                      "round counts.")
@@ -87,10 +112,14 @@ flags.DEFINE_bool("skip_conversion", False, "Leave out the conversion rows.")
 flags.DEFINE_string("hf_worker_dir", None, "Internal: run as the Hugging Face worker process.")
 FLAGS = flags.FLAGS
 
+TRAINING_TASKS = ("classifier", "tagging")
 GOALS = {"model_garden": 1.2, "hf_torch": 1.15, "original": 10.0}
 NAMES = {"ours": "ours (bert_tf loop.Trainer)",
          "model_garden": "Model Garden BertClassifier",
          "hf_torch": "HF BertForSequenceClassification (PyTorch eager)"}
+TAGGER_NAMES = {"ours": "ours (bert_tf loop.Trainer, build_tagger_model)",
+                "model_garden": "Model Garden BertTokenClassifier",
+                "hf_torch": "HF BertForTokenClassification (PyTorch eager)"}
 
 
 # === Training: data ===
@@ -104,6 +133,22 @@ def random_pool(np, vocab_size, num_labels, batches, batch, seq, seed=0):
   return dict(pool, input_type_ids=types,
               label_ids=rng.integers(0, num_labels, size=n).astype(np.int32),
               is_real_example=np.ones(n, np.int32))
+
+
+def tagger_pool(np, vocab_size, num_labels, labelled, batches, batch, seq, seed=0):
+  """[batches * batch, ...] random examples of the tagger's batch layout (numpy): one segment;
+  label_mask 1 on a `labelled` share of the positions between [CLS] and [SEP] (at least one),
+  label_ids there 0 ("O") for 83% and uniform over the other labels otherwise, 0 elsewhere."""
+  n = batches * batch
+  rng, lengths, positions, pool = harness.random_inputs(np, vocab_size, n, seq, seq // 4, seed)
+  pool["input_word_ids"][np.arange(n), lengths - 1] = 102  # [SEP] last
+  inner = (positions >= 1) & (positions < (lengths - 1)[:, None])
+  mask = inner & (rng.random((n, seq)) < labelled)
+  mask[:, 1] = True  # every example has a labelled word
+  tags = np.where(rng.random((n, seq)) < 0.83, 0,
+                  rng.integers(1, max(num_labels, 2), size=(n, seq))) % num_labels
+  return dict(pool, input_type_ids=np.zeros((n, seq), np.int32),
+              label_ids=(tags * mask).astype(np.int32), label_mask=mask.astype(np.int32))
 
 
 # === Training: systems ===
@@ -136,8 +181,16 @@ def model_garden(config, pool, total_steps, warmup):
 
 
 def hf_torch_model(spec, pool):
-  """Hugging Face's PyTorch classifier and its run function (in the worker process)."""
+  """Hugging Face's PyTorch classifier, or with spec["head"] "tagger" its token classifier
+  (labels -100 where label_mask is 0), and its run function (in the worker process)."""
   import transformers  # pylint: disable=g-import-not-at-top
+  if spec.get("head") == "tagger":
+    import numpy as np  # pylint: disable=g-import-not-at-top
+    pool = dict(pool, hf_labels=np.where(pool["label_mask"] > 0, pool["label_ids"], -100))
+    return harness.hf_torch_model(
+        spec, pool, lambda: transformers.BertForTokenClassification(
+            peers.hf_bert_config(spec["config"], num_labels=spec["num_labels"])),
+        labels={"labels": "hf_labels"})
   return harness.hf_torch_model(
       spec, pool, lambda: transformers.BertForSequenceClassification(
           peers.hf_bert_config(spec["config"], num_labels=spec["num_labels"])),
@@ -151,6 +204,46 @@ def hf_torch(config, pool, total_steps, warmup):
 
 
 SYSTEMS = {"ours": ours, "model_garden": model_garden, "hf_torch": hf_torch}
+
+
+def ours_tagger(config, pool, total_steps, warmup):
+  from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import tagging  # pylint: disable=g-import-not-at-top
+  return harness.ours(lambda: heads.build_tagger_model(config, FLAGS.tagging_labels),
+                      tagging.TASK, pool, total_steps, warmup, FLAGS)
+
+
+def model_garden_tagger(config, pool, total_steps, warmup):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from official.nlp.modeling import models as mg_models  # pylint: disable=g-import-not-at-top
+
+  def build_head(encoder, initializer):  # tagging.TaggingTask.build_model
+    return mg_models.BertTokenClassifier(
+        network=encoder, num_classes=FLAGS.tagging_labels, initializer=initializer,
+        dropout_rate=config.hidden_dropout_prob, output="logits", output_encoder_outputs=True)
+
+  def losses(outputs, batch):  # tagging.TaggingTask.build_losses
+    labels = tf.where(batch["label_mask"] > 0, batch["label_ids"], -1)  # its records' labels
+    mask = tf.greater_equal(labels, 0)  # _masked_labels_and_weights
+    masked_labels, weights = tf.where(mask, labels, 0), tf.cast(mask, tf.float32)
+    loss = harness.sparse_crossentropy(masked_labels, outputs["logits"])
+    return tf.math.divide_no_nan(tf.reduce_sum(loss * weights), tf.reduce_sum(weights))
+
+  def metrics(outputs, batch):  # the tagging task has no training metrics
+    del outputs, batch
+    return tf.constant(0.0)
+  return harness.model_garden(config, pool, total_steps, warmup, FLAGS, build_head, losses,
+                              metrics)
+
+
+def hf_torch_tagger(config, pool, total_steps, warmup):
+  """Hugging Face's PyTorch tagger in a worker process; (None, reason) without torch."""
+  return harness.hf_torch(__file__, "hf_tagger_worker_", config, pool, total_steps, warmup,
+                          FLAGS, num_labels=FLAGS.tagging_labels, head="tagger")
+
+
+TAGGER_SYSTEMS = {"ours": ours_tagger, "model_garden": model_garden_tagger,
+                  "hf_torch": hf_torch_tagger}
 
 
 # === Conversion ===
@@ -323,16 +416,32 @@ def conversion_rows():
 
 def main():
   import numpy as np  # pylint: disable=g-import-not-at-top
+  unknown = sorted(set(FLAGS.training_tasks) - set(TRAINING_TASKS))
+  if unknown:
+    raise app.UsageError(f"unknown training task(s) {', '.join(unknown)}; choose from "
+                         f"{', '.join(TRAINING_TASKS)}")
   rows = [] if FLAGS.skip_conversion else conversion_rows()
-  if not FLAGS.skip_training:
+  tasks = [] if FLAGS.skip_training else FLAGS.training_tasks
+  if "classifier" in tasks:
     rows.extend(harness.training_rows(
         FLAGS, lambda config: random_pool(np, config.vocab_size, FLAGS.num_labels,
                                           FLAGS.pool_batches, FLAGS.batch_size,
                                           FLAGS.seq_length),
         SYSTEMS, NAMES, GOALS, lambda preset: f"fine-tune {preset}"))
+  if "tagging" in tasks:
+    rows.extend(harness.training_rows(
+        FLAGS, lambda config: tagger_pool(np, config.vocab_size, FLAGS.tagging_labels,
+                                          FLAGS.tagging_labelled, FLAGS.pool_batches,
+                                          FLAGS.batch_size, FLAGS.seq_length),
+        TAGGER_SYSTEMS, TAGGER_NAMES, GOALS, lambda preset: f"tagging {preset}"))
 
+  labels = f"{FLAGS.num_labels} labels, "
+  if "tagging" in tasks:
+    labels = ((f"classifier {labels}" if "classifier" in tasks else "") +
+              f"tagger {FLAGS.tagging_labels} labels ({FLAGS.tagging_labelled:.0%} of the "
+              f"positions between [CLS] and [SEP] labelled), ")
   harness.print_table(
-      harness.rounds_text(FLAGS, f"{FLAGS.num_labels} labels, ") +
+      harness.rounds_text(FLAGS, labels) +
       f", conversion best of {FLAGS.conversion_repeats}", "ours / this", rows)
 
 
