@@ -63,6 +63,18 @@ One run measures, on the same data and configuration for every system:
    message's deterministic serialisation), so both did the same work. Tokenizers are built
    outside the timing, afresh for every repeat (ours caches ids per word); the best of
    --conversion_repeats timings counts.
+
+4. extract_features (sequences/s) at each preset: --extract_lines lines of --corpus (each two
+   consecutive sentences of a document joined by " ||| ", so pairs), the default four layers
+   (-1,-2,-3,-4), --batch_size lines per call, sequence --seq_length, random weights of the
+   preset saved as a checkpoint, one device and --threads threads:
+     model:  FeatureExtractor alone on the converted features (the encoder's forward pass to
+             the deepest asked layer and the copy of the values to NumPy), the best of two
+             passes after a warm-up batch;
+     jsonl / npz: the whole command (bert_tf.tasks.feature_extraction.extract_features: read,
+             tokenize, run, write) to the original's JSON lines and to npz, start to finish.
+   No peer: the original writes only JSON through TPUEstimator.predict; the ratios are against
+   the model-only rate, i.e. the share of the time the output format costs.
 """
 
 import collections
@@ -109,6 +121,9 @@ flags.DEFINE_integer("conversion_examples", 5000, "Sentence pairs converted.")
 flags.DEFINE_integer("conversion_repeats", 3, "Timings per converter (best counts).")
 flags.DEFINE_bool("skip_training", False, "Leave out the training rows.")
 flags.DEFINE_bool("skip_conversion", False, "Leave out the conversion rows.")
+flags.DEFINE_bool("skip_extract_features", False, "Leave out the extract_features rows.")
+flags.DEFINE_integer("extract_lines", 256, "Corpus lines (sentence pairs joined by ' ||| ') "
+                     "each extract_features row reads.")
 flags.DEFINE_string("hf_worker_dir", None, "Internal: run as the Hugging Face worker process.")
 FLAGS = flags.FLAGS
 
@@ -411,6 +426,64 @@ def conversion_rows():
            harness.goal_text(ratio, GOALS["original"]))]
 
 
+# === extract_features ===
+
+
+def extract_features_rows():
+  """Sequences/s of extract_features per preset: the model alone, and the whole command to
+  JSONL and to npz (table rows as the others)."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
+  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
+  from bert_tf.model.encoder import build_encoder  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import feature_extraction as fe  # pylint: disable=g-import-not-at-top
+  tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
+  pairs = read_pairs(FLAGS.corpus, FLAGS.extract_lines)
+  rows = []
+  with tempfile.TemporaryDirectory() as tmp:
+    input_file = os.path.join(tmp, "input.txt")
+    with open(input_file, "w", encoding="utf-8") as f:
+      f.write("".join(f"{a} ||| {b}\n" for _, a, b, _ in pairs))
+    tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, do_lower_case=True)
+    for preset in FLAGS.presets:
+      print(f"extract_features {preset}", flush=True)
+      config = BertConfig.from_json_file(
+          os.path.join(REPO_ROOT, "configs", f"bert_config_{preset}.json"))
+      encoder = build_encoder(config)
+      prefix = os.path.join(tmp, preset, "bert_model.ckpt")
+      checkpoints.save_tf1_checkpoint(encoder, prefix)
+      config.to_json_file(os.path.join(tmp, preset, "bert_config.json"))
+      features = list(fe.convert_examples_to_features(fe.read_examples(input_file),
+                                                      FLAGS.seq_length, tokenizer))
+      extractor = fe.FeatureExtractor(encoder, fe.parse_layers("-1,-2,-3,-4",
+                                                               config.num_hidden_layers))
+      size = FLAGS.batch_size
+      extractor.run_features(features[:size], size)  # warm-up (tracing)
+      best = float("inf")
+      for _ in range(2):
+        start = time.perf_counter()
+        for i in range(0, len(features), size):
+          extractor.run_features(features[i:i + size], size)
+        best = min(best, time.perf_counter() - start)
+      model_rate = len(features) / best
+      what = f"extract_features {preset}, {len(features)} lines"
+      rows.append((what, "model only (FeatureExtractor)", f"{model_rate:.2f}", "", ""))
+      for output_format in ("npz", "jsonl"):
+        settings = fe.ExtractFeaturesSettings(
+            input_file=input_file, output_file=os.path.join(tmp, f"out.{output_format}"),
+            vocab_file=FLAGS.vocab_file, init_checkpoint=prefix,
+            max_seq_length=FLAGS.seq_length, batch_size=size, output_format=output_format)
+        start = time.perf_counter()
+        fe.extract_features(settings, config)
+        rate = len(features) / (time.perf_counter() - start)
+        size_mb = os.path.getsize(settings.output_file) / 1e6
+        rows.append((what, f"whole command, {output_format} ({size_mb:,.0f} MB)",
+                     f"{rate:.2f}", f"{rate / model_rate:.2f}x of the model's rate", ""))
+  return rows
+
+
 # === Main ===
 
 
@@ -440,6 +513,8 @@ def main():
     labels = ((f"classifier {labels}" if "classifier" in tasks else "") +
               f"tagger {FLAGS.tagging_labels} labels ({FLAGS.tagging_labelled:.0%} of the "
               f"positions between [CLS] and [SEP] labelled), ")
+  if not FLAGS.skip_extract_features:
+    rows.extend(extract_features_rows())
   harness.print_table(
       harness.rounds_text(FLAGS, labels) +
       f", conversion best of {FLAGS.conversion_repeats}", "ours / this", rows)
