@@ -124,6 +124,29 @@ def define_runtime_flags(flag_values=FLAGS) -> None:
                     "slower).", flag_values=flag_values)
 
 
+def define_fine_tuning_flags(flag_values=FLAGS, *, export_help: str) -> None:
+  """The run flags of every fine-tuning command: num_train_epochs, warmup_proportion,
+  save_checkpoints_steps, iterations_per_loop, the TPU and runtime flags, optimizer,
+  keep_checkpoint_max, export and allow_tokenizer_mismatch."""
+  fv = dict(flag_values=flag_values)
+  flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.",
+                     **fv)
+  flags.DEFINE_float("warmup_proportion", 0.1,
+                     "Proportion of training with linear learning rate warmup.", **fv)
+  flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save a checkpoint.", **fv)
+  flags.DEFINE_integer("iterations_per_loop", 1000,
+                       "Steps per tf.function call (and between log lines).", **fv)
+  define_tpu_flags(flag_values)
+  define_runtime_flags(flag_values)
+  flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"],
+                    "adamw: the original AdamWeightDecay; lamb: LAMB.", **fv)
+  flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept in output_dir.", **fv)
+  flags.DEFINE_bool("export", True, export_help, **fv)
+  flags.DEFINE_bool("allow_tokenizer_mismatch", False,
+                    "Go on (with a warning) when --vocab_file or --do_lower_case contradicts "
+                    "what the checkpoint was trained with.", **fv)
+
+
 def define_text_input_flags(flag_values=FLAGS, *,
                             overwrite_help: str = "Replace an existing output.") -> None:
   """input_file, errors and overwrite: the plain-text input flags of the data_prep tools."""

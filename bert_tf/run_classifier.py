@@ -40,25 +40,12 @@ def define_flags(flag_values=FLAGS) -> None:
   flags.DEFINE_bool("do_predict", False, "Whether to run the model on the test set.", **fv)
   cli.define_batch_flags(flag_values, train_batch_size=32, eval_batch_size=8,
                          predict_batch_size=8, learning_rate=5e-5)
-  flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs.", **fv)
-  flags.DEFINE_float("warmup_proportion", 0.1,
-                     "Proportion of training with linear learning rate warmup.", **fv)
-  flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save a checkpoint.", **fv)
-  flags.DEFINE_integer("iterations_per_loop", 1000,
-                       "Steps per tf.function call (and between log lines).", **fv)
-  cli.define_tpu_flags(flag_values)
+  cli.define_fine_tuning_flags(flag_values, export_help=(
+      "After training, export a raw-text classifier for TF Serving to "
+      "output_dir/export/classifier/<step>/."))
   # === Additions ===
-  cli.define_runtime_flags(flag_values)
-  flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"],
-                    "adamw: the original AdamWeightDecay; lamb: LAMB.", **fv)
-  flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept in output_dir.", **fv)
   flags.DEFINE_string("xnli_language", "zh", "XNLI: the language of the dev/test sets and of "
                       "the machine-translated training set.", **fv)
-  flags.DEFINE_bool("export", True, "After training, export a raw-text classifier for TF "
-                    "Serving to output_dir/export/classifier/<step>/.", **fv)
-  flags.DEFINE_bool("allow_tokenizer_mismatch", False,
-                    "Go on (with a warning) when --vocab_file or --do_lower_case contradicts "
-                    "what the checkpoint was trained with.", **fv)
   # === The generic task ===
   flags.DEFINE_string("text_a_column", None, "generic: the first text's column, a header name "
                       "(or JSONL key) or a 0-based index.", **fv)

@@ -46,18 +46,13 @@ def define_flags(flag_values=FLAGS) -> None:
   flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.", **fv)
   flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predictions.", **fv)
   flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.", **fv)
-  flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.",
-                     **fv)
-  flags.DEFINE_float("warmup_proportion", 0.1,
-                     "Proportion of training with linear learning rate warmup.", **fv)
-  flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save a checkpoint.", **fv)
-  flags.DEFINE_integer("iterations_per_loop", 1000,
-                       "Steps per tf.function call (and between log lines).", **fv)
+  cli.define_fine_tuning_flags(flag_values, export_help=(
+      "After training, export a raw-text question-answering model for TF Serving to "
+      "output_dir/export/squad/<step>/."))
   flags.DEFINE_integer("n_best_size", 20, "The total number of n-best predictions to generate "
                        "in the nbest_predictions.json output file.", **fv)
   flags.DEFINE_integer("max_answer_length", 30, "The maximum length of an answer, in "
                        "WordPiece tokens.", **fv)
-  cli.define_tpu_flags(flag_values)
   flags.DEFINE_bool("verbose_logging", False, "Log the answers whose text could not be mapped "
                     "back onto the context.", **fv)
   flags.DEFINE_bool("version_2_with_negative", False,
@@ -67,18 +62,9 @@ def define_flags(flag_values=FLAGS) -> None:
                       "(negative: more \"\" answers). `auto`: the threshold with the best F1 on "
                       "the predict file's answers.", **fv)
   # === Additions ===
-  cli.define_runtime_flags(flag_values)
-  flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"],
-                    "adamw: the original AdamWeightDecay; lamb: LAMB.", **fv)
-  flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept in output_dir.", **fv)
   flags.DEFINE_bool("steps_from_features", False,
                     "Count training steps from the windows (features) instead of the examples "
                     "as the original does (google-research/bert#662).", **fv)
-  flags.DEFINE_bool("export", True, "After training, export a raw-text question-answering "
-                    "model for TF Serving to output_dir/export/squad/<step>/.", **fv)
-  flags.DEFINE_bool("allow_tokenizer_mismatch", False,
-                    "Go on (with a warning) when --vocab_file or --do_lower_case contradicts "
-                    "what the checkpoint was trained with.", **fv)
   flags.mark_flags_as_required(["vocab_file", "output_dir"], **fv)
 
 
