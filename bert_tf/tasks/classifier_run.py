@@ -65,50 +65,25 @@ Column = Union[int, str]
 
 
 @dataclasses.dataclass(frozen=True)
-class ClassifierSettings:
+class ClassifierSettings(common.FineTuningSettings):
   """Everything a run_classifier run needs besides the model config (names follow the flags).
 
-  The original's: task_name, data_dir, output_dir, vocab_file, do_lower_case, init_checkpoint,
-  max_seq_length, do_train, do_eval, do_predict, train/eval/predict_batch_size, learning_rate,
-  num_train_epochs, warmup_proportion, save_checkpoints_steps, iterations_per_loop, use_tpu
-  (which here only decides the PaddingInputExample padding of the records; the strategy comes
-  from the caller).
-
-  Additions: optimizer ("adamw" as the original, or "lamb"); mixed_precision, jit_compile,
-  gradient_accumulation_steps, seed (weights of the head, dropout and the data order),
-  keep_checkpoint_max, max_nonfinite_steps and shuffle_buffer_size (the original's 100) as in
-  run_pretraining; xnli_language; the generic task's columns and files (text_a_column,
-  text_b_column, label_column, guid_column: names or 0-based indices; has_header; label_list;
-  regression; file_format; delimiter; train_file, dev_file, test_file); export (a TF Serving
-  classifier at the end of training); allow_tokenizer_mismatch.
+  The shared run settings are common.FineTuningSettings' (use_tpu here only decides the
+  PaddingInputExample padding of the records; the strategy comes from the caller). The
+  original's: task_name, data_dir, output_dir, vocab_file, max_seq_length, do_eval, do_predict,
+  eval/predict_batch_size. Additions: xnli_language; the generic task's columns and files
+  (text_a_column, text_b_column, label_column, guid_column: names or 0-based indices;
+  has_header; label_list; regression; file_format; delimiter; train_file, dev_file, test_file).
   """
   task_name: str
   data_dir: str
   output_dir: str
   vocab_file: str
-  do_lower_case: bool = True
-  init_checkpoint: Optional[str] = None
   max_seq_length: int = 128
-  do_train: bool = False
   do_eval: bool = False
   do_predict: bool = False
-  train_batch_size: int = 32
   eval_batch_size: int = 8
   predict_batch_size: int = 8
-  learning_rate: float = 5e-5
-  num_train_epochs: float = 3.0
-  warmup_proportion: float = 0.1
-  save_checkpoints_steps: int = 1000
-  iterations_per_loop: int = 1000
-  use_tpu: bool = False
-  optimizer: str = "adamw"
-  mixed_precision: str = "none"
-  jit_compile: bool = False
-  gradient_accumulation_steps: int = 1
-  seed: Optional[int] = None
-  keep_checkpoint_max: int = 5
-  max_nonfinite_steps: int = 5
-  shuffle_buffer_size: int = 100
   xnli_language: str = "zh"
   text_a_column: Optional[Column] = None
   text_b_column: Optional[Column] = None
@@ -122,8 +97,6 @@ class ClassifierSettings:
   train_file: Optional[str] = None
   dev_file: Optional[str] = None
   test_file: Optional[str] = None
-  export: bool = True
-  allow_tokenizer_mismatch: bool = False
 
   def check(self, num_replicas: int = 1) -> None:
     """Raises loop.TrainingError naming every flag with an impossible value."""

@@ -16,6 +16,7 @@ A contradiction stops the run with both values and both files named, unless the 
 it (a loud warning then).
 """
 
+import dataclasses
 import json
 import re
 from typing import Any, Dict, List, Optional
@@ -38,6 +39,40 @@ _CASED_RELEASES = ("cased_L-12_H-768_A-12", "cased_L-24_H-1024_A-16",
 
 
 _SOURCE_KEYS = {"do_lower_case": "casing_source", "vocab_md5": "vocab_source"}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FineTuningSettings:
+  """The settings every fine-tuning run shares (keyword-only; the task's settings add theirs).
+
+  The original's: init_checkpoint, do_lower_case, do_train, train_batch_size, learning_rate,
+  num_train_epochs, warmup_proportion, save_checkpoints_steps, iterations_per_loop, use_tpu.
+  Additions: optimizer ("adamw" as the original, or "lamb"); mixed_precision, jit_compile,
+  gradient_accumulation_steps, seed (weights of the head, dropout and the data order),
+  keep_checkpoint_max, max_nonfinite_steps and shuffle_buffer_size (the original's 100) as in
+  run_pretraining; export (a TF Serving model at the end of training);
+  allow_tokenizer_mismatch.
+  """
+  init_checkpoint: Optional[str] = None
+  do_lower_case: bool = True
+  do_train: bool = False
+  train_batch_size: int = 32
+  learning_rate: float = 5e-5
+  num_train_epochs: float = 3.0
+  warmup_proportion: float = 0.1
+  save_checkpoints_steps: int = 1000
+  iterations_per_loop: int = 1000
+  use_tpu: bool = False
+  optimizer: str = "adamw"
+  mixed_precision: str = "none"
+  jit_compile: bool = False
+  gradient_accumulation_steps: int = 1
+  seed: Optional[int] = None
+  keep_checkpoint_max: int = 5
+  max_nonfinite_steps: int = 5
+  shuffle_buffer_size: int = 100
+  export: bool = True
+  allow_tokenizer_mismatch: bool = False
 
 
 class TokenizerMismatchError(ValueError):

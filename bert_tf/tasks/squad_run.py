@@ -55,55 +55,30 @@ EVAL_RESULTS_FILE = "eval_results.json"
 
 
 @dataclasses.dataclass(frozen=True)
-class SquadSettings:
+class SquadSettings(common.FineTuningSettings):
   """Everything a run_squad run needs besides the model config (names follow the flags).
 
-  The original's: output_dir, vocab_file, train_file, predict_file, init_checkpoint,
-  do_lower_case, max_seq_length, doc_stride, max_query_length, do_train, do_predict,
-  train_batch_size, predict_batch_size, learning_rate, num_train_epochs, warmup_proportion,
-  save_checkpoints_steps, iterations_per_loop, n_best_size, max_answer_length, use_tpu,
-  verbose_logging, version_2_with_negative, null_score_diff_threshold (None: "auto", the best
-  threshold on the predict file's answers).
-
-  Additions as run_classifier's: optimizer, mixed_precision, jit_compile,
-  gradient_accumulation_steps, seed, keep_checkpoint_max, max_nonfinite_steps,
-  shuffle_buffer_size, export, allow_tokenizer_mismatch; steps_from_features (count the
-  training steps from the windows, not the examples).
+  The shared run settings are common.FineTuningSettings'. The original's: output_dir,
+  vocab_file, train_file, predict_file, max_seq_length, doc_stride, max_query_length,
+  do_predict, predict_batch_size, n_best_size, max_answer_length, verbose_logging,
+  version_2_with_negative, null_score_diff_threshold (None: "auto", the best threshold on the
+  predict file's answers). Addition: steps_from_features (count the training steps from the
+  windows, not the examples).
   """
   output_dir: str
   vocab_file: str
   train_file: Optional[str] = None
   predict_file: Optional[str] = None
-  init_checkpoint: Optional[str] = None
-  do_lower_case: bool = True
   max_seq_length: int = 384
   doc_stride: int = 128
   max_query_length: int = 64
-  do_train: bool = False
   do_predict: bool = False
-  train_batch_size: int = 32
   predict_batch_size: int = 8
-  learning_rate: float = 5e-5
-  num_train_epochs: float = 3.0
-  warmup_proportion: float = 0.1
-  save_checkpoints_steps: int = 1000
-  iterations_per_loop: int = 1000
   n_best_size: int = 20
   max_answer_length: int = 30
-  use_tpu: bool = False
   verbose_logging: bool = False
   version_2_with_negative: bool = False
   null_score_diff_threshold: Optional[float] = 0.0
-  optimizer: str = "adamw"
-  mixed_precision: str = "none"
-  jit_compile: bool = False
-  gradient_accumulation_steps: int = 1
-  seed: Optional[int] = None
-  keep_checkpoint_max: int = 5
-  max_nonfinite_steps: int = 5
-  shuffle_buffer_size: int = 100
-  export: bool = True
-  allow_tokenizer_mismatch: bool = False
   steps_from_features: bool = False
 
   def check(self, config: BertConfig, num_replicas: int = 1) -> None:

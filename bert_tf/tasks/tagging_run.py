@@ -49,15 +49,11 @@ UNTRAINED = ("predicting with it would give random tags. Add --do_train, or poin
 
 
 @dataclasses.dataclass(frozen=True)
-class NerSettings:
+class NerSettings(common.FineTuningSettings):
   """Everything a run_ner run needs besides the model config (names follow the flags).
 
-  Shared with run_classifier: output_dir, vocab_file, do_lower_case, init_checkpoint,
-  max_seq_length, do_train, do_eval, do_predict, train/eval/predict_batch_size, learning_rate,
-  num_train_epochs, warmup_proportion, save_checkpoints_steps, iterations_per_loop, use_tpu,
-  optimizer, mixed_precision, jit_compile, gradient_accumulation_steps, seed,
-  keep_checkpoint_max, max_nonfinite_steps, shuffle_buffer_size, export,
-  allow_tokenizer_mismatch.
+  The shared run settings are common.FineTuningSettings'; as run_classifier's: output_dir,
+  vocab_file, max_seq_length, do_eval, do_predict, eval/predict_batch_size.
 
   Tagging: data_dir (train.txt, dev.txt, test.txt), train_file / eval_file / predict_file,
   labels (every tag, in id order; default from the training file), tag_scheme (auto, iob1,
@@ -74,31 +70,11 @@ class NerSettings:
   tag_scheme: str = "auto"
   eval_mode: str = "conlleval"
   document_context: bool = False
-  do_lower_case: bool = True
-  init_checkpoint: Optional[str] = None
   max_seq_length: int = 128
-  do_train: bool = False
   do_eval: bool = False
   do_predict: bool = False
-  train_batch_size: int = 32
   eval_batch_size: int = 8
   predict_batch_size: int = 8
-  learning_rate: float = 5e-5
-  num_train_epochs: float = 3.0
-  warmup_proportion: float = 0.1
-  save_checkpoints_steps: int = 1000
-  iterations_per_loop: int = 1000
-  use_tpu: bool = False
-  optimizer: str = "adamw"
-  mixed_precision: str = "none"
-  jit_compile: bool = False
-  gradient_accumulation_steps: int = 1
-  seed: Optional[int] = None
-  keep_checkpoint_max: int = 5
-  max_nonfinite_steps: int = 5
-  shuffle_buffer_size: int = 100
-  export: bool = True
-  allow_tokenizer_mismatch: bool = False
 
   def file(self, split: str) -> Optional[str]:
     """The file of a split ("train", "eval", "predict"): the explicit flag, else data_dir's."""
