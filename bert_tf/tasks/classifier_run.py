@@ -101,18 +101,9 @@ class ClassifierSettings(common.FineTuningSettings):
   def check(self, num_replicas: int = 1) -> None:
     """Raises loop.TrainingError naming every flag with an impossible value."""
     problems = []
-    for name in ("train_batch_size", "eval_batch_size", "predict_batch_size",
-                 "save_checkpoints_steps", "iterations_per_loop", "gradient_accumulation_steps",
-                 "keep_checkpoint_max", "max_seq_length", "shuffle_buffer_size"):
-      if getattr(self, name) <= 0:
-        problems.append(f"--{name} must be positive, got {getattr(self, name)}")
+    if self.max_seq_length <= 0:
+      problems.append(f"--max_seq_length must be positive, got {self.max_seq_length}")
     problems += loop.fine_tuning_problems(self, num_replicas)
-    for flag, wanted in (("eval_batch_size", self.do_eval),
-                         ("predict_batch_size", self.do_predict)):
-      value = getattr(self, flag)
-      if wanted and value > 0 and value % num_replicas:
-        problems.append(f"--{flag}={value} must be a multiple of the number of replicas "
-                        f"({num_replicas})")
     if not (self.do_train or self.do_eval or self.do_predict):
       problems.append("At least one of `do_train`, `do_eval` or `do_predict' must be True.")
     generic = self.task_name.lower() == GENERIC_TASK

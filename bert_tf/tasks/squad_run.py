@@ -98,17 +98,10 @@ class SquadSettings(common.FineTuningSettings):
     if self.max_seq_length <= self.max_query_length + 3:
       problems.append(f"The max_seq_length ({self.max_seq_length}) must be greater than "
                       f"max_query_length ({self.max_query_length}) + 3")
-    for name in ("train_batch_size", "predict_batch_size", "save_checkpoints_steps",
-                 "iterations_per_loop", "gradient_accumulation_steps", "keep_checkpoint_max",
-                 "doc_stride", "max_query_length", "n_best_size", "max_answer_length",
-                 "shuffle_buffer_size"):
+    for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"):
       if getattr(self, name) <= 0:
         problems.append(f"--{name} must be positive, got {getattr(self, name)}")
     problems += loop.fine_tuning_problems(self, num_replicas)
-    if self.do_predict and self.predict_batch_size > 0 and \
-        self.predict_batch_size % num_replicas:
-      problems.append(f"--predict_batch_size={self.predict_batch_size} must be a multiple of "
-                      f"the number of replicas ({num_replicas})")
     if self.null_score_diff_threshold is None and not (self.version_2_with_negative and
                                                        self.do_predict):
       problems.append("--null_score_diff_threshold=auto needs --version_2_with_negative and "

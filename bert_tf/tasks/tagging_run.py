@@ -99,18 +99,7 @@ class NerSettings(common.FineTuningSettings):
                       " (--max_seq_length)")
     if self.max_seq_length < 4:
       problems.append(f"--max_seq_length must be at least 4, got {self.max_seq_length}")
-    for name in ("train_batch_size", "eval_batch_size", "predict_batch_size",
-                 "save_checkpoints_steps", "iterations_per_loop", "gradient_accumulation_steps",
-                 "keep_checkpoint_max", "shuffle_buffer_size"):
-      if getattr(self, name) <= 0:
-        problems.append(f"--{name} must be positive, got {getattr(self, name)}")
     problems += loop.fine_tuning_problems(self, num_replicas)
-    for flag, wanted in (("eval_batch_size", self.do_eval),
-                         ("predict_batch_size", self.do_predict)):
-      value = getattr(self, flag)
-      if wanted and value > 0 and value % num_replicas:
-        problems.append(f"--{flag}={value} must be a multiple of the number of replicas "
-                        f"({num_replicas})")
     if self.tag_scheme not in TAG_SCHEMES:
       problems.append(f"--tag_scheme must be one of {', '.join(TAG_SCHEMES)}, got "
                       f"{self.tag_scheme!r}")

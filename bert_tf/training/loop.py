@@ -544,11 +544,28 @@ def load_init_checkpoint(model, path: str) -> Set[str]:
   return restored
 
 
+# Counts every fine-tuning run has (tasks.common.FineTuningSettings), and the batch sizes some do.
+_POSITIVE_RUN_FLAGS = ("train_batch_size", "eval_batch_size", "predict_batch_size",
+                       "save_checkpoints_steps", "iterations_per_loop",
+                       "gradient_accumulation_steps", "keep_checkpoint_max",
+                       "shuffle_buffer_size")
+
+
 def fine_tuning_problems(settings, num_replicas: int) -> List[str]:
-  """What is wrong with a fine-tuning run's shared flags (num_train_epochs, warmup_proportion,
-  optimizer, mixed_precision, train_batch_size against replicas x accumulation), one message
-  per flag; empty when nothing is."""
+  """What is wrong with a fine-tuning run's shared flags (the counts, num_train_epochs,
+  warmup_proportion, optimizer, mixed_precision, train_batch_size against replicas x
+  accumulation, eval / predict_batch_size against replicas when evaluating / predicting), one
+  message per flag; empty when nothing is."""
   problems = []
+  for name in _POSITIVE_RUN_FLAGS:
+    value = getattr(settings, name, None)
+    if value is not None and value <= 0:
+      problems.append(f"--{name} must be positive, got {value}")
+  for flag, phase in (("eval_batch_size", "do_eval"), ("predict_batch_size", "do_predict")):
+    value = getattr(settings, flag, None)
+    if getattr(settings, phase, False) and value and value > 0 and value % num_replicas:
+      problems.append(f"--{flag}={value} must be a multiple of the number of replicas "
+                      f"({num_replicas})")
   if settings.do_train and settings.num_train_epochs <= 0:
     problems.append(f"--num_train_epochs must be positive, got {settings.num_train_epochs}")
   if not 0 <= settings.warmup_proportion <= 1:
