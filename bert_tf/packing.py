@@ -41,10 +41,23 @@ def truncated_lengths(len_a: tf.Tensor, len_b: tf.Tensor, seq_length: tf.Tensor)
   return kept_a, kept_b
 
 
+def _position_below(row_lengths: tf.Tensor, limits: tf.Tensor) -> tf.Tensor:
+  """Flat bool [sum(row_lengths)]: each position of row i is below limits[i].
+
+  Compares flat values rather than a ragged tensor with a broadcast column: the same result,
+  but ragged broadcasting makes every trace of the packing seconds slower.
+  """
+  positions = tf.ragged.range(row_lengths).flat_values
+  return positions < tf.repeat(tf.cast(limits, tf.int64), row_lengths)
+
+
 def _keep_first(ids: tf.RaggedTensor, lengths: tf.Tensor) -> tf.RaggedTensor:
   """The first `lengths[i]` ids of each row i."""
-  positions = tf.ragged.range(ids.row_lengths())
-  return tf.ragged.boolean_mask(ids, positions < tf.expand_dims(tf.cast(lengths, tf.int64), 1))
+  row_lengths = ids.row_lengths()
+  keep = _position_below(row_lengths, lengths)
+  return tf.RaggedTensor.from_row_lengths(
+      tf.boolean_mask(ids.values, keep),
+      tf.minimum(row_lengths, tf.cast(tf.maximum(lengths, 0), tf.int64)))
 
 
 def _column(value: int, rows: tf.Tensor, present: Optional[tf.Tensor] = None) -> tf.RaggedTensor:
@@ -111,7 +124,8 @@ class Packer(tf.Module):
       ids_a: int32 [B, (n)], the first segments.
       ids_b: int32 [B, (m)] or None; an empty row means no second segment.
       seq_length: int32 [B], the packed length of each row (at least 2, or 3 with a B).
-      pad_to: a Python int to pad to (gives a static shape), or None for max(seq_length).
+      pad_to: the width to pad to: a Python int (gives a static shape), a scalar int tensor, or
+        None for max(seq_length) (0 for an empty batch).
 
     Returns:
       dict of int32 [B, S]: input_word_ids, input_mask, input_type_ids.
@@ -139,13 +153,15 @@ class Packer(tf.Module):
     ids = tf.concat([_column(self.cls_id, rows), _keep_first(ids_a, kept_a),
                      _column(self.sep_id, rows), _keep_first(ids_b, kept_b),
                      _column(self.sep_id, rows, kept_b > 0)], axis=1)
-    first = tf.ragged.range(ids.row_lengths()) >= tf.expand_dims(tf.cast(kept_a + 2, tf.int64), 1)
-    type_ids = tf.cast(first, tf.int32)
+    row_lengths = ids.row_lengths()
+    type_ids = tf.RaggedTensor.from_row_lengths(
+        tf.cast(tf.logical_not(_position_below(row_lengths, kept_a + 2)), tf.int32), row_lengths)
     if pad_to is None:
-      width = tf.reduce_max(tf.concat([seq_length, [0]], axis=0))
+      shape = tf.stack([rows, tf.reduce_max(tf.concat([seq_length, [0]], axis=0))])
+    elif isinstance(pad_to, int):
+      shape = [None, pad_to]
     else:
-      width = pad_to
-    shape = tf.stack([rows, width]) if pad_to is None else [None, pad_to]
+      shape = tf.stack([rows, tf.cast(pad_to, tf.int32)])
     return dict(
         input_word_ids=ids.to_tensor(default_value=self.pad_id, shape=shape),
         input_mask=tf.ones_like(ids).to_tensor(default_value=0, shape=shape),

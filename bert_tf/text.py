@@ -313,7 +313,8 @@ class InGraphTokenizer(tf.Module):
     text = tf.strings.regex_replace(text, p["alone"], r" \0 ")
     return tf.strings.split(text)
 
-  def _wordpiece_ids(self, words: tf.RaggedTensor) -> tf.RaggedTensor:
+  def _word_pieces(self, words: tf.RaggedTensor) -> tf.RaggedTensor:
+    """Words [batch, (words)] -> ids [batch, (words), (pieces)]."""
     flat = words.flat_values
     raw = self._wordpiece.tokenize(flat)
 
@@ -335,9 +336,11 @@ class InGraphTokenizer(tf.Module):
     # words are rare, so the character count runs only for batches holding one.
     any_long = tf.reduce_any(tf.strings.length(flat) > MAX_CHARS_PER_WORD)
     pieces = tf.cond(any_long, limit_chars, lambda: raw)
-    # [words, (pieces)] -> [batch, (pieces)]
-    return tf.RaggedTensor.from_row_splits(
-        pieces.values, tf.gather(pieces.row_splits, words.row_splits))
+    return tf.RaggedTensor.from_row_splits(pieces, words.row_splits)
+
+  def _wordpiece_ids(self, words: tf.RaggedTensor) -> tf.RaggedTensor:
+    """Words [batch, (words)] -> ids [batch, (pieces)]."""
+    return self._word_pieces(words).merge_dims(1, 2)
 
   # --- public graph functions ---
 
@@ -350,6 +353,15 @@ class InGraphTokenizer(tf.Module):
   def tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
     """WordPiece ids: [batch] UTF-8 strings -> RaggedTensor [batch, (pieces)] of out_type."""
     return self._wordpiece_ids(self._split_words(strings))
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
+  def tokenize_words(self, strings: tf.Tensor) -> tf.RaggedTensor:
+    """WordPiece ids by word: [batch] strings -> RaggedTensor [batch, (words), (pieces)].
+
+    Every word has at least one piece ([UNK] when nothing matches); merging the two ragged
+    dimensions gives `tokenize`'s ids.
+    """
+    return self._word_pieces(self._split_words(strings))
 
   # --- Python convenience ---
 

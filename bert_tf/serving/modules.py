@@ -4,7 +4,7 @@ Shape legend: B = batch, S = padded sequence length, H = hidden size, L = layers
 per row, K = top_k, V = vocab size.
 """
 
-from typing import Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import keras
 import numpy as np
@@ -19,6 +19,7 @@ from bert_tf.packing import Packer
 
 _STRINGS = tf.TensorSpec([None], tf.string)
 _LENGTHS = tf.TensorSpec([None], tf.int32)
+_IDS = tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1)
 
 
 def _seq_length_vector(text: tf.Tensor, seq_length: int) -> tf.Tensor:
@@ -30,19 +31,86 @@ def call_encoder(encoder: keras.Model, inputs: Mapping[str, tf.Tensor]):
   return encoder({key: inputs[key] for key in ENCODER_INPUTS}, training=False)
 
 
-class EncoderModule(tf.Module):
-  """The encoder with TF Hub encoder conventions (callable and a serving signature)."""
+# === TF Hub's Reusable SavedModel API ===
+
+ENCODER_SPEC = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in ENCODER_INPUTS}
+
+
+class ReusableModule(tf.Module):
+  """A module that TF Hub's client (hub.KerasLayer, hub.load) can call and fine-tune.
+
+  TF Hub's Reusable SavedModel API asks the saved object for `__call__(inputs, training=False)`
+  and three saved attributes: `variables` (everything the call reads, dropout seed states
+  included), `trainable_variables` (the weights fine-tuning updates) and
+  `regularization_losses` (a list of argument-free functions; empty here, because BERT's weight
+  decay lives in its optimizer). tf.Module computes `variables` and `trainable_variables` as
+  properties that a SavedModel does not keep, so the class attributes below shadow them and
+  `make_reusable` stores the lists on the instance, where saving tracks them.
+  """
+
+  variables = ()
+  trainable_variables = ()
+  regularization_losses = ()
+
+  def make_reusable(self, model: keras.Model, call, input_specs: Sequence[Any]) -> None:
+    """Saves `call(inputs, training)` as __call__ for each input structure, and the variables.
+
+    Args:
+      model: the Keras model the call runs (its variables become the module's).
+      call: (inputs, training) -> outputs; `training` is a Python bool (dropout on when True).
+      input_specs: the input structures to trace (TensorSpecs or dicts of them); a restored
+        __call__ accepts exactly these, with training=True or False.
+    """
+    self.variables = _unique(model.variables)
+    self.trainable_variables = _unique(model.trainable_variables)
+    self.regularization_losses = []
+    function = tf.function(lambda inputs, training=False: call(inputs, training),
+                           autograph=False)
+    for spec in input_specs:
+      for training in (False, True):
+        function.get_concrete_function(spec, training=training)
+    self.__call__ = function
+
+  def make_reusable_on_ids(self, model: keras.Model) -> None:
+    """make_reusable for a fine-tuned model on the encoder's three inputs (what the
+    bert_preprocessor's bert_pack_inputs gives): __call__ returns its outputs in float32."""
+    def call(inputs, training):
+      outputs = model({key: inputs[key] for key in ENCODER_INPUTS}, training=training)
+      return {key: tf.cast(value, tf.float32) for key, value in outputs.items()}
+    self.make_reusable(model, call, [ENCODER_SPEC])
+
+
+def _unique(variables) -> list:
+  seen, result = set(), []
+  for variable in variables:
+    if id(variable) not in seen:
+      seen.add(id(variable))
+      result.append(variable)
+  return result
+
+
+class EncoderModule(ReusableModule):
+  """The encoder with TF Hub's BERT encoder conventions.
+
+  __call__(inputs, training=False): the dict of int32 input_word_ids, input_mask,
+  input_type_ids [B, S] -> pooled_output [B, H] (also as "default"), sequence_output [B, S, H],
+  encoder_outputs (a list of L [B, S, H]); dropout only with training=True. With the variables
+  this makes `hub.KerasLayer(path, trainable=True)` fine-tune the encoder.
+  serving_default (TF Serving): the same inputs -> pooled_output, sequence_output,
+  encoder_outputs [B, L, S, H].
+  """
 
   def __init__(self, encoder: keras.Model):
     super().__init__(name="bert_encoder")
     self.encoder = encoder
-    spec = {name: tf.TensorSpec([None, None], tf.int32, name=name)
-            for name in ("input_word_ids", "input_mask", "input_type_ids")}
-    self.__call__ = tf.function(self._call, input_signature=[spec])
-    self.serving_default = tf.function(self._serve, input_signature=[spec])
+    self.make_reusable(encoder, self._call, [ENCODER_SPEC])
+    self.serving_default = tf.function(self._serve, input_signature=[ENCODER_SPEC])
 
-  def _call(self, inputs):
-    return call_encoder(self.encoder, inputs)
+  def _call(self, inputs, training):
+    outputs = self.encoder({key: inputs[key] for key in ENCODER_INPUTS}, training=training)
+    return dict(pooled_output=outputs["pooled_output"], default=outputs["pooled_output"],
+                sequence_output=outputs["sequence_output"],
+                encoder_outputs=list(outputs["encoder_outputs"]))
 
   def _serve(self, inputs):
     outputs = call_encoder(self.encoder, inputs)
@@ -51,8 +119,26 @@ class EncoderModule(tf.Module):
                 encoder_outputs=tf.stack(outputs["encoder_outputs"], axis=1))
 
 
+def _segment_specs() -> list:
+  """bert_pack_inputs' traced inputs: one or two segments, [B, (tokens)] or
+  [B, (words), (pieces)], int32 or int64 ids."""
+  return [[tf.RaggedTensorSpec([None] * (rank + 1), dtype, ragged_rank=rank)] * count
+          for dtype in (tf.int32, tf.int64) for rank in (1, 2) for count in (1, 2)]
+
+
 class PreprocessorModule(tf.Module):
-  """Raw text -> encoder inputs."""
+  """Raw text -> encoder inputs, with TF Hub's BERT preprocessor API.
+
+  __call__(text): [B] strings -> input_word_ids, input_mask, input_type_ids int32 [B, S] at the
+    export's seq_length (what hub.KerasLayer calls).
+  tokenize(text): [B] strings -> int32 RaggedTensor [B, (words), (pieces)] (the reference
+    FullTokenizer's ids, grouped by the BasicTokenizer's words).
+  bert_pack_inputs(segments, seq_length=<the export's>): a list of one or two tokenized
+    segments ([B, (words), (pieces)] or [B, (tokens)], int32 or int64) -> the three int32
+    inputs [B, seq_length]: [CLS] A [SEP] (B [SEP]), truncated as the original (the longer
+    segment loses its last token first, B on a tie; a row whose B is empty is a single segment).
+  serving_default and preprocess: the TF Serving signatures (see tf_serving).
+  """
 
   def __init__(self, packer: Packer, seq_length: int):
     super().__init__(name="bert_preprocessor")
@@ -61,6 +147,22 @@ class PreprocessorModule(tf.Module):
     self.serving_default = tf.function(self._serve, input_signature=[_STRINGS])
     self.preprocess = tf.function(self._preprocess,
                                   input_signature=[_STRINGS, _STRINGS, _LENGTHS])
+    self.__call__ = self.serving_default
+    self.tokenize = packer.tokenizer.tokenize_words
+    # One packing graph (two rank-1 int32 segments; an empty B row is a single segment) that the
+    # traced bert_pack_inputs variants call, so the SavedModel holds it once.
+    self._pack_pair = tf.function(
+        lambda ids_a, ids_b, seq_length: self.packer.pack(
+            ids_a, ids_b, tf.fill(tf.shape(ids_a.row_splits, out_type=tf.int32)[:1] - 1,
+                                  seq_length), pad_to=seq_length),
+        input_signature=[_IDS, _IDS, tf.TensorSpec([], tf.int32)], autograph=False)
+
+    def bert_pack_inputs(segments, seq_length=int(seq_length)):
+      return self._pack_segments(segments, seq_length)
+
+    self.bert_pack_inputs = tf.function(bert_pack_inputs, autograph=False)
+    for specs in _segment_specs():
+      self.bert_pack_inputs.get_concrete_function(specs, tf.TensorSpec([], tf.int32))
 
   def _serve(self, text):
     return self.packer.pack(self.packer.tokenize(text), None,
@@ -69,9 +171,33 @@ class PreprocessorModule(tf.Module):
   def _preprocess(self, text, text_b, seq_length):
     return self.packer.pack(self.packer.tokenize(text), self.packer.tokenize(text_b), seq_length)
 
+  def _pack_segments(self, segments, seq_length):
+    if not isinstance(segments, (list, tuple)) or not 1 <= len(segments) <= 2:
+      raise ValueError("bert_pack_inputs takes a list of one or two tokenized segments")
+    ids = [tf.cast(s.merge_dims(1, 2) if s.ragged_rank == 2 else s, tf.int32)
+           for s in segments]
+    if len(ids) == 1:
+      rows = tf.shape(ids[0].row_splits, out_type=tf.int64)[:1] - 1
+      ids.append(tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32),
+                                                  tf.zeros(rows, tf.int64)))
+    else:
+      ids[1] = ids[1].with_row_splits_dtype(tf.int64)
+      check = tf.debugging.assert_equal(
+          tf.shape(ids[0].row_splits)[0], tf.shape(ids[1].row_splits)[0],
+          message="bert_pack_inputs: the segments must have the same batch size")
+      with tf.control_dependencies([check]):
+        ids[1] = tf.identity(ids[1])
+    return self._pack_pair(ids[0].with_row_splits_dtype(tf.int64), ids[1],
+                           tf.cast(seq_length, tf.int32))
 
-class TextModule(tf.Module):
-  """The text model: preprocessing, encoder and (when present) the pretraining heads."""
+
+class TextModule(ReusableModule):
+  """The text model: preprocessing, encoder and (when present) the pretraining heads.
+
+  __call__(text, training=False): [B] strings -> pooled_output (also as "default"),
+  sequence_output, input_mask, at the export's seq_length; with the encoder's variables, so
+  hub.KerasLayer(path, trainable=True) is a text-in encoder that fine-tunes.
+  """
 
   def __init__(self, packer: Packer, encoder: keras.Model,
                pretraining: Optional[keras.Model], vocab_file: str, seq_length: int,
@@ -88,8 +214,11 @@ class TextModule(tf.Module):
             vocab_file, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER,
             tf.string, tf.lookup.TextFileIndex.WHOLE_LINE),
         default_value="")
+    # Traced once and called by serving_default and __call__.
+    self._pack_single = tf.function(self._pack, input_signature=[_STRINGS], autograph=False)
     self.serving_default = tf.function(self._serve, input_signature=[_STRINGS])
     self.encode = tf.function(self._encode, input_signature=[_STRINGS, _STRINGS, _LENGTHS])
+    self.make_reusable(encoder, self._call, [_STRINGS])
     self.signature_functions = {"serving_default": self.serving_default, "encode": self.encode}
     if pretraining is not None:
       self.fill_mask = tf.function(self._fill_mask, input_signature=[_STRINGS])
@@ -107,10 +236,18 @@ class TextModule(tf.Module):
                 sequence_output=outputs["sequence_output"],
                 input_mask=inputs["input_mask"], tokens=tokens)
 
+  def _pack(self, text):
+    return self.packer.pack(self.packer.tokenize(text), None,
+                            _seq_length_vector(text, self.seq_length), pad_to=self.seq_length)
+
   def _serve(self, text):
-    return self._embed(self.packer.pack(self.packer.tokenize(text), None,
-                                        _seq_length_vector(text, self.seq_length),
-                                        pad_to=self.seq_length))
+    return self._embed(self._pack_single(text))
+
+  def _call(self, text, training):
+    inputs = self._pack_single(text)
+    outputs = self.encoder({key: inputs[key] for key in ENCODER_INPUTS}, training=training)
+    return dict(pooled_output=outputs["pooled_output"], default=outputs["pooled_output"],
+                sequence_output=outputs["sequence_output"], input_mask=inputs["input_mask"])
 
   def _encode(self, text, text_b, seq_length):
     return self._embed(self.packer.pack(self.packer.tokenize(text),
@@ -151,8 +288,13 @@ class TextModule(tf.Module):
 
 
 
-class ClassifierModule(tf.Module):
+class ClassifierModule(ReusableModule):
   """A fine-tuned classifier (or regressor) on raw text: tokenization, packing, the model.
+
+  __call__(inputs, training=False) for TF Hub: inputs is text [B] (single texts) or the dict
+    {"text": [B], "text_b": [B]} -> logits [B, C] float32 and probabilities [B, C]
+    (regression: logits [B, 1] and score [B]); with the model's variables, so
+    hub.KerasLayer(path, trainable=True) goes on fine-tuning it.
 
   Signatures (B = batch, C = labels):
     serving_default: text [B] (and text_b [B] when the task is a pair task) ->
@@ -172,6 +314,9 @@ class ClassifierModule(tf.Module):
     self.seq_length = seq_length
     self.regression = label_names is None
     self.label_names = tf.constant(list(label_names or [""]), tf.string)
+    # Traced once and called by every entry point (tracing the packing is the slow part).
+    self._pack_texts = tf.function(self._pack, input_signature=[_STRINGS, _STRINGS],
+                                   autograph=False)
     self.classify = tf.function(self._classify, input_signature=[_STRINGS, _STRINGS])
     if pair:
       self.serving_default = tf.function(self._classify, input_signature=[_STRINGS, _STRINGS])
@@ -179,15 +324,32 @@ class ClassifierModule(tf.Module):
       self.serving_default = tf.function(self._serve_single, input_signature=[_STRINGS])
     self.signature_functions = {"serving_default": self.serving_default,
                                 "classify": self.classify}
+    self.make_reusable(model, self._call, [_STRINGS, dict(text=_STRINGS, text_b=_STRINGS)])
 
   def _serve_single(self, text):
     return self._classify(text, tf.fill(tf.shape(text), ""))
 
+  def _pack(self, text, text_b):
+    return self.packer.pack(self.packer.tokenize(text), self.packer.tokenize(text_b),
+                            _seq_length_vector(text, self.seq_length), pad_to=self.seq_length)
+
+  def _logits(self, text, text_b, training=False):
+    inputs = self._pack_texts(text, text_b)
+    return tf.cast(self.model({key: inputs[key] for key in ENCODER_INPUTS},
+                              training=training)["logits"], tf.float32)
+
+  def _call(self, inputs, training):
+    if isinstance(inputs, Mapping):
+      text, text_b = inputs["text"], inputs["text_b"]
+    else:
+      text, text_b = inputs, tf.fill(tf.shape(inputs), "")
+    logits = self._logits(text, text_b, training)
+    if self.regression:
+      return dict(logits=logits, score=logits[:, 0])
+    return dict(logits=logits, probabilities=tf.nn.softmax(logits, axis=-1))
+
   def _classify(self, text, text_b):
-    inputs = self.packer.pack(self.packer.tokenize(text), self.packer.tokenize(text_b),
-                              _seq_length_vector(text, self.seq_length), pad_to=self.seq_length)
-    logits = tf.cast(self.model({key: inputs[key] for key in ENCODER_INPUTS},
-                                training=False)["logits"], tf.float32)
+    logits = self._logits(text, text_b)
     if self.regression:
       return dict(score=logits[:, 0])
     probabilities = tf.nn.softmax(logits, axis=-1)

@@ -47,6 +47,7 @@ from bert_tf.config import BertConfig
 from bert_tf.model.encoder import ENCODER_INPUTS
 from bert_tf.packing import Packer
 from bert_tf.serving import tf_serving
+from bert_tf.serving.modules import ReusableModule
 from bert_tf.text import InGraphTokenizer
 
 # The reader's word separators (squad_data.split_context): space, tab, CR, LF, U+202F.
@@ -77,7 +78,7 @@ def _padded(values: tf.Tensor, fill) -> tf.Tensor:
   return tf.concat([values, pad], axis=0)
 
 
-class QuestionAnsweringModule(tf.Module):
+class QuestionAnsweringModule(ReusableModule):
   """A fine-tuned span model on raw text: the original run_squad prediction, in one graph.
 
   Signatures (B = batch):
@@ -125,6 +126,9 @@ class QuestionAnsweringModule(tf.Module):
     self.serving_default = tf.function(self._answer, input_signature=[_STRINGS, _STRINGS],
                                        autograph=False)
     self.signature_functions = {"serving_default": self.serving_default, "answer": self.answer}
+    # TF Hub: __call__ on the encoder's three inputs (the bert_preprocessor's output) ->
+    # the model's logits, with its variables, for fine-tuning through hub.KerasLayer.
+    self.make_reusable_on_ids(model)
 
   # --- the steps ---
 

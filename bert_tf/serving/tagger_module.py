@@ -41,6 +41,7 @@ from bert_tf import tokenization
 from bert_tf.config import BertConfig
 from bert_tf.packing import Packer
 from bert_tf.serving import tf_serving
+from bert_tf.serving.modules import ReusableModule
 from bert_tf.text import InGraphTokenizer
 
 WARMUP_TEXTS = ("John Smith flew from Paris to New York on Monday.",
@@ -75,7 +76,7 @@ def _word_split_patterns():
   return f"{space}|{alone}", alone
 
 
-class TaggerModule(tf.Module):
+class TaggerModule(ReusableModule):
   """A fine-tuned tagger on raw text (see the module docstring).
 
   Signatures: serving_default and tag: text [B] string -> the outputs listed above.
@@ -111,6 +112,9 @@ class TaggerModule(tf.Module):
     self.tag = tf.function(self._tag, input_signature=[_STRINGS], autograph=False)
     self.serving_default = tf.function(self._tag, input_signature=[_STRINGS], autograph=False)
     self.signature_functions = {"serving_default": self.serving_default, "tag": self.tag}
+    # TF Hub: __call__ on the encoder's three inputs (the bert_preprocessor's output) ->
+    # the model's logits, with its variables, for fine-tuning through hub.KerasLayer.
+    self.make_reusable_on_ids(model)
 
   def _words(self, text):
     """Words [B, (W)] and their code point offsets (start, end) as RaggedTensors."""
