@@ -4,8 +4,12 @@ Formats: tf1 (the original release's checkpoints, e.g. bert_model.ckpt), model_g
 Garden BertEncoder / BertEncoderV2 checkpoints; read only), hf (Hugging Face safetensors),
 keras (our .keras models) and bert_tf (checkpoints written by our run_pretraining, or its
 --output_dir for the latest one; read only). They are detected from the paths unless named with
---from_format / --to_format. The config comes from --bert_config_file, or from bert_config.json (tf1, Model
-Garden) or config.json (hf) beside the input.
+--from_format / --to_format. The config comes from --bert_config_file, or from bert_config.json
+(tf1, Model Garden) or config.json (hf) beside the input.
+
+The config is written beside the output (bert_config.json for tf1, config.json for hf). Existing
+outputs, that config included, are refused unless --overwrite is given; everything is written
+under a temporary name and renamed when complete, the weights last.
 
 Examples:
   python -m bert_tf.convert_checkpoint --from=uncased_L-12_H-768_A-12/bert_model.ckpt \\
@@ -13,12 +17,45 @@ Examples:
   python -m bert_tf.convert_checkpoint --from=hf_model/model.safetensors --to=out/bert_model.ckpt
 """
 
+import json
+import os
+from typing import List, Optional, Tuple
+
 from absl import flags
 
 from bert_tf import cli
+from bert_tf import io
 
 FLAGS = flags.FLAGS
 FORMATS = ("tf1", "model_garden", "hf", "keras", "bert_tf")  # checkpoints.FORMATS
+CHECKPOINT_FORMATS = ("tf1", "model_garden", "bert_tf")
+TF_CHECKPOINT_PARTS = (".data-00000-of-00001", ".index")  # data first: the index says complete
+
+# The last 8 bytes of a TF table file (a checkpoint's .index, or a whole V1 checkpoint).
+_TABLE_MAGIC = (0xdb4775248b80fb57).to_bytes(8, "little")
+
+_EXPECTED = {
+    "tf1": "a TF checkpoint prefix (the path before .index)",
+    "model_garden": "a TF checkpoint prefix (the path before .index)",
+    "bert_tf": "a TF checkpoint prefix (the path before .index) or a run's --output_dir",
+    "hf": "a Hugging Face .safetensors file",
+    "keras": "a .keras model file",
+}
+_NAMES = {"tf1": "an original TF1 checkpoint", "model_garden": "a Model Garden checkpoint",
+          "bert_tf": "a run_pretraining checkpoint", "hf": "a safetensors file",
+          "keras": "a .keras model"}
+# What a path turned out to be (see _kind), for formats that cannot read it.
+_FOUND = {
+    "checkpoint": "a TF checkpoint prefix ({path}.index exists)",
+    "table": "a TF table file (a checkpoint's .index?)",
+    "safetensors": "a safetensors file",
+    "zip": "a zip archive (such as a .keras model)",
+    "other": "a file that is neither a TF checkpoint, safetensors nor a .keras model",
+}
+# The kinds of path each format can read ("other" is left to the reader, whose error is shown).
+_READABLE = {"tf1": ("checkpoint", "table"), "model_garden": ("checkpoint", "table"),
+             "bert_tf": ("checkpoint", "table"), "hf": ("safetensors", "other"),
+             "keras": ("zip", "other")}
 
 
 def define_flags(flag_values=FLAGS) -> None:
@@ -33,17 +70,271 @@ def define_flags(flag_values=FLAGS) -> None:
                     "the --to name: .safetensors -> hf, .keras -> keras, else tf1).", **fv)
   flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model (default: the "
                       "one beside the input).", **fv)
+  flags.DEFINE_bool("overwrite", False, "Replace existing outputs: the --to file(s) and the "
+                    "config written beside them (bert_config.json for tf1, config.json for hf).",
+                    **fv)
   flags.mark_flags_as_required(["from", "to"], **fv)
+
+
+# === Messages ===
+
+
+def _text(error: BaseException) -> str:
+  """An exception's message on one line (a KeyError's without the quotes repr adds)."""
+  if isinstance(error, KeyError) and len(error.args) == 1 and isinstance(error.args[0], str):
+    text = error.args[0]
+  else:
+    text = getattr(error, "message", None) or str(error)  # tf.errors.OpError has .message
+  return " ".join(text.split()) or type(error).__name__
+
+
+def _flag_message(flag: str, path: str, error: BaseException) -> str:
+  """`--flag=path: message`, without naming path twice when the message starts with it."""
+  text = _text(error)
+  if text.startswith(f"{path}: "):
+    text = text[len(path) + 2:]
+  return f"{flag}={path}: {text}"
+
+
+def _read_error(source: str, source_format: str, error: BaseException) -> ValueError:
+  """A failure to read --from as one line naming it.
+
+  Our own errors (ValueError, KeyError, OSError) already say what is wrong; those of TensorFlow,
+  Keras and zip files (a truncated checkpoint: "Read less bytes than requested", a truncated
+  .keras file: "File not found") get said what was being read.
+  """
+  if isinstance(error, (ValueError, KeyError, OSError)) and source_format != "keras":
+    return ValueError(_flag_message("--from", source, error))
+  return ValueError(f"--from={source}: cannot read it as {_NAMES[source_format]} "
+                    f"({_text(error)})")
+
+
+# === Outputs ===
+
+
+def target_format_of(target: str, to_format: Optional[str]) -> str:
+  """--to_format, or the format the --to name implies."""
+  if to_format:
+    return to_format
+  if target.endswith(".safetensors"):
+    return "hf"
+  return "keras" if target.endswith(".keras") else "tf1"
+
+
+def _directory(path: str) -> str:
+  return path.rsplit("/", 1)[0] if "/" in path else "."
+
+
+def config_output_path(target: str, target_format: str) -> Optional[str]:
+  """The config file written beside the output (None for keras: the config is inside)."""
+  name = {"tf1": "bert_config.json", "hf": "config.json"}.get(target_format)
+  return f"{_directory(target)}/{name}" if name else None
+
+
+def output_paths(target: str, target_format: str) -> List[str]:
+  """Every file a conversion to `target` writes: the weights file(s), then the config."""
+  if target_format == "tf1":
+    paths = [target + part for part in TF_CHECKPOINT_PARTS]
+  else:
+    paths = [target]
+  config_path = config_output_path(target, target_format)
+  return paths + ([config_path] if config_path else [])
+
+
+def check_outputs(target: str, target_format: str, overwrite: bool) -> None:
+  """Refuses existing outputs (unless overwrite) and an output folder that cannot be made.
+
+  Raises:
+    cli.UsageError: --to names a directory.
+    FileExistsError: an output exists and overwrite is False; the message names it.
+    OSError: the output folder cannot be created or written (local paths).
+  """
+  if target.endswith("/") or io.isdir(target):
+    raise cli.UsageError(f"--to={target} is a directory; name the output file in it, e.g. "
+                         f"{io.join(target, 'model.safetensors')} or "
+                         f"{io.join(target, 'bert_model.ckpt')}")
+  existing = [path for path in output_paths(target, target_format) if io.exists(path)]
+  if existing and not overwrite:
+    raise FileExistsError(f"--to={target}: {', '.join(existing)} already "
+                          f"{'exists' if len(existing) == 1 else 'exist'}; pass --overwrite to "
+                          "replace " + ("it" if len(existing) == 1 else "them"))
+  if not io.is_local(target):
+    return  # other filesystems report a failure when the output is written
+  directory = os.path.dirname(target) or "."
+  parent = directory
+  while not os.path.exists(parent) and os.path.dirname(parent) not in ("", parent):
+    parent = os.path.dirname(parent)
+  if not os.path.exists(parent):
+    parent = "."
+  if not os.path.isdir(parent):
+    raise NotADirectoryError(f"--to={target}: cannot create the output folder {directory}: "
+                             f"{parent} is a file, not a folder")
+  if not os.access(parent, os.W_OK | os.X_OK):
+    raise PermissionError(f"--to={target}: the folder {parent} is not writable")
+
+
+def write_outputs(model, config, heads: bool, target: str, target_format: str,
+                  overwrite: bool) -> None:
+  """Writes the weights and the config beside them, each under a temporary name first.
+
+  The config is renamed into place before the weights, so weights under their final name always
+  have their config; a failure removes the temporaries and leaves existing outputs untouched.
+  """
+  from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
+  config_path = config_output_path(target, target_format)
+  if target_format == "tf1":
+    config_text = config.to_json_string()
+    target_paths = dict(parts=TF_CHECKPOINT_PARTS)
+  elif target_format == "hf":
+    config_text = json.dumps(checkpoints.hf_config_dict(config, heads), indent=2,
+                             sort_keys=True) + "\n"
+    target_paths = {}
+  else:
+    config_text = None
+    target_paths = dict(suffix=".keras")  # Keras insists on the extension
+  with io.atomic_path(target, overwrite=overwrite, **target_paths) as tmp:
+    if target_format == "tf1":
+      checkpoints.save_tf1_checkpoint(model, tmp)
+    elif target_format == "hf":
+      checkpoints.save_hf_safetensors(model, tmp, prefix="bert." if heads else "")
+    else:
+      model.save(tmp)
+    if config_path:
+      with io.atomic_write(config_path, overwrite=overwrite) as f:
+        f.write(config_text)
+
+
+# === Input ===
+
+
+def _kind(path: str) -> str:
+  """What `path` is: missing, directory, checkpoint (a prefix), table, safetensors, zip, other."""
+  if io.isdir(path):
+    return "directory"
+  if not io.exists(path):
+    return "checkpoint" if io.exists(path + ".index") else "missing"
+  size = io.size(path)
+  with io.open_file(path, "rb") as f:
+    head = f.read(16)
+    tail = b""
+    if size >= 16:
+      f.seek(size - 8)
+      tail = f.read(8)
+  if head.startswith(b"PK\x03\x04"):
+    return "zip"
+  if len(head) > 8 and head[8:9] == b"{":  # 8-byte header length, then the JSON header
+    return "safetensors"
+  if tail == _TABLE_MAGIC:
+    return "table"
+  return "checkpoint" if io.exists(path + ".index") else "other"
+
+
+def resolve_source(path: str, from_format: Optional[str]) -> Tuple[str, str]:
+  """The checkpoint --from names (a run directory -> its latest) and its format.
+
+  Raises:
+    FileNotFoundError: nothing at `path`, or a directory without a checkpoint.
+    ValueError: `path` is not what its format (named or implied by the name) reads.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  source = path
+  if io.isdir(path):
+    source = tf.train.latest_checkpoint(path)
+    if source is None:
+      raise FileNotFoundError(f"--from={path}: a folder without a TF checkpoint (no "
+                              "'checkpoint' file naming one that exists)")
+  kind = _kind(source)
+  if kind == "missing":
+    if source.endswith((".safetensors", ".keras")) or from_format in ("hf", "keras"):
+      raise FileNotFoundError(f"--from={path}: file not found")
+    raise FileNotFoundError(f"--from={path}: not found (no such file, and no checkpoint "
+                            f"{source}.index)")
+  for part in TF_CHECKPOINT_PARTS:
+    if source.endswith(part) and io.exists(source[:-len(part)] + ".index"):
+      raise cli.UsageError(f"--from={path}: pass the checkpoint prefix "
+                           f"{source[:-len(part)]}, not one of its files")
+  source_format = from_format
+  reason = f"for --from_format={from_format}"
+  if source_format is None:
+    source_format = ("hf" if source.endswith(".safetensors") else
+                     "keras" if source.endswith(".keras") else "tf1")
+    reason = "judging by its name"
+  if kind not in _READABLE[source_format]:
+    hint = "" if from_format is None else "; leave --from_format out to detect the format"
+    raise ValueError(f"--from={path}: expected {_EXPECTED[source_format]} {reason}, found "
+                     f"{_FOUND[kind].format(path=source)}{hint}")
+  if from_format is None and source_format == "tf1":
+    from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
+    try:
+      source_format = checkpoints.detect_format(source)
+    except (ValueError, OSError, tf.errors.OpError) as e:
+      raise ValueError(_flag_message("--from", source, e)) from e
+  return source, source_format
+
+
+def read_config(path: Optional[str], source: str, source_format: str):
+  """The BertConfig of --bert_config_file, or the one beside (or inside) the input."""
+  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
+  if path:
+    if not io.exists(path):
+      raise FileNotFoundError(f"--bert_config_file={path}: file not found")
+    if io.isdir(path):
+      raise IsADirectoryError(f"--bert_config_file={path}: is a folder, not a JSON file")
+    try:
+      return BertConfig.from_json_file(path)
+    except (ValueError, OSError) as e:  # ConfigError, UnicodeDecodeError, unreadable
+      raise ValueError(_flag_message("--bert_config_file", path, e)) from e
+  if source_format != "keras":
+    name = "config.json" if source_format == "hf" else "bert_config.json"
+    if not io.exists(f"{_directory(source)}/{name}"):
+      raise cli.UsageError(f"--from={source}: no {name} beside it; pass --bert_config_file")
+  try:
+    return checkpoints.config_beside(source, source_format)
+  except Exception as e:  # pylint: disable=broad-except
+    raise _read_error(source, source_format, e) from e
+
+
+def read_source(source: str, source_format: str, config):
+  """The weights of --from under the original names; errors name --from."""
+  from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
+  try:
+    return checkpoints.read_weights(source, config, source_format)
+  except Exception as e:  # pylint: disable=broad-except
+    # TensorFlow, Keras and zip errors need not be ValueErrors; all become one line.
+    raise _read_error(source, source_format, e) from e
 
 
 def main(argv):
   del argv
-  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
-  config = BertConfig.from_json_file(FLAGS.bert_config_file) if FLAGS.bert_config_file else None
-  config = checkpoints.convert_checkpoint(FLAGS["from"].value, FLAGS.to, FLAGS.from_format,
-                                          FLAGS.to_format, config)
-  print(f"Wrote {FLAGS.to} ({config.num_hidden_layers} layers, hidden {config.hidden_size})")
+  from bert_tf.model.encoder import build_encoder  # pylint: disable=g-import-not-at-top
+  from bert_tf.model.heads import build_pretraining_model  # pylint: disable=g-import-not-at-top
+  target = FLAGS.to
+  target_format = target_format_of(target, FLAGS.to_format)
+  check_outputs(target, target_format, FLAGS.overwrite)  # before the (long) read
+  source, source_format = resolve_source(FLAGS["from"].value, FLAGS.from_format)
+  config = read_config(FLAGS.bert_config_file, source, source_format)
+  values = read_source(source, source_format, config)
+  heads = any(name.startswith("cls/") for name in values)
+  # Building the model checks every name and shape against the config before anything is written.
+  model = build_pretraining_model(config) if heads else build_encoder(config)
+  try:
+    checkpoints.set_original_weights(model, values, source=source)
+  except checkpoints.CheckpointMismatchError as e:
+    config_source = (f"--bert_config_file={FLAGS.bert_config_file}" if FLAGS.bert_config_file
+                     else "the config beside it")
+    raise ValueError(f"--from={source}: the weights do not fit {config_source} "
+                     f"({_text(e)})") from e
+  try:
+    write_outputs(model, config, heads, target, target_format, FLAGS.overwrite)
+  except FileExistsError as e:  # created by someone else since check_outputs
+    raise FileExistsError(f"--to={target}: {_text(e)}; pass --overwrite to replace it") from e
+  except (OSError, tf.errors.OpError) as e:
+    raise OSError(f"--to={target}: cannot write the output ({_text(e)})") from e
+  print(f"Wrote {target} ({target_format}, {config.num_hidden_layers} layers, hidden "
+        f"{config.hidden_size}) from {source} ({source_format})")
 
 
 if __name__ == "__main__":

@@ -3,9 +3,12 @@
   python data_prep/inspect_records.py out.tfrecord [more.tfrecord ...] [--num_examples=3]
 
 Lengths, feature names and compression come from each file's metadata (`<file>.metadata.json`)
-when it exists, otherwise from the first record (or the flags). Every record is checked
-against the schema and for internal consistency; a corrupt or truncated record is reported with
-its file, index and byte offset. Exit status: 0 if every record is valid, 1 otherwise.
+when it exists, otherwise from the first record and the first bytes (GZIP's magic 1f 8b), unless
+the flags say. Every record is checked against the schema and for internal consistency; a
+corrupt or truncated record, or a file that is no TFRecord file, is reported with its file,
+index and byte offset, and reading the file stops there (the records before it are counted).
+Metadata that training would refuse and a directory instead of a file are errors too. Exit
+status: 0 if every file and record is valid, 1 otherwise.
 """
 
 import os
@@ -51,7 +54,8 @@ def define_flags(flag_values=FLAGS):
   flags.DEFINE_integer("max_predictions_per_seq", None,
                        "Override: prediction slots (else metadata/record).", **fv)
   flags.DEFINE_enum("compression", None, ["", "GZIP"],
-                    "Override: compression (else metadata, else none).", **fv)
+                    "Override: compression (else metadata, else GZIP if the file starts "
+                    "with 1f 8b).", **fv)
   flags.DEFINE_integer("max_errors", 10,
                        "Stop listing invalid records of a file after this many.", **fv)
 

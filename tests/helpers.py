@@ -264,3 +264,27 @@ def protobuf_fields(data):
     fields.append((key >> 3, data[pos:pos + size]))
     pos += size
   return fields
+
+
+def assert_empty_requests_give_empty_results(loaded) -> int:
+  """Every serving signature of a loaded SavedModel answers a 0-row batch with 0-row outputs,
+  and a signature on token ids answers sequence length 0 with length-0 outputs (and a zero
+  pooled_output). Returns the number of calls checked."""
+  calls = 0
+  for name, function in loaded.signatures.items():
+    specs = function.structured_input_signature[1]
+    empty = {key: tf.zeros([0] * spec.shape.rank, spec.dtype) for key, spec in specs.items()}
+    outputs = function(**empty)
+    for key, value in outputs.items():
+      assert value.shape[0] == 0, (name, key, value.shape)
+    calls += 1
+    if specs and all(spec.dtype.is_integer and spec.shape.rank == 2 for spec in specs.values()):
+      rows = {key: tf.zeros([3, 0], spec.dtype) for key, spec in specs.items()}
+      outputs = function(**rows)
+      for key, value in outputs.items():
+        assert value.shape[0] == 3, (name, key, value.shape)
+        assert 0 in value.shape[1:] or key == "pooled_output", (name, key, value.shape)
+      if "pooled_output" in outputs:
+        np.testing.assert_array_equal(outputs["pooled_output"].numpy(), 0.0)
+      calls += 1
+  return calls

@@ -4,8 +4,11 @@ The library half of data_prep/inspect_records.py.
 """
 
 import collections
+import gzip
+import struct
 import sys
-from typing import Dict, List, Optional
+import zlib
+from typing import Dict, List, Optional, Tuple
 
 from bert_tf import features
 from bert_tf import io
@@ -58,15 +61,90 @@ def describe(d: Dict[str, List], inv_vocab: Dict[int, str]) -> str:
   return f"[{nsp}, {n} tokens, {k} masked] " + " ".join(words)
 
 
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _masked_crc(data: bytes) -> bytes:
+  """TFRecord's masked CRC-32C of `data`, as the 4 little-endian bytes stored in the file."""
+  crc = int(writer_lib.crc32c_many([data])[0])
+  rotated = ((crc >> 15) | (crc << 17)) & 0xFFFFFFFF
+  return struct.pack("<I", (rotated + 0xA282EAD8) & 0xFFFFFFFF)
+
+
+def _starts_with_gzip_magic(path: str) -> bool:
+  with io.open_file(path, "rb") as f:
+    return f.read(2) == _GZIP_MAGIC
+
+
+def detect_compression(path: str) -> str:
+  """"GZIP" if the file starts with GZIP's magic bytes (1f 8b), else "" (training's rule)."""
+  return "GZIP" if _starts_with_gzip_magic(path) else ""
+
+
+def _header_problem(path: str, compression: str, offset: int, source: str) -> Optional[str]:
+  """Why the record at `offset` (uncompressed) cannot be read, or None if its header is sound.
+
+  Called after a read error: a bad length header makes the reader see a wrong length, and so
+  report a truncated record or an allocation failure instead of the cause.
+  """
+  if compression == "GZIP" and not _starts_with_gzip_magic(path):
+    return (f"the file is not GZIP-compressed but is read as GZIP (compression GZIP from "
+            f"{source}); read it with --compression=''")
+  raw = io.open_file(path, "rb")
+  try:
+    stream = gzip.GzipFile(fileobj=raw, mode="rb") if compression == "GZIP" else raw
+    stream.seek(offset)
+    head = stream.read(12)
+  except (OSError, EOFError, zlib.error):  # a damaged GZIP stream: the reader's reason stands
+    return None
+  finally:
+    raw.close()
+  if len(head) < 12 or _masked_crc(head[:8]) == head[8:]:
+    return None
+  reason = "length checksum mismatch"  # the reader's words for a damaged length header
+  if offset > 0:
+    return reason
+  if compression != "GZIP" and head[:2] == _GZIP_MAGIC:
+    return (reason + f": the file is GZIP-compressed but is read uncompressed (compression '' "
+            f"from {source}); read it with --compression=GZIP")
+  return reason + ": not a TFRecord file (or its first record's header is damaged)"
+
+
+def _read_error_message(error: Exception, path: str, compression: str, index: int,
+                        offset: int, source: str) -> str:
+  """The reader's error for record `index` at `offset`, with the length header's diagnosis."""
+  message = str(error)
+  prefix = f"{path}: record {index} at byte {offset}: "
+  if not message.startswith(prefix):
+    return message
+  reason = message[len(prefix):]
+  if "checksum mismatch" not in reason:
+    reason = _header_problem(path, compression, offset, source) or reason or "unreadable record"
+  return prefix + reason
+
+
 def inspect_file(path: str, vocab_file: Optional[str] = None, num_examples: int = 3,
                  max_seq_length: Optional[int] = None,
                  max_predictions_per_seq: Optional[int] = None,
                  compression: Optional[str] = None, max_errors: int = 10,
-                 out=sys.stdout) -> int:
-  """Checks and summarises one file, printing to `out`; returns the number of invalid records.
+                 out=None) -> int:
+  """Checks and summarises one file, printing to `out`; returns the number of problems found.
 
-  Arguments left as None come from the metadata file, else from the first record.
+  The problems are the invalid records (a read error counts as one and ends the reading: the
+  records after it, and so the file's total, are unknown) and the file's other errors.
+
+  Arguments left as None come from the metadata file, else from the first record; the
+  compression, else from the file's first bytes (GZIP's magic 1f 8b), as training does. Other
+  errors: a metadata file that training would refuse (invalid JSON, not pretraining metadata),
+  a record count that contradicts the metadata's, a directory given as `path`. `out` defaults
+  to the sys.stdout of the call.
   """
+  out = sys.stdout if out is None else out
+  if io.isdir(path):
+    print(f"error: {path}: is a directory, not a record file (give the record files in it, "
+          f"e.g. {io.join(path, '*.tfrecord')})", file=out)
+    return 1
+  errors = 0  # problems that are not invalid records: bad metadata, a count mismatch
   meta = None
   meta_path = features.metadata_path(path)
   if io.exists(meta_path) or not io.is_local(path):
@@ -74,9 +152,14 @@ def inspect_file(path: str, vocab_file: Optional[str] = None, num_examples: int 
       meta = features.read_metadata(meta_path)
     except features.MetadataError as e:
       if io.exists(meta_path) or "not found" not in str(e):
-        print(f"{path}: warning: {e}", file=out)
-  if compression is None:
-    compression = meta.get("compression", "") if meta else ""
+        print(f"error: {e} (training refuses this file; fix or remove it)", file=out)
+        errors += 1
+  if compression is not None:
+    source = "--compression"
+  elif meta and "compression" in meta:
+    compression, source = meta["compression"] or "", "the metadata"
+  else:
+    compression, source = detect_compression(path), "the file's first bytes"
   seq_len = max_seq_length or (meta and meta["max_seq_length"]) or None
   max_preds = max_predictions_per_seq or (meta and meta["max_predictions_per_seq"]) or None
   v2 = bool(meta and meta["use_v2_feature_names"])
@@ -93,17 +176,17 @@ def inspect_file(path: str, vocab_file: Optional[str] = None, num_examples: int 
   stats = collections.Counter()
   examples = []
   invalid = 0
+  read = 0  # records read so far
+  offset = 0  # byte offset (in the uncompressed stream) of the next record
+  stopped_at = None  # offset of the record the reader stopped at, if it did
   try:
     for index, record in enumerate(writer_lib.iter_records(path, compression)):
-      if seq_len is None:
-        # No metadata: take the lengths and names from the first record.
-        from tensorflow.core.example import example_pb2  # pylint: disable=g-import-not-at-top
-        first = example_pb2.Example.FromString(record).features.feature
-        v2 = "input_word_ids" in first
-        names = features.feature_names(v2)
-        seq_len = len(first[names[features.INPUT_IDS]].int64_list.value)
-        max_preds = len(first[names[features.MASKED_LM_IDS]].int64_list.value)
+      read += 1
+      offset += 16 + len(record)
       try:
+        if seq_len is None:
+          # No metadata: take the lengths and names from the first record.
+          seq_len, max_preds, v2 = _lengths_from_record(record)
         d = features.decode_example(record, seq_len, max_preds, v2)
         problems = check_instance(d, seq_len, vocab_size)
       except features.SchemaError as e:
@@ -122,8 +205,9 @@ def inspect_file(path: str, vocab_file: Optional[str] = None, num_examples: int 
       if len(examples) < num_examples:
         examples.append(describe(d, inv_vocab))
   except writer_lib.CorruptRecordError as e:
-    print(f"error: {e}", file=out)
+    print("error: " + _read_error_message(e, path, compression, read, offset, source), file=out)
     invalid += 1
+    stopped_at = offset
 
   count = max(stats["instances"], 1)
   print(f"{path}: {stats['instances']:,} valid records, {invalid} invalid; "
@@ -134,10 +218,32 @@ def inspect_file(path: str, vocab_file: Optional[str] = None, num_examples: int 
         f"random-next {stats['random_next'] / count:.1%}", file=out)
   if meta and "counts" in meta and "instances_in_file" in meta["counts"]:
     expected = meta["counts"]["instances_in_file"]
-    if expected != stats["instances"] + invalid:
-      print(f"  metadata says {expected} records, the file holds {stats['instances'] + invalid}",
-            file=out)
-      invalid += 1
+    if stopped_at is not None:
+      # The reader stopped: the records after the error are unknown, so is the total.
+      print(f"  metadata says {expected} records; {read} records before the error at byte "
+            f"{stopped_at}, the rest of the file not read", file=out)
+    elif expected != read:
+      print(f"  metadata says {expected} records, the file holds {read}", file=out)
+      errors += 1
   for text in examples:
     print("  " + text, file=out)
-  return invalid
+  return invalid + errors
+
+
+def _lengths_from_record(record: bytes) -> Tuple[int, int, bool]:
+  """(max_seq_length, max_predictions_per_seq, v2 names) of a record's features.
+
+  Raises:
+    features.SchemaError: the record is not a tf.train.Example.
+  """
+  from tensorflow.core.example import example_pb2  # pylint: disable=g-import-not-at-top
+  from google.protobuf import message  # pylint: disable=g-import-not-at-top
+
+  try:
+    first = example_pb2.Example.FromString(record).features.feature
+  except message.DecodeError as e:
+    raise features.SchemaError(f"not a tf.train.Example: {e}") from None
+  v2 = "input_word_ids" in first
+  names = features.feature_names(v2)
+  return (len(first[names[features.INPUT_IDS]].int64_list.value),
+          len(first[names[features.MASKED_LM_IDS]].int64_list.value), v2)

@@ -636,11 +636,18 @@ def _original_to_hf_name(name: str) -> str:
 
 def read_hf_safetensors(path: str) -> Dict[str, np.ndarray]:
   """A Hugging Face BERT model.safetensors (any tf.io.gfile path) under the original names."""
+  import safetensors  # pylint: disable=g-import-not-at-top
   from safetensors import numpy as safetensors_numpy  # only needed for this format
   if not tf.io.gfile.exists(path):
+    if tf.io.gfile.exists(path + ".index"):
+      raise FileNotFoundError(f"safetensors file not found: {path} (expected a safetensors file, "
+                              f"found a TF checkpoint prefix: {path}.index exists)")
     raise FileNotFoundError(f"safetensors file not found: {path}")
   with tf.io.gfile.GFile(path, "rb") as f:
-    tensors = safetensors_numpy.load(f.read())
+    try:
+      tensors = safetensors_numpy.load(f.read())
+    except safetensors.SafetensorError as e:  # its messages do not name the file
+      raise ValueError(f"{path}: not a valid safetensors file ({e})") from None
   try:
     return hf_to_original(tensors)
   except KeyError as e:

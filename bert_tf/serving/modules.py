@@ -26,9 +26,27 @@ def _seq_length_vector(text: tf.Tensor, seq_length: int) -> tf.Tensor:
   return tf.fill(tf.shape(text, out_type=tf.int32)[:1], seq_length)
 
 
-def call_encoder(encoder: keras.Model, inputs: Mapping[str, tf.Tensor]):
-  """Runs the encoder (inference) on its three inputs."""
-  return encoder({key: inputs[key] for key in ENCODER_INPUTS}, training=False)
+def call_encoder(encoder: keras.Model, inputs: Mapping[str, tf.Tensor], training: bool = False):
+  """Runs the encoder on its three inputs, at any sequence length including 0.
+
+  The pooler reads position 0, which a [B, 0] input lacks; when the length is not known to be
+  positive at trace time, the inputs get one masked padding position and the outputs are cut
+  back to the input's length, with a zero pooled_output for a length of 0. Inputs of a static
+  positive length run the encoder as it is.
+  """
+  inputs = {key: inputs[key] for key in ENCODER_INPUTS}
+  static_width = inputs["input_word_ids"].shape[1]
+  if static_width is not None and static_width > 0:
+    return encoder(inputs, training=training)
+  width = tf.shape(inputs["input_word_ids"])[1]
+  padding = [[0, 0], [0, tf.maximum(1 - width, 0)]]
+  outputs = encoder({key: tf.pad(value, padding) for key, value in inputs.items()},
+                    training=training)
+  pooled = outputs["pooled_output"]
+  return dict(outputs,
+              sequence_output=outputs["sequence_output"][:, :width],
+              encoder_outputs=[layer[:, :width] for layer in outputs["encoder_outputs"]],
+              pooled_output=tf.where(width > 0, pooled, tf.zeros_like(pooled)))
 
 
 # === TF Hub's Reusable SavedModel API ===
@@ -107,7 +125,7 @@ class EncoderModule(ReusableModule):
     self.serving_default = tf.function(self._serve, input_signature=[ENCODER_SPEC])
 
   def _call(self, inputs, training):
-    outputs = self.encoder({key: inputs[key] for key in ENCODER_INPUTS}, training=training)
+    outputs = call_encoder(self.encoder, inputs, training)
     return dict(pooled_output=outputs["pooled_output"], default=outputs["pooled_output"],
                 sequence_output=outputs["sequence_output"],
                 encoder_outputs=list(outputs["encoder_outputs"]))

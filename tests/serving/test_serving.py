@@ -17,25 +17,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.model import checkpoints
 from bert_tf import packing
 from bert_tf.serving import tf_serving
-from bert_tf import tokenization
 from bert_tf.config import BertConfig
-from bert_tf.model.heads import build_pretraining_model
 
 from tests import helpers
 from tests.helpers import REPO_ROOT, TEST_DATA, protobuf_fields
 
-VOCAB = os.path.join(TEST_DATA, "vocab_uncased.txt")
+from tests.serving.shared import CONFIG, METADATA, SEQ_LENGTH, TOP_K, VOCAB
+
 REQUESTS = os.path.join(TEST_DATA, "serving_requests.json")
-SEQ_LENGTH = 24
-TOP_K = 4
-# initializer_range 0.5 spreads the masked LM logits, so the top-k order of a random model is
-# not decided by float rounding.
-CONFIG = BertConfig(vocab_size=30522, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-                    intermediate_size=37, max_position_embeddings=64, initializer_range=0.5)
-METADATA = {"format": "test", "max_seq_length": 128}
 
 # Texts of the parity checks: ordinary, empty, longer than SEQ_LENGTH, non-ASCII, and a word
 # that the tokenizer splits into pieces.
@@ -88,39 +79,6 @@ def python_tokenize_with_masks(tokenizer, text):
 def softmax(x):
   e = np.exp(x - x.max(-1, keepdims=True))
   return e / e.sum(-1, keepdims=True)
-
-
-# === The shared export ===
-
-
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-  """Exports through the command line; returns (paths, keras model, python tokenizer)."""
-  root = tmp_path_factory.mktemp("serving")
-  keras.utils.set_random_seed(7)
-  model = build_pretraining_model(CONFIG)
-  ckpt_dir = root / "ckpt"
-  ckpt_dir.mkdir()
-  checkpoints.save_tf1_checkpoint(model, str(ckpt_dir / "bert_model.ckpt"))
-  CONFIG.to_json_file(str(ckpt_dir / "bert_config.json"))
-  metadata_file = root / "data.metadata.json"
-  metadata_file.write_text(json.dumps(METADATA))
-  export_dir = root / "export"
-  command = [sys.executable, "-m", "bert_tf.export",
-             f"--checkpoint={ckpt_dir / 'bert_model.ckpt'}", f"--vocab_file={VOCAB}",
-             f"--export_dir={export_dir}", f"--seq_length={SEQ_LENGTH}", f"--top_k={TOP_K}",
-             f"--data_metadata_file={metadata_file}", "--version=3"]
-  env = helpers.subprocess_env()
-  result = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-                          timeout=600)
-  assert result.returncode == 0, result.stderr[-3000:]
-  paths = dict(encoder=str(export_dir / "bert_encoder" / "3"),
-               preprocessor=str(export_dir / "bert_preprocessor" / "3"),
-               text=str(export_dir / "bert" / "3"))
-  for kind, path in paths.items():
-    assert f"{kind}: {path}" in result.stdout
-  tokenizer = tokenization.FullTokenizer(VOCAB, do_lower_case=True)
-  return paths, model, tokenizer, root
 
 
 @pytest.fixture(scope="module")
@@ -471,6 +429,21 @@ def test_readme_request_bodies_run_through_the_signatures(exported, loaded_text)
 
 
 # === Bad input against the exported model ===
+
+
+def test_empty_batches_and_zero_lengths_give_empty_results(exported, loaded_text):
+  paths = exported[0]
+  # Preprocessor: 2 signatures; encoder: rows and length 0; text model: 4 signatures.
+  assert helpers.assert_empty_requests_give_empty_results(
+      tf.saved_model.load(paths["preprocessor"])) == 2
+  assert helpers.assert_empty_requests_give_empty_results(
+      tf.saved_model.load(paths["encoder"])) == 2
+  assert helpers.assert_empty_requests_give_empty_results(loaded_text) == 4
+  # `encode` of an empty batch: [0, 0] outputs, like `preprocess`.
+  out = loaded_text.signatures["encode"](text=tf.constant([], tf.string),
+                                         text_b=tf.constant([], tf.string),
+                                         seq_length=tf.constant([], tf.int32))
+  assert out["sequence_output"].shape == (0, 0, CONFIG.hidden_size)
 
 
 def test_bad_inputs(exported, loaded_text):

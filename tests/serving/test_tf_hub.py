@@ -1,6 +1,6 @@
 """TF Hub's Reusable SavedModel API on the exports (issue: fine-tuning through hub.KerasLayer).
 
-The exports of a tiny random model are loaded in this process (tf.saved_model.load, as hub.load
+The exports of a tiny random model (the command line's, shared with test_serving.py) are loaded in this process (tf.saved_model.load, as hub.load
 does) and checked against the Python tokenizer, the original's packing and the Keras models; a
 fresh process that never imports bert_tf runs TensorFlow's "classify text with BERT" pattern
 with the real tensorflow_hub client (tests/serving/tf_hub_client_check.py).
@@ -16,22 +16,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import tokenization
-from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.model.encoder import ENCODER_INPUTS
-from bert_tf.model.heads import build_classifier_model, build_pretraining_model
+from bert_tf.model.heads import build_classifier_model
 from bert_tf.serving import tf_serving
 from bert_tf.serving.modules import float32_models
 
-from tests import helpers
-from tests.helpers import REPO_ROOT, TEST_DATA
+from tests.helpers import REPO_ROOT
+from tests.serving.shared import CONFIG, SEQ_LENGTH, VOCAB
 from tests.serving.test_serving import python_pack
 
-VOCAB = os.path.join(TEST_DATA, "vocab_uncased.txt")
-SEQ_LENGTH = 20
-CONFIG = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                    intermediate_size=37, max_position_embeddings=64)
 # Ordinary text, empty, longer than SEQ_LENGTH, accents and CJK, a word split into pieces,
 # punctuation inside words.
 TEXTS = ["The man went to the store.", "", "word " * 30 + "end", "Café naïve 東京 déjà-vu!",
@@ -45,22 +39,21 @@ LABEL_NAMES = ["no", "yes"]
 
 
 @pytest.fixture(scope="module")
-def hub_exports(tmp_path_factory):
-  """The pretraining exports and a classifier export of tiny random models, with the Keras
-  models they hold."""
-  root = tmp_path_factory.mktemp("tf_hub")
-  keras.utils.set_random_seed(11)
-  weights = checkpoints.get_original_weights(build_pretraining_model(CONFIG))
-  paths = tf_serving.export_serving_models(CONFIG, weights, VOCAB, str(root / "export"),
-                                           seq_length=SEQ_LENGTH, warmup=False)
+def hub_exports(exported, tmp_path_factory):
+  """The serving tests' export (the command line's, from a tiny random model) and a
+  classifier export on its weights, with the Keras models they hold."""
+  paths, pretraining, tokenizer, root = exported
+  paths = dict(paths)
+  weights = checkpoints.get_original_weights(pretraining)
   encoder, _ = float32_models(CONFIG, weights)
+  keras.utils.set_random_seed(11)
   classifier = build_classifier_model(CONFIG, len(LABEL_NAMES))
   checkpoints.set_original_weights(classifier, weights, strict=False, source="test")
+  work = tmp_path_factory.mktemp("tf_hub")
   paths["classifier"] = tf_serving.export_classifier_model(
-      classifier, CONFIG, VOCAB, str(root / "export"), LABEL_NAMES, pair=True,
+      classifier, CONFIG, VOCAB, str(work / "export"), LABEL_NAMES, pair=True,
       seq_length=SEQ_LENGTH, warmup=False)
-  tokenizer = tokenization.FullTokenizer(VOCAB, do_lower_case=True)
-  return paths, encoder, classifier, tokenizer, root
+  return paths, encoder, classifier, tokenizer, work
 
 
 def word_ids(tokenizer, text):
@@ -157,7 +150,7 @@ def test_encoder_is_a_reusable_saved_model(hub_exports):
   assert np.abs(dropped - expected["sequence_output"].numpy()).max() > 1e-2
   # serving_default is unchanged for TF Serving.
   served = loaded.signatures["serving_default"](**inputs)
-  assert served["encoder_outputs"].shape == (len(TEXTS), CONFIG.num_hidden_layers, 11, 32)
+  assert served["encoder_outputs"].shape == (len(TEXTS), CONFIG.num_hidden_layers, 11, CONFIG.hidden_size)
 
 
 def test_text_and_classifier_exports_are_callable_with_their_weights(hub_exports):
@@ -179,12 +172,12 @@ def test_text_and_classifier_exports_are_callable_with_their_weights(hub_exports
                         training=False)["logits"].numpy()
     np.testing.assert_allclose(outputs["logits"].numpy(), logits, atol=1e-5)
     np.testing.assert_allclose(outputs["probabilities"].numpy(),
-                               tf.nn.softmax(logits).numpy(), atol=1e-6)
+                               tf.nn.softmax(logits).numpy(), atol=1e-5)
     # And the TF Serving signature agrees.
     served = loaded.signatures["classify"](
         text=tf.constant(TEXTS), text_b=tf.constant(texts_b or [""] * len(TEXTS)))
     np.testing.assert_allclose(served["probabilities"].numpy(),
-                               outputs["probabilities"].numpy(), atol=1e-6)
+                               outputs["probabilities"].numpy(), atol=1e-5)
 
 
 # === TF Hub's own client, in a fresh process ===
@@ -222,7 +215,9 @@ def test_tf_hub_client_fine_tunes_the_exports(hub_exports):
   n = len(classifier.trainable_weights)
   assert fitted["trainable"] == n
   assert fitted["changed"] >= n - CONFIG.num_hidden_layers
-  assert fitted["losses"][-1] < fitted["losses"][0]
+  # A few small steps on one batch lower its loss (dropout off): the gradient flows right
+  # through the restored functions.
+  assert fitted["loss_after"] < fitted["loss_before"], fitted
   # The tutorial's save and reload gives the same predictions.
   np.testing.assert_allclose(got["model/reloaded_predictions"], got["model/predictions"],
                              atol=1e-5)
@@ -270,4 +265,4 @@ def test_tf_hub_client_fine_tunes_the_exports(hub_exports):
   pair_logits = classifier(keras_inputs(packed_reference(tokenizer, TEXTS, TEXTS_B, SEQ_LENGTH)),
                            training=False)["logits"].numpy()
   np.testing.assert_allclose(got["classifier/pair_probabilities"],
-                             tf.nn.softmax(pair_logits).numpy(), atol=1e-6)
+                             tf.nn.softmax(pair_logits).numpy(), atol=1e-5)

@@ -31,7 +31,7 @@ import tensorflow_hub as hub  # pylint: disable=g-import-not-at-top
 import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
 
 keras = tf.keras
-STEPS = 3
+STEPS = 5
 
 
 def changed(before, layer):
@@ -39,13 +39,17 @@ def changed(before, layer):
   return sum(int(not np.array_equal(b, w.numpy())) for b, w in zip(before, layer.trainable_weights))
 
 
-def fit(model, layer, x, y, loss):
+def fit(model, layer, x, y, loss, learning_rate=1e-3):
+  """Fits for STEPS full-batch steps; returns weight counts and the loss (dropout off) before
+  and after."""
   before = [w.numpy().copy() for w in layer.trainable_weights]
-  model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=loss)
-  history = model.fit(x, y, batch_size=len(y), epochs=STEPS, verbose=0)
+  model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss=loss)
+  loss_before = float(model.evaluate(x, y, batch_size=len(y), verbose=0))
+  model.fit(x, y, batch_size=len(y), epochs=STEPS, verbose=0)
   return dict(trainable=len(layer.trainable_weights), changed=changed(before, layer),
               non_trainable=len(layer.non_trainable_weights),
-              losses=[float(v) for v in history.history["loss"]])
+              loss_before=loss_before,
+              loss_after=float(model.evaluate(x, y, batch_size=len(y), verbose=0)))
 
 
 def main(spec_file, output_dir):
@@ -126,7 +130,7 @@ def main(spec_file, output_dir):
   outputs["classifier/logits_before"] = classifier_model(texts).numpy()
   report["classifier_fit"] = fit(
       classifier_model, classifier_layer, texts, labels.astype(np.int32),
-      keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+      keras.losses.SparseCategoricalCrossentropy(from_logits=True), learning_rate=1e-4)
   classifier = hub.load(spec["classifier"])
   pair = classifier(dict(text=texts, text_b=texts_b))
   outputs["classifier/pair_probabilities"] = pair["probabilities"].numpy()

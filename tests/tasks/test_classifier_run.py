@@ -25,6 +25,7 @@ from bert_tf.tasks import classifier_run as cr
 from bert_tf.tasks import common
 from bert_tf.training import loop
 from bert_tf.tokenization import FullTokenizer
+from tests import helpers
 from tests.helpers import REPO_ROOT, TEST_DATA, random_original_weights, subprocess_env
 
 VOCAB = os.path.join(TEST_DATA, "vocab_uncased.txt")
@@ -419,6 +420,8 @@ def test_the_readmes_rest_request_runs_on_the_export(trained):
   out = signature(**columns)
   assert out["probabilities"].shape == (len(body["instances"]), 3)
   assert [x.decode() for x in out["label_names"].numpy()[0]] == ["austen", "bible", "linux"]
+  # A 0-row batch gets 0-row answers in every signature.
+  assert helpers.assert_empty_requests_give_empty_results(model) == 2
 
 
 _EXPORT_CHECK = r"""

@@ -30,6 +30,7 @@ from bert_tf.tasks import squad_export
 from bert_tf.tasks import squad_run
 from bert_tf.text import InGraphTokenizer
 from bert_tf.tokenization import FullTokenizer
+from tests import helpers
 from tests.helpers import REPO_ROOT, TEST_DATA, protobuf_fields, subprocess_env
 
 VOCAB = os.path.join(TEST_DATA, "vocab_uncased.txt")
@@ -324,6 +325,8 @@ def test_v2_export_answers_every_question_like_predictions_json(v2_export, loade
     out = loaded_v2.signatures[name](question=tf.constant([e.question_text for e in examples]),
                                      context=tf.constant(contexts))
     check(out, examples, contexts, ref, True)
+  # A 0-row batch gets 0-row answers in every signature.
+  assert helpers.assert_empty_requests_give_empty_results(loaded_v2) == 2
 
 
 @pytest.mark.slow

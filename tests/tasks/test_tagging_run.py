@@ -165,6 +165,8 @@ def test_the_export_tags_raw_text_as_the_written_predictions(export):
       text=tf.constant(list(texts))).items()}
   check_outputs(out, sentences, texts, spans, result["test_predictions"])
   assert sorted(loaded.signatures) == ["serving_default", "tag"]
+  # A 0-row batch gets 0-row answers in every signature.
+  assert helpers.assert_empty_requests_give_empty_results(loaded) == 2
   info = json.loads(open(os.path.join(path, "assets", "export_info.json")).read())
   assert info["labels"] == ["O", "I-LOC", "I-PER"] and info["seq_length"] == SEQ
 

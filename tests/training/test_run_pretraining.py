@@ -51,7 +51,7 @@ def workdir(tmp_path_factory):
 # Steps, checkpoint interval. The kill lands as soon as the first checkpoint is seen (polled
 # every 20 ms); the run must not be able to finish in that time on any machine, so it is long
 # (200 tiny steps: a few seconds), where 40 steps once finished before the kill.
-NUM_STEPS = 200
+NUM_STEPS = 100
 KILL_RUN = ("--do_train", f"--num_train_steps={NUM_STEPS}", "--save_checkpoints_steps=5",
             "--iterations_per_loop=1", "--keep_checkpoint_max=3")
 
