@@ -9,7 +9,7 @@ Shape legend: B = per-replica batch, L = max_seq_length, P = max_predictions_per
 """
 
 import dataclasses
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from absl import logging
 import tensorflow as tf
@@ -116,6 +116,81 @@ def detect_compression(files: Sequence[str], metadata: Optional[Mapping[str, Any
     raise InputError(f"{kinds['GZIP']} is GZIP-compressed but {kinds['']} is not; pass files "
                      "of one kind")
   return next(iter(kinds)) if kinds else ""
+
+
+def _inspect_hint(path: str) -> str:
+  return f"check it with: python data_prep/inspect_records.py {path}"
+
+
+def check_record_files(files: Sequence[str], compression: str, flag_name: str,
+                       lengths: Optional[Mapping[str, int]] = None) -> None:
+  """Reads the first record of every file before training starts.
+
+  An input pipeline that repeats files holding no record never yields a batch (it spins
+  forever), so an empty file is refused here, on every worker, as is a file whose first
+  record cannot be read. With `lengths` the first record's features are checked too, which
+  catches data made with other lengths when it has no metadata to say so.
+
+  Args:
+    files: the record files.
+    compression: "" or "GZIP".
+    flag_name: the flag the files came from, named in errors.
+    lengths: stored feature name -> expected number of values (None: no feature check). The
+      v1 and v2 names of a feature are both accepted.
+
+  Raises:
+    InputError: naming the file, the flag and what is wrong.
+  """
+  aliases = {}
+  for v1, v2 in zip(features.feature_names(False).values(), features.feature_names(True).values()):
+    aliases[v1], aliases[v2] = v2, v1
+  for path in files:
+    try:
+      first = [r.numpy() for r in tf.data.TFRecordDataset(
+          path, compression_type=compression or None).take(1)]
+    except tf.errors.OpError as e:
+      reason = (e.message or type(e).__name__).strip().splitlines()[0]
+      raise InputError(f"--{flag_name}: {path} cannot be read as a "
+                       f"{'GZIP ' if compression else ''}TFRecord file ({reason}); "
+                       f"{_inspect_hint(path)}") from None
+    if not first:
+      raise InputError(f"--{flag_name}: {path} holds no records (an empty shard, as written "
+                       "when --num_output_shards exceeds the instances); remove it from the "
+                       "input or make the data again")
+    if not lengths:
+      continue
+    try:
+      example = tf.train.Example.FromString(first[0])
+    except Exception as e:  # pylint: disable=broad-except  (protobuf's DecodeError)
+      raise InputError(f"--{flag_name}: {path}: the first record is not a tf.train.Example "
+                       f"({e}); {_inspect_hint(path)}") from None
+    stored = example.features.feature
+    for name, length in lengths.items():
+      key = name if name in stored else aliases.get(name)
+      if key not in stored:
+        raise InputError(f"--{flag_name}: {path}: the first record has no {name!r} feature "
+                         f"(it has {', '.join(sorted(stored))}); is it pretraining data?")
+      feature = stored[key]
+      count = len(feature.int64_list.value) + len(feature.float_list.value)
+      if count != length:
+        raise InputError(
+            f"--{flag_name}: {path}: the first record's {key} has {count} values but the flags "
+            f"ask for {length} (--max_seq_length / --max_predictions_per_seq must be the "
+            "values the data was made with)")
+
+
+def first_unreadable_file(files: Sequence[str], compression: str) -> Optional[Tuple[str, str]]:
+  """(file, reason) of the first file that cannot be read to its end, or None.
+
+  Reads every record: meant for naming the culprit after training hit a DataLossError.
+  """
+  for path in files:
+    try:
+      for _ in tf.data.TFRecordDataset(path, compression_type=compression or None):
+        pass
+    except tf.errors.OpError as e:
+      return path, (e.message or type(e).__name__).strip().splitlines()[0]
+  return None
 
 
 # === Dynamic masking ===

@@ -11,6 +11,7 @@ get_next_sentence_output) evaluated on the whole global batch: sum(w * nll) / (s
 with the sums over every replica and micro-batch, plus the mean next-sentence cross-entropy.
 """
 
+import contextlib
 import dataclasses
 import json
 from typing import Any, Callable, Dict, List, Mapping, Optional
@@ -250,9 +251,18 @@ def _check_data(settings: PretrainingSettings, config: BertConfig, pattern: str,
                 flag: str) -> Optional[Dict[str, Any]]:
   try:
     files = input_pipeline.expand_file_patterns(pattern, flag_name=flag)
-    return input_pipeline.check_input_metadata(
+    metadata = input_pipeline.check_input_metadata(
         files, settings.max_seq_length, settings.max_predictions_per_seq,
         vocab_size=config.vocab_size, do_lower_case=settings.do_lower_case)
+    # Every file's first record: no empty file (the pipeline would spin on it), no unreadable
+    # one, and without metadata the lengths the flags promise.
+    lengths = None if metadata is not None else dict(zip(
+        features.feature_names(False).values(),
+        features.feature_lengths(settings.max_seq_length,
+                                 settings.max_predictions_per_seq).values()))
+    input_pipeline.check_record_files(
+        files, input_pipeline.detect_compression(files, metadata), flag, lengths)
+    return metadata
   except (input_pipeline.InputError, features.MetadataError) as e:
     # Both errors already name the flag and the file.
     raise loop.TrainingError(str(e)) from None
@@ -340,10 +350,11 @@ def _run(config, settings, strategy, chief, metadata, export_fn):
     _log_training(settings, strategy, int(global_step.numpy()))
     on_checkpoint = (export if settings.export_every_checkpoint and chief and export_fn
                      else None)
-    result.update(loop.train(
-        trainer, iterator, global_step, state.manager, settings.num_train_steps,
-        settings.iterations_per_loop, settings.save_checkpoints_steps, settings.output_dir,
-        chief, on_checkpoint=on_checkpoint))
+    with _naming_corrupt_files(settings.input_file, "input_file"):
+      result.update(loop.train(
+          trainer, iterator, global_step, state.manager, settings.num_train_steps,
+          settings.iterations_per_loop, settings.save_checkpoints_steps, settings.output_dir,
+          chief, on_checkpoint=on_checkpoint))
   result["global_step"] = int(global_step.numpy())
   if settings.do_eval:
     iterator = iter(strategy.distribute_datasets_from_function(_eval_dataset_fn(settings)))
@@ -352,6 +363,25 @@ def _run(config, settings, strategy, chief, metadata, export_fn):
   if settings.do_train and settings.export_at_end and chief and export_fn is not None:
     result["export_dir"] = export(result["global_step"])
   return result
+
+
+@contextlib.contextmanager
+def _naming_corrupt_files(pattern: str, flag: str):
+  """A DataLossError while reading records (a corrupt or truncated file; TF's message names
+  neither file nor flag) becomes a TrainingError naming the file, found by reading them all."""
+  try:
+    yield
+  except tf.errors.DataLossError as e:
+    files = input_pipeline.expand_file_patterns(pattern, flag_name=flag)
+    metadata = input_pipeline.read_input_metadata(files)
+    found = input_pipeline.first_unreadable_file(
+        files, input_pipeline.detect_compression(files, metadata))
+    if found is None:
+      raise
+    path, reason = found
+    raise loop.TrainingError(
+        f"--{flag}: {path} is corrupt or truncated ({reason}); check it with: python "
+        f"data_prep/inspect_records.py {path}") from e
 
 
 def _log_training(settings, strategy, step):

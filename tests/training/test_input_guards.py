@@ -1,0 +1,98 @@
+"""Training refuses bad record files before the first step, naming the flag and the file.
+
+Reliability probe items 1, 5 and 6: an empty record file made the input pipeline spin forever,
+records without metadata whose lengths contradict the flags failed deep inside TensorFlow, and
+a corrupt or truncated file stopped training with a DataLossError naming no file.
+"""
+
+import gzip
+import os
+import shutil
+
+import pytest
+import tensorflow as tf
+
+from bert_tf import features
+from bert_tf.training import input_pipeline
+from bert_tf.training import loop
+from bert_tf.training import pretraining
+
+from tests.helpers import PREDS, SEQ, make_records, tiny_config, tiny_settings
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory):
+  return make_records(str(tmp_path_factory.mktemp("good") / "train.tfrecord"), num_examples=32)
+
+
+def _run(data, tmp_path, **changes):
+  changes.setdefault("num_train_steps", 2)
+  return pretraining.run_pretraining(tiny_config(), tiny_settings(
+      data, str(tmp_path / "out"), **changes))
+
+
+def test_an_empty_record_file_is_refused_before_training(good, tmp_path):
+  empty = tmp_path / "part-00001.tfrecord"
+  tf.io.TFRecordWriter(str(empty)).close()  # no record: 0 bytes
+  shutil.copy(features.metadata_path(good), features.metadata_path(str(empty)))
+  with pytest.raises(loop.TrainingError, match=r"--input_file: .*part-00001.tfrecord holds no "
+                                               r"records"):
+    _run(f"{good},{empty}", tmp_path)
+  # Nothing was trained or written.
+  assert not os.path.exists(tmp_path / "out" / "checkpoint")
+
+
+def test_an_empty_gzip_file_is_refused_too(tmp_path):
+  empty = tmp_path / "empty.tfrecord.gz"
+  with gzip.open(empty, "wb"):
+    pass
+  assert os.path.getsize(empty) > 0  # a GZIP header, but no record
+  with pytest.raises(loop.TrainingError, match="holds no records"):
+    _run(str(empty), tmp_path)
+
+
+def test_records_without_metadata_are_checked_against_the_flags(tmp_path):
+  data = make_records(str(tmp_path / "long.tfrecord"), num_examples=8, seq=SEQ * 2)
+  os.remove(features.metadata_path(data))
+  with pytest.raises(loop.TrainingError,
+                     match=rf"long.tfrecord: the first record's input_ids has {SEQ * 2} values "
+                           rf"but the flags ask for {SEQ}"):
+    _run(data, tmp_path)
+  # With the data's own lengths it trains.
+  result = _run(data, tmp_path, max_seq_length=SEQ * 2, max_predictions_per_seq=PREDS)
+  assert result["global_step"] == 2
+
+
+def test_a_file_that_is_not_records_is_refused_naming_it(good, tmp_path):
+  text = tmp_path / "notes.tfrecord"
+  text.write_text("these are not records\n" * 20)
+  with pytest.raises(loop.TrainingError, match=r"notes.tfrecord cannot be read as a TFRecord "
+                                               r"file .*inspect_records.py"):
+    _run(f"{good},{text}", tmp_path)
+
+
+def test_a_truncated_file_stops_training_naming_it(good, tmp_path):
+  data = tmp_path / "cut.tfrecord"
+  with open(good, "rb") as f:
+    content = f.read()
+  data.write_bytes(content[:len(content) * 2 // 3])  # the first records are whole
+  shutil.copy(features.metadata_path(good), features.metadata_path(str(data)))
+  with pytest.raises(loop.TrainingError, match=r"--input_file: .*cut.tfrecord is corrupt or "
+                                               r"truncated .*inspect_records.py"):
+    _run(str(data), tmp_path, num_train_steps=20)
+
+
+def test_check_record_files_accepts_v2_names_and_reads_gzip(tmp_path):
+  path = str(tmp_path / "v2.tfrecord.gz")
+  encoder = features.ExampleEncoder(SEQ, PREDS, 100, use_v2_feature_names=True)
+  ids = [2, 10, 3, 11, 3]
+  with tf.io.TFRecordWriter(path, "GZIP") as writer:
+    writer.write(encoder.encode(ids, 3, [1], [10], False))
+  lengths = dict(zip(features.feature_names(False).values(),
+                     features.feature_lengths(SEQ, PREDS).values()))
+  input_pipeline.check_record_files([path], "GZIP", "input_file", lengths)
+  with pytest.raises(input_pipeline.InputError, match="masked_lm_positions has"):
+    input_pipeline.check_record_files(
+        [path], "GZIP", "input_file",
+        dict(zip(features.feature_names(False).values(),
+                 features.feature_lengths(SEQ, PREDS + 1).values())))
