@@ -20,6 +20,7 @@ to float rounding.
 import contextlib
 import json
 import os
+import re
 import time
 from typing import (Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Set,
                     Tuple)
@@ -311,11 +312,73 @@ def checkpoint_state(model, optimizer, global_step, output_dir: str, chief: bool
   if not chief:
     checkpoint_dir = os.path.join(output_dir, f".worker_{strategy.cluster_resolver.task_id}_tmp")
   manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir, max_to_keep=keep_checkpoint_max)
-  latest = tf.train.latest_checkpoint(output_dir)
-  if latest:
-    logging.info("Resuming from %s", latest)
-    checkpoint.restore(latest).assert_existing_objects_matched()
+  latest = restore_newest_valid_checkpoint(checkpoint, output_dir)
   return CheckpointState(checkpoint, manager, latest)
+
+
+def _checkpoint_step(path: str) -> int:
+  match = re.search(r"-(\d+)$", path)
+  return int(match.group(1)) if match else -1
+
+
+def run_checkpoints(output_dir: str) -> List[str]:
+  """The run's checkpoint prefixes, newest (highest number) first: those the `checkpoint` state
+  file lists and every `ckpt-N.index` in output_dir (the state file may be stale or gone)."""
+  found = set()
+  try:
+    state = tf.train.get_checkpoint_state(output_dir)
+  except (tf.errors.OpError, ValueError) as e:  # a corrupt state file: the glob still finds them
+    logging.warning("Cannot read %s (%s); looking for checkpoints by name",
+                    io.join(output_dir, "checkpoint"), e)
+    state = None
+  if state is not None:
+    found.update(state.all_model_checkpoint_paths)
+    if state.model_checkpoint_path:
+      found.add(state.model_checkpoint_path)
+  found.update(path[:-len(".index")] for path in io.glob(io.join(output_dir, "ckpt-*.index")))
+  return sorted(found, key=lambda p: (_checkpoint_step(p), p), reverse=True)
+
+
+def restore_newest_valid_checkpoint(checkpoint: tf.train.Checkpoint,
+                                    output_dir: str) -> Optional[str]:
+  """Restores the newest checkpoint of output_dir that reads completely; returns its prefix.
+
+  A listed checkpoint whose files are gone, or one that fails to read (truncated, corrupt), is
+  named in a warning and the next older one is tried, so a run resumes from its newest valid
+  state instead of silently starting again from step 0 and saving over the older checkpoints.
+
+  Returns:
+    The restored prefix, or None when output_dir holds no checkpoint at all.
+
+  Raises:
+    TrainingError: output_dir has checkpoints but none of them can be restored.
+  """
+  candidates = run_checkpoints(output_dir)
+  problems = []
+  for path in candidates:
+    if not io.exists(path + ".index"):
+      problems.append(f"{path}: its files are missing")
+      logging.warning("Checkpoint %s is listed but its files are missing; trying an older one",
+                      path)
+      continue
+    try:
+      checkpoint.restore(path).assert_existing_objects_matched()
+    except (tf.errors.OpError, ValueError, IndexError, AssertionError) as e:
+      reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+      problems.append(f"{path}: {reason}")
+      logging.warning("Checkpoint %s cannot be restored (%s); trying an older one", path, reason)
+      continue
+    if problems:
+      logging.warning("Resuming from %s, the newest valid checkpoint (skipped: %s)", path,
+                      "; ".join(problems))
+    logging.info("Resuming from %s", path)
+    return path
+  if candidates:
+    raise TrainingError(
+        f"{output_dir} holds checkpoints but none can be restored ({'; '.join(problems)}); "
+        "refusing to start again from step 0 over them: move them away or choose another "
+        "--output_dir")
+  return None
 
 
 class Run(NamedTuple):

@@ -1,0 +1,101 @@
+"""Resume finds the newest valid checkpoint and never silently starts again from step 0.
+
+Reliability probe item 7: when the `checkpoint` state file named a checkpoint whose files were
+gone, training restarted from step 0 (and saved over the older checkpoints); a truncated newest
+checkpoint stopped the run with an unlabelled IndexError.
+"""
+
+import logging
+import os
+import shutil
+
+import pytest
+import tensorflow as tf
+
+from bert_tf.training import loop
+from bert_tf.training import pretraining
+
+from tests.helpers import (assert_same_weights, checkpoint_values, make_records, tiny_config,
+                           tiny_settings)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+  return make_records(str(tmp_path_factory.mktemp("data") / "train.tfrecord"))
+
+
+@pytest.fixture(scope="module")
+def full_run(data, tmp_path_factory):
+  """6 steps, a checkpoint every 2: ckpt-2, ckpt-4, ckpt-6."""
+  out = str(tmp_path_factory.mktemp("full"))
+  result = pretraining.run_pretraining(tiny_config(), tiny_settings(data, out))
+  assert result["global_step"] == 6
+  return out
+
+
+def _copy(full_run, tmp_path):
+  target = tmp_path / "run"
+  shutil.copytree(full_run, target)
+  return target
+
+
+def _resume(data, run_dir, caplog):
+  caplog.clear()
+  with caplog.at_level(logging.INFO):
+    return pretraining.run_pretraining(tiny_config(), tiny_settings(data, str(run_dir)))
+
+
+def _remove(run_dir, prefix):
+  for name in os.listdir(run_dir):
+    if name.startswith(prefix + "."):
+      os.remove(run_dir / name)
+
+
+def test_a_missing_newest_checkpoint_falls_back_to_the_previous_one(data, full_run, tmp_path,
+                                                                    caplog):
+  run_dir = _copy(full_run, tmp_path)
+  _remove(run_dir, "ckpt-6")  # the state file still names it
+  result = _resume(data, run_dir, caplog)
+  assert "ckpt-6 is listed but its files are missing" in caplog.text
+  assert f"Resuming from {run_dir / 'ckpt-4'}" in caplog.text
+  # Two more steps from step 4 give the uninterrupted run's weights.
+  assert result["global_step"] == 6
+  assert_same_weights(checkpoint_values(os.path.join(full_run, "ckpt-6")),
+                      checkpoint_values(str(run_dir / "ckpt-6")))
+
+
+def test_a_truncated_newest_checkpoint_is_named_and_skipped(data, full_run, tmp_path, caplog):
+  run_dir = _copy(full_run, tmp_path)
+  data_file = run_dir / "ckpt-6.data-00000-of-00001"
+  data_file.write_bytes(data_file.read_bytes()[:1000])
+  result = _resume(data, run_dir, caplog)
+  assert f"Checkpoint {run_dir / 'ckpt-6'} cannot be restored" in caplog.text
+  assert f"Resuming from {run_dir / 'ckpt-4'}" in caplog.text
+  assert result["global_step"] == 6
+  assert_same_weights(checkpoint_values(os.path.join(full_run, "ckpt-6")),
+                      checkpoint_values(str(run_dir / "ckpt-6")))
+
+
+def test_checkpoints_are_found_without_the_state_file(data, full_run, tmp_path, caplog):
+  run_dir = _copy(full_run, tmp_path)
+  os.remove(run_dir / "checkpoint")
+  assert loop.run_checkpoints(str(run_dir)) == [str(run_dir / f"ckpt-{n}") for n in (6, 4, 2)]
+  result = _resume(data, run_dir, caplog)
+  assert f"Resuming from {run_dir / 'ckpt-6'}" in caplog.text
+  assert result["global_step"] == 6
+
+
+def test_no_restorable_checkpoint_is_an_error_that_touches_nothing(data, full_run, tmp_path,
+                                                                  caplog):
+  run_dir = _copy(full_run, tmp_path)
+  for step in (2, 4, 6):
+    path = run_dir / f"ckpt-{step}.data-00000-of-00001"
+    path.write_bytes(path.read_bytes()[:100])
+  before = {name: (run_dir / name).read_bytes() for name in os.listdir(run_dir)
+            if name.startswith("ckpt-")}
+  with pytest.raises(loop.TrainingError, match="holds checkpoints but none can be restored "
+                                               r"\(.*ckpt-6: .*ckpt-2: .*refusing to start again"):
+    _resume(data, run_dir, caplog)
+  assert {name: (run_dir / name).read_bytes() for name in os.listdir(run_dir)
+          if name.startswith("ckpt-")} == before
+  assert tf.train.latest_checkpoint(str(run_dir)).endswith("ckpt-6")
