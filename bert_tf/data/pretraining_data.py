@@ -7,6 +7,31 @@ original's for the same input, vocab, flags and seed (same examples, same order)
 the corpus is streamed in blocks of documents made into instances by all cores (the same
 algorithm within each block, masked positions drawn lazily; the output depends on the seed and
 block_size_mb, not on num_workers). Local paths never import TensorFlow.
+
+Reliability decisions:
+
+* No empty record files. Instances go round-robin over the outputs (as in the original, in both
+  modes), so with fewer instances than outputs only the first ones get records. How many
+  instances a corpus makes is only known at the end, so this cannot be refused up front;
+  instead only the outputs with records are written, a warning says so, and their metadata
+  lists the outputs not written (`counts.outputs_not_written`). With output_dir the shards are
+  named after the number written (`pretraining-00000-of-00077.tfrecord` when 200 were asked
+  for and 77 instances were made); with an output_files list the first files are written and
+  the rest are not created (an empty or, with overwrite, older file of such a name is
+  removed). Every written file holds the same records as in a run with that many outputs, and
+  with reproduce_original the same records as the original's file of that name (the original
+  would also have created the empty ones, on which training spins forever).
+* Commit. Records and metadata are complete under temporary names before anything final is
+  touched, and the final renames are journaled (writer.RecordWriter.commit): a run killed
+  while committing leaves a journal, and the next run on the same outputs rolls that commit
+  back before its checks, so the same command simply works again (no --overwrite needed for
+  what only the killed run made). Final record files without metadata and without a journal
+  (e.g. the original script's output) still need --overwrite.
+* Outputs that are one file under two spellings, or an output named like another output's
+  metadata file, are refused up front, naming both.
+* Lines longer than LONG_LINE_BYTES_PER_TOKEN * 100 * max_seq_length bytes get a warning naming
+  file and line: the algorithm (the original's, kept) uses only about max_seq_length tokens of
+  such a line. The count is in the metadata (`counts.long_lines`).
 """
 
 import collections
@@ -107,6 +132,67 @@ class DataConfig:
     return values
 
 
+# A line longer than this many bytes per token times 100 * max_seq_length is warned about: about
+# 100 instances' worth of English (~4-5 bytes per WordPiece token; CJK ~3), of which one is used.
+LONG_LINE_BYTES_PER_TOKEN = 4
+_LONG_LINE_WARNINGS = 10  # then only counted (and summed up at the end)
+
+
+class _LineWatchingReport(corpus.ReadReport):
+  """A corpus.ReadReport that warns about very long lines, naming the file and line.
+
+  corpus.iter_lines counts each line (`lines += 1`) and then its bytes (`bytes += len(raw)`),
+  and each file (`files += 1`) before its first line; the input files are read in the order
+  given, so the file and line of every increment are known here without re-reading anything.
+  """
+
+  def __init__(self, input_files: List[str], max_line_bytes: int):
+    self._input_files = list(input_files)
+    self.max_line_bytes = max_line_bytes
+    self._bytes = 0
+    self._files = 0
+    self._first_line = 0  # report.lines before the current file
+    self.long_lines = 0
+    super().__init__()
+
+  @property
+  def files(self) -> int:
+    return self._files
+
+  @files.setter
+  def files(self, value: int) -> None:
+    self._files = value
+    self._first_line = getattr(self, "lines", 0)
+
+  @property
+  def bytes(self) -> int:
+    return self._bytes
+
+  @bytes.setter
+  def bytes(self, value: int) -> None:
+    if value - self._bytes > self.max_line_bytes:
+      self._long_line(value - self._bytes)
+    self._bytes = value
+
+  def _long_line(self, size: int) -> None:
+    self.long_lines += 1
+    if self.long_lines > _LONG_LINE_WARNINGS:
+      return
+    index = self._files - 1
+    path = self._input_files[index] if 0 <= index < len(self._input_files) else "?"
+    logging.warning(
+        "%s:%d: a line of %d bytes (over %d): only about --max_seq_length tokens of one line "
+        "reach an instance, the rest of it is not used (the original algorithm); put one "
+        "sentence per line%s", path, self.lines - self._first_line, size,
+        self.max_line_bytes, "" if self.long_lines < _LONG_LINE_WARNINGS else
+        " (further long lines are only counted)")
+
+
+def _line_report(config: "DataConfig", input_files: List[str]) -> _LineWatchingReport:
+  return _LineWatchingReport(
+      input_files, LONG_LINE_BYTES_PER_TOKEN * 100 * config.max_seq_length)
+
+
 class _Progress:
   """Logs documents/s, instances/s and the ETA at most every `interval` seconds."""
 
@@ -149,12 +235,18 @@ def run(config: DataConfig) -> Dict[str, Any]:
   # its output does not depend on the filesystem.
   input_files = corpus.expand_input_files(config.input_patterns,
                                          sort=not config.reproduce_original)
+  flag = "--output_dir" if config.output_dir else "--output_file"
+  writer_lib.check_distinct_outputs(output_files, flag)
+  # A run killed while committing to these outputs left a journal: undo that commit first, so
+  # its half-renamed files neither block this run nor mix with its outputs.
+  for journal, removed in writer_lib.recover_interrupted_commits(
+      output_files, config.output_dir, config.overwrite, flag):
+    logging.warning("Rolled back the unfinished commit of a killed run (%s): removed %d "
+                    "file(s)", journal, len(removed))
   stale_shards = []
   if config.output_dir:
     stale_shards = writer_lib.check_output_dir(config.output_dir, output_files, config.overwrite)
-    writer_lib.check_outputs(output_files, config.overwrite, flag="--output_dir")
-  else:
-    writer_lib.check_outputs(output_files, config.overwrite)
+  writer_lib.check_outputs(output_files, config.overwrite, flag=flag)
 
   start = time.time()
   try:
@@ -165,7 +257,7 @@ def run(config: DataConfig) -> Dict[str, Any]:
   vocab_md5 = features.vocab_checksum(config.vocab_file)
 
   # Open the outputs before the long part, so an unwritable destination fails at once.
-  with writer_lib.RecordWriter(output_files, config.compression) as writer:
+  with writer_lib.RecordWriter(output_files, config.compression, flag=flag) as writer:
     logging.info("Reading %d input file(s)", len(input_files))
     if config.reproduce_original:
       report, stats, read_seconds = _write_reference(config, options, tokenizer, vocab,
@@ -176,6 +268,10 @@ def run(config: DataConfig) -> Dict[str, Any]:
     writer.finish_writing()
     instance_seconds = time.time() - start - (read_seconds or 0.0)
 
+    final_files, remove = _final_layout(config, output_files, stale_shards, writer.counts,
+                                        stats.instances, input_files)
+    written = [f for f in final_files if f]
+    not_written = [p for p, f in zip(output_files, final_files) if not f]
     counts = {
         "input_files": len(input_files),
         "documents": report.documents,
@@ -183,33 +279,33 @@ def run(config: DataConfig) -> Dict[str, Any]:
         "tokens": report.tokens,
         "invalid_utf8_lines": report.invalid_utf8_lines,
         "skipped_lines": report.skipped_lines,
+        "long_lines": report.long_lines,
         "instances": stats.instances,
         "masked_tokens": stats.masked,
         "random_next": stats.random_next,
         "full_length": stats.full_length,
     }
-    # A stale metadata file must never describe new records: remove it, rename the records
-    # (each rename is atomic), then write the new metadata. A run killed in between leaves
-    # complete records without metadata, never a partial file or a contradiction.
-    # Shards of an earlier layout (--overwrite only) go at the same moment: a reader globbing
+    extra = {"outputs_not_written": not_written} if not_written else {}
+    metadata = [None if final is None else features.make_metadata(
+        max_seq_length=config.max_seq_length,
+        max_predictions_per_seq=config.max_predictions_per_seq,
+        use_v2_feature_names=config.use_v2_feature_names,
+        vocab_size=len(vocab.replacement_ids), vocab_md5=vocab_md5,
+        do_lower_case=config.do_lower_case, do_whole_word_mask=config.do_whole_word_mask,
+        flags=config.flag_values(), counts=dict(counts, instances_in_file=count,
+                                                output_files=written, **extra),
+        program_version=f"{PROGRAM} {PROGRAM_VERSION}", compression=config.compression)
+                for final, count in zip(final_files, writer.counts)]
+    # Records and metadata are complete under temporary names before anything final changes;
+    # the renames (records, then metadata) are journaled: see writer.RecordWriter.commit.
+    # Shards of an earlier layout (--overwrite only) go in the same commit: a reader globbing
     # the folder never sees old and new shards together once the run has finished.
-    for path in output_files:
-      io.remove_if_exists(features.metadata_path(path))
-    for path in stale_shards:
-      io.remove_if_exists(path)
-    sizes = writer.commit()
-    for path, count in zip(output_files, writer.counts):
-      metadata = features.make_metadata(
-          max_seq_length=config.max_seq_length,
-          max_predictions_per_seq=config.max_predictions_per_seq,
-          use_v2_feature_names=config.use_v2_feature_names,
-          vocab_size=len(vocab.replacement_ids), vocab_md5=vocab_md5,
-          do_lower_case=config.do_lower_case, do_whole_word_mask=config.do_whole_word_mask,
-          flags=config.flag_values(), counts=dict(counts, instances_in_file=count,
-                                                  output_files=list(output_files)),
-          program_version=f"{PROGRAM} {PROGRAM_VERSION}", compression=config.compression)
-      features.write_metadata(features.metadata_path(path), metadata)
+    sizes = writer.commit(final_files, metadata, remove=remove)
 
+  if report.long_lines:
+    logging.warning("%d line(s) were longer than %d bytes: only their beginning was used",
+                    report.long_lines, report.max_line_bytes)
+  output_files = written
   total_seconds = time.time() - start
   summary = stats.summary()
   summary.update(documents=report.documents, output_bytes=sum(sizes), output_files=output_files,
@@ -217,6 +313,50 @@ def run(config: DataConfig) -> Dict[str, Any]:
                  total_seconds=total_seconds,
                  instances_per_second=stats.instances / max(total_seconds, 1e-9))
   return summary
+
+
+def _final_layout(config, output_files, stale_shards, counts, instances, input_files):
+  """(final name or None for each output, files to remove in the commit): no empty outputs.
+
+  See the module docstring: only outputs with records are written; output_dir's shards are
+  then named after how many there are.
+
+  Raises:
+    corpus.InputError: no instances at all (nothing to write).
+  """
+  if not instances:
+    raise corpus.InputError(
+        f"--input_file: {', '.join(input_files)} made no instances (every document is too "
+        f"short?); nothing was written")
+  kept = sum(1 for c in counts if c)
+  # Round-robin from the first output: the outputs with records are the first `kept`.
+  assert all(counts[:kept]) and not any(counts[kept:]), counts
+  if kept == len(output_files):
+    finals = list(output_files)
+  elif config.output_dir:
+    finals = writer_lib.shard_paths(config.output_dir, kept, config.compression)
+    finals += [None] * (len(output_files) - kept)
+  else:
+    finals = list(output_files[:kept]) + [None] * (len(output_files) - kept)
+  not_written = output_files[kept:]
+  if not_written:
+    logging.warning(
+        "%d instance(s) for %d output files: writing only %d (an empty record file would make "
+        "training wait forever)%s; not written: %s%s", instances, len(output_files), kept,
+        f", named {os.path.basename(finals[0])} ..." if config.output_dir else "",
+        ", ".join(not_written[:3]), " ..." if len(not_written) > 3 else "")
+  # Files that would contradict the new outputs once committed: earlier shards of another
+  # layout (checked up front: empty, or --overwrite) and outputs not written this time (empty,
+  # or --overwrite), each with its metadata.
+  written = [f for f in finals if f]
+  candidates = set(stale_shards)
+  for path in not_written:
+    candidates.update((path, features.metadata_path(path)))
+  if config.output_dir:
+    found = writer_lib.foreign_shards(config.output_dir, written)
+  else:
+    found = [p for p in sorted(candidates) if io.exists(p)]
+  return finals, [p for p in found if p in candidates]
 
 
 def _check_documents(report, num_documents, input_files):
@@ -248,6 +388,7 @@ def _write_reference(config, options, tokenizer, vocab, input_files, writer, sta
     tokenize = instances_lib.tag_words(tokenize, vocab.size)
   documents, report = instances_lib.read_documents(input_files, tokenize,
                                                    errors=config.errors,
+                                                   report=_line_report(config, input_files),
                                                    progress=read_progress)
   read_seconds = time.time() - start
   _check_documents(report, len(documents), input_files)
@@ -314,7 +455,7 @@ def _make_block(task):
 def _write_default(config, input_files, tokenizer, writer, start):
   """Blocks of about block_size_mb, made by worker processes, written in block order."""
   num_workers = config.num_workers or os.cpu_count() or 1
-  report = corpus.ReadReport()
+  report = _line_report(config, input_files)
   stats = writer_lib.InstanceStats(config.max_seq_length)
   blocks = instances_lib.iter_text_blocks(input_files, int(config.block_size_mb * 1e6),
                                           config.errors, report, window_blocks=64,

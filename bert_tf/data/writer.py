@@ -6,14 +6,28 @@ Each output is written under a temporary name (`<file>.incomplete-<pid>`) and re
 every record is in, so a killed run leaves nothing that looks like finished data; the next run
 deletes such leftovers once their process is gone. Existing non-empty outputs (and, for an
 output folder, shards of another layout) are refused unless the caller asks to overwrite them.
-"""
 
+Committing several files (records, then their metadata) cannot be one atomic step, so
+`RecordWriter.commit` keeps a journal: every record and metadata file is first complete under
+its temporary name (a full disk fails here, before anything final is touched); then a journal
+`<first output>.incomplete-<pid>.commit` lists the final files and their sizes; then stale
+metadata goes, the records are renamed and the metadata files last (a record file never has
+metadata that does not describe it); then the journal is deleted. Whatever the journal names is
+an unfinished commit: `recover_interrupted_commits`, called by the next run on the same
+outputs before its checks, deletes the files the journal names (those still of the recorded
+size, so a later run's outputs are never taken for them), and that run starts from a clean
+slate: no `--overwrite` is needed for outputs that only a killed run had made. A commit that
+fails inside a live process (an I/O error, Ctrl-C) rolls itself back the same way.
+"""
 import dataclasses
 import gzip
+import json
 import os
+import posixpath
 import re
+import socket
 import struct
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -97,6 +111,22 @@ def _crc32c_table():
 
 
 _CRC32C_TABLE = _crc32c_table()
+_CRC32C_LIST = _CRC32C_TABLE.tolist()
+
+
+def _masked_crc_of_header(data: bytes) -> bytes:
+  """TFRecord's masked CRC-32C of a few bytes (a length header), in plain Python.
+
+  Per record, so a damaged length is caught before its body is read; for 8 bytes this is a few
+  microseconds, much less than numpy's per-call overhead.
+  """
+  crc = 0xFFFFFFFF
+  table = _CRC32C_LIST
+  for byte in data:
+    crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+  crc ^= 0xFFFFFFFF
+  masked = (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+  return struct.pack("<I", masked)
 
 
 def crc32c_many(buffers: Sequence[bytes]) -> np.ndarray:
@@ -156,6 +186,11 @@ def iter_records(path: str, compression: str = "", verify: bool = True,
                  batch: int = 4096):
   """Yields the records of a TFRecord file, checking both CRCs of each (in batches).
 
+  With verify, each length header's CRC is checked before the body is read: a damaged length
+  is reported as such (not as a truncated record or a huge allocation). A damaged header of
+  the very first record is reported as "not a TFRecord file": that is what it usually means
+  (callers such as records.py then tell which kind of file it is).
+
   Raises:
     CorruptRecordError: a truncated record or a checksum mismatch, naming the record's index
       and byte offset (in the uncompressed stream).
@@ -166,7 +201,7 @@ def iter_records(path: str, compression: str = "", verify: bool = True,
   offset = 0
   try:
     while True:
-      headers, header_crcs, records, data_crcs, offsets = [], [], [], [], []
+      records, data_crcs, offsets = [], [], []
       error = None
       while len(records) < batch:
         where = f"{path}: record {index + len(records)} at byte {offset}"
@@ -177,6 +212,11 @@ def iter_records(path: str, compression: str = "", verify: bool = True,
           if len(head) < 12:
             error = f"{where}: truncated length header"
             break
+          if verify and _masked_crc_of_header(head[:8]) != head[8:]:
+            error = (f"{where}: length checksum mismatch" if offset else
+                     f"{where}: not a TFRecord file (the first length header's checksum "
+                     f"does not match)")
+            break
           (length,) = struct.unpack("<Q", head[:8])
           body = stream.read(length + 4)
         except (OSError, EOFError, MemoryError, OverflowError) as e:  # damaged GZIP, huge length
@@ -185,22 +225,18 @@ def iter_records(path: str, compression: str = "", verify: bool = True,
         if len(body) < length + 4:
           error = f"{where}: truncated record ({len(body)} of {length + 4} bytes)"
           break
-        headers.append(head[:8])
-        header_crcs.append(head[8:])
         records.append(body[:length])
         data_crcs.append(body[length:])
         offsets.append(offset)
         offset += 12 + length + 4
       if verify and records:
-        # Yield everything before the first bad checksum, then stop there.
-        header_ok = _masked(crc32c_many(headers))
+        # Yield everything before the first bad checksum, then stop there (the length headers
+        # were checked as they were read).
         data_ok = _masked(crc32c_many(records))
         for i in range(len(records)):
-          kind = ("length" if header_ok[4 * i:4 * i + 4] != header_crcs[i] else
-                  "data" if data_ok[4 * i:4 * i + 4] != data_crcs[i] else None)
-          if kind:
+          if data_ok[4 * i:4 * i + 4] != data_crcs[i]:
             records = records[:i]
-            error = f"{path}: record {index + i} at byte {offsets[i]}: {kind} checksum mismatch"
+            error = f"{path}: record {index + i} at byte {offsets[i]}: data checksum mismatch"
             break
       yield from records
       index += len(records)
@@ -312,16 +348,46 @@ def check_output_dir(output_dir: str, shard_files: Sequence[str], overwrite: boo
 
 
 
+def _same_file_key(path: str) -> str:
+  """What two spellings of one output have in common (realpath locally, normpath elsewhere)."""
+  if io.is_local(path):
+    return os.path.realpath(path)
+  scheme, rest = path.split("://", 1)
+  return f"{scheme}://{posixpath.normpath(rest)}"
+
+
+def check_distinct_outputs(output_files: Sequence[str], flag: str = "--output_file") -> None:
+  """Refuses two outputs that are one file, or an output that is another output's metadata.
+
+  Two spellings of one path (`a.tfrecord,./a.tfrecord`, a symlink) would share a temporary
+  file and leave a corrupt record file under its final name; `<out>.metadata.json` as an output
+  would be replaced by JSON.
+
+  Raises:
+    OutputError: naming both outputs.
+  """
+  seen = {}
+  for path in output_files:
+    key = _same_file_key(path)
+    if key in seen:
+      first = seen[key]
+      raise OutputError(f"{flag}: {path} is listed twice" if first == path else
+                        f"{flag}: {first} and {path} are the same file (listed twice)")
+    seen[key] = path
+  for path in output_files:
+    other = seen.get(_same_file_key(features.metadata_path(path)))
+    if other is not None:
+      raise OutputError(f"{flag}: {other} is the metadata file of {path} "
+                        f"({features.metadata_path(path)}); choose another name")
+
+
 def check_outputs(output_files: Sequence[str], overwrite: bool,
                   flag: str = "--output_file") -> None:
   """Refuses duplicate outputs and existing non-empty ones (unless overwrite); makes folders."""
   if not output_files:
     raise OutputError(f"{flag}: no output file given")
-  seen = set()
+  check_distinct_outputs(output_files, flag)
   for path in output_files:
-    if path in seen:
-      raise OutputError(f"{flag}: {path} is listed twice")
-    seen.add(path)
     if io.exists(path):
       if io.isdir(path):
         raise OutputError(f"{flag}: {path} is a directory")
@@ -338,24 +404,153 @@ def check_outputs(output_files: Sequence[str], overwrite: bool,
         raise OutputError(f"{flag}: cannot create the folder of {path}: {e}") from None
 
 
+# === The commit journal ===
+
+JOURNAL_SUFFIX = ".commit"
+JOURNAL_FORMAT = "bert_tf.commit_journal/1"
+_JOURNAL_NAME = re.compile(re.escape(io.TEMP_MARKER) + r"(\d+)" + re.escape(JOURNAL_SUFFIX) + "$")
+# Journals of commits running in this process (a journal with our pid that is not here was left
+# by an earlier, failed commit of this process, or by a dead process whose pid we now have).
+_ACTIVE_JOURNALS: Set[str] = set()
+
+
+def journal_path(first_output: str) -> str:
+  """`<first output>.incomplete-<pid>.commit`: a temporary's name, never taken for data."""
+  return io.temp_name(first_output, JOURNAL_SUFFIX)
+
+
+def _reason(error: BaseException) -> str:
+  return str(getattr(error, "message", None) or error)
+
+
+def _writer_alive(journal: str, pid: int, host: Optional[str]) -> Optional[bool]:
+  """Whether the run that wrote `journal` still runs: True, False, or None (cannot tell)."""
+  if host is None and io.is_local(journal):
+    host = socket.gethostname()
+  if host != socket.gethostname():
+    return None
+  if pid == os.getpid():
+    return journal in _ACTIVE_JOURNALS
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:
+    return True  # someone else's live process
+  return True
+
+
+def _remove_file_if_exists(path: str) -> None:
+  # Never a folder: on ram:// the prefix of an existing name (`x` of `x.incomplete-1`) is one.
+  if io.exists(path) and not io.isdir(path):
+    io.remove(path)
+
+
+def _rollback(journal: str, entries: Optional[Mapping[str, Any]]) -> List[str]:
+  """Deletes what an unfinished commit made (files still of the recorded size); returns them.
+
+  Temporaries are deleted whatever their size; a final file of another size was written by
+  someone else since, and is left alone.
+  """
+  removed = []
+  if entries:
+    for path in entries.get("temps", []):
+      if io.exists(path):
+        io.remove(path)
+        removed.append(path)
+    for path, size in entries.get("outputs", []):
+      if io.exists(path) and not io.isdir(path) and io.size(path) == size:
+        io.remove(path)
+        removed.append(path)
+  io.remove_if_exists(journal)
+  return removed
+
+
+def _concerns(journal: str, entries: Optional[Mapping[str, Any]], ours: Set[str],
+              output_dir_key: Optional[str]) -> bool:
+  """Whether a journal found beside our outputs is about any of them."""
+  base = journal[:_JOURNAL_NAME.search(journal).start()]
+  if _same_file_key(base) in ours:
+    return True
+  if output_dir_key is not None and _same_file_key(os.path.dirname(base)) == output_dir_key \
+      and SHARD_PATTERN.match(os.path.basename(base)):
+    return True
+  if entries:
+    for path, _ in entries.get("outputs", []):
+      if _same_file_key(path) in ours:
+        return True
+  return False
+
+
+def recover_interrupted_commits(output_files: Sequence[str], output_dir: str = "",
+                                overwrite: bool = False,
+                                flag: str = "--output_file") -> List[Tuple[str, List[str]]]:
+  """Rolls back unfinished commits of runs that died while committing to these outputs.
+
+  Looks for commit journals beside every output (and, with an output folder, for any shard
+  journal in it), so the rerun of a killed run finds that run's journal. A journal of a process
+  that still runs on this machine is left alone and refused; one written on another machine
+  (other filesystems) is only rolled back with overwrite.
+
+  Returns:
+    (journal, files deleted) for each rolled-back commit.
+
+  Raises:
+    OutputError: a commit that may still be in progress.
+  """
+  ours = {_same_file_key(p) for p in output_files}
+  output_dir_key = _same_file_key(output_dir) if output_dir else None
+  folders = sorted({os.path.dirname(p) for p in output_files} | ({output_dir} if output_dir
+                                                                 else set()))
+  recovered = []
+  for folder in folders:
+    for name in sorted(io.listdir(folder or ".")):
+      match = _JOURNAL_NAME.search(name)
+      if not match:
+        continue
+      journal = io.join(folder, name)
+      try:
+        entries = json.loads(io.read_text(journal))
+        if not isinstance(entries, dict) or entries.get("format") != JOURNAL_FORMAT:
+          raise ValueError("not a journal")
+      except Exception:  # pylint: disable=broad-except
+        entries = None  # cut short by a kill while written: nothing had been touched yet
+      if not _concerns(journal, entries, ours, output_dir_key):
+        continue
+      pid = int(entries["pid"]) if entries else int(match.group(1))
+      host = entries.get("host") if entries else None
+      alive = _writer_alive(journal, pid, host)
+      if alive:
+        raise OutputError(f"{flag}: {journal}: run {pid} is committing to these outputs right "
+                          f"now; wait for it to finish")
+      if alive is None and not overwrite:
+        raise OutputError(f"{flag}: {journal}: an unfinished commit of run {pid} on "
+                          f"{host or 'another machine'}; if that run is gone, pass --overwrite "
+                          f"to roll it back")
+      recovered.append((journal, _rollback(journal, entries)))
+  return recovered
 
 
 class RecordWriter:
   """Writes records round-robin over several files, like the original, atomically.
 
-  Use as a context manager: `commit()` renames every temporary file to its final name; on an
-  exception the temporary files are deleted. Local paths are written without TensorFlow;
-  other tf.io.gfile paths (gs://, ram://, ...) with tf.io.TFRecordWriter.
+  Use as a context manager: `commit()` renames every temporary file to its final name (with a
+  journal, see the module docstring); on an exception the temporary files are deleted. Local
+  paths are written without TensorFlow; other tf.io.gfile paths (gs://, ram://, ...) with
+  tf.io.TFRecordWriter.
 
   Args:
     output_files: final paths.
     compression: "" or "GZIP".
+    flag: the flag that named the outputs, for messages.
   """
 
-  def __init__(self, output_files: Sequence[str], compression: str = ""):
+  def __init__(self, output_files: Sequence[str], compression: str = "",
+               flag: str = "--output_file"):
     if compression not in COMPRESSION_TYPES:
       raise OutputError(f"--compression must be one of {COMPRESSION_TYPES}, got {compression!r}")
     self.output_files = list(output_files)
+    self.flag = flag
     self.temp_files = [io.temp_name(path) for path in self.output_files]
     self.counts = [0] * len(self.output_files)
     self._next = 0
@@ -365,7 +560,7 @@ class RecordWriter:
         self._writers.append(self._open(temp, compression))
     except Exception as e:  # pylint: disable=broad-except
       self.abort()
-      raise OutputError(f"--output_file: cannot write {getattr(e, 'message', e)}") from None
+      raise OutputError(f"{flag}: cannot write {_reason(e)}") from None
 
   @staticmethod
   def _open(path: str, compression: str):
@@ -374,24 +569,116 @@ class RecordWriter:
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     return tf.io.TFRecordWriter(path, options=tf.io.TFRecordOptions(compression_type=compression))
 
+  def _write_error(self, index: int, error: Exception) -> OutputError:
+    return OutputError(f"{self.flag}: cannot write {self.output_files[index]}: {_reason(error)}")
+
   def write(self, record: bytes) -> None:
-    self._writers[self._next].write(record)
+    try:
+      self._writers[self._next].write(record)
+    except Exception as e:  # pylint: disable=broad-except
+      # OSError (a full disk) locally, tf.errors.OpError elsewhere: name the output.
+      raise self._write_error(self._next, e) from None
     self.counts[self._next] += 1
     self._next = (self._next + 1) % len(self._writers)
 
   def finish_writing(self) -> None:
     """Flushes and closes the temporary files (still under their temporary names)."""
-    for writer in self._writers:
-      writer.close()
-    self._writers = []
+    writers, self._writers = self._writers, []
+    for index, writer in enumerate(writers):
+      try:
+        writer.close()
+      except Exception as e:  # pylint: disable=broad-except
+        self._writers = writers[index + 1:]  # abort() closes the rest
+        raise self._write_error(index, e) from None
 
-  def commit(self) -> List[int]:
-    """Renames every temporary file to its final name; returns the final sizes in bytes."""
+  def _write_metadata_temp(self, final: str, text: str) -> str:
+    meta_final = features.metadata_path(final)
+    meta_temp = io.temp_name(meta_final)
+    self.temp_files.append(meta_temp)  # abort() deletes it
+    try:
+      with io.open_file(meta_temp, "w") as f:
+        f.write(text)
+    except Exception as e:  # pylint: disable=broad-except
+      raise OutputError(f"{self.flag}: cannot write {meta_final}: {_reason(e)} (nothing was "
+                        f"committed; the previous outputs are as they were)") from None
+    return meta_temp
+
+  def commit(self, final_files: Optional[Sequence[Optional[str]]] = None,
+             metadata: Optional[Sequence[Optional[Mapping[str, Any]]]] = None,
+             remove: Sequence[str] = ()) -> List[int]:
+    """Renames the temporary files to their final names, with a journal; returns final sizes.
+
+    Args:
+      final_files: for each output, its final path (another layout's name, say), or None to
+        drop it (its temporary file is deleted). Default: output_files.
+      metadata: for each output, the metadata to write beside its final path
+        (`features.metadata_path`), or None. Default: none.
+      remove: files to delete as part of the commit (shards of another layout, outputs that
+        are not written). Stale metadata of the outputs is always removed.
+
+    Returns:
+      The size in bytes of each committed record file, in order.
+
+    Raises:
+      OutputError: a file could not be written or renamed, naming it; nothing final was
+        touched if the error came while writing, and the commit was rolled back otherwise.
+    """
     self.finish_writing()
-    sizes = []
-    for temp, path in zip(self.temp_files, self.output_files):
-      io.rename(temp, path)
-      sizes.append(io.size(path))
+    finals = list(self.output_files if final_files is None else final_files)
+    metas = list(metadata if metadata is not None else [None] * len(finals))
+    if not len(finals) == len(metas) == len(self.output_files):
+      raise ValueError("commit: one final name and one metadata entry per output")
+    records, meta_files = [], []  # (temp, final)
+    for temp, final, meta in zip(list(self.temp_files), finals, metas):
+      if final is None:
+        _remove_file_if_exists(temp)
+        continue
+      records.append((temp, final))
+      if meta is not None:
+        text = json.dumps(meta, indent=2, sort_keys=False) + "\n"  # as features.write_metadata
+        meta_files.append((self._write_metadata_temp(final, text),
+                           features.metadata_path(final)))
+    moves = records + meta_files
+    stale = [features.metadata_path(p) for p in self.output_files]
+    stale += [features.metadata_path(final) for _, final in records]
+    stale = list(dict.fromkeys(list(remove) + stale))
+
+    journal = journal_path(self.output_files[0])
+    entries = {"format": JOURNAL_FORMAT, "pid": os.getpid(), "host": socket.gethostname(),
+               "outputs": [[final, io.size(temp)] for temp, final in moves],
+               "temps": [temp for temp, _ in moves]}
+    try:
+      with io.open_file(journal, "w") as f:
+        f.write(json.dumps(entries, indent=1) + "\n")
+    except Exception as e:  # pylint: disable=broad-except
+      try:
+        io.remove_if_exists(journal)
+      except Exception:  # pylint: disable=broad-except
+        pass  # unreadable or partial: the next run deletes it (nothing had been touched)
+      raise OutputError(f"{self.flag}: cannot write {journal}: {_reason(e)} (nothing was "
+                        f"committed; the previous outputs are as they were)") from None
+    # From here on the previous outputs are given up; the journal names the new ones.
+    _ACTIVE_JOURNALS.add(journal)
+    try:
+      for path in stale:
+        _remove_file_if_exists(path)
+      for temp, final in moves:  # records first, metadata last
+        io.rename(temp, final)
+      sizes = [io.size(final) for _, final in records]
+      io.remove(journal)
+    except BaseException as e:  # an I/O error, or Ctrl-C: undo what this commit did
+      try:
+        _rollback(journal, entries)
+      except Exception:  # pylint: disable=broad-except
+        pass  # the journal stays: the next run on these outputs rolls back
+      if not isinstance(e, Exception):
+        raise
+      raise OutputError(f"{self.flag}: committing {records[0][1]}"
+                        f"{f' and {len(records) - 1} more' if len(records) > 1 else ''} failed: "
+                        f"{_reason(e)}; rolled back (outputs of these names from earlier runs are "
+                        f"gone or without metadata): run again") from None
+    finally:
+      _ACTIVE_JOURNALS.discard(journal)
     self.temp_files = []
     return sizes
 
@@ -404,8 +691,10 @@ class RecordWriter:
         pass  # already failing; the temporary file is removed below
     self._writers = []
     for temp in self.temp_files:
-      if io.exists(temp):
-        io.remove(temp)
+      try:
+        io.remove_if_exists(temp)
+      except Exception:  # pylint: disable=broad-except
+        pass  # its name says it is incomplete; the next run removes it
     self.temp_files = []
 
   def __enter__(self):

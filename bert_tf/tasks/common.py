@@ -26,6 +26,7 @@ from absl import logging
 from bert_tf import features
 from bert_tf import io
 from bert_tf import tokenization
+from bert_tf.training import loop
 from bert_tf.training import pretraining
 
 TASK_INFO_FILE = "task_info.json"
@@ -214,12 +215,14 @@ def prepare_output_dir(config, settings, strategy, chief: bool, info: Dict[str, 
   Returns:
     The directory this process writes its records to.
   """
+  # Nothing is written to output_dir before a resume is known to fit its checkpoints.
+  loop.check_resume_compatible(settings.output_dir, config, settings)
   io.makedirs(settings.output_dir)
   record_dir = settings.output_dir if chief else io.join(
       settings.output_dir, f".worker_{strategy.cluster_resolver.task_id}_records")
   io.makedirs(record_dir)
   if chief:
-    config.to_json_file(io.join(settings.output_dir, "bert_config.json"))
+    loop.record_run(settings.output_dir, config, settings)
     write_task_info(settings.output_dir, info)
   if settings.seed is not None:
     import keras  # pylint: disable=g-import-not-at-top

@@ -381,6 +381,58 @@ def restore_newest_valid_checkpoint(checkpoint: tf.train.Checkpoint,
   return None
 
 
+RUN_SETTINGS_FILE = "run_settings.json"
+# The flags whose change moves a resumed run's data position (resume skips global_step batches
+# of the new size and length): a resume that changes one is refused.
+POSITION_FLAGS = ("train_batch_size", "max_seq_length", "max_predictions_per_seq")
+
+
+def check_resume_compatible(output_dir: str, config, settings) -> None:
+  """Refuses to resume the checkpoints in output_dir with another config or data position.
+
+  Called before anything is written to output_dir, so a refused resume leaves the run as it
+  was. Compares with the bert_config.json and run_settings.json that record_run wrote there.
+
+  Raises:
+    TrainingError: naming the config file or the flag that differs.
+  """
+  if not run_checkpoints(output_dir):
+    return
+  config_path = io.join(output_dir, "bert_config.json")
+  if io.exists(config_path):
+    recorded = json.loads(io.read_text(config_path))
+    current = config.to_dict()
+    changed = [f"{key} {recorded.get(key)!r} -> {current.get(key)!r}"
+               for key in sorted(set(recorded) | set(current))
+               if recorded.get(key) != current.get(key)]
+    if changed:
+      raise TrainingError(
+          f"--bert_config_file differs from {config_path}, the config of the checkpoints in "
+          f"--output_dir ({'; '.join(changed)}); resume with that config or choose another "
+          "--output_dir")
+  settings_path = io.join(output_dir, RUN_SETTINGS_FILE)
+  # Evaluating or predicting with the checkpoints at another length or batch size is fine.
+  if getattr(settings, "do_train", False) and io.exists(settings_path):
+    recorded = json.loads(io.read_text(settings_path))
+    for key in POSITION_FLAGS:
+      if key in recorded and hasattr(settings, key) and recorded[key] != getattr(settings, key):
+        raise TrainingError(
+            f"--{key}={getattr(settings, key)} but the checkpoints in {output_dir} were trained "
+            f"with --{key}={recorded[key]}: resuming would not continue where the run stopped "
+            f"in the data; resume with --{key}={recorded[key]} or choose another --output_dir")
+
+
+def record_run(output_dir: str, config, settings) -> None:
+  """Writes bert_config.json and, for a training run, run_settings.json (the data-position
+  flags) to output_dir."""
+  config.to_json_file(io.join(output_dir, "bert_config.json"))
+  if not getattr(settings, "do_train", False):
+    return
+  recorded = {key: getattr(settings, key) for key in POSITION_FLAGS if hasattr(settings, key)}
+  io.write_text(io.join(output_dir, RUN_SETTINGS_FILE),
+                json.dumps(recorded, indent=2, sort_keys=True) + "\n")
+
+
 class Run(NamedTuple):
   """What a task's run trains: built under the strategy, restored from output_dir if possible."""
   model: keras.Model

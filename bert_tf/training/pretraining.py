@@ -302,9 +302,11 @@ def run_pretraining(config: BertConfig, settings: PretrainingSettings,
   if settings.do_eval and settings.eval_input_file:
     _check_data(settings, config, settings.eval_input_file, "eval_input_file")
   chief = loop.is_chief(strategy)
+  # Nothing is written to output_dir before a resume is known to fit its checkpoints.
+  loop.check_resume_compatible(settings.output_dir, config, settings)
   io.makedirs(settings.output_dir)
   if chief:
-    config.to_json_file(io.join(settings.output_dir, "bert_config.json"))
+    loop.record_run(settings.output_dir, config, settings)
     if metadata is not None:
       # The data's tokenizer (casing, vocab checksum), checked by fine-tuning commands that
       # start from this run's checkpoints.

@@ -99,3 +99,34 @@ def test_no_restorable_checkpoint_is_an_error_that_touches_nothing(data, full_ru
   assert {name: (run_dir / name).read_bytes() for name in os.listdir(run_dir)
           if name.startswith("ckpt-")} == before
   assert tf.train.latest_checkpoint(str(run_dir)).endswith("ckpt-6")
+
+
+def test_a_resume_with_another_config_is_refused_and_damages_nothing(data, full_run, tmp_path,
+                                                                    caplog):
+  run_dir = _copy(full_run, tmp_path)
+  before = {name: (run_dir / name).read_bytes() for name in os.listdir(run_dir)
+            if not os.path.isdir(run_dir / name)}
+  wider = tiny_config(hidden_size=32, intermediate_size=40)
+  for do_train in (True, False):
+    with pytest.raises(loop.TrainingError, match=r"--bert_config_file differs from .*"
+                                                 r"bert_config.json.*hidden_size 64 -> 32"):
+      pretraining.run_pretraining(wider, tiny_settings(data, str(run_dir), do_train=do_train,
+                                                       do_eval=not do_train))
+  assert {name: (run_dir / name).read_bytes() for name in os.listdir(run_dir)
+          if not os.path.isdir(run_dir / name)} == before
+  # The directory still works: the export tools read the recorded config beside the weights.
+  assert checkpoint_values(str(run_dir / "ckpt-6"))
+
+
+def test_a_resume_that_moves_the_data_position_is_refused(data, full_run, tmp_path, caplog):
+  run_dir = _copy(full_run, tmp_path)
+  with pytest.raises(loop.TrainingError, match=r"--train_batch_size=16 but the checkpoints in "
+                                               r".* were trained with --train_batch_size=8"):
+    pretraining.run_pretraining(tiny_config(), tiny_settings(data, str(run_dir),
+                                                             train_batch_size=16,
+                                                             num_train_steps=8))
+  # Evaluating the checkpoints with another batch size is fine, and keeps the record.
+  result = pretraining.run_pretraining(tiny_config(), tiny_settings(
+      data, str(run_dir), do_train=False, do_eval=True, eval_batch_size=4, train_batch_size=16))
+  assert result["global_step"] == 6
+  assert '"train_batch_size": 8' in (run_dir / loop.RUN_SETTINGS_FILE).read_text()
