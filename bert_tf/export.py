@@ -45,6 +45,10 @@ def define_flags(flag_values=FLAGS) -> None:
   flags.DEFINE_string("data_metadata_file", None,
                       "The training data's .metadata.json, copied into the exports.", **fv)
   flags.DEFINE_bool("warmup", True, "Write assets.extra/tf_serving_warmup_requests.", **fv)
+  flags.DEFINE_bool("allow_tokenizer_mismatch", False,
+                    "Export even when --vocab_file or --do_lower_case contradict what the "
+                    "checkpoint or the data (--data_metadata_file) were made with; logged as a "
+                    "warning.", **fv)
   flags.mark_flags_as_required(["checkpoint", "vocab_file", "export_dir"], **fv)
 
 
@@ -77,12 +81,42 @@ def main(argv):
       metadata = json.loads(io.read_text(f.data_metadata_file))
     except json.JSONDecodeError as e:
       raise ValueError(f"--data_metadata_file={f.data_metadata_file}: not JSON ({e})") from None
-  paths = tf_serving.export_serving_models(
-      config, weights, f.vocab_file, f.export_dir, do_lower_case=f.do_lower_case,
-      seq_length=f.seq_length, top_k=f.top_k, version=f.version, model_name=f.model_name,
-      data_metadata=metadata, warmup=f.warmup)
+  _check_tokenizer(f, metadata)
+  # One export at a time per export_dir: two would pick the same next version.
+  with io.directory_lock(f.export_dir, "export"):
+    paths = tf_serving.export_serving_models(
+        config, weights, f.vocab_file, f.export_dir, do_lower_case=f.do_lower_case,
+        seq_length=f.seq_length, top_k=f.top_k, version=f.version, model_name=f.model_name,
+        data_metadata=metadata, warmup=f.warmup)
   for kind, path in paths.items():
     print(f"{kind}: {path}")
+
+
+def _check_tokenizer(f, metadata) -> None:
+  """The served tokenizer must be the training one: --vocab_file and --do_lower_case against
+  the data's metadata and what the checkpoint's directory records (tasks.common)."""
+  from absl import logging  # pylint: disable=g-import-not-at-top
+  from bert_tf import features  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import common  # pylint: disable=g-import-not-at-top
+  problems = []
+  if metadata:
+    if "do_lower_case" in metadata and bool(metadata["do_lower_case"]) != f.do_lower_case:
+      problems.append(f"--do_lower_case={f.do_lower_case} but the data was made with "
+                      f"do_lower_case={metadata['do_lower_case']} (--data_metadata_file="
+                      f"{f.data_metadata_file})")
+    if metadata.get("vocab_md5"):
+      md5 = features.vocab_checksum(f.vocab_file)
+      if md5 != metadata["vocab_md5"]:
+        problems.append(f"--vocab_file={f.vocab_file} (md5 {md5}) is not the vocab the data was "
+                        f"made with (md5 {metadata['vocab_md5']}, --data_metadata_file="
+                        f"{f.data_metadata_file})")
+  if problems:
+    message = "; ".join(problems)
+    if not f.allow_tokenizer_mismatch:
+      raise ValueError(message + " (--allow_tokenizer_mismatch overrides this check)")
+    logging.warning("TOKENIZER MISMATCH (allowed by --allow_tokenizer_mismatch): %s", message)
+  common.check_tokenizer(f.checkpoint, f.vocab_file, f.do_lower_case,
+                         f.allow_tokenizer_mismatch)
 
 
 if __name__ == "__main__":

@@ -12,9 +12,14 @@ temporaries of dead processes are removed by `remove_stale_temp_files` on the ne
 
 import contextlib
 import glob as glob_lib
+import json
 import os
 import shutil
+import socket
+import time
 from typing import Iterator, List, Sequence
+
+from absl import logging
 
 TEMP_MARKER = ".incomplete-"
 
@@ -210,3 +215,100 @@ def remove_stale_temp_files(path: str) -> List[str]:
     remove(temp)
     removed.append(temp)
   return removed
+
+
+# === One writer per run directory ===
+
+LOCK_NAME = ".bert_tf.lock"
+
+
+class DirectoryInUseError(OSError):
+  """Another live process holds the lock of a run directory."""
+
+
+def _describe_lock(text: str) -> str:
+  try:
+    owner = json.loads(text)
+    return (f"{owner.get('program', 'a bert_tf run')} (pid {owner.get('pid')} on "
+            f"{owner.get('host')}, since {owner.get('started')})")
+  except ValueError:
+    return "another run"
+
+
+def _lock_is_stale(text: str) -> bool:
+  """True when the lock's owner is a process of this host that is gone."""
+  try:
+    owner = json.loads(text)
+  except ValueError:
+    return False
+  if owner.get("host") != socket.gethostname() or not isinstance(owner.get("pid"), int):
+    return False
+  try:
+    os.kill(owner["pid"], 0)
+  except ProcessLookupError:
+    return True
+  except PermissionError:
+    return False
+  return False
+
+
+@contextlib.contextmanager
+def directory_lock(directory: str, program: str) -> Iterator[None]:
+  """Holds `<directory>/.bert_tf.lock` for the block: one writer per run directory.
+
+  The lock file records the program, pid, host and start time. A second run on the same
+  directory fails at once with DirectoryInUseError naming the holder; a lock left by a killed
+  process of this host (its pid is gone) is taken over with a warning. The same process may
+  take a lock it already holds (a run that trains, then predicts). Locally the file is created
+  atomically (O_EXCL); on other filesystems (gs://) existence is checked before writing, which
+  stops a second run started after the first but not two started within the same moment.
+  A lock of another host is never taken over: delete the file when that run is known to be gone.
+  """
+  makedirs(directory)
+  path = join(directory, LOCK_NAME)
+  record = json.dumps(dict(program=program, pid=os.getpid(), host=socket.gethostname(),
+                           started=time.strftime("%Y-%m-%d %H:%M:%S"))) + "\n"
+  held_here = acquired = False
+  for _ in range(2):
+    try:
+      if is_local(path):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        with os.fdopen(fd, "w") as f:
+          f.write(record)
+      else:
+        if exists(path):
+          raise FileExistsError(path)
+        write_text(path, record)
+      acquired = True
+      break
+    except FileExistsError:
+      try:
+        text = read_text(path)
+      except (OSError, ValueError):
+        text = ""
+      try:
+        owner = json.loads(text)
+      except ValueError:
+        owner = {}
+      if owner.get("pid") == os.getpid() and owner.get("host") == socket.gethostname():
+        held_here = True
+        break
+      if not _lock_is_stale(text):
+        raise DirectoryInUseError(
+            f"{directory} is in use by {_describe_lock(text)}: one run per directory; wait "
+            f"for it to finish or choose another directory (if that run is gone, delete "
+            f"{path})") from None
+      logging.warning("Taking over the lock of %s left by %s, which is no longer running",
+                      directory, _describe_lock(text))
+      remove_if_exists(path)
+  if not (acquired or held_here):
+    raise DirectoryInUseError(f"{directory}: could not take {path}; another run keeps "
+                              "creating it")
+  try:
+    yield
+  finally:
+    if not held_here:
+      try:
+        remove_if_exists(path)
+      except OSError:
+        pass

@@ -59,6 +59,9 @@ def define_flags(flag_values=FLAGS) -> None:
   flags.DEFINE_bool("export_serving", True,
                     "With --vocab_file, exports also include the TF Serving models (raw text "
                     "in) under export/<step>/serving/; see python -m bert_tf.export.", **fv)
+  flags.DEFINE_bool("allow_tokenizer_mismatch", False,
+                    "Run even when --vocab_file is not the vocab the data was made with (its md5 "
+                    "differs from the data's metadata); logged as a warning.", **fv)
   flags.mark_flags_as_required(["bert_config_file", "input_file", "output_dir"], **fv)
 
 

@@ -13,6 +13,13 @@ positions drawn lazily; the output depends on the seed and --block_size_mb, not 
 `pretraining-00000-of-0000N.tfrecord[.gz]` in --output_dir; a metadata file
 `<output>.metadata.json` is written beside each. --segmented_input makes whole-word masking
 group the tokens of space-separated words (e.g. segmented Chinese).
+
+Only outputs that receive records are written (with fewer instances than outputs, a warning
+names the others; --output_dir shards are then numbered -of-<written>). The final renames are
+journaled: a run killed while committing is rolled back by the next run on the same outputs, so
+the same command works again. One file named twice, or an output named like another's
+.metadata.json, is refused up front; lines over 400 x --max_seq_length bytes are warned about
+(file:line). See bert_tf/data/pretraining_data.py for the details.
 """
 
 import os

@@ -7,6 +7,7 @@ modeling.py:BertModel and run_pretraining.py create) are the specification in co
 head and checkpoint tests compare against them.
 """
 
+import hashlib
 import math
 import os
 
@@ -169,6 +170,8 @@ PREDS = 3
 VOCAB = 64
 # [PAD] [UNK] [CLS] [SEP] [MASK] then words.
 VOCAB_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(5, VOCAB)]
+# md5 of the file write_vocab writes: make_records' data records it as its vocab_md5.
+TINY_VOCAB_MD5 = hashlib.md5(("\n".join(VOCAB_TOKENS) + "\n").encode("utf-8")).hexdigest()
 
 
 def tiny_config(**changes) -> BertConfig:
@@ -202,13 +205,14 @@ def make_records(path: str, num_examples: int = 64, seed: int = 0, seq: int = SE
       writer.write(encoder.encode(ids, len_a + 2, positions, labels, len_a < 4))
   metadata = features.make_metadata(
       max_seq_length=seq, max_predictions_per_seq=preds, use_v2_feature_names=False,
-      vocab_size=VOCAB, vocab_md5="test", do_lower_case=True, do_whole_word_mask=False,
+      vocab_size=VOCAB, vocab_md5=TINY_VOCAB_MD5, do_lower_case=True, do_whole_word_mask=False,
       flags={}, counts={"instances": num_examples}, program_version="tests")
   features.write_metadata(features.metadata_path(path), metadata)
   return path
 
 
 def write_vocab(path: str) -> str:
+  """The tiny vocab of make_records' data (its md5 is the data's vocab_md5)."""
   with open(path, "w") as f:
     f.write("\n".join(VOCAB_TOKENS) + "\n")
   return path
@@ -288,3 +292,14 @@ def assert_empty_requests_give_empty_results(loaded) -> int:
         np.testing.assert_array_equal(outputs["pooled_output"].numpy(), 0.0)
       calls += 1
   return calls
+
+
+def write_lock(directory, pid, host=None):
+  """A run-directory lock file (io.directory_lock's) naming pid on host (default: this one)."""
+  import json  # pylint: disable=g-import-not-at-top
+  import socket  # pylint: disable=g-import-not-at-top
+  os.makedirs(directory, exist_ok=True)
+  from bert_tf.io import LOCK_NAME  # pylint: disable=g-import-not-at-top
+  with open(os.path.join(directory, LOCK_NAME), "w") as f:
+    json.dump(dict(program="run_pretraining", pid=pid, host=host or socket.gethostname(),
+                   started="2026-01-01 00:00:00"), f)

@@ -96,3 +96,61 @@ def test_local_helpers_never_import_tensorflow(tmp_path):
           "io.listdir(io.glob(p)[0].rsplit('/', 1)[0]); io.remove(p)\n"
           "assert 'tensorflow' not in sys.modules, 'tensorflow was imported'\n")
   subprocess.run([sys.executable, "-c", code], check=True, env=helpers.subprocess_env())
+
+
+# === One writer per run directory ===
+
+
+def _dead_pid():
+  process = subprocess.Popen(["true"])
+  process.wait()
+  return process.pid
+
+
+def test_a_live_lock_refuses_a_second_writer(tmp_path):
+  directory = str(tmp_path / "run")
+  helpers.write_lock(directory, 1)  # pid 1 is alive on every Linux host
+  with pytest.raises(io.DirectoryInUseError, match=r"run is in use by run_pretraining \(pid 1 "
+                                                   r"on .*one run per directory"):
+    with io.directory_lock(directory, "run_classifier"):
+      pass
+  # Another host's lock is never taken over, whatever its pid.
+  helpers.write_lock(directory, _dead_pid(), host="elsewhere")
+  with pytest.raises(io.DirectoryInUseError, match="on elsewhere"):
+    with io.directory_lock(directory, "export"):
+      pass
+
+
+def test_a_killed_runs_lock_is_taken_over_and_released(tmp_path):
+  directory = str(tmp_path / "run")
+  helpers.write_lock(directory, _dead_pid())
+  with io.directory_lock(directory, "run_pretraining"):
+    with open(os.path.join(directory, io.LOCK_NAME)) as f:
+      assert f'"pid": {os.getpid()}' in f.read()
+    # The holder may take it again (train, then predict, in one process).
+    with io.directory_lock(directory, "run_pretraining"):
+      pass
+    assert os.path.exists(os.path.join(directory, io.LOCK_NAME))
+  assert not os.path.exists(os.path.join(directory, io.LOCK_NAME))
+
+
+def test_two_processes_cannot_hold_one_directory(tmp_path):
+  import time  # pylint: disable=g-import-not-at-top
+  directory = str(tmp_path / "run")
+  holder = subprocess.Popen(
+      [sys.executable, "-c", "import sys, time; from bert_tf import io\n"
+       "with io.directory_lock(sys.argv[1], 'holder'):\n"
+       "  print('held', flush=True); time.sleep(60)", directory],
+      cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+      stdout=subprocess.PIPE, text=True)
+  try:
+    assert holder.stdout.readline().strip() == "held"
+    with pytest.raises(io.DirectoryInUseError, match=f"holder \\(pid {holder.pid} "):
+      with io.directory_lock(directory, "second"):
+        pass
+  finally:
+    holder.kill()
+    holder.wait()
+  time.sleep(0.1)
+  with io.directory_lock(directory, "second"):  # its holder was killed: taken over
+    pass

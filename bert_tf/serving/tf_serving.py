@@ -160,7 +160,13 @@ def _staged_vocab(vocab_file: str):
   try:
     local_vocab = os.path.join(staging, "vocab.txt")
     tf.io.gfile.copy(vocab_file, local_vocab)
-    yield local_vocab
+    try:
+      yield local_vocab
+    except ValueError as e:
+      # Messages name the file the user gave, not the staging copy.
+      if local_vocab not in str(e):
+        raise
+      raise ValueError(str(e).replace(local_vocab, vocab_file)) from None
   finally:
     shutil.rmtree(staging, ignore_errors=True)
 

@@ -223,10 +223,11 @@ def run_classifier(config: BertConfig, settings: ClassifierSettings,
     raise loop.TrainingError(
         f"{settings.output_dir} holds a model trained with the labels {recorded.get('labels')}, "
         f"but this run's labels are {label_list}; use another --output_dir")
-  record_dir = common.prepare_output_dir(config, settings, strategy, chief, info)
-  with loop.dtype_policy(settings.mixed_precision):
-    return _run(config, settings, strategy, chief, data, label_list, tokenizer, info,
-                record_dir)
+  with loop.run_directory_lock(settings.output_dir, chief, "run_classifier"):
+    record_dir = common.prepare_output_dir(config, settings, strategy, chief, info)
+    with loop.dtype_policy(settings.mixed_precision):
+      return _run(config, settings, strategy, chief, data, label_list, tokenizer, info,
+                  record_dir)
 
 
 def _read_data(processor, settings: ClassifierSettings) -> Dict[str, Any]:

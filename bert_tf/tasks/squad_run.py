@@ -154,9 +154,10 @@ def run_squad(config: BertConfig, settings: SquadSettings,
               max_seq_length=settings.max_seq_length, doc_stride=settings.doc_stride,
               max_query_length=settings.max_query_length,
               max_answer_length=settings.max_answer_length, n_best_size=settings.n_best_size)
-  record_dir = common.prepare_output_dir(config, settings, strategy, chief, info)
-  with loop.dtype_policy(settings.mixed_precision):
-    return _run(config, settings, strategy, chief, data, tokenizer, info, record_dir)
+  with loop.run_directory_lock(settings.output_dir, chief, "run_squad"):
+    record_dir = common.prepare_output_dir(config, settings, strategy, chief, info)
+    with loop.dtype_policy(settings.mixed_precision):
+      return _run(config, settings, strategy, chief, data, tokenizer, info, record_dir)
 
 
 def _read_data(settings: SquadSettings) -> Dict[str, Any]:

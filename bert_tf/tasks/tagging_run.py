@@ -179,10 +179,11 @@ def run_ner(config: BertConfig, settings: NerSettings,
     raise loop.TrainingError(
         f"the {HEAD_NAME} was never trained: no --init_checkpoint and no checkpoint in "
         f"--output_dir={settings.output_dir}; {UNTRAINED}")
-  record_dir = common.prepare_output_dir(config, settings, strategy, chief, info)
-  with loop.dtype_policy(settings.mixed_precision):
-    return _run(config, settings, strategy, chief, data, labels, scheme, tokenizer, info,
-                record_dir)
+  with loop.run_directory_lock(settings.output_dir, chief, "run_ner"):
+    record_dir = common.prepare_output_dir(config, settings, strategy, chief, info)
+    with loop.dtype_policy(settings.mixed_precision):
+      return _run(config, settings, strategy, chief, data, labels, scheme, tokenizer, info,
+                  record_dir)
 
 
 def _read_data(settings: NerSettings) -> Dict[str, Any]:

@@ -387,6 +387,12 @@ RUN_SETTINGS_FILE = "run_settings.json"
 POSITION_FLAGS = ("train_batch_size", "max_seq_length", "max_predictions_per_seq")
 
 
+def run_directory_lock(output_dir: str, chief: bool, program: str):
+  """The chief's lock on a run directory (io.directory_lock); other workers, which write to
+  scratch directories of their own, take none."""
+  return io.directory_lock(output_dir, program) if chief else contextlib.nullcontext()
+
+
 def check_resume_compatible(output_dir: str, config, settings) -> None:
   """Refuses to resume the checkpoints in output_dir with another config or data position.
 

@@ -70,6 +70,8 @@ class PretrainingSettings:
     dynamic_masking: re-mask every batch on the fly (needs vocab_file).
     vocab_file: the vocab, for dynamic masking and copied beside exports.
     do_lower_case: checked against the data's metadata when given.
+    allow_tokenizer_mismatch: a vocab_file whose md5 differs from the data's recorded
+      vocab_md5 is a warning instead of an error.
     export_at_end: export SavedModels under output_dir/export at the end of training.
     export_every_checkpoint: also export at every checkpoint.
     export_serving: with a vocab_file, exports also write the TF Serving models (raw text in:
@@ -110,6 +112,7 @@ class PretrainingSettings:
   seed: Optional[int] = None
   shuffle_buffer_size: int = 1000
   max_nonfinite_steps: int = 5
+  allow_tokenizer_mismatch: bool = False
 
   def check(self, num_replicas: int = 1) -> None:
     """Raises TrainingError naming every flag with an impossible value."""
@@ -262,10 +265,29 @@ def _check_data(settings: PretrainingSettings, config: BertConfig, pattern: str,
                                  settings.max_predictions_per_seq).values()))
     input_pipeline.check_record_files(
         files, input_pipeline.detect_compression(files, metadata), flag, lengths)
+    _check_vocab(settings, metadata, files[0])
     return metadata
   except (input_pipeline.InputError, features.MetadataError) as e:
     # Both errors already name the flag and the file.
     raise loop.TrainingError(str(e)) from None
+
+
+def _check_vocab(settings: PretrainingSettings, metadata: Optional[Mapping[str, Any]],
+                 first_file: str) -> None:
+  """The --vocab_file (copied into the exports, whose tokenizer it becomes) must be the vocab
+  the data was tokenized with: its md5 against the metadata's vocab_md5."""
+  if not settings.vocab_file or not metadata or not metadata.get("vocab_md5"):
+    return
+  md5 = features.vocab_checksum(settings.vocab_file)
+  if md5 == metadata["vocab_md5"]:
+    return
+  message = (f"--vocab_file={settings.vocab_file} (md5 {md5}) is not the vocab the data was "
+             f"made with (md5 {metadata['vocab_md5']}, {features.metadata_path(first_file)}): "
+             "the exports would tokenize text into other ids than training saw")
+  if settings.allow_tokenizer_mismatch:
+    logging.warning("TOKENIZER MISMATCH (allowed by --allow_tokenizer_mismatch): %s", message)
+    return
+  raise input_pipeline.InputError(message + " (--allow_tokenizer_mismatch overrides this check)")
 
 
 def run_pretraining(config: BertConfig, settings: PretrainingSettings,
@@ -302,20 +324,21 @@ def run_pretraining(config: BertConfig, settings: PretrainingSettings,
   if settings.do_eval and settings.eval_input_file:
     _check_data(settings, config, settings.eval_input_file, "eval_input_file")
   chief = loop.is_chief(strategy)
-  # Nothing is written to output_dir before a resume is known to fit its checkpoints.
-  loop.check_resume_compatible(settings.output_dir, config, settings)
-  io.makedirs(settings.output_dir)
-  if chief:
-    loop.record_run(settings.output_dir, config, settings)
-    if metadata is not None:
-      # The data's tokenizer (casing, vocab checksum), checked by fine-tuning commands that
-      # start from this run's checkpoints.
-      io.write_text(io.join(settings.output_dir, DATA_METADATA_FILE),
-                    json.dumps(dict(metadata), indent=2) + "\n")
-  if settings.seed is not None:
-    keras.utils.set_random_seed(settings.seed)
-  with loop.dtype_policy(settings.mixed_precision):
-    return _run(config, settings, strategy, chief, metadata, export_fn)
+  with loop.run_directory_lock(settings.output_dir, chief, "run_pretraining"):
+    # Nothing is written to output_dir before a resume is known to fit its checkpoints.
+    loop.check_resume_compatible(settings.output_dir, config, settings)
+    io.makedirs(settings.output_dir)
+    if chief:
+      loop.record_run(settings.output_dir, config, settings)
+      if metadata is not None:
+        # The data's tokenizer (casing, vocab checksum), checked by fine-tuning commands that
+        # start from this run's checkpoints.
+        io.write_text(io.join(settings.output_dir, DATA_METADATA_FILE),
+                      json.dumps(dict(metadata), indent=2) + "\n")
+    if settings.seed is not None:
+      keras.utils.set_random_seed(settings.seed)
+    with loop.dtype_policy(settings.mixed_precision):
+      return _run(config, settings, strategy, chief, metadata, export_fn)
 
 
 def _run(config, settings, strategy, chief, metadata, export_fn):

@@ -9,6 +9,7 @@ it and its outputs are compared with the in-process Keras model fed by the Pytho
 import base64
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -487,3 +488,29 @@ def test_export_argument_errors(tmp_path):
   with pytest.raises(FileNotFoundError, match="vocab file not found"):
     tf_serving.export_serving_models(CONFIG, weights, str(tmp_path / "none.txt"), str(tmp_path),
                                   seq_length=16)
+
+
+def test_export_refuses_a_tokenizer_the_data_was_not_made_with(exported, tmp_path, capsys):
+  """The export's tokenizer must be the training data's: --vocab_file's md5 and --do_lower_case
+  against --data_metadata_file, refused before anything is written (probe item 2)."""
+  from bert_tf import export  # pylint: disable=g-import-not-at-top
+  from bert_tf import features  # pylint: disable=g-import-not-at-top
+  root = exported[3]
+  metadata = tmp_path / "data.metadata.json"
+  metadata.write_text(json.dumps(dict(METADATA, do_lower_case=True,
+                                      vocab_md5=features.vocab_checksum(VOCAB))))
+  shuffled = tmp_path / "vocab.txt"
+  with open(VOCAB) as f:
+    lines = f.read().splitlines()
+  shuffled.write_text("\n".join(lines[:1000] + lines[1000:][::-1]) + "\n")
+  base = ["export", f"--checkpoint={root / 'ckpt' / 'bert_model.ckpt'}",
+          f"--export_dir={tmp_path / 'out'}", f"--data_metadata_file={metadata}"]
+  cases = [([f"--vocab_file={shuffled}"], r"--vocab_file=.*vocab.txt \(md5 .*\) is not the "
+                                           r"vocab the data was made with"),
+           ([f"--vocab_file={VOCAB}", "--nodo_lower_case"],
+            "--do_lower_case=False but the data was made with do_lower_case=True")]
+  for flags, message in cases:
+    assert helpers.run_cli_in_process(export, base + flags) == 1
+    err = capsys.readouterr().err
+    assert re.search(message, err) and "--allow_tokenizer_mismatch" in err, err
+    assert not os.path.exists(tmp_path / "out" / "bert")

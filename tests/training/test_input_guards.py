@@ -96,3 +96,18 @@ def test_check_record_files_accepts_v2_names_and_reads_gzip(tmp_path):
         [path], "GZIP", "input_file",
         dict(zip(features.feature_names(False).values(),
                  features.feature_lengths(SEQ, PREDS + 1).values())))
+
+
+def test_a_vocab_other_than_the_datas_is_refused_naming_both_files(good, tmp_path):
+  from tests.helpers import VOCAB_TOKENS, write_vocab  # pylint: disable=g-import-not-at-top
+  same = write_vocab(str(tmp_path / "vocab.txt"))
+  shuffled = tmp_path / "shuffled.txt"
+  shuffled.write_text("\n".join(VOCAB_TOKENS[:5] + VOCAB_TOKENS[5:][::-1]) + "\n")
+  with pytest.raises(loop.TrainingError,
+                     match=rf"--vocab_file=.*shuffled.txt \(md5 .*\) is not the vocab the data "
+                           rf"was made with \(md5 .*train.tfrecord.metadata.json\)"):
+    _run(good, tmp_path, vocab_file=str(shuffled))
+  # The data's own vocab trains; the override flag lets the other one through, loudly.
+  assert _run(good, tmp_path, vocab_file=same)["global_step"] == 2
+  assert _run(good, tmp_path / "b", vocab_file=str(shuffled),
+              allow_tokenizer_mismatch=True)["global_step"] == 2

@@ -16,7 +16,7 @@ from bert_tf.training import loop
 from bert_tf.training import pretraining
 
 from tests.helpers import (assert_same_weights, checkpoint_values, make_records, tiny_config,
-                           tiny_settings)
+                           tiny_settings, write_lock)
 
 
 @pytest.fixture(scope="module")
@@ -130,3 +130,19 @@ def test_a_resume_that_moves_the_data_position_is_refused(data, full_run, tmp_pa
       data, str(run_dir), do_train=False, do_eval=True, eval_batch_size=4, train_batch_size=16))
   assert result["global_step"] == 6
   assert '"train_batch_size": 8' in (run_dir / loop.RUN_SETTINGS_FILE).read_text()
+
+
+def test_a_run_directory_in_use_is_refused_at_once(data, full_run, tmp_path):
+  from bert_tf import io  # pylint: disable=g-import-not-at-top
+  run_dir = _copy(full_run, tmp_path)
+  write_lock(str(run_dir), 1)  # a live process of this host holds it
+  before = sorted(os.listdir(run_dir))
+  with pytest.raises(io.DirectoryInUseError, match="is in use by run_pretraining"):
+    pretraining.run_pretraining(tiny_config(), tiny_settings(data, str(run_dir),
+                                                             num_train_steps=8))
+  assert sorted(os.listdir(run_dir)) == before
+  # Once the holder is gone (here: its lock removed), the run resumes and releases the lock.
+  os.remove(run_dir / io.LOCK_NAME)
+  assert pretraining.run_pretraining(tiny_config(), tiny_settings(
+      data, str(run_dir), num_train_steps=8))["global_step"] == 8
+  assert not os.path.exists(run_dir / io.LOCK_NAME)
