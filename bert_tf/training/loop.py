@@ -653,8 +653,12 @@ def load_init_checkpoint(model, path: str) -> Set[str]:
   """
   try:
     report = checkpoints.load_weights(model, path, strict=False)
-  except (FileNotFoundError, ValueError, KeyError) as e:
-    raise TrainingError(f"--init_checkpoint={path}: {e}") from None
+  except (FileNotFoundError, ValueError, KeyError, IndexError, tf.errors.OpError) as e:
+    # OpError: TensorFlow's reader on a file that is not a checkpoint (DataLossError);
+    # IndexError: a truncated checkpoint ("Read less bytes than requested").
+    reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    raise TrainingError(f"--init_checkpoint={path}: cannot read it as a checkpoint "
+                        f"({reason})") from None
   if report.mismatched:
     raise TrainingError(f"--init_checkpoint={path}: shapes differ from the model built from "
                         f"--bert_config_file: {'; '.join(report.mismatched)}")

@@ -111,3 +111,14 @@ def test_a_vocab_other_than_the_datas_is_refused_naming_both_files(good, tmp_pat
   assert _run(good, tmp_path, vocab_file=same)["global_step"] == 2
   assert _run(good, tmp_path / "b", vocab_file=str(shuffled),
               allow_tokenizer_mismatch=True)["global_step"] == 2
+
+
+def test_an_unreadable_init_checkpoint_is_one_line_naming_the_flag(good, tmp_path):
+  not_a_checkpoint = tmp_path / "model.ckpt"
+  (tmp_path / "model.ckpt.index").write_bytes(b"not a checkpoint index" * 10)
+  for path, reason in ((tmp_path / "missing.ckpt", "missing.ckpt"),
+                       (not_a_checkpoint, "cannot read it as a checkpoint")):
+    with pytest.raises(loop.TrainingError,
+                       match=rf"^--init_checkpoint={path}: .*{reason}") as raised:
+      _run(good, tmp_path / "run", init_checkpoint=str(path))
+    assert "\n" not in str(raised.value)
