@@ -225,12 +225,13 @@ def test_tokenizer_contradicting_the_checkpoint_is_refused(tmp_path, caplog):
 
 def test_a_pretraining_run_records_its_data_tokenizer_for_fine_tuning(tmp_path):
   from bert_tf.training import pretraining  # pylint: disable=g-import-not-at-top
-  from tests.helpers import make_records, tiny_config, tiny_settings  # pylint: disable=g-import-not-at-top
+  from tests.helpers import (TINY_VOCAB_MD5, make_records, tiny_config,  # pylint: disable=g-import-not-at-top
+                             tiny_settings)
   data = make_records(str(tmp_path / "train.tfrecord"))
   run_dir = str(tmp_path / "run")
   pretraining.run_pretraining(tiny_config(), tiny_settings(data, run_dir, num_train_steps=2))
   recorded = common.recorded_tokenizer(run_dir)
-  assert recorded["do_lower_case"] is True and recorded["vocab_md5"] == "test"
+  assert recorded["do_lower_case"] is True and recorded["vocab_md5"] == TINY_VOCAB_MD5
   assert recorded["casing_source"] == os.path.join(run_dir, "data_metadata.json")
   with pytest.raises(common.TokenizerMismatchError, match="do_lower_case=True.*data_metadata"):
     common.check_tokenizer(run_dir, VOCAB, do_lower_case=False)
