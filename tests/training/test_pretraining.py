@@ -23,13 +23,8 @@ from bert_tf.training import pretraining
 from bert_tf.config import BertConfig
 from bert_tf.model.heads import PRETRAINING_INPUTS, build_pretraining_model
 from tests.helpers import (PREDS, SEQ, VOCAB_TOKENS, assert_same_weights, checkpoint_values,
-                           make_records, optimizer_values, tiny_config, tiny_settings,
+                           optimizer_values, tiny_config, tiny_settings,
                            write_vocab)
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-  return make_records(str(tmp_path_factory.mktemp("data") / "train.tfrecord"))
-
 
 @pytest.fixture(scope="module")
 def full_run(data, tmp_path_factory):

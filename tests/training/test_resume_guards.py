@@ -15,13 +15,8 @@ import tensorflow as tf
 from bert_tf.training import loop
 from bert_tf.training import pretraining
 
-from tests.helpers import (assert_same_weights, checkpoint_values, make_records, tiny_config,
+from tests.helpers import (assert_same_weights, checkpoint_values, tiny_config,
                            tiny_settings, write_lock)
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-  return make_records(str(tmp_path_factory.mktemp("data") / "train.tfrecord"))
 
 
 @pytest.fixture(scope="module")
@@ -51,26 +46,26 @@ def _remove(run_dir, prefix):
       os.remove(run_dir / name)
 
 
-def test_a_missing_newest_checkpoint_falls_back_to_the_previous_one(data, full_run, tmp_path,
-                                                                    caplog):
-  run_dir = _copy(full_run, tmp_path)
+def _delete_newest(run_dir):
   _remove(run_dir, "ckpt-6")  # the state file still names it
-  result = _resume(data, run_dir, caplog)
-  assert "ckpt-6 is listed but its files are missing" in caplog.text
-  assert f"Resuming from {run_dir / 'ckpt-4'}" in caplog.text
-  # Two more steps from step 4 give the uninterrupted run's weights.
-  assert result["global_step"] == 6
-  assert_same_weights(checkpoint_values(os.path.join(full_run, "ckpt-6")),
-                      checkpoint_values(str(run_dir / "ckpt-6")))
+  return f"{run_dir / 'ckpt-6'} is listed but its files are missing"
 
 
-def test_a_truncated_newest_checkpoint_is_named_and_skipped(data, full_run, tmp_path, caplog):
-  run_dir = _copy(full_run, tmp_path)
+def _truncate_newest(run_dir):
   data_file = run_dir / "ckpt-6.data-00000-of-00001"
   data_file.write_bytes(data_file.read_bytes()[:1000])
+  return f"Checkpoint {run_dir / 'ckpt-6'} cannot be restored"
+
+
+@pytest.mark.parametrize("damage", [_delete_newest, _truncate_newest])
+def test_a_missing_or_damaged_newest_checkpoint_falls_back_to_the_previous_one(
+    data, full_run, tmp_path, caplog, damage):
+  run_dir = _copy(full_run, tmp_path)
+  warning = damage(run_dir)
   result = _resume(data, run_dir, caplog)
-  assert f"Checkpoint {run_dir / 'ckpt-6'} cannot be restored" in caplog.text
+  assert warning in caplog.text
   assert f"Resuming from {run_dir / 'ckpt-4'}" in caplog.text
+  # Two more steps from step 4 give the uninterrupted run's weights.
   assert result["global_step"] == 6
   assert_same_weights(checkpoint_values(os.path.join(full_run, "ckpt-6")),
                       checkpoint_values(str(run_dir / "ckpt-6")))
