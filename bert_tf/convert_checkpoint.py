@@ -17,9 +17,8 @@ Examples:
   python -m bert_tf.convert_checkpoint --from=hf_model/model.safetensors --to=out/bert_model.ckpt
 """
 
-import json
 import os
-from typing import List, Optional, Tuple
+from typing import Optional, Tuple
 
 from absl import flags
 
@@ -28,8 +27,6 @@ from bert_tf import io
 
 FLAGS = flags.FLAGS
 FORMATS = ("tf1", "model_garden", "hf", "keras", "bert_tf")  # checkpoints.FORMATS
-CHECKPOINT_FORMATS = ("tf1", "model_garden", "bert_tf")
-TF_CHECKPOINT_PARTS = (".data-00000-of-00001", ".index")  # data first: the index says complete
 
 # The last 8 bytes of a TF table file (a checkpoint's .index, or a whole V1 checkpoint).
 _TABLE_MAGIC = (0xdb4775248b80fb57).to_bytes(8, "little")
@@ -109,99 +106,21 @@ def _read_error(source: str, source_format: str, error: BaseException) -> ValueE
                     f"({_text(error)})")
 
 
-# === Outputs ===
-
-
-def target_format_of(target: str, to_format: Optional[str]) -> str:
-  """--to_format, or the format the --to name implies."""
-  if to_format:
-    return to_format
-  if target.endswith(".safetensors"):
-    return "hf"
-  return "keras" if target.endswith(".keras") else "tf1"
-
-
-def _directory(path: str) -> str:
-  return path.rsplit("/", 1)[0] if "/" in path else "."
-
-
-def config_output_path(target: str, target_format: str) -> Optional[str]:
-  """The config file written beside the output (None for keras: the config is inside)."""
-  name = {"tf1": "bert_config.json", "hf": "config.json"}.get(target_format)
-  return f"{_directory(target)}/{name}" if name else None
-
-
-def output_paths(target: str, target_format: str) -> List[str]:
-  """Every file a conversion to `target` writes: the weights file(s), then the config."""
-  if target_format == "tf1":
-    paths = [target + part for part in TF_CHECKPOINT_PARTS]
-  else:
-    paths = [target]
-  config_path = config_output_path(target, target_format)
-  return paths + ([config_path] if config_path else [])
+# === Outputs (checked and written by checkpoints.check_conversion_outputs / write_converted) ===
 
 
 def check_outputs(target: str, target_format: str, overwrite: bool) -> None:
-  """Refuses existing outputs (unless overwrite) and an output folder that cannot be made.
-
-  Raises:
-    cli.UsageError: --to names a directory.
-    FileExistsError: an output exists and overwrite is False; the message names it.
-    OSError: the output folder cannot be created or written (local paths).
-  """
-  if target.endswith("/") or io.isdir(target):
-    raise cli.UsageError(f"--to={target} is a directory; name the output file in it, e.g. "
-                         f"{io.join(target, 'model.safetensors')} or "
-                         f"{io.join(target, 'bert_model.ckpt')}")
-  existing = [path for path in output_paths(target, target_format) if io.exists(path)]
-  if existing and not overwrite:
-    raise FileExistsError(f"--to={target}: {', '.join(existing)} already "
-                          f"{'exists' if len(existing) == 1 else 'exist'}; pass --overwrite to "
-                          "replace " + ("it" if len(existing) == 1 else "them"))
-  if not io.is_local(target):
-    return  # other filesystems report a failure when the output is written
-  directory = os.path.dirname(target) or "."
-  parent = directory
-  while not os.path.exists(parent) and os.path.dirname(parent) not in ("", parent):
-    parent = os.path.dirname(parent)
-  if not os.path.exists(parent):
-    parent = "."
-  if not os.path.isdir(parent):
-    raise NotADirectoryError(f"--to={target}: cannot create the output folder {directory}: "
-                             f"{parent} is a file, not a folder")
-  if not os.access(parent, os.W_OK | os.X_OK):
-    raise PermissionError(f"--to={target}: the folder {parent} is not writable")
-
-
-def write_outputs(model, config, heads: bool, target: str, target_format: str,
-                  overwrite: bool) -> None:
-  """Writes the weights and the config beside them, each under a temporary name first.
-
-  The config is renamed into place before the weights, so weights under their final name always
-  have their config; a failure removes the temporaries and leaves existing outputs untouched.
-  """
+  """checkpoints.check_conversion_outputs, its errors naming --to (and --overwrite)."""
   from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
-  config_path = config_output_path(target, target_format)
-  if target_format == "tf1":
-    config_text = config.to_json_string()
-    target_paths = dict(parts=TF_CHECKPOINT_PARTS)
-  elif target_format == "hf":
-    config_text = json.dumps(checkpoints.hf_config_dict(config, heads), indent=2,
-                             sort_keys=True) + "\n"
-    target_paths = {}
-  else:
-    config_text = None
-    target_paths = dict(suffix=".keras")  # Keras insists on the extension
-  with io.atomic_path(target, overwrite=overwrite, **target_paths) as tmp:
-    if target_format == "tf1":
-      checkpoints.save_tf1_checkpoint(model, tmp)
-    elif target_format == "hf":
-      checkpoints.save_hf_safetensors(model, tmp, prefix="bert." if heads else "")
-    else:
-      model.save(tmp)
-    if config_path:
-      with io.atomic_write(config_path, overwrite=overwrite) as f:
-        f.write(config_text)
+  try:
+    checkpoints.check_conversion_outputs(target, target_format, overwrite)
+  except IsADirectoryError as e:
+    raise cli.UsageError(f"--to={_text(e)}") from None
+  except FileExistsError as e:
+    raise FileExistsError(f"--to={target}: {_text(e)}; pass --overwrite to replace "
+                          f"{'them' if str(e).endswith(' exist') else 'it'}") from None
+  except OSError as e:
+    raise type(e)(f"--to={target}: {_text(e)}") from None
 
 
 # === Input ===
@@ -237,6 +156,7 @@ def resolve_source(path: str, from_format: Optional[str]) -> Tuple[str, str]:
     ValueError: `path` is not what its format (named or implied by the name) reads.
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
   source = path
   if io.isdir(path):
     source = tf.train.latest_checkpoint(path)
@@ -249,7 +169,7 @@ def resolve_source(path: str, from_format: Optional[str]) -> Tuple[str, str]:
       raise FileNotFoundError(f"--from={path}: file not found")
     raise FileNotFoundError(f"--from={path}: not found (no such file, and no checkpoint "
                             f"{source}.index)")
-  for part in TF_CHECKPOINT_PARTS:
+  for part in checkpoints.TF_CHECKPOINT_PARTS:
     if source.endswith(part) and io.exists(source[:-len(part)] + ".index"):
       raise cli.UsageError(f"--from={path}: pass the checkpoint prefix "
                            f"{source[:-len(part)]}, not one of its files")
@@ -264,7 +184,6 @@ def resolve_source(path: str, from_format: Optional[str]) -> Tuple[str, str]:
     raise ValueError(f"--from={path}: expected {_EXPECTED[source_format]} {reason}, found "
                      f"{_FOUND[kind].format(path=source)}{hint}")
   if from_format is None and source_format == "tf1":
-    from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
     try:
       source_format = checkpoints.detect_format(source)
     except (ValueError, OSError, tf.errors.OpError) as e:
@@ -287,7 +206,7 @@ def read_config(path: Optional[str], source: str, source_format: str):
       raise ValueError(_flag_message("--bert_config_file", path, e)) from e
   if source_format != "keras":
     name = "config.json" if source_format == "hf" else "bert_config.json"
-    if not io.exists(f"{_directory(source)}/{name}"):
+    if not io.exists(io.join(os.path.dirname(source) or ".", name)):
       raise cli.UsageError(f"--from={source}: no {name} beside it; pass --bert_config_file")
   try:
     return checkpoints.config_beside(source, source_format)
@@ -309,26 +228,21 @@ def main(argv):
   del argv
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
-  from bert_tf.model.encoder import build_encoder  # pylint: disable=g-import-not-at-top
-  from bert_tf.model.heads import build_pretraining_model  # pylint: disable=g-import-not-at-top
   target = FLAGS.to
-  target_format = target_format_of(target, FLAGS.to_format)
+  target_format = checkpoints.target_format_of(target, FLAGS.to_format)
   check_outputs(target, target_format, FLAGS.overwrite)  # before the (long) read
   source, source_format = resolve_source(FLAGS["from"].value, FLAGS.from_format)
   config = read_config(FLAGS.bert_config_file, source, source_format)
   values = read_source(source, source_format, config)
-  heads = any(name.startswith("cls/") for name in values)
-  # Building the model checks every name and shape against the config before anything is written.
-  model = build_pretraining_model(config) if heads else build_encoder(config)
   try:
-    checkpoints.set_original_weights(model, values, source=source)
+    model = checkpoints.model_with_weights(config, values, source)
   except checkpoints.CheckpointMismatchError as e:
     config_source = (f"--bert_config_file={FLAGS.bert_config_file}" if FLAGS.bert_config_file
                      else "the config beside it")
     raise ValueError(f"--from={source}: the weights do not fit {config_source} "
                      f"({_text(e)})") from e
   try:
-    write_outputs(model, config, heads, target, target_format, FLAGS.overwrite)
+    checkpoints.write_converted(model, config, target, target_format, FLAGS.overwrite)
   except FileExistsError as e:  # created by someone else since check_outputs
     raise FileExistsError(f"--to={target}: {_text(e)}; pass --overwrite to replace it") from e
   except (OSError, tf.errors.OpError) as e:

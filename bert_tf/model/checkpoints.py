@@ -11,6 +11,7 @@ Original checkpoints written by run_pretraining also hold optimizer slots (`<nam
 import collections
 import dataclasses
 import json
+import os
 import re
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
@@ -943,54 +944,162 @@ def detect_format(path: str) -> str:
   raise ValueError(f"cannot tell the format of {path}; name it explicitly ({', '.join(FORMATS)})")
 
 
+# === Conversion: checked, atomic outputs ===
+
+TF_CHECKPOINT_PARTS = (".data-00000-of-00001", ".index")  # data first: the index says complete
+WRITABLE_FORMATS = ("tf1", "hf", "keras")
+
+
+def target_format_of(target: str, target_format: Optional[str] = None) -> str:
+  """target_format, or the one the target's name implies (.safetensors hf, .keras keras, tf1)."""
+  if target_format:
+    if target_format not in FORMATS:
+      raise ValueError(f"target_format {target_format!r} is not one of {', '.join(FORMATS)}")
+    if target_format not in WRITABLE_FORMATS:
+      raise ValueError(f"writing {target_format} checkpoints is not supported here; write "
+                       f"{', '.join(WRITABLE_FORMATS)} (every --init_checkpoint reads them all)")
+    return target_format
+  if target.endswith(".safetensors"):
+    return "hf"
+  return "keras" if target.endswith(".keras") else "tf1"
+
+
+def _directory(path: str) -> str:
+  return path.rsplit("/", 1)[0] if "/" in path else "."
+
+
+def config_output_path(target: str, target_format: str) -> Optional[str]:
+  """The config file written beside a converted model (None for keras: it is inside)."""
+  name = {"tf1": "bert_config.json", "hf": "config.json"}.get(target_format)
+  return f"{_directory(target)}/{name}" if name else None
+
+
+def conversion_outputs(target: str, target_format: str) -> List[str]:
+  """Every file a conversion to `target` writes: the weights file(s), then the config."""
+  paths = ([target + part for part in TF_CHECKPOINT_PARTS] if target_format == "tf1"
+           else [target])
+  config_path = config_output_path(target, target_format)
+  return paths + ([config_path] if config_path else [])
+
+
+def check_conversion_outputs(target: str, target_format: str, overwrite: bool) -> None:
+  """Refuses existing outputs (unless overwrite) and an output folder that cannot be made.
+
+  Called before the (long) read, so a refused conversion costs nothing. Messages start with
+  the offending path; callers add their flag names.
+
+  Raises:
+    IsADirectoryError: target is a directory.
+    FileExistsError: an output exists and overwrite is False.
+    OSError: the output folder cannot be created or written (local paths; other filesystems
+      report that when the output is written).
+  """
+  if target.endswith("/") or io.isdir(target):
+    raise IsADirectoryError(f"{target} is a directory; name the output file in it, e.g. "
+                            f"{io.join(target, 'model.safetensors')} or "
+                            f"{io.join(target, 'bert_model.ckpt')}")
+  existing = [path for path in conversion_outputs(target, target_format) if io.exists(path)]
+  if existing and not overwrite:
+    raise FileExistsError(f"{', '.join(existing)} already "
+                          f"{'exists' if len(existing) == 1 else 'exist'}")
+  if not io.is_local(target):
+    return
+  directory = os.path.dirname(target) or "."
+  parent = directory
+  while not os.path.exists(parent) and os.path.dirname(parent) not in ("", parent):
+    parent = os.path.dirname(parent)
+  if not os.path.exists(parent):
+    parent = "."
+  if not os.path.isdir(parent):
+    raise NotADirectoryError(f"cannot create the output folder {directory}: {parent} is a "
+                             "file, not a folder")
+  if not os.access(parent, os.W_OK | os.X_OK):
+    raise PermissionError(f"the folder {parent} is not writable")
+
+
+def write_converted(model, config: BertConfig, target: str, target_format: str,
+                    overwrite: bool) -> None:
+  """Writes a model's weights as target_format and its config beside them, atomically.
+
+  Both are written under temporary names; the config is renamed into place first, so weights
+  under their final name always have their config. A failure removes the temporaries and
+  leaves existing outputs untouched.
+  """
+  heads = any(name.startswith("cls/") for name in _model_variables(model))
+  config_path = config_output_path(target, target_format)
+  if target_format == "tf1":
+    config_text, target_paths = config.to_json_string(), dict(parts=TF_CHECKPOINT_PARTS)
+  elif target_format == "hf":
+    config_text = json.dumps(hf_config_dict(config, heads), indent=2, sort_keys=True) + "\n"
+    target_paths = {}
+  else:
+    config_text, target_paths = None, dict(suffix=".keras")  # Keras insists on the extension
+  with io.atomic_path(target, overwrite=overwrite, **target_paths) as tmp:
+    if target_format == "tf1":
+      save_tf1_checkpoint(model, tmp)
+    elif target_format == "hf":
+      save_hf_safetensors(model, tmp, prefix="bert." if heads else "")
+    else:
+      model.save(tmp)
+    if config_path:
+      with io.atomic_write(config_path, overwrite=overwrite) as f:
+        f.write(config_text)
+
+
+def model_with_weights(config: BertConfig, values: Mapping[str, np.ndarray],
+                       source: str = "weights"):
+  """The encoder (or pretraining model, when values have cls/ heads) holding values.
+
+  Building the model checks every name and shape against the config.
+
+  Raises:
+    CheckpointMismatchError: a name or shape does not fit the config.
+  """
+  heads = any(name.startswith("cls/") for name in values)
+  model = build_pretraining_model(config) if heads else build_encoder(config)
+  set_original_weights(model, values, source=source)
+  return model
+
+
 def convert_checkpoint(source: str, target: str, source_format: Optional[str] = None,
                        target_format: Optional[str] = None,
-                       config: Optional[BertConfig] = None) -> BertConfig:
+                       config: Optional[BertConfig] = None,
+                       overwrite: bool = False) -> BertConfig:
   """Converts BERT weights between the original TF1 checkpoint layout, Model Garden checkpoints
   (reading only), Hugging Face safetensors and our .keras models.
 
   The config used is written beside the output: bert_config.json (tf1), config.json (hf) or
-  inside the .keras file.
+  inside the .keras file. Outputs are checked before anything is read and written atomically
+  (see check_conversion_outputs and write_converted); python -m bert_tf.convert_checkpoint is
+  this function with one-line errors naming its flags.
 
   Args:
-    source: input path (TF checkpoint prefix, .safetensors or .keras file).
+    source: input path (TF checkpoint prefix, .safetensors or .keras file, or a run directory
+      for its latest checkpoint).
     target: output path (TF checkpoint prefix, .safetensors or .keras file).
     source_format, target_format: one of FORMATS; detected from the paths when None.
     config: the model config; when None it is read from bert_config.json beside a tf1 or
       Model Garden source, config.json beside a safetensors file, or the .keras model.
+    overwrite: replace existing outputs (the weights and the config beside them).
 
   Returns:
     The config of the converted model.
+
+  Raises:
+    FileExistsError: an output exists and overwrite is False (nothing is read or written).
   """
+  target_format = target_format_of(target, target_format)
+  if source_format is not None and source_format not in FORMATS:
+    raise ValueError(f"source_format {source_format!r} is not one of {', '.join(FORMATS)}")
+  try:
+    check_conversion_outputs(target, target_format, overwrite)
+  except FileExistsError as e:
+    raise FileExistsError(f"{e}; pass overwrite=True to replace") from None
   source = resolve_checkpoint(source)
   source_format = source_format or detect_format(source)
-  if target_format is None:
-    target_format = ("hf" if target.endswith(".safetensors") else
-                     "keras" if target.endswith(".keras") else "tf1")
-  for name, value in (("source_format", source_format), ("target_format", target_format)):
-    if value not in FORMATS:
-      raise ValueError(f"{name} {value!r} is not one of {', '.join(FORMATS)}")
-  if target_format in ("model_garden", "bert_tf"):
-    raise ValueError(f"writing {target_format} checkpoints is not supported here; write tf1, hf "
-                     "or keras (run_pretraining --init_checkpoint reads all of them)")
   if config is None:
     config = config_beside(source, source_format)
-  values = read_weights(source, config, source_format)
-  heads = any(name.startswith("cls/") for name in values)
-  # Building the model checks every name and shape against the config before anything is written.
-  model = build_pretraining_model(config) if heads else build_encoder(config)
-  set_original_weights(model, values, source=source)
-  out_dir = target.rsplit("/", 1)[0] if "/" in target else "."
-  io.makedirs(out_dir)
-  if target_format == "tf1":
-    save_tf1_checkpoint(model, target)
-    config.to_json_file(f"{out_dir}/bert_config.json")
-  elif target_format == "hf":
-    save_hf_safetensors(model, target, prefix="bert." if heads else "")
-    io.write_text(f"{out_dir}/config.json",
-                json.dumps(hf_config_dict(config, heads), indent=2, sort_keys=True) + "\n")
-  else:
-    with io.atomic_path(target, suffix=".keras") as tmp:
-      model.save(tmp)
+  model = model_with_weights(config, read_weights(source, config, source_format), source)
+  write_converted(model, config, target, target_format, overwrite)
   logging.info("Converted %s (%s) to %s (%s)", source, source_format, target, target_format)
   return config

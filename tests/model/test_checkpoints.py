@@ -1,5 +1,7 @@
 """Tests of bert_tf.model.checkpoints: original TF1 checkpoints in and out."""
 
+import os
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -314,6 +316,28 @@ def test_convert_command_chain_is_exact(tmp_path):
   assert back.keys() == weights.keys()
   for name in weights:
     np.testing.assert_array_equal(back[name], weights[name])
+
+
+def test_library_conversion_refuses_existing_outputs_unless_overwrite(tmp_path):
+  """checkpoints.convert_checkpoint checks its outputs before reading, as the command does."""
+  config = helpers.tiny_config(vocab_size=20, hidden_size=16, intermediate_size=8,
+                               num_hidden_layers=1, max_position_embeddings=8)
+  weights = helpers.random_original_weights(config, np.random.default_rng(5), heads=False)
+  source = checkpoints.write_hf_safetensors(weights, str(tmp_path / "model.safetensors"),
+                                            prefix="")
+  target = tmp_path / "out" / "bert_model.ckpt"
+  (tmp_path / "out").mkdir()
+  (tmp_path / "out" / "bert_config.json").write_text("the user's own\n")
+  with pytest.raises(FileExistsError, match="bert_config.json already exists; pass "
+                     "overwrite=True"):
+    checkpoints.convert_checkpoint(source, str(target), config=config)
+  assert sorted(os.listdir(tmp_path / "out")) == ["bert_config.json"]
+  checkpoints.convert_checkpoint(source, str(target), config=config, overwrite=True)
+  assert sorted(os.listdir(tmp_path / "out")) == [
+      "bert_config.json", "bert_model.ckpt.data-00000-of-00001", "bert_model.ckpt.index"]
+  assert checkpoints.BertConfig.from_json_file(str(tmp_path / "out" / "bert_config.json")) == config
+  helpers.assert_same_weights(checkpoints.read_tf1_checkpoint(str(target)), weights,
+                              rtol=0, atol=0)
 
 
 def test_convert_rejects_bad_format(tmp_path):
