@@ -701,6 +701,27 @@ def checkpointable(model) -> tf.Module:
   return holder
 
 
+DROPOUT_SEEDS = "dropout_seeds"  # the key of the dropout RNG states in a training checkpoint
+
+
+def dropout_seed_states(model) -> Optional[tf.Module]:
+  """A trackable holding the state of every dropout SeedGenerator of `model`, in model order.
+
+  Keras keeps these states out of `model.weights` (they are in `model.variables`), so the
+  layer-by-name checkpointable() does not save them. Training checkpoints save them under
+  DROPOUT_SEEDS, so that a resumed run draws the masks the uninterrupted run would have drawn.
+  None when the model has no dropout (rate 0 layers make no SeedGenerator).
+  """
+  weights = {id(v) for v in model.weights}
+  states = [v for v in model.variables
+            if id(v) not in weights and v.path.endswith("seed_generator_state")]
+  if not states:
+    return None
+  holder = tf.Module(name=DROPOUT_SEEDS)
+  holder.states = states
+  return holder
+
+
 def is_training_checkpoint(path: str) -> bool:
   """Whether `path` is a checkpoint written by our run_pretraining."""
   try:

@@ -306,14 +306,24 @@ def checkpoint_state(model, optimizer, global_step, output_dir: str, chief: bool
   fine-tuning can restore these weights into any graph with the same layers. Non-chief workers
   must take part in saving (collectives) but write to a scratch directory.
   """
-  checkpoint = tf.train.Checkpoint(model=checkpoints.checkpointable(model), optimizer=optimizer,
-                                   step=global_step)
+  parts = dict(model=checkpoints.checkpointable(model), optimizer=optimizer, step=global_step)
+  seeds = checkpoints.dropout_seed_states(model)
+  # Checkpoints written before the dropout seeds were saved restore through `without_seeds`.
+  without_seeds = tf.train.Checkpoint(**parts) if seeds is not None else None
+  if seeds is not None:
+    parts[checkpoints.DROPOUT_SEEDS] = seeds
+  checkpoint = tf.train.Checkpoint(**parts)
   checkpoint_dir = output_dir
   if not chief:
     checkpoint_dir = os.path.join(output_dir, f".worker_{strategy.cluster_resolver.task_id}_tmp")
   manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir, max_to_keep=keep_checkpoint_max)
-  latest = restore_newest_valid_checkpoint(checkpoint, output_dir)
+  latest = restore_newest_valid_checkpoint(checkpoint, output_dir, without_seeds)
   return CheckpointState(checkpoint, manager, latest)
+
+
+def _has_dropout_seeds(path: str) -> bool:
+  prefix = checkpoints.DROPOUT_SEEDS + "/"
+  return any(name.startswith(prefix) for name, _ in tf.train.list_variables(path))
 
 
 def _checkpoint_step(path: str) -> int:
@@ -339,13 +349,16 @@ def run_checkpoints(output_dir: str) -> List[str]:
   return sorted(found, key=lambda p: (_checkpoint_step(p), p), reverse=True)
 
 
-def restore_newest_valid_checkpoint(checkpoint: tf.train.Checkpoint,
-                                    output_dir: str) -> Optional[str]:
+def restore_newest_valid_checkpoint(checkpoint: tf.train.Checkpoint, output_dir: str,
+                                    without_seeds: Optional[tf.train.Checkpoint] = None
+                                    ) -> Optional[str]:
   """Restores the newest checkpoint of output_dir that reads completely; returns its prefix.
 
   A listed checkpoint whose files are gone, or one that fails to read (truncated, corrupt), is
   named in a warning and the next older one is tried, so a run resumes from its newest valid
   state instead of silently starting again from step 0 and saving over the older checkpoints.
+  `without_seeds` (the same objects without the dropout seed states) restores checkpoints
+  written before those were saved, with a warning that the masks will differ.
 
   Returns:
     The restored prefix, or None when output_dir holds no checkpoint at all.
@@ -362,7 +375,13 @@ def restore_newest_valid_checkpoint(checkpoint: tf.train.Checkpoint,
                       path)
       continue
     try:
-      checkpoint.restore(path).assert_existing_objects_matched()
+      if without_seeds is not None and not _has_dropout_seeds(path):
+        without_seeds.restore(path).assert_existing_objects_matched()
+        logging.warning("%s holds no dropout RNG state (written by an older bert_tf): the "
+                        "resumed run draws other dropout masks than an uninterrupted run "
+                        "would have", path)
+      else:
+        checkpoint.restore(path).assert_existing_objects_matched()
     except (tf.errors.OpError, ValueError, IndexError, AssertionError) as e:
       reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
       problems.append(f"{path}: {reason}")

@@ -141,3 +141,42 @@ def test_a_run_directory_in_use_is_refused_at_once(data, full_run, tmp_path):
   assert pretraining.run_pretraining(tiny_config(), tiny_settings(
       data, str(run_dir), num_train_steps=8))["global_step"] == 8
   assert not os.path.exists(run_dir / io.LOCK_NAME)
+
+
+def _dropout_run(data, run_dir, steps):
+  config = tiny_config(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+  return pretraining.run_pretraining(config, tiny_settings(data, str(run_dir),
+                                                           num_train_steps=steps))
+
+
+def test_resume_with_dropout_draws_the_masks_of_an_uninterrupted_run(data, tmp_path):
+  """The dropout RNG states are in the checkpoint (guarantee 5): a run resumed from step 2
+  ends with the weights of a 4-step run, masks included (without them it redraws step 1's)."""
+  full = tmp_path / "full"
+  assert _dropout_run(data, full, 4)["global_step"] == 4
+  names = [name for name, _ in tf.train.list_variables(str(full / "ckpt-2"))]
+  assert sum(name.startswith("dropout_seeds/") for name in names) == 7  # 1 + 3 per layer
+  resumed = tmp_path / "resumed"
+  resumed.mkdir()
+  for name in os.listdir(full):
+    if name.startswith("ckpt-2.") or name in ("bert_config.json", loop.RUN_SETTINGS_FILE):
+      shutil.copy(full / name, resumed / name)
+  (resumed / "checkpoint").write_text('model_checkpoint_path: "ckpt-2"\n')
+  assert _dropout_run(data, resumed, 4)["global_step"] == 4
+  assert_same_weights(checkpoint_values(str(full / "ckpt-4")),
+                      checkpoint_values(str(resumed / "ckpt-4")))
+
+
+def test_checkpoints_without_dropout_seeds_still_resume(data, tmp_path, monkeypatch, caplog):
+  """Checkpoints written before the seeds were saved resume, saying the masks will differ."""
+  from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
+  with monkeypatch.context() as patch:
+    patch.setattr(checkpoints, "dropout_seed_states", lambda model: None)
+    _dropout_run(data, tmp_path, 2)
+  assert not any(name.startswith("dropout_seeds/")
+                 for name, _ in tf.train.list_variables(str(tmp_path / "ckpt-2")))
+  with caplog.at_level(logging.WARNING):
+    assert _dropout_run(data, tmp_path, 4)["global_step"] == 4
+  assert "ckpt-2 holds no dropout RNG state" in caplog.text
+  assert any(name.startswith("dropout_seeds/")
+             for name, _ in tf.train.list_variables(str(tmp_path / "ckpt-4")))
