@@ -21,6 +21,7 @@ BERT_TF_TRACEBACK=1 to see the traceback of a failure.
 
 import dataclasses
 import os
+import re
 import sys
 from typing import Any, Callable, Iterable, Optional, Sequence, Tuple, Type, TypeVar
 
@@ -230,6 +231,58 @@ def _one_line(error: BaseException) -> str:
   return " ".join(text.split())
 
 
+def _path_flags(flag_values) -> Iterable[Tuple[str, str]]:
+  """(flag name, one path) for every string flag set to something path-like (lists split)."""
+  for name in flag_values:
+    flag = flag_values[name]
+    if not isinstance(flag.value, str) or not flag.value:
+      continue
+    for value in flag.value.split(","):
+      if "/" in value or "." in value:
+        yield name, value.strip()
+
+
+_TF_OP_NOISE = re.compile(r"\{\{function_node [^}]*\}\}\s*|\s*\[Op:\w+\]")
+
+
+def describe_failure(error: BaseException, flag_values=FLAGS) -> str:
+  """An OS or TensorFlow error as one line naming the flag whose path it is about.
+
+  A read-only, full or missing location fails deep inside a write ("[Errno 30] Read-only file
+  system: 'out/x.incomplete-9'", TensorFlow's "...; No space left on device [Op:SaveV2]"),
+  where no flag is known. This finds the path flag whose value the failing path starts with
+  (the longest such value) and puts `--flag=value: ` in front, unless the message already
+  names a flag. Any other error's message is returned as it is, on one line.
+  """
+  text = _one_line(error)
+  tf = sys.modules.get("tensorflow")
+  op_error = tf is not None and hasattr(tf, "errors") and isinstance(error, tf.errors.OpError)
+  if not (isinstance(error, OSError) or op_error) or " --" in f" {text}":
+    return text
+  filename = getattr(error, "filename", None)
+  if op_error:
+    text = _one_line(_TF_OP_NOISE.sub(" ", getattr(error, "message", "") or text))
+  elif filename and getattr(error, "strerror", None):
+    text = str(error.strerror)
+  best, inside = None, []
+  for name, value in _path_flags(flag_values):
+    value = value.rstrip("/") or value
+    pattern = re.compile(r"(?:^|[\s'\"(])" + re.escape(value) + r"(?=$|[/.\s'\";:,)_-])")
+    found = (str(filename) == value or str(filename).startswith(value + "/") or
+             str(filename).startswith(value + ".")) if filename else pattern.search(text)
+    if found and (best is None or len(value) > len(best[1])):
+      best = (name, value)
+    if filename and value.startswith(str(filename).rstrip("/") + "/"):
+      inside.append((name, value))  # the failing path is a folder on the way to this one
+  if best is None and len(inside) == 1:
+    best = inside[0]
+  if best is None:
+    return text if not filename else f"{filename}: {text}"
+  name, value = best
+  detail = f" ({filename})" if filename and str(filename) != value else ""
+  return f"--{name}={value}: {text}{detail}"
+
+
 def failure_types() -> Tuple[type, ...]:
   """The exception types a tool reports as a one-line failure (exit 1)."""
   types = [ValueError, OSError, KeyError]
@@ -282,8 +335,12 @@ def run(main: Callable[[Sequence[str]], Optional[int]],
     except failure_types() as e:  # pylint: disable=catching-non-exception
       if os.environ.get("BERT_TF_TRACEBACK"):
         raise
-      logging.error("%s", _one_line(e))
-      print(f"{program}: error: {_one_line(e)}", file=sys.stderr)
+      try:
+        message = describe_failure(e, flag_values)
+      except Exception:  # pylint: disable=broad-except
+        message = _one_line(e)  # the error itself matters more than naming its flag
+      logging.error("%s", message)
+      print(f"{program}: error: {message}", file=sys.stderr)
       sys.exit(EXIT_FAILURE)
     sys.exit(EXIT_OK if status is None else int(status))
 

@@ -11,6 +11,7 @@ temporaries of dead processes are removed by `remove_stale_temp_files` on the ne
 """
 
 import contextlib
+import errno
 import glob as glob_lib
 import json
 import os
@@ -79,12 +80,38 @@ def glob(pattern: str) -> List[str]:
 
 
 def makedirs(path: str) -> None:
+  """Creates a folder and its parents; an existing file of that name is a NotADirectoryError."""
   if not path:
     return
   if is_local(path):
+    if os.path.exists(path) and not os.path.isdir(path):
+      raise NotADirectoryError(errno.ENOTDIR, "a file, not a folder", path)
     os.makedirs(path, exist_ok=True)
   else:
     _gfile().makedirs(path)
+
+
+def check_writable(path: str) -> None:
+  """Fails now, not after hours of work, when the file `path` cannot be written.
+
+  Creates the folder and a probe file in it (removed at once). Other filesystems than local
+  ones are left to the write itself.
+
+  Raises:
+    OSError: the folder cannot be created or written (read-only, a file in the way, no
+      permission, no space for even an empty file), with `path` as its filename.
+  """
+  if not is_local(path):
+    return
+  directory = os.path.dirname(path) or "."
+  makedirs(directory)
+  probe = temp_name(os.path.join(directory, ".bert_tf-write-check"))
+  try:
+    with open(probe, "w"):
+      pass
+  except OSError as e:
+    raise type(e)(e.errno, f"{e.strerror or e}: cannot write in {directory}", path) from None
+  os.remove(probe)
 
 
 def remove(path: str) -> None:
@@ -166,12 +193,16 @@ def atomic_path(path: str, suffix: str = "", parts: Sequence[str] = ("",),
     for part in parts:
       # Existence was checked above, before anything was written.
       rename(tmp + part, path + part, overwrite=True)
-  except BaseException:
+  except BaseException as e:
     for part in parts:
       try:
         remove_if_exists(tmp + part)
       except Exception:  # pylint: disable=broad-except
         pass  # already failing; the temporary's name says it is incomplete
+    if isinstance(e, OSError) and e.errno and (not e.filename or
+                                               str(e.filename).startswith(tmp)):
+      # Say which output failed (a full disk's ENOSPC names no file), not its temporary name.
+      raise type(e)(e.errno, e.strerror or str(e), path) from e
     raise
 
 

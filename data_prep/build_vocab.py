@@ -59,6 +59,7 @@ def main(argv):
     raise ValueError(f"--vocab_file {FLAGS.vocab_file} exists; pass --overwrite to replace it")
   if FLAGS.num_unused < 0:
     raise ValueError(f"--num_unused must be >= 0, got {FLAGS.num_unused}")
+  io.check_writable(FLAGS.vocab_file)  # before learning, which takes minutes on a real corpus
   logging.info("learning a %d-token vocab from %d file(s)", FLAGS.vocab_size, len(paths))
   counts = vocab_lib.count_words(paths, FLAGS.do_lower_case, errors=FLAGS.errors)
   vocab = vocab_lib.build_vocab(counts, FLAGS.vocab_size, num_unused=FLAGS.num_unused,

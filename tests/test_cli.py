@@ -2,12 +2,15 @@
 settings built from same-named flags."""
 
 import dataclasses
+import errno
 import importlib
+import os
 import subprocess
 import sys
 
 from absl import flags
 import pytest
+import tensorflow as tf
 
 from bert_tf import cli
 from tests import helpers
@@ -106,6 +109,83 @@ def test_exit_codes(capsys):
     raise ZeroDivisionError("a bug keeps its traceback")
   with pytest.raises(ZeroDivisionError):
     helpers.run_cli_in_process(_tool(bug), ["t", "--input_file=a"])
+
+
+def _paths_tool(failure):
+  class Tool:
+    FLAGS = None
+
+    @staticmethod
+    def define_flags(flag_values):
+      for name in ("input_file", "output_dir", "vocab_file"):
+        flags.DEFINE_string(name, None, name, flag_values=flag_values)
+
+    @staticmethod
+    def main(argv):
+      del argv
+      raise failure
+  return Tool
+
+
+@pytest.mark.parametrize("failure, message", [
+    # A read-only location fails on the temporary name; the flag's own value is named.
+    (OSError(errno.EROFS, "Read-only file system", "out/run/ckpt.incomplete-7"),
+     "--output_dir=out/run: Read-only file system (out/run/ckpt.incomplete-7)"),
+    (PermissionError(errno.EACCES, "Permission denied", "out/run"),
+     "--output_dir=out/run: Permission denied"),
+    # A folder on the way to the output is a file: the one flag below it is named.
+    (NotADirectoryError(errno.ENOTDIR, "a file, not a folder", "voc"),
+     "--vocab_file=voc/vocab.txt: a file, not a folder (voc)"),
+    # TensorFlow's own messages: the path inside the text; the op noise goes.
+    (tf.errors.ResourceExhaustedError(
+        None, None, "{{function_node __wrapped__SaveV2_dtypes_9_device_/job:localhost/replica:0"
+        "/task:0/device:CPU:0}} out/run/ckpt-1_temp/part-0; No space left on device "
+        "[Op:SaveV2]"),
+     "--output_dir=out/run: out/run/ckpt-1_temp/part-0; No space left on device"),
+    # Messages that already name a flag, and paths no flag names, are kept as they are.
+    (FileNotFoundError("--vocab_file=voc/vocab.txt: not found"),
+     "--vocab_file=voc/vocab.txt: not found"),
+    (OSError(errno.ENOSPC, "No space left on device", "/elsewhere/x"),
+     "/elsewhere/x: No space left on device"),
+])
+def test_os_and_tensorflow_failures_name_the_flag_of_their_path(failure, message, capsys):
+  argv = ["t", "--input_file=in/a.txt,in/b.txt", "--output_dir=out/run",
+          "--vocab_file=voc/vocab.txt"]
+  assert helpers.run_cli_in_process(_paths_tool(failure), argv) == 1
+  assert capsys.readouterr().err == f"t: error: {message}\n"
+
+
+def test_a_full_disk_names_the_output_not_its_temporary(tmp_path):
+  """ENOSPC from write() or close() names no file; atomic_write says which output failed."""
+  from bert_tf import io  # pylint: disable=g-import-not-at-top
+  target = str(tmp_path / "vocab.txt")
+  with pytest.raises(OSError) as raised:
+    with io.atomic_write(target) as f:
+      f.write("x")
+      raise OSError(errno.ENOSPC, "No space left on device")
+  assert (raised.value.errno, raised.value.filename) == (errno.ENOSPC, target)
+  assert os.listdir(tmp_path) == []  # the temporary is gone
+
+
+def test_build_vocab_checks_its_output_before_learning(tmp_path, capsys):
+  """The write used to fail only after the whole corpus was learned (probe item 15)."""
+  build_vocab = helpers.load_script("build_vocab")
+  (tmp_path / "blocker").write_text("a file where a folder should be\n")
+  corpus = tmp_path / "corpus.txt"
+  corpus.write_text("some words to learn from\n")
+  calls = []
+  saved = build_vocab.vocab_lib.count_words
+  build_vocab.vocab_lib.count_words = lambda *a, **k: calls.append(a) or saved(*a, **k)
+  try:
+    code = helpers.run_cli_in_process(build_vocab, [
+        "build_vocab.py", f"--input_file={corpus}",
+        f"--vocab_file={tmp_path / 'blocker' / 'vocab.txt'}", "--vocab_size=200"])
+  finally:
+    build_vocab.vocab_lib.count_words = saved
+  assert code == 1 and not calls
+  assert capsys.readouterr().err == (
+      f"build_vocab.py: error: --vocab_file={tmp_path / 'blocker' / 'vocab.txt'}: a file, not a "
+      f"folder ({tmp_path / 'blocker'})\n")
 
 
 @pytest.mark.slow
