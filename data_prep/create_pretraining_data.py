@@ -19,7 +19,16 @@ names the others; --output_dir shards are then numbered -of-<written>). The fina
 journaled: a run killed while committing is rolled back by the next run on the same outputs, so
 the same command works again. One file named twice, or an output named like another's
 .metadata.json, is refused up front; lines over 400 x --max_seq_length bytes are warned about
-(file:line). See bert_tf/data/pretraining_data.py for the details.
+(file:line). Each output folder is locked for the whole run (.bert_tf.lock): a second run on
+the same folder fails at once. See bert_tf/data/pretraining_data.py for the details.
+
+Apache Beam (pip install -e '.[beam]'): with --runner=NAME the default mode runs as a Beam
+pipeline (bert_tf/data/beam_pipeline.py) on that runner, and every flag this tool does not
+define is passed to Beam's PipelineOptions (--runner, --direct_num_workers,
+--direct_running_mode, --project, --region, --temp_location, --setup_file, ...; with --runner,
+--num_workers is Beam's too: the runner's number of workers). Same records as the local mode
+for the same input, flags and seed (the same multiset; Beam's sink picks each record's shard
+and order). Without --runner, Beam is not imported.
 """
 
 import os
@@ -75,10 +84,11 @@ def define_flags(flag_values=FLAGS):
                     "input_ids / segment_ids.", **fv)
   flags.DEFINE_integer("num_workers", 0,
                        "Default mode: worker processes (0 = all cores). The output does not "
-                       "depend on it.", **fv)
+                       "depend on it. With --runner it is Beam's --num_workers.", **fv)
   flags.DEFINE_float("block_size_mb", 1.0,
                      "Default mode: documents are processed in blocks of about this much text; "
-                     "random-next segments come from the same block. Changes the output.", **fv)
+                     "random-next segments come from the same block (at most 1024). Changes "
+                     "the output.", **fv)
   flags.DEFINE_bool("segmented_input", False,
                     "With --do_whole_word_mask: the input is already segmented into words "
                     "separated by spaces (e.g. the output of a Chinese word segmenter), and all "
@@ -110,12 +120,60 @@ def config_from_flags() -> pretraining_data.DataConfig:
       compression="GZIP" if FLAGS.gzip else FLAGS.compression)
 
 
+# The Beam pipeline flags of this run (split_beam_args), empty for the local mode.
+BEAM_ARGS = []
+
+
+def split_beam_args(argv, flag_values=FLAGS):
+  """(argv for absl, Beam's flags): with --runner, every flag this tool does not define.
+
+  Without --runner the argv is returned whole (an unknown flag stays a usage error). With it,
+  --num_workers is Beam's (the runner's workers) rather than the local mode's processes.
+  Values may be given as --name=value or --name value.
+  """
+  scratch = flags.FlagValues()
+  define_flags(scratch)
+  ours = (set(scratch) | set(flag_values)) - {"num_workers"}
+  booleans = {name for name in ours if isinstance(
+      (scratch[name] if name in scratch else flag_values[name]), flags.BooleanFlag)}
+
+  def is_ours(arg):
+    name = arg[2:].split("=", 1)[0]
+    return name in ours or (name.startswith("no") and name[2:] in booleans)
+
+  args = list(argv[1:])
+  if not any(a == "--runner" or a.startswith("--runner=") for a in args):
+    return list(argv), []
+  absl_args, beam_args = [], []
+  i = 0
+  while i < len(args):
+    arg = args[i]
+    if arg.startswith("--") and not is_ours(arg):
+      beam_args.append(arg)
+      # `--name value`: the value follows as its own argument.
+      if "=" not in arg and i + 1 < len(args) and not args[i + 1].startswith("-"):
+        beam_args.append(args[i + 1])
+        i += 1
+    else:
+      absl_args.append(arg)
+    i += 1
+  return [argv[0]] + absl_args, beam_args
+
+
 def main(argv):
   if len(argv) > 1:
     raise cli.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   config = config_from_flags()
   try:
-    summary = pretraining_data.run(config)
+    if BEAM_ARGS:
+      try:
+        from bert_tf.data import beam_pipeline  # pylint: disable=g-import-not-at-top
+      except ImportError as e:
+        raise cli.UsageError(f"--runner needs Apache Beam ({e}): pip install -e '.[beam]'") \
+            from None
+      summary = beam_pipeline.run(config, BEAM_ARGS)
+    else:
+      summary = pretraining_data.run(config)
   except pretraining_data.UsageError as e:  # a flag value the library refused
     raise cli.UsageError(str(e)) from None
   files = summary["output_files"]
@@ -123,5 +181,11 @@ def main(argv):
   print(pretraining_data.format_summary(summary))
 
 
+def run_command(argv, flag_values=FLAGS):
+  """Splits off Beam's flags, then runs the tool (cli.run: never returns)."""
+  argv, BEAM_ARGS[:] = split_beam_args(argv, flag_values)
+  cli.run(main, define_flags, "create_pretraining_data.py", argv=argv, flag_values=flag_values)
+
+
 if __name__ == "__main__":
-  cli.run(main, define_flags, "create_pretraining_data.py")
+  run_command(sys.argv)

@@ -136,6 +136,17 @@ def test_only_the_beam_pipeline_imports_apache_beam():
       assert module.startswith("bert_tf.data.beam"), module
 
 
+def test_no_library_module_imports_the_beam_pipeline():
+  """Beam stays optional: only the command (data_prep/create_pretraining_data.py, with --runner)
+  imports bert_tf.data.beam_pipeline, inside main."""
+  for module, path in MODULES.items():
+    assert "bert_tf.data.beam_pipeline" not in [n for n, _, _ in imports_of(path)], module
+  script = os.path.join(REPO_ROOT, "data_prep", "create_pretraining_data.py")
+  found = [(top, name) for name, _, top in imports_of(script)
+           if name.split(".")[0] == "apache_beam" or name == "bert_tf.data.beam_pipeline"]
+  assert found == [(False, "bert_tf.data.beam_pipeline")], found
+
+
 def test_training_never_reaches_serving():
   """Also transitively: nothing training imports leads to serving/ or tasks/."""
   seen, stack = set(), [m for m in MODULES if _tier(m) == "training"]

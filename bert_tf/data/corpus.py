@@ -9,7 +9,7 @@ import dataclasses
 import glob
 import os
 import time
-from typing import Iterator, List, Sequence
+from typing import Callable, Iterator, List, Optional, Sequence
 
 from absl import logging
 
@@ -72,6 +72,99 @@ def iter_lines(path: str, errors: str, report: ReadReport) -> Iterator[str]:
         yield raw.decode("utf-8", errors="replace")
   if empty:
     report.empty_files.append(path)
+
+
+def is_blank(raw: bytes) -> bool:
+  """Whether a raw line is a document boundary: nothing but (Unicode) whitespace once decoded.
+
+  The same test as the readers' `line.strip()` on the decoded line; a line that is not valid
+  UTF-8 is never blank (it is text, replaced or skipped).
+  """
+  if not raw.strip():
+    return True
+  if raw.isascii():
+    return False
+  return not raw.decode("utf-8", errors="replace").strip()
+
+
+def line_number_at(path: str, offset: int) -> int:
+  """The 1-based number of the line starting at byte `offset` of a file (for messages)."""
+  count = 0
+  with io.open_file(path, "rb") as f:
+    left = offset
+    while left > 0:
+      chunk = f.read(min(left, 1 << 20))
+      if not chunk:
+        break
+      count += chunk.count(b"\n")
+      left -= len(chunk)
+  return count + 1
+
+
+def iter_piece_lines(path: str, start: int, end: int, errors: str, report: ReadReport,
+                     max_line_bytes: int = 0,
+                     on_long_line: Optional[Callable[[str, int, int], None]] = None
+                     ) -> Iterator[str]:
+  """Yields the decoded lines (blank ones included) that the byte range [start, end) owns.
+
+  Lets workers read one file in parallel, each from a byte offset, with no pass over the file
+  first, and every document read exactly once: a range owns the documents that begin after the
+  first blank line starting at or after `start` (for start 0: from the first line) up to the
+  first blank line starting at or after `end` (the next range's first separator), so a
+  document that straddles `end` is read whole by the range it begins in. A range with no such
+  boundary in it owns nothing. Lines are split on "\\n" only, as iter_lines does; each line is
+  counted in the report by the one range that yields it.
+
+  Args:
+    path: a local path, or any tf.io.gfile path.
+    start, end: byte offsets, 0 <= start < end; end may be past the end of the file.
+    errors: invalid UTF-8 handling, see iter_lines (an InputError names the file and line).
+    report: updated in place (files is counted by the range that starts at 0).
+    max_line_bytes: lines longer than this (if > 0) are passed to on_long_line.
+    on_long_line: called as on_long_line(path, byte offset of the line, its length).
+  """
+  if errors not in ERRORS_MODES:
+    raise ValueError(f"errors must be one of {ERRORS_MODES}, got {errors!r}")
+  with io.open_file(path, "rb") as f:
+    position = 0
+    if start > 0:
+      f.seek(start - 1)
+      position = start - 1 + len(f.readline())  # the first line that begins at >= start
+      while True:  # to the first separator of this range (the previous range stops there)
+        if position >= end:
+          return  # no boundary in the range: it owns nothing
+        raw = f.readline()
+        if not raw:
+          return
+        position += len(raw)
+        if is_blank(raw):
+          report.lines += 1
+          report.bytes += len(raw)
+          yield ""
+          break
+    else:
+      report.files += 1
+    for raw in f:
+      line_start, position = position, position + len(raw)
+      if line_start >= end and is_blank(raw):
+        return  # the next range's first separator
+      report.lines += 1
+      report.bytes += len(raw)
+      if max_line_bytes and len(raw) > max_line_bytes and on_long_line is not None:
+        on_long_line(path, line_start, len(raw))
+      try:
+        yield raw.decode("utf-8")
+      except UnicodeDecodeError as e:
+        report.invalid_utf8_lines += 1
+        if errors == "strict":
+          raise InputError(
+              f"{path}:{line_number_at(path, line_start)}: invalid UTF-8 at byte {e.start} of "
+              f"the line ({raw[e.start:e.start + 4]!r}); pass --errors=replace or "
+              f"--errors=skip to accept such lines") from None
+        if errors == "skip":
+          report.skipped_lines += 1
+          continue
+        yield raw.decode("utf-8", errors="replace")
 
 
 def expand_input_files(patterns, sort: bool = False) -> List[str]:

@@ -20,7 +20,7 @@ import dataclasses
 import random
 from typing import Callable, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from bert_tf.data.corpus import ReadReport, iter_lines
+from bert_tf.data.corpus import ReadReport, iter_lines, iter_piece_lines
 
 CLS_TOKEN = "[CLS]"
 SEP_TOKEN = "[SEP]"
@@ -501,93 +501,138 @@ def read_documents(input_files: Iterable[str], tokenize_to_ids: Callable[[str], 
   return documents, report
 
 
-# === Default mode: blocks of documents ===
+# === Default mode: a block plan ===
 #
 # The default mode does not hold the corpus in memory: the text is cut into blocks of whole
 # documents (about block_bytes each), and each block is turned into instances on its own, with
 # the algorithm above: its documents shuffled, dupe_factor passes, random-next segments drawn
-# from another document of the same block, its instances shuffled. A block's generator is
-# seeded from (random_seed, block index), so the output does not depend on how many workers
-# process the blocks.
+# from another document of the same block, its instances shuffled.
+#
+# The plan is made up front from the file sizes alone (no pass over the text): the input files,
+# taken as one stream in order, are cut into windows of about window_blocks * block_bytes
+# bytes, each window a list of byte ranges (pieces) of one or more files. A window is read on
+# its own (corpus.iter_piece_lines: a range owns the documents that begin in it), its documents
+# are shuffled with a generator seeded from (random_seed, window index) and cut into blocks;
+# each block's generator is seeded from (random_seed, window index, block index). So any worker
+# can read any window, in any order, on any machine: the local mode (one reader, a pool of
+# block workers) and the Beam pipeline (windows read in parallel) make the same blocks, hence
+# the same records, whatever the number of workers.
+#
+# Documents end at blank lines and at the end of each file (unlike read_documents, where a
+# file without a final blank line runs on into the next).
 
 
 # Random-next partners come from the same block: a block has at least this many documents
-# (when the corpus does), however large they are.
+# (when the window does), however large they are.
 MIN_BLOCK_DOCUMENTS = 8
+WINDOW_BLOCKS = 64
+
+# One range of one input file: (file index, start byte, end byte).
+Piece = Tuple[int, int, int]
 
 
-def block_rng(random_seed: int, block_index: int) -> random.Random:
+def block_rng(random_seed: int, window_index: int, block_index: int) -> random.Random:
   """The generator of one block; a str seed is hashed with SHA-512, stable across runs."""
-  return random.Random(f"bert_tf-block:{random_seed}:{block_index}")
+  return random.Random(f"bert_tf-block:{random_seed}:{window_index}:{block_index}")
 
 
-def iter_text_blocks(input_files: Iterable[str], block_bytes: int, errors: str,
-                     report: ReadReport, window_blocks: int = 64,
-                     random_seed: int = 0) -> Iterator[List[List[str]]]:
-  """Yields blocks of documents (lists of stripped, non-empty lines) of about block_bytes.
+def window_rng(random_seed: int, window_index: int) -> random.Random:
+  """The generator that shuffles one window's documents."""
+  return random.Random(f"bert_tf-window:{random_seed}:{window_index}")
 
-  Document boundaries follow read_documents (blank lines; a file without a final blank line
-  runs on into the next). Documents are gathered into windows of about window_blocks blocks,
-  shuffled within the window (a seeded generator per window), then cut into blocks: blocks of
-  consecutive documents would pair chapters only with their neighbours, which shifts the
-  statistics measurably when document lengths vary along the corpus (the reference mode
-  shuffles the whole corpus). Memory holds one window of text.
+
+def plan_windows(file_sizes: Sequence[int], window_bytes: int) -> List[List[Piece]]:
+  """Cuts the files (one stream, in order) into windows of about window_bytes.
+
+  The number of windows is the stream's size over window_bytes, rounded (at least one), and
+  the windows are equal slices of the stream: none is much smaller than the others, so every
+  window has documents enough to pair. Empty files have no piece.
 
   Args:
-    input_files: paths, read in order.
-    block_bytes: about how much text (UTF-8 characters) per block.
-    errors: invalid UTF-8 handling, see iter_lines.
-    report: updated in place (files, lines, bytes, bad lines).
-    window_blocks: blocks per shuffling window.
-    random_seed: seeds the window shuffles (with the window's index).
+    file_sizes: the size in bytes of each input file, in input order.
+    window_bytes: about how many bytes per window (> 0).
+
+  Returns:
+    For each window, its pieces (file index, start, end) in input order.
   """
-  window_bytes = block_bytes * max(window_blocks, 1)
-  window, size, window_index = [], 0, 0
+  total = sum(file_sizes)
+  if total == 0:
+    return []
+  count = max(1, int(round(total / max(window_bytes, 1))))
+  bounds = [total * k // count for k in range(count + 1)]
+  windows = [[] for _ in range(count)]
+  offset = 0
+  window = 0
+  for index, size in enumerate(file_sizes):
+    start = 0
+    while start < size:
+      while bounds[window + 1] <= offset + start:
+        window += 1
+      stop = min(size, bounds[window + 1] - offset)
+      windows[window].append((index, start, stop))
+      start = stop
+    offset += size
+  return [w for w in windows if w]
 
-  def cut(documents):
-    rng = random.Random(f"bert_tf-window:{random_seed}:{window_index}")
-    rng.shuffle(documents)
-    blocks, block, block_size = [], [], 0
-    for document in documents:
-      block.append(document)
-      block_size += sum(map(len, document)) + len(document)
-      if block_size >= block_bytes and len(block) >= MIN_BLOCK_DOCUMENTS:
-        blocks.append(block)
-        block, block_size = [], 0
-    if block:
-      # A small remainder joins the last block: too few documents to pair on their own.
-      if blocks and (block_size < block_bytes // 2 or len(block) < MIN_BLOCK_DOCUMENTS):
-        blocks[-1].extend(block)
-      else:
-        blocks.append(block)
-    return blocks
 
-  # A full window is held until the next one starts, so that a last window of less than a
-  # block can join it instead of making a block too small to pair.
-  held = None
-  document = []
-  for path in input_files:
-    for line in iter_lines(path, errors, report):
+def read_window(input_files: Sequence[str], pieces: Sequence[Piece], errors: str,
+                report: ReadReport, max_line_bytes: int = 0,
+                on_long_line: Optional[Callable[[str, int, int], None]] = None
+                ) -> List[List[str]]:
+  """The documents (lists of stripped, non-empty lines) that a window's pieces own."""
+  documents = []
+  for file_index, start, end in pieces:
+    document = []
+    for line in iter_piece_lines(input_files[file_index], start, end, errors, report,
+                                 max_line_bytes, on_long_line):
       line = line.strip()
       if line:
         document.append(line)
-        size += len(line) + 1
-        continue
-      if document:
-        window.append(document)
+      elif document:
+        documents.append(document)
         document = []
-        if size >= window_bytes:
-          if held is not None:
-            yield from cut(held)
-            window_index += 1
-          held, window, size = window, [], 0
-  if document:
-    window.append(document)
-  if held is not None and size < block_bytes:
-    held.extend(window)
-    window = []
-  if held is not None:
-    yield from cut(held)
-    window_index += 1
-  if window:
-    yield from cut(window)
+    if document:  # the end of a file (or of the piece's last document) ends a document
+      documents.append(document)
+  return documents
+
+
+def cut_window(documents: List[List[str]], block_bytes: int, random_seed: int,
+               window_index: int) -> List[List[List[str]]]:
+  """Shuffles a window's documents (in place) and cuts them into blocks of about block_bytes.
+
+  Blocks of consecutive documents would pair chapters only with their neighbours, which shifts
+  the statistics measurably when document lengths vary along the corpus (the reference mode
+  shuffles the whole corpus); hence the shuffle over a window of many blocks.
+  """
+  window_rng(random_seed, window_index).shuffle(documents)
+  blocks, block, block_size = [], [], 0
+  for document in documents:
+    block.append(document)
+    block_size += sum(map(len, document)) + len(document)
+    if block_size >= block_bytes and len(block) >= MIN_BLOCK_DOCUMENTS:
+      blocks.append(block)
+      block, block_size = [], 0
+  if block:
+    # A small remainder joins the last block: too few documents to pair on their own.
+    if blocks and (block_size < block_bytes // 2 or len(block) < MIN_BLOCK_DOCUMENTS):
+      blocks[-1].extend(block)
+    else:
+      blocks.append(block)
+  return blocks
+
+
+def iter_text_blocks(input_files: Sequence[str], file_sizes: Sequence[int], block_bytes: int,
+                     errors: str, report: ReadReport, random_seed: int = 0,
+                     window_blocks: int = WINDOW_BLOCKS, max_line_bytes: int = 0,
+                     on_long_line: Optional[Callable[[str, int, int], None]] = None
+                     ) -> Iterator[Tuple[Tuple[int, int], List[List[str]]]]:
+  """Yields ((window index, block index), documents) for the whole plan, in plan order.
+
+  One reader's walk over plan_windows; memory holds one window of text.
+  """
+  plan = plan_windows(file_sizes, block_bytes * max(window_blocks, 1))
+  for window_index, pieces in enumerate(plan):
+    documents = read_window(input_files, pieces, errors, report, max_line_bytes, on_long_line)
+    for block_index, block in enumerate(cut_window(documents, block_bytes, random_seed,
+                                                   window_index)):
+      yield (window_index, block_index), block

@@ -35,13 +35,14 @@ Reliability decisions:
 """
 
 import collections
+import contextlib
 import dataclasses
 import multiprocessing
 import os
 import random
 import sys
 import time
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from absl import logging
 
@@ -138,6 +139,39 @@ LONG_LINE_BYTES_PER_TOKEN = 4
 _LONG_LINE_WARNINGS = 10  # then only counted (and summed up at the end)
 
 
+class LongLines:
+  """Counts lines over max_line_bytes and warns about the first few, naming file and line."""
+
+  def __init__(self, max_line_bytes: int):
+    self.max_line_bytes = max_line_bytes
+    self.count = 0
+
+  def warn(self, path: str, line_number: int, size: int) -> None:
+    self.count += 1
+    if self.count > _LONG_LINE_WARNINGS:
+      return
+    logging.warning(
+        "%s:%d: a line of %d bytes (over %d): only about --max_seq_length tokens of one line "
+        "reach an instance, the rest of it is not used (the original algorithm); put one "
+        "sentence per line%s", path, line_number, size, self.max_line_bytes,
+        "" if self.count < _LONG_LINE_WARNINGS else " (further long lines are only counted)")
+
+  def __call__(self, path: str, offset: int, size: int) -> None:
+    """corpus.iter_piece_lines' on_long_line: the line number is counted only when warned."""
+    line_number = (corpus.line_number_at(path, offset) if self.count < _LONG_LINE_WARNINGS
+                   else 0)
+    self.warn(path, line_number, size)
+
+  def log_total(self) -> None:
+    if self.count:
+      logging.warning("%d line(s) were longer than %d bytes: only their beginning was used",
+                      self.count, self.max_line_bytes)
+
+
+def long_lines_for(config: "DataConfig") -> LongLines:
+  return LongLines(LONG_LINE_BYTES_PER_TOKEN * 100 * config.max_seq_length)
+
+
 class _LineWatchingReport(corpus.ReadReport):
   """A corpus.ReadReport that warns about very long lines, naming the file and line.
 
@@ -146,13 +180,12 @@ class _LineWatchingReport(corpus.ReadReport):
   given, so the file and line of every increment are known here without re-reading anything.
   """
 
-  def __init__(self, input_files: List[str], max_line_bytes: int):
+  def __init__(self, input_files: List[str], long_lines: LongLines):
     self._input_files = list(input_files)
-    self.max_line_bytes = max_line_bytes
+    self.long_line_log = long_lines
     self._bytes = 0
     self._files = 0
     self._first_line = 0  # report.lines before the current file
-    self.long_lines = 0
     super().__init__()
 
   @property
@@ -170,27 +203,11 @@ class _LineWatchingReport(corpus.ReadReport):
 
   @bytes.setter
   def bytes(self, value: int) -> None:
-    if value - self._bytes > self.max_line_bytes:
-      self._long_line(value - self._bytes)
+    if value - self._bytes > self.long_line_log.max_line_bytes:
+      index = self._files - 1
+      path = self._input_files[index] if 0 <= index < len(self._input_files) else "?"
+      self.long_line_log.warn(path, self.lines - self._first_line, value - self._bytes)
     self._bytes = value
-
-  def _long_line(self, size: int) -> None:
-    self.long_lines += 1
-    if self.long_lines > _LONG_LINE_WARNINGS:
-      return
-    index = self._files - 1
-    path = self._input_files[index] if 0 <= index < len(self._input_files) else "?"
-    logging.warning(
-        "%s:%d: a line of %d bytes (over %d): only about --max_seq_length tokens of one line "
-        "reach an instance, the rest of it is not used (the original algorithm); put one "
-        "sentence per line%s", path, self.lines - self._first_line, size,
-        self.max_line_bytes, "" if self.long_lines < _LONG_LINE_WARNINGS else
-        " (further long lines are only counted)")
-
-
-def _line_report(config: "DataConfig", input_files: List[str]) -> _LineWatchingReport:
-  return _LineWatchingReport(
-      input_files, LONG_LINE_BYTES_PER_TOKEN * 100 * config.max_seq_length)
 
 
 class _Progress:
@@ -213,12 +230,11 @@ class _Progress:
                  made / elapsed, eta)
 
 
-def run(config: DataConfig) -> Dict[str, Any]:
-  """Reads, tokenizes, makes instances and writes them with metadata; returns the summary.
+def validate(config: DataConfig) -> instances_lib.InstanceOptions:
+  """Checks the flags that need no file; returns the instance options.
 
   Raises:
-    UsageError, corpus.InputError, writer_lib.OutputError, ValueError: bad flags or
-      input, with a message naming the flag, file or line.
+    UsageError: naming the flag.
   """
   options = config.instance_options()
   if config.errors not in corpus.ERRORS_MODES:
@@ -228,8 +244,22 @@ def run(config: DataConfig) -> Dict[str, Any]:
     raise UsageError(f"--compression must be '' or GZIP, got {config.compression!r}")
   if config.num_workers < 0:
     raise UsageError(f"--num_workers must be >= 0 (0 = all cores), got {config.num_workers}")
-  if not config.block_size_mb > 0:
-    raise UsageError(f"--block_size_mb must be positive, got {config.block_size_mb}")
+  # `not x > 0` also refuses nan; inf would overflow int(); a window is 64 blocks.
+  if not 0 < config.block_size_mb <= MAX_BLOCK_SIZE_MB:
+    raise UsageError(f"--block_size_mb must be a number in (0, {MAX_BLOCK_SIZE_MB}], got "
+                     f"{config.block_size_mb}")
+  return options
+
+
+MAX_BLOCK_SIZE_MB = 1024
+
+
+def resolve_files(config: DataConfig) -> Tuple[List[str], List[str], str]:
+  """(input files, output files, the output flag's name): globs expanded, outputs distinct.
+
+  Raises:
+    UsageError, corpus.InputError, writer_lib.OutputError.
+  """
   output_files = config.resolved_output_files()
   # The original reads each glob's matches in directory order; the default mode sorts them so
   # its output does not depend on the filesystem.
@@ -237,6 +267,51 @@ def run(config: DataConfig) -> Dict[str, Any]:
                                          sort=not config.reproduce_original)
   flag = "--output_dir" if config.output_dir else "--output_file"
   writer_lib.check_distinct_outputs(output_files, flag)
+  return input_files, output_files, flag
+
+
+def lock_directories(config: DataConfig, output_files: List[str]) -> List[str]:
+  """The folders a run locks: --output_dir, or the folder of each --output_file."""
+  if config.output_dir:
+    return [config.output_dir]
+  return sorted({os.path.dirname(p) or "." for p in output_files})
+
+
+@contextlib.contextmanager
+def output_locks(config: DataConfig, output_files: List[str], flag: str,
+                 program: str = "create_pretraining_data") -> Iterator[None]:
+  """Holds io.directory_lock on every output folder for the block: one run per folder.
+
+  A second run on the same folder fails at once (io.DirectoryInUseError, naming the run that
+  holds it); a lock left by a killed run of this host is taken over. The lock file
+  (io.LOCK_NAME) is hidden and never matches a shard name or an input glob.
+
+  Raises:
+    writer_lib.OutputError: a folder that cannot be created, naming the flag.
+    io.DirectoryInUseError: another live run holds a folder.
+  """
+  with contextlib.ExitStack() as stack:
+    for directory in lock_directories(config, output_files):
+      if io.exists(directory) and not io.isdir(directory):
+        raise writer_lib.OutputError(f"{flag}: {directory} exists and is not a folder")
+      try:
+        stack.enter_context(io.directory_lock(directory, program))
+      except io.DirectoryInUseError as e:
+        raise io.DirectoryInUseError(f"{flag}: {e}") from None
+      except Exception as e:  # pylint: disable=broad-except
+        # OSError locally, tf.errors.OpError on other filesystems.
+        raise writer_lib.OutputError(
+            f"{flag}: cannot create or lock the folder {directory}: "
+            f"{getattr(e, 'message', None) or e}") from None
+    yield
+
+
+def check_outputs(config: DataConfig, output_files: List[str], flag: str) -> List[str]:
+  """Rolls back a killed run's commit, refuses existing outputs; returns stale shards.
+
+  Raises:
+    writer_lib.OutputError: naming the file and the flag (--overwrite where it helps).
+  """
   # A run killed while committing to these outputs left a journal: undo that commit first, so
   # its half-renamed files neither block this run nor mix with its outputs.
   for journal, removed in writer_lib.recover_interrupted_commits(
@@ -247,75 +322,120 @@ def run(config: DataConfig) -> Dict[str, Any]:
   if config.output_dir:
     stale_shards = writer_lib.check_output_dir(config.output_dir, output_files, config.overwrite)
   writer_lib.check_outputs(output_files, config.overwrite, flag=flag)
+  return stale_shards
 
-  start = time.time()
+
+def load_vocab(config: DataConfig):
+  """(tokenizer, VocabTables, vocab md5) of --vocab_file.
+
+  Raises:
+    UsageError: an unreadable vocab file, or one without the special tokens.
+  """
   try:
     tokenizer = tokenization.FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
   except (OSError, ValueError) as e:
     raise UsageError(f"--vocab_file: {e}") from None
   vocab = instances_lib.VocabTables(tokenizer.vocab, source=f"--vocab_file={config.vocab_file}")
-  vocab_md5 = features.vocab_checksum(config.vocab_file)
+  return tokenizer, vocab, features.vocab_checksum(config.vocab_file)
 
-  # Open the outputs before the long part, so an unwritable destination fails at once.
-  with writer_lib.RecordWriter(output_files, config.compression, flag=flag) as writer:
-    logging.info("Reading %d input file(s)", len(input_files))
-    if config.reproduce_original:
-      report, stats, read_seconds = _write_reference(config, options, tokenizer, vocab,
-                                                     input_files, writer, start)
-    else:
-      report, stats, read_seconds = _write_default(config, input_files, tokenizer, writer,
-                                                   start)
-    writer.finish_writing()
-    instance_seconds = time.time() - start - (read_seconds or 0.0)
 
-    final_files, remove = _final_layout(config, output_files, stale_shards, writer.counts,
-                                        stats.instances, input_files)
-    written = [f for f in final_files if f]
-    not_written = [p for p, f in zip(output_files, final_files) if not f]
-    counts = {
-        "input_files": len(input_files),
-        "documents": report.documents,
-        "lines": report.lines,
-        "tokens": report.tokens,
-        "invalid_utf8_lines": report.invalid_utf8_lines,
-        "skipped_lines": report.skipped_lines,
-        "long_lines": report.long_lines,
-        "instances": stats.instances,
-        "masked_tokens": stats.masked,
-        "random_next": stats.random_next,
-        "full_length": stats.full_length,
-    }
-    extra = {"outputs_not_written": not_written} if not_written else {}
-    metadata = [None if final is None else features.make_metadata(
-        max_seq_length=config.max_seq_length,
-        max_predictions_per_seq=config.max_predictions_per_seq,
-        use_v2_feature_names=config.use_v2_feature_names,
-        vocab_size=len(vocab.replacement_ids), vocab_md5=vocab_md5,
-        do_lower_case=config.do_lower_case, do_whole_word_mask=config.do_whole_word_mask,
-        flags=config.flag_values(), counts=dict(counts, instances_in_file=count,
-                                                output_files=written, **extra),
-        program_version=f"{PROGRAM} {PROGRAM_VERSION}", compression=config.compression)
-                for final, count in zip(final_files, writer.counts)]
-    # Records and metadata are complete under temporary names before anything final changes;
-    # the renames (records, then metadata) are journaled: see writer.RecordWriter.commit.
-    # Shards of an earlier layout (--overwrite only) go in the same commit: a reader globbing
-    # the folder never sees old and new shards together once the run has finished.
-    sizes = writer.commit(final_files, metadata, remove=remove)
+def make_counts(report: corpus.ReadReport, stats: writer_lib.InstanceStats, input_files,
+                long_lines: int) -> Dict[str, int]:
+  """The run's counts as the metadata records them."""
+  return {
+      "input_files": len(input_files),
+      "documents": report.documents,
+      "lines": report.lines,
+      "tokens": report.tokens,
+      "invalid_utf8_lines": report.invalid_utf8_lines,
+      "skipped_lines": report.skipped_lines,
+      "long_lines": long_lines,
+      "instances": stats.instances,
+      "masked_tokens": stats.masked,
+      "random_next": stats.random_next,
+      "full_length": stats.full_length,
+  }
 
-  if report.long_lines:
-    logging.warning("%d line(s) were longer than %d bytes: only their beginning was used",
-                    report.long_lines, report.max_line_bytes)
-  output_files = written
+
+def make_metadata(config: DataConfig, counts: Dict[str, Any], vocab, vocab_md5: str,
+                  output_files: List[str], final_files: List[Optional[str]],
+                  file_counts: List[int], extra_flags: Optional[Dict[str, Any]] = None
+                  ) -> List[Optional[Dict[str, Any]]]:
+  """The metadata of each output (None for one not written), as features.make_metadata."""
+  written = [f for f in final_files if f]
+  not_written = [p for p, f in zip(output_files, final_files) if not f]
+  extra = {"outputs_not_written": not_written} if not_written else {}
+  flags = dict(config.flag_values(), **(extra_flags or {}))
+  return [None if final is None else features.make_metadata(
+      max_seq_length=config.max_seq_length,
+      max_predictions_per_seq=config.max_predictions_per_seq,
+      use_v2_feature_names=config.use_v2_feature_names,
+      vocab_size=len(vocab.replacement_ids), vocab_md5=vocab_md5,
+      do_lower_case=config.do_lower_case, do_whole_word_mask=config.do_whole_word_mask,
+      flags=flags, counts=dict(counts, instances_in_file=count, output_files=written, **extra),
+      program_version=f"{PROGRAM} {PROGRAM_VERSION}", compression=config.compression)
+          for final, count in zip(final_files, file_counts)]
+
+
+def make_summary(stats: writer_lib.InstanceStats, documents: int, sizes: List[int],
+                 output_files: List[str], read_seconds: Optional[float],
+                 instance_seconds: float, start: float) -> Dict[str, Any]:
+  """The figures format_summary prints."""
   total_seconds = time.time() - start
   summary = stats.summary()
-  summary.update(documents=report.documents, output_bytes=sum(sizes), output_files=output_files,
+  summary.update(documents=documents, output_bytes=sum(sizes), output_files=output_files,
                  read_seconds=read_seconds, instance_seconds=instance_seconds,
                  total_seconds=total_seconds,
                  instances_per_second=stats.instances / max(total_seconds, 1e-9))
   return summary
 
 
-def _final_layout(config, output_files, stale_shards, counts, instances, input_files):
+def run(config: DataConfig) -> Dict[str, Any]:
+  """Reads, tokenizes, makes instances and writes them with metadata; returns the summary.
+
+  Holds the lock of every output folder for the whole run (output_locks).
+
+  Raises:
+    UsageError, corpus.InputError, writer_lib.OutputError, io.DirectoryInUseError,
+      ValueError: bad flags, input or outputs, with a message naming the flag, file or line.
+  """
+  options = validate(config)
+  input_files, output_files, flag = resolve_files(config)
+  with output_locks(config, output_files, flag):
+    stale_shards = check_outputs(config, output_files, flag)
+    start = time.time()
+    tokenizer, vocab, vocab_md5 = load_vocab(config)
+
+    # Open the outputs before the long part, so an unwritable destination fails at once.
+    with writer_lib.RecordWriter(output_files, config.compression, flag=flag) as writer:
+      logging.info("Reading %d input file(s)", len(input_files))
+      if config.reproduce_original:
+        report, stats, read_seconds, long_lines = _write_reference(
+            config, options, tokenizer, vocab, input_files, writer, start)
+      else:
+        report, stats, read_seconds, long_lines = _write_default(config, input_files,
+                                                                 tokenizer, writer, start)
+      writer.finish_writing()
+      instance_seconds = time.time() - start - (read_seconds or 0.0)
+
+      final_files, remove = final_layout(config, output_files, stale_shards, writer.counts,
+                                         stats.instances, input_files)
+      counts = make_counts(report, stats, input_files, long_lines.count)
+      metadata = make_metadata(config, counts, vocab, vocab_md5, output_files, final_files,
+                               writer.counts)
+      # Records and metadata are complete under temporary names before anything final
+      # changes; the renames (records, then metadata) are journaled: see
+      # writer.RecordWriter.commit. Shards of an earlier layout (--overwrite only) go in the
+      # same commit: a reader globbing the folder never sees old and new shards together once
+      # the run has finished.
+      sizes = writer.commit(final_files, metadata, remove=remove)
+
+  long_lines.log_total()
+  return make_summary(stats, report.documents, sizes, [f for f in final_files if f],
+                      read_seconds, instance_seconds, start)
+
+
+def final_layout(config, output_files, stale_shards, counts, instances, input_files):
   """(final name or None for each output, files to remove in the commit): no empty outputs.
 
   See the module docstring: only outputs with records are written; output_dir's shards are
@@ -359,7 +479,7 @@ def _final_layout(config, output_files, stale_shards, counts, instances, input_f
   return finals, [p for p in found if p in candidates]
 
 
-def _check_documents(report, num_documents, input_files):
+def check_documents(report, num_documents, input_files):
   for path in report.empty_files:
     logging.warning("Input file %s is empty", path)
   if report.invalid_utf8_lines:
@@ -386,12 +506,12 @@ def _write_reference(config, options, tokenizer, vocab, input_files, writer, sta
   tokenize = tokenizer.tokenize_to_ids
   if config.segmented_input:
     tokenize = instances_lib.tag_words(tokenize, vocab.size)
-  documents, report = instances_lib.read_documents(input_files, tokenize,
-                                                   errors=config.errors,
-                                                   report=_line_report(config, input_files),
-                                                   progress=read_progress)
+  long_lines = long_lines_for(config)
+  documents, report = instances_lib.read_documents(
+      input_files, tokenize, errors=config.errors,
+      report=_LineWatchingReport(input_files, long_lines), progress=read_progress)
   read_seconds = time.time() - start
-  _check_documents(report, len(documents), input_files)
+  check_documents(report, len(documents), input_files)
   logging.info("Read %d documents, %d lines, %d tokens in %.1f s", report.documents,
                report.lines, report.tokens, read_seconds)
 
@@ -405,72 +525,106 @@ def _write_reference(config, options, tokenizer, vocab, input_files, writer, sta
   del documents
   for record in records:
     writer.write(record)
-  return report, serializer.stats, read_seconds
+  return report, serializer.stats, read_seconds, long_lines
 
 
-# --- Default mode: blocks of documents, processed in parallel, written in block order ---
+# --- Default mode: the block plan (instances.plan_windows), blocks made in parallel ---
+
+
+@dataclasses.dataclass
+class BlockResult:
+  """What one block made: its records (in order) and its counts."""
+
+  records: List[bytes]
+  stats: writer_lib.InstanceStats
+  documents: int
+  segments: int
+  tokens: int
+
+
+class BlockMaker:
+  """Turns one block of text documents into serialised records; one per process.
+
+  Shared by the local mode's worker processes and the Beam pipeline's workers, so both make
+  the same records from the same block. Building it costs ~0.8 s of CPU (the tokenizer's
+  character classes over all of Unicode): once per process, not per block.
+  """
+
+  def __init__(self, config: DataConfig, tokenizer=None):
+    if tokenizer is None:
+      tokenizer = tokenization.FullTokenizer(config.vocab_file,
+                                             do_lower_case=config.do_lower_case)
+    self.config = config
+    self.vocab = instances_lib.VocabTables(tokenizer.vocab, source=config.vocab_file)
+    self.options = config.instance_options()
+    self.encoder = features.ExampleEncoder(config.max_seq_length,
+                                           config.max_predictions_per_seq, self.vocab.size,
+                                           config.use_v2_feature_names)
+    self.tokenize = tokenizer.tokenize_to_ids
+    if config.segmented_input:
+      self.tokenize = instances_lib.tag_words(self.tokenize, self.vocab.size)
+
+  def __call__(self, key: Tuple[int, int], text_documents: List[List[str]]) -> BlockResult:
+    """key: (window index, block index) of the plan; text_documents: its stripped lines."""
+    tokenize = self.tokenize
+    documents = []
+    segments = tokens = 0
+    for text_document in text_documents:
+      document = [ids for ids in map(tokenize, text_document) if ids]
+      if document:
+        documents.append(document)
+        segments += len(document)
+        tokens += sum(map(len, document))
+    serializer = writer_lib.Serializer(self.encoder)
+    records = []
+    if documents:
+      rng = instances_lib.block_rng(self.config.random_seed, *key)
+      records = instances_lib.create_training_instances(documents, self.options, self.vocab,
+                                                        rng, transform=serializer)
+    return BlockResult(records, serializer.stats, len(documents), segments, tokens)
+
+
+def block_bytes(config: DataConfig) -> int:
+  return max(1, int(config.block_size_mb * 1e6))
+
 
 _WORKER_STATE = {}
 
 
 def _init_block_worker(config: DataConfig, tokenizer=None) -> None:
-  """Sets up one process's tokenizer, tables and encoder (once, not per block).
-
-  Building a tokenizer costs ~0.8 s of CPU (character classes over all of Unicode); forked
-  workers inherit the main process's instead.
-  """
-  if tokenizer is None:
-    tokenizer = tokenization.FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
-  vocab = instances_lib.VocabTables(tokenizer.vocab, source=config.vocab_file)
-  _WORKER_STATE.update(
-      config=config, tokenizer=tokenizer, vocab=vocab, options=config.instance_options(),
-      encoder=features.ExampleEncoder(config.max_seq_length, config.max_predictions_per_seq,
-                                      vocab.size, config.use_v2_feature_names))
+  _WORKER_STATE["maker"] = BlockMaker(config, tokenizer)
 
 
-def _make_block(task):
-  """(block index, documents as text) -> (records, stats, documents, segments, tokens)."""
-  index, text_documents = task
-  state = _WORKER_STATE
-  tokenize = state["tokenizer"].tokenize_to_ids
-  if state["config"].segmented_input:
-    tokenize = instances_lib.tag_words(tokenize, state["vocab"].size)
-  documents = []
-  segments = tokens = 0
-  for text_document in text_documents:
-    document = [ids for ids in map(tokenize, text_document) if ids]
-    if document:
-      documents.append(document)
-      segments += len(document)
-      tokens += sum(map(len, document))
-  serializer = writer_lib.Serializer(state["encoder"])
-  records = []
-  if documents:
-    rng = instances_lib.block_rng(state["config"].random_seed, index)
-    records = instances_lib.create_training_instances(documents, state["options"],
-                                                      state["vocab"], rng, transform=serializer)
-  return records, serializer.stats, len(documents), segments, tokens
+def _make_block(task) -> BlockResult:
+  key, text_documents = task
+  return _WORKER_STATE["maker"](key, text_documents)
 
 
 def _write_default(config, input_files, tokenizer, writer, start):
-  """Blocks of about block_size_mb, made by worker processes, written in block order."""
+  """The plan's blocks, read here, made by worker processes, written in plan order."""
   num_workers = config.num_workers or os.cpu_count() or 1
-  report = _line_report(config, input_files)
+  report = corpus.ReadReport()
+  long_lines = long_lines_for(config)
   stats = writer_lib.InstanceStats(config.max_seq_length)
-  blocks = instances_lib.iter_text_blocks(input_files, int(config.block_size_mb * 1e6),
-                                          config.errors, report, window_blocks=64,
-                                          random_seed=config.random_seed)
-  total_bytes = sum(io.size(p) for p in input_files)
+  sizes = [io.size(p) for p in input_files]
+  for path, size in zip(input_files, sizes):
+    if not size:  # no piece reads it: counted here
+      report.files += 1
+      report.empty_files.append(path)
+  blocks = instances_lib.iter_text_blocks(
+      input_files, sizes, block_bytes(config), config.errors, report,
+      random_seed=config.random_seed, max_line_bytes=long_lines.max_line_bytes,
+      on_long_line=long_lines)
+  total_bytes = sum(sizes)
   last_log = [0.0]
 
-  def collect(result):
-    records, block_stats, documents, segments, tokens = result
-    for record in records:
+  def collect(result: BlockResult):
+    for record in result.records:
       writer.write(record)
-    stats.merge(block_stats)
-    report.documents += documents
-    report.segments += segments
-    report.tokens += tokens
+    stats.merge(result.stats)
+    report.documents += result.documents
+    report.segments += result.segments
+    report.tokens += result.tokens
     now = time.time()
     if now - last_log[0] > 10:
       last_log[0] = now
@@ -481,10 +635,9 @@ def _write_default(config, input_files, tokenizer, writer, start):
                    stats.instances, report.documents / elapsed, stats.instances / elapsed,
                    elapsed * (1 - done) / max(done, 1e-9))
 
-  tasks = enumerate(blocks)
   if num_workers == 1:
     _init_block_worker(config, tokenizer)
-    for task in tasks:
+    for task in blocks:
       collect(_make_block(task))
   else:
     # Fork is cheap and safe while TensorFlow is not loaded (local paths never load it).
@@ -496,17 +649,17 @@ def _write_default(config, input_files, tokenizer, writer, start):
     else:
       initializer, initargs = _init_block_worker, (config,)
     with context.Pool(num_workers, initializer=initializer, initargs=initargs) as pool:
-      # At most a few blocks in flight: memory stays bounded, order is the input's.
+      # At most a few blocks in flight: memory stays bounded, order is the plan's.
       in_flight = collections.deque()
-      for task in tasks:
+      for task in blocks:
         in_flight.append(pool.apply_async(_make_block, (task,)))
         if len(in_flight) >= 2 * num_workers:
           collect(in_flight.popleft().get())
       while in_flight:
         collect(in_flight.popleft().get())
   _WORKER_STATE.clear()  # the main process's copy: no longer needed
-  _check_documents(report, report.documents, input_files)
-  return report, stats, None  # reading is pipelined with everything else
+  check_documents(report, report.documents, input_files)
+  return report, stats, None, long_lines  # reading is pipelined with everything else
 
 
 def format_summary(summary: Dict[str, Any]) -> str:

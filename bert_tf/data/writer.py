@@ -249,6 +249,42 @@ def iter_records(path: str, compression: str = "", verify: bool = True,
     raw.close()
 
 
+def count_records(path: str, compression: str = "") -> int:
+  """How many records a TFRecord file holds, reading only the length headers.
+
+  Uncompressed files are not read past the headers (each body is skipped with a seek); GZIP
+  streams are decompressed (a seek there reads). Checksums are not verified.
+
+  Raises:
+    CorruptRecordError: a truncated header or record, naming the file and record.
+  """
+  count = offset = 0
+  file_size = io.size(path) if compression != "GZIP" else 0
+  raw = io.open_file(path, "rb")
+  stream = gzip.GzipFile(fileobj=raw, mode="rb") if compression == "GZIP" else raw
+  try:
+    while True:
+      head = stream.read(12)
+      if not head:
+        return count
+      if len(head) < 12:
+        raise CorruptRecordError(f"{path}: record {count} at byte {offset}: truncated length "
+                                 f"header")
+      (length,) = struct.unpack("<Q", head[:8])
+      if compression == "GZIP":
+        skipped = len(stream.read(length + 4))
+      else:
+        skipped = min(length + 4, file_size - (offset + 12))
+        stream.seek(offset + 12 + length + 4)
+      if skipped < length + 4:
+        raise CorruptRecordError(f"{path}: record {count} at byte {offset}: truncated record")
+      count += 1
+      offset += 12 + length + 4
+  finally:
+    stream.close()
+    raw.close()
+
+
 class _LocalRecordFile:
   """A TFRecord file on the local filesystem, framed in batches of records."""
 
@@ -561,6 +597,25 @@ class RecordWriter:
     except Exception as e:  # pylint: disable=broad-except
       self.abort()
       raise OutputError(f"{flag}: cannot write {_reason(e)}") from None
+
+  @classmethod
+  def of_written_files(cls, output_files: Sequence[str], temp_files: Sequence[str],
+                       counts: Sequence[int], flag: str = "--output_file") -> "RecordWriter":
+    """A writer whose record files were written by someone else (the Beam pipeline's sink).
+
+    temp_files[i] holds output_files[i]'s records (counts[i] of them) under a temporary name;
+    commit() and abort() then work as for files written here.
+    """
+    if not len(output_files) == len(temp_files) == len(counts):
+      raise ValueError("of_written_files: one temporary file and one count per output")
+    writer = cls.__new__(cls)
+    writer.output_files = list(output_files)
+    writer.flag = flag
+    writer.temp_files = list(temp_files)
+    writer.counts = list(counts)
+    writer._next = 0
+    writer._writers = []
+    return writer
 
   @staticmethod
   def _open(path: str, compression: str):

@@ -1,0 +1,368 @@
+"""create_pretraining_data's default mode as an Apache Beam pipeline (DirectRunner, Dataflow,
+Flink, Spark): `python data_prep/create_pretraining_data.py --runner=NAME ...`.
+
+The only module that imports apache_beam (install the extra: `pip install -e '.[beam]'`).
+
+The pipeline runs the default mode's block plan (instances.plan_windows) with the same code
+as the local mode, so for the same input, flags and seed both make the same records:
+
+  windows of the plan (made here from the file sizes)
+    | Reshuffle                      spread the windows over the workers
+    | ReadWindows                    read each window's byte ranges, shuffle its documents, cut
+                                     blocks keyed (window index, block index)
+    | Reshuffle                      spread the blocks over the workers
+    | MakeInstances                  pretraining_data.BlockMaker: the block's records, in order
+    | WriteToTFRecord                Beam's own sink: --num_output_shards shards, GZIP optional
+    | CountRecords                   each shard's records, read back from its length headers
+
+Equality with the local mode: the same multiset of records (byte for byte: the same
+serialisation). Not the same order or shard assignment: Beam's sink deals records to shards
+itself (round robin from a random start per bundle), so a shard holds other records, in
+another order, than the local mode's shard of the same name; a training run shuffles them
+anyway.
+
+The main process holds the output folders' locks (pretraining_data.output_locks), checks the
+outputs as the local mode does (a rerun is refused without --overwrite; a killed run's
+commit is rolled back), and has the sink write into a staging folder
+`<output folder>/beam-staging.incomplete-<pid>/`. Only after the pipeline has succeeded are
+the shards moved to their final names with their metadata (counts from Beam's metrics), in
+the local mode's journaled commit (writer.RecordWriter.commit); a failed pipeline leaves no
+shard under a final name and its staging folder is deleted (a killed main process leaves one
+named as incomplete, which the next run removes). Shards that received no record (fewer
+instances than shards) are not committed, as in the local mode.
+
+Retries: a bundle that fails is retried by runners that retry (Dataflow, Flink, Spark,
+BundleBasedDirectRunner; the DirectRunner's default FnApiRunner fails the pipeline instead).
+A retried bundle's output is discarded by the sink, so no record is lost or written twice. The
+instance counts (in all and per shard) are counted from the committed shards; the other figures
+(documents, lines, masked tokens, ...) are Beam metrics, committed values where the runner has
+them. Dataflow's committed metrics leave failed attempts out; the BundleBasedDirectRunner's keep
+them, and runners with attempted metrics only count a retried bundle twice: after a retry those
+figures may be too high (a warning says so when the instances counter disagrees with the
+shards). BERT_TF_BEAM_FAIL_ONCE_DIR (tests
+only) makes the first attempt at every block fail, leaving a marker file in that folder.
+"""
+
+import logging as std_logging
+import os
+import time
+from typing import Any, Dict, List, Sequence, Tuple
+
+import apache_beam as beam
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.metrics import Metrics
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import StandardOptions
+from apache_beam.runners.runner import PipelineState
+from absl import logging
+
+from bert_tf import io
+from bert_tf.data import corpus
+from bert_tf.data import instances as instances_lib
+from bert_tf.data import pretraining_data
+from bert_tf.data import writer as writer_lib
+
+NAMESPACE = "bert_tf.create_pretraining_data"
+STAGING_NAME = "beam-staging"
+SHARD_PREFIX = "pretraining"
+FAIL_ONCE_ENV = "BERT_TF_BEAM_FAIL_ONCE_DIR"
+_RECORDS_IN = "records_in:"  # + a staged shard's name: its record count
+
+
+class InjectedFault(RuntimeError):
+  """The test hook's failure (see FAIL_ONCE_ENV)."""
+
+
+class PipelineFailed(RuntimeError):
+  """The runner reported a state other than DONE."""
+
+
+def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
+  """Beam's PipelineOptions from the command line's Beam flags (--runner=... and the rest).
+
+  Raises:
+    pretraining_data.UsageError: no --runner, or a flag that no Beam option class knows (a
+      typo would otherwise be dropped silently by Beam).
+  """
+  options = PipelineOptions(list(beam_args))
+  known = set(options.get_all_options(drop_default=False))
+  given = options.get_all_options(retain_unknown_options=True)
+  unknown = sorted(set(given) - known)
+  if unknown:
+    raise pretraining_data.UsageError(
+        f"unknown flag(s) {', '.join('--' + name for name in unknown)}: neither a flag of "
+        f"this tool nor an Apache Beam pipeline option (see --help, and Beam's "
+        f"PipelineOptions for the runner's)")
+  if not options.view_as(StandardOptions).runner:
+    raise pretraining_data.UsageError("the Beam pipeline needs --runner (DirectRunner, "
+                                      "DataflowRunner, FlinkRunner, SparkRunner, ...)")
+  return options
+
+
+def _counter(name: str):
+  return Metrics.counter(NAMESPACE, name)
+
+
+class _ReadWindows(beam.DoFn):
+  """(window index, pieces) -> ((window index, block index), documents) for each block."""
+
+  def __init__(self, input_files: List[str], block_bytes: int, errors: str, random_seed: int,
+               max_line_bytes: int):
+    super().__init__()
+    self._input_files = list(input_files)
+    self._block_bytes = block_bytes
+    self._errors = errors
+    self._random_seed = random_seed
+    self._max_line_bytes = max_line_bytes
+    self._counters = {}
+
+  def setup(self):
+    self._counters = {name: _counter(name) for name in (
+        "files", "lines", "bytes", "invalid_utf8_lines", "skipped_lines", "long_lines",
+        "blocks")}
+
+  def process(self, element):
+    window_index, pieces = element
+    report = corpus.ReadReport()
+    long_lines = pretraining_data.LongLines(self._max_line_bytes)
+    documents = instances_lib.read_window(self._input_files, pieces, self._errors, report,
+                                          self._max_line_bytes, long_lines)
+    blocks = instances_lib.cut_window(documents, self._block_bytes, self._random_seed,
+                                      window_index)
+    for name in ("files", "lines", "bytes", "invalid_utf8_lines", "skipped_lines"):
+      self._counters[name].inc(getattr(report, name))
+    self._counters["long_lines"].inc(long_lines.count)
+    self._counters["blocks"].inc(len(blocks))
+    for block_index, block in enumerate(blocks):
+      yield (window_index, block_index), block
+
+
+class _MakeInstances(beam.DoFn):
+  """((window index, block index), documents) -> the block's serialised records."""
+
+  def __init__(self, config: pretraining_data.DataConfig, total_bytes: int):
+    super().__init__()
+    self._config = config
+    self._total_bytes = max(total_bytes, 1)
+    self._maker = None
+    self._counters = {}
+
+  def setup(self):
+    self._maker = pretraining_data.BlockMaker(self._config)
+    self._counters = {name: _counter(name) for name in (
+        "instances", "instance_tokens", "full_length", "masked_tokens", "random_next",
+        "documents", "segments", "tokens")}
+    self._start = time.time()
+    self._last_log = self._start
+    self._done = [0, 0, 0]  # blocks, instances, bytes of text made by this worker
+
+  def process(self, element):
+    key, text_documents = element
+    fail_dir = os.environ.get(FAIL_ONCE_ENV)
+    if fail_dir:
+      _fail_first_attempt(fail_dir, key)
+    result = self._maker(key, text_documents)
+    stats = result.stats
+    for name, value in (("instances", stats.instances), ("instance_tokens", stats.tokens),
+                        ("full_length", stats.full_length), ("masked_tokens", stats.masked),
+                        ("random_next", stats.random_next), ("documents", result.documents),
+                        ("segments", result.segments), ("tokens", result.tokens)):
+      self._counters[name].inc(value)
+    self._progress(stats.instances, sum(len(line) + 1 for document in text_documents
+                                        for line in document))
+    yield from result.records
+
+  def _progress(self, instances: int, text_bytes: int) -> None:
+    self._done[0] += 1
+    self._done[1] += instances
+    self._done[2] += text_bytes
+    now = time.time()
+    if now - self._last_log < 30:
+      return
+    self._last_log = now
+    elapsed = max(now - self._start, 1e-9)
+    share = self._done[2] / self._total_bytes
+    logging.info("this worker: %d blocks, %d instances (%.0f/s), %.1f%% of the input's text "
+                 "(alone it would finish in %.0f s more)", self._done[0], self._done[1],
+                 self._done[1] / elapsed, 100 * share, elapsed * (1 - share) / max(share, 1e-9))
+
+
+def _fail_first_attempt(fail_dir: str, key: Tuple[int, int]) -> None:
+  """The fault-injection hook: the first attempt at each block raises (marker per block)."""
+  marker = os.path.join(fail_dir, f"block-{key[0]}-{key[1]}")
+  try:
+    fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+  except FileExistsError:
+    return  # a retry: this block already failed once
+  os.close(fd)
+  raise InjectedFault(f"injected failure of the first attempt at block {key}")
+
+
+def _count_records(path: str, compression: str) -> None:
+  _counter(_RECORDS_IN + path.rsplit("/", 1)[-1]).inc(
+      writer_lib.count_records(path, compression))
+
+
+def build_pipeline(pipeline: beam.Pipeline, config: pretraining_data.DataConfig,
+                   input_files: List[str], file_sizes: List[int], staging: str,
+                   num_shards: int) -> None:
+  """Adds the transforms (see the module docstring) to `pipeline`."""
+  block_bytes = pretraining_data.block_bytes(config)
+  plan = instances_lib.plan_windows(file_sizes, block_bytes * instances_lib.WINDOW_BLOCKS)
+  max_line_bytes = pretraining_data.long_lines_for(config).max_line_bytes
+  suffix = ".tfrecord.gz" if config.compression == "GZIP" else ".tfrecord"
+  compression = (CompressionTypes.GZIP if config.compression == "GZIP"
+                 else CompressionTypes.UNCOMPRESSED)
+  shards = (
+      pipeline
+      | "Windows" >> beam.Create(list(enumerate(plan)))
+      | "SpreadWindows" >> beam.Reshuffle()
+      | "ReadWindows" >> beam.ParDo(_ReadWindows(input_files, block_bytes, config.errors,
+                                                 config.random_seed, max_line_bytes))
+      | "SpreadBlocks" >> beam.Reshuffle()
+      | "MakeInstances" >> beam.ParDo(_MakeInstances(config, sum(file_sizes)))
+      | "Write" >> beam.io.WriteToTFRecord(
+          io.join(staging, SHARD_PREFIX), file_name_suffix=suffix, num_shards=num_shards,
+          shard_name_template="-SSSSS-of-NNNNN", compression_type=compression))
+  _ = (shards
+       | "SpreadShards" >> beam.Reshuffle()
+       | "CountRecords" >> beam.Map(_count_records, config.compression))
+
+
+def _metric_values(result) -> Dict[str, int]:
+  """Our counters by name: committed values where the runner has them, else attempted."""
+  values = {}
+  for counter in result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]:
+    try:
+      value = counter.committed
+    except Exception:  # pylint: disable=broad-except
+      value = None  # a runner without committed metrics
+    if value is None:
+      value = counter.attempted
+    name = counter.key.metric.name
+    values[name] = values.get(name, 0) + int(value or 0)
+  return values
+
+
+def run(config: pretraining_data.DataConfig, beam_args: Sequence[str]) -> Dict[str, Any]:
+  """The default mode on Beam: same checks, records, metadata and summary as the local run.
+
+  Args:
+    config: the command's flags (reproduce_original must be False; num_workers is unused: the
+      runner's options decide).
+    beam_args: the Beam pipeline flags, e.g. ["--runner=DirectRunner",
+      "--direct_num_workers=2", "--direct_running_mode=multi_processing"].
+
+  Returns:
+    The summary (pretraining_data.format_summary prints it).
+
+  Raises:
+    pretraining_data.UsageError, corpus.InputError, writer_lib.OutputError,
+    io.DirectoryInUseError, PipelineFailed, and whatever the runner raises for a failed step.
+  """
+  if config.reproduce_original:
+    raise pretraining_data.UsageError(
+        "--reproduce_original shuffles the whole corpus in one process; it has no Beam "
+        "pipeline (drop --runner, or drop --reproduce_original)")
+  pretraining_data.validate(config)
+  options = pipeline_options(beam_args)
+  input_files, output_files, flag = pretraining_data.resolve_files(config)
+  with pretraining_data.output_locks(config, output_files, flag):
+    stale_shards = pretraining_data.check_outputs(config, output_files, flag)
+    start = time.time()
+    _, vocab, vocab_md5 = pretraining_data.load_vocab(config)  # refuse a bad vocab up front
+    folder = config.output_dir or os.path.dirname(output_files[0]) or "."
+    io.remove_stale_temp_files(io.join(folder, STAGING_NAME))  # left by killed runs
+    staging = io.temp_name(io.join(folder, STAGING_NAME))
+    sizes = [io.size(p) for p in input_files]
+    runner = options.view_as(StandardOptions).runner
+    logging.info("Running the Beam pipeline on %s: %d input file(s), %.1f MB, staging in %s",
+                 runner, len(input_files), sum(sizes) / 1e6, staging)
+    writer = None
+    beam_logger = std_logging.getLogger("apache_beam")
+    beam_level = beam_logger.level
+    if logging.get_verbosity() < logging.DEBUG:
+      # The runner's and workers' INFO lines (hundreds even on the DirectRunner): with
+      # --verbosity=1 they show, workers' progress lines included.
+      beam_logger.setLevel(std_logging.WARNING)
+    try:
+      io.makedirs(staging)
+      pipeline = beam.Pipeline(options=options)
+      build_pipeline(pipeline, config, input_files, sizes, staging, len(output_files))
+      result = pipeline.run()
+      state = result.wait_until_finish()
+      if state != PipelineState.DONE:
+        raise PipelineFailed(f"the Beam pipeline ended in state {state} (runner {runner}); "
+                             f"nothing was committed")
+      metrics = _metric_values(result)
+      staged, counts = _staged_shards(staging, metrics, len(output_files), flag)
+
+      report = corpus.ReadReport(
+          files=metrics.get("files", 0) + sum(1 for size in sizes if not size),
+          empty_files=[p for p, size in zip(input_files, sizes) if not size],
+          lines=metrics.get("lines", 0), bytes=metrics.get("bytes", 0),
+          invalid_utf8_lines=metrics.get("invalid_utf8_lines", 0),
+          skipped_lines=metrics.get("skipped_lines", 0),
+          documents=metrics.get("documents", 0), segments=metrics.get("segments", 0),
+          tokens=metrics.get("tokens", 0))
+      stats = writer_lib.InstanceStats(
+          config.max_seq_length, instances=sum(counts), tokens=metrics.get("instance_tokens", 0),
+          full_length=metrics.get("full_length", 0), masked=metrics.get("masked_tokens", 0),
+          random_next=metrics.get("random_next", 0))
+      if metrics.get("instances", 0) != stats.instances:
+        logging.warning("Beam's instances counter says %d, the shards hold %d (a runner "
+                        "without committed metrics counts retried bundles twice); the "
+                        "summary's other figures may be off by as much",
+                        metrics.get("instances", 0), stats.instances)
+      pretraining_data.check_documents(report, report.documents, input_files)
+      long_lines = metrics.get("long_lines", 0)
+      if long_lines:
+        logging.warning("%d line(s) were longer than %d bytes: only their beginning was used "
+                        "(the workers' logs name them)", long_lines,
+                        pretraining_data.long_lines_for(config).max_line_bytes)
+
+      writer = writer_lib.RecordWriter.of_written_files(output_files, staged, counts, flag)
+      final_files, remove = pretraining_data.final_layout(
+          config, output_files, stale_shards, counts, stats.instances, input_files)
+      metadata = pretraining_data.make_metadata(
+          config, pretraining_data.make_counts(report, stats, input_files, long_lines), vocab,
+          vocab_md5, output_files, final_files, counts,
+          extra_flags={"beam_pipeline_options": list(beam_args)})
+      sizes = writer.commit(final_files, metadata, remove=remove)
+    except BaseException:
+      if writer is not None:
+        writer.abort()
+      raise
+    finally:
+      beam_logger.setLevel(beam_level)
+      try:
+        io.remove_if_exists(staging)
+      except Exception:  # pylint: disable=broad-except
+        logging.warning("Could not delete the staging folder %s (its name says it is "
+                        "incomplete; the next run removes it)", staging)
+  return pretraining_data.make_summary(stats, report.documents, sizes,
+                                       [f for f in final_files if f], None,
+                                       time.time() - start, start)
+
+
+def _staged_shards(staging: str, metrics: Dict[str, int], num_shards: int,
+                   flag: str) -> Tuple[List[str], List[int]]:
+  """The sink's shards in the staging folder, those with records first, and their counts."""
+  suffixes = (".tfrecord", ".tfrecord.gz")
+  names = sorted(n for n in io.listdir(staging)
+                 if n.startswith(SHARD_PREFIX + "-") and n.endswith(suffixes))
+  if len(names) != num_shards:
+    raise writer_lib.OutputError(
+        f"{flag}: the Beam sink wrote {len(names)} shard(s) in {staging}, expected "
+        f"{num_shards}; nothing was committed")
+  missing = [n for n in names if _RECORDS_IN + n not in metrics and io.size(
+      io.join(staging, n)) > 0]
+  if missing:
+    raise writer_lib.OutputError(f"{flag}: no record count for {missing[0]} in Beam's "
+                                 f"metrics; nothing was committed")
+  counts = {n: metrics.get(_RECORDS_IN + n, 0) for n in names}
+  # Round-robin outputs with records come first (final_layout); a shard the sink left empty
+  # (fewer instances than shards) is not committed.
+  names.sort(key=lambda n: counts[n] == 0)
+  return [io.join(staging, n) for n in names], [counts[n] for n in names]
