@@ -287,10 +287,11 @@ def test_minilm_learns_to_find_the_answer(tmp_path):
   settings = squad_settings(
       tmp_path / "out", vocab_file=os.path.join(minilm, "vocab.txt"),
       init_checkpoint=os.path.join(minilm, "model.safetensors"), max_seq_length=128,
-      doc_stride=64, max_query_length=32, train_batch_size=16, learning_rate=5e-5,
-      num_train_epochs=3.0, iterations_per_loop=25, save_checkpoints_steps=1000)
+      doc_stride=64, max_query_length=32, train_batch_size=16, learning_rate=1e-4,
+      num_train_epochs=2.0, iterations_per_loop=25, save_checkpoints_steps=1000)
   result = sr.run_squad(config, settings)
-  assert result["global_step"] == 75  # int(400 / 16 * 3)
-  # Measured: F1 57.9, EM 30.0 (one run; seeded, but thread scheduling varies the sums).
-  assert result["eval"]["f1"] > 45.0, result["eval"]
-  assert result["eval"]["exact_match"] > 20.0, result["eval"]
+  assert result["global_step"] == 50  # int(400 / 16 * 2)
+  # Measured: F1 44.0, EM 24.2 (one run; seeded, but thread scheduling varies the sums). Three
+  # epochs at 5e-5 reach F1 57.9, EM 30.0, at 1.5x this test's time.
+  assert result["eval"]["f1"] > 35.0, result["eval"]
+  assert result["eval"]["exact_match"] > 15.0, result["eval"]
