@@ -14,6 +14,7 @@ as the local mode, so for the same input, flags and seed both make the same reco
     | MakeInstances                  pretraining_data.BlockMaker: the block's records, in order
     | WriteToTFRecord                Beam's own sink: --num_output_shards shards, GZIP optional
     | CountRecords                   each shard's records, read back from its length headers
+  the counts of windows, blocks and shards | SumCounts -> <staging>/counts.json
 
 Equality with the local mode: the same multiset of records (byte for byte: the same
 serialisation). Not the same order or shard assignment: Beam's sink deals records to shards
@@ -25,7 +26,7 @@ The main process holds the output folders' locks (pretraining_data.output_locks)
 outputs as the local mode does (a rerun is refused without --overwrite; a killed run's
 commit is rolled back), and has the sink write into a staging folder
 `<output folder>/beam-staging.incomplete-<pid>/`. Only after the pipeline has succeeded are
-the shards moved to their final names with their metadata (counts from Beam's metrics), in
+the shards moved to their final names with their metadata (counts summed in the pipeline), in
 the local mode's journaled commit (writer.RecordWriter.commit); a failed pipeline leaves no
 shard under a final name and its staging folder is deleted (a killed main process leaves one
 named as incomplete, which the next run removes). Shards that received no record (fewer
@@ -33,16 +34,16 @@ instances than shards) are not committed, as in the local mode.
 
 Retries: a bundle that fails is retried by runners that retry (Dataflow, Flink, Spark,
 BundleBasedDirectRunner; the DirectRunner's default FnApiRunner fails the pipeline instead).
-A retried bundle's output is discarded by the sink, so no record is lost or written twice. The
-instance counts (in all and per shard) are counted from the committed shards; the other figures
-(documents, lines, masked tokens, ...) are Beam metrics, committed values where the runner has
-them. Dataflow's committed metrics leave failed attempts out; the BundleBasedDirectRunner's keep
-them, and runners with attempted metrics only count a retried bundle twice: after a retry those
-figures may be too high (a warning says so when the instances counter disagrees with the
-shards). BERT_TF_BEAM_FAIL_ONCE_DIR (tests
-only) makes the first attempt at every block fail, leaving a marker file in that folder.
+A retried bundle's output is discarded, so no record is lost or written twice. For the same
+reason the figures of the metadata and summary (documents, lines, masked tokens, records per
+shard, ...) travel as pipeline data, not as Beam metrics: each window, block and shard emits a
+dict of counts, summed by a CombineFn into one JSON file in the staging folder (metrics may
+keep a failed attempt's increments, e.g. the BundleBasedDirectRunner's "committed" ones).
+BERT_TF_BEAM_FAIL_ONCE_DIR (tests only) makes the first attempt at every block fail, leaving
+a marker file in that folder.
 """
 
+import json
 import logging as std_logging
 import os
 import time
@@ -50,8 +51,6 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.metrics import Metrics
-from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.runners.runner import PipelineState
@@ -100,8 +99,29 @@ def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
   return options
 
 
-def _counter(name: str):
-  return Metrics.counter(NAMESPACE, name)
+COUNTS = "counts"  # the tag of the DoFns' counts output
+COUNTS_FILE = "counts.json"
+
+
+class _SumCounts(beam.CombineFn):
+  """Sums dicts of counts key by key (an empty input gives {})."""
+
+  def create_accumulator(self):
+    return {}
+
+  def add_input(self, accumulator, counts):
+    for name, value in counts.items():
+      accumulator[name] = accumulator.get(name, 0) + value
+    return accumulator
+
+  def merge_accumulators(self, accumulators):
+    total = {}
+    for accumulator in accumulators:
+      self.add_input(total, accumulator)
+    return total
+
+  def extract_output(self, accumulator):
+    return accumulator
 
 
 class _ReadWindows(beam.DoFn):
@@ -115,12 +135,6 @@ class _ReadWindows(beam.DoFn):
     self._errors = errors
     self._random_seed = random_seed
     self._max_line_bytes = max_line_bytes
-    self._counters = {}
-
-  def setup(self):
-    self._counters = {name: _counter(name) for name in (
-        "files", "lines", "bytes", "invalid_utf8_lines", "skipped_lines", "long_lines",
-        "blocks")}
 
   def process(self, element):
     window_index, pieces = element
@@ -130,10 +144,10 @@ class _ReadWindows(beam.DoFn):
                                           self._max_line_bytes, long_lines)
     blocks = instances_lib.cut_window(documents, self._block_bytes, self._random_seed,
                                       window_index)
-    for name in ("files", "lines", "bytes", "invalid_utf8_lines", "skipped_lines"):
-      self._counters[name].inc(getattr(report, name))
-    self._counters["long_lines"].inc(long_lines.count)
-    self._counters["blocks"].inc(len(blocks))
+    counts = {name: getattr(report, name) for name in (
+        "files", "lines", "bytes", "invalid_utf8_lines", "skipped_lines")}
+    yield beam.pvalue.TaggedOutput(COUNTS, dict(counts, long_lines=long_lines.count,
+                                                blocks=len(blocks)))
     for block_index, block in enumerate(blocks):
       yield (window_index, block_index), block
 
@@ -146,13 +160,9 @@ class _MakeInstances(beam.DoFn):
     self._config = config
     self._total_bytes = max(total_bytes, 1)
     self._maker = None
-    self._counters = {}
 
   def setup(self):
     self._maker = pretraining_data.BlockMaker(self._config)
-    self._counters = {name: _counter(name) for name in (
-        "instances", "instance_tokens", "full_length", "masked_tokens", "random_next",
-        "documents", "segments", "tokens")}
     self._start = time.time()
     self._last_log = self._start
     self._done = [0, 0, 0]  # blocks, instances, bytes of text made by this worker
@@ -164,11 +174,11 @@ class _MakeInstances(beam.DoFn):
       _fail_first_attempt(fail_dir, key)
     result = self._maker(key, text_documents)
     stats = result.stats
-    for name, value in (("instances", stats.instances), ("instance_tokens", stats.tokens),
-                        ("full_length", stats.full_length), ("masked_tokens", stats.masked),
-                        ("random_next", stats.random_next), ("documents", result.documents),
-                        ("segments", result.segments), ("tokens", result.tokens)):
-      self._counters[name].inc(value)
+    yield beam.pvalue.TaggedOutput(COUNTS, {
+        "instances": stats.instances, "instance_tokens": stats.tokens,
+        "full_length": stats.full_length, "masked_tokens": stats.masked,
+        "random_next": stats.random_next, "documents": result.documents,
+        "segments": result.segments, "tokens": result.tokens})
     self._progress(stats.instances, sum(len(line) + 1 for document in text_documents
                                         for line in document))
     yield from result.records
@@ -199,9 +209,8 @@ def _fail_first_attempt(fail_dir: str, key: Tuple[int, int]) -> None:
   raise InjectedFault(f"injected failure of the first attempt at block {key}")
 
 
-def _count_records(path: str, compression: str) -> None:
-  _counter(_RECORDS_IN + path.rsplit("/", 1)[-1]).inc(
-      writer_lib.count_records(path, compression))
+def _count_records(path: str, compression: str) -> Dict[str, int]:
+  return {_RECORDS_IN + path.rsplit("/", 1)[-1]: writer_lib.count_records(path, compression)}
 
 
 def build_pipeline(pipeline: beam.Pipeline, config: pretraining_data.DataConfig,
@@ -214,35 +223,35 @@ def build_pipeline(pipeline: beam.Pipeline, config: pretraining_data.DataConfig,
   suffix = ".tfrecord.gz" if config.compression == "GZIP" else ".tfrecord"
   compression = (CompressionTypes.GZIP if config.compression == "GZIP"
                  else CompressionTypes.UNCOMPRESSED)
-  shards = (
+  blocks = (
       pipeline
       | "Windows" >> beam.Create(list(enumerate(plan)))
       | "SpreadWindows" >> beam.Reshuffle()
       | "ReadWindows" >> beam.ParDo(_ReadWindows(input_files, block_bytes, config.errors,
-                                                 config.random_seed, max_line_bytes))
+                                                 config.random_seed, max_line_bytes)
+                                    ).with_outputs(COUNTS, main="blocks"))
+  made = (
+      blocks.blocks
       | "SpreadBlocks" >> beam.Reshuffle()
-      | "MakeInstances" >> beam.ParDo(_MakeInstances(config, sum(file_sizes)))
-      | "Write" >> beam.io.WriteToTFRecord(
-          io.join(staging, SHARD_PREFIX), file_name_suffix=suffix, num_shards=num_shards,
-          shard_name_template="-SSSSS-of-NNNNN", compression_type=compression))
-  _ = (shards
-       | "SpreadShards" >> beam.Reshuffle()
-       | "CountRecords" >> beam.Map(_count_records, config.compression))
+      | "MakeInstances" >> beam.ParDo(_MakeInstances(config, sum(file_sizes))
+                                      ).with_outputs(COUNTS, main="records"))
+  shards = made.records | "Write" >> beam.io.WriteToTFRecord(
+      io.join(staging, SHARD_PREFIX), file_name_suffix=suffix, num_shards=num_shards,
+      shard_name_template="-SSSSS-of-NNNNN", compression_type=compression)
+  shard_counts = (shards
+                  | "SpreadShards" >> beam.Reshuffle()
+                  | "CountRecords" >> beam.Map(_count_records, config.compression))
+  _ = ((blocks[COUNTS], made[COUNTS], shard_counts)
+       | "AllCounts" >> beam.Flatten()
+       | "SumCounts" >> beam.CombineGlobally(_SumCounts())
+       | "ToJson" >> beam.Map(lambda counts: json.dumps(counts, sort_keys=True))
+       | "WriteCounts" >> beam.io.WriteToText(io.join(staging, COUNTS_FILE), num_shards=1,
+                                              shard_name_template=""))
 
 
-def _metric_values(result) -> Dict[str, int]:
-  """Our counters by name: committed values where the runner has them, else attempted."""
-  values = {}
-  for counter in result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]:
-    try:
-      value = counter.committed
-    except Exception:  # pylint: disable=broad-except
-      value = None  # a runner without committed metrics
-    if value is None:
-      value = counter.attempted
-    name = counter.key.metric.name
-    values[name] = values.get(name, 0) + int(value or 0)
-  return values
+def _read_counts(staging: str) -> Dict[str, int]:
+  """The summed counts the pipeline wrote (see build_pipeline)."""
+  return json.loads(io.read_text(io.join(staging, COUNTS_FILE)))
 
 
 def run(config: pretraining_data.DataConfig, beam_args: Sequence[str]) -> Dict[str, Any]:
@@ -295,28 +304,27 @@ def run(config: pretraining_data.DataConfig, beam_args: Sequence[str]) -> Dict[s
       if state != PipelineState.DONE:
         raise PipelineFailed(f"the Beam pipeline ended in state {state} (runner {runner}); "
                              f"nothing was committed")
-      metrics = _metric_values(result)
-      staged, counts = _staged_shards(staging, metrics, len(output_files), flag)
+      totals = _read_counts(staging)
+      staged, counts = _staged_shards(staging, totals, len(output_files), flag)
 
       report = corpus.ReadReport(
-          files=metrics.get("files", 0) + sum(1 for size in sizes if not size),
+          files=totals.get("files", 0) + sum(1 for size in sizes if not size),
           empty_files=[p for p, size in zip(input_files, sizes) if not size],
-          lines=metrics.get("lines", 0), bytes=metrics.get("bytes", 0),
-          invalid_utf8_lines=metrics.get("invalid_utf8_lines", 0),
-          skipped_lines=metrics.get("skipped_lines", 0),
-          documents=metrics.get("documents", 0), segments=metrics.get("segments", 0),
-          tokens=metrics.get("tokens", 0))
+          lines=totals.get("lines", 0), bytes=totals.get("bytes", 0),
+          invalid_utf8_lines=totals.get("invalid_utf8_lines", 0),
+          skipped_lines=totals.get("skipped_lines", 0),
+          documents=totals.get("documents", 0), segments=totals.get("segments", 0),
+          tokens=totals.get("tokens", 0))
       stats = writer_lib.InstanceStats(
-          config.max_seq_length, instances=sum(counts), tokens=metrics.get("instance_tokens", 0),
-          full_length=metrics.get("full_length", 0), masked=metrics.get("masked_tokens", 0),
-          random_next=metrics.get("random_next", 0))
-      if metrics.get("instances", 0) != stats.instances:
-        logging.warning("Beam's instances counter says %d, the shards hold %d (a runner "
-                        "without committed metrics counts retried bundles twice); the "
-                        "summary's other figures may be off by as much",
-                        metrics.get("instances", 0), stats.instances)
+          config.max_seq_length, instances=sum(counts), tokens=totals.get("instance_tokens", 0),
+          full_length=totals.get("full_length", 0), masked=totals.get("masked_tokens", 0),
+          random_next=totals.get("random_next", 0))
+      if totals.get("instances", 0) != stats.instances:
+        raise writer_lib.OutputError(
+            f"{flag}: the blocks made {totals.get('instances', 0)} instances but the shards "
+            f"in {staging} hold {stats.instances}; nothing was committed")
       pretraining_data.check_documents(report, report.documents, input_files)
-      long_lines = metrics.get("long_lines", 0)
+      long_lines = totals.get("long_lines", 0)
       if long_lines:
         logging.warning("%d line(s) were longer than %d bytes: only their beginning was used "
                         "(the workers' logs name them)", long_lines,
@@ -346,7 +354,7 @@ def run(config: pretraining_data.DataConfig, beam_args: Sequence[str]) -> Dict[s
                                        time.time() - start, start)
 
 
-def _staged_shards(staging: str, metrics: Dict[str, int], num_shards: int,
+def _staged_shards(staging: str, totals: Dict[str, int], num_shards: int,
                    flag: str) -> Tuple[List[str], List[int]]:
   """The sink's shards in the staging folder, those with records first, and their counts."""
   suffixes = (".tfrecord", ".tfrecord.gz")
@@ -356,12 +364,12 @@ def _staged_shards(staging: str, metrics: Dict[str, int], num_shards: int,
     raise writer_lib.OutputError(
         f"{flag}: the Beam sink wrote {len(names)} shard(s) in {staging}, expected "
         f"{num_shards}; nothing was committed")
-  missing = [n for n in names if _RECORDS_IN + n not in metrics and io.size(
+  missing = [n for n in names if _RECORDS_IN + n not in totals and io.size(
       io.join(staging, n)) > 0]
   if missing:
-    raise writer_lib.OutputError(f"{flag}: no record count for {missing[0]} in Beam's "
-                                 f"metrics; nothing was committed")
-  counts = {n: metrics.get(_RECORDS_IN + n, 0) for n in names}
+    raise writer_lib.OutputError(f"{flag}: no record count for {missing[0]} in the "
+                                 f"pipeline's counts; nothing was committed")
+  counts = {n: totals.get(_RECORDS_IN + n, 0) for n in names}
   # Round-robin outputs with records come first (final_layout); a shard the sink left empty
   # (fewer instances than shards) is not committed.
   names.sort(key=lambda n: counts[n] == 0)
