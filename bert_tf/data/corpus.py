@@ -58,20 +58,33 @@ def iter_lines(path: str, errors: str, report: ReadReport) -> Iterator[str]:
       report.lines += 1
       report.bytes += len(raw)
       try:
-        yield raw.decode("utf-8")
+        line = raw.decode("utf-8")
       except UnicodeDecodeError as e:
-        report.invalid_utf8_lines += 1
-        if errors == "strict":
-          raise InputError(
-              f"{path}:{line_number}: invalid UTF-8 at byte {e.start} of the line "
-              f"({raw[e.start:e.start + 4]!r}); pass --errors=replace or --errors=skip to "
-              f"accept such lines") from None
-        if errors == "skip":
-          report.skipped_lines += 1
-          continue
-        yield raw.decode("utf-8", errors="replace")
+        line = _undecodable(raw, e, errors, report, f"{path}:{line_number}")
+      if line is not None:
+        yield line
   if empty:
     report.empty_files.append(path)
+
+
+def _undecodable(raw: bytes, error: UnicodeDecodeError, errors: str, report: ReadReport,
+                 where: str) -> Optional[str]:
+  """A line that is not valid UTF-8, handled as `errors` says: counted, then decoded with
+  U+FFFD ("replace"), dropped (None, "skip") or refused ("strict").
+
+  Raises:
+    InputError: with errors="strict", naming `where` (file:line).
+  """
+  report.invalid_utf8_lines += 1
+  if errors == "strict":
+    raise InputError(
+        f"{where}: invalid UTF-8 at byte {error.start} of the line "
+        f"({raw[error.start:error.start + 4]!r}); pass --errors=replace or --errors=skip to "
+        f"accept such lines") from None
+  if errors == "skip":
+    report.skipped_lines += 1
+    return None
+  return raw.decode("utf-8", errors="replace")
 
 
 def is_blank(raw: bytes) -> bool:
@@ -153,18 +166,12 @@ def iter_piece_lines(path: str, start: int, end: int, errors: str, report: ReadR
       if max_line_bytes and len(raw) > max_line_bytes and on_long_line is not None:
         on_long_line(path, line_start, len(raw))
       try:
-        yield raw.decode("utf-8")
-      except UnicodeDecodeError as e:
-        report.invalid_utf8_lines += 1
-        if errors == "strict":
-          raise InputError(
-              f"{path}:{line_number_at(path, line_start)}: invalid UTF-8 at byte {e.start} of "
-              f"the line ({raw[e.start:e.start + 4]!r}); pass --errors=replace or "
-              f"--errors=skip to accept such lines") from None
-        if errors == "skip":
-          report.skipped_lines += 1
-          continue
-        yield raw.decode("utf-8", errors="replace")
+        line = raw.decode("utf-8")
+      except UnicodeDecodeError as e:  # its line number costs a pass over the file: only now
+        line = _undecodable(raw, e, errors, report,
+                            f"{path}:{line_number_at(path, line_start)}")
+      if line is not None:
+        yield line
 
 
 def expand_input_files(patterns, sort: bool = False) -> List[str]:
