@@ -26,24 +26,6 @@ import pretraining_data as base  # pylint: disable=g-import-not-at-top,wrong-imp
 REPO_ROOT = base.REPO_ROOT
 
 
-def build_corpus(input_files, size_mb, path):
-  """About size_mb MB of the inputs, repeated as needed, ending at a document boundary."""
-  limit = int(size_mb * 1e6)
-  written = 0
-  with open(path, "wb") as out:
-    while written < limit:
-      for name in input_files:
-        with open(name, "rb") as f:
-          for line in f:
-            out.write(line)
-            written += len(line)
-            if written >= limit and not line.strip():
-              return written
-        out.write(b"\n")  # files are separate documents
-        written += 1
-  return written
-
-
 def run(args, corpus, out_dir, beam):
   """One run of the command, measured as benchmarks/pretraining_data.py measures (run_once).
 
@@ -106,7 +88,7 @@ def main():
   work = args.work_dir or tempfile.mkdtemp(prefix="beam_bench_")
   os.makedirs(work, exist_ok=True)
   corpus = os.path.join(work, f"corpus_{args.size_mb:g}mb.txt")
-  size = build_corpus(input_files, args.size_mb, corpus)
+  size = base.build_corpus(input_files, args.size_mb, corpus, repeat=True)
   print(f"corpus {size / 1e6:.1f} MB, cpu cores {os.cpu_count()}, load average "
         f"{os.getloadavg()[0]:.1f}, dupe_factor {args.dupe_factor}, max_seq_length "
         f"{args.max_seq_length}, {args.num_workers} workers, work_dir {work}", flush=True)

@@ -45,20 +45,24 @@ SUMMARY_PATTERNS = {
 }
 
 
-def build_corpus(input_files, size_mb, path):
-  """Writes the first ~size_mb MB of the concatenated inputs, ending at a blank line."""
+def build_corpus(input_files, size_mb, path, repeat=False):
+  """Writes the first ~size_mb MB of the concatenated inputs (over again with repeat), ending
+  at a blank line."""
   limit = int(size_mb * 1e6)
   written = 0
   with open(path, "wb") as out:
-    for name in input_files:
-      with open(name, "rb") as f:
-        for line in f:
-          out.write(line)
-          written += len(line)
-          if written >= limit and not line.strip():
-            return written
-      out.write(b"\n")  # files are separate documents
-      written += 1
+    for _ in range(10**6 if repeat else 1):
+      for name in input_files:
+        with open(name, "rb") as f:
+          for line in f:
+            out.write(line)
+            written += len(line)
+            if written >= limit and not line.strip():
+              return written
+        out.write(b"\n")  # files are separate documents
+        written += 1
+      if written >= limit:
+        break
   if written < limit:
     print(f"note: the inputs hold only {written / 1e6:.1f} MB, less than {size_mb} MB",
           file=sys.stderr)
