@@ -26,6 +26,7 @@ import tensorflow as tf
 
 from bert_tf import io
 from bert_tf.model import checkpoints
+from bert_tf.serving import modules
 from bert_tf.serving import tf_serving
 from bert_tf.config import BertConfig
 from bert_tf.model.encoder import ENCODER_INPUTS, build_encoder
@@ -51,15 +52,18 @@ def _float32_copies(model, config: BertConfig):
   return encoder, pretraining
 
 
-def _save(model, names, outputs, path):
-  """Saves `model` as a SavedModel whose serving signature takes int32 [B, None] `names`."""
+def _save(model, names, outputs, path, call=None):
+  """Saves `model` as a SavedModel whose serving signature takes int32 [B, None] `names`.
+
+  call(model, inputs) runs the model (default: model(inputs, training=False)).
+  """
   module = tf.Module()
   module.model = model
   spec = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in names}
 
   @tf.function(input_signature=[spec])
   def serve(inputs):
-    result = model(inputs, training=False)
+    result = call(model, inputs) if call else model(inputs, training=False)
     return {key: result[key] for key in outputs}
 
   module.serve = serve
@@ -85,8 +89,9 @@ def export_saved_models(model: keras.Model, config: BertConfig, export_dir: str,
   """
   io.makedirs(export_dir)
   encoder, pretraining = _float32_copies(model, config)
+  # call_encoder: a sequence length of 0 gives empty outputs, as in the serving exports.
   _save(encoder, ENCODER_INPUTS, ("sequence_output", "pooled_output"),
-        os.path.join(export_dir, "encoder"))
+        os.path.join(export_dir, "encoder"), call=modules.call_encoder)
   _save(pretraining, PRETRAINING_INPUTS, ("masked_lm_logits", "next_sentence_logits"),
         os.path.join(export_dir, "pretraining"))
   config.to_json_file(os.path.join(export_dir, "bert_config.json"))

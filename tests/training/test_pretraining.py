@@ -22,6 +22,7 @@ from bert_tf.training import loop
 from bert_tf.training import pretraining
 from bert_tf.config import BertConfig
 from bert_tf.model.heads import PRETRAINING_INPUTS, build_pretraining_model
+from tests import helpers
 from tests.helpers import (PREDS, SEQ, VOCAB_TOKENS, assert_same_weights, checkpoint_values,
                            optimizer_values, tiny_config, tiny_settings,
                            write_vocab)
@@ -268,6 +269,8 @@ def test_export_reloads_with_the_same_outputs(data, full_run):
       encoded["pooled_output"].numpy(),
       np.tanh(encoded["sequence_output"].numpy()[:, 0] @ reference["bert/pooler/dense/kernel"]
               + reference["bert/pooler/dense/bias"]), rtol=1e-4, atol=1e-5)
+  # 0 rows, and sequence length 0, give empty outputs (reliability probe item 17).
+  assert helpers.assert_empty_requests_give_empty_results(encoder) == 2
   # With a vocab, the export also holds the TF Serving models (raw text in), consistent with
   # the plain encoder export.
   serving_dir = os.path.join(export_dir, "serving")
