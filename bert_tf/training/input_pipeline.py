@@ -16,6 +16,7 @@ from absl import logging
 import tensorflow as tf
 
 from bert_tf import features
+from bert_tf import io
 
 COMPRESSION_TYPES = ("", "GZIP")
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -52,10 +53,40 @@ def expand_file_patterns(patterns: Union[str, Sequence[str]],
   for pattern in items:
     matches = [m for m in sorted(tf.io.gfile.glob(pattern))
                if not m.endswith(features.METADATA_SUFFIX) and not tf.io.gfile.isdir(m)]
+    if any(c in pattern for c in "*?["):
+      # A glob over a folder also matches what is not data: a writer's temporaries
+      # (<name>.incomplete-<pid>...) and run-directory locks.
+      matches = [m for m in matches if io.TEMP_MARKER not in m.rsplit("/", 1)[-1]
+                 and m.rsplit("/", 1)[-1] != io.LOCK_NAME]
     if not matches:
       raise InputError(f"--{flag_name}: no file matches {pattern!r}")
     files.extend(m for m in matches if m not in files)
   return files
+
+
+# The journal data prep keeps while it renames its outputs into place (data/writer.py's
+# JOURNAL_SUFFIX): while one exists, the folder may hold a mix of new and old records.
+_COMMIT_JOURNAL_GLOB = f"*{io.TEMP_MARKER}*.commit"
+
+
+def check_no_unfinished_commit(files: Sequence[str], flag_name: str) -> None:
+  """Refuses input files whose folder holds data prep's commit journal.
+
+  A create_pretraining_data run killed while renaming its outputs into place leaves the
+  journal: the folder may then hold new records without metadata beside older ones. Running
+  the same command again rolls the commit back (or finishes the data).
+
+  Raises:
+    InputError: naming the journal and the flag.
+  """
+  for folder in sorted({f.rsplit("/", 1)[0] if "/" in f else "." for f in files}):
+    journals = sorted(tf.io.gfile.glob(io.join(folder, _COMMIT_JOURNAL_GLOB)))
+    if journals:
+      raise InputError(
+          f"--{flag_name}: {journals[0]} is the journal of a create_pretraining_data run that "
+          "was killed while committing its outputs, so the records in that folder may be "
+          "incomplete or mixed with older ones; run the same create_pretraining_data command "
+          "again (it rolls the commit back and remakes the data)")
 
 
 def read_input_metadata(files: Sequence[str]) -> Optional[Dict[str, Any]]:
@@ -71,6 +102,11 @@ def read_input_metadata(files: Sequence[str]) -> Optional[Dict[str, Any]]:
       found[path] = features.read_metadata(meta_path)
   if not found:
     return None
+  without = [path for path in files if path not in found]
+  if without:
+    logging.warning("%d input file(s) have no metadata file beside them (%s%s): their first "
+                    "records are checked against the flags, the rest is trusted",
+                    len(without), ", ".join(without[:3]), " ..." if len(without) > 3 else "")
   keys = ("max_seq_length", "max_predictions_per_seq", "use_v2_feature_names", "compression",
           "vocab_size", "do_lower_case")
   first_path, first = next(iter(found.items()))
@@ -139,8 +175,12 @@ def _inspect_hint(path: str) -> str:
   return f"check it with: python data_prep/inspect_records.py {path}"
 
 
+_TOKEN_ID_FEATURES = ("input_ids", "masked_lm_ids")
+
+
 def check_record_files(files: Sequence[str], compression: str, flag_name: str,
-                       lengths: Optional[Mapping[str, int]] = None) -> None:
+                       lengths: Optional[Mapping[str, int]] = None,
+                       vocab_size: Optional[int] = None) -> None:
   """Reads the first record of every file before training starts.
 
   An input pipeline that repeats files holding no record never yields a batch (it spins
@@ -154,6 +194,8 @@ def check_record_files(files: Sequence[str], compression: str, flag_name: str,
     flag_name: the flag the files came from, named in errors.
     lengths: stored feature name -> expected number of values (None: no feature check). The
       v1 and v2 names of a feature are both accepted.
+    vocab_size: with lengths, the token ids of the first record (input_ids, masked_lm_ids)
+      must be below it: data made with a larger vocab than the model's config.
 
   Raises:
     InputError: naming the file, the flag and what is wrong.
@@ -209,6 +251,13 @@ def check_record_files(files: Sequence[str], compression: str, flag_name: str,
             f"--{flag_name}: {path}: the first record's {key} has {count} values but the flags "
             f"ask for {length} (--max_seq_length / --max_predictions_per_seq must be the "
             "values the data was made with)")
+      if vocab_size and name in _TOKEN_ID_FEATURES and feature.int64_list.value:
+        largest = max(feature.int64_list.value)
+        if largest >= vocab_size:
+          raise InputError(
+              f"--{flag_name}: {path}: the first record's {key} holds token id {largest}, but "
+              f"the model's vocab_size is {vocab_size} (--bert_config_file): the data was made "
+              "with another, larger vocab")
 
   if found is not None:
     for path in files:

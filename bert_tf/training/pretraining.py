@@ -257,14 +257,17 @@ def _check_data(settings: PretrainingSettings, config: BertConfig, pattern: str,
     metadata = input_pipeline.check_input_metadata(
         files, settings.max_seq_length, settings.max_predictions_per_seq,
         vocab_size=config.vocab_size, do_lower_case=settings.do_lower_case)
+    input_pipeline.check_no_unfinished_commit(files, flag)
     # Every file's first record: no empty file (the pipeline would spin on it), no unreadable
-    # one, and without metadata the lengths the flags promise.
-    lengths = None if metadata is not None else dict(zip(
+    # one, the lengths the flags promise and token ids within the config's vocab (which
+    # catches files without metadata, alone or among files with it).
+    lengths = dict(zip(
         features.feature_names(False).values(),
         features.feature_lengths(settings.max_seq_length,
                                  settings.max_predictions_per_seq).values()))
     input_pipeline.check_record_files(
-        files, input_pipeline.detect_compression(files, metadata), flag, lengths)
+        files, input_pipeline.detect_compression(files, metadata), flag, lengths,
+        vocab_size=config.vocab_size)
     _check_vocab(settings, metadata, files[0])
     return metadata
   except (input_pipeline.InputError, features.MetadataError) as e:

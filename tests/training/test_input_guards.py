@@ -63,6 +63,48 @@ def test_records_without_metadata_are_checked_against_the_flags(tmp_path):
   assert result["global_step"] == 2
 
 
+def test_a_file_without_metadata_among_files_with_it_is_checked_too(good, tmp_path, caplog):
+  """Reliability probe item 5: the metadata of the other files used to vouch for it."""
+  data = make_records(str(tmp_path / "long.tfrecord"), num_examples=8, seq=SEQ * 2)
+  os.remove(features.metadata_path(data))
+  with caplog.at_level("WARNING"), pytest.raises(
+      loop.TrainingError, match=rf"long.tfrecord: the first record's input_ids has {SEQ * 2} "
+                                rf"values but the flags ask for {SEQ}"):
+    _run(f"{good},{data}", tmp_path)
+  assert "1 input file(s) have no metadata file beside them" in caplog.text
+  assert not os.path.exists(tmp_path / "out")
+
+
+def test_token_ids_beyond_the_configs_vocab_are_refused_naming_the_file(tmp_path):
+  data = make_records(str(tmp_path / "big_vocab.tfrecord"), num_examples=8)
+  os.remove(features.metadata_path(data))
+  with pytest.raises(loop.TrainingError, match=r"big_vocab.tfrecord: the first record's "
+                                               r"input_ids holds token id \d+, but the model's "
+                                               r"vocab_size is 8 \(--bert_config_file\)"):
+    pretraining.run_pretraining(tiny_config(vocab_size=8), tiny_settings(
+        data, str(tmp_path / "out"), num_train_steps=2))
+
+
+def test_a_folder_with_an_unfinished_data_prep_commit_is_refused(good, tmp_path):
+  """Reliability probe item 4: a data prep killed mid-commit leaves shards without metadata
+  (or new beside old ones) and its journal; training used them without a word."""
+  folder = tmp_path / "data"
+  folder.mkdir()
+  for name in ("pretraining-00000-of-00002.tfrecord", "pretraining-00001-of-00002.tfrecord"):
+    shutil.copy(good, folder / name)
+  journal = folder / "pretraining-00000-of-00002.tfrecord.incomplete-4242.commit"
+  journal.write_text("{}")
+  with pytest.raises(loop.TrainingError, match=rf"--input_file: {journal} is the journal of a "
+                                               r"create_pretraining_data run that was killed"):
+    _run(str(folder / "*.tfrecord"), tmp_path)
+  # A glob over the folder never takes temporaries or locks for data.
+  (folder / "pretraining-00000-of-00002.tfrecord.incomplete-4242").write_bytes(b"partial")
+  (folder / ".bert_tf.lock").write_text("{}")
+  assert input_pipeline.expand_file_patterns(str(folder / "*")) == [
+      str(folder / "pretraining-00000-of-00002.tfrecord"),
+      str(folder / "pretraining-00001-of-00002.tfrecord")]
+
+
 def test_a_file_that_is_not_records_is_refused_naming_it(good, tmp_path):
   text = tmp_path / "notes.tfrecord"
   text.write_text("these are not records\n" * 20)
