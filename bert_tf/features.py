@@ -144,15 +144,51 @@ def length_delimited(field_number: int, payload: bytes) -> bytes:
   return varint((field_number << 3) | 2) + varint(len(payload)) + payload
 
 
+# name -> the map entry's key field (field 1, length-delimited), built on first use.
+_KEY_FIELDS: Dict[str, bytes] = {}
+# The names of a values mapping, in key order -> those names sorted by their UTF-8 bytes (the
+# order of deterministic serialisation); writers call with the same few name sets.
+_NAME_ORDERS: Dict[tuple, List[str]] = {}
+
+
 def _int64_entry(name: str, packed: bytes, varints: Optional[Sequence[bytes]]) -> bytes:
   """Map entry {key: name, value: Feature{int64_list: {value: packed}}}."""
-  def length(n):
-    return varints[n] if varints is not None and n < len(varints) else varint(n)
-  key = name.encode("utf-8")
-  int64_list = b"\x0a" + length(len(packed)) + packed if packed else b""
-  feature = b"\x1a" + length(len(int64_list)) + int64_list
-  entry = b"\x0a" + length(len(key)) + key + b"\x12" + length(len(feature)) + feature
-  return b"\x0a" + length(len(entry)) + entry
+  key = _KEY_FIELDS.get(name)
+  if key is None:
+    key = _KEY_FIELDS[name] = length_delimited(1, name.encode("utf-8"))
+  n_packed = len(packed)
+  # Each header adds at most 11 bytes (tag and a 10-byte varint), so when the largest length
+  # below is inside the table, all are.
+  length = varints.__getitem__ if varints is not None and \
+      n_packed + len(key) + 40 < len(varints) else varint
+  n_list = 1 + len(length(n_packed)) + n_packed if packed else 0  # Int64List
+  n_feature = 1 + len(length(n_list)) + n_list  # Feature{int64_list (field 3)}
+  n_entry = len(key) + 1 + len(length(n_feature)) + n_feature
+  if packed:
+    return b"".join((b"\x0a", length(n_entry), key, b"\x12", length(n_feature), b"\x1a",
+                     length(n_list), b"\x0a", length(n_packed), packed))
+  return b"".join((b"\x0a", length(n_entry), key, b"\x12", length(n_feature), b"\x1a",
+                   length(n_list)))
+
+
+def pack_int64(items: Sequence[int], varints: Optional[Sequence[bytes]] = None) -> bytes:
+  """The packed varints of an int64 list (the payload of Int64List's packed value field)."""
+  if type(items) in (list, tuple):  # pylint: disable=unidiomatic-typecheck
+    # 0..127 is its own one-byte varint, so a list of them (masks, segment ids, labels) packs
+    # as bytes(items): one C call; bytes() refuses negatives and values above 255, and
+    # isascii() refuses 128..255. (Not for arrays: bytes() of an array is its raw buffer.)
+    try:
+      small = bytes(items)
+    except (TypeError, ValueError):
+      small = None
+    if small is not None and small.isascii():
+      return small
+  if varints is not None and len(items) > 1 and min(items) >= 0:
+    try:
+      return b"".join(map(varints.__getitem__, items))
+    except IndexError:
+      pass
+  return b"".join(map(varint, items))
 
 
 def serialize_int64_example(values: Mapping[str, Sequence[int]],
@@ -164,19 +200,20 @@ def serialize_int64_example(values: Mapping[str, Sequence[int]],
   value field). Negative values take the 10-byte two's complement varint. `varints`, a
   varint_table, makes small non-negative values a lookup.
   """
-  entries = []
-  for name in sorted(values, key=lambda n: n.encode("utf-8")):
-    items = values[name]
-    packed = None
-    if varints is not None and items and min(items) >= 0:
-      try:
-        packed = b"".join(map(varints.__getitem__, items))
-      except IndexError:
-        packed = None
-    if packed is None:
-      packed = b"".join(map(varint, items))
-    entries.append(_int64_entry(name, packed, varints))
-  return length_delimited(1, b"".join(entries))
+  return serialize_packed_int64_example(
+      {name: pack_int64(items, varints) for name, items in values.items()}, varints)
+
+
+def serialize_packed_int64_example(packed: Mapping[str, bytes],
+                                   varints: Optional[Sequence[bytes]] = None) -> bytes:
+  """serialize_int64_example given each list already packed (pack_int64's bytes): for writers
+  that build the packed bytes of their features from precomputed pieces."""
+  names = tuple(packed)
+  order = _NAME_ORDERS.get(names)
+  if order is None:
+    order = _NAME_ORDERS[names] = sorted(names, key=lambda n: n.encode("utf-8"))
+  return length_delimited(1, b"".join([_int64_entry(name, packed[name], varints)
+                                       for name in order]))
 
 
 class ExampleEncoder:

@@ -295,6 +295,10 @@ class BasicTokenizer:
     """Splits `text` (str or UTF-8 bytes) into words and punctuation characters."""
     if type(text) is not str:  # pylint: disable=unidiomatic-typecheck
       text = convert_to_unicode(text)
+    if text.isalnum() and text.isascii():
+      # One run of ASCII letters and digits (most words of running text, which callers that
+      # tokenize word by word pass one at a time): nothing to clean, split or strip.
+      return [text.lower() if self.do_lower_case else text]
     p = self._p
     if text.isascii():
       # ASCII has no CJK, no marks and is its own NFD, so only cleaning and lower() remain.

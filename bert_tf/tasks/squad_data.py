@@ -19,10 +19,15 @@ Every output is the original's: the same skipped training questions (with the sa
 max-context flags, answer positions (including `_improve_answer_span` and start = end = 0 for a
 window without the answer), unique_ids, records (the same int64 features, serialised
 deterministically) and the same predictions.json / nbest_predictions.json / null_odds.json for
-the same logits, float for float. The internals are faster: a word's WordPieces are computed once
-per call, the max-context flags once per example instead of once per token and window,
-`_improve_answer_span` compares token lists instead of joining strings for every candidate span,
-the n-best indexes come from a stable numpy sort, and the candidate checks run on arrays.
+the same logits, float for float. The internals are faster (benchmarks/squad.py: over 10x the
+original's loops on the same input): the questions of a paragraph share its WordPieces, ids,
+windows and max-context flags (computed once per paragraph, not once per question and token);
+`_improve_answer_span` compares token lists instead of joining strings for every candidate span;
+records are written from precomputed varint bytes; the n-best positions and valid spans of all
+windows come from a few numpy operations over their stacked logits, and every question's
+candidates from one stable lexsort; get_final_text's BasicTokenizer runs once per distinct word;
+nbest_predictions.json is formatted entry by entry; and the cyclic garbage collector is paused
+while these acyclic objects are built (see _gc_paused).
 
 Where the original crashes, this module does not (google-research/bert#476, PR #1106):
 
@@ -39,7 +44,9 @@ Where the original crashes, this module does not (google-research/bert#476, PR #
 
 import bisect
 import collections
+import contextlib
 import functools
+import gc
 import itertools
 import json
 import math
@@ -115,17 +122,18 @@ def split_context(paragraph_text: str):
   after a separator starts a new one. char_to_word_offset[i] is the word of character i (a
   separator gets the previous word's index, -1 before the first word).
   """
-  doc_tokens: List[str] = []
-  char_to_word_offset: List[int] = []
-  end = 0  # where the previous word ended
-  for word, match in enumerate(_SQUAD_WORD.finditer(paragraph_text)):
-    start, stop = match.span()
-    char_to_word_offset.extend([word - 1] * (start - end))  # separators: the previous word
-    char_to_word_offset.extend([word] * (stop - start))
-    doc_tokens.append(match.group())
-    end = stop
-  char_to_word_offset.extend([len(doc_tokens) - 1] * (len(paragraph_text) - end))
-  return doc_tokens, char_to_word_offset
+  return _SQUAD_WORD.findall(paragraph_text), char_to_word_offsets(paragraph_text)
+
+
+def char_to_word_offsets(paragraph_text: str) -> List[int]:
+  """split_context's char_to_word_offset: for each character, the number of words starting at
+  or before it, minus one (on arrays: the original's per-character loop is most of reading)."""
+  codes = np.frombuffer(paragraph_text.encode("utf-32-le", "surrogatepass"), np.uint32)
+  separator = (codes == 0x20) | (codes == 0x09) | (codes == 0x0D) | (codes == 0x0A) | \
+      (codes == 0x202F)
+  word_start = ~separator
+  word_start[1:] &= separator[:-1]
+  return (np.cumsum(word_start) - 1).tolist()
 
 
 def _field(obj: Any, key: str, where: str, path: str, kind=None):
@@ -185,7 +193,8 @@ def examples_from_articles(input_data: List[Dict[str, Any]], input_file: str,
     for p, paragraph in enumerate(paragraphs):
       where = f"article {a} paragraph {p}"
       paragraph_text = _field(paragraph, "context", where, input_file, str)
-      doc_tokens, char_to_word_offset = split_context(paragraph_text)
+      doc_tokens = _SQUAD_WORD.findall(paragraph_text)
+      char_to_word_offset = None  # only training looks answers up, computed on first need
       for q, qa in enumerate(_field(paragraph, "qas", where, input_file, list)):
         qas_id = _field(qa, "id", f"{where} question {q}", input_file)
         where_q = f"question {qas_id!r} ({where})"
@@ -206,6 +215,8 @@ def examples_from_articles(input_data: List[Dict[str, Any]], input_file: str,
             orig_answer_text = _field(answer, "text", f"{where_q} answer", input_file, str)
             answer_offset = _field(answer, "answer_start", f"{where_q} answer", input_file, int)
             answer_length = len(orig_answer_text)
+            if char_to_word_offset is None:
+              char_to_word_offset = char_to_word_offsets(paragraph_text)
             try:
               start_position = char_to_word_offset[answer_offset]
               end_position = char_to_word_offset[answer_offset + answer_length - 1]
@@ -343,6 +354,26 @@ def _improve_span_tokens(doc_tokens, input_start, input_end, answer_tokens):
   return input_start, input_end
 
 
+@contextlib.contextmanager
+def _gc_paused():
+  """Suspends the cyclic garbage collector (if on) for a bulk build of acyclic objects.
+
+  Conversion and post-processing create millions of lists and dicts (a window's tokens, ids,
+  masks and maps; the n-best entries) that form no reference cycles, so the collector never
+  frees any of them; yet every 700 allocations it walks all young containers, and each window
+  holds five lists of max_seq_length items: with the eval features kept, as run_squad keeps
+  them, that walking was a quarter of the conversion time. Reference counting still frees
+  everything as usual; only cycles (none are made here) wait until the end of the call.
+  """
+  was_enabled = gc.isenabled()
+  gc.disable()
+  try:
+    yield
+  finally:
+    if was_enabled:
+      gc.enable()
+
+
 class _Cache(dict):
   """key -> compute(key), computed on the first lookup."""
 
@@ -357,32 +388,64 @@ class _Cache(dict):
 
 class _Context:
   """A paragraph's WordPieces (and ids), with its windows and max-context flags per window
-  size: what every question of the paragraph shares."""
+  size: what every question of the paragraph shares (read_squad_examples gives the questions of
+  one paragraph the same doc_tokens list; the original re-tokenizes it for each of them)."""
 
   def __init__(self, doc_tokens: List[str], pieces: _Cache, vocab: Optional[Mapping]):
     self.doc_tokens = doc_tokens
-    self.tok_to_orig_index: List[int] = []
-    self.orig_to_tok_index: List[int] = []
-    self.all_doc_tokens: List[str] = []
-    for i, token in enumerate(doc_tokens):
-      self.orig_to_tok_index.append(len(self.all_doc_tokens))
-      sub_tokens = pieces[token]
-      self.tok_to_orig_index.extend([i] * len(sub_tokens))
-      self.all_doc_tokens.extend(sub_tokens)
+    # Built with C-level iterators rather than a loop over the words: a context is a few hundred
+    # words, and this runs once per paragraph.
+    word_pieces = list(map(pieces.__getitem__, doc_tokens))
+    lengths = list(map(len, word_pieces))
+    self.all_doc_tokens: List[str] = list(itertools.chain.from_iterable(word_pieces))
+    self.tok_to_orig_index: List[int] = list(itertools.chain.from_iterable(
+        map(itertools.repeat, range(len(doc_tokens)), lengths)))
+    self.orig_to_tok_index: List[int] = list(itertools.accumulate(lengths, initial=0))[:-1]
     self.doc_ids = None
     if vocab is not None:
       try:
-        self.doc_ids = [vocab[t] for t in self.all_doc_tokens]
+        self.doc_ids = list(map(vocab.__getitem__, self.all_doc_tokens))
       except KeyError:
         self.doc_ids = None
+    # The ids' varints (serialize_feature's input_ids bytes) and where each token's starts: a
+    # window's bytes are one slice of them.
+    self.doc_packed = self.byte_offsets = None
+    table = _varints()
+    if self.doc_ids is not None and 0 <= min(self.doc_ids, default=0) and \
+        max(self.doc_ids, default=0) < len(table):
+      varints = list(map(table.__getitem__, self.doc_ids))
+      self.doc_packed = b"".join(varints)
+      self.byte_offsets = list(itertools.accumulate(map(len, varints), initial=0))
     self._windows: Dict[int, tuple] = {}
+    self._slices: Dict[DocSpan, tuple] = {}
 
   def windows(self, max_tokens_for_doc: int, doc_stride: int):
+    """(spans, per span its token_is_max_context values in window order, or None when all
+    are True) for a window size."""
     found = self._windows.get(max_tokens_for_doc)
     if found is None:
       spans = doc_spans(len(self.all_doc_tokens), max_tokens_for_doc, doc_stride)
-      found = self._windows[max_tokens_for_doc] = (
-          spans, max_context_spans(spans, len(self.all_doc_tokens)))
+      if len(spans) == 1:
+        flags = [None]  # one window: every token's best (dict.fromkeys(positions, True))
+      else:
+        best = np.asarray(max_context_spans(spans, len(self.all_doc_tokens)))
+        flags = [(best[span.start:span.start + span.length] == i).tolist()
+                 for i, span in enumerate(spans)]
+      found = self._windows[max_tokens_for_doc] = (spans, flags)
+    return found
+
+  def window(self, span: DocSpan):
+    """(tokens, ids or None, word indexes, ids' varints or None) of one window; the questions of
+    a short paragraph all get the same single window whatever their length."""
+    found = self._slices.get(span)
+    if found is None:
+      end = span.start + span.length
+      ids = self.doc_ids[span.start:end] if self.doc_ids is not None else None
+      packed = None
+      if self.doc_packed is not None:
+        packed = self.doc_packed[self.byte_offsets[span.start]:self.byte_offsets[end]]
+      found = self._slices[span] = (self.all_doc_tokens[span.start:end], ids,
+                                    self.tok_to_orig_index[span.start:end], packed)
     return found
 
 
@@ -408,9 +471,17 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer, ma
   Raises:
     ValueError: max_seq_length too short for the question plus [CLS] and two [SEP].
   """
+  with _gc_paused():
+    return _convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,
+                                         max_query_length, is_training, output_fn, stats)
+
+
+def _convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,
+                                  max_query_length, is_training, output_fn, stats):
   pieces = _Cache(tokenizer.tokenize)  # word -> WordPieces, once per distinct word
   vocab_lookup = getattr(tokenizer, "vocab", None)
   cls_sep = tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]"])
+  sep_packed = record_features.pack_int64(cls_sep[1:], _varints())
   unique_id = FIRST_UNIQUE_ID
   count = truncated = without_window = outside = 0
   context = None
@@ -429,7 +500,6 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer, ma
     # WordPieces, maps and ids are computed once for them all.
     if context is None or context.doc_tokens is not example.doc_tokens:
       context = _Context(example.doc_tokens, pieces, vocab_lookup)
-    tok_to_orig_index = context.tok_to_orig_index
     orig_to_tok_index = context.orig_to_tok_index
     all_doc_tokens = context.all_doc_tokens
 
@@ -446,40 +516,45 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer, ma
           all_doc_tokens, tok_start_position, tok_end_position, tokenizer,
           example.orig_answer_text)
 
-    spans, best_span = context.windows(max_tokens_for_doc, doc_stride)
+    spans, span_flags = context.windows(max_tokens_for_doc, doc_stride)
     if not spans:
       without_window += 1
-    doc_ids = context.doc_ids
-    if doc_ids is not None:
+    query_ids = None
+    if context.doc_ids is not None:
       try:
-        query_ids = [vocab_lookup[t] for t in query_tokens]
+        query_ids = [cls_sep[0]] + [vocab_lookup[t] for t in query_tokens] + [cls_sep[1]]
       except KeyError:
-        doc_ids = None  # convert_tokens_to_ids below raises the tokenizer's own error
+        query_ids = None  # convert_tokens_to_ids below raises the tokenizer's own error
+    query_packed = None
+    if query_ids is not None and 0 <= min(query_ids) and max(query_ids) < len(_varints()):
+      query_packed = record_features.pack_int64(query_ids, _varints())
+    query_part = ["[CLS]"] + query_tokens + ["[SEP]"]
     num_query = len(query_tokens)
     doc_offset = num_query + 2
     for doc_span_index, span in enumerate(spans):
-      span_end = span.start + span.length
-      tokens = ["[CLS]"] + query_tokens + ["[SEP]"] + all_doc_tokens[span.start:span_end] + \
-          ["[SEP]"]
+      window_tokens, window_ids, window_words, window_packed = context.window(span)
+      tokens = query_part + window_tokens
+      tokens.append("[SEP]")
       positions = range(doc_offset, doc_offset + span.length)
-      token_to_orig_map = dict(zip(positions, tok_to_orig_index[span.start:span_end]))
-      token_is_max_context = {p: best == doc_span_index
-                              for p, best in zip(positions, best_span[span.start:span_end])}
-      if doc_ids is not None:
-        input_ids = [cls_sep[0]] + query_ids + [cls_sep[1]] + doc_ids[span.start:span_end] + \
-            [cls_sep[1]]
+      token_to_orig_map = dict(zip(positions, window_words))
+      flags = span_flags[doc_span_index]
+      token_is_max_context = dict.fromkeys(positions, True) if flags is None else \
+          dict(zip(positions, flags))
+      if query_ids is not None:
+        input_ids = query_ids + window_ids
+        input_ids.append(cls_sep[1])
       else:
         input_ids = tokenizer.convert_tokens_to_ids(tokens)
       num_tokens = len(input_ids)
-      padding = [0] * (max_seq_length - num_tokens)
-      input_mask = [1] * num_tokens + padding
-      segment_ids = [0] * doc_offset + [1] * (span.length + 1) + padding
-      input_ids += padding
+      padding = max_seq_length - num_tokens
+      input_ids += [0] * padding
+      input_mask = [1] * num_tokens + [0] * padding
+      segment_ids = [0] * doc_offset + [1] * (span.length + 1) + [0] * padding
 
       start_position = end_position = None
       if is_training and not example.is_impossible:
-        doc_end = span_end - 1
-        if tok_start_position >= span.start and tok_end_position <= doc_end:
+        span_end = span.start + span.length
+        if tok_start_position >= span.start and tok_end_position <= span_end - 1:
           start_position = tok_start_position - span.start + doc_offset
           end_position = tok_end_position - span.start + doc_offset
         else:
@@ -494,6 +569,12 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer, ma
           token_is_max_context=token_is_max_context, input_ids=input_ids,
           input_mask=input_mask, segment_ids=segment_ids, start_position=start_position,
           end_position=end_position, is_impossible=example.is_impossible)
+      if query_packed is not None and window_packed is not None:
+        # serialize_feature's input_ids bytes, from the pieces every window shares, kept with a
+        # copy of the ids they encode (they are used only while input_ids still equals it).
+        feature._packed_input_ids = (  # pylint: disable=protected-access
+            input_ids.copy(), b"".join((query_packed, window_packed, sep_packed,
+                                        bytes(padding))))
       if example_index < 20:
         _log_feature(feature, example, is_training)
       output_fn(feature)
@@ -538,13 +619,21 @@ def serialize_feature(feature: InputFeatures, is_training: bool) -> bytes:
   """The tf.train.Example the original's FeatureWriter writes for one feature, serialised
   deterministically: unique_ids, input_ids, input_mask, segment_ids, and when training
   start_positions, end_positions and is_impossible (0/1), all int64."""
-  values = {UNIQUE_IDS: [feature.unique_id], "input_ids": feature.input_ids,
-            "input_mask": feature.input_mask, "segment_ids": feature.segment_ids}
+  varints = _varints()
+  packed_ids = getattr(feature, "_packed_input_ids", None)
+  if packed_ids is not None and feature.input_ids == packed_ids[0]:
+    input_ids = packed_ids[1]  # convert_examples_to_features' bytes for these very ids
+  else:
+    input_ids = record_features.pack_int64(feature.input_ids, varints)
+  packed = {UNIQUE_IDS: record_features.pack_int64([feature.unique_id], varints),
+            "input_ids": input_ids,
+            "input_mask": record_features.pack_int64(feature.input_mask, varints),
+            "segment_ids": record_features.pack_int64(feature.segment_ids, varints)}
   if is_training:
-    values[START_POSITIONS] = [feature.start_position]
-    values[END_POSITIONS] = [feature.end_position]
-    values[IS_IMPOSSIBLE] = [1 if feature.is_impossible else 0]
-  return record_features.serialize_int64_example(values, _varints())
+    packed[START_POSITIONS] = record_features.pack_int64([feature.start_position], varints)
+    packed[END_POSITIONS] = record_features.pack_int64([feature.end_position], varints)
+    packed[IS_IMPOSSIBLE] = b"\x01" if feature.is_impossible else b"\x00"
+  return record_features.serialize_packed_int64_example(packed, varints)
 
 
 @functools.lru_cache(maxsize=None)
@@ -609,12 +698,6 @@ class RawResult(NamedTuple):
   unique_id: int
   start_logits: Sequence[float]
   end_logits: Sequence[float]
-
-
-class _NBest(NamedTuple):
-  text: str
-  start_logit: float
-  end_logit: float
 
 
 def _get_best_indexes(logits, n_best_size: int) -> List[int]:
@@ -727,6 +810,11 @@ def detokenize(tokens: Sequence[str]) -> str:
   """WordPieces -> text as the original: join with spaces, drop " ##" and "##", collapse
   whitespace."""
   tok_text = " ".join(tokens).replace(" ##", "").replace("##", "")
+  # Collapsing changes nothing when the only whitespace is single inner spaces: every other
+  # character str.split() splits on is unprintable (categories Cc, Zs, Zl, Zp).
+  if tok_text.isprintable() and "  " not in tok_text and not tok_text.startswith(" ") and \
+      not tok_text.endswith(" "):
+    return tok_text
   return " ".join(tok_text.strip().split())
 
 
@@ -765,6 +853,101 @@ def _feature_candidates(feature: InputFeatures, result: RawResult, n_best_size: 
   return starts, ends, start_logits[starts], end_logits[ends]
 
 
+class _AnswerContext:
+  """A paragraph's words as get_final_text needs them for any span of words, computed once for
+  all its questions' candidates: the words joined with single spaces (with each word's start in
+  that text) and each word's BasicTokenizer words joined with spaces."""
+
+  def __init__(self, doc_tokens: List[str], basic_words: _Cache):
+    self.doc_tokens = doc_tokens
+    self.text = " ".join(doc_tokens)
+    # starts[k]: where word k starts in self.text (and len(self.text) + 1 past the last word).
+    self.starts = list(itertools.accumulate(map((1).__add__, map(len, doc_tokens)), initial=0))
+    # The BasicTokenizer never looks across whitespace: the words of a span's text are the
+    # words of each of its words in turn. Words it empties (control characters) drop out.
+    self.basic_words = basic_words
+    self.basic = list(map(basic_words.__getitem__, doc_tokens))
+
+  def final_text(self, tok_text: str, first: int, last: int, verbose_logging: bool) -> str:
+    """get_final_text(tok_text, " ".join(doc_tokens[first:last + 1]))."""
+    if 0 <= first <= last < len(self.doc_tokens):
+      orig_text = self.text[self.starts[first]:self.starts[last + 1] - 1]
+      basic_text = " ".join(filter(None, self.basic[first:last + 1]))
+      words = last - first + 1
+    else:  # not a span of a window of this paragraph: as the original slices
+      orig_words = self.doc_tokens[first:last + 1]
+      orig_text = " ".join(orig_words)
+      basic_text = " ".join(filter(None, map(self.basic_words.__getitem__, orig_words)))
+      words = len(orig_words)
+    if tok_text == basic_text and \
+        len(basic_text) - basic_text.count(" ") == len(orig_text) - words + 1:
+      return orig_text  # the whole words, unchanged by normalisation: no mapping
+    return _final_text(tok_text, orig_text, basic_text, verbose_logging,
+                       list(itertools.accumulate(map(len, self.doc_tokens[first:last + 1]))))
+
+
+def _top_indexes(values: np.ndarray, n_best_size: int) -> np.ndarray:
+  """_get_best_indexes of every row of a [windows, positions] array at once."""
+  rows, size = values.shape
+  n = max(min(n_best_size, size), 0)
+  negated = -values
+  if 0 < n < size and not np.isnan(negated).any():
+    # A partial sort finds each row's n highest values; sorted by (value, position) they are
+    # the stable sort's first n, unless a tie at the n-th value leaves the choice among the
+    # tied positions to the partition (then the full sort below decides).
+    top = np.argpartition(negated, n - 1, axis=1)[:, :n]
+    top_values = np.take_along_axis(negated, top, axis=1)
+    if ((negated <= top_values.max(axis=1, keepdims=True)).sum(axis=1) == n).all():
+      return np.take_along_axis(top, np.lexsort((top, top_values), axis=1), axis=1)
+  return np.argsort(negated, axis=1, kind="stable")[:, :n]
+
+
+def _window_candidates(features: Sequence[InputFeatures], results: Sequence[RawResult],
+                       n_best_size: int, max_answer_length: int):
+  """_feature_candidates of every window at once: (window indexes, starts, ends, start logits,
+  end logits) arrays, window by window in order, each window's pairs in the original's order
+  (start rank, then end rank). The windows' logits are stacked into one array when they all
+  have the same length (they do when they come from one model): the n-best positions and the
+  valid pairs are then a few array operations over all windows instead of a dozen per window."""
+  size = len(results[0].start_logits) if results else 0
+  if not results or size == 0 or any(len(r.start_logits) != size or len(r.end_logits) != size
+                                     for r in results):
+    parts = [(np.full(len(c[0]), w),) + c for w, c in enumerate(
+        _feature_candidates(f, r, n_best_size, max_answer_length)
+        for f, r in zip(features, results))]
+    if not parts:
+      empty = np.zeros([0], np.int64)
+      return empty, empty, empty, np.zeros([0]), np.zeros([0])
+    return tuple(np.concatenate(a) for a in zip(*parts))
+  count = len(results)
+  start_logits = np.fromiter(itertools.chain.from_iterable(r.start_logits for r in results),
+                             np.float64, count * size).reshape(count, size)
+  end_logits = np.fromiter(itertools.chain.from_iterable(r.end_logits for r in results),
+                           np.float64, count * size).reshape(count, size)
+  start_indexes = _top_indexes(start_logits, n_best_size)
+  end_indexes = _top_indexes(end_logits, n_best_size)
+
+  # The original's checks of a start or end position, for the n-best positions only: a dict
+  # lookup for each (40 per window) instead of arrays over every position.
+  good_start, good_end = [], []
+  for feature, top_starts, top_ends in zip(features, start_indexes.tolist(),
+                                           end_indexes.tolist()):
+    to_orig, max_context, num_tokens = (feature.token_to_orig_map,
+                                        feature.token_is_max_context, len(feature.tokens))
+    good_start += [s < num_tokens and s in to_orig and bool(max_context.get(s, False))
+                   for s in top_starts]
+    good_end += [e < num_tokens and e in to_orig for e in top_ends]
+  good_start = np.array(good_start, bool).reshape(start_indexes.shape)
+  good_end = np.array(good_end, bool).reshape(end_indexes.shape)
+  length = end_indexes[:, None, :] - start_indexes[:, :, None] + 1
+  valid = good_start[:, :, None] & good_end[:, None, :] & (length >= 1) & \
+      (length <= max_answer_length)
+  windows, start_rank, end_rank = np.nonzero(valid)  # row-major: the original's loop order
+  starts = start_indexes[windows, start_rank]
+  ends = end_indexes[windows, end_rank]
+  return windows, starts, ends, start_logits[windows, starts], end_logits[windows, ends]
+
+
 def postprocess(all_examples: Sequence[SquadExample], all_features: Sequence[InputFeatures],
                 all_results: Iterable[RawResult], n_best_size: int, max_answer_length: int,
                 do_lower_case: bool, version_2_with_negative: bool = False,
@@ -774,106 +957,120 @@ def postprocess(all_examples: Sequence[SquadExample], all_features: Sequence[Inp
   scores_diff is empty unless version_2_with_negative. Raises KeyError naming a feature whose
   unique_id has no result.
   """
+  with _gc_paused():
+    return _postprocess(all_examples, all_features, all_results, n_best_size,
+                        max_answer_length, do_lower_case, version_2_with_negative,
+                        null_score_diff_threshold, verbose_logging)
+
+
+def _postprocess(all_examples, all_features, all_results, n_best_size, max_answer_length,
+                 do_lower_case, version_2_with_negative, null_score_diff_threshold,
+                 verbose_logging):
   example_index_to_features = collections.defaultdict(list)
   for feature in all_features:
     example_index_to_features[feature.example_index].append(feature)
   unique_id_to_result = {result.unique_id: result for result in all_results}
 
-  all_predictions = collections.OrderedDict()
-  all_nbest_json = collections.OrderedDict()
-  scores_diff_json = collections.OrderedDict()
-  basic_tokenizer = _basic_tokenizer(do_lower_case)
-  basic_words = _Cache(lambda word: " ".join(basic_tokenizer.tokenize(word)))
+  # Every example's windows, in order, flattened: window w is windows[w], of example
+  # window_example[w]. v2's null answer per example: the window with the lowest [CLS] score.
+  windows, results, window_example = [], [], []
+  first_window = []  # per example, the index of its first window
+  nulls = []  # per example: (null score, window, start logit, end logit)
   for example_index, example in enumerate(all_examples):
     features = example_index_to_features[example_index]
-    parts = []  # (feature index, starts, ends, start logits, end logits) per window
+    first_window.append(len(windows))
     score_null = NO_ANSWER_SCORE_DIFF  # the original's "large and positive" start value
-    min_null_feature_index = 0
-    null_start_logit = null_end_logit = 0.0
-    for feature_index, feature in enumerate(features):
+    null = (score_null, len(windows), 0.0, 0.0)
+    for feature in features:
       result = unique_id_to_result.get(feature.unique_id)
       if result is None:
         raise KeyError(f"no result for feature unique_id {feature.unique_id} (question "
                        f"{example.qas_id!r}, window {feature.doc_span_index})")
       if version_2_with_negative:
         start0, end0 = float(result.start_logits[0]), float(result.end_logits[0])
-        feature_null_score = start0 + end0
-        if feature_null_score < score_null:
-          score_null = feature_null_score
-          min_null_feature_index = feature_index
-          null_start_logit, null_end_logit = start0, end0
-      starts, ends, start_values, end_values = _feature_candidates(
-          feature, result, n_best_size, max_answer_length)
-      parts.append((np.full(len(starts), feature_index), starts, ends, start_values,
-                    end_values))
-    if version_2_with_negative and features:
-      parts.append((np.array([min_null_feature_index]), np.array([0]), np.array([0]),
-                    np.array([null_start_logit]), np.array([null_end_logit])))
-    if parts:
-      feature_ids, starts, ends, start_values, end_values = (np.concatenate(a)
-                                                             for a in zip(*parts))
-    else:
-      feature_ids = starts = ends = start_values = end_values = np.zeros([0])
-    # The original sorts every candidate by start + end logit, highest first, stable; the
-    # same order here, and candidates are built only as far as the n-best needs.
-    order = np.argsort(-(start_values + end_values), kind="stable").tolist()
-    feature_ids, starts, ends = feature_ids.tolist(), starts.tolist(), ends.tolist()
-    start_values, end_values = start_values.tolist(), end_values.tolist()
+        if start0 + end0 < score_null:
+          score_null = start0 + end0
+          null = (score_null, len(windows), start0, end0)
+      windows.append(feature)
+      results.append(result)
+      window_example.append(example_index)
+    nulls.append(null)
+  first_window.append(len(windows))
 
+  window_ids, starts, ends, start_values, end_values = _window_candidates(
+      windows, results, n_best_size, max_answer_length)
+  candidate_example = np.asarray(window_example, np.int64)[window_ids]
+  if version_2_with_negative:
+    # The null answer joins the candidates of each example that has a window, after them.
+    has_window = [e for e in range(len(all_examples)) if first_window[e] < first_window[e + 1]]
+    window_ids = np.concatenate([window_ids, [nulls[e][1] for e in has_window]]).astype(np.int64)
+    starts = np.concatenate([starts, np.zeros(len(has_window), np.int64)])
+    ends = np.concatenate([ends, np.zeros(len(has_window), np.int64)])
+    start_values = np.concatenate([start_values, [nulls[e][2] for e in has_window]])
+    end_values = np.concatenate([end_values, [nulls[e][3] for e in has_window]])
+    candidate_example = np.concatenate([candidate_example, has_window]).astype(np.int64)
+  # The original sorts each example's candidates by start + end logit, highest first, stable
+  # (windows in order, then start rank, end rank, the null answer last): one lexsort by
+  # (example, -score, position in that order) does every example's sort.
+  order = np.lexsort((np.arange(len(starts)), -(start_values + end_values), candidate_example))
+  bounds = np.searchsorted(candidate_example[order], np.arange(len(all_examples) + 1)).tolist()
+  window_ids, starts, ends = (a[order].tolist() for a in (window_ids, starts, ends))
+  start_values, end_values = start_values[order].tolist(), end_values[order].tolist()
+
+  all_predictions = collections.OrderedDict()
+  all_nbest_json = collections.OrderedDict()
+  scores_diff_json = collections.OrderedDict()
+  basic_tokenizer = _basic_tokenizer(do_lower_case)
+  basic_words = _Cache(lambda word: " ".join(basic_tokenizer.tokenize(word)))
+  contexts = {}  # id(doc_tokens) -> _AnswerContext, shared by the questions of a paragraph
+  for example_index, example in enumerate(all_examples):
+    score_null, _, null_start_logit, null_end_logit = nulls[example_index]
+    context = contexts.get(id(example.doc_tokens))
+    if context is None or context.doc_tokens is not example.doc_tokens:
+      context = contexts[id(example.doc_tokens)] = _AnswerContext(example.doc_tokens,
+                                                                  basic_words)
     seen_predictions = set()
-    nbest: List[_NBest] = []
-    for i in order:
+    nbest: List[tuple] = []  # (text, start logit, end logit)
+    for i in range(bounds[example_index], bounds[example_index + 1]):
       if len(nbest) >= n_best_size:
         break
-      feature = features[feature_ids[i]]
+      feature = windows[window_ids[i]]
       start_index, end_index = starts[i], ends[i]
       if start_index > 0:  # a non-null prediction
         tok_text = detokenize(feature.tokens[start_index:(end_index + 1)])
-        orig_doc_start = feature.token_to_orig_map[start_index]
-        orig_doc_end = feature.token_to_orig_map[end_index]
-        orig_words = example.doc_tokens[orig_doc_start:(orig_doc_end + 1)]
-        orig_text = " ".join(orig_words)
-        # The BasicTokenizer never looks across whitespace, so the words of orig_text are the
-        # words of each original word in turn, each computed once.
-        basic_text = " ".join([t for t in map(basic_words.__getitem__, orig_words) if t])
-        if tok_text == basic_text and len(basic_text) - basic_text.count(" ") == \
-            len(orig_text) - len(orig_words) + 1:
-          final_text = orig_text  # the whole words, unchanged by normalisation: no mapping
-        else:
-          final_text = _final_text(tok_text, orig_text, basic_text, verbose_logging,
-                                   list(itertools.accumulate(map(len, orig_words))))
+        final_text = context.final_text(tok_text, feature.token_to_orig_map[start_index],
+                                         feature.token_to_orig_map[end_index], verbose_logging)
         if final_text in seen_predictions:
           continue
       else:
         final_text = ""
       seen_predictions.add(final_text)
-      nbest.append(_NBest(final_text, start_values[i], end_values[i]))
+      nbest.append((final_text, start_values[i], end_values[i]))
 
     # The null answer is always among SQuAD 2.0's n-best.
     if version_2_with_negative and "" not in seen_predictions:
-      nbest.append(_NBest("", null_start_logit, null_end_logit))
+      nbest.append(("", null_start_logit, null_end_logit))
     # No valid span at all (SQuAD 1.1): the original's placeholder.
     if not nbest:
-      nbest.append(_NBest("empty", 0.0, 0.0))
+      nbest.append(("empty", 0.0, 0.0))
 
-    total_scores = [entry.start_logit + entry.end_logit for entry in nbest]
-    best_non_null_entry = next((entry for entry in nbest if entry.text), None)
-    probs = _compute_softmax(total_scores)
+    probs = _compute_softmax([start + end for _, start, end in nbest])
     all_nbest_json[example.qas_id] = [
-        {"text": entry.text, "probability": probs[i], "start_logit": entry.start_logit,
-         "end_logit": entry.end_logit} for i, entry in enumerate(nbest)]
+        {"text": text, "probability": probability, "start_logit": start, "end_logit": end}
+        for (text, start, end), probability in zip(nbest, probs)]
 
+    best_non_null_entry = next((entry for entry in nbest if entry[0]), None)
     if not version_2_with_negative:
-      all_predictions[example.qas_id] = nbest[0].text
+      all_predictions[example.qas_id] = nbest[0][0]
     elif best_non_null_entry is None:
       # The original crashes here (google-research/bert#476): nothing but the null answer.
       scores_diff_json[example.qas_id] = NO_ANSWER_SCORE_DIFF
       all_predictions[example.qas_id] = ""
     else:
-      score_diff = score_null - best_non_null_entry.start_logit - best_non_null_entry.end_logit
+      text, start, end = best_non_null_entry
+      score_diff = score_null - start - end
       scores_diff_json[example.qas_id] = score_diff
-      all_predictions[example.qas_id] = \
-          "" if score_diff > null_score_diff_threshold else best_non_null_entry.text
+      all_predictions[example.qas_id] = "" if score_diff > null_score_diff_threshold else text
   return all_predictions, all_nbest_json, scores_diff_json
 
 
@@ -940,11 +1137,47 @@ def dumps_indent4(obj, level: int = 0) -> str:
   if isinstance(obj, (list, tuple)):
     if not obj:
       return "[]"
+    fast = _nbest_entries(obj, level)
+    if fast is not None:
+      return fast
     inner = "\n" + "    " * (level + 1)
     items = [dumps_indent4(value, level + 1) if isinstance(value, (dict, list, tuple))
              else _json_scalar(value) for value in obj]
     return "[" + inner + ("," + inner).join(items) + "\n" + "    " * level + "]"
   return _json_scalar(obj)
+
+
+_NBEST_KEYS = ("text", "probability", "start_logit", "end_logit")
+
+
+@functools.lru_cache(maxsize=None)
+def _nbest_entry_format(level: int) -> str:
+  """An n-best entry (a dict at `level`) as dumps_indent4 writes it, its four values left as
+  %s (the encoded text) and %r (float.__repr__, what json writes for a finite float)."""
+  inner, outer = "\n" + "    " * (level + 1), "\n" + "    " * level
+  return "{" + inner + ("," + inner).join(
+      f'"{key}": {"%s" if key == "text" else "%r"}' for key in _NBEST_KEYS) + outer + "}"
+
+
+def _nbest_entries(entries, level: int) -> Optional[str]:
+  """dumps_indent4 of a list of n-best entries at `level`, or None when the list is anything
+  else: each entry a dict of exactly text (str), probability, start_logit and end_logit (finite
+  floats) in that order. nbest_predictions.json is 40 000 of them for 2 000 questions; one
+  format string per entry is several times faster than encoding each value on its own."""
+  entry_format = _nbest_entry_format(level + 1)
+  texts = []
+  for entry in entries:
+    if type(entry) is not dict or tuple(entry) != _NBEST_KEYS:  # pylint: disable=unidiomatic-typecheck
+      return None
+    text, probability, start_logit, end_logit = entry.values()
+    # float - float is 0.0 exactly when finite (NaN and infinities have their own spellings).
+    if type(text) is not str or not type(probability) is type(start_logit) is \
+        type(end_logit) is float or \
+        (probability - probability) + (start_logit - start_logit) + (end_logit - end_logit):
+      return None
+    texts.append(entry_format % (_encode_string(text), probability, start_logit, end_logit))
+  inner = "\n" + "    " * (level + 1)
+  return "[" + inner + ("," + inner).join(texts) + "\n" + "    " * level + "]"
 
 
 def _json_key(key) -> str:

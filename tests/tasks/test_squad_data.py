@@ -440,3 +440,65 @@ _JSON_SCALARS = st.one_of(st.text(), st.floats(allow_nan=True, allow_infinity=Tr
                               st.booleans()), inner, max_size=4)), max_leaves=20))
 def test_the_fast_json_writer_equals_json_dumps_indent_4(obj):
   assert sd.dumps_indent4(obj) == json.dumps(obj, indent=4)
+
+
+# === The fast paths' fall-backs ===
+
+
+def _shared_context_case(tokenizer, tmp_path):
+  """One long paragraph (several windows) asked four questions of different lengths."""
+  context = " ".join(f"word{i % 7} ({i}), Café" for i in range(40))
+  qas = [qa(f"q{k}", "what " * (k * 3 + 1), "word3", context.index("word3"), impossible=False)
+         for k in range(4)]
+  path = write_squad(tmp_path / "shared.json", [(context, qas)], "v2.0")
+  examples = sd.read_squad_examples(path, False, True)
+  rexamples = ref.read_examples(path, False, True)
+  ours, theirs = features_of(examples, tokenizer, False), []
+  ref.convert(rexamples, tokenizer, 64, 16, 12, False, theirs.append)
+  assert len({id(e.doc_tokens) for e in examples}) == 1 and len(ours) > 8
+  return examples, rexamples, ours, theirs
+
+
+def test_serialized_ids_follow_edits_after_conversion(tokenizer, tmp_path):
+  # Conversion keeps the input_ids' record bytes from the paragraph's shared pieces; a feature
+  # whose ids were changed afterwards is serialised from its new ids.
+  _, _, ours, theirs = _shared_context_case(tokenizer, tmp_path)
+  assert_same_features(ours, theirs, False)
+  for feature, original in zip(ours[:3], theirs[:3]):
+    feature.input_ids[5] = original.input_ids[5] = 7
+    feature.input_ids[-1] = original.input_ids[-1] = 300000  # outside the varint table
+    assert sd.serialize_feature(feature, False) == \
+        ref.feature_record(original, False).SerializeToString(deterministic=True)
+
+
+def test_tied_logits_and_uneven_results_rank_as_the_original(tokenizer, tmp_path):
+  examples, rexamples, ours, theirs = _shared_context_case(tokenizer, tmp_path)
+  rng = np.random.default_rng(3)
+  # Integer logits: ties at the n-th best position (the full stable sort decides).
+  tied = [sd.RawResult(f.unique_id, rng.integers(-2, 3, 64).astype(float).tolist(),
+                       rng.integers(-2, 3, 64).astype(float).tolist()) for f in ours]
+  # Logits of different lengths per window (the per-window path).
+  uneven = [sd.RawResult(f.unique_id, r.start_logits[:40 + i % 20], r.end_logits[:50])
+            for i, (f, r) in enumerate(zip(ours, random_results(ours, 64, 5)))]
+  for results in (tied, uneven):
+    for v2 in (False, True):
+      assert_same_predictions(examples, ours, rexamples, theirs, results, v2, n_best_size=7)
+
+
+def test_garbage_collector_state_is_restored(tokenizer, tmp_path):
+  import gc  # pylint: disable=g-import-not-at-top
+  examples, _, ours, _ = _shared_context_case(tokenizer, tmp_path)
+  results = random_results(ours, 64, 1)
+
+  def fail(feature):
+    raise RuntimeError("stop")
+  for enabled in (True, False):
+    (gc.enable if enabled else gc.disable)()
+    try:
+      features_of(examples, tokenizer, False)
+      with pytest.raises(RuntimeError):
+        sd.convert_examples_to_features(examples, tokenizer, 64, 16, 12, False, fail)
+      sd.postprocess(examples, ours, results, 20, 30, True)
+      assert gc.isenabled() == enabled
+    finally:
+      gc.enable()
