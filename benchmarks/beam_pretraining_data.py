@@ -79,12 +79,7 @@ def main():
   parser.add_argument("--work_dir", default="")
   args = parser.parse_args()
 
-  input_files = []
-  for pattern in filter(None, (p.strip() for p in args.input_files.split(","))):
-    matches = sorted(glob.glob(pattern))
-    if not matches:
-      raise SystemExit(f"--input_files: no file matches {pattern!r}")
-    input_files += matches
+  input_files = base.expand_inputs(args.input_files)
   work = args.work_dir or tempfile.mkdtemp(prefix="beam_bench_")
   os.makedirs(work, exist_ok=True)
   corpus = os.path.join(work, f"corpus_{args.size_mb:g}mb.txt")

@@ -45,6 +45,17 @@ SUMMARY_PATTERNS = {
 }
 
 
+def expand_inputs(patterns):
+  """--input_files: comma-separated globs -> their files, each glob's sorted."""
+  input_files = []
+  for pattern in filter(None, (p.strip() for p in patterns.split(","))):
+    matches = sorted(glob.glob(pattern))
+    if not matches:
+      raise SystemExit(f"--input_files: no file matches {pattern!r}")
+    input_files += matches
+  return input_files
+
+
 def build_corpus(input_files, size_mb, path, repeat=False):
   """Writes the first ~size_mb MB of the concatenated inputs (over again with repeat), ending
   at a blank line."""
@@ -165,12 +176,7 @@ def main():
                       help="Where corpora and outputs go (default: a temporary folder).")
   args = parser.parse_args()
 
-  input_files = []
-  for pattern in filter(None, (p.strip() for p in args.input_files.split(","))):
-    matches = sorted(glob.glob(pattern))
-    if not matches:
-      raise SystemExit(f"--input_files: no file matches {pattern!r}")
-    input_files += matches
+  input_files = expand_inputs(args.input_files)
   sizes = [float(s) for s in args.sizes_mb.split(",") if s.strip()]
   seeds = [int(s) for s in args.random_seeds.split(",") if s.strip()]
   modes = [m.strip() for m in args.modes.split(",") if m.strip()]
