@@ -404,6 +404,12 @@ RUN_SETTINGS_FILE = "run_settings.json"
 # The flags whose change moves a resumed run's data position (resume skips global_step batches
 # of the new size and length): a resume that changes one is refused.
 POSITION_FLAGS = ("train_batch_size", "max_seq_length", "max_predictions_per_seq")
+# Flags recorded too, whose change on resume is allowed but warned about: the resumed run then
+# differs from an uninterrupted one (another data order, schedule or data).
+TRAJECTORY_FLAGS = ("seed", "learning_rate", "num_train_steps", "num_train_epochs",
+                    "num_warmup_steps", "warmup_proportion", "optimizer",
+                    "gradient_accumulation_steps", "input_file", "train_file", "data_dir",
+                    "init_checkpoint")
 
 
 def run_directory_lock(output_dir: str, chief: bool, program: str):
@@ -445,15 +451,24 @@ def check_resume_compatible(output_dir: str, config, settings) -> None:
             f"--{key}={getattr(settings, key)} but the checkpoints in {output_dir} were trained "
             f"with --{key}={recorded[key]}: resuming would not continue where the run stopped "
             f"in the data; resume with --{key}={recorded[key]} or choose another --output_dir")
+    changed = [f"--{key} {recorded[key]!r} -> {getattr(settings, key)!r}"
+               for key in TRAJECTORY_FLAGS
+               if key in recorded and hasattr(settings, key)
+               and recorded[key] != getattr(settings, key)]
+    if changed:
+      logging.warning("Resuming the checkpoints in %s with changed flags (%s): the run goes "
+                      "on, but it will not equal an uninterrupted run with the recorded flags "
+                      "(%s)", output_dir, "; ".join(changed), settings_path)
 
 
 def record_run(output_dir: str, config, settings) -> None:
   """Writes bert_config.json and, for a training run, run_settings.json (the data-position
-  flags) to output_dir."""
+  flags, refused when changed on resume, and TRAJECTORY_FLAGS, warned about) to output_dir."""
   config.to_json_file(io.join(output_dir, "bert_config.json"))
   if not getattr(settings, "do_train", False):
     return
-  recorded = {key: getattr(settings, key) for key in POSITION_FLAGS if hasattr(settings, key)}
+  recorded = {key: getattr(settings, key) for key in POSITION_FLAGS + TRAJECTORY_FLAGS
+              if hasattr(settings, key)}
   io.write_text(io.join(output_dir, RUN_SETTINGS_FILE),
                 json.dumps(recorded, indent=2, sort_keys=True) + "\n")
 

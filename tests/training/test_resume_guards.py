@@ -180,3 +180,18 @@ def test_checkpoints_without_dropout_seeds_still_resume(data, tmp_path, monkeypa
   assert "ckpt-2 holds no dropout RNG state" in caplog.text
   assert any(name.startswith("dropout_seeds/")
              for name, _ in tf.train.list_variables(str(tmp_path / "ckpt-4")))
+
+
+def test_a_resume_with_other_training_flags_says_so(data, full_run, tmp_path, caplog):
+  """Reliability probe item 14: --seed, --learning_rate or --input_file changed silently."""
+  run_dir = _copy(full_run, tmp_path)
+  other_data = str(tmp_path / "copy.tfrecord")
+  shutil.copy(data, other_data)
+  shutil.copy(data + ".metadata.json", other_data + ".metadata.json")
+  with caplog.at_level(logging.WARNING):
+    result = pretraining.run_pretraining(tiny_config(), tiny_settings(
+        other_data, str(run_dir), num_train_steps=8, seed=8, learning_rate=2e-3))
+  assert result["global_step"] == 8
+  assert (f"--seed 7 -> 8; --learning_rate 0.001 -> 0.002; --num_train_steps 6 -> 8; "
+          f"--input_file {data!r} -> {other_data!r}") in caplog.text
+  assert "will not equal an uninterrupted run" in caplog.text
