@@ -145,6 +145,14 @@ def inspect_file(path: str, vocab_file: Optional[str] = None, num_examples: int 
           f"e.g. {io.join(path, '*.tfrecord')})", file=out)
     return 1
   errors = 0  # problems that are not invalid records: bad metadata, a count mismatch
+  folder = path.rsplit("/", 1)[0] if "/" in path else "."
+  journals = io.glob(io.join(folder, f"*{io.TEMP_MARKER}*{writer_lib.JOURNAL_SUFFIX}"))
+  if journals:
+    # Training refuses such a folder (input_pipeline.check_no_unfinished_commit).
+    print(f"error: {path}: {sorted(journals)[0]} is the journal of a create_pretraining_data "
+          "run killed while committing: the folder may hold incomplete records or a mix of "
+          "new and old ones; run that command again", file=out)
+    errors += 1
   meta = None
   meta_path = features.metadata_path(path)
   if io.exists(meta_path) or not io.is_local(path):
@@ -154,6 +162,10 @@ def inspect_file(path: str, vocab_file: Optional[str] = None, num_examples: int 
       if io.exists(meta_path) or "not found" not in str(e):
         print(f"error: {e} (training refuses this file; fix or remove it)", file=out)
         errors += 1
+  if meta is None and not errors:
+    print(f"note: {path} has no metadata file ({meta_path}): lengths and names are taken from "
+          "its first record, and training checks only its first record against its flags",
+          file=out)
   if compression is not None:
     source = "--compression"
   elif meta and "compression" in meta:

@@ -119,6 +119,19 @@ def test_gzip_without_metadata_is_read_as_gzip(tmp_path, capsys, records):
   code, out = _inspect(capsys, path)
   assert code == 0, out
   assert "64 valid records, 0 invalid; max_seq_length=128 max_predictions_per_seq=20 GZIP" in out
+  assert f"note: {path} has no metadata file" in out
+
+
+def test_a_killed_data_prep_commit_in_the_folder_is_an_error(tmp_path, capsys, records):
+  """Probe item 4: shards left by a run killed while committing looked valid."""
+  path = _write(tmp_path / "pretraining-00000-of-00002.tfrecord", records)
+  journal = tmp_path / "pretraining-00000-of-00002.tfrecord.incomplete-4242.commit"
+  journal.write_text("{}")
+  code, out = _inspect(capsys, path)
+  assert code == 1, out
+  assert (f"error: {path}: {journal} is the journal of a create_pretraining_data run killed "
+          "while committing") in out
+  assert "64 valid records" in out  # the records themselves are still inspected
 
 
 def test_gzip_read_uncompressed_says_so_and_how_to_read_it(tmp_path, capsys, records):
