@@ -367,6 +367,10 @@ def _run(config, settings, strategy, chief, metadata, export_fn):
 
   def export(step):
     export_dir = io.join(settings.output_dir, f"{EXPORT_DIR}/{step}")
+    if io.exists(export_dir):
+      # A resumed run that lost the checkpoint of this step trained it again.
+      logging.warning("Replacing the existing export %s with this run's weights of step %d",
+                      export_dir, step)
     export_fn(model, config, export_dir, settings, metadata)
     return export_dir
 
