@@ -7,7 +7,6 @@ it with two worker processes, and the fault test uses the BundleBasedDirectRunne
 DirectRunner mode that retries a failed bundle (the FnApiRunner fails the pipeline instead).
 """
 
-import json
 import os
 import random
 import subprocess
