@@ -38,7 +38,13 @@ class ReadReport:
 ERRORS_MODES = ("strict", "replace", "skip")
 
 
-def iter_lines(path: str, errors: str, report: ReadReport) -> Iterator[str]:
+# on_long_line(path, line_number, size): line_number() gives the line's number, computed only
+# when called (for a byte range it costs a pass over the file).
+LongLineCallback = Callable[[str, Callable[[], int], int], None]
+
+
+def iter_lines(path: str, errors: str, report: ReadReport, max_line_bytes: int = 0,
+               on_long_line: Optional[LongLineCallback] = None) -> Iterator[str]:
   """Yields the decoded lines of one file (split on "\\n" only, like the original's readline).
 
   Args:
@@ -47,6 +53,8 @@ def iter_lines(path: str, errors: str, report: ReadReport) -> Iterator[str]:
       the file and line, "replace" decodes it with U+FFFD (which the tokenizer then deletes),
       "skip" drops the line; replaced and skipped lines are counted in the report.
     report: updated in place.
+    max_line_bytes: lines longer than this (if > 0) are passed to on_long_line.
+    on_long_line: called as on_long_line(path, line number (a function), the line's bytes).
   """
   if errors not in ERRORS_MODES:
     raise ValueError(f"errors must be one of {ERRORS_MODES}, got {errors!r}")
@@ -57,6 +65,8 @@ def iter_lines(path: str, errors: str, report: ReadReport) -> Iterator[str]:
       empty = False
       report.lines += 1
       report.bytes += len(raw)
+      if max_line_bytes and len(raw) > max_line_bytes and on_long_line is not None:
+        on_long_line(path, lambda n=line_number: n, len(raw))
       try:
         line = raw.decode("utf-8")
       except UnicodeDecodeError as e:
@@ -116,8 +126,7 @@ def line_number_at(path: str, offset: int) -> int:
 
 def iter_piece_lines(path: str, start: int, end: int, errors: str, report: ReadReport,
                      max_line_bytes: int = 0,
-                     on_long_line: Optional[Callable[[str, int, int], None]] = None
-                     ) -> Iterator[str]:
+                     on_long_line: Optional[LongLineCallback] = None) -> Iterator[str]:
   """Yields the decoded lines (blank ones included) that the byte range [start, end) owns.
 
   Lets workers read one file in parallel, each from a byte offset, with no pass over the file
@@ -134,7 +143,7 @@ def iter_piece_lines(path: str, start: int, end: int, errors: str, report: ReadR
     errors: invalid UTF-8 handling, see iter_lines (an InputError names the file and line).
     report: updated in place (files is counted by the range that starts at 0).
     max_line_bytes: lines longer than this (if > 0) are passed to on_long_line.
-    on_long_line: called as on_long_line(path, byte offset of the line, its length).
+    on_long_line: as for iter_lines (the line number costs a pass over the file up to it).
   """
   if errors not in ERRORS_MODES:
     raise ValueError(f"errors must be one of {ERRORS_MODES}, got {errors!r}")
@@ -164,7 +173,7 @@ def iter_piece_lines(path: str, start: int, end: int, errors: str, report: ReadR
       report.lines += 1
       report.bytes += len(raw)
       if max_line_bytes and len(raw) > max_line_bytes and on_long_line is not None:
-        on_long_line(path, line_start, len(raw))
+        on_long_line(path, lambda s=line_start: line_number_at(path, s), len(raw))
       try:
         line = raw.decode("utf-8")
       except UnicodeDecodeError as e:  # its line number costs a pass over the file: only now

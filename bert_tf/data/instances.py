@@ -20,7 +20,7 @@ import dataclasses
 import random
 from typing import Callable, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from bert_tf.data.corpus import ReadReport, iter_lines, iter_piece_lines
+from bert_tf.data.corpus import LongLineCallback, ReadReport, iter_lines, iter_piece_lines
 
 CLS_TOKEN = "[CLS]"
 SEP_TOKEN = "[SEP]"
@@ -458,7 +458,8 @@ def create_training_instances(
 
 def read_documents(input_files: Iterable[str], tokenize_to_ids: Callable[[str], List[int]],
                    errors: str = "strict", report: Optional[ReadReport] = None,
-                   progress: Optional[Callable[[str, ReadReport], None]] = None
+                   progress: Optional[Callable[[str, ReadReport], None]] = None,
+                   max_line_bytes: int = 0, on_long_line: Optional[LongLineCallback] = None
                    ) -> Tuple[List[Document], ReadReport]:
   """Reads one-sentence-per-line text with blank lines between documents.
 
@@ -474,6 +475,7 @@ def read_documents(input_files: Iterable[str], tokenize_to_ids: Callable[[str], 
     errors: invalid UTF-8 handling, see iter_lines.
     report: updated in place if given.
     progress: called as progress(path, report) after each file.
+    max_line_bytes, on_long_line: see corpus.iter_lines.
 
   Returns:
     (documents, report).
@@ -483,7 +485,7 @@ def read_documents(input_files: Iterable[str], tokenize_to_ids: Callable[[str], 
   for path in input_files:
     if progress is not None and report.files:
       progress(path, report)
-    for line in iter_lines(path, errors, report):
+    for line in iter_lines(path, errors, report, max_line_bytes, on_long_line):
       line = line.strip()
       if not line:
         if documents[-1]:
@@ -577,8 +579,7 @@ def plan_windows(file_sizes: Sequence[int], window_bytes: int) -> List[List[Piec
 
 def read_window(input_files: Sequence[str], pieces: Sequence[Piece], errors: str,
                 report: ReadReport, max_line_bytes: int = 0,
-                on_long_line: Optional[Callable[[str, int, int], None]] = None
-                ) -> List[List[str]]:
+                on_long_line: Optional[LongLineCallback] = None) -> List[List[str]]:
   """The documents (lists of stripped, non-empty lines) that a window's pieces own."""
   documents = []
   for file_index, start, end in pieces:
@@ -624,7 +625,7 @@ def cut_window(documents: List[List[str]], block_bytes: int, random_seed: int,
 def iter_text_blocks(input_files: Sequence[str], file_sizes: Sequence[int], block_bytes: int,
                      errors: str, report: ReadReport, random_seed: int = 0,
                      window_blocks: int = WINDOW_BLOCKS, max_line_bytes: int = 0,
-                     on_long_line: Optional[Callable[[str, int, int], None]] = None
+                     on_long_line: Optional[LongLineCallback] = None
                      ) -> Iterator[Tuple[Tuple[int, int], List[List[str]]]]:
   """Yields ((window index, block index), documents) for the whole plan, in plan order.
 

@@ -42,7 +42,7 @@ import os
 import random
 import sys
 import time
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from absl import logging
 
@@ -146,7 +146,9 @@ class LongLines:
     self.max_line_bytes = max_line_bytes
     self.count = 0
 
-  def warn(self, path: str, line_number: int, size: int) -> None:
+  def __call__(self, path: str, line_number: Callable[[], int], size: int) -> None:
+    """corpus.iter_lines' and iter_piece_lines' on_long_line: the line number is looked up
+    only for the lines warned about."""
     self.count += 1
     if self.count > _LONG_LINE_WARNINGS:
       return
@@ -154,14 +156,8 @@ class LongLines:
         "%s:%d: a line of %d bytes (over %d): only about --max_seq_length tokens of one line "
         "reach an instance, the rest of it is not used (the original algorithm; the default "
         "mode tokenizes only the line's first %d characters); put one sentence per line%s",
-        path, line_number, size, self.max_line_bytes, self.max_line_bytes,
+        path, line_number(), size, self.max_line_bytes, self.max_line_bytes,
         "" if self.count < _LONG_LINE_WARNINGS else " (further long lines are only counted)")
-
-  def __call__(self, path: str, offset: int, size: int) -> None:
-    """corpus.iter_piece_lines' on_long_line: the line number is counted only when warned."""
-    line_number = (corpus.line_number_at(path, offset) if self.count < _LONG_LINE_WARNINGS
-                   else 0)
-    self.warn(path, line_number, size)
 
   def log_total(self) -> None:
     if self.count:
@@ -171,44 +167,6 @@ class LongLines:
 
 def long_lines_for(config: "DataConfig") -> LongLines:
   return LongLines(LONG_LINE_BYTES_PER_TOKEN * 100 * config.max_seq_length)
-
-
-class _LineWatchingReport(corpus.ReadReport):
-  """A corpus.ReadReport that warns about very long lines, naming the file and line.
-
-  corpus.iter_lines counts each line (`lines += 1`) and then its bytes (`bytes += len(raw)`),
-  and each file (`files += 1`) before its first line; the input files are read in the order
-  given, so the file and line of every increment are known here without re-reading anything.
-  """
-
-  def __init__(self, input_files: List[str], long_lines: LongLines):
-    self._input_files = list(input_files)
-    self.long_line_log = long_lines
-    self._bytes = 0
-    self._files = 0
-    self._first_line = 0  # report.lines before the current file
-    super().__init__()
-
-  @property
-  def files(self) -> int:
-    return self._files
-
-  @files.setter
-  def files(self, value: int) -> None:
-    self._files = value
-    self._first_line = getattr(self, "lines", 0)
-
-  @property
-  def bytes(self) -> int:
-    return self._bytes
-
-  @bytes.setter
-  def bytes(self, value: int) -> None:
-    if value - self._bytes > self.long_line_log.max_line_bytes:
-      index = self._files - 1
-      path = self._input_files[index] if 0 <= index < len(self._input_files) else "?"
-      self.long_line_log.warn(path, self.lines - self._first_line, value - self._bytes)
-    self._bytes = value
 
 
 class _Progress:
@@ -509,8 +467,8 @@ def _write_reference(config, options, tokenizer, vocab, input_files, writer, sta
     tokenize = instances_lib.tag_words(tokenize, vocab.size)
   long_lines = long_lines_for(config)
   documents, report = instances_lib.read_documents(
-      input_files, tokenize, errors=config.errors,
-      report=_LineWatchingReport(input_files, long_lines), progress=read_progress)
+      input_files, tokenize, errors=config.errors, progress=read_progress,
+      max_line_bytes=long_lines.max_line_bytes, on_long_line=long_lines)
   read_seconds = time.time() - start
   check_documents(report, len(documents), input_files)
   logging.info("Read %d documents, %d lines, %d tokens in %.1f s", report.documents,
