@@ -30,10 +30,13 @@ if hypothesis_settings is not None:
 
 
 @pytest.fixture(autouse=True)
-def _restore_absl_log_level():
-  """Tests that parse a tool's flags or run a tool may change the "absl" logger's level
-  (absl's --verbosity); later tests' caplog would then miss INFO lines."""
+def _absl_logs_reach_caplog():
+  """Every test starts with the "absl" logger passing everything on (level NOTSET), and gets
+  its level back afterwards. Parsing a tool's flags sets that level from absl's --verbosity
+  (WARNING by default); when that happened in an earlier test or in a module fixture, a later
+  test's caplog missed INFO lines, depending on which tests a worker had run before."""
   logger = logging.getLogger("absl")
   level = logger.level
+  logger.setLevel(logging.NOTSET)
   yield
   logger.setLevel(level)
