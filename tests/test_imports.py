@@ -14,6 +14,9 @@ Every import counts, also those inside functions.
 
 import ast
 import os
+import platform
+import subprocess
+import sys
 
 import pytest
 
@@ -117,9 +120,47 @@ def test_import_rules(module):
 
 
 def test_package_init_files_import_nothing():
-  for module in ("bert_tf", "bert_tf.model", "bert_tf.training", "bert_tf.serving",
-                 "bert_tf.data"):
+  for module in ("bert_tf.model", "bert_tf.training", "bert_tf.serving", "bert_tf.data"):
     assert [name for name, _, _ in imports_of(MODULES[module])] == [], module
+  # The top package only reads the machine type and sets an environment default (oneDNN).
+  assert sorted(name for name, _, _ in imports_of(MODULES["bert_tf"])) == ["os", "platform"]
+
+
+def _environment_after_import(code, **env):
+  environment = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
+  environment.update(env, TF_CPP_MIN_LOG_LEVEL="2")
+  result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=environment,
+                          capture_output=True, text=True, check=False, timeout=300)
+  assert result.returncode == 0, result.stderr
+  return result.stdout.split()
+
+
+ONEDNN_PROBE = ("import os, bert_tf; print(os.environ.get('TF_ENABLE_ONEDNN_OPTS', 'unset'))")
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
+                    reason="bert_tf sets the oneDNN default on x86-64 only; this machine is "
+                           + platform.machine())
+def test_importing_bert_tf_turns_on_onednn_on_x86_unless_the_user_chose():
+  assert _environment_after_import(ONEDNN_PROBE) == ["1"]
+  assert _environment_after_import(ONEDNN_PROBE, TF_ENABLE_ONEDNN_OPTS="0") == ["0"]
+
+
+def test_importing_bert_tf_leaves_other_machines_alone():
+  code = ("import platform; platform.machine = lambda: 'aarch64'; " + ONEDNN_PROBE)
+  assert _environment_after_import(code) == ["unset"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
+                    reason="bert_tf sets the oneDNN default on x86-64 only; this machine is "
+                           + platform.machine())
+def test_tensorflow_imported_after_bert_tf_runs_onednn_kernels():
+  code = ("import bert_tf, tensorflow as tf\n"
+          "from tensorflow.python.util import _pywrap_util_port\n"
+          "print(_pywrap_util_port.IsMklEnabled())")
+  assert _environment_after_import(code) == ["True"]
+  assert _environment_after_import(code, TF_ENABLE_ONEDNN_OPTS="0") == ["False"]
 
 
 def test_data_modules_import_no_tensorflow_at_module_level():

@@ -37,6 +37,10 @@ LABELS = [1, 0, 1, 0, 1, 0]
 SEQ_LENGTHS = [SEQ_LENGTH, 7, 48]
 LABEL_NAMES = ["no", "yes"]
 
+# A restored SavedModel's graph and the eager Keras call can block their oneDNN matmuls
+# differently, so float32 results differ by rounding (seen: 1.1e-5 in pooled_output).
+ATOL = 3e-5
+
 
 @pytest.fixture(scope="module")
 def hub_exports(exported, tmp_path_factory):
@@ -140,11 +144,11 @@ def test_encoder_is_a_reusable_saved_model(hub_exports):
     kwargs = {} if training is None else dict(training=training)
     outputs = loaded(inputs, **kwargs)
     for key in ("pooled_output", "sequence_output"):
-      np.testing.assert_allclose(outputs[key].numpy(), expected[key].numpy(), atol=1e-5)
+      np.testing.assert_allclose(outputs[key].numpy(), expected[key].numpy(), atol=ATOL)
     np.testing.assert_array_equal(outputs["default"].numpy(), outputs["pooled_output"].numpy())
     assert len(outputs["encoder_outputs"]) == CONFIG.num_hidden_layers
     for got, want in zip(outputs["encoder_outputs"], expected["encoder_outputs"]):
-      np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-5)
+      np.testing.assert_allclose(got.numpy(), want.numpy(), atol=ATOL)
   # Dropout (0.1) is on only with training=True.
   dropped = loaded(inputs, training=True)["sequence_output"].numpy()
   assert np.abs(dropped - expected["sequence_output"].numpy()).max() > 1e-2
@@ -160,7 +164,7 @@ def test_text_and_classifier_exports_are_callable_with_their_weights(hub_exports
   outputs = text(tf.constant(TEXTS))
   expected = encoder(keras_inputs(packed_reference(tokenizer, TEXTS, None, SEQ_LENGTH)))
   np.testing.assert_allclose(outputs["pooled_output"].numpy(),
-                             expected["pooled_output"].numpy(), atol=1e-5)
+                             expected["pooled_output"].numpy(), atol=ATOL)
 
   loaded = tf.saved_model.load(paths["classifier"])
   assert len(loaded.trainable_variables) == len(classifier.trainable_weights)
@@ -170,14 +174,14 @@ def test_text_and_classifier_exports_are_callable_with_their_weights(hub_exports
     outputs = loaded(inputs)
     logits = classifier(keras_inputs(packed_reference(tokenizer, TEXTS, texts_b, SEQ_LENGTH)),
                         training=False)["logits"].numpy()
-    np.testing.assert_allclose(outputs["logits"].numpy(), logits, atol=1e-5)
+    np.testing.assert_allclose(outputs["logits"].numpy(), logits, atol=ATOL)
     np.testing.assert_allclose(outputs["probabilities"].numpy(),
-                               tf.nn.softmax(logits).numpy(), atol=1e-5)
+                               tf.nn.softmax(logits).numpy(), atol=ATOL)
     # And the TF Serving signature agrees.
     served = loaded.signatures["classify"](
         text=tf.constant(TEXTS), text_b=tf.constant(texts_b or [""] * len(TEXTS)))
     np.testing.assert_allclose(served["probabilities"].numpy(),
-                               outputs["probabilities"].numpy(), atol=1e-5)
+                               outputs["probabilities"].numpy(), atol=ATOL)
 
 
 # === TF Hub's own client, in a fresh process ===
@@ -220,7 +224,7 @@ def test_tf_hub_client_fine_tunes_the_exports(hub_exports):
   assert fitted["loss_after"] < fitted["loss_before"], fitted
   # The tutorial's save and reload gives the same predictions.
   np.testing.assert_allclose(got["model/reloaded_predictions"], got["model/predictions"],
-                             atol=1e-5)
+                             atol=ATOL)
   assert report["encoder_attributes"] == dict(
       variables=len(encoder.variables), trainable_variables=len(encoder.trainable_weights),
       regularization_losses=0)
@@ -249,20 +253,20 @@ def test_tf_hub_client_fine_tunes_the_exports(hub_exports):
   expected = encoder(keras_inputs(packed_reference(tokenizer, TEXTS, None, SEQ_LENGTH)),
                      training=False)
   np.testing.assert_allclose(got["encoder/False/pooled_output"],
-                             expected["pooled_output"].numpy(), atol=1e-5)
+                             expected["pooled_output"].numpy(), atol=ATOL)
   np.testing.assert_allclose(got["encoder/False/sequence_output"],
-                             expected["sequence_output"].numpy(), atol=1e-5)
+                             expected["sequence_output"].numpy(), atol=ATOL)
   np.testing.assert_allclose(got["encoder/False/encoder_outputs"],
                              np.stack([v.numpy() for v in expected["encoder_outputs"]], 1),
-                             atol=1e-5)
+                             atol=ATOL)
   assert np.abs(got["encoder/True/sequence_output"]
                 - expected["sequence_output"].numpy()).max() > 1e-2
 
   # The classifier export before fine-tuning equals the Keras classifier, for pairs too.
   logits = classifier(keras_inputs(packed_reference(tokenizer, TEXTS, None, SEQ_LENGTH)),
                       training=False)["logits"].numpy()
-  np.testing.assert_allclose(got["classifier/logits_before"], logits, atol=1e-5)
+  np.testing.assert_allclose(got["classifier/logits_before"], logits, atol=ATOL)
   pair_logits = classifier(keras_inputs(packed_reference(tokenizer, TEXTS, TEXTS_B, SEQ_LENGTH)),
                            training=False)["logits"].numpy()
   np.testing.assert_allclose(got["classifier/pair_probabilities"],
-                             tf.nn.softmax(pair_logits).numpy(), atol=1e-5)
+                             tf.nn.softmax(pair_logits).numpy(), atol=ATOL)
