@@ -35,7 +35,8 @@ flags.DEFINE_integer("predictions", 20, "Masked positions per example.")
 flags.DEFINE_integer("rounds", 5, "Timed rounds (one step of each system per round, after two "
                      "warm-up steps); the best round counts.")
 flags.DEFINE_list("systems", ["ours", "ours_xla", "model_garden", "hf_torch"],
-                  "What to measure; hf_torch is skipped when torch/transformers are missing.")
+                  "What to measure; hf_torch is skipped when torch/transformers are missing "
+                  "(imported before TensorFlow, as the other order crashed).")
 flags.DEFINE_list("modes", ["forward", "train"], "forward and/or train.")
 FLAGS = flags.FLAGS
 
@@ -180,13 +181,26 @@ def model_garden_steps(config):
   return (lambda b: forward(b).numpy()), (lambda b: train(b).numpy())
 
 
-def hf_torch_steps(config, threads):
-  """(forward, train) of Hugging Face's PyTorch BertForPreTraining, eager; None if missing."""
+def import_torch():
+  """(torch, transformers) with BertForPreTraining loaded, or None when either is missing.
+
+  Called before TensorFlow is imported: with TensorFlow loaded first, importing transformers'
+  model code (which loads torch's compiler stack and triton) crashed this process with a
+  segmentation fault (torch 2.14, transformers 5.23, TensorFlow 2.20); the other order runs.
+  """
   try:
-    import torch
-    import transformers
+    import torch  # pylint: disable=g-import-not-at-top
+    import transformers  # pylint: disable=g-import-not-at-top
+    transformers.BertForPreTraining  # pylint: disable=pointless-statement  (loads the model code)
   except ImportError:
     return None
+  return torch, transformers
+
+
+def hf_torch_steps(config, threads, modules):
+  """(forward, train) of Hugging Face's PyTorch BertForPreTraining, eager, from import_torch()'s
+  modules."""
+  torch, transformers = modules
   torch.set_num_threads(threads)
   hf_config = transformers.BertConfig(
       vocab_size=config.vocab_size, hidden_size=config.hidden_size,
@@ -227,6 +241,7 @@ def hf_torch_steps(config, threads):
 
 def main(argv):
   del argv
+  torch_modules = import_torch() if "hf_torch" in FLAGS.systems else None  # before TensorFlow
   import numpy as np
   import tensorflow as tf
   tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
@@ -251,11 +266,10 @@ def main(argv):
       elif system == "model_garden":
         systems[system] = model_garden_steps(config)
       elif system == "hf_torch":
-        steps = hf_torch_steps(config, FLAGS.threads)
-        if steps is None:
+        if torch_modules is None:
           print("hf_torch: torch/transformers not installed, skipped")
           continue
-        systems[system] = steps
+        systems[system] = hf_torch_steps(config, FLAGS.threads, torch_modules)
       else:
         raise app.UsageError(f"unknown system {system!r}")
     for mode in FLAGS.modes:

@@ -6,11 +6,14 @@ BF16 or AMX; on AVX2 machines it otherwise uses its Eigen kernels, and there fin
 BERT-Small ran about 1.25x faster with oneDNN (benchmarks/README.md, "oneDNN"). TensorFlow
 reads the variable once, when it is first imported, so this has effect only when bert_tf (or one
 of its tools) is imported first. A value the user has set, e.g. TF_ENABLE_ONEDNN_OPTS=0, is
-kept. Other machines (ARM, whose TensorFlow builds decide for themselves) are left alone.
+kept. Other machines (ARM, whose TensorFlow builds decide for themselves; Windows) are left
+alone.
+
+The package's only import is `os`, which Python has loaded before any user code runs: importing
+bert_tf still loads no TensorFlow (data-preparation workers rely on that).
 """
 
 import os
-import platform
 
 __version__ = "0.1.0"
 
@@ -18,7 +21,8 @@ ONEDNN_MACHINES = ("x86_64", "amd64")
 
 
 def _default_to_onednn():
-  if platform.machine().lower() in ONEDNN_MACHINES:
+  uname = getattr(os, "uname", None)  # POSIX only
+  if uname is not None and uname().machine.lower() in ONEDNN_MACHINES:
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 
