@@ -31,25 +31,9 @@ import time
 from absl import app
 from absl import logging
 
-import peers  # benchmarks/peers.py, on the path as this module is
+import peers  # benchmarks/peers.py, on the path as this module is; imports bert_tf (oneDNN)
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if REPO_ROOT not in sys.path:
-  sys.path.insert(0, REPO_ROOT)
-# Before any TensorFlow import: bert_tf turns on TensorFlow's oneDNN kernels on x86-64 unless
-# TF_ENABLE_ONEDNN_OPTS is set, and the setting is process-wide, so ours and Model Garden run
-# on the same kernels (print_table's line says which).
-import bert_tf  # pylint: disable=g-import-not-at-top,wrong-import-position,unused-import
-
-
-def kernels_text():
-  """Which CPU kernels TensorFlow runs in this process: "oneDNN kernels on" or "... off"."""
-  try:
-    from tensorflow.python.util import _pywrap_util_port  # pylint: disable=g-import-not-at-top
-    enabled = bool(_pywrap_util_port.IsMklEnabled())
-  except (ImportError, AttributeError):
-    enabled = os.environ.get("TF_ENABLE_ONEDNN_OPTS") == "1"
-  return f"TensorFlow oneDNN kernels {'on' if enabled else 'off'}"
 
 
 def run(main, settings, build_hf_model):
@@ -355,7 +339,7 @@ def print_table(settings_text, ratio_header, rows):
   """A blank line, settings_text with the machine's CPUs and load average, and the Markdown
   table of rows under | measurement | system | examples/s | <ratio_header> | goal |."""
   load = os.getloadavg()
-  print(f"\n{settings_text}; {kernels_text()}; {os.cpu_count()} CPUs, load average "
+  print(f"\n{settings_text}; {peers.kernels_text()}; {os.cpu_count()} CPUs, load average "
         f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
   print(f"| measurement | system | examples/s | {ratio_header} | goal |")
   print("| --- | --- | --: | --: | --- |")

@@ -23,9 +23,8 @@ from absl import app
 from absl import flags
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# Before TensorFlow loads: bert_tf turns on its oneDNN kernels on x86-64 (unless
-# TF_ENABLE_ONEDNN_OPTS is set), for every TensorFlow system this process runs.
-import bert_tf  # pylint: disable=g-import-not-at-top,wrong-import-position,unused-import
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import peers  # pylint: disable=g-import-not-at-top,wrong-import-position  (before TensorFlow)
 
 flags.DEFINE_integer("threads", 1, "Intra-op threads (inter-op is 1).")
 flags.DEFINE_list("presets", ["mini", "small"], "BertConfig presets to measure.")
@@ -281,7 +280,8 @@ def main(argv):
         print(f"  {name} {mode} {system}: {b / t:.2f} examples/s", flush=True)
   print()
   print(f"batch {b}, sequence {s}, {p} predictions, {FLAGS.threads} thread(s), "
-        f"TF_ENABLE_ONEDNN_OPTS={os.environ.get('TF_ENABLE_ONEDNN_OPTS', 'unset')}, peak {peak:.1f} GFLOP/s; GFLOP/s counts the full model's FLOPs for every system "
+        f"{peers.kernels_text()}, peak {peak:.1f} GFLOP/s; GFLOP/s counts the full model's "
+        f"FLOPs for every system "
         f"(effective rates for ours, whose last layer is pruned)")
   print(f"| preset | mode | system | examples/s | tokens/s | GFLOP/s | of peak | vs model_garden |")
   print(f"| --- | --- | --- | --- | --- | --- | --- | --- |")

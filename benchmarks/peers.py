@@ -1,5 +1,29 @@
 """Peers built from our BertConfig (Model Garden and Hugging Face), shared by the benchmark
-scripts (imported by path)."""
+scripts (imported by path).
+
+Importing this module imports bert_tf, which turns on TensorFlow's oneDNN kernels on x86-64
+unless TF_ENABLE_ONEDNN_OPTS is set. The setting is process-wide and read when TensorFlow is
+first imported, so the scripts import this module before TensorFlow: ours and the peers then run
+on the same kernels, and kernels_text() reports which in each script's table header.
+"""
+
+import os
+import sys
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO_ROOT not in sys.path:
+  sys.path.insert(0, REPO_ROOT)
+import bert_tf  # pylint: disable=g-import-not-at-top,wrong-import-position,unused-import
+
+
+def kernels_text():
+  """Which CPU kernels TensorFlow runs in this process: "TensorFlow oneDNN kernels on" / "off"."""
+  try:
+    from tensorflow.python.util import _pywrap_util_port  # pylint: disable=g-import-not-at-top
+    enabled = bool(_pywrap_util_port.IsMklEnabled())
+  except (ImportError, AttributeError):
+    enabled = os.environ.get("TF_ENABLE_ONEDNN_OPTS") == "1"
+  return f"TensorFlow oneDNN kernels {'on' if enabled else 'off'}"
 
 
 def model_garden_encoder(config, encoder_class, initializer):

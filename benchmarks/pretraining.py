@@ -51,10 +51,7 @@ from absl import logging
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import peers  # pylint: disable=g-import-not-at-top,wrong-import-position
-# Before TensorFlow loads: bert_tf turns on its oneDNN kernels on x86-64 (unless
-# TF_ENABLE_ONEDNN_OPTS is set), for every TensorFlow system this process runs.
-import bert_tf  # pylint: disable=g-import-not-at-top,wrong-import-position,unused-import
+import peers  # pylint: disable=g-import-not-at-top,wrong-import-position  (before TensorFlow)
 
 DATA = "/work/shared/data"
 flags.DEFINE_string("input_file", None,
@@ -345,8 +342,7 @@ def main(argv):
   load = os.getloadavg()
   print(f"\nbatch {FLAGS.batch_size}, seq {FLAGS.max_seq_length}, {FLAGS.max_predictions_per_seq}"
         f" predictions, mixed precision {FLAGS.mixed_precision}, jit {FLAGS.jit_compile}, "
-        f"{threads} thread(s), TF_ENABLE_ONEDNN_OPTS="
-        f"{os.environ.get('TF_ENABLE_ONEDNN_OPTS', 'unset')}, {FLAGS.steps} steps x {FLAGS.rounds} "
+        f"{threads} thread(s), {peers.kernels_text()}, {FLAGS.steps} steps x {FLAGS.rounds} "
         f"rounds (median), matmul peak {peak / 1e9:.1f} GFLOP/s, load average "
         f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
   print("| preset | run | steps/s | examples/s (min-max) | fraction of matmul peak | "

@@ -14,11 +14,12 @@ Every import counts, also those inside functions.
 
 import ast
 import os
-import platform
 import subprocess
 import sys
 
 import pytest
+
+import bert_tf
 
 from tests.helpers import REPO_ROOT
 
@@ -137,11 +138,13 @@ def _environment_after_import(code, **env):
 
 
 ONEDNN_PROBE = ("import os, bert_tf; print(os.environ.get('TF_ENABLE_ONEDNN_OPTS', 'unset'))")
+MACHINE = os.uname().machine if hasattr(os, "uname") else "non-POSIX"
+ONEDNN_DEFAULT_MACHINE = pytest.mark.skipif(
+    MACHINE.lower() not in bert_tf.ONEDNN_MACHINES,
+    reason=f"bert_tf sets the oneDNN default on x86-64 POSIX machines only; this one is {MACHINE}")
 
 
-@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64") or os.name != "posix",
-                    reason="bert_tf sets the oneDNN default on x86-64 only; this machine is "
-                           + platform.machine())
+@ONEDNN_DEFAULT_MACHINE
 def test_importing_bert_tf_turns_on_onednn_on_x86_unless_the_user_chose():
   assert _environment_after_import(ONEDNN_PROBE) == ["1"]
   assert _environment_after_import(ONEDNN_PROBE, TF_ENABLE_ONEDNN_OPTS="0") == ["0"]
@@ -154,9 +157,7 @@ def test_importing_bert_tf_leaves_other_machines_alone():
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64") or os.name != "posix",
-                    reason="bert_tf sets the oneDNN default on x86-64 only; this machine is "
-                           + platform.machine())
+@ONEDNN_DEFAULT_MACHINE
 def test_tensorflow_imported_after_bert_tf_runs_onednn_kernels():
   code = ("import bert_tf, tensorflow as tf\n"
           "from tensorflow.python.util import _pywrap_util_port\n"
