@@ -11,10 +11,11 @@ encode records with `ExampleEncoder` (pure Python) and should not pay TensorFlow
 """
 
 import collections
+import functools
 import hashlib
 import json
 import struct
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from bert_tf import io
 
@@ -129,14 +130,16 @@ def varint(value: int) -> bytes:
   return bytes(out)
 
 
-def varint_table(size: int) -> List[bytes]:
-  """[varint(i) for i in range(size)], built a few times faster (vocabularies reach 250k)."""
+@functools.lru_cache(maxsize=4)
+def varint_table(size: int) -> Tuple[bytes, ...]:
+  """(varint(i) for i in range(size)) as a tuple, built a few times faster (vocabularies reach
+  250k) and kept for the next writer that asks for the same size."""
   table = [bytes((i,)) for i in range(min(size, 1 << 7))]
   table += [bytes((i & 0x7F | 0x80, i >> 7)) for i in range(1 << 7, min(size, 1 << 14))]
   table += [bytes((i & 0x7F | 0x80, (i >> 7) & 0x7F | 0x80, i >> 14))
             for i in range(1 << 14, min(size, 1 << 21))]
   table += [varint(i) for i in range(1 << 21, size)]
-  return table
+  return tuple(table)
 
 
 def length_delimited(field_number: int, payload: bytes) -> bytes:
@@ -169,6 +172,32 @@ def _int64_entry(name: str, packed: bytes, varints: Optional[Sequence[bytes]]) -
                      length(n_list), b"\x0a", length(n_packed), packed))
   return b"".join((b"\x0a", length(n_entry), key, b"\x12", length(n_feature), b"\x1a",
                    length(n_list)))
+
+
+class EntryHeaders(dict):
+  """n_packed -> the bytes that precede n_packed bytes of packed values in one feature-map entry.
+
+  `EntryHeaders(name)[len(packed)] + packed` is the map entry {key: name, value:
+  Feature{int64_list: {value: packed}}} (for packed non-empty); kind_tag b"\\x12" makes it a
+  float_list. Writers whose entries take few distinct lengths (padded sequences) compute each
+  header once.
+  """
+
+  def __init__(self, name: str, kind_tag: bytes = b"\x1a"):
+    super().__init__()
+    self._key = length_delimited(1, name.encode("utf-8"))
+    self._kind_tag = kind_tag
+
+  def __missing__(self, n_packed: int) -> bytes:
+    if n_packed <= 0:
+      raise ValueError(f"an entry header needs a non-empty packed list, got {n_packed} bytes")
+    n_list = 1 + len(varint(n_packed)) + n_packed
+    n_feature = 1 + len(varint(n_list)) + n_list
+    n_entry = len(self._key) + 1 + len(varint(n_feature)) + n_feature
+    header = self[n_packed] = b"".join((
+        b"\x0a", varint(n_entry), self._key, b"\x12", varint(n_feature), self._kind_tag,
+        varint(n_list), b"\x0a", varint(n_packed)))
+    return header
 
 
 def pack_int64(items: Sequence[int], varints: Optional[Sequence[bytes]] = None) -> bytes:

@@ -11,7 +11,7 @@ import itertools
 import re
 import sys
 import unicodedata
-from typing import Callable, Iterable, List, Mapping, Tuple
+from typing import Any, Callable, Iterable, List, Mapping, Sequence, Tuple
 
 from bert_tf import io
 
@@ -253,6 +253,8 @@ class _LinePatterns:
     # NFD neither creates CJK characters from others nor turns one into anything but one CJK
     # character (checked over all of Unicode in the tests).
     self.words = re.compile(f"[{punct}{cjk}]|[^{punct}{cjk}\\s]+")
+    # The same words, and every newline (tokenize_joined's TEXT_BREAK) as a word of its own.
+    self.words_and_breaks = re.compile(f"[{punct}{cjk}]|[^{punct}{cjk}\\s]+|\n")
 
 
 class _Patterns:
@@ -276,6 +278,10 @@ def _patterns() -> _Patterns:
 
 
 # === Tokenizers ===
+
+
+# What tokenize_joined puts after each text but the last: whitespace, so never a word.
+TEXT_BREAK = "\n"
 
 
 class BasicTokenizer:
@@ -321,15 +327,47 @@ class BasicTokenizer:
     return line.words.findall(text)
 
 
-class _PieceCache(dict):
-  """word -> its word pieces (or ids), computed on a miss; emptied when it grows past max_size."""
+  def tokenize_joined(self, texts: Sequence) -> List[str]:
+    """tokenize() of every text, concatenated, with TEXT_BREAK between one text's words and the
+    next's (len(texts) - 1 breaks).
 
-  def __init__(self, compute: Callable[[str], tuple], max_size: int):
+    ASCII texts (nearly all English) take one regular expression pass for the whole batch
+    instead of one call per text; the words are the same, since every step works per character
+    and TEXT_BREAK, like every whitespace, only separates words.
+    """
+    try:
+      joined = TEXT_BREAK.join(texts)
+    except TypeError:  # bytes among the texts
+      texts = [convert_to_unicode(text) for text in texts]
+      joined = TEXT_BREAK.join(texts)
+    if not joined.isascii():
+      words = []
+      for text in texts:
+        words += self.tokenize(text)
+        words.append(TEXT_BREAK)
+      if words:
+        words.pop()
+      return words
+    if joined.count(TEXT_BREAK) != len(texts) - 1:  # a text has newlines of its own
+      joined = TEXT_BREAK.join(text.replace(TEXT_BREAK, " ") for text in texts)
+    if not all(map(str.isprintable, texts)):
+      # Deleting control characters (never TEXT_BREAK) per line or on the whole is the same.
+      joined = self._p.ascii.removed.sub("", joined)
+    if self.do_lower_case:
+      joined = joined.lower()
+    return self._p.ascii.words_and_breaks.findall(joined)
+
+
+class WordCache(dict):
+  """word -> compute(word) (its word pieces, ids, ...), computed on a miss; emptied when it grows
+  past max_size."""
+
+  def __init__(self, compute: Callable[[str], Any], max_size: int):
     super().__init__()
     self._compute = compute
     self._max_size = max_size
 
-  def __missing__(self, word: str) -> tuple:
+  def __missing__(self, word: str) -> Any:
     if len(self) >= self._max_size:
       self.clear()  # Crude but O(1) per word on average; a corpus's frequent words come back fast.
     value = self[word] = self._compute(word)
@@ -360,8 +398,8 @@ class WordpieceTokenizer:
     # No piece longer than the longest vocab entry can match, so the search starts there rather
     # than at the end of the word (same result, linear instead of quadratic in the word length).
     self._longest = max((len(t) for t in vocab), default=0)
-    self._pieces = _PieceCache(self._word_to_pieces, cache_size)
-    self._ids = _PieceCache(self._word_to_ids, cache_size)
+    self._pieces = WordCache(self._word_to_pieces, cache_size)
+    self._ids = WordCache(self.word_ids, cache_size)
 
   def _word_to_pieces(self, word: str) -> Tuple[str, ...]:
     n = len(word)
@@ -384,7 +422,15 @@ class WordpieceTokenizer:
       start = end
     return tuple(pieces)
 
-  def _word_to_ids(self, word: str) -> Tuple[int, ...]:
+  def word_ids(self, word: str) -> Tuple[int, ...]:
+    """Ids of the word pieces of one word (computed, not cached: for callers with a cache)."""
+    # A word that is itself a vocab entry is its own only piece: the search's first try is the
+    # whole word whenever it is no longer than the longest entry, which every entry is. (An
+    # empty word has no pieces, even when the vocab has an empty line.)
+    if word and len(word) <= self.max_input_chars_per_word:
+      whole = self.vocab.get(word)
+      if whole is not None:
+        return (whole,)
     # Not through self._pieces: a tokenizer used only for ids should hold only the ids cache.
     return tuple(convert_by_vocab(self.vocab, self._word_to_pieces(word)))
 

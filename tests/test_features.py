@@ -3,6 +3,7 @@
 import collections
 import json
 import random
+import struct
 
 import pytest
 import tensorflow as tf
@@ -66,6 +67,24 @@ def test_encoder_large_vocab_ids():
   expected = reference_example(ids, 3, [0, 4], [5, 250001], False, 6, 2)
   assert encoder.encode(ids, 3, [0, 4], [5, 250001], False) == expected.SerializeToString(
       deterministic=True)
+
+
+def test_entry_headers_give_the_proto_bytes():
+  headers = features.EntryHeaders("input_ids")
+  for n in (1, 5, 127, 128, 300, 16383, 16384):
+    packed = bytes([n % 100]) * n
+    entry = headers[n] + packed
+    example = tf.train.Example(features=tf.train.Features(feature={
+        "input_ids": tf.train.Feature(int64_list=tf.train.Int64List(value=list(packed)))}))
+    assert b"\x0a" + features.varint(len(entry)) + entry == example.SerializeToString(
+        deterministic=True), n
+  floats = features.EntryHeaders("label_ids", b"\x12")
+  entry = floats[4] + struct.pack("<f", 0.6)
+  example = tf.train.Example(features=tf.train.Features(feature={
+      "label_ids": tf.train.Feature(float_list=tf.train.FloatList(value=[0.6]))}))
+  assert b"\x0a" + features.varint(len(entry)) + entry == example.SerializeToString()
+  with pytest.raises(ValueError, match="non-empty"):
+    headers[0]  # pylint: disable=pointless-statement
 
 
 def test_varint_table():

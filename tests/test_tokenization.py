@@ -356,6 +356,47 @@ def test_full_tokenizer_matches_oracle(uncased, cased, text):
   assert uncased.tokenize(text.encode("utf-8")) == uncased.tokenize(text)
 
 
+_ascii_text = st.text(alphabet=st.characters(max_codepoint=0x7F), max_size=40)
+
+
+def joined_by_hand(tokenizer, texts):
+  """tokenize() of each text, TEXT_BREAK between consecutive texts' words."""
+  words = []
+  for i, text in enumerate(texts):
+    if i:
+      words.append(tokenization.TEXT_BREAK)
+    words += tokenizer.tokenize(text)
+  return words
+
+
+@hypothesis.settings(max_examples=300, deadline=None)
+@hypothesis.given(texts=st.lists(st.one_of(_ascii_text, _ascii_text, _tricky_text, _mixed_text),
+                                 max_size=6),
+                  as_bytes=st.booleans())
+def test_tokenize_joined_is_tokenize_per_text(texts, as_bytes):
+  # All-ASCII lists (one regex pass for all, with control characters, tabs and newlines inside
+  # texts) and mixed ones (text by text) give every text's words, with a break between texts.
+  given = [t.encode("utf-8") for t in texts] if as_bytes else texts
+  for lower in (True, False):
+    tokenizer = tokenization.BasicTokenizer(do_lower_case=lower)
+    assert tokenizer.tokenize_joined(given) == joined_by_hand(tokenizer, texts)
+
+
+def test_tokenize_joined_golden():
+  tokenizer = tokenization.BasicTokenizer(do_lower_case=True)
+  assert tokenizer.tokenize_joined(["Hello, World!", "", "a\nb\x00c\tD", "Ça va?"]) == [
+      "hello", ",", "world", "!", "\n", "\n", "a", "bc", "d", "\n", "ca", "va", "?"]
+  assert tokenizer.tokenize_joined([]) == []
+  assert tokenizer.tokenize_joined(["", ""]) == ["\n"]
+
+
+def test_word_ids_equal_the_pieces(uncased):
+  wordpiece = uncased.wordpiece_tokenizer
+  for word in ("the", "unaffable", "##ing", "x" * 201, "", "[UNK]", "héllo"):
+    assert wordpiece.word_ids(word) == tuple(
+        uncased.convert_tokens_to_ids(wordpiece.tokenize_words([word]))), word
+
+
 # === Real corpus lines ===
 
 

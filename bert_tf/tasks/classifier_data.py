@@ -33,6 +33,7 @@ import abc
 import csv
 import dataclasses
 import io as io_lib
+import itertools
 import json
 import os
 import struct
@@ -42,6 +43,7 @@ from absl import logging
 
 from bert_tf import features
 from bert_tf import io
+from bert_tf import tokenization
 
 # === Examples and features ===
 
@@ -843,6 +845,79 @@ class _Converter:
     logging.info("label: %s (id = %s)", example.label, features.label_id)
 
 
+class _PackedIds:
+  """Examples -> (packed varints of _Converter.ids(), number of ids, num_segment_a), no lists.
+
+  Only for a tokenizer that is exactly a FullTokenizer (basic tokenizer, then WordPiece word by
+  word; see for_converter). A text's packed ids are then the join of its words' packed ids,
+  cached per word, and the number of ids is the number of varint-final bytes (those below
+  0x80). A chunk of examples is tokenized at once (BasicTokenizer.tokenize_joined) and its
+  bytes split at _BREAK, which packed ids never contain: with ids below 2**21 a varint has at
+  most two high-bit bytes before its final one.
+  """
+
+  _FINAL_BYTES = bytes(range(0x80))
+  _BREAK = b"\xff\xff\xff"
+  _MAX_VOCAB = 1 << 21
+
+  def __init__(self, converter: _Converter, varints: Sequence[bytes]):
+    self.max_seq_length = converter.max_seq_length
+    tokenizer = converter.tokenizer
+    self._words = tokenizer.basic_tokenizer.tokenize_joined
+    word_ids = tokenizer.wordpiece_tokenizer.word_ids
+    lookup = varints.__getitem__
+    text_break, break_bytes = tokenization.TEXT_BREAK, self._BREAK
+    self._word_bytes = tokenization.WordCache(
+        lambda word: break_bytes if word == text_break else b"".join(map(lookup, word_ids(word))),
+        tokenization.DEFAULT_CACHE_SIZE)
+    self._cls, self._sep = varints[converter.cls_id], varints[converter.sep_id]
+
+  @classmethod
+  def for_converter(cls, converter: _Converter, varints: Sequence[bytes]
+                    ) -> Optional["_PackedIds"]:
+    """A _PackedIds, or None when the tokenizer is not exactly a FullTokenizer (e.g. a subclass
+    that changes tokenize) or has ids outside `varints` or from 2**21 on."""
+    tokenizer = converter.tokenizer
+    kinds = (type(tokenizer), type(getattr(tokenizer, "basic_tokenizer", None)),
+             type(getattr(tokenizer, "wordpiece_tokenizer", None)))
+    if kinds != (tokenization.FullTokenizer, tokenization.BasicTokenizer,
+                 tokenization.WordpieceTokenizer) or \
+        max(tokenizer.vocab.values(), default=0) >= min(len(varints), cls._MAX_VOCAB):
+      return None
+    return cls(converter, varints)
+
+  def chunk(self, examples: Sequence[Union[InputExample, PaddingInputExample]]
+            ) -> List[Optional[Tuple[bytes, int, int]]]:
+    """Per example: its packed ids, or None for a padding example, a text_a of None, or an
+    example that needs truncating (_Converter.ids handles those)."""
+    texts = []
+    for example in examples:
+      if isinstance(example, PaddingInputExample):
+        texts += ("", "")
+      else:
+        texts += (example.text_a or "", example.text_b or "")
+    packed = b"".join(map(self._word_bytes.__getitem__, self._words(texts))).split(self._BREAK)
+    final_bytes = self._FINAL_BYTES
+    limit = self.max_seq_length
+    cls_bytes, sep_bytes = self._cls, self._sep
+    out = []
+    for example, bytes_a, bytes_b in zip(examples, packed[0::2], packed[1::2]):
+      len_a = len(bytes_a) - len(bytes_a.translate(None, final_bytes))
+      # As _Converter.ids: B only when text_b is non-empty, and a pair only when B has tokens.
+      if bytes_b:
+        len_b = len(bytes_b) - len(bytes_b.translate(None, final_bytes))
+        out.append((b"".join((cls_bytes, bytes_a, sep_bytes, bytes_b, sep_bytes)),
+                    len_a + len_b + 3, len_a + 2) if len_a + len_b <= limit - 3 else None)
+      else:
+        out.append((b"".join((cls_bytes, bytes_a, sep_bytes)), len_a + 2, len_a + 2)
+                   if len_a <= limit - 2 else None)
+    return out
+
+
+# Examples tokenized at once by _PackedIds.chunk.
+_CHUNK_SIZE = 1024
+
+
 def _padding_features(max_seq_length: int, regression: bool) -> InputFeatures:
   zeros = [0] * max_seq_length
   return InputFeatures(input_ids=list(zeros), input_mask=list(zeros), segment_ids=list(zeros),
@@ -911,64 +986,65 @@ class _RecordEncoder:
   def __init__(self, max_seq_length: int, vocab_size: int, regression: bool):
     self.max_seq_length = max_seq_length
     self.regression = regression
-    # Varints of every token id and of every length an entry can have (a packed list of
-    # max_seq_length ids of up to 3 bytes each, plus a few bytes of headers).
-    self._varints = features.varint_table(max(vocab_size, 3 * max_seq_length + 64, 0x4000))
-    field = features.length_delimited
-    self._keys = {name: field(1, name.encode("utf-8")) for name in FEATURE_NAMES}
+    # Varints of every token id and of every length a record can have.
+    self.varints = features.varint_table(max(vocab_size, 3 * max_seq_length + 64, 0x4000))
+    self._headers = {name: features.EntryHeaders(name) for name in FEATURE_NAMES}
+    self._ids_headers = self._headers[INPUT_IDS]
+    # Segment ids are 0/1, one byte each: their entry's header is the same for every record.
+    self._segment_header = self._headers[SEGMENT_IDS][max_seq_length]
+    # A regression label is one float (4 bytes) in a float_list (Feature field 2).
+    self._float_label_header = features.EntryHeaders(LABEL_IDS, b"\x12")[4]
+    # Entries that depend only on a count are built once.
     self._mask_entries: Dict[int, bytes] = {}
     self._label_entries: Dict[Any, bytes] = {}
     self._real_entries = [self._int64_entry(IS_REAL_EXAMPLE, b"\x00"),
                           self._int64_entry(IS_REAL_EXAMPLE, b"\x01")]
 
-  def _length(self, n: int) -> bytes:
-    return self._varints[n] if n < len(self._varints) else features.varint(n)
-
   def _int64_entry(self, name: str, packed: bytes) -> bytes:
     """Map entry {key: name, value: Feature{int64_list (field 3): {value (1, packed)}}}."""
-    length = self._length
-    key = self._keys[name]
-    n_list = 1 + len(length(len(packed))) + len(packed)
-    n_feature = 1 + len(length(n_list)) + n_list
-    n_entry = len(key) + 1 + len(length(n_feature)) + n_feature
-    return b"".join((b"\x0a", length(n_entry), key, b"\x12", length(n_feature), b"\x1a",
-                     length(n_list), b"\x0a", length(len(packed)), packed))
+    return self._headers[name][len(packed)] + packed
 
   def _label_entry(self, label_id: Union[int, float]) -> bytes:
     entry = self._label_entries.get(label_id)
     if entry is None:
       if self.regression:
-        field = features.length_delimited
-        feature = field(2, field(1, struct.pack("<f", label_id)))  # float_list
-        entry = field(1, self._keys[LABEL_IDS] + field(2, feature))
+        entry = self._float_label_header + struct.pack("<f", label_id)
       else:
         entry = self._int64_entry(LABEL_IDS, features.varint(label_id))
       self._label_entries[label_id] = entry
     return entry
 
-  def _id_bytes(self, ids: Sequence[int]) -> bytes:
+  def id_bytes(self, ids: Sequence[int]) -> bytes:
+    """The packed varints of token ids."""
     try:
       if min(ids) >= 0:
-        return b"".join(map(self._varints.__getitem__, ids))
+        return b"".join(map(self.varints.__getitem__, ids))
     except IndexError:
       pass
     return b"".join(map(features.varint, ids))
 
   def encode(self, ids: Sequence[int], num_segment_a: int, label_id: Union[int, float],
              is_real_example: bool) -> bytes:
-    num_tokens = len(ids)
-    padding = b"\x00" * (self.max_seq_length - num_tokens)
+    return self.encode_packed(self.id_bytes(ids) if ids else b"", len(ids), num_segment_a,
+                              label_id, is_real_example)
+
+  def encode_packed(self, id_bytes: bytes, num_tokens: int, num_segment_a: int,
+                    label_id: Union[int, float], is_real_example: bool) -> bytes:
+    """encode() given the ids already packed (num_tokens varints)."""
+    max_seq_length = self.max_seq_length
     mask_entry = self._mask_entries.get(num_tokens)
     if mask_entry is None:
-      mask_entry = self._int64_entry(INPUT_MASK, b"\x01" * num_tokens + padding)
-      self._mask_entries[num_tokens] = mask_entry
-    ids_entry = self._int64_entry(INPUT_IDS, (self._id_bytes(ids) if ids else b"") + padding)
-    segment_entry = self._int64_entry(
-        SEGMENT_IDS, b"\x00" * num_segment_a + b"\x01" * (num_tokens - num_segment_a) + padding)
+      mask_entry = self._mask_entries[num_tokens] = self._int64_entry(
+          INPUT_MASK, b"\x01" * num_tokens + b"\x00" * (max_seq_length - num_tokens))
+    padding = b"\x00" * (max_seq_length - num_tokens)
+    segments = b"\x00" * num_segment_a + b"\x01" * (num_tokens - num_segment_a) + padding
     # Sorted by key: input_ids, input_mask, is_real_example, label_ids, segment_ids.
-    body = b"".join((ids_entry, mask_entry, self._real_entries[bool(is_real_example)],
-                     self._label_entry(label_id), segment_entry))
-    return features.length_delimited(1, body)
+    body = b"".join((self._ids_headers[len(id_bytes) + len(padding)], id_bytes, padding, mask_entry,
+                     self._real_entries[bool(is_real_example)], self._label_entry(label_id),
+                     self._segment_header, segments))
+    n_body = len(body)
+    return b"\x0a" + (self.varints[n_body] if n_body < len(self.varints)
+                       else features.varint(n_body)) + body
 
   def encode_features(self, features: InputFeatures) -> bytes:
     """The same bytes from padded InputFeatures (must be [CLS]...-shaped: mask 1s then 0s)."""
@@ -1002,26 +1078,38 @@ def file_based_convert_examples_to_features(
   regression = label_list is None
   converter = _Converter(label_list, max_seq_length, tokenizer)
   encoder = _RecordEncoder(max_seq_length, len(getattr(tokenizer, "vocab", ())), regression)
+  packed_ids = _PackedIds.for_converter(converter, encoder.varints)
   total = len(examples) if hasattr(examples, "__len__") else None
   padding_label = 0.0 if regression else 0
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
+  examples = iter(examples)
   count = 0
   with io.atomic_path(output_file) as tmp:
     with tf.io.TFRecordWriter(tmp) as writer:
-      for ex_index, example in enumerate(examples):
-        if ex_index % 10000 == 0:
-          logging.info("Writing example %d of %s", ex_index, total)
-        if isinstance(example, PaddingInputExample):
-          record = encoder.encode((), 0, padding_label, False)
-        else:
-          ids, num_segment_a = converter.ids(example)
-          label_id = converter.label_id(example)
-          record = encoder.encode(ids, num_segment_a, label_id, True)
-          if ex_index < 5:
-            converter.log(ex_index, example, _features(converter, example))
-        writer.write(record)
-        count += 1
+      while True:
+        chunk = list(itertools.islice(examples, _CHUNK_SIZE))
+        if not chunk:
+          break
+        packed_chunk = packed_ids.chunk(chunk) if packed_ids is not None else ()
+        for example, packed in itertools.zip_longest(chunk, packed_chunk):
+          if count % 10000 == 0:
+            logging.info("Writing example %d of %s", count, total)
+          if isinstance(example, PaddingInputExample):
+            record = encoder.encode((), 0, padding_label, False)
+          else:
+            if example.text_a is None:
+              raise ValueError(f"example {example.guid}: text_a is None")
+            label_id = converter.label_id(example)
+            if packed is not None:
+              record = encoder.encode_packed(*packed, label_id, True)
+            else:
+              ids, num_segment_a = converter.ids(example)
+              record = encoder.encode(ids, num_segment_a, label_id, True)
+            if count < 5:
+              converter.log(count, example, _features(converter, example))
+          writer.write(record)
+          count += 1
   return count
 
 

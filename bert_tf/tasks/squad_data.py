@@ -637,7 +637,7 @@ def serialize_feature(feature: InputFeatures, is_training: bool) -> bytes:
 
 
 @functools.lru_cache(maxsize=None)
-def _varints() -> List[bytes]:
+def _varints() -> Sequence[bytes]:
   return record_features.varint_table(1 << 17)  # every id of vocabularies up to 131k tokens
 
 

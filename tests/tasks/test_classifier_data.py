@@ -541,6 +541,60 @@ def test_written_records_equal_the_reference_bytes(tmp_path, tokenizer, corpus_l
   assert int(parsed["is_real_example"]) == 0 and int(parsed["input_mask"].numpy().sum()) == 0
 
 
+class ListPathTokenizer(tokenization.FullTokenizer):
+  """A FullTokenizer subclass: the converter then takes its list path (tokenize_to_ids)."""
+
+
+@pytest.mark.parametrize("chunk_size,ascii_only", [(1, False), (7, False), (1024, False),
+                                                   (1024, True)])
+def test_packed_chunks_equal_the_list_path(tmp_path, monkeypatch, tokenizer, corpus_lines,
+                                           chunk_size, ascii_only):
+  # The packed path tokenizes a chunk at once and splits its bytes; it must write what the
+  # per-example list path writes, for ASCII chunks (newlines, tabs, control characters, empty
+  # texts, truncation) and chunks with non-ASCII texts alike, across chunk borders.
+  monkeypatch.setattr(cd, "_CHUNK_SIZE", chunk_size)
+  rng = random.Random(chunk_size)
+  odd = ["", " ", "a\nb", "x\ty\x00z\x1f", "\x7fDEL", "\n", "1,2;3", "the\r\nend"]
+
+  def text():
+    while True:
+      value = rng.choice(odd) if rng.random() < 0.1 else random_text(rng, corpus_lines)
+      if value.isascii() or not ascii_only:
+        return value
+
+  examples = [cd.InputExample(f"p-{n}", text(), rng.choice([None, "", text()]),
+                              rng.choice(["a", "b"])) for n in range(700)]
+  texts = [t for e in examples for t in (e.text_a, e.text_b) if t]
+  assert all(t.isascii() for t in texts) if ascii_only else not all(t.isascii() for t in texts)
+  examples.insert(300, cd.PaddingInputExample())
+  fast, slow = str(tmp_path / "fast.tf_record"), str(tmp_path / "slow.tf_record")
+  assert cd.file_based_convert_examples_to_features(iter(examples), ["a", "b"], 24, tokenizer,
+                                                    fast) == 701
+  cd.file_based_convert_examples_to_features(examples, ["a", "b"], 24,
+                                             ListPathTokenizer(VOCAB, do_lower_case=True), slow)
+  fast_records = read_records(fast)
+  assert fast_records == read_records(slow)
+  assert fast_records[5] == reference_record(reference_features(examples[5], ["a", "b"], 24,
+                                                                tokenizer))
+  # Both paths truncated some examples and left others whole.
+  lengths = [len(cd._Converter(["a"], 10**6, tokenizer).ids(e)[0])
+             for e in examples if isinstance(e, cd.InputExample)]
+  assert min(lengths) < 24 < max(lengths)
+
+
+def test_examples_are_checked_in_order(tmp_path, tokenizer):
+  # A text_a of None after an unknown label: the unknown label (the earlier example) is named.
+  examples = [cd.InputExample("ok", "a", None, "0"), cd.InputExample("bad", "b", None, "7"),
+              cd.InputExample("none", None, None, "0")]
+  with pytest.raises(ValueError, match="example bad: unknown label '7'"):
+    cd.file_based_convert_examples_to_features(examples, ["0", "1"], 8, tokenizer,
+                                               str(tmp_path / "a.tf_record"))
+  with pytest.raises(ValueError, match="example none: text_a is None"):
+    cd.file_based_convert_examples_to_features(examples[2:] + examples[1:2], ["0", "1"], 8,
+                                               tokenizer, str(tmp_path / "b.tf_record"))
+  assert os.listdir(tmp_path) == []
+
+
 def test_regression_records_store_a_float_label(tmp_path, tokenizer):
   examples = [cd.InputExample("s-0", "A plane is taking off.", "An air plane is taking off.",
                               5.0), cd.InputExample("s-1", "A man.", "A woman.", 0.6)]
