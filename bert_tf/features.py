@@ -149,6 +149,8 @@ def length_delimited(field_number: int, payload: bytes) -> bytes:
 
 # name -> the map entry's key field (field 1, length-delimited), built on first use.
 _KEY_FIELDS: Dict[str, bytes] = {}
+# name -> the headers of its entries by packed length (EntryHeaders), built on first use.
+_ENTRY_HEADERS: Dict[str, "EntryHeaders"] = {}
 # The names of a values mapping, in key order -> those names sorted by their UTF-8 bytes (the
 # order of deterministic serialisation); writers call with the same few name sets.
 _NAME_ORDERS: Dict[tuple, List[str]] = {}
@@ -156,22 +158,17 @@ _NAME_ORDERS: Dict[tuple, List[str]] = {}
 
 def _int64_entry(name: str, packed: bytes, varints: Optional[Sequence[bytes]]) -> bytes:
   """Map entry {key: name, value: Feature{int64_list: {value: packed}}}."""
+  del varints  # the headers are cached per name and length instead
+  if packed:
+    headers = _ENTRY_HEADERS.get(name)
+    if headers is None:
+      headers = _ENTRY_HEADERS[name] = EntryHeaders(name)
+    return headers[len(packed)] + packed
+  # An empty list: Feature{int64_list: {}} (an empty Int64List message, no value field).
   key = _KEY_FIELDS.get(name)
   if key is None:
     key = _KEY_FIELDS[name] = length_delimited(1, name.encode("utf-8"))
-  n_packed = len(packed)
-  # Each header adds at most 11 bytes (tag and a 10-byte varint), so when the largest length
-  # below is inside the table, all are.
-  length = varints.__getitem__ if varints is not None and \
-      n_packed + len(key) + 40 < len(varints) else varint
-  n_list = 1 + len(length(n_packed)) + n_packed if packed else 0  # Int64List
-  n_feature = 1 + len(length(n_list)) + n_list  # Feature{int64_list (field 3)}
-  n_entry = len(key) + 1 + len(length(n_feature)) + n_feature
-  if packed:
-    return b"".join((b"\x0a", length(n_entry), key, b"\x12", length(n_feature), b"\x1a",
-                     length(n_list), b"\x0a", length(n_packed), packed))
-  return b"".join((b"\x0a", length(n_entry), key, b"\x12", length(n_feature), b"\x1a",
-                   length(n_list)))
+  return length_delimited(1, key + length_delimited(2, b"\x1a\x00"))
 
 
 class EntryHeaders(dict):
@@ -203,6 +200,11 @@ class EntryHeaders(dict):
 def pack_int64(items: Sequence[int], varints: Optional[Sequence[bytes]] = None) -> bytes:
   """The packed varints of an int64 list (the payload of Int64List's packed value field)."""
   if type(items) in (list, tuple):  # pylint: disable=unidiomatic-typecheck
+    if len(items) == 1:  # one value (a label, a position, an id): a table lookup
+      value = items[0]
+      if varints is not None and value.__class__ is int and 0 <= value < len(varints):
+        return varints[value]
+      return varint(value)
     # 0..127 is its own one-byte varint, so a list of them (masks, segment ids, labels) packs
     # as bytes(items): one C call; bytes() refuses negatives and values above 255, and
     # isascii() refuses 128..255. (Not for arrays: bytes() of an array is its raw buffer.)

@@ -422,6 +422,10 @@ class WordpieceTokenizer:
       start = end
     return tuple(pieces)
 
+  def word_pieces(self, word: str) -> Tuple[str, ...]:
+    """The word pieces of one word (cached)."""
+    return self._pieces[word]
+
   def word_ids(self, word: str) -> Tuple[int, ...]:
     """Ids of the word pieces of one word (computed, not cached: for callers with a cache)."""
     # A word that is itself a vocab entry is its own only piece: the search's first try is the
@@ -466,6 +470,13 @@ class FullTokenizer:
   def tokenize(self, text) -> List[str]:
     """Word pieces of `text` (str or UTF-8 bytes)."""
     return self.wordpiece_tokenizer.tokenize_words(self.basic_tokenizer.tokenize(text))
+
+  def tokenize_word(self, word: str) -> Sequence[str]:
+    """tokenize(word) for one whitespace-free str, as a sequence (a cached tuple for a word of
+    ASCII letters and digits, whose only basic word is itself, lower-cased when uncased)."""
+    if word.isalnum() and word.isascii():
+      return self.wordpiece_tokenizer.word_pieces(word.lower() if self.do_lower_case else word)
+    return self.tokenize(word)
 
   def tokenize_to_ids(self, text) -> List[int]:
     """Ids of tokenize(text); faster than converting afterwards, as ids are cached per word."""

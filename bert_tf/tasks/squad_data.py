@@ -50,8 +50,9 @@ import gc
 import itertools
 import json
 import math
+import operator
 import re
-from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from absl import logging
 import numpy as np
@@ -178,8 +179,9 @@ def read_squad_examples(input_file: str, is_training: bool,
     SquadFormatError: unreadable JSON, a missing key, or a training question with other than
       one answer (naming the file and the question id).
   """
-  return examples_from_articles(load_squad_json(input_file), input_file, is_training,
-                                version_2_with_negative, stats)
+  with _gc_paused():  # the parsed JSON and the examples hold no reference cycles
+    return examples_from_articles(load_squad_json(input_file), input_file, is_training,
+                                  version_2_with_negative, stats)
 
 
 def examples_from_articles(input_data: List[Dict[str, Any]], input_file: str,
@@ -284,6 +286,114 @@ class DocSpan(NamedTuple):
   length: int
 
 
+class _Question(NamedTuple):
+  """What the windows of one question share."""
+  tokens: List[str]  # [CLS] question [SEP]
+  ids: List[int]  # their ids
+  packed: Optional[bytes]  # their ids' varints (None when an id is beyond the varint table)
+  sep_id: int
+  max_seq_length: int
+
+
+class _Window(InputFeatures):
+  """The InputFeatures convert_examples_to_features makes: the six per-position fields (tokens,
+  token_to_orig_map, token_is_max_context, input_ids, input_mask, segment_ids) are built from
+  the question's and the paragraph's shared lists when first read, and then kept (and may be
+  assigned, as any attribute).
+
+  Until then, serialize_feature writes the record from the shared varints and post-processing
+  reads the window's part of the paragraph directly: a SQuAD window has a few hundred
+  positions, so building, holding and reading back five lists and two dicts per window was
+  most of the conversion's time and of the memory of the eval features run_squad keeps.
+  """
+
+  _TEXT_FIELDS = frozenset(("tokens", "token_to_orig_map", "token_is_max_context"))
+  _SEQUENCE_FIELDS = frozenset(("input_ids", "input_mask", "segment_ids"))
+  _LAZY = _TEXT_FIELDS | _SEQUENCE_FIELDS
+
+  def __init__(self, unique_id, example_index, doc_span_index, question: _Question,
+               window: tuple, flags: Optional[List[bool]], start_position, end_position,
+               is_impossible):
+    # pylint: disable=super-init-not-called  (the lazy fields are properties)
+    self.unique_id = unique_id
+    self.example_index = example_index
+    self.doc_span_index = doc_span_index
+    self.start_position = start_position
+    self.end_position = end_position
+    self.is_impossible = is_impossible
+    self._question = question
+    self._window = window  # _Context.window(span): (tokens, ids, word indexes, varints)
+    self._flags = flags  # token_is_max_context's values, or None when all are True
+
+  def doc_part(self):
+    """(first context position, the window's tokens, their word indexes, max-context flags or
+    None for all True) while tokens and both maps are unread (not assigned), else None."""
+    if self._TEXT_FIELDS.isdisjoint(self.__dict__):
+      return len(self._question.tokens), self._window[0], self._window[2], self._flags
+    return None
+
+  def peek(self, name: str):
+    """A field's value without keeping it (logging shows every field of the first windows)."""
+    if name in self.__dict__ or name not in self._LAZY:
+      return getattr(self, name)
+    return getattr(type(self), name).func(self)
+
+  def packed_sequences(self) -> Optional[Tuple[bytes, bytes, bytes]]:
+    """The varints of input_ids, input_mask and segment_ids while those are unread, else
+    None."""
+    question, (tokens, _, _, packed) = self._question, self._window
+    if question.packed is None or packed is None or \
+        not self._SEQUENCE_FIELDS.isdisjoint(self.__dict__):
+      return None
+    doc_offset, length = len(question.tokens), len(tokens)
+    num_tokens = doc_offset + length + 1
+    padding = bytes(question.max_seq_length - num_tokens)
+    sep = _varints()[question.sep_id]
+    return (b"".join((question.packed, packed, sep, padding)),
+            b"\x01" * num_tokens + padding,
+            bytes(doc_offset) + b"\x01" * (length + 1) + padding)
+
+  @functools.cached_property
+  def tokens(self) -> List[str]:  # pylint: disable=method-hidden
+    tokens = self._question.tokens + self._window[0]
+    tokens.append("[SEP]")
+    return tokens
+
+  def _positions(self) -> range:
+    doc_offset = len(self._question.tokens)
+    return range(doc_offset, doc_offset + len(self._window[0]))
+
+  @functools.cached_property
+  def token_to_orig_map(self) -> Dict[int, int]:  # pylint: disable=method-hidden
+    return dict(zip(self._positions(), self._window[2]))
+
+  @functools.cached_property
+  def token_is_max_context(self) -> Dict[int, bool]:  # pylint: disable=method-hidden
+    if self._flags is None:
+      return dict.fromkeys(self._positions(), True)
+    return dict(zip(self._positions(), self._flags))
+
+  def _padding(self) -> int:
+    return self._question.max_seq_length - len(self._question.tokens) - len(self._window[0]) - 1
+
+  @functools.cached_property
+  def input_ids(self) -> List[int]:  # pylint: disable=method-hidden
+    ids = self._question.ids + self._window[1]
+    ids.append(self._question.sep_id)
+    ids += [0] * self._padding()
+    return ids
+
+  @functools.cached_property
+  def input_mask(self) -> List[int]:  # pylint: disable=method-hidden
+    padding = self._padding()
+    return [1] * (self._question.max_seq_length - padding) + [0] * padding
+
+  @functools.cached_property
+  def segment_ids(self) -> List[int]:  # pylint: disable=method-hidden
+    return ([0] * len(self._question.tokens) + [1] * (len(self._window[0]) + 1) +
+            [0] * self._padding())
+
+
 def doc_spans(num_tokens: int, max_tokens_for_doc: int, doc_stride: int) -> List[DocSpan]:
   """The windows over num_tokens context tokens: the next window starts doc_stride tokens (or
   the window's length, if shorter) after the last one, until a window reaches the end."""
@@ -358,7 +468,7 @@ def _improve_span_tokens(doc_tokens, input_start, input_end, answer_tokens):
 def _gc_paused():
   """Suspends the cyclic garbage collector (if on) for a bulk build of acyclic objects.
 
-  Conversion and post-processing create millions of lists and dicts (a window's tokens, ids,
+  Reading, conversion and post-processing create millions of lists and dicts (a window's tokens, ids,
   masks and maps; the n-best entries) that form no reference cycles, so the collector never
   frees any of them; yet every 700 allocations it walks all young containers, and each window
   holds five lists of max_seq_length items: with the eval features kept, as run_squad keeps
@@ -386,36 +496,62 @@ class _Cache(dict):
     return value
 
 
+class _Words(dict):
+  """word -> (its WordPieces, their ids, the ids' varints), computed once per distinct word
+  for all the contexts of a conversion. The ids are None when the tokenizer has no vocab or
+  a piece is not in it (convert_tokens_to_ids then raises the tokenizer's own error), the
+  varints None when an id is beyond the varint table (then packed per record)."""
+
+  def __init__(self, tokenizer):
+    super().__init__()
+    # A FullTokenizer's tokenize_word skips the basic tokenizer for plain words (not for a
+    # subclass, which may change tokenize).
+    exact = type(tokenizer) is tokenization.FullTokenizer  # pylint: disable=unidiomatic-typecheck
+    self._tokenize = tokenizer.tokenize_word if exact else tokenizer.tokenize
+    self._vocab = getattr(tokenizer, "vocab", None)
+
+  def __missing__(self, word: str) -> tuple:
+    pieces = self._tokenize(word)
+    ids = packed = None
+    if self._vocab is not None:
+      try:
+        ids = tuple(map(self._vocab.__getitem__, pieces))
+      except KeyError:
+        pass
+    if ids is not None and (not ids or min(ids) >= 0):
+      try:
+        packed = b"".join(map(_varints().__getitem__, ids))
+      except IndexError:
+        pass
+    entry = self[word] = (pieces, ids, packed)
+    return entry
+
+
 class _Context:
   """A paragraph's WordPieces (and ids), with its windows and max-context flags per window
   size: what every question of the paragraph shares (read_squad_examples gives the questions of
   one paragraph the same doc_tokens list; the original re-tokenizes it for each of them)."""
 
-  def __init__(self, doc_tokens: List[str], pieces: _Cache, vocab: Optional[Mapping]):
+  def __init__(self, doc_tokens: List[str], words: _Words):
     self.doc_tokens = doc_tokens
     # Built with C-level iterators rather than a loop over the words: a context is a few hundred
     # words, and this runs once per paragraph.
-    word_pieces = list(map(pieces.__getitem__, doc_tokens))
+    entries = list(map(words.__getitem__, doc_tokens))
+    word_pieces = list(map(operator.itemgetter(0), entries))
     lengths = list(map(len, word_pieces))
     self.all_doc_tokens: List[str] = list(itertools.chain.from_iterable(word_pieces))
     self.tok_to_orig_index: List[int] = list(itertools.chain.from_iterable(
         map(itertools.repeat, range(len(doc_tokens)), lengths)))
     self.orig_to_tok_index: List[int] = list(itertools.accumulate(lengths, initial=0))[:-1]
-    self.doc_ids = None
-    if vocab is not None:
-      try:
-        self.doc_ids = list(map(vocab.__getitem__, self.all_doc_tokens))
-      except KeyError:
-        self.doc_ids = None
-    # The ids' varints (serialize_feature's input_ids bytes) and where each token's starts: a
-    # window's bytes are one slice of them.
-    self.doc_packed = self.byte_offsets = None
-    table = _varints()
-    if self.doc_ids is not None and 0 <= min(self.doc_ids, default=0) and \
-        max(self.doc_ids, default=0) < len(table):
-      varints = list(map(table.__getitem__, self.doc_ids))
-      self.doc_packed = b"".join(varints)
-      self.byte_offsets = list(itertools.accumulate(map(len, varints), initial=0))
+    word_ids = list(map(operator.itemgetter(1), entries))
+    self.doc_ids = None if None in word_ids else \
+        list(itertools.chain.from_iterable(word_ids))
+    # The ids' varints (serialize_feature's input_ids bytes): a window's bytes are one slice of
+    # them (byte offsets computed when a paragraph has several windows).
+    word_packed = list(map(operator.itemgetter(2), entries))
+    self.doc_packed = None if self.doc_ids is None or None in word_packed else \
+        b"".join(word_packed)
+    self._byte_offsets = None
     self._windows: Dict[int, tuple] = {}
     self._slices: Dict[DocSpan, tuple] = {}
 
@@ -443,7 +579,14 @@ class _Context:
       ids = self.doc_ids[span.start:end] if self.doc_ids is not None else None
       packed = None
       if self.doc_packed is not None:
-        packed = self.doc_packed[self.byte_offsets[span.start]:self.byte_offsets[end]]
+        if span.start == 0 and end == len(self.doc_ids):
+          packed = self.doc_packed
+        else:
+          if self._byte_offsets is None:
+            table = _varints()
+            self._byte_offsets = list(itertools.accumulate(
+                map(len, map(table.__getitem__, self.doc_ids)), initial=0))
+          packed = self.doc_packed[self._byte_offsets[span.start]:self._byte_offsets[end]]
       found = self._slices[span] = (self.all_doc_tokens[span.start:end], ids,
                                     self.tok_to_orig_index[span.start:end], packed)
     return found
@@ -478,10 +621,9 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer, ma
 
 def _convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,
                                   max_query_length, is_training, output_fn, stats):
-  pieces = _Cache(tokenizer.tokenize)  # word -> WordPieces, once per distinct word
+  words = _Words(tokenizer)
   vocab_lookup = getattr(tokenizer, "vocab", None)
   cls_sep = tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]"])
-  sep_packed = record_features.pack_int64(cls_sep[1:], _varints())
   unique_id = FIRST_UNIQUE_ID
   count = truncated = without_window = outside = 0
   context = None
@@ -499,7 +641,7 @@ def _convert_examples_to_features(examples, tokenizer, max_seq_length, doc_strid
     # The questions of one paragraph share its doc_tokens list (read_squad_examples): its
     # WordPieces, maps and ids are computed once for them all.
     if context is None or context.doc_tokens is not example.doc_tokens:
-      context = _Context(example.doc_tokens, pieces, vocab_lookup)
+      context = _Context(example.doc_tokens, words)
     orig_to_tok_index = context.orig_to_tok_index
     all_doc_tokens = context.all_doc_tokens
 
@@ -525,32 +667,15 @@ def _convert_examples_to_features(examples, tokenizer, max_seq_length, doc_strid
         query_ids = [cls_sep[0]] + [vocab_lookup[t] for t in query_tokens] + [cls_sep[1]]
       except KeyError:
         query_ids = None  # convert_tokens_to_ids below raises the tokenizer's own error
-    query_packed = None
-    if query_ids is not None and 0 <= min(query_ids) and max(query_ids) < len(_varints()):
-      query_packed = record_features.pack_int64(query_ids, _varints())
     query_part = ["[CLS]"] + query_tokens + ["[SEP]"]
-    num_query = len(query_tokens)
-    doc_offset = num_query + 2
+    question = None
+    if query_ids is not None:
+      query_packed = None
+      if 0 <= min(query_ids) and max(query_ids) < len(_varints()):
+        query_packed = record_features.pack_int64(query_ids, _varints())
+      question = _Question(query_part, query_ids, query_packed, cls_sep[1], max_seq_length)
+    doc_offset = len(query_part)
     for doc_span_index, span in enumerate(spans):
-      window_tokens, window_ids, window_words, window_packed = context.window(span)
-      tokens = query_part + window_tokens
-      tokens.append("[SEP]")
-      positions = range(doc_offset, doc_offset + span.length)
-      token_to_orig_map = dict(zip(positions, window_words))
-      flags = span_flags[doc_span_index]
-      token_is_max_context = dict.fromkeys(positions, True) if flags is None else \
-          dict(zip(positions, flags))
-      if query_ids is not None:
-        input_ids = query_ids + window_ids
-        input_ids.append(cls_sep[1])
-      else:
-        input_ids = tokenizer.convert_tokens_to_ids(tokens)
-      num_tokens = len(input_ids)
-      padding = max_seq_length - num_tokens
-      input_ids += [0] * padding
-      input_mask = [1] * num_tokens + [0] * padding
-      segment_ids = [0] * doc_offset + [1] * (span.length + 1) + [0] * padding
-
       start_position = end_position = None
       if is_training and not example.is_impossible:
         span_end = span.start + span.length
@@ -563,18 +688,29 @@ def _convert_examples_to_features(examples, tokenizer, max_seq_length, doc_strid
       if is_training and example.is_impossible:
         start_position = end_position = 0
 
-      feature = InputFeatures(
-          unique_id=unique_id, example_index=example_index, doc_span_index=doc_span_index,
-          tokens=tokens, token_to_orig_map=token_to_orig_map,
-          token_is_max_context=token_is_max_context, input_ids=input_ids,
-          input_mask=input_mask, segment_ids=segment_ids, start_position=start_position,
-          end_position=end_position, is_impossible=example.is_impossible)
-      if query_packed is not None and window_packed is not None:
-        # serialize_feature's input_ids bytes, from the pieces every window shares, kept with a
-        # copy of the ids they encode (they are used only while input_ids still equals it).
-        feature._packed_input_ids = (  # pylint: disable=protected-access
-            input_ids.copy(), b"".join((query_packed, window_packed, sep_packed,
-                                        bytes(padding))))
+      window = context.window(span)
+      if question is not None:
+        feature = _Window(unique_id, example_index, doc_span_index, question, window,
+                          span_flags[doc_span_index], start_position, end_position,
+                          example.is_impossible)
+      else:  # ids only from the tokenizer (which raises for a token outside its vocab)
+        window_tokens, _, window_words, _ = window
+        tokens = query_part + window_tokens
+        tokens.append("[SEP]")
+        positions = range(doc_offset, doc_offset + span.length)
+        flags = span_flags[doc_span_index]
+        input_ids = tokenizer.convert_tokens_to_ids(tokens)
+        num_tokens = len(input_ids)
+        padding = max_seq_length - num_tokens
+        feature = InputFeatures(
+            unique_id=unique_id, example_index=example_index, doc_span_index=doc_span_index,
+            tokens=tokens, token_to_orig_map=dict(zip(positions, window_words)),
+            token_is_max_context=dict.fromkeys(positions, True) if flags is None else
+            dict(zip(positions, flags)),
+            input_ids=input_ids + [0] * padding, input_mask=[1] * num_tokens + [0] * padding,
+            segment_ids=[0] * doc_offset + [1] * (span.length + 1) + [0] * padding,
+            start_position=start_position, end_position=end_position,
+            is_impossible=example.is_impossible)
       if example_index < 20:
         _log_feature(feature, example, is_training)
       output_fn(feature)
@@ -587,22 +723,25 @@ def _convert_examples_to_features(examples, tokenizer, max_seq_length, doc_strid
 
 
 def _log_feature(feature: InputFeatures, example: SquadExample, is_training: bool) -> None:
+  # A window's lazy fields are read without being kept.
+  field = feature.peek if isinstance(feature, _Window) else functools.partial(getattr, feature)
+  tokens = field("tokens")
   logging.info("*** Example ***")
   logging.info("unique_id: %s", feature.unique_id)
   logging.info("example_index: %s", feature.example_index)
   logging.info("doc_span_index: %s", feature.doc_span_index)
-  logging.info("tokens: %s", " ".join(t for t in feature.tokens))
+  logging.info("tokens: %s", " ".join(t for t in tokens))
   logging.info("token_to_orig_map: %s",
-               " ".join(f"{k}:{v}" for k, v in feature.token_to_orig_map.items()))
+               " ".join(f"{k}:{v}" for k, v in field("token_to_orig_map").items()))
   logging.info("token_is_max_context: %s",
-               " ".join(f"{k}:{v}" for k, v in feature.token_is_max_context.items()))
-  logging.info("input_ids: %s", " ".join(map(str, feature.input_ids)))
-  logging.info("input_mask: %s", " ".join(map(str, feature.input_mask)))
-  logging.info("segment_ids: %s", " ".join(map(str, feature.segment_ids)))
+               " ".join(f"{k}:{v}" for k, v in field("token_is_max_context").items()))
+  logging.info("input_ids: %s", " ".join(map(str, field("input_ids"))))
+  logging.info("input_mask: %s", " ".join(map(str, field("input_mask"))))
+  logging.info("segment_ids: %s", " ".join(map(str, field("segment_ids"))))
   if is_training and example.is_impossible:
     logging.info("impossible example")
   if is_training and not example.is_impossible:
-    answer_text = " ".join(feature.tokens[feature.start_position:feature.end_position + 1])
+    answer_text = " ".join(tokens[feature.start_position:feature.end_position + 1])
     logging.info("start_position: %d", feature.start_position)
     logging.info("end_position: %d", feature.end_position)
     logging.info("answer: %s", answer_text)
@@ -620,15 +759,12 @@ def serialize_feature(feature: InputFeatures, is_training: bool) -> bytes:
   deterministically: unique_ids, input_ids, input_mask, segment_ids, and when training
   start_positions, end_positions and is_impossible (0/1), all int64."""
   varints = _varints()
-  packed_ids = getattr(feature, "_packed_input_ids", None)
-  if packed_ids is not None and feature.input_ids == packed_ids[0]:
-    input_ids = packed_ids[1]  # convert_examples_to_features' bytes for these very ids
-  else:
-    input_ids = record_features.pack_int64(feature.input_ids, varints)
-  packed = {UNIQUE_IDS: record_features.pack_int64([feature.unique_id], varints),
-            "input_ids": input_ids,
-            "input_mask": record_features.pack_int64(feature.input_mask, varints),
-            "segment_ids": record_features.pack_int64(feature.segment_ids, varints)}
+  sequences = feature.packed_sequences() if isinstance(feature, _Window) else None
+  if sequences is None:
+    sequences = [record_features.pack_int64(getattr(feature, name), varints)
+                 for name in SEQUENCE_FEATURES]
+  packed = dict(zip(SEQUENCE_FEATURES, sequences))
+  packed[UNIQUE_IDS] = record_features.pack_int64([feature.unique_id], varints)
   if is_training:
     packed[START_POSITIONS] = record_features.pack_int64([feature.start_position], varints)
     packed[END_POSITIONS] = record_features.pack_int64([feature.end_position], varints)
@@ -932,6 +1068,15 @@ def _window_candidates(features: Sequence[InputFeatures], results: Sequence[RawR
   good_start, good_end = [], []
   for feature, top_starts, top_ends in zip(features, start_indexes.tolist(),
                                            end_indexes.tolist()):
+    part = feature.doc_part() if isinstance(feature, _Window) else None
+    if part is not None:
+      # The window's context positions are one run [first, end), all below len(tokens).
+      first, window_tokens, _, flags = part
+      end = first + len(window_tokens)
+      good_start += [first <= s < end and (flags is None or bool(flags[s - first]))
+                     for s in top_starts]
+      good_end += [first <= e < end for e in top_ends]
+      continue
     to_orig, max_context, num_tokens = (feature.token_to_orig_map,
                                         feature.token_is_max_context, len(feature.tokens))
     good_start += [s < num_tokens and s in to_orig and bool(max_context.get(s, False))
@@ -1037,9 +1182,17 @@ def _postprocess(all_examples, all_features, all_results, n_best_size, max_answe
       feature = windows[window_ids[i]]
       start_index, end_index = starts[i], ends[i]
       if start_index > 0:  # a non-null prediction
-        tok_text = detokenize(feature.tokens[start_index:(end_index + 1)])
-        final_text = context.final_text(tok_text, feature.token_to_orig_map[start_index],
-                                         feature.token_to_orig_map[end_index], verbose_logging)
+        part = feature.doc_part() if isinstance(feature, _Window) else None
+        if part is not None:  # both ends are context positions of the window
+          first, window_tokens, window_words, _ = part
+          tok_text = detokenize(window_tokens[start_index - first:end_index - first + 1])
+          first_word, last_word = window_words[start_index - first], \
+              window_words[end_index - first]
+        else:
+          tok_text = detokenize(feature.tokens[start_index:(end_index + 1)])
+          first_word, last_word = feature.token_to_orig_map[start_index], \
+              feature.token_to_orig_map[end_index]
+        final_text = context.final_text(tok_text, first_word, last_word, verbose_logging)
         if final_text in seen_predictions:
           continue
       else:

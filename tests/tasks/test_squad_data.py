@@ -325,7 +325,20 @@ def test_fixtures_equal_the_originals_loops(tokenizer, name, v2, max_seq_length,
     ref.convert(rexamples, tokenizer, max_seq_length, doc_stride, max_query_length,
                 is_training, theirs.append)
     assert count == len(ours)
+    # Unread windows: records from the shared varints, candidates from the paragraph's lists.
+    unread = []
+    sd.convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,
+                                    max_query_length, is_training, unread.append)
+    assert all(f.doc_part() is not None and f.packed_sequences() is not None for f in unread)
+    assert [sd.serialize_feature(f, is_training) for f in unread] == [
+        ref.feature_record(f, is_training).SerializeToString(deterministic=True) for f in theirs]
+    if not is_training:
+      results = random_results(theirs, max_seq_length, seed=max_seq_length)
+      assert_same_predictions(examples, unread, rexamples, theirs, results, v2)
+      assert all(f.doc_part() is not None for f in unread)  # post-processing read none
+    # Read windows (every field built and kept): the same features, records and predictions.
     assert_same_features(ours, theirs, is_training)
+    assert all(f.doc_part() is None and f.packed_sequences() is None for f in ours)
     if not is_training:
       results = random_results(ours, max_seq_length, seed=max_seq_length)
       for threshold in (0.0, -2.0, 3.0):
@@ -469,6 +482,20 @@ def test_serialized_ids_follow_edits_after_conversion(tokenizer, tmp_path):
     feature.input_ids[-1] = original.input_ids[-1] = 300000  # outside the varint table
     assert sd.serialize_feature(feature, False) == \
         ref.feature_record(original, False).SerializeToString(deterministic=True)
+
+
+def test_window_fields_are_built_once_and_can_be_assigned(tokenizer, tmp_path):
+  _, _, ours, theirs = _shared_context_case(tokenizer, tmp_path)
+  window, original = ours[4], theirs[4]
+  assert isinstance(window, sd._Window) and window.doc_part() is not None
+  assert window.peek("input_ids") == original.input_ids and window.doc_part() is not None
+  assert window.tokens is window.tokens and window.doc_part() is None
+  assert window.packed_sequences() is not None  # the ids are still unread
+  window.segment_ids = [0] * 64  # assigned like any attribute: the record follows
+  original.segment_ids = [0] * 64
+  assert window.packed_sequences() is None
+  assert sd.serialize_feature(window, False) == \
+      ref.feature_record(original, False).SerializeToString(deterministic=True)
 
 
 def test_tied_logits_and_uneven_results_rank_as_the_original(tokenizer, tmp_path):
