@@ -1085,7 +1085,7 @@ def file_based_convert_examples_to_features(
 
   examples = iter(examples)
   count = 0
-  with io.atomic_path(output_file) as tmp:
+  with io.atomic_path(output_file) as tmp, features.collector_paused():
     with tf.io.TFRecordWriter(tmp) as writer:
       while True:
         chunk = list(itertools.islice(examples, _CHUNK_SIZE))

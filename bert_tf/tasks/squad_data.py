@@ -27,7 +27,7 @@ records are written from precomputed varint bytes; the n-best positions and vali
 windows come from a few numpy operations over their stacked logits, and every question's
 candidates from one stable lexsort; get_final_text's BasicTokenizer runs once per distinct word;
 nbest_predictions.json is formatted entry by entry; and the cyclic garbage collector is paused
-while these acyclic objects are built (see _gc_paused).
+while these acyclic objects are built (features.collector_paused).
 
 Where the original crashes, this module does not (google-research/bert#476, PR #1106):
 
@@ -44,9 +44,7 @@ Where the original crashes, this module does not (google-research/bert#476, PR #
 
 import bisect
 import collections
-import contextlib
 import functools
-import gc
 import itertools
 import json
 import math
@@ -179,7 +177,7 @@ def read_squad_examples(input_file: str, is_training: bool,
     SquadFormatError: unreadable JSON, a missing key, or a training question with other than
       one answer (naming the file and the question id).
   """
-  with _gc_paused():  # the parsed JSON and the examples hold no reference cycles
+  with record_features.collector_paused():  # the JSON and the examples make no cycles
     return examples_from_articles(load_squad_json(input_file), input_file, is_training,
                                   version_2_with_negative, stats)
 
@@ -464,26 +462,6 @@ def _improve_span_tokens(doc_tokens, input_start, input_end, answer_tokens):
   return input_start, input_end
 
 
-@contextlib.contextmanager
-def _gc_paused():
-  """Suspends the cyclic garbage collector (if on) for a bulk build of acyclic objects.
-
-  Reading, conversion and post-processing create millions of lists and dicts (a window's tokens, ids,
-  masks and maps; the n-best entries) that form no reference cycles, so the collector never
-  frees any of them; yet every 700 allocations it walks all young containers, and each window
-  holds five lists of max_seq_length items: with the eval features kept, as run_squad keeps
-  them, that walking was a quarter of the conversion time. Reference counting still frees
-  everything as usual; only cycles (none are made here) wait until the end of the call.
-  """
-  was_enabled = gc.isenabled()
-  gc.disable()
-  try:
-    yield
-  finally:
-    if was_enabled:
-      gc.enable()
-
-
 class _Cache(dict):
   """key -> compute(key), computed on the first lookup."""
 
@@ -614,7 +592,7 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer, ma
   Raises:
     ValueError: max_seq_length too short for the question plus [CLS] and two [SEP].
   """
-  with _gc_paused():
+  with record_features.collector_paused():
     return _convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,
                                          max_query_length, is_training, output_fn, stats)
 
@@ -1038,23 +1016,29 @@ def _top_indexes(values: np.ndarray, n_best_size: int) -> np.ndarray:
   return np.argsort(negated, axis=1, kind="stable")[:, :n]
 
 
+def _doc_parts(features: Sequence[InputFeatures]) -> list:
+  """Each feature's _Window.doc_part(), None for other features."""
+  return [f.doc_part() if isinstance(f, _Window) else None for f in features]
+
+
 def _window_candidates(features: Sequence[InputFeatures], results: Sequence[RawResult],
-                       n_best_size: int, max_answer_length: int):
+                       n_best_size: int, max_answer_length: int, parts: Sequence):
   """_feature_candidates of every window at once: (window indexes, starts, ends, start logits,
   end logits) arrays, window by window in order, each window's pairs in the original's order
   (start rank, then end rank). The windows' logits are stacked into one array when they all
   have the same length (they do when they come from one model): the n-best positions and the
-  valid pairs are then a few array operations over all windows instead of a dozen per window."""
+  valid pairs are then a few array operations over all windows instead of a dozen per window.
+  parts: _doc_parts(features)."""
   size = len(results[0].start_logits) if results else 0
   if not results or size == 0 or any(len(r.start_logits) != size or len(r.end_logits) != size
                                      for r in results):
-    parts = [(np.full(len(c[0]), w),) + c for w, c in enumerate(
+    per_window = [(np.full(len(c[0]), w),) + c for w, c in enumerate(
         _feature_candidates(f, r, n_best_size, max_answer_length)
         for f, r in zip(features, results))]
-    if not parts:
+    if not per_window:
       empty = np.zeros([0], np.int64)
       return empty, empty, empty, np.zeros([0]), np.zeros([0])
-    return tuple(np.concatenate(a) for a in zip(*parts))
+    return tuple(np.concatenate(a) for a in zip(*per_window))
   count = len(results)
   start_logits = np.fromiter(itertools.chain.from_iterable(r.start_logits for r in results),
                              np.float64, count * size).reshape(count, size)
@@ -1066,9 +1050,8 @@ def _window_candidates(features: Sequence[InputFeatures], results: Sequence[RawR
   # The original's checks of a start or end position, for the n-best positions only: a dict
   # lookup for each (40 per window) instead of arrays over every position.
   good_start, good_end = [], []
-  for feature, top_starts, top_ends in zip(features, start_indexes.tolist(),
-                                           end_indexes.tolist()):
-    part = feature.doc_part() if isinstance(feature, _Window) else None
+  for feature, part, top_starts, top_ends in zip(features, parts, start_indexes.tolist(),
+                                                 end_indexes.tolist()):
     if part is not None:
       # The window's context positions are one run [first, end), all below len(tokens).
       first, window_tokens, _, flags = part
@@ -1102,7 +1085,7 @@ def postprocess(all_examples: Sequence[SquadExample], all_features: Sequence[Inp
   scores_diff is empty unless version_2_with_negative. Raises KeyError naming a feature whose
   unique_id has no result.
   """
-  with _gc_paused():
+  with record_features.collector_paused():
     return _postprocess(all_examples, all_features, all_results, n_best_size,
                         max_answer_length, do_lower_case, version_2_with_negative,
                         null_score_diff_threshold, verbose_logging)
@@ -1142,8 +1125,9 @@ def _postprocess(all_examples, all_features, all_results, n_best_size, max_answe
     nulls.append(null)
   first_window.append(len(windows))
 
+  parts = _doc_parts(windows)
   window_ids, starts, ends, start_values, end_values = _window_candidates(
-      windows, results, n_best_size, max_answer_length)
+      windows, results, n_best_size, max_answer_length, parts)
   candidate_example = np.asarray(window_example, np.int64)[window_ids]
   if version_2_with_negative:
     # The null answer joins the candidates of each example that has a window, after them.
@@ -1179,16 +1163,16 @@ def _postprocess(all_examples, all_features, all_results, n_best_size, max_answe
     for i in range(bounds[example_index], bounds[example_index + 1]):
       if len(nbest) >= n_best_size:
         break
-      feature = windows[window_ids[i]]
       start_index, end_index = starts[i], ends[i]
       if start_index > 0:  # a non-null prediction
-        part = feature.doc_part() if isinstance(feature, _Window) else None
+        part = parts[window_ids[i]]
         if part is not None:  # both ends are context positions of the window
           first, window_tokens, window_words, _ = part
           tok_text = detokenize(window_tokens[start_index - first:end_index - first + 1])
           first_word, last_word = window_words[start_index - first], \
               window_words[end_index - first]
         else:
+          feature = windows[window_ids[i]]
           tok_text = detokenize(feature.tokens[start_index:(end_index + 1)])
           first_word, last_word = feature.token_to_orig_map[start_index], \
               feature.token_to_orig_map[end_index]
@@ -1245,13 +1229,14 @@ def write_predictions(all_examples, all_features, all_results, n_best_size, max_
   """
   logging.info("Writing predictions to: %s", output_prediction_file)
   logging.info("Writing nbest to: %s", output_nbest_file)
-  predictions, nbest, scores_diff = postprocess(
-      all_examples, all_features, all_results, n_best_size, max_answer_length, do_lower_case,
-      version_2_with_negative, null_score_diff_threshold, verbose_logging)
-  io.write_text(output_prediction_file, dumps_indent4(predictions) + "\n")
-  io.write_text(output_nbest_file, dumps_indent4(nbest) + "\n")
-  if version_2_with_negative:
-    io.write_text(output_null_log_odds_file, dumps_indent4(scores_diff) + "\n")
+  with record_features.collector_paused():
+    predictions, nbest, scores_diff = postprocess(
+        all_examples, all_features, all_results, n_best_size, max_answer_length, do_lower_case,
+        version_2_with_negative, null_score_diff_threshold, verbose_logging)
+    io.write_text(output_prediction_file, dumps_indent4(predictions) + "\n")
+    io.write_text(output_nbest_file, dumps_indent4(nbest) + "\n")
+    if version_2_with_negative:
+      io.write_text(output_null_log_odds_file, dumps_indent4(scores_diff) + "\n")
   return predictions, nbest, scores_diff
 
 
