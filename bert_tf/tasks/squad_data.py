@@ -970,7 +970,8 @@ def _feature_candidates(feature: InputFeatures, result: RawResult, n_best_size: 
 class _AnswerContext:
   """A paragraph's words as get_final_text needs them for any span of words, computed once for
   all its questions' candidates: the words joined with single spaces (with each word's start in
-  that text) and each word's BasicTokenizer words joined with spaces."""
+  that text) and each word's BasicTokenizer words joined with spaces (likewise one text, when
+  the tokenizer empties no word)."""
 
   def __init__(self, doc_tokens: List[str], basic_words: _Cache):
     self.doc_tokens = doc_tokens
@@ -981,21 +982,31 @@ class _AnswerContext:
     # words of each of its words in turn. Words it empties (control characters) drop out.
     self.basic_words = basic_words
     self.basic = list(map(basic_words.__getitem__, doc_tokens))
+    self.basic_text = self.basic_starts = None
+    if all(self.basic):
+      self.basic_text = " ".join(self.basic)
+      self.basic_starts = list(itertools.accumulate(map((1).__add__, map(len, self.basic)),
+                                                    initial=0))
 
   def final_text(self, tok_text: str, first: int, last: int, verbose_logging: bool) -> str:
     """get_final_text(tok_text, " ".join(doc_tokens[first:last + 1]))."""
     if 0 <= first <= last < len(self.doc_tokens):
       orig_text = self.text[self.starts[first]:self.starts[last + 1] - 1]
-      basic_text = " ".join(filter(None, self.basic[first:last + 1]))
+      if self.basic_text is not None:
+        basic_text = self.basic_text[self.basic_starts[first]:self.basic_starts[last + 1] - 1]
+      else:
+        basic_text = " ".join(filter(None, self.basic[first:last + 1]))
       words = last - first + 1
     else:  # not a span of a window of this paragraph: as the original slices
       orig_words = self.doc_tokens[first:last + 1]
       orig_text = " ".join(orig_words)
       basic_text = " ".join(filter(None, map(self.basic_words.__getitem__, orig_words)))
       words = len(orig_words)
+    # The whole words, unchanged by normalisation (as many non-space characters; SQuAD words
+    # hold no " "): no mapping needed.
     if tok_text == basic_text and \
         len(basic_text) - basic_text.count(" ") == len(orig_text) - words + 1:
-      return orig_text  # the whole words, unchanged by normalisation: no mapping
+      return orig_text
     return _final_text(tok_text, orig_text, basic_text, verbose_logging,
                        list(itertools.accumulate(map(len, self.doc_tokens[first:last + 1]))))
 
@@ -1150,7 +1161,13 @@ def _postprocess(all_examples, all_features, all_results, n_best_size, max_answe
   all_nbest_json = collections.OrderedDict()
   scores_diff_json = collections.OrderedDict()
   basic_tokenizer = _basic_tokenizer(do_lower_case)
-  basic_words = _Cache(lambda word: " ".join(basic_tokenizer.tokenize(word)))
+  lower = basic_tokenizer.do_lower_case
+
+  def basic_text(word):  # a plain ASCII word is its own only basic word
+    if word.isalnum() and word.isascii():
+      return word.lower() if lower else word
+    return " ".join(basic_tokenizer.tokenize(word))
+  basic_words = _Cache(basic_text)
   contexts = {}  # id(doc_tokens) -> _AnswerContext, shared by the questions of a paragraph
   for example_index, example in enumerate(all_examples):
     score_null, _, null_start_logit, null_end_logit = nulls[example_index]
