@@ -1314,25 +1314,34 @@ def _nbest_entry_format(level: int) -> str:
       f'"{key}": {"%s" if key == "text" else "%r"}' for key in _NBEST_KEYS) + outer + "}"
 
 
+@functools.lru_cache(maxsize=256)
+def _nbest_list_format(level: int, count: int) -> str:
+  """A list of `count` n-best entries at `level` as dumps_indent4 writes it (%-format)."""
+  inner = "\n" + "    " * (level + 1)
+  return "[" + inner + ("," + inner).join([_nbest_entry_format(level + 1)] * count) + \
+      "\n" + "    " * level + "]"
+
+
 def _nbest_entries(entries, level: int) -> Optional[str]:
   """dumps_indent4 of a list of n-best entries at `level`, or None when the list is anything
   else: each entry a dict of exactly text (str), probability, start_logit and end_logit (finite
   floats) in that order. nbest_predictions.json is 40 000 of them for 2 000 questions; one
-  format string per entry is several times faster than encoding each value on its own."""
-  entry_format = _nbest_entry_format(level + 1)
-  texts = []
+  format string per list is several times faster than encoding each value on its own."""
+  values = []
   for entry in entries:
     if type(entry) is not dict or tuple(entry) != _NBEST_KEYS:  # pylint: disable=unidiomatic-typecheck
       return None
-    text, probability, start_logit, end_logit = entry.values()
-    # float - float is 0.0 exactly when finite (NaN and infinities have their own spellings).
-    if type(text) is not str or not type(probability) is type(start_logit) is \
-        type(end_logit) is float or \
-        (probability - probability) + (start_logit - start_logit) + (end_logit - end_logit):
-      return None
-    texts.append(entry_format % (_encode_string(text), probability, start_logit, end_logit))
-  inner = "\n" + "    " * (level + 1)
-  return "[" + inner + ("," + inner).join(texts) + "\n" + "    " * level + "]"
+    values += entry.values()
+  texts, numbers = values[0::4], values[1::4] + values[2::4] + values[3::4]
+  if set(map(type, texts)) != {str} or set(map(type, numbers)) != {float}:
+    return None
+  # A sum minus itself is 0.0 exactly when every term is finite (and the sum does not overflow;
+  # if it does, the general path writes the same text). NaN and infinities have json spellings.
+  total = sum(numbers)
+  if total - total != 0.0:
+    return None
+  values[0::4] = map(_encode_string, texts)
+  return _nbest_list_format(level, len(entries)) % tuple(values)
 
 
 def _json_key(key) -> str:

@@ -12,7 +12,7 @@ import json
 import os
 import random
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -458,6 +458,39 @@ _JSON_SCALARS = st.one_of(st.text(), st.floats(allow_nan=True, allow_infinity=Tr
                               st.booleans()), inner, max_size=4)), max_leaves=20))
 def test_the_fast_json_writer_equals_json_dumps_indent_4(obj):
   assert sd.dumps_indent4(obj) == json.dumps(obj, indent=4)
+
+
+_NBEST_VALUE = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.floats(-1e308, 1e308),
+                         st.integers(-3, 3), st.text(max_size=5), st.none())
+
+
+@st.composite
+def _nbest_lists(draw):
+  # Mostly well-formed n-best entries (the per-list format path), some with a value of another
+  # type, a non-finite or huge float, or keys missing or out of order (the general path).
+  entries = []
+  for _ in range(draw(st.integers(0, 5))):
+    entry = {"text": draw(st.one_of(st.text(), st.text(), _NBEST_VALUE))}
+    for key in ("probability", "start_logit", "end_logit"):
+      entry[key] = draw(st.one_of(st.floats(-50, 50), st.floats(-50, 50), _NBEST_VALUE))
+    if draw(st.integers(0, 9)) == 0:
+      entry = dict(reversed(list(entry.items())))
+    entries.append(entry)
+  return entries
+
+
+def _entry(text, *numbers):
+  return dict(zip(("text", "probability", "start_logit", "end_logit"), (text,) + numbers))
+
+
+@settings(max_examples=300, deadline=None)
+@given(nbest=st.dictionaries(st.text(max_size=3), _nbest_lists(), max_size=4))
+@example(nbest={"a": [_entry("x", 0.5, 1.0, 2.0), _entry("y", 0.5, float("nan"), 2.0)]})
+@example(nbest={"b": [_entry("x\u00e9", 0.5, float("inf"), 2.0)],
+                "c": [_entry("", 1e308, 1e308, -1e-320)]})
+@example(nbest={"d": [_entry("%s %r", 0.1, -0.0, 3.0)], "e": [], "f": [_entry("z", 1, 2.0, 3.0)]})
+def test_nbest_lists_are_written_as_json_dumps_indent_4(nbest):
+  assert sd.dumps_indent4(nbest) == json.dumps(nbest, indent=4)
 
 
 # === The fast paths' fall-backs ===
