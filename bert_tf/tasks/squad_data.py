@@ -22,12 +22,14 @@ deterministically) and the same predictions.json / nbest_predictions.json / null
 the same logits, float for float. The internals are faster (benchmarks/squad.py: over 10x the
 original's loops on the same input): the questions of a paragraph share its WordPieces, ids,
 windows and max-context flags (computed once per paragraph, not once per question and token);
+a window's per-position fields are built only when read (_Window), and until then its record is
+framed from the paragraph's varint bytes and post-processing reads the paragraph's lists;
 `_improve_answer_span` compares token lists instead of joining strings for every candidate span;
-records are written from precomputed varint bytes; the n-best positions and valid spans of all
-windows come from a few numpy operations over their stacked logits, and every question's
-candidates from one stable lexsort; get_final_text's BasicTokenizer runs once per distinct word;
-nbest_predictions.json is formatted entry by entry; and the cyclic garbage collector is paused
-while these acyclic objects are built (features.collector_paused).
+the n-best positions and valid spans of all windows come from a few numpy operations over their
+stacked logits, and every question's candidates from one stable lexsort; get_final_text's
+BasicTokenizer runs once per distinct word; nbest_predictions.json is formatted one n-best list
+at a time; and the cyclic garbage collector is paused while these acyclic objects are built
+(features.collector_paused).
 
 Where the original crashes, this module does not (google-research/bert#476, PR #1106):
 
