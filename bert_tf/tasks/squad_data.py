@@ -856,11 +856,13 @@ def get_final_text(pred_text: str, orig_text: str, do_lower_case: bool,
 
 
 def _final_text(pred_text: str, orig_text: str, tok_text: str, verbose_logging: bool,
-                word_ends: Optional[List[int]] = None) -> str:
+                word_starts: Optional[Tuple[Sequence[int], int]] = None) -> str:
   """get_final_text given tok_text, the BasicTokenizer words of orig_text joined by spaces.
 
-  word_ends: when orig_text is words joined by single spaces (none empty, none holding a
-  space), the running sum of their lengths, which locates its non-space characters directly.
+  word_starts: when orig_text is words joined by single spaces (none empty, none holding a
+  space), (starts, first): starts[j] counts the non-space characters before word j of a list
+  of words, orig_text's words are those from word `first` on. It locates orig_text's non-space
+  characters directly.
   """
   start_position = tok_text.find(pred_text)
   if start_position == -1:
@@ -888,11 +890,13 @@ def _final_text(pred_text: str, orig_text: str, tok_text: str, verbose_logging: 
     return orig_text
   ns_start = start_position - tok_text.count(" ", 0, start_position)
   ns_end = end_position - tok_text.count(" ", 0, end_position)
-  if word_ends is not None:
-    # The n-th non-space character is in word bisect_right(word_ends, n), after that many
-    # separating spaces.
-    return orig_text[ns_start + bisect.bisect_right(word_ends, ns_start):
-                     ns_end + bisect.bisect_right(word_ends, ns_end) + 1]
+  if word_starts is not None:
+    # The n-th non-space character is in the k-th word of orig_text, after k separating spaces:
+    # k + first is the last word starting at or before it.
+    starts, first = word_starts
+    offset = starts[first]
+    return orig_text[ns_start + bisect.bisect_right(starts, ns_start + offset) - 1 - first:
+                     ns_end + bisect.bisect_right(starts, ns_end + offset) - first]
   spaces = []
   at = orig_text.find(" ")
   while at >= 0:
@@ -984,6 +988,8 @@ class _AnswerContext:
     # words of each of its words in turn. Words it empties (control characters) drop out.
     self.basic_words = basic_words
     self.basic = list(map(basic_words.__getitem__, doc_tokens))
+    # nonspace_starts[k]: the non-space characters of self.text before word k.
+    self.nonspace_starts = list(map(operator.sub, self.starts, range(len(self.starts))))
     self.basic_text = self.basic_starts = None
     if all(self.basic):
       self.basic_text = " ".join(self.basic)
@@ -999,18 +1005,19 @@ class _AnswerContext:
       else:
         basic_text = " ".join(filter(None, self.basic[first:last + 1]))
       words = last - first + 1
+      word_starts = (self.nonspace_starts, first)
     else:  # not a span of a window of this paragraph: as the original slices
       orig_words = self.doc_tokens[first:last + 1]
       orig_text = " ".join(orig_words)
       basic_text = " ".join(filter(None, map(self.basic_words.__getitem__, orig_words)))
       words = len(orig_words)
+      word_starts = (list(itertools.accumulate(map(len, orig_words), initial=0)), 0)
     # The whole words, unchanged by normalisation (as many non-space characters; SQuAD words
     # hold no " "): no mapping needed.
     if tok_text == basic_text and \
         len(basic_text) - basic_text.count(" ") == len(orig_text) - words + 1:
       return orig_text
-    return _final_text(tok_text, orig_text, basic_text, verbose_logging,
-                       list(itertools.accumulate(map(len, self.doc_tokens[first:last + 1]))))
+    return _final_text(tok_text, orig_text, basic_text, verbose_logging, word_starts)
 
 
 def _top_indexes(values: np.ndarray, n_best_size: int) -> np.ndarray:

@@ -536,6 +536,22 @@ def test_window_fields_are_built_once_and_can_be_assigned(tokenizer, tmp_path):
       ref.feature_record(original, False).SerializeToString(deterministic=True)
 
 
+@pytest.mark.parametrize("shift", ["all", "odd"])
+def test_word_maps_outside_the_paragraph_slice_as_the_original(tokenizer, tmp_path, shift):
+  # A feature whose token_to_orig_map holds negative word indexes: the original slices
+  # doc_tokens[first:last + 1] as Python does (the same words, or none when the slice is
+  # reversed); ours takes the general path there and must give the same files.
+  examples, rexamples, ours, theirs = _shared_context_case(tokenizer, tmp_path)
+  num_words = len(examples[0].doc_tokens)
+  for feature in ours + theirs:
+    feature.token_to_orig_map = {
+        k: v - num_words if shift == "all" or k % 2 else v
+        for k, v in feature.token_to_orig_map.items()}
+  results = random_results(theirs, 64, 11)
+  for v2 in (False, True):
+    assert_same_predictions(examples, ours, rexamples, theirs, results, v2)
+
+
 def test_tied_logits_and_uneven_results_rank_as_the_original(tokenizer, tmp_path):
   examples, rexamples, ours, theirs = _shared_context_case(tokenizer, tmp_path)
   rng = np.random.default_rng(3)
