@@ -302,9 +302,10 @@ class _Window(InputFeatures):
   assigned, as any attribute).
 
   Until then, serialize_feature writes the record from the shared varints and post-processing
-  reads the window's part of the paragraph directly: a SQuAD window has a few hundred
-  positions, so building, holding and reading back five lists and two dicts per window was
-  most of the conversion's time and of the memory of the eval features run_squad keeps.
+  reads the window's part of the paragraph directly. A SQuAD window has a few hundred
+  positions: building its five lists and two dicts was about a fifth of the conversion's time
+  (cProfile), and they were most of the memory of the eval features run_squad keeps (2118
+  windows: 71 MiB with every field built, 12.5 MiB without).
   """
 
   _TEXT_FIELDS = frozenset(("tokens", "token_to_orig_map", "token_is_max_context"))
