@@ -169,42 +169,27 @@ def length_delimited(field_number: int, payload: bytes) -> bytes:
   return varint((field_number << 3) | 2) + varint(len(payload)) + payload
 
 
-# name -> the map entry's key field (field 1, length-delimited), built on first use.
-_KEY_FIELDS: Dict[str, bytes] = {}
-# name -> the headers of its entries by packed length (EntryHeaders), built on first use.
-_ENTRY_HEADERS: Dict[str, "EntryHeaders"] = {}
+# Feature's oneof fields: which kind of list a feature-map entry holds.
+INT64_LIST = b"\x1a"  # Feature.int64_list, field 3
+FLOAT_LIST = b"\x12"  # Feature.float_list, field 2
+
 # The names of a values mapping, in key order -> those names sorted by their UTF-8 bytes (the
 # order of deterministic serialisation); writers call with the same few name sets.
 _NAME_ORDERS: Dict[tuple, List[str]] = {}
-
-
-def _int64_entry(name: str, packed: bytes, varints: Optional[Sequence[bytes]]) -> bytes:
-  """Map entry {key: name, value: Feature{int64_list: {value: packed}}}."""
-  del varints  # the headers are cached per name and length instead
-  if packed:
-    headers = _ENTRY_HEADERS.get(name)
-    if headers is None:
-      headers = _ENTRY_HEADERS[name] = EntryHeaders(name)
-    return headers[len(packed)] + packed
-  # An empty list: Feature{int64_list: {}} (an empty Int64List message, no value field).
-  key = _KEY_FIELDS.get(name)
-  if key is None:
-    key = _KEY_FIELDS[name] = length_delimited(1, name.encode("utf-8"))
-  return length_delimited(1, key + length_delimited(2, b"\x1a\x00"))
 
 
 class EntryHeaders(dict):
   """n_packed -> the bytes that precede n_packed bytes of packed values in one feature-map entry.
 
   `EntryHeaders(name)[len(packed)] + packed` is the map entry {key: name, value:
-  Feature{int64_list: {value: packed}}} (for packed non-empty); kind_tag b"\\x12" makes it a
+  Feature{int64_list: {value: packed}}} (for packed non-empty); kind_tag FLOAT_LIST makes it a
   float_list. Writers whose entries take few distinct lengths (padded sequences) compute each
-  header once.
+  header once; entry_headers() shares one per name and kind.
   """
 
-  def __init__(self, name: str, kind_tag: bytes = b"\x1a"):
+  def __init__(self, name: str, kind_tag: bytes = INT64_LIST):
     super().__init__()
-    self._key = length_delimited(1, name.encode("utf-8"))
+    self.key = length_delimited(1, name.encode("utf-8"))
     self._kind_tag = kind_tag
 
   def __missing__(self, n_packed: int) -> bytes:
@@ -212,11 +197,26 @@ class EntryHeaders(dict):
       raise ValueError(f"an entry header needs a non-empty packed list, got {n_packed} bytes")
     n_list = 1 + len(varint(n_packed)) + n_packed
     n_feature = 1 + len(varint(n_list)) + n_list
-    n_entry = len(self._key) + 1 + len(varint(n_feature)) + n_feature
+    n_entry = len(self.key) + 1 + len(varint(n_feature)) + n_feature
     header = self[n_packed] = b"".join((
-        b"\x0a", varint(n_entry), self._key, b"\x12", varint(n_feature), self._kind_tag,
+        b"\x0a", varint(n_entry), self.key, b"\x12", varint(n_feature), self._kind_tag,
         varint(n_list), b"\x0a", varint(n_packed)))
     return header
+
+
+@functools.lru_cache(maxsize=None)
+def entry_headers(name: str, kind_tag: bytes = INT64_LIST) -> EntryHeaders:
+  """The EntryHeaders of a feature name and kind, shared by every writer in the process."""
+  return EntryHeaders(name, kind_tag)
+
+
+def feature_entry(name: str, packed: bytes, kind_tag: bytes = INT64_LIST) -> bytes:
+  """Map entry {key: name, value: Feature{kind: {value: packed}}}; an empty list is an empty
+  list message (no value field), as deterministic serialisation writes it."""
+  headers = entry_headers(name, kind_tag)
+  if packed:
+    return headers[len(packed)] + packed
+  return length_delimited(1, headers.key + length_delimited(2, kind_tag + b"\x00"))
 
 
 def pack_int64(items: Sequence[int], varints: Optional[Sequence[bytes]] = None) -> bytes:
@@ -254,19 +254,17 @@ def serialize_int64_example(values: Mapping[str, Sequence[int]],
   varint_table, makes small non-negative values a lookup.
   """
   return serialize_packed_int64_example(
-      {name: pack_int64(items, varints) for name, items in values.items()}, varints)
+      {name: pack_int64(items, varints) for name, items in values.items()})
 
 
-def serialize_packed_int64_example(packed: Mapping[str, bytes],
-                                   varints: Optional[Sequence[bytes]] = None) -> bytes:
+def serialize_packed_int64_example(packed: Mapping[str, bytes]) -> bytes:
   """serialize_int64_example given each list already packed (pack_int64's bytes): for writers
   that build the packed bytes of their features from precomputed pieces."""
   names = tuple(packed)
   order = _NAME_ORDERS.get(names)
   if order is None:
     order = _NAME_ORDERS[names] = sorted(names, key=lambda n: n.encode("utf-8"))
-  return length_delimited(1, b"".join([_int64_entry(name, packed[name], varints)
-                                       for name in order]))
+  return length_delimited(1, b"".join([feature_entry(name, packed[name]) for name in order]))
 
 
 class ExampleEncoder:
@@ -286,30 +284,21 @@ class ExampleEncoder:
     self.max_predictions_per_seq = max_predictions_per_seq
     self.vocab_size = vocab_size
     self.names = feature_names(use_v2_feature_names)
-    # Varint of every value an int64 feature can hold (ids, positions, 0/1) and of every
-    # length a header can hold (a 512-token sequence of 3-byte ids is ~1.5 kB).
+    # Varint of every value an int64 feature can hold (ids, positions, 0/1).
     self._varints = varint_table(max(vocab_size, max_seq_length, 1 << 14))
     # Deterministic serialisation orders map entries by the key's bytes.
     self._order = sorted(CANONICAL_NAMES, key=lambda n: self.names[n].encode("utf-8"))
-    self._keys = {n: length_delimited(1, self.names[n].encode("utf-8")) for n in CANONICAL_NAMES}
+    self._headers = {n: entry_headers(self.names[n]) for n in CANONICAL_NAMES}
     # Entries that depend only on a count are built once.
     self._mask_entries = {}
     self._weight_entries = {}
     self._nsp_entries = [self._int64_entry(NEXT_SENTENCE_LABELS, b"\x00"),
                          self._int64_entry(NEXT_SENTENCE_LABELS, b"\x01")]
 
-  def _wrap(self, key: bytes, kind_tag: bytes, packed: bytes) -> bytes:
-    """Map entry {key: 1, value: Feature{kind: List{value (1, packed)}}}, lengths precomputed."""
-    v = self._varints
-    n_packed = len(packed)
-    n_list = 1 + len(v[n_packed]) + n_packed
-    n_feature = 1 + len(v[n_list]) + n_list
-    n_entry = len(key) + 1 + len(v[n_feature]) + n_feature
-    return b"".join((b"\x0a", v[n_entry], key, b"\x12", v[n_feature], kind_tag, v[n_list],
-                     b"\x0a", v[n_packed], packed))
-
   def _int64_entry(self, name: str, packed: bytes) -> bytes:
-    return self._wrap(self._keys[name], b"\x1a", packed)  # Feature.int64_list is field 3
+    if packed:
+      return self._headers[name][len(packed)] + packed
+    return feature_entry(self.names[name], packed)
 
   def encode(self, input_ids: Sequence[int], num_segment_a: int,
              masked_lm_positions: Sequence[int], masked_lm_ids: Sequence[int],
@@ -359,7 +348,7 @@ class ExampleEncoder:
     weight_entry = self._weight_entries.get(num_preds)
     if weight_entry is None:
       weights = _FLOAT_ONE * num_preds + _FLOAT_ZERO * (max_preds - num_preds)
-      weight_entry = self._wrap(self._keys[MASKED_LM_WEIGHTS], b"\x12", weights)  # float_list 2
+      weight_entry = feature_entry(self.names[MASKED_LM_WEIGHTS], weights, FLOAT_LIST)
       self._weight_entries[num_preds] = weight_entry
     entries = {
         INPUT_IDS: self._int64_entry(INPUT_IDS, ids_bytes + seq_pad),

@@ -988,29 +988,23 @@ class _RecordEncoder:
     self.regression = regression
     # Varints of every token id and of every length a record can have.
     self.varints = features.varint_table(max(vocab_size, 3 * max_seq_length + 64, 0x4000))
-    self._headers = {name: features.EntryHeaders(name) for name in FEATURE_NAMES}
-    self._ids_headers = self._headers[INPUT_IDS]
+    self._ids_headers = features.entry_headers(INPUT_IDS)
     # Segment ids are 0/1, one byte each: their entry's header is the same for every record.
-    self._segment_header = self._headers[SEGMENT_IDS][max_seq_length]
-    # A regression label is one float (4 bytes) in a float_list (Feature field 2).
-    self._float_label_header = features.EntryHeaders(LABEL_IDS, b"\x12")[4]
+    self._segment_header = features.entry_headers(SEGMENT_IDS)[max_seq_length]
     # Entries that depend only on a count are built once.
     self._mask_entries: Dict[int, bytes] = {}
     self._label_entries: Dict[Any, bytes] = {}
-    self._real_entries = [self._int64_entry(IS_REAL_EXAMPLE, b"\x00"),
-                          self._int64_entry(IS_REAL_EXAMPLE, b"\x01")]
-
-  def _int64_entry(self, name: str, packed: bytes) -> bytes:
-    """Map entry {key: name, value: Feature{int64_list (field 3): {value (1, packed)}}}."""
-    return self._headers[name][len(packed)] + packed
+    self._real_entries = [features.feature_entry(IS_REAL_EXAMPLE, b"\x00"),
+                          features.feature_entry(IS_REAL_EXAMPLE, b"\x01")]
 
   def _label_entry(self, label_id: Union[int, float]) -> bytes:
     entry = self._label_entries.get(label_id)
     if entry is None:
-      if self.regression:
-        entry = self._float_label_header + struct.pack("<f", label_id)
+      if self.regression:  # one float in a float_list
+        entry = features.feature_entry(LABEL_IDS, struct.pack("<f", label_id),
+                                       features.FLOAT_LIST)
       else:
-        entry = self._int64_entry(LABEL_IDS, features.varint(label_id))
+        entry = features.feature_entry(LABEL_IDS, features.varint(label_id))
       self._label_entries[label_id] = entry
     return entry
 
@@ -1034,7 +1028,7 @@ class _RecordEncoder:
     max_seq_length = self.max_seq_length
     mask_entry = self._mask_entries.get(num_tokens)
     if mask_entry is None:
-      mask_entry = self._mask_entries[num_tokens] = self._int64_entry(
+      mask_entry = self._mask_entries[num_tokens] = features.feature_entry(
           INPUT_MASK, b"\x01" * num_tokens + b"\x00" * (max_seq_length - num_tokens))
     padding = b"\x00" * (max_seq_length - num_tokens)
     segments = b"\x00" * num_segment_a + b"\x01" * (num_tokens - num_segment_a) + padding

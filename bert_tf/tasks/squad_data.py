@@ -289,8 +289,11 @@ class DocSpan(NamedTuple):
 class _Question(NamedTuple):
   """What the windows of one question share."""
   tokens: List[str]  # [CLS] question [SEP]
-  ids: List[int]  # their ids
-  packed: Optional[bytes]  # their ids' varints (None when an id is beyond the varint table)
+  # Their ids, or None when the tokenizer has no vocab or lacks one of them (the windows'
+  # input_ids are then the tokenizer's convert_tokens_to_ids, set at conversion).
+  ids: Optional[List[int]]
+  # Their ids' varints (None without ids, or when an id is beyond the varint table).
+  packed: Optional[bytes]
   sep_id: int
   max_seq_length: int
 
@@ -649,12 +652,10 @@ def _convert_examples_to_features(examples, tokenizer, max_seq_length, doc_strid
       except KeyError:
         query_ids = None  # convert_tokens_to_ids below raises the tokenizer's own error
     query_part = ["[CLS]"] + query_tokens + ["[SEP]"]
-    question = None
-    if query_ids is not None:
-      query_packed = None
-      if 0 <= min(query_ids) and max(query_ids) < len(_varints()):
-        query_packed = record_features.pack_int64(query_ids, _varints())
-      question = _Question(query_part, query_ids, query_packed, cls_sep[1], max_seq_length)
+    query_packed = None
+    if query_ids is not None and 0 <= min(query_ids) and max(query_ids) < len(_varints()):
+      query_packed = record_features.pack_int64(query_ids, _varints())
+    question = _Question(query_part, query_ids, query_packed, cls_sep[1], max_seq_length)
     doc_offset = len(query_part)
     for doc_span_index, span in enumerate(spans):
       start_position = end_position = None
@@ -669,29 +670,12 @@ def _convert_examples_to_features(examples, tokenizer, max_seq_length, doc_strid
       if is_training and example.is_impossible:
         start_position = end_position = 0
 
-      window = context.window(span)
-      if question is not None:
-        feature = _Window(unique_id, example_index, doc_span_index, question, window,
-                          span_flags[doc_span_index], start_position, end_position,
-                          example.is_impossible)
-      else:  # ids only from the tokenizer (which raises for a token outside its vocab)
-        window_tokens, _, window_words, _ = window
-        tokens = query_part + window_tokens
-        tokens.append("[SEP]")
-        positions = range(doc_offset, doc_offset + span.length)
-        flags = span_flags[doc_span_index]
-        input_ids = tokenizer.convert_tokens_to_ids(tokens)
-        num_tokens = len(input_ids)
-        padding = max_seq_length - num_tokens
-        feature = InputFeatures(
-            unique_id=unique_id, example_index=example_index, doc_span_index=doc_span_index,
-            tokens=tokens, token_to_orig_map=dict(zip(positions, window_words)),
-            token_is_max_context=dict.fromkeys(positions, True) if flags is None else
-            dict(zip(positions, flags)),
-            input_ids=input_ids + [0] * padding, input_mask=[1] * num_tokens + [0] * padding,
-            segment_ids=[0] * doc_offset + [1] * (span.length + 1) + [0] * padding,
-            start_position=start_position, end_position=end_position,
-            is_impossible=example.is_impossible)
+      feature = _Window(unique_id, example_index, doc_span_index, question, context.window(span),
+                        span_flags[doc_span_index], start_position, end_position,
+                        example.is_impossible)
+      if query_ids is None:  # ids only from the tokenizer (which raises for a token it lacks)
+        input_ids = tokenizer.convert_tokens_to_ids(feature.tokens)
+        feature.input_ids = input_ids + [0] * (max_seq_length - len(input_ids))
       if example_index < 20:
         _log_feature(feature, example, is_training)
       output_fn(feature)
@@ -750,7 +734,7 @@ def serialize_feature(feature: InputFeatures, is_training: bool) -> bytes:
     packed[START_POSITIONS] = record_features.pack_int64([feature.start_position], varints)
     packed[END_POSITIONS] = record_features.pack_int64([feature.end_position], varints)
     packed[IS_IMPOSSIBLE] = b"\x01" if feature.is_impossible else b"\x00"
-  return record_features.serialize_packed_int64_example(packed, varints)
+  return record_features.serialize_packed_int64_example(packed)
 
 
 @functools.lru_cache(maxsize=None)

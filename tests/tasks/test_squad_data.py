@@ -522,6 +522,22 @@ def test_serialized_ids_follow_edits_after_conversion(tokenizer, tmp_path):
         ref.feature_record(original, False).SerializeToString(deterministic=True)
 
 
+class NoVocabTokenizer:
+  """Only tokenize and convert_tokens_to_ids: no vocab to take ids from."""
+
+  def __init__(self, inner):
+    self.tokenize = inner.tokenize
+    self.convert_tokens_to_ids = inner.convert_tokens_to_ids
+
+
+def test_a_tokenizer_without_vocab_gives_the_same_features(tokenizer, tmp_path):
+  examples, rexamples, _, theirs = _shared_context_case(tokenizer, tmp_path)
+  ours = features_of(examples, NoVocabTokenizer(tokenizer), False)
+  assert all(f.packed_sequences() is None for f in ours)  # ids from the tokenizer
+  assert_same_features(ours, theirs, False)
+  assert_same_predictions(examples, ours, rexamples, theirs, random_results(theirs, 64, 2), True)
+
+
 def test_window_fields_are_built_once_and_can_be_assigned(tokenizer, tmp_path):
   _, _, ours, theirs = _shared_context_case(tokenizer, tmp_path)
   window, original = ours[4], theirs[4]
