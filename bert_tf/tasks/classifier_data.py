@@ -122,6 +122,11 @@ def _read_text(path: str, what: str = "data file") -> str:
 
 def _csv_rows(path: str, text: str, delimiter: str, quoting: bool) -> List[Tuple[int, List[str]]]:
   """(line number, cells) of every record, the line number being where the record starts."""
+  # csv refuses fields over its limit (131072 characters by default): a long document is data,
+  # not an error. No field is longer than the text, so that bound is enough (never lowered:
+  # the limit is the csv module's, shared by the process).
+  if len(text) >= csv.field_size_limit():
+    csv.field_size_limit(len(text) + 1)
   if quoting:
     # Standard CSV: quoted fields may hold delimiters and newlines.
     reader = csv.reader(io_lib.StringIO(text, newline=""), delimiter=delimiter)
@@ -178,6 +183,66 @@ def read_tsv(input_file: str) -> List[List[str]]:
   invalid UTF-8 (or of a "\\r" inside a line, which the csv module refuses).
   """
   return [row for _, row in _read_rows(input_file, "tsv")]
+
+
+def _strip(text: str) -> str:
+  """text without the whitespace around it, nor invisible zero-width spaces and byte-order
+  marks (a BOM ends up inside a file when files are joined)."""
+  while True:
+    stripped = text.strip().strip("\u200b\ufeff")
+    if stripped == text:
+      return text
+    text = stripped
+
+
+class _LabelCleaner:
+  """Strips whitespace around the labels of one file, with one warning naming the first line.
+
+  A label such as "pos " would otherwise be a class of its own (or, with a label list, an
+  unknown label): the surrounding whitespace is never part of a label.
+  """
+
+  def __init__(self, path: str):
+    self.path = path
+    self.count = 0
+    self.first: Optional[Tuple[int, str]] = None
+
+  def __call__(self, label: Any, line: int) -> Any:
+    if not isinstance(label, str):
+      return label
+    stripped = _strip(label)
+    if stripped != label:
+      self.count += 1
+      if self.first is None:
+        self.first = (line, label)
+    return stripped
+
+  def report(self) -> None:
+    if self.count:
+      line, label = self.first
+      logging.warning("%s:%d: label %r has whitespace around it; read as %r (%d label(s) of "
+                      "this file were stripped)", self.path, line, label,
+                      _strip(label), self.count)
+
+
+def _normalised_row(row: Sequence[str]) -> List[str]:
+  return [_strip(cell) for cell in row]
+
+
+def _check_repeated_header(path: str, header_line: int, header: Sequence[str], line: int,
+                           row: Sequence[str], normalised_header: Optional[List[str]] = None
+                           ) -> None:
+  """Refuses a row equal to the header (files joined with their headers): its label would
+  become a class of its own, or an unknown label."""
+  if normalised_header is None:
+    normalised_header = _normalised_row(header)
+  # Cheap tests first: this runs for every row of large files.
+  if len(row) != len(header) or (row and normalised_header[0] not in row[0]):
+    return
+  if _normalised_row(row) == normalised_header:
+    raise DataFormatError(f"{path}:{line}: the header row (line {header_line}) is repeated "
+                          f"here: {_preview(list(row))}; were files joined with their headers? "
+                          "Remove the extra header lines")
 
 
 def _preview(row: Any, limit: int = 80) -> str:
@@ -307,10 +372,14 @@ class TsvTaskProcessor(DataProcessor):
     labels = self.get_labels()
     allowed = None if labels is None else frozenset(labels)
     constant_label = 0.0 if labels is None else labels[0]
+    clean_label = _LabelCleaner(path)
+    header = _normalised_row(rows[0][1]) if rows and layout.skip_header else None
     examples = []
     for i, (line, row) in enumerate(rows):
       if i == 0 and layout.skip_header:
         continue
+      if header is not None:
+        _check_repeated_header(path, rows[0][0], rows[0][1], line, row, header)
       if layout.keep_column is not None:
         if len(row) <= layout.keep_column:
           self._on_short_row(path, line, row, layout.keep_column + 1, split)
@@ -323,12 +392,13 @@ class TsvTaskProcessor(DataProcessor):
       if layout.label is None:
         label = constant_label
       else:
-        label = row[layout.label]
+        label = row[layout.label] if labels is None else clean_label(row[layout.label], line)
         label = self._check_label(rewrites.get(label, label), path, line, labels, allowed)
       guid_part = i if layout.guid_column is None else row[layout.guid_column]
       examples.append(InputExample(
           guid=f"{layout.guid_prefix}-{guid_part}", text_a=row[layout.text_a],
           text_b=None if layout.text_b is None else row[layout.text_b], label=label))
+    clean_label.report()
     return examples
 
   def _on_short_row(self, path: str, line: int, row: List[str], needed: int, split: str):
@@ -603,9 +673,17 @@ class GenericProcessor(DataProcessor):
                        "training file; call get_labels(data_dir) or read examples first")
     path = os.path.join(data_dir, self.files["train"])
     if path not in self._inferred:
-      records = self._records(data_dir, "train")
-      self._inferred[path] = sorted({label for _, _, _, _, label in records})
+      self._inferred[path] = self._infer_labels(path, self._records(data_dir, "train"))
     return list(self._inferred[path])
+
+  def _infer_labels(self, path: str, records) -> List[str]:
+    """The distinct labels of the training records, sorted; refuses a file without any."""
+    labels = sorted({label for _, _, _, _, label in records})
+    if not labels:
+      raise DataFormatError(f"{path}: no training example to learn the labels from (the file "
+                            f"has {'only a header row' if self.has_header else 'no row'}); "
+                            f"add examples or give the label list")
+    return labels
 
   def get_examples(self, data_dir: str, split: str) -> List[InputExample]:
     self._check_split(split)
@@ -613,7 +691,7 @@ class GenericProcessor(DataProcessor):
     path = os.path.join(data_dir, self.files[split])
     records = self._records(data_dir, split)
     if split == "train" and not self.is_regression and self.label_list is None:
-      self._inferred[path] = sorted({label for _, _, _, _, label in records})
+      self._inferred[path] = self._infer_labels(path, records)
     labels = self.get_labels(data_dir)
     allowed = None if labels is None else frozenset(labels)
     constant_label = 0.0 if labels is None else labels[0]
@@ -669,8 +747,12 @@ class GenericProcessor(DataProcessor):
         if named:
           raise ValueError(f"{path}: columns given by name ({named}) need has_header=True")
     records = []
+    clean_label = _LabelCleaner(path)
+    header = _normalised_row(rows[0][1]) if start else None
     for i in range(start, len(rows)):
       line, row = rows[i]
+      if header is not None:
+        _check_repeated_header(path, rows[0][0], rows[0][1], line, row, header)
       values = {}
       for role, column in columns.items():
         if column is None:
@@ -687,8 +769,14 @@ class GenericProcessor(DataProcessor):
       label = values["label"]
       if label is not _MISSING and not isinstance(label, str) and not self.is_regression:
         label = json.dumps(label)  # JSON numbers and booleans: 1 -> "1", true -> "true"
+      if label is not _MISSING and not self.is_regression:
+        label = clean_label(label, line)
+        if label == "":
+          raise DataFormatError(f"{path}:{line}: empty label (column {self.label_column!r}); the "
+                                f"line is {_preview(row)}")
       records.append((line, guid if isinstance(guid, (str, int)) else json.dumps(guid),
                       text_a, text_b, label))
+    clean_label.report()
     return records
 
   def _missing_cell(self, path, line, row, role, column):

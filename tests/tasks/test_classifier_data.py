@@ -612,3 +612,111 @@ def test_failed_conversion_leaves_no_output(tmp_path, tokenizer):
   with pytest.raises(ValueError, match="example bad: unknown label '7'"):
     cd.file_based_convert_examples_to_features(examples, ["0", "1"], 8, tokenizer, path)
   assert os.listdir(tmp_path) == []
+
+
+# === Input that would silently change the task ===
+
+
+def test_labels_with_whitespace_around_them_are_stripped_with_a_warning(tmp_path, caplog):
+  # Trailing space, a no-break space, a leading tab inside a CSV cell, a zero-width space:
+  # without stripping, each is a class of its own ("pos " a third class).
+  write(tmp_path / "train.tsv", [["text", "label"], ["a", "pos"], ["b", "neg"], ["c", "pos "],
+                                 ["d", "neg\u00a0"], ["e", "\u200bpos"]])
+  p = cd.GenericProcessor("text", None, "label")
+  examples = p.get_train_examples(str(tmp_path))
+  assert p.get_labels() == ["neg", "pos"]
+  assert [e.label for e in examples] == ["pos", "neg", "pos", "neg", "pos"]
+  path = tmp_path / "train.tsv"
+  assert f"{path}:4: label 'pos ' has whitespace around it; read as 'pos' (3 label(s)" \
+      in caplog.text
+  (tmp_path / "train.csv").write_text('text,label\n"x, y",\tpos\nz,neg\n', encoding="utf-8")
+  csv_processor = cd.GenericProcessor("text", None, "label", train_file="train.csv")
+  assert [e.label for e in csv_processor.get_train_examples(str(tmp_path))] == ["pos", "neg"]
+  assert csv_processor.get_labels() == ["neg", "pos"]
+  # A task with a fixed label list reads "1 " as "1" instead of refusing it as unknown.
+  header = ["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"]
+  write(tmp_path / "mrpc" / "train.tsv", [header, ["1 ", "1", "2", "a", "b"],
+                                          ["0", "3", "4", "c", "d"]])
+  assert [e.label for e in cd.MrpcProcessor().get_train_examples(str(tmp_path / "mrpc"))] == \
+      ["1", "0"]
+  assert f"{tmp_path / 'mrpc' / 'train.tsv'}:2: label '1 ' has whitespace" in caplog.text
+  # An empty label is refused (it would be a class "").
+  write(tmp_path / "empty" / "train.tsv", [["text", "label"], ["a", "pos"], ["b", " "]])
+  with pytest.raises(cd.DataFormatError, match=r"empty[/\\]train\.tsv:3: empty label"):
+    cd.GenericProcessor("text", None, "label").get_train_examples(str(tmp_path / "empty"))
+
+
+@pytest.mark.parametrize("make", ["generic_tsv", "generic_csv", "generic_index", "mrpc", "xnli"])
+def test_a_repeated_header_row_is_refused_with_its_line(tmp_path, make):
+  if make == "mrpc":
+    header = ["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"]
+    path = write(tmp_path / "train.tsv", [header, ["1", "1", "2", "a", "b"], header,
+                                          ["0", "3", "4", "c", "d"]])
+    read = lambda: cd.MrpcProcessor().get_train_examples(str(tmp_path))
+    line = 3
+  elif make == "xnli":
+    # The repeated header's language column is "language": it would be skipped silently.
+    header = ["language", "gold_label"] + [f"c{i}" for i in range(2, 8)]
+    row = ["de", "neutral", "", "", "", "", "p", "h"]
+    path = write(tmp_path / "xnli.dev.tsv", [header, row, row, header + [], row])
+    read = lambda: cd.XnliProcessor("de").get_dev_examples(str(tmp_path))
+    line = 4
+  elif make == "generic_csv":
+    path = str(tmp_path / "train.csv")
+    # Joined files: the second header has quotes, the third a byte-order mark.
+    (tmp_path / "train.csv").write_text('text,label\n"a, b",pos\nc,neg\n"text","label"\n'
+                                        'd,pos\n\ufefftext,label\n', encoding="utf-8")
+    read = lambda: cd.GenericProcessor("text", None, "label", train_file="train.csv"
+                                       ).get_train_examples(str(tmp_path))
+    line = 4
+  else:
+    header = ["text", "label"]
+    path = write(tmp_path / "train.tsv", [header, ["a", "pos"], ["b", "neg"],
+                                          ["text ", "label"], ["c", "pos"]])
+    processor = cd.GenericProcessor("text", None, "label") if make == "generic_tsv" else \
+        cd.GenericProcessor(0, None, 1, has_header=True, label_list=["pos", "neg", "label"])
+    read = lambda: processor.get_train_examples(str(tmp_path))
+    line = 4
+  with pytest.raises(cd.DataFormatError) as e:
+    read()
+  assert str(e.value).startswith(f"{path}:{line}: the header row (line 1) is repeated")
+
+
+@pytest.mark.parametrize("content, file_name", [("text\tlabel\n", "train.tsv"),
+                                                ("text,label\r\n", "train.csv"),
+                                                ("\n\n", "train.jsonl")])
+def test_a_training_file_without_examples_is_one_error(tmp_path, content, file_name):
+  (tmp_path / file_name).write_text(content, encoding="utf-8")
+  write(tmp_path / "dev.tsv", [["text", "label"], ["a", "pos"]])
+  columns = ("text", None, "label")
+  p = cd.GenericProcessor(*columns, train_file=file_name)
+  for read in (lambda: p.get_train_examples(str(tmp_path)),
+               lambda: cd.GenericProcessor(*columns, train_file=file_name).get_dev_examples(
+                   str(tmp_path)),
+               lambda: cd.GenericProcessor(*columns, train_file=file_name).get_labels(
+                   str(tmp_path))):
+    with pytest.raises(cd.DataFormatError, match=r"train\.\w+: no training example to learn "
+                       r"the labels from"):
+      read()
+  # With a label list the file reads as no examples (the commands refuse an empty split).
+  assert cd.GenericProcessor(*columns, train_file=file_name,
+                             label_list=["pos"]).get_train_examples(str(tmp_path)) == []
+
+
+def test_fields_longer_than_the_csv_default_limit_are_read(tmp_path):
+  long_text = "word " * 60000  # 300000 characters, over csv's default 131072
+  write(tmp_path / "train.tsv", [["text", "label"], [long_text, "pos"], ["short", "neg"]])
+  (tmp_path / "train.csv").write_text(f'text,label\n"{long_text}, quoted",pos\nb,neg\n',
+                                      encoding="utf-8")
+  import csv  # pylint: disable=g-import-not-at-top
+  previous = csv.field_size_limit(131072)  # the default, whatever earlier tests set
+  try:
+    tsv = cd.GenericProcessor("text", None, "label").get_train_examples(str(tmp_path))
+    assert [len(e.text_a) for e in tsv] == [len(long_text), 5]
+    csv.field_size_limit(131072)
+    csv_examples = cd.GenericProcessor("text", None, "label", train_file="train.csv"
+                                       ).get_train_examples(str(tmp_path))
+    assert csv_examples[0].text_a == long_text + ", quoted"
+    assert cd.read_tsv(str(tmp_path / "train.tsv"))[1][0] == long_text
+  finally:
+    csv.field_size_limit(max(previous, csv.field_size_limit()))
