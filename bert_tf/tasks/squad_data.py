@@ -190,6 +190,7 @@ def examples_from_articles(input_data: List[Dict[str, Any]], input_file: str,
   """read_squad_examples on a file's already loaded articles (input_file names it in errors)."""
   examples = []
   questions = skipped = 0
+  seen_ids: Dict[str, str] = {}  # id as a JSON key -> where it was first read
   for a, entry in enumerate(input_data):
     paragraphs = _field(entry, "paragraphs", f"article {a}", input_file, list)
     for p, paragraph in enumerate(paragraphs):
@@ -198,8 +199,16 @@ def examples_from_articles(input_data: List[Dict[str, Any]], input_file: str,
       doc_tokens = _SQUAD_WORD.findall(paragraph_text)
       char_to_word_offset = None  # only training looks answers up, computed on first need
       for q, qa in enumerate(_field(paragraph, "qas", where, input_file, list)):
-        qas_id = _field(qa, "id", f"{where} question {q}", input_file)
+        qas_id = _field(qa, "id", f"{where} question {q}", input_file, (str, int))
         where_q = f"question {qas_id!r} ({where})"
+        # The prediction files are JSON objects keyed by id (the integer 7 and the string "7"
+        # are one key): a repeated id would lose all but one of its questions' predictions.
+        key = qas_id if isinstance(qas_id, str) else json.dumps(qas_id)
+        if key in seen_ids:
+          raise SquadFormatError(
+              f"{input_file}: question id {qas_id!r} is used twice: by {seen_ids[key]} and by "
+              f"{where} question {q}; ids must be unique (predictions are keyed by id)")
+        seen_ids[key] = f"{where} question {q}"
         question_text = _field(qa, "question", where_q, input_file, str)
         questions += 1
         start_position = end_position = orig_answer_text = None
@@ -597,6 +606,7 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer, ma
 
   Raises:
     ValueError: max_seq_length too short for the question plus [CLS] and two [SEP].
+    SquadFormatError: training examples that give no window at all.
   """
   with record_features.collector_paused():
     return _convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,
@@ -684,6 +694,13 @@ def _convert_examples_to_features(examples, tokenizer, max_seq_length, doc_strid
   if stats is not None:
     stats.update(features=count, truncated_questions=truncated, without_window=without_window,
                  answer_outside=outside)
+  if is_training and without_window and not count:
+    # Said here, before any model is built: training on no window fails later as an
+    # "End of sequence" graph error.
+    raise SquadFormatError(
+        f"no training window: the contexts of all {without_window} training question(s) have "
+        "no WordPiece (empty, or only characters the tokenizer drops), so there is nothing to "
+        "train on")
   return count
 
 

@@ -237,6 +237,40 @@ def test_malformed_files_name_the_file_and_the_key(tmp_path, content, message):
   assert str(path) in str(error.value)
 
 
+@pytest.mark.parametrize("second_id, where", [
+    ("a", "article 0 paragraph 0 question 0 and by article 0 paragraph 1 question 1"),
+    # The integer 7 and the string "7" are one key of the prediction files' JSON objects.
+    (7, "article 0 paragraph 0 question 1 and by article 0 paragraph 1 question 1"),
+])
+def test_duplicate_question_ids_are_refused_naming_both(tmp_path, second_id, where):
+  path = write_squad(tmp_path / "dup.json", [
+      ("alpha beta", [qa("a", "q", "beta", 6), qa("7", "q", "alpha", 0)]),
+      ("gamma delta", [qa("b", "q", "delta", 6), qa(second_id, "q", "gamma", 0)])])
+  for is_training in (True, False):
+    with pytest.raises(sd.SquadFormatError) as e:
+      sd.read_squad_examples(path, is_training)
+    assert str(e.value).startswith(f"{path}: question id {second_id!r} is used twice: by "
+                                   f"{where};")
+  bad = write_squad(tmp_path / "list_id.json", [("x", [dict(qa("a", "q"), id=["a"])])])
+  with pytest.raises(sd.SquadFormatError, match="'id' must be a str/int, got list"):
+    sd.read_squad_examples(bad, False)
+
+
+@pytest.mark.parametrize("contexts", [["", ""], ["\u200b \u0301", ""]])
+def test_training_examples_without_any_window_are_one_error(tokenizer, tmp_path, contexts):
+  path = write_squad(tmp_path / "a.json", [
+      (c, [qa(f"q{i}", "Where?", impossible=True)]) for i, c in enumerate(contexts)], "v2.0")
+  examples = sd.read_squad_examples(path, True, version_2_with_negative=True)
+  assert len(examples) == 2
+  with pytest.raises(sd.SquadFormatError) as e:
+    features_of(examples, tokenizer, True)
+  assert str(e.value) == (
+      "no training window: the contexts of all 2 training question(s) have no WordPiece "
+      "(empty, or only characters the tokenizer drops), so there is nothing to train on")
+  # Prediction has no such limit: each question without a window is answered "" / "empty".
+  assert features_of(examples, tokenizer, False) == []
+
+
 def test_impossible_flag_is_required_for_v2_training(tmp_path):
   path = write_squad(tmp_path / "a.json", [("x", [qa("q9", "q", "x", 0)])], "v2.0")
   with pytest.raises(sd.SquadFormatError, match="'q9'.*is_impossible"):
@@ -389,9 +423,15 @@ def test_generated_contexts_equal_the_originals_loops(tmp_path_factory, paragrap
     rexamples = ref.read_examples(path, is_training, True)
     assert_same_examples(examples, rexamples)
     ours, theirs = [], []
+    ref.convert(rexamples, tok, max_seq_length, doc_stride, 8, is_training, theirs.append)
+    if is_training and examples and not theirs:
+      # No context has a WordPiece: refused (the original went on to train on nothing).
+      with pytest.raises(sd.SquadFormatError, match="no training window"):
+        sd.convert_examples_to_features(examples, tok, max_seq_length, doc_stride, 8, True,
+                                        ours.append)
+      continue
     sd.convert_examples_to_features(examples, tok, max_seq_length, doc_stride, 8, is_training,
                                     ours.append)
-    ref.convert(rexamples, tok, max_seq_length, doc_stride, 8, is_training, theirs.append)
     assert_same_features(ours, theirs, is_training)
   results = random_results(ours, max_seq_length, seed)
   unread = []  # windows whose fields were never read: post-processing's own path
