@@ -38,6 +38,7 @@ from absl import logging
 
 from bert_tf import features
 from bert_tf import io
+from bert_tf.tasks import tagging_metrics
 
 DOCSTART = "-DOCSTART-"
 OUTSIDE = "O"
@@ -115,7 +116,33 @@ def parse_conll(text: str, path: str, labelled: Optional[bool] = True) -> List[S
   if not sentences:
     raise ConllFormatError(f"{path}: no sentence (a CoNLL file has one word per line and a "
                            "blank line between sentences)")
+  check_scheme(sentences, path)
   return sentences
+
+
+def check_scheme(sentences: Sequence[Sentence], path: str) -> None:
+  """Refuses a tag outside the scheme the file's other tags use, naming the file and line.
+
+  "PER" or "b-loc" among B-/I- tags would be a label of its own and turn entity scores into
+  token accuracy ("plain" tags); an S- tag among IOB2 tags would make the file IOBES. See
+  tagging_metrics.scheme_conflict for the rules; the one mix that changes neither the labels
+  nor conlleval's scores (I- and B- both starting entities after "O") is a warning.
+
+  Raises:
+    ConllFormatError: naming the file, line, word and tag, and the scheme of the other tags.
+  """
+  tagged = [s for s in sentences if s.tags is not None]
+  conflict = tagging_metrics.scheme_conflict(s.tags for s in tagged)
+  if conflict is None:
+    return
+  sentence = tagged[conflict.sentence]
+  where = (f"{path}:{sentence.line + conflict.token}: tag {conflict.tag!r} (word "
+           f"{sentence.words[conflict.token]!r}) {conflict.reason}")
+  if not conflict.fatal:
+    logging.warning("%s; read as %s", where, tagging_metrics.detect_scheme(s.tags for s in tagged
+                                                                            ).upper())
+    return
+  raise ConllFormatError(f"{where}; correct the file so that it uses one scheme")
 
 
 def read_conll(path: str, labelled: Optional[bool] = True) -> List[Sentence]:

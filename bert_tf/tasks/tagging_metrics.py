@@ -76,7 +76,7 @@ import argparse
 import collections
 import re
 import sys
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from bert_tf import io
 
@@ -135,11 +135,122 @@ def _chunk_starts(previous: Tuple[str, str], current: Tuple[str, str]) -> bool:
   return prefix not in ("O", ".") and prev_type != chunk_type
 
 
+def _is_scheme_tag(tag: str) -> bool:
+  """Whether a tag is a B-, I-, E- or S- prefix, a hyphen and a type (not "O")."""
+  prefix, hyphen, chunk_type = tag.partition("-")
+  return bool(hyphen and chunk_type) and prefix in ("B", "I", "E", "S")
+
+
+class SchemeConflict(NamedTuple):
+  """A tag outside the scheme the other tags use (see scheme_conflict).
+
+  Attributes:
+    sentence, token: 0-based positions of the tag.
+    tag: the tag.
+    scheme: the scheme of the other tags ("iob1", "iob2", "iobes" or "plain").
+    reason: why the tag is outside it, a phrase that follows the tag in a message.
+    fatal: True when the tag changes the task (a label of its own, or another scheme's
+      prefix); False for an I- that starts an entity among B-started (IOB2) entities, or a B-
+      that starts one after "O" among I-started (IOB1) ones: valid tags either way, which
+      conlleval scores alike, so a warning.
+  """
+  sentence: int
+  token: int
+  tag: str
+  scheme: str
+  reason: str
+  fatal: bool
+
+
+def scheme_conflict(sentences_of_tags: Iterable[Sequence[str]]) -> Optional[SchemeConflict]:
+  """The first tag outside the scheme that the other tags use, or None.
+
+  Three checks, the first that finds something wins; in each, the rarer kind of tag is the
+  one outside (on a tie, the first kind named):
+    1. tags without a B-/I-/E-/S- prefix and type ("PER", "b-loc", "B-", "X-PER"; "O" is
+       neither kind) among tags with one, or the other way round (a "B-PER" among POS tags);
+    2. E-/S- tags among entities that end on a B- or I- (an IOB file), or entities that end
+       on a B- or I- among E-/S- tags (an IOBES file);
+    3. (not fatal) entities started by an I- (after "O", a sentence start or another type)
+       among entities started by a B- there (IOB2), or the other way round (IOB1).
+
+  Args:
+    sentences_of_tags: sentences, each a sequence of tags.
+
+  Returns:
+    A SchemeConflict naming the first such tag, or None when the tags agree.
+  """
+  sentences = [list(tags) for tags in sentences_of_tags]
+  plain, prefixed = [], []
+  for i, tags in enumerate(sentences):
+    for j, tag in enumerate(tags):
+      if tag != "O":
+        (prefixed if _is_scheme_tag(tag) else plain).append((i, j, tag))
+  if plain and prefixed:
+    if len(plain) <= len(prefixed):
+      i, j, tag = plain[0]
+      scheme = detect_scheme([[t if _is_scheme_tag(t) else "O" for t in tags]
+                              for tags in sentences])
+      return SchemeConflict(
+          i, j, tag, scheme, f"is outside the {scheme.upper()} scheme the other tags use "
+          f"({len(prefixed)} of {len(plain) + len(prefixed)} non-O tags are a B-, I-, E- or "
+          f"S- prefix and a type; tags are case-sensitive); {len(plain)} tag(s) like it", True)
+    i, j, tag = prefixed[0]
+    return SchemeConflict(
+        i, j, tag, PLAIN, f"has a scheme prefix, but the other tags are plain ({len(plain)} "
+        f"of {len(plain) + len(prefixed)} non-O tags have none); {len(prefixed)} tag(s) like "
+        "it", True)
+  if not prefixed:
+    return None
+  ends_es, ends_iob, starts_b, starts_i = [], [], [], []
+  for i, tags in enumerate(sentences):
+    for j, tag in enumerate(tags):
+      if tag == "O":
+        continue
+      prefix, _, chunk_type = tag.partition("-")
+      before = tags[j - 1].partition("-") if j else ("O", "", "")
+      after = tags[j + 1].partition("-") if j + 1 < len(tags) else ("O", "", "")
+      if prefix in ("E", "S"):
+        ends_es.append((i, j, tag))
+      elif not (after[0] in ("I", "E") and after[2] == chunk_type):
+        ends_iob.append((i, j, tag))
+      if prefix in ("B", "I") and (before[0] == "O" or before[2] != chunk_type):
+        (starts_b if prefix == "B" else starts_i).append((i, j, tag))
+  if ends_es and ends_iob:
+    if len(ends_es) <= len(ends_iob):
+      i, j, tag = ends_es[0]
+      scheme = IOB1 if starts_i and len(starts_i) > len(starts_b) else IOB2
+      return SchemeConflict(
+          i, j, tag, scheme, f"is outside the {scheme.upper()} scheme the other tags use "
+          f"({len(ends_iob)} entities end on a B- or I- tag; IOB has no E- or S-); "
+          f"{len(ends_es)} E-/S- tag(s)", True)
+    i, j, tag = ends_iob[0]
+    return SchemeConflict(
+        i, j, tag, IOBES, f"ends an entity, which the IOBES scheme the other tags use does "
+        f"with an E- or S- tag ({len(ends_es)} E-/S- tags); {len(ends_iob)} entities end like "
+        "it", True)
+  if starts_b and starts_i and not ends_es:
+    if len(starts_i) <= len(starts_b):
+      i, j, tag = starts_i[0]
+      return SchemeConflict(
+          i, j, tag, IOB2, f"starts an entity, which the IOB2 scheme the other tags use does "
+          f"with B- ({len(starts_b)} entities do); {len(starts_i)} I- tag(s) start one", False)
+    i, j, tag = starts_b[0]
+    return SchemeConflict(
+        i, j, tag, IOB1, f"starts an entity after \"O\" or another type, which the IOB1 "
+        f"scheme the other tags use does with I- ({len(starts_i)} entities do); "
+        f"{len(starts_b)} B- tag(s) start one", False)
+  return None
+
+
 def detect_scheme(sentences_of_tags: Iterable[Sequence[str]]) -> str:
   """The tagging scheme a set of sentences' tags is written in.
 
   The rule, in this order:
-    "plain" if a tag other than "O" lacks a B-, I-, E- or S- prefix (POS tags, "O-X", bare "B");
+    a ValueError if some tags other than "O" have a B-, I-, E- or S- prefix and a type and
+      others do not ("B-PER" and "PER", "b-loc", "B-"): the task would silently change, an
+      extra label and token accuracy instead of entity scores (see scheme_conflict);
+    "plain" if no tag other than "O" has such a prefix (POS tags, "O-X", bare "B");
     "iobes" if a tag has the prefix E- or S-;
     "iob1" if an I-X starts an entity: it follows "O", the start of its sentence, or a tag of
       another type (in IOB1 a B- marks only an entity that directly follows one of its type);
@@ -150,9 +261,27 @@ def detect_scheme(sentences_of_tags: Iterable[Sequence[str]]) -> str:
 
   Returns:
     One of "plain", "iobes", "iob1", "iob2".
+
+  Raises:
+    ValueError: prefixed and plain tags mixed, naming the sentence, token and tag outside.
   """
+  sentences = [list(tags) for tags in sentences_of_tags]
+  has_plain = has_prefixed = False
+  for tags in sentences:
+    for tag in tags:
+      if tag != "O":
+        if _is_scheme_tag(tag):
+          has_prefixed = True
+        else:
+          has_plain = True
+  if has_plain and has_prefixed:
+    conflict = scheme_conflict(sentences)
+    raise ValueError(f"sentence {conflict.sentence + 1}, token {conflict.token + 1}: tag "
+                     f"{conflict.tag!r} {conflict.reason}")
+  if has_plain:
+    return PLAIN
   iobes = iob1 = False
-  for tags in sentences_of_tags:
+  for tags in sentences:
     previous_type = None  # None: a sentence start or "O"
     for tag in tags:
       if tag == "O":

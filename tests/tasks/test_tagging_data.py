@@ -92,6 +92,45 @@ def test_fixture_files_read():
   assert len({s.document for s in train}) == 188
 
 
+
+@pytest.mark.parametrize("bad_line, tag, scheme", [
+    ("Paris PER", "PER", "IOB2"),          # a tag without prefix: a label of its own
+    ("Paris b-loc", "b-loc", "IOB2"),      # case
+    ("Paris B-", "B-", "IOB2"),            # no type
+    ("Paris X-LOC", "X-LOC", "IOB2"),      # unknown prefix
+    ("Paris S-LOC", "S-LOC", "IOB2"),      # another scheme's prefix
+])
+def test_a_tag_outside_the_files_scheme_is_refused_with_file_and_line(tmp_path, bad_line, tag,
+                                                                     scheme):
+  path = tmp_path / "train.txt"
+  path.write_text("-DOCSTART- O\n\nJohn B-PER\nSmith I-PER\nvisits O\n" + bad_line +
+                  "\n\nAnna B-PER\nlives O\nin O\nRome B-LOC\n", encoding="utf-8")
+  for labelled in (True, None):
+    with pytest.raises(tagging_data.ConllFormatError) as e:
+      tagging_data.read_conll(str(path), labelled=labelled)
+    assert str(e.value).startswith(f"{path}:6: tag {tag!r} (word 'Paris') is outside the "
+                                   f"{scheme} scheme the other tags use")
+  # Plain tags with one prefixed tag among them; an IOBES file with an IOB-style entity.
+  path.write_text("The DT\ncat NN\n\nsat VBD\non B-PP\n", encoding="utf-8")
+  with pytest.raises(tagging_data.ConllFormatError, match=r"train\.txt:5: tag 'B-PP' \(word "
+                     r"'on'\) has a scheme prefix, but the other tags are plain"):
+    tagging_data.read_conll(str(path))
+  path.write_text("a S-PER\nb O\nc B-LOC\nd E-LOC\n\ne B-ORG\nf O\n", encoding="utf-8")
+  with pytest.raises(tagging_data.ConllFormatError, match=r"train\.txt:6: tag 'B-ORG' \(word "
+                     r"'e'\) ends an entity, which the IOBES scheme"):
+    tagging_data.read_conll(str(path))
+
+
+def test_an_i_tag_starting_an_entity_in_an_iob2_file_is_a_warning(tmp_path, caplog):
+  path = tmp_path / "train.txt"
+  path.write_text("John B-PER\nSmith I-PER\nin O\nParis I-LOC\n\nRome B-LOC\n",
+                  encoding="utf-8")
+  sentences = tagging_data.read_conll(str(path))
+  assert [s.tags for s in sentences] == [("B-PER", "I-PER", "O", "I-LOC"), ("B-LOC",)]
+  assert f"{path}:4: tag 'I-LOC' (word 'Paris') starts an entity, which the IOB2 scheme the " \
+      "other tags use does with B-" in caplog.text
+  assert "read as IOB1" in caplog.text
+
 # === Alignment ===
 
 

@@ -322,12 +322,46 @@ def test_modes_and_schemes_are_checked():
     ([["S-PER", "B-LOC", "E-LOC"]], "iobes"),
     ([["I-PER"], ["B-LOC", "E-LOC"]], "iobes"),  # E-/S- win over IOB1
     ([["DT", "NN"]], "plain"),
-    ([["B-PER", "NN"]], "plain"),
-    ([["S-PER"], ["B"]], "plain"),               # a bare B has no prefix-hyphen
+    ([["B"], ["-LRB-", "B-"]], "plain"),         # bare B, hyphenated POS, no type: no prefix
     ([["O-PER"]], "plain"),
 ])
 def test_detect_scheme(sentences, expected):
   assert tm.detect_scheme(sentences) == expected
+
+
+@pytest.mark.parametrize("sentences, message", [
+    # A plain tag among prefixed ones (or a prefixed one among plain ones) is not "plain":
+    # it would add a label and turn entity scores into token accuracy.
+    ([["B-PER", "NN"]], "sentence 1, token 2: tag 'NN' is outside the IOB2 scheme"),
+    ([["S-PER"], ["B"]], "sentence 2, token 1: tag 'B' is outside the IOBES scheme"),
+    ([["B-PER", "I-PER", "O", "b-loc"]], "token 4: tag 'b-loc' is outside the IOB2 scheme"),
+    ([["I-PER", "O", "PER"]], "token 3: tag 'PER' is outside the IOB1 scheme"),
+    ([["B-X", "I-X"], ["B-"]], "sentence 2, token 1: tag 'B-' is outside the IOB2 scheme"),
+    ([["NN", "VB", "B-NP", "DT"]], "token 3: tag 'B-NP' has a scheme prefix, but the other "
+     "tags are plain"),
+])
+def test_detect_scheme_refuses_mixed_tags(sentences, message):
+  with pytest.raises(ValueError) as e:
+    tm.detect_scheme(sentences)
+  assert message in str(e.value)
+
+
+@pytest.mark.parametrize("sentences, expected", [
+    ([["B-PER", "I-PER", "O", "PER"], ["B-LOC"]], (0, 3, "PER", "iob2", True)),
+    ([["B-PER", "I-PER", "O"], ["S-LOC"], ["B-LOC", "O"]], (1, 0, "S-LOC", "iob2", True)),
+    ([["S-PER", "O", "B-LOC", "E-LOC"], ["B-ORG", "O"]], (1, 0, "B-ORG", "iobes", True)),
+    ([["B-PER", "E-PER"], ["B-LOC", "I-LOC"], ["S-X"]], (1, 1, "I-LOC", "iobes", True)),
+    # Both I- and B- start entities after "O": valid tags, only a warning.
+    ([["B-PER", "I-PER", "O", "I-LOC"], ["B-LOC"]], (0, 3, "I-LOC", "iob2", False)),
+    ([["I-PER", "O", "I-LOC"], ["O", "B-LOC"]], (1, 1, "B-LOC", "iob1", False)),
+    ([["B-PER", "I-PER", "O", "B-LOC"], ["O"]], None),
+    ([["I-PER", "B-PER", "O", "I-LOC"]], None),            # IOB1: B- only after its type
+    ([["S-PER", "B-LOC", "I-LOC", "E-LOC"]], None),
+    ([["NN", "-LRB-", "O"]], None),
+])
+def test_scheme_conflict_names_the_rarer_kind(sentences, expected):
+  conflict = tm.scheme_conflict(sentences)
+  assert (conflict if conflict is None else conflict[:4] + (conflict.fatal,)) == expected
 
 
 def test_detect_scheme_takes_an_iterator():
