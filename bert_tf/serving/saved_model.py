@@ -67,6 +67,7 @@ def _save(model, names, outputs, path, call=None):
     return {key: result[key] for key in outputs}
 
   module.serve = serve
+  tf_serving.remove_stale_exports(os.path.dirname(path))  # what a killed export left
   with io.atomic_path(path) as tmp:
     tf.saved_model.save(module, tmp, signatures={"serving_default": serve})
 

@@ -122,11 +122,32 @@ def next_version(model_dir: str) -> int:
   return max(versions, default=0) + 1
 
 
+_TEMP_ENTRY = re.compile(r"(.+)" + re.escape(io.TEMP_MARKER) + r"\d+")
+
+
+def remove_stale_exports(directory: str) -> list:
+  """Deletes what killed exports left in `directory`: `<name>.incomplete-<pid>` entries (a
+  version or SavedModel being written) whose process is gone, as data prep's commit journal
+  is rolled back by the next run. A live process's (another export running now) are kept, as
+  are leftovers on filesystems that cannot tell (their names say they are incomplete).
+
+  Returns:
+    The paths deleted.
+  """
+  names = sorted({m.group(1) for m in map(_TEMP_ENTRY.match, io.listdir(directory)) if m})
+  removed = [path for name in names for path in io.remove_stale_temp_files(
+      io.join(directory, name))]
+  if removed:
+    logging.warning("Removed what interrupted exports left: %s", ", ".join(removed))
+  return removed
+
+
 def _save_version(module: tf.Module, signatures: Mapping[str, Any], model_dir: str,
                   version: int, extra_files: Mapping[str, str], warmup: Sequence[tuple],
                   model_name: str) -> str:
   """Saves `module` as model_dir/version, written under a temporary name and renamed."""
   final = os.path.join(model_dir, str(version))
+  remove_stale_exports(model_dir)
   if io.exists(final):
     raise FileExistsError(f"{final} already exists; TF Serving versions are immutable, so "
                           "choose another --version (or leave it unset for the next one)")
@@ -147,6 +168,31 @@ def _check_seq_length(seq_length: int, config: BertConfig) -> None:
                      f"(max_position_embeddings), got {seq_length}")
 
 
+# Staging folders are named <prefix><pid>_<random>, so that the next export can tell the ones
+# a killed export left.
+_STAGING_PREFIX = "bert_tf_export_"
+_STAGING_NAME = re.compile(re.escape(_STAGING_PREFIX) + r"(\d+)_")
+
+
+def _remove_stale_staging() -> None:
+  """Deletes the staging folders of exports whose process is gone (killed mid-export)."""
+  folder = tempfile.gettempdir()
+  for name in io.listdir(folder):
+    match = _STAGING_NAME.match(name)
+    if not match or int(match.group(1)) == os.getpid():
+      continue
+    try:
+      os.kill(int(match.group(1)), 0)
+      continue  # alive, or not ours to signal: maybe an export running now
+    except ProcessLookupError:
+      pass
+    except PermissionError:
+      continue
+    shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
+    logging.info("Removed the staging folder of an interrupted export: %s",
+                 os.path.join(folder, name))
+
+
 @contextlib.contextmanager
 def _staged_vocab(vocab_file: str):
   """A local copy of the vocab named vocab.txt, removed afterwards.
@@ -156,7 +202,8 @@ def _staged_vocab(vocab_file: str):
   """
   if not tf.io.gfile.exists(vocab_file):
     raise FileNotFoundError(f"vocab file not found: {vocab_file}")
-  staging = tempfile.mkdtemp(prefix="bert_tf_export_")
+  _remove_stale_staging()
+  staging = tempfile.mkdtemp(prefix=f"{_STAGING_PREFIX}{os.getpid()}_")
   try:
     local_vocab = os.path.join(staging, "vocab.txt")
     tf.io.gfile.copy(vocab_file, local_vocab)
