@@ -49,6 +49,7 @@ def define_flags(flag_values=FLAGS) -> None:
                     "Export even when --vocab_file or --do_lower_case contradict what the "
                     "checkpoint or the data (--data_metadata_file) were made with; logged as a "
                     "warning.", **fv)
+  cli.define_length_flags(flag_values)
   flags.mark_flags_as_required(["checkpoint", "vocab_file", "export_dir"], **fv)
 
 
@@ -87,7 +88,7 @@ def main(argv):
     paths = tf_serving.export_serving_models(
         config, weights, f.vocab_file, f.export_dir, do_lower_case=f.do_lower_case,
         seq_length=f.seq_length, top_k=f.top_k, version=f.version, model_name=f.model_name,
-        data_metadata=metadata, warmup=f.warmup)
+        data_metadata=metadata, warmup=f.warmup, length_buckets=f.length_buckets)
   for kind, path in paths.items():
     print(f"{kind}: {path}")
 

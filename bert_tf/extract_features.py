@@ -46,6 +46,7 @@ def define_flags(flag_values=FLAGS) -> None:
                     "none: one vector per token (the original); cls: the [CLS] vector; mean: "
                     "the mean over the real tokens, [CLS] and [SEP] included.", **fv)
   cli.define_device_flags(flag_values, what="the forward pass")
+  cli.define_length_flags(flag_values)
   flags.DEFINE_bool("allow_tokenizer_mismatch", False,
                     "Go on (with a warning) when --vocab_file or --do_lower_case contradicts "
                     "what the checkpoint was trained with.", **fv)

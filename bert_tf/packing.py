@@ -7,10 +7,11 @@ int32 inputs every Keras model here takes (TF Hub's names): input_word_ids, inpu
 input_type_ids.
 """
 
-from typing import Dict, Optional
+from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
 
+from bert_tf import length_buckets as length_buckets_lib
 from bert_tf.text import InGraphTokenizer
 
 MASK_TOKEN = "[MASK]"
@@ -73,7 +74,8 @@ class Packer(tf.Module):
   """Tokenizes raw text in-graph and packs it into the encoder's inputs."""
 
   def __init__(self, vocab_file: str, do_lower_case: bool, max_seq_length: int,
-               name: Optional[str] = None):
+               name: Optional[str] = None,
+               length_buckets: Optional[Sequence[int]] = None):
     """Builds the packer.
 
     Args:
@@ -81,6 +83,9 @@ class Packer(tf.Module):
       do_lower_case: lower-case and strip accents, like the original's flag.
       max_seq_length: the largest seq_length accepted (the model's max_position_embeddings).
       name: module name.
+      length_buckets: boundaries (bert_tf.length_buckets) for pack(pad_to=<int>): a batch is
+        then padded to its longest packed row rounded up to a boundary (at most pad_to), not
+        to pad_to. None: always pad_to.
     """
     super().__init__(name=name)
     self.tokenizer = InGraphTokenizer(vocab_file, do_lower_case=do_lower_case,
@@ -93,6 +98,15 @@ class Packer(tf.Module):
     self.pad_id = self.tokenizer.pad_id
     self.mask_id = self.tokenizer.mask_id
     self.max_seq_length = int(max_seq_length)
+    self.length_buckets = None if length_buckets is None else tuple(length_buckets)
+
+  def width(self, longest: tf.Tensor, pad_to: int) -> tf.Tensor:
+    """The padded width for a batch whose longest row is `longest` (int32 scalar): the
+    bucket at or above it, at most pad_to; pad_to itself without length_buckets."""
+    if self.length_buckets is None:
+      return tf.constant(pad_to, tf.int32)
+    boundaries = [b for b in self.length_buckets if b < pad_to] + [pad_to]
+    return length_buckets_lib.bucket_width_tensor(longest, boundaries)
 
   def tokenize(self, text: tf.Tensor) -> tf.RaggedTensor:
     """[B] strings -> ids [B, (n)] (the reference FullTokenizer's ids)."""
@@ -124,8 +138,9 @@ class Packer(tf.Module):
       ids_a: int32 [B, (n)], the first segments.
       ids_b: int32 [B, (m)] or None; an empty row means no second segment.
       seq_length: int32 [B], the packed length of each row (at least 2, or 3 with a B).
-      pad_to: the width to pad to: a Python int (gives a static shape), a scalar int tensor, or
-        None for max(seq_length) (0 for an empty batch).
+      pad_to: the width to pad to: a Python int (a static shape, or with length_buckets the
+        bucket of the longest row, at most pad_to), a scalar int tensor, or None for
+        max(seq_length) (0 for an empty batch).
 
     Returns:
       dict of int32 [B, S]: input_word_ids, input_mask, input_type_ids.
@@ -158,6 +173,9 @@ class Packer(tf.Module):
         tf.cast(tf.logical_not(_position_below(row_lengths, kept_a + 2)), tf.int32), row_lengths)
     if pad_to is None:
       shape = tf.stack([rows, tf.reduce_max(tf.concat([seq_length, [0]], axis=0))])
+    elif isinstance(pad_to, int) and self.length_buckets is not None:
+      longest = tf.reduce_max(tf.concat([tf.cast(row_lengths, tf.int32), [0]], axis=0))
+      shape = tf.stack([rows, self.width(longest, pad_to)])
     elif isinstance(pad_to, int):
       shape = [None, pad_to]
     else:

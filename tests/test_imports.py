@@ -1,7 +1,8 @@
 """The import rules of the package layout, read from the source with `ast`.
 
 Tiers (README, "What is here"):
-  foundation  io <- config, tokenization, features; tokenization <- text <- packing
+  foundation  io <- config, tokenization, features; tokenization <- text <- packing;
+              length_buckets (imports nothing)
   model/      foundation
   training/   foundation + model (never serving/ or tasks/)
   serving/    foundation + model
@@ -29,8 +30,9 @@ FOUNDATION_RULES = {
     "bert_tf.config": {"bert_tf.io"},
     "bert_tf.tokenization": {"bert_tf.io"},
     "bert_tf.text": {"bert_tf.tokenization"},
-    "bert_tf.packing": {"bert_tf.text"},
+    "bert_tf.packing": {"bert_tf.text", "bert_tf.length_buckets"},
     "bert_tf.features": {"bert_tf.io"},
+    "bert_tf.length_buckets": set(),
 }
 FOUNDATION = set(FOUNDATION_RULES)
 CLI_MODULES = {"bert_tf.cli", "bert_tf.run_pretraining", "bert_tf.run_classifier",

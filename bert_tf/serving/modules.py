@@ -49,6 +49,33 @@ def call_encoder(encoder: keras.Model, inputs: Mapping[str, tf.Tensor], training
               pooled_output=tf.where(width > 0, pooled, tf.zeros_like(pooled)))
 
 
+# What positions cut off by call_cut return: far below any real logit, so they are never
+# ranked (the same value as input_pipeline.PADDED_LOGIT in training's predictions).
+CUT_LOGIT = -1e9
+
+
+def call_cut(model: keras.Model, inputs: Mapping[str, tf.Tensor], width_fn, seq_length: int
+             ) -> Mapping[str, tf.Tensor]:
+  """The model on [T, seq_length] inputs whose padding is a suffix of every row, computed on
+  the inputs cut to width_fn(longest real row, seq_length) (Packer.width: a length bucket) and
+  the per-position outputs padded back to seq_length with CUT_LOGIT. The real positions' outputs
+  are those of the uncut inputs. width_fn None: the model on the inputs as they are."""
+  if width_fn is None:
+    return model(inputs, training=False)
+  longest = tf.reduce_max(tf.concat([tf.reduce_sum(tf.cast(inputs["input_mask"], tf.int32),
+                                                   axis=1), [0]], axis=0))
+  width = width_fn(longest, seq_length)
+  outputs = model({key: value[:, :width] for key, value in inputs.items()}, training=False)
+  padded = {}
+  for key, value in outputs.items():
+    if value.shape.rank is not None and value.shape.rank >= 2 and value.shape[1] is None:
+      paddings = [[0, 0], [0, seq_length - width]] + [[0, 0]] * (value.shape.rank - 2)
+      value = tf.pad(value, paddings, constant_values=tf.cast(CUT_LOGIT, value.dtype))
+      value = tf.ensure_shape(value, [None, seq_length] + value.shape[2:].as_list())
+    padded[key] = value
+  return padded
+
+
 # === TF Hub's Reusable SavedModel API ===
 
 ENCODER_SPEC = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in ENCODER_INPUTS}

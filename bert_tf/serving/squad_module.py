@@ -48,6 +48,7 @@ from bert_tf.model.encoder import ENCODER_INPUTS
 from bert_tf.packing import Packer
 from bert_tf.serving import tf_serving
 from bert_tf.serving.modules import ReusableModule
+from bert_tf.serving.modules import call_cut
 from bert_tf.text import InGraphTokenizer
 
 # The reader's word separators (squad_data.split_context): space, tab, CR, LF, U+202F.
@@ -92,6 +93,8 @@ class QuestionAnsweringModule(ReusableModule):
                max_answer_length: int, do_lower_case: bool, version_2_with_negative: bool,
                null_score_diff_threshold: float):
     super().__init__(name="bert_squad")
+    # With a Packer, windows run cut to its length buckets (modules.call_cut).
+    self._width = tokenizer.width if isinstance(tokenizer, Packer) else None
     if isinstance(tokenizer, Packer):
       tokenizer = tokenizer.tokenizer
     for name, value in (("seq_length", seq_length), ("doc_stride", doc_stride),
@@ -216,7 +219,8 @@ class QuestionAnsweringModule(ReusableModule):
     ids = tf.where(tf.equal(p, 0), self._cls_id, ids)
     input_mask = tf.cast(p <= off + length, tf.int32)
     type_ids = tf.cast((p >= off) & (p <= off + length), tf.int32)
-    outputs = self.model(dict(zip(ENCODER_INPUTS, (ids, input_mask, type_ids))), training=False)
+    outputs = call_cut(self.model, dict(zip(ENCODER_INPUTS, (ids, input_mask, type_ids))),
+                       self._width, S)
     start_logits = tf.ensure_shape(tf.cast(outputs["start_logits"], tf.float32), [None, S])
     end_logits = tf.ensure_shape(tf.cast(outputs["end_logits"], tf.float32), [None, S])
 
@@ -397,7 +401,7 @@ def export_squad_model(model: keras.Model, config: BertConfig, vocab_file: str, 
                        version_2_with_negative: bool, null_score_diff_threshold: float,
                        version: Optional[int] = None, model_name: str = "squad",
                        task_info: Optional[Mapping[str, Any]] = None,
-                       warmup: bool = True) -> str:
+                       warmup: bool = True, length_buckets: Optional[str] = "auto") -> str:
   """Writes a raw-text question-answering SavedModel in TF Serving's layout.
 
   Args:
@@ -413,6 +417,8 @@ def export_squad_model(model: keras.Model, config: BertConfig, vocab_file: str, 
     model_name: the directory name under export_dir.
     task_info: written as assets/task_info.json.
     warmup: write TF Serving warm-up requests.
+    length_buckets: --length_buckets: windows run cut to the longest one rounded up to a
+      bucket (tf_serving.export_serving_models).
 
   Returns:
     The version directory written.
@@ -432,4 +438,4 @@ def export_squad_model(model: keras.Model, config: BertConfig, vocab_file: str, 
           null_score_diff_threshold=null_score_diff_threshold),
       config, vocab_file, export_dir, do_lower_case=do_lower_case, seq_length=seq_length,
       version=version, model_name=model_name, info=info, task_info=task_info,
-      warmup_inputs=lambda name: inputs, warmup=warmup)
+      warmup_inputs=lambda name: inputs, warmup=warmup, length_buckets=length_buckets)

@@ -42,6 +42,7 @@ from bert_tf.config import BertConfig
 from bert_tf.packing import Packer
 from bert_tf.serving import tf_serving
 from bert_tf.serving.modules import ReusableModule
+from bert_tf.serving.modules import call_cut
 from bert_tf.text import InGraphTokenizer
 
 WARMUP_TEXTS = ("John Smith flew from Paris to New York on Monday.",
@@ -85,6 +86,8 @@ class TaggerModule(ReusableModule):
   def __init__(self, tokenizer: Union[InGraphTokenizer, Packer], model: keras.Model,
                seq_length: int, labels: Sequence[str]):
     super().__init__(name="bert_tagger")
+    # With a Packer, windows run cut to its length buckets (modules.call_cut).
+    self._width = tokenizer.width if isinstance(tokenizer, Packer) else None
     if isinstance(tokenizer, Packer):
       tokenizer = tokenizer.tokenizer
     if seq_length < 4:
@@ -181,8 +184,9 @@ class TaggerModule(ReusableModule):
     ids = tf.where(tf.equal(position, 0), self.tokenizer.cls_id, ids)
     ids = tf.where(tf.equal(position, length[:, tf.newaxis] + 1), self.tokenizer.sep_id, ids)
     mask = tf.cast(position <= length[:, tf.newaxis] + 1, tf.int32)
-    logits = self.model(dict(input_word_ids=tf.cast(ids, tf.int32), input_mask=mask,
-                             input_type_ids=tf.zeros_like(mask)), training=False)["logits"]
+    logits = call_cut(self.model, dict(input_word_ids=tf.cast(ids, tf.int32), input_mask=mask,
+                                       input_type_ids=tf.zeros_like(mask)),
+                      self._width, S)["logits"]
     logits = tf.cast(logits, tf.float32)
     # Each word's logits: in the window that owns its first piece.
     word_long = tf.gather(long_text, word_text)
@@ -270,7 +274,7 @@ def export_tagger_model(model: keras.Model, config: BertConfig, vocab_file: str,
                         labels: Sequence[str], *, do_lower_case: bool, seq_length: int,
                         version: Optional[int] = None, model_name: str = "ner",
                         task_info: Optional[Mapping[str, Any]] = None,
-                        warmup: bool = True) -> str:
+                        warmup: bool = True, length_buckets: Optional[str] = "auto") -> str:
   """Writes a raw-text tagger SavedModel in TF Serving's layout.
 
   Args:
@@ -285,6 +289,8 @@ def export_tagger_model(model: keras.Model, config: BertConfig, vocab_file: str,
     model_name: the directory name under export_dir.
     task_info: written as assets/task_info.json.
     warmup: write TF Serving warm-up requests.
+    length_buckets: --length_buckets: windows run cut to the longest one rounded up to a
+      bucket (tf_serving.export_serving_models).
 
   Returns:
     The version directory written.
@@ -294,4 +300,5 @@ def export_tagger_model(model: keras.Model, config: BertConfig, vocab_file: str,
       lambda packer: TaggerModule(packer, model, seq_length, labels), config, vocab_file,
       export_dir, do_lower_case=do_lower_case, seq_length=seq_length, version=version,
       model_name=model_name, info=dict(kind="tagger", labels=list(labels)),
-      task_info=task_info, warmup_inputs=lambda name: inputs, warmup=warmup)
+      task_info=task_info, warmup_inputs=lambda name: inputs, warmup=warmup,
+      length_buckets=length_buckets)

@@ -302,7 +302,10 @@ def _run(config, settings, strategy, chief, data, label_list, tokenizer, info, r
         run, settings, lambda batch, ctx: input_pipeline.classifier_dataset(
             io.join(record_dir, "train.tf_record"), settings.max_seq_length, batch,
             is_training=True, input_context=ctx, regression=regression, seed=settings.seed,
-            shuffle_buffer_size=settings.shuffle_buffer_size), steps, chief))
+            shuffle_buffer_size=settings.shuffle_buffer_size,
+            length_buckets=settings.buckets(settings.max_seq_length),
+            group_by_length=settings.group_by_length,
+            batches_per_update=settings.gradient_accumulation_steps), steps, chief))
   result["global_step"] = int(global_step.numpy())
   result["model"] = model
 
@@ -328,7 +331,8 @@ def _distributed_eval_iterator(strategy, path, settings, batch_size, num_example
   def dataset_fn(ctx):
     return input_pipeline.classifier_dataset(
         path, settings.max_seq_length, batch_size, is_training=False, input_context=ctx,
-        regression=regression, num_examples=num_examples)
+        regression=regression, num_examples=num_examples,
+        length_buckets=settings.buckets(settings.max_seq_length))
   return iter(strategy.distribute_datasets_from_function(dataset_fn))
 
 
@@ -418,7 +422,8 @@ def export_classifier(model: keras.Model, config: BertConfig, settings: Classifi
       float_model, config, settings.vocab_file,
       export_dir or io.join(settings.output_dir, EXPORT_DIR), labels, info["pair"],
       do_lower_case=settings.do_lower_case, seq_length=settings.max_seq_length,
-      version=version, model_name=EXPORT_MODEL_NAME, task_info=info)
+      version=version, model_name=EXPORT_MODEL_NAME, task_info=info,
+      length_buckets=settings.length_buckets)
   logging.info("Exported the classifier for TF Serving to %s", path)
   return path
 

@@ -69,6 +69,7 @@ def export_squad(model: keras.Model, config: BertConfig, settings: "squad_run.Sq
       n_best_size=settings.n_best_size, max_answer_length=settings.max_answer_length,
       version_2_with_negative=settings.version_2_with_negative,
       null_score_diff_threshold=null_score_diff_threshold(settings, info),
-      version=version, model_name=squad_run.EXPORT_MODEL_NAME, task_info=info)
+      version=version, model_name=squad_run.EXPORT_MODEL_NAME, task_info=info,
+      length_buckets=settings.length_buckets)
   logging.info("Exported the question-answering model for TF Serving to %s", path)
   return path

@@ -233,7 +233,10 @@ def _run(config, settings, strategy, chief, data, tokenizer, info, record_dir):
         run, settings, lambda batch, ctx: input_pipeline.squad_dataset(
             io.join(record_dir, "train.tf_record"), settings.max_seq_length, batch,
             is_training=True, input_context=ctx, seed=settings.seed,
-            shuffle_buffer_size=settings.shuffle_buffer_size), steps, chief))
+            shuffle_buffer_size=settings.shuffle_buffer_size,
+            length_buckets=settings.buckets(settings.max_seq_length),
+            group_by_length=settings.group_by_length,
+            batches_per_update=settings.gradient_accumulation_steps), steps, chief))
   result["global_step"] = int(global_step.numpy())
   result["model"] = model
 
@@ -269,12 +272,13 @@ def predict_logits(trainer: loop.Trainer, record_file: str, num_features: int,
   num_steps = input_pipeline.eval_steps(num_features, batch_size)
 
   def dataset_fn(ctx):
-    return input_pipeline.squad_dataset(record_file, settings.max_seq_length, batch_size,
-                                        is_training=False, input_context=ctx,
-                                        num_examples=num_features)
+    return input_pipeline.squad_dataset(
+        record_file, settings.max_seq_length, batch_size, is_training=False, input_context=ctx,
+        num_examples=num_features, length_buckets=settings.buckets(settings.max_seq_length))
 
   iterator = iter(trainer.strategy.distribute_datasets_from_function(dataset_fn))
-  out = loop.predict(trainer, iterator, num_steps, keep=("unique_ids",))
+  out = loop.predict(trainer, iterator, num_steps, keep=("unique_ids",),
+                     sequence_length=settings.max_seq_length)
   if len(out["unique_ids"]) != num_features:
     raise loop.TrainingError(f"{record_file}: {len(out['unique_ids'])} windows predicted, "
                              f"expected {num_features}")

@@ -41,6 +41,7 @@ def export_tagger(model: keras.Model, config: BertConfig, settings: "tagging_run
       float_model, config, settings.vocab_file,
       export_dir or io.join(settings.output_dir, tagging_run.EXPORT_DIR), labels,
       do_lower_case=settings.do_lower_case, seq_length=settings.max_seq_length,
-      version=version, model_name=tagging_run.EXPORT_MODEL_NAME, task_info=info)
+      version=version, model_name=tagging_run.EXPORT_MODEL_NAME, task_info=info,
+      length_buckets=settings.length_buckets)
   logging.info("Exported the tagger for TF Serving to %s", path)
   return path

@@ -250,7 +250,10 @@ def _run(config, settings, strategy, chief, data, labels, scheme, tokenizer, inf
         run, settings, lambda batch, ctx: input_pipeline.tagging_dataset(
             io.join(record_dir, "train.tf_record"), settings.max_seq_length, batch,
             is_training=True, input_context=ctx, seed=settings.seed,
-            shuffle_buffer_size=settings.shuffle_buffer_size), steps, chief))
+            shuffle_buffer_size=settings.shuffle_buffer_size,
+            length_buckets=settings.buckets(settings.max_seq_length),
+            group_by_length=settings.group_by_length,
+            batches_per_update=settings.gradient_accumulation_steps), steps, chief))
   result["global_step"] = int(run.global_step.numpy())
   result["model"] = run.model
 
@@ -276,17 +279,21 @@ def _run(config, settings, strategy, chief, data, labels, scheme, tokenizer, inf
 
 
 def predict_windows(trainer: loop.Trainer, record_file: str, num_windows: int,
-                    max_seq_length: int, batch_size: int) -> np.ndarray:
+                    max_seq_length: int, batch_size: int,
+                    length_buckets: Optional[Sequence[int]] = None) -> np.ndarray:
   """The logits [windows, max_seq_length, labels] of every record of a tagging record file,
-  in file order, on any strategy."""
+  in file order, on any strategy (with length_buckets, the positions past a batch's bucket
+  hold input_pipeline.PADDED_LOGIT: they are padding, never read)."""
 
   def dataset_fn(ctx):
     return input_pipeline.tagging_dataset(record_file, max_seq_length, batch_size,
                                           is_training=False, input_context=ctx,
-                                          num_examples=num_windows)
+                                          num_examples=num_windows,
+                                          length_buckets=length_buckets)
 
   iterator = iter(trainer.strategy.distribute_datasets_from_function(dataset_fn))
-  out = loop.predict(trainer, iterator, input_pipeline.eval_steps(num_windows, batch_size))
+  out = loop.predict(trainer, iterator, input_pipeline.eval_steps(num_windows, batch_size),
+                     sequence_length=max_seq_length)
   if len(out["logits"]) != num_windows:
     raise loop.TrainingError(f"{record_file}: {len(out['logits'])} windows predicted, expected "
                              f"{num_windows}")
@@ -328,7 +335,7 @@ def _predict_and_score(trainer, settings, sentences, labels, scheme, tokenizer, 
   path = io.join(record_dir, f"{name}.tf_record")
   writer = _convert(sentences, label_map, settings, tokenizer, path, name, keep=True)
   logits = predict_windows(trainer, path, writer.num_features, settings.max_seq_length,
-                           batch_size)
+                           batch_size, settings.buckets(settings.max_seq_length))
   predicted = tagging_data.word_predictions(writer.features, np.argmax(logits, axis=-1),
                                             sentences, labels)
   out_dir = settings.output_dir

@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from bert_tf import features
 from bert_tf import io
+from bert_tf import length_buckets
 
 COMPRESSION_TYPES = ("", "GZIP")
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -552,7 +553,9 @@ def eval_steps(num_examples: int, global_batch_size: int) -> int:
 def classifier_dataset(input_file: str, max_seq_length: int, batch_size: int, is_training: bool,
                        input_context: Optional[tf.distribute.InputContext] = None,
                        regression: bool = False, num_examples: Optional[int] = None,
-                       seed: Optional[int] = None, shuffle_buffer_size: int = 100
+                       seed: Optional[int] = None, shuffle_buffer_size: int = 100,
+                       length_buckets: Optional[Sequence[int]] = None,
+                       group_by_length: bool = False, batches_per_update: int = 1
                        ) -> tf.data.Dataset:
   """Batches of run_classifier records (train.tf_record, eval.tf_record, predict.tf_record).
 
@@ -560,9 +563,14 @@ def classifier_dataset(input_file: str, max_seq_length: int, batch_size: int, is
   value; data order is close to file order), drop the last partial batch. Evaluation and
   prediction read every record once, in order, each with its position as `example_index`,
   and pad the data with examples of weight 0 (is_real_example 0, example_index -1) up to a
-  multiple of the global batch: every batch has the same static shape (what XLA and TPUs
-  want) and no example is dropped or counted twice, on any strategy. The eval/predict dataset
-  then has exactly eval_steps(num_examples, batch_size) batches per replica.
+  multiple of the global batch, so no example is dropped or counted twice, on any strategy.
+  The eval/predict dataset then has exactly eval_steps(num_examples, batch_size) batches per
+  replica.
+
+  With length_buckets each batch is cut to its longest real row rounded up to a boundary
+  (cut_to_bucket); without, every batch has the static length max_seq_length. With
+  group_by_length, training batches are made of examples of similar length (see
+  record_dataset).
 
   With an input_context the batch is the per-replica share of the global `batch_size` and
   each input pipeline reads every n-th record.
@@ -577,37 +585,131 @@ def classifier_dataset(input_file: str, max_seq_length: int, batch_size: int, is
     num_examples: the number of records; required for eval/predict (the padding).
     seed: makes the training shuffle deterministic.
     shuffle_buffer_size: records in the training shuffle buffer.
+    length_buckets: boundaries from bert_tf.length_buckets.parse, or None.
+    group_by_length: group training batches by length.
+    batches_per_update: micro-batches per update (gradient accumulation), for the grouping.
 
   Returns:
-    Dicts of input_word_ids, input_mask, input_type_ids [B, L] int32, label_ids [B] (int32,
-    float32 for regression), is_real_example [B] int32, and for eval/predict example_index [B]
-    int64.
+    Dicts of input_word_ids, input_mask, input_type_ids [B, L] int32 (L = max_seq_length, or a
+    boundary), label_ids [B] (int32, float32 for regression), is_real_example [B] int32, and
+    for eval/predict example_index [B] int64.
   """
   return record_dataset(input_file, classifier_parsing_spec(max_seq_length, regression),
                         batch_size, is_training, input_context, num_examples, seed,
-                        shuffle_buffer_size)
+                        shuffle_buffer_size, length_buckets, group_by_length, batches_per_update)
+
+
+# Training batches per length-grouping window (group_by_length): examples are sorted by length
+# within a window of this many batches of the shuffled stream (Hugging Face's group_by_length
+# uses "megabatches" of 50 batches the same way).
+GROUP_WINDOW_BATCHES = 50
+# What a cut-off position of a per-position output holds when predictions are padded back to
+# max_seq_length (loop.Trainer.predict_step): far below any real logit, so a padded position is
+# never ranked among the best (SQuAD's n-best) and never read otherwise.
+PADDED_LOGIT = -1e9
+
+
+def real_length(input_mask: tf.Tensor) -> tf.Tensor:
+  """int32 [...]: one past the last real position of each row of input_mask [..., L]."""
+  mask = tf.cast(input_mask, tf.int32) > 0
+  positions = tf.range(1, tf.shape(mask)[-1] + 1, dtype=tf.int32)
+  return tf.reduce_max(tf.where(mask, positions, 0), axis=-1)
+
+
+def bucket_length(input_mask: tf.Tensor, boundaries: Sequence[int]) -> tf.Tensor:
+  """int32 scalar: the longest real row of input_mask (any rank) rounded up to a boundary."""
+  longest = tf.reduce_max(tf.concat([tf.reshape(real_length(input_mask), [-1]), [0]], 0))
+  return length_buckets.bucket_width_tensor(longest, boundaries)
+
+
+def cut_to_bucket(batch: Mapping[str, tf.Tensor], boundaries: Sequence[int],
+                  mask_key: str = "input_mask") -> Dict[str, tf.Tensor]:
+  """The batch with every per-position feature (same rank and length as batch[mask_key]) cut
+  to bucket_length: the positions dropped are padding of every row, so the model's outputs at
+  the kept positions are those of the full batch."""
+  mask = batch[mask_key]
+  width = bucket_length(mask, boundaries)
+  rank, length = mask.shape.rank, mask.shape[-1]
+  return {key: value[..., :width] if value.shape.rank == rank and value.shape[-1] == length
+          else value for key, value in batch.items()}
+
+
+def _length_grouped(window: Mapping[str, tf.Tensor], index: tf.Tensor, batch_size: int,
+                    batches_per_group: int, seed: Optional[int]) -> tf.data.Dataset:
+  """The window's examples sorted by real length, cut into groups of batches_per_group
+  consecutive batches of batch_size (one update's), the groups in a random order (seeded by
+  seed and the window's index), then the batches one by one."""
+  order = tf.argsort(real_length(window["input_mask"]), stable=True)
+  group = batch_size * batches_per_group
+  num_groups = window["input_mask"].shape[0] // group
+  if seed is None:
+    permutation = tf.random.shuffle(tf.range(num_groups))
+  else:
+    permutation = tf.random.experimental.stateless_shuffle(
+        tf.range(num_groups), seed=tf.stack([tf.constant(seed, tf.int64), index]))
+  batches = {}
+  for key, value in window.items():
+    rest = tf.shape(value)[1:]
+    groups = tf.reshape(tf.gather(value, order), tf.concat([[num_groups, group], rest], 0))
+    batches[key] = tf.reshape(tf.gather(groups, permutation),
+                              tf.concat([[num_groups * batches_per_group, batch_size], rest], 0))
+  return tf.data.Dataset.from_tensor_slices(batches)
 
 
 def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batch_size: int,
                    is_training: bool, input_context: Optional[tf.distribute.InputContext] = None,
                    num_examples: Optional[int] = None, seed: Optional[int] = None,
-                   shuffle_buffer_size: int = 100) -> tf.data.Dataset:
-  """The body of classifier_dataset and squad_dataset for any fixed-length record schema
-  (int64 features become int32; the original's names become the models' input names)."""
+                   shuffle_buffer_size: int = 100,
+                   length_buckets: Optional[Sequence[int]] = None,
+                   group_by_length: bool = False, batches_per_update: int = 1
+                   ) -> tf.data.Dataset:
+  """The body of classifier_dataset, squad_dataset and tagging_dataset for any fixed-length
+  record schema (int64 features become int32; the original's names become the models' input
+  names).
+
+  Training without group_by_length is the original's: repeat, shuffle in a buffer across
+  the repeat, batch. With group_by_length the file is shuffled within each pass (so each
+  epoch of the stream holds every example exactly once) and the stream read in windows of
+  GROUP_WINDOW_BATCHES updates; each window's examples are sorted by real length, cut into
+  updates (the global batch: this pipeline's replicas x batches_per_update micro-batches), and
+  the updates shuffled (seeded by `seed` and the window's position), so the examples of an
+  update do not depend on how it is split over replicas and micro-batches. An example moves
+  only within its window, so an epoch's end is blurred by at most one window. Deterministic
+  with a seed, so resume-by-skip is exact.
+  """
   num_pipelines, pipeline_id, per_replica_batch = 1, 0, batch_size
+  replicas_per_pipeline = 1
   if input_context is not None:
     num_pipelines = input_context.num_input_pipelines
     pipeline_id = input_context.input_pipeline_id
     per_replica_batch = input_context.get_per_replica_batch_size(batch_size)
+    replicas_per_pipeline = max(1, input_context.num_replicas_in_sync // num_pipelines)
+  cut = (lambda batch: batch) if length_buckets is None else (
+      lambda batch: cut_to_bucket(batch, length_buckets))
   dataset = tf.data.TFRecordDataset(input_file)
   if is_training:
     if num_pipelines > 1:
       dataset = dataset.shard(num_pipelines, pipeline_id)
-    dataset = dataset.repeat().shuffle(shuffle_buffer_size, seed=seed,
-                                       reshuffle_each_iteration=True)
-    dataset = dataset.batch(per_replica_batch, drop_remainder=True)
-    dataset = dataset.map(lambda records: _parse_records(records, spec),
-                          num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    if group_by_length:
+      # Shuffled within each pass over the file, so every epoch of the stream holds every
+      # example exactly once (the original shuffles across the repeat).
+      dataset = dataset.shuffle(shuffle_buffer_size, seed=seed,
+                                reshuffle_each_iteration=True).repeat()
+      batches_per_group = replicas_per_pipeline * batches_per_update
+      dataset = dataset.batch(per_replica_batch * batches_per_group * GROUP_WINDOW_BATCHES,
+                              drop_remainder=True)
+      dataset = dataset.map(lambda records: _parse_records(records, spec),
+                            num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+      dataset = dataset.enumerate().flat_map(
+          lambda index, window: _length_grouped(window, index, per_replica_batch,
+                                                batches_per_group, seed))
+      dataset = dataset.map(cut, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    else:
+      dataset = dataset.repeat().shuffle(shuffle_buffer_size, seed=seed,
+                                         reshuffle_each_iteration=True)
+      dataset = dataset.batch(per_replica_batch, drop_remainder=True)
+      dataset = dataset.map(lambda records: cut(_parse_records(records, spec)),
+                            num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return dataset.prefetch(tf.data.AUTOTUNE)
   if num_examples is None:
     raise ValueError("num_examples is needed to pad the eval/predict data")
@@ -621,7 +723,10 @@ def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batc
     dataset = dataset.concatenate(tf.data.Dataset.from_tensors(padding).repeat(num_padding))
   if num_pipelines > 1:
     dataset = dataset.shard(num_pipelines, pipeline_id)
-  return dataset.batch(per_replica_batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+  dataset = dataset.batch(per_replica_batch, drop_remainder=True)
+  if length_buckets is not None:
+    dataset = dataset.map(cut, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  return dataset.prefetch(tf.data.AUTOTUNE)
 
 
 # === SQuAD records (run_squad's schema) ===
@@ -642,7 +747,10 @@ def squad_parsing_spec(max_seq_length: int, is_training: bool
 def squad_dataset(input_file: str, max_seq_length: int, batch_size: int, is_training: bool,
                   input_context: Optional[tf.distribute.InputContext] = None,
                   num_examples: Optional[int] = None, seed: Optional[int] = None,
-                  shuffle_buffer_size: int = 100) -> tf.data.Dataset:
+                  shuffle_buffer_size: int = 100,
+                  length_buckets: Optional[Sequence[int]] = None,
+                  group_by_length: bool = False, batches_per_update: int = 1
+                  ) -> tf.data.Dataset:
   """Batches of run_squad records (train.tf_record, eval.tf_record): training as the
   original's input_fn (repeat, shuffle buffer 100, drop the last partial batch); prediction
   reads every feature once with its position as example_index, padded as classifier_dataset.
@@ -653,7 +761,8 @@ def squad_dataset(input_file: str, max_seq_length: int, batch_size: int, is_trai
     training, example_index [B] int64 when predicting.
   """
   return record_dataset(input_file, squad_parsing_spec(max_seq_length, is_training), batch_size,
-                        is_training, input_context, num_examples, seed, shuffle_buffer_size)
+                        is_training, input_context, num_examples, seed, shuffle_buffer_size,
+                        length_buckets, group_by_length, batches_per_update)
 
 
 # === Token classification records (run_ner's schema) ===
@@ -669,7 +778,10 @@ def tagging_parsing_spec(max_seq_length: int) -> Dict[str, tf.io.FixedLenFeature
 def tagging_dataset(input_file: str, max_seq_length: int, batch_size: int, is_training: bool,
                     input_context: Optional[tf.distribute.InputContext] = None,
                     num_examples: Optional[int] = None, seed: Optional[int] = None,
-                    shuffle_buffer_size: int = 100) -> tf.data.Dataset:
+                    shuffle_buffer_size: int = 100,
+                    length_buckets: Optional[Sequence[int]] = None,
+                    group_by_length: bool = False, batches_per_update: int = 1
+                    ) -> tf.data.Dataset:
   """Batches of run_ner windows: training repeats, shuffles and drops the last partial batch;
   prediction reads every window once with its position as example_index, padded with windows of
   label_mask 0 as classifier_dataset.
@@ -679,4 +791,5 @@ def tagging_dataset(input_file: str, max_seq_length: int, batch_size: int, is_tr
     example_index [B] int64 when predicting.
   """
   return record_dataset(input_file, tagging_parsing_spec(max_seq_length), batch_size,
-                        is_training, input_context, num_examples, seed, shuffle_buffer_size)
+                        is_training, input_context, num_examples, seed, shuffle_buffer_size,
+                        length_buckets, group_by_length, batches_per_update)

@@ -242,11 +242,13 @@ def read_tfrecord(path):
   return lines
 
 
-def run_to(tiny, output_file, output_format, pooling="none", layers=(-1, 0), batch_size=3):
+def run_to(tiny, output_file, output_format, pooling="none", layers=(-1, 0), batch_size=3,
+           seq_length=12, length_buckets=None):
   """LINES through the tiny model into output_file via the library's pieces."""
-  features = fe.convert_examples_to_features(fe.read_examples(tiny["input_file"]), 12,
+  features = fe.convert_examples_to_features(fe.read_examples(tiny["input_file"]), seq_length,
                                              tiny["tokenizer"])
-  extractor = fe.FeatureExtractor(tiny["encoder"], layers, pooling)
+  extractor = fe.FeatureExtractor(tiny["encoder"], layers, pooling,
+                                  length_buckets=length_buckets)
   with fe.open_writer(str(output_file), output_format, layers, CONFIG.hidden_size,
                       pooling) as writer:
     return fe.run_batches(features, extractor, writer, batch_size)
@@ -520,3 +522,25 @@ def test_two_replicas_give_the_outputs_of_one(tiny, tmp_path):
         np.testing.assert_allclose(one[key], two[key], atol=1e-6, err_msg=key)
       else:
         np.testing.assert_array_equal(one[key], two[key], err_msg=key)
+
+
+@pytest.mark.parametrize("pooling", ["none", "mean", "cls"])
+def test_length_buckets_change_nothing_but_the_work(tiny, tmp_path, pooling):
+  """Batches cut to 4 or 8 positions (of 30) give the values of full-length batches; a batch
+  whose longest line is exactly a bucket's length keeps all of it."""
+  full = run_to(tiny, tmp_path / "full.npz", "npz", pooling, seq_length=30)
+  cut = run_to(tiny, tmp_path / "cut.npz", "npz", pooling, seq_length=30,
+               length_buckets=(4, 8, 30))
+  assert full == cut == len(LINES)
+  a, b = np.load(tmp_path / "full.npz"), np.load(tmp_path / "cut.npz")
+  assert sorted(a.files) == sorted(b.files)
+  for name in a.files:
+    if a[name].dtype.kind == "f":
+      np.testing.assert_allclose(b[name], a[name], rtol=1e-5, atol=1e-6)
+    else:
+      np.testing.assert_array_equal(b[name], a[name])
+  extractor = fe.FeatureExtractor(tiny["encoder"], (-1,), length_buckets=(4, 8, 30))
+  features = features_of(LINES, tiny["tokenizer"], 30)
+  widths = {len(f.tokens): extractor.run_features([f], 1).shape[2] for f in features}
+  assert widths == {n: 4 if n <= 4 else 8 if n <= 8 else 30 for n in widths}
+  assert {4, 8, 30} <= set(widths.values()) and 8 in widths

@@ -1,0 +1,278 @@
+"""Length-aware batches (--length_buckets, --group_by_length): the boundaries, the cut, the
+length-grouped training order, and the model outputs, which must not change."""
+
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import length_buckets
+from bert_tf.model import heads
+from bert_tf.training import input_pipeline
+from bert_tf.training import loop
+from tests import helpers
+
+SEQ = 64
+BUCKETS = length_buckets.parse("auto", SEQ)
+
+
+# === The boundaries ===
+
+
+def test_auto_boundaries_are_a_small_ladder_ending_at_max_seq_length():
+  assert length_buckets.auto_buckets(128) == (16, 32, 48, 64, 80, 96, 112, 128)
+  assert length_buckets.auto_buckets(384) == (16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224,
+                                              256, 320, 384)
+  assert len(length_buckets.auto_buckets(512)) == 16
+  assert length_buckets.auto_buckets(100) == (16, 32, 48, 64, 80, 96, 100)
+  assert length_buckets.auto_buckets(8) == (8,)
+  assert BUCKETS == (16, 32, 48, 64)
+
+
+def test_flag_values():
+  assert length_buckets.parse("none", 128) is None
+  assert length_buckets.parse(None, 128) is None
+  assert length_buckets.parse("AUTO", 128) == length_buckets.auto_buckets(128)
+  assert length_buckets.parse("64, 32", 128) == (32, 64, 128)
+  assert length_buckets.parse("128", 128) == (128,)
+  # TPUs: one static shape.
+  assert length_buckets.parse("auto", 128, use_tpu=True) is None
+  with pytest.raises(length_buckets.LengthBucketsError, match="--length_buckets=32,64: TPUs"):
+    length_buckets.parse("32,64", 128, use_tpu=True)
+  with pytest.raises(length_buckets.LengthBucketsError, match=r"'x' is not a length"):
+    length_buckets.parse("32,x", 128)
+  with pytest.raises(length_buckets.LengthBucketsError, match=r"256 is outside 1\.\.128"):
+    length_buckets.parse("32,256", 128)
+  assert length_buckets.bucket_for(17, (16, 32, 64)) == 32
+  assert length_buckets.bucket_for(16, (16, 32, 64)) == 16
+  assert length_buckets.bucket_for(99, (16, 32, 64)) == 64
+
+
+# === The cut ===
+
+
+def _rows(lengths, seq=SEQ, seed=0):
+  """Records-like rows: [CLS]-ish ids for the first `length` positions, zeros after."""
+  rng = np.random.default_rng(seed)
+  ids = np.zeros([len(lengths), seq], np.int32)
+  mask = np.zeros([len(lengths), seq], np.int32)
+  types = np.zeros([len(lengths), seq], np.int32)
+  for i, length in enumerate(lengths):
+    ids[i, :length] = rng.integers(5, helpers.VOCAB, length)
+    mask[i, :length] = 1
+    types[i, length // 2:length] = 1
+  return ids, mask, types
+
+
+def test_a_batch_is_cut_to_its_longest_row_rounded_up_to_a_boundary():
+  for lengths, width in (([3, 17, 5], 32), ([16, 2], 16), ([SEQ, 1], SEQ), ([33], 48),
+                         ([0, 0], 16)):
+    ids, mask, types = _rows(lengths)
+    batch = dict(input_word_ids=ids, input_mask=mask, input_type_ids=types,
+                 label_ids=np.arange(len(lengths)), label_mask=mask * 2)
+    cut = input_pipeline.cut_to_bucket(
+        {k: tf.constant(v) for k, v in batch.items()}, BUCKETS)
+    assert cut["input_word_ids"].shape == (len(lengths), width)
+    for key in ("input_word_ids", "input_mask", "input_type_ids", "label_mask"):
+      np.testing.assert_array_equal(cut[key].numpy(), batch[key][:, :width])
+      # Only padding went.
+      assert not batch["input_mask"][:, width:].any()
+    np.testing.assert_array_equal(cut["label_ids"].numpy(), batch["label_ids"])
+
+
+def test_the_real_length_is_the_last_real_position_not_the_count():
+  mask = tf.constant([[1, 1, 0, 1, 0, 0], [1, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0]])
+  np.testing.assert_array_equal(input_pipeline.real_length(mask).numpy(), [4, 1, 0])
+
+
+def _write_records(path, lengths, seed=0):
+  ids, mask, types = _rows(lengths, seed=seed)
+  spec = {}
+  with tf.io.TFRecordWriter(str(path)) as writer:
+    for i in range(len(lengths)):
+      feature = {name: tf.train.Feature(int64_list=tf.train.Int64List(value=values[i]))
+                 for name, values in (("input_ids", ids), ("input_mask", mask),
+                                      ("segment_ids", types), ("label_mask", mask))}
+      feature["label_ids"] = tf.train.Feature(int64_list=tf.train.Int64List(value=[i]))
+      feature["is_real_example"] = tf.train.Feature(int64_list=tf.train.Int64List(value=[1]))
+      writer.write(tf.train.Example(features=tf.train.Features(feature=feature))
+                   .SerializeToString())
+  ids_spec = tf.io.FixedLenFeature([SEQ], tf.int64)
+  spec = dict(input_ids=ids_spec, input_mask=ids_spec, segment_ids=ids_spec,
+              label_mask=ids_spec, label_ids=tf.io.FixedLenFeature([], tf.int64),
+              is_real_example=tf.io.FixedLenFeature([], tf.int64))
+  return spec
+
+
+def _lengths(count, seed=1):
+  rng = np.random.default_rng(seed)
+  # Short rows with a few full-length ones (pairs truncated at max_seq_length) and rows of
+  # exactly a boundary's length.
+  lengths = list(rng.integers(3, 40, count))
+  lengths[::7] = [SEQ] * len(lengths[::7])
+  lengths[3::11] = [16] * len(lengths[3::11])
+  lengths[5::13] = [32] * len(lengths[5::13])
+  return [int(n) for n in lengths]
+
+
+def test_eval_batches_hold_the_same_examples_in_order_cut_to_their_bucket(tmp_path):
+  lengths = _lengths(45)
+  spec = _write_records(tmp_path / "r.tfrecord", lengths)
+  args = (str(tmp_path / "r.tfrecord"), spec, 8, False)
+  full = list(input_pipeline.record_dataset(*args, num_examples=45))
+  cut = list(input_pipeline.record_dataset(*args, num_examples=45, length_buckets=BUCKETS))
+  assert len(full) == len(cut) == 6
+  for a, b in zip(full, cut):
+    width = b["input_word_ids"].shape[1]
+    longest = int(a["input_mask"].numpy().sum(axis=1).max())
+    assert width == length_buckets.bucket_for(max(longest, 1), BUCKETS)
+    for key in a:
+      np.testing.assert_array_equal(b[key].numpy(), a[key].numpy()[..., :width]
+                                    if a[key].shape.rank == 2 else a[key].numpy())
+
+
+def _training_examples(dataset, batches):
+  """(label id, width) of each example of the first `batches` batches."""
+  out = []
+  for batch in dataset.take(batches):
+    width = batch["input_word_ids"].shape[1]
+    out += [(int(i), width) for i in batch["label_ids"].numpy()]
+  return out
+
+
+def test_grouped_training_batches_cover_every_example_once_and_are_seeded(tmp_path):
+  count, batch = 200, 4
+  lengths = _lengths(count)
+  spec = _write_records(tmp_path / "r.tfrecord", lengths)
+  window = batch * input_pipeline.GROUP_WINDOW_BATCHES
+
+  def dataset(seed, group, buckets=BUCKETS):
+    return input_pipeline.record_dataset(
+        str(tmp_path / "r.tfrecord"), spec, batch, True, seed=seed, shuffle_buffer_size=count,
+        length_buckets=buckets, group_by_length=group)
+
+  assert window == count
+  # Each epoch of the stream (here one window) holds every example exactly once.
+  grouped = _training_examples(dataset(7, True), 3 * count // batch)
+  for epoch in range(3):
+    part = grouped[epoch * count:(epoch + 1) * count]
+    assert collections.Counter(i for i, _ in part) == collections.Counter(range(count))
+  # Each batch is cut to its bucket, and grouping computes fewer positions than the plain
+  # shuffle with the same buckets.
+  plain = _training_examples(dataset(7, False), 3 * count // batch)
+  assert sum(width for _, width in grouped) < 0.8 * sum(width for _, width in plain)
+  for start in range(0, len(grouped), batch):
+    members = grouped[start:start + batch]
+    width = members[0][1]
+    assert width == length_buckets.bucket_for(max(lengths[i] for i, _ in members), BUCKETS)
+  # Seeded: the same order again (resume-by-skip replays it); another seed, another order.
+  assert _training_examples(dataset(7, True), 30) == grouped[:30 * batch]
+  assert _training_examples(dataset(7, True).skip(10), 5) == grouped[40:60]
+  assert _training_examples(dataset(8, True), 30) != grouped[:30 * batch]
+  # An update's examples do not depend on its split into micro-batches (or replicas).
+  split = input_pipeline.record_dataset(
+      str(tmp_path / "r.tfrecord"), spec, batch // 2, True, seed=7, shuffle_buffer_size=count,
+      length_buckets=BUCKETS, group_by_length=True, batches_per_update=2)
+  assert [i for i, _ in _training_examples(split, 40)] == [i for i, _ in grouped[:80]]
+  # Without buckets, grouping keeps the static length.
+  assert {w for _, w in _training_examples(dataset(7, True, None), 10)} == {SEQ}
+
+
+# === Outputs do not change ===
+
+
+def _predictions(build_model, path, spec, buckets, batch_size, count, keep=()):
+  strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+  tf.keras.utils.set_random_seed(3)
+  with strategy.scope():
+    model = build_model()
+  trainer = loop.Trainer(strategy, model, keras_optimizer(), TASK, batch_size)
+
+  def dataset_fn(ctx):
+    return input_pipeline.record_dataset(path, spec, batch_size, False, ctx, num_examples=count,
+                                         length_buckets=buckets)
+
+  iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+  return loop.predict(trainer, iterator, input_pipeline.eval_steps(count, batch_size),
+                      keep=keep, sequence_length=SEQ)
+
+
+def keras_optimizer():
+  import keras  # pylint: disable=g-import-not-at-top
+  return keras.optimizers.SGD()
+
+
+TASK = loop.Task(model_inputs=lambda batch: {k: batch[k] for k in
+                                             ("input_word_ids", "input_mask", "input_type_ids")},
+                 normalizers=None, replica_loss=None, sum_names=(), train_metrics=None,
+                 eval_sums=None, eval_results=None)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["classifier", "span", "tagger"])
+def test_outputs_with_length_buckets_equal_those_at_full_padding(tmp_path, task):
+  config = helpers.tiny_config(max_position_embeddings=SEQ)
+  build = {"classifier": lambda: heads.build_classifier_model(config, 3),
+           "span": lambda: heads.build_span_model(config),
+           "tagger": lambda: heads.build_tagger_model(config, 5)}[task]
+  lengths = _lengths(27)
+  path = str(tmp_path / "r.tfrecord")
+  spec = _write_records(path, lengths)
+  full = _predictions(build, path, spec, None, 8, 27, keep=("input_mask",))
+  cut = _predictions(build, path, spec, BUCKETS, 8, 27, keep=("input_mask",))
+  assert set(full) == set(cut)
+  np.testing.assert_array_equal(full["example_index"], np.arange(27))
+  np.testing.assert_array_equal(cut["example_index"], np.arange(27))
+  mask = full["input_mask"].astype(bool)
+  for key, value in full.items():
+    if key in ("example_index", "input_mask"):
+      continue
+    assert cut[key].shape == value.shape, key
+    if value.ndim >= 2 and value.shape[1] == SEQ:
+      # Per-position outputs: equal at every real position; padding positions hold
+      # PADDED_LOGIT where the batch was cut.
+      np.testing.assert_allclose(cut[key][mask], value[mask], rtol=1e-5, atol=1e-5)
+      cut_off = cut[key][~mask]
+      assert np.all((cut_off == input_pipeline.PADDED_LOGIT)
+                    | np.isclose(cut_off, value[~mask], atol=1e-5))
+    else:
+      np.testing.assert_allclose(cut[key], value, rtol=1e-5, atol=1e-5)
+
+
+# === Training on cut batches ===
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_training_on_cut_batches_traces_once_and_gives_the_full_length_updates(
+    tmp_path, jit_compile):
+  """The classifier's loss reads only the pooled output, so an update on batches cut to their
+  buckets equals the update at full padding; the step is traced once whatever the lengths
+  (XLA then compiles one program per bucket met, at most len(BUCKETS))."""
+  from bert_tf.tasks import classifier  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import optimization  # pylint: disable=g-import-not-at-top
+  config = helpers.tiny_config(max_position_embeddings=SEQ)
+  lengths = _lengths(64, seed=4)
+  path = str(tmp_path / "r.tfrecord")
+  spec = _write_records(path, lengths)
+  spec["label_ids"] = spec["label_ids"]
+  weights = {}
+  for buckets in (None, BUCKETS):
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    tf.keras.utils.set_random_seed(5)
+    with strategy.scope():
+      model = heads.build_classifier_model(config, 64)
+      optimizer = optimization.create_optimizer("adamw", 1e-3, 8, 1)
+      optimizer.build(model.trainable_variables)
+    trainer = loop.Trainer(strategy, model, optimizer, classifier.TASK, 8,
+                           jit_compile=jit_compile)
+    dataset = input_pipeline.record_dataset(path, spec, 8, True, seed=1, shuffle_buffer_size=64,
+                                            length_buckets=buckets, group_by_length=True)
+    iterator = iter(strategy.experimental_distribute_dataset(dataset))
+    steps, _, totals = trainer.train_loop(iterator, tf.constant(8))
+    assert int(steps) == 8 and np.isfinite(float(totals["loss"]))
+    assert trainer._replica_step.experimental_get_tracing_count() == 1
+    weights[buckets] = [v.numpy() for v in model.trainable_variables]
+  for a, b in zip(weights[None], weights[BUCKETS]):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
