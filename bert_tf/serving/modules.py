@@ -66,9 +66,12 @@ def call_cut(model: keras.Model, inputs: Mapping[str, tf.Tensor], width_fn, seq_
                                                    axis=1), [0]], axis=0))
   width = width_fn(longest, seq_length)
   outputs = model({key: value[:, :width] for key, value in inputs.items()}, training=False)
+  # Per-position outputs: a length axis the model leaves open (its symbolic shape).
+  per_position = {key for key, value in model.output.items()
+                  if len(value.shape) >= 2 and value.shape[1] is None}
   padded = {}
   for key, value in outputs.items():
-    if value.shape.rank is not None and value.shape.rank >= 2 and value.shape[1] is None:
+    if key in per_position:
       paddings = [[0, 0], [0, seq_length - width]] + [[0, 0]] * (value.shape.rank - 2)
       value = tf.pad(value, paddings, constant_values=tf.cast(CUT_LOGIT, value.dtype))
       value = tf.ensure_shape(value, [None, seq_length] + value.shape[2:].as_list())

@@ -1,0 +1,65 @@
+"""Raw-text exports pad a request to its longest text rounded up to a length bucket
+(Packer.length_buckets, modules.call_cut): the same numbers as padding to the export's length."""
+
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import length_buckets
+from bert_tf.model import heads
+from bert_tf.packing import Packer
+from bert_tf.serving import modules
+from tests import helpers
+
+VOCAB = os.path.join(helpers.TEST_DATA, "vocab_uncased.txt")
+SEQ = 64
+TEXTS = ["a short one.", "the second text of this request is a little longer than the first",
+         ""]
+
+
+def _packers():
+  return (Packer(VOCAB, True, 512),
+          Packer(VOCAB, True, 512, length_buckets=length_buckets.auto_buckets(SEQ)))
+
+
+def test_a_request_is_padded_to_its_bucket_with_the_same_values():
+  fixed, bucketed = _packers()
+  for texts, width in ((TEXTS[:1], 16), (TEXTS, 16), (["word " * 20], 32), (["word " * 80], SEQ),
+                       ([], 16)):
+    text = tf.constant(texts, tf.string)
+    lengths = tf.fill([len(texts)], SEQ)
+    full = fixed.pack(fixed.tokenize(text), None, lengths, pad_to=SEQ)
+    cut = bucketed.pack(bucketed.tokenize(text), None, lengths, pad_to=SEQ)
+    assert full["input_word_ids"].shape == (len(texts), SEQ)
+    assert cut["input_word_ids"].shape == (len(texts), width), texts
+    for key, value in full.items():
+      np.testing.assert_array_equal(cut[key].numpy(), value.numpy()[:, :width])
+      assert not value.numpy()[:, width:].any()
+  # An explicit tensor width (bert_pack_inputs(seq_length)) is honoured exactly.
+  text = tf.constant(TEXTS[:1])
+  exact = bucketed.pack(bucketed.tokenize(text), None, tf.constant([40]), pad_to=tf.constant(40))
+  assert exact["input_word_ids"].shape == (1, 40)
+
+
+def test_windows_run_cut_and_come_back_at_full_length():
+  config = helpers.tiny_config(max_position_embeddings=SEQ)
+  tf.keras.utils.set_random_seed(2)
+  model = heads.build_span_model(config)
+  rng = np.random.default_rng(0)
+  lengths = np.array([5, 17, 3])
+  mask = (np.arange(SEQ)[None, :] < lengths[:, None]).astype(np.int32)
+  inputs = dict(input_word_ids=tf.constant(rng.integers(5, 60, (3, SEQ)) * mask, tf.int32),
+                input_mask=tf.constant(mask), input_type_ids=tf.constant(np.zeros_like(mask)))
+  _, bucketed = _packers()
+  full = model(inputs, training=False)
+  cut = modules.call_cut(model, inputs, bucketed.width, SEQ)
+  for key in ("start_logits", "end_logits"):
+    a, b = full[key].numpy(), cut[key].numpy()
+    assert b.shape == a.shape == (3, SEQ)
+    np.testing.assert_allclose(b[mask == 1], a[mask == 1], rtol=1e-5, atol=1e-5)
+    # Cut at 32 (the bucket of 17): the rest is CUT_LOGIT, below every real logit.
+    assert np.all(b[:, 32:] == modules.CUT_LOGIT)
+    np.testing.assert_allclose(b[:, :32], a[:, :32], rtol=1e-5, atol=1e-5)
+  same = modules.call_cut(model, inputs, None, SEQ)
+  np.testing.assert_array_equal(same["start_logits"].numpy(), full["start_logits"].numpy())
