@@ -137,7 +137,9 @@ def select_strategy(strategy_name: Optional[str] = None, use_tpu: bool = False,
                       strategy.num_replicas_in_sync, num_tpu_cores)
     return strategy
   if strategy_name == "multi_worker_mirrored":
-    return tf.distribute.MultiWorkerMirroredStrategy()
+    # A bounded wait for the other tasks, which SIGTERM stops (see training/cluster.py).
+    from bert_tf.training import cluster  # pylint: disable=g-import-not-at-top
+    return cluster.create_multi_worker_strategy(tf.distribute.MultiWorkerMirroredStrategy)
   gpus = tf.config.list_logical_devices("GPU")
   if strategy_name == "mirrored":
     devices = [d.name for d in (gpus or tf.config.list_logical_devices("CPU"))]

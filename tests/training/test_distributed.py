@@ -13,6 +13,7 @@ must agree up to float rounding.
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -168,6 +169,83 @@ def test_mirrored_and_multi_worker_match_one_device(tmp_path):
   # Only the chief (worker 0) keeps checkpoints; worker 1's scratch copy is gone.
   assert os.path.exists(tmp_path / "mw" / "ckpt-3.index")
   assert not os.path.exists(tmp_path / "mw" / ".worker_1_tmp")
+
+
+
+# === A cluster that does not start (issue 28, point 9) ===
+
+
+def _classifier_command(tmp_path):
+  """run_classifier, which chooses its strategy from TF_CONFIG before reading any data."""
+  from tests.helpers import tiny_config  # pylint: disable=g-import-not-at-top
+  config = str(tmp_path / "bert_config.json")
+  tiny_config().to_json_file(config)
+  return [sys.executable, "-m", "bert_tf.run_classifier", "--task_name=generic",
+          "--text_a_column=text", "--label_column=label", f"--data_dir={tmp_path}",
+          f"--output_dir={tmp_path / 'out'}", f"--bert_config_file={config}",
+          f"--vocab_file={helpers.TEST_DATA}/vocab_uncased.txt", "--do_train"]
+
+
+def test_a_task_that_never_appears_ends_the_run_naming_it(tmp_path):
+  """Worker 0 waits for the chief, which never starts, and for worker 1, which is there (a
+  listening socket here): after the timeout the run ends naming the chief only."""
+  chief, worker0, worker1 = _free_ports(3)
+  present = socket.create_server(("127.0.0.1", worker1))
+  try:
+    tf_config = json.dumps({"cluster": {"chief": [f"127.0.0.1:{chief}"],
+                                        "worker": [f"127.0.0.1:{worker0}",
+                                                   f"127.0.0.1:{worker1}"]},
+                            "task": {"type": "worker", "index": 0}})
+    done = subprocess.run(_classifier_command(tmp_path), cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=240,
+                          env=_env(TF_CONFIG=tf_config, BERT_TF_WORKER_START_TIMEOUT="3"))
+  finally:
+    present.close()
+  assert done.returncode == 1, done.stderr[-3000:]
+  assert done.stderr.splitlines()[-1] == (
+      f"run_classifier: error: the multi-worker cluster did not start within 3 s: no answer "
+      f"from /job:chief/task:0 (127.0.0.1:{chief}) (not started, or a wrong address in "
+      "TF_CONFIG); start every task of TF_CONFIG, or set BERT_TF_WORKER_START_TIMEOUT to wait "
+      "longer")
+  assert not os.path.exists(tmp_path / "out")
+
+
+def test_sigterm_stops_a_run_waiting_for_its_cluster(tmp_path):
+  ports = _free_ports(2)
+  tf_config = json.dumps({"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
+                          "task": {"type": "worker", "index": 1}})
+  run = subprocess.Popen(_classifier_command(tmp_path), cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True,
+                         env=_env(TF_CONFIG=tf_config, BERT_TF_WORKER_START_TIMEOUT="600"))
+  try:
+    lines = []
+    for line in run.stdout:
+      lines.append(line)
+      if "Waiting up to 600 s for the other 1 task(s)" in line:
+        break
+    assert run.poll() is None, "".join(lines)[-3000:]
+    run.send_signal(signal.SIGTERM)
+    output = "".join(lines) + run.communicate(timeout=60)[0]
+  finally:
+    if run.poll() is None:
+      run.kill()
+  assert run.returncode == 1, output[-3000:]
+  assert output.splitlines()[-1] == (
+      "run_classifier: error: stopped by SIGTERM while waiting for the multi-worker cluster to "
+      f"start: no answer yet from /job:worker/task:0 (127.0.0.1:{ports[0]})")
+
+
+def test_start_timeout_variable(monkeypatch):
+  from bert_tf.training import cluster  # pylint: disable=g-import-not-at-top
+  monkeypatch.delenv(cluster.START_TIMEOUT_ENV, raising=False)
+  assert cluster.start_timeout() == 600
+  for text, value in (("2.5", 2.5), ("inf", float("inf"))):
+    monkeypatch.setenv(cluster.START_TIMEOUT_ENV, text)
+    assert cluster.start_timeout() == value
+  for text in ("0", "-1", "ten", "nan"):
+    monkeypatch.setenv(cluster.START_TIMEOUT_ENV, text)
+    with pytest.raises(cluster.ClusterStartError, match="BERT_TF_WORKER_START_TIMEOUT="):
+      cluster.start_timeout()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,242 @@
+"""Multi-worker start-up that cannot hang forever.
+
+MultiWorkerMirroredStrategy() waits until every task of the TF_CONFIG cluster has joined, with
+no limit, inside TensorFlow's C++ runtime and holding Python's GIL (no Python thread runs, no
+Python signal handler either), while TensorFlow's preemption notifier takes SIGTERM and only
+logs it. A worker that never appears (a typo in TF_CONFIG, a pod that failed to schedule) left
+the others waiting silently for ever, deaf to SIGTERM.
+
+So `create_multi_worker_strategy` first waits in Python until the other tasks are there:
+
+* every task listens on its own TF_CONFIG address while it waits, and connects to the others'
+  (a task that is already inside TensorFlow answers through TensorFlow's own server, which
+  listens on the same address); when every other task has answered it stops listening and
+  creates the strategy, whose own wait is then short;
+* after the start-up timeout (the BERT_TF_WORKER_START_TIMEOUT environment variable, in
+  seconds; default 600; "inf" waits for ever) it raises ClusterStartError naming the tasks that
+  never answered, e.g. `the multi-worker cluster did not start within 600 s: no answer from
+  /job:worker/task:1 (10.0.0.2:2222)`, which the commands print as one line (exit status 1);
+* a SIGTERM during the wait raises ClusterStartError too ("stopped by SIGTERM while waiting
+  for ...").
+
+Once the strategy exists, the SIGTERM action that was there before (by default: terminate) is
+put back in place of TensorFlow's notifier, so a SIGTERM during training stops the run instead
+of being logged and ignored.
+"""
+
+import contextlib
+import json
+import os
+import selectors
+import signal
+import socket
+import threading
+import time
+from typing import Any, Callable, Iterator, List, Optional, Tuple
+
+from absl import logging
+
+START_TIMEOUT_ENV = "BERT_TF_WORKER_START_TIMEOUT"
+DEFAULT_START_TIMEOUT = 600.0
+# The jobs whose tasks the strategy waits for (those of TensorFlow's coordination service).
+_COORDINATED_JOBS = ("chief", "worker")
+# Seconds between two rounds of connection attempts, and the limit of one attempt.
+_RETRY_SECONDS = 0.5
+_CONNECT_SECONDS = 1.0
+
+Task = Tuple[str, str]  # (TensorFlow's task name "/job:worker/task:1", "host:port")
+
+
+class ClusterStartError(ValueError):
+  """The cluster did not start (timeout, SIGTERM) or TF_CONFIG cannot be read."""
+
+
+def start_timeout() -> float:
+  """Seconds to wait for the cluster: BERT_TF_WORKER_START_TIMEOUT, default 600 (inf: none)."""
+  text = os.environ.get(START_TIMEOUT_ENV, "").strip()
+  if not text:
+    return DEFAULT_START_TIMEOUT
+  try:
+    value = float(text)
+  except ValueError:
+    value = -1.0
+  if not value > 0:  # also NaN
+    raise ClusterStartError(f"{START_TIMEOUT_ENV}={text!r}: expected a positive number of "
+                            "seconds (or inf)")
+  return value
+
+
+def cluster_tasks(tf_config: Optional[str] = None) -> Tuple[List[Task], Optional[Task]]:
+  """(the chief and worker tasks of TF_CONFIG, this process's task or None)."""
+  text = os.environ.get("TF_CONFIG", "") if tf_config is None else tf_config
+  try:
+    config = json.loads(text or "{}")
+  except json.JSONDecodeError as e:
+    raise ClusterStartError(f"the TF_CONFIG environment variable is not valid JSON: {e}"
+                            ) from None
+  if not isinstance(config, dict):
+    raise ClusterStartError("the TF_CONFIG environment variable is not a JSON object")
+  cluster = config.get("cluster") or {}
+  task = config.get("task") or {}
+  tasks = []
+  for job in _COORDINATED_JOBS:
+    addresses = cluster.get(job) or []
+    if isinstance(addresses, dict):  # {index: address}, which TensorFlow accepts too
+      addresses = [addresses[k] for k in sorted(addresses, key=int)]
+    tasks += [(f"/job:{job}/task:{i}", str(address)) for i, address in enumerate(addresses)]
+  for name, address in tasks:
+    try:
+      _host_port(address)
+    except ValueError:
+      raise ClusterStartError(f"TF_CONFIG: the address of {name} is {address!r}, expected "
+                              "host:port") from None
+  own_name = f"/job:{task.get('type')}/task:{task.get('index', 0)}"
+  own = next((t for t in tasks if t[0] == own_name), None)
+  return tasks, own
+
+
+def _host_port(address: str) -> Tuple[str, int]:
+  host, _, port = address.split("://", 1)[-1].rpartition(":")
+  return host.strip("[]") or "localhost", int(port)
+
+
+def answers(address: str, timeout: float = _CONNECT_SECONDS) -> bool:
+  """Whether something accepts TCP connections at host:port."""
+  host_port = _host_port(address)
+  try:
+    with socket.create_connection(host_port, timeout=timeout):
+      return True  # closed first here, so the listener's port keeps no TIME_WAIT
+  except OSError:
+    return False
+
+
+def _describe(tasks: List[Task]) -> str:
+  return ", ".join(f"{name} ({address})" for name, address in tasks)
+
+
+@contextlib.contextmanager
+def _listening(address: Optional[str]) -> Iterator[None]:
+  """Accepts connections on this task's port (all interfaces, as TensorFlow's server) until
+  the block ends; nothing when the port cannot be bound (TensorFlow reports that itself)."""
+  if address is None:
+    yield
+    return
+  try:
+    port = _host_port(address)[1]
+    server = socket.create_server(("", port), reuse_port=False)
+  except (OSError, ValueError) as e:
+    logging.warning("Cannot listen on %s while waiting for the other tasks: %s", address, e)
+    yield
+    return
+  stop = threading.Event()
+
+  def serve():
+    # Each connection is closed after its client closes it: the client's side keeps the
+    # TIME_WAIT, so TensorFlow can bind the port as soon as this listener is closed.
+    with selectors.DefaultSelector() as selector:
+      selector.register(server, selectors.EVENT_READ)
+      while not stop.is_set():
+        for key, _ in selector.select(timeout=0.1):
+          if key.fileobj is server:
+            try:
+              connection, _ = server.accept()
+            except OSError:
+              continue
+            connection.setblocking(False)
+            selector.register(connection, selectors.EVENT_READ)
+          else:
+            selector.unregister(key.fileobj)
+            key.fileobj.close()
+      for key in list(selector.get_map().values()):
+        if key.fileobj is not server:
+          key.fileobj.close()
+
+  thread = threading.Thread(target=serve, name="bert_tf-cluster-presence", daemon=True)
+  thread.start()
+  try:
+    yield
+  finally:
+    stop.set()
+    thread.join()
+    server.close()
+
+
+class _Terminated(BaseException):
+  """Raised by the SIGTERM handler; a BaseException, so that no `except Exception` (nor the
+  OSError of a connection attempt it interrupts) swallows it."""
+
+
+@contextlib.contextmanager
+def _sigterm_raises(waiting_for: Callable[[], List[Task]]) -> Iterator[None]:
+  """A SIGTERM raises ClusterStartError out of the block (main thread only)."""
+  if threading.current_thread() is not threading.main_thread():
+    yield
+    return
+
+  def stop(signum, frame):
+    del signum, frame
+    raise _Terminated()
+
+  previous = signal.signal(signal.SIGTERM, stop)
+  try:
+    yield
+  except _Terminated:
+    missing = waiting_for()
+    raise ClusterStartError("stopped by SIGTERM while waiting for the multi-worker cluster to "
+                            "start" + (f": no answer yet from {_describe(missing)}"
+                                       if missing else "")) from None
+  finally:
+    signal.signal(signal.SIGTERM, previous)
+
+
+def wait_for_tasks(timeout: Optional[float] = None) -> List[Task]:
+  """Waits until every other chief/worker task of TF_CONFIG accepts connections.
+
+  This task listens on its own address meanwhile, so that the others see it.
+
+  Args:
+    timeout: seconds; default start_timeout().
+
+  Returns:
+    The other tasks.
+
+  Raises:
+    ClusterStartError: the timeout passed or a SIGTERM came, naming the tasks that never
+      answered; or TF_CONFIG / BERT_TF_WORKER_START_TIMEOUT cannot be read.
+  """
+  timeout = start_timeout() if timeout is None else float(timeout)
+  tasks, own = cluster_tasks()
+  others = [task for task in tasks if task != own]
+  missing = list(others)
+  if not missing:
+    return others
+  deadline = time.monotonic() + timeout
+  with _sigterm_raises(lambda: missing), _listening(own[1] if own else None):
+    logging.info("Waiting up to %g s for the other %d task(s) of TF_CONFIG to start: %s",
+                 timeout, len(others), _describe(others))
+    while True:
+      missing[:] = [task for task in missing if not answers(task[1])]
+      if not missing:
+        break
+      if time.monotonic() >= deadline:
+        raise ClusterStartError(
+            f"the multi-worker cluster did not start within {timeout:g} s: no answer from "
+            f"{_describe(missing)} (not started, or a wrong address in TF_CONFIG); start "
+            f"every task of TF_CONFIG, or set {START_TIMEOUT_ENV} to wait longer")
+      time.sleep(_RETRY_SECONDS)
+  logging.info("Every task of TF_CONFIG answered; creating the strategy")
+  return others
+
+
+def create_multi_worker_strategy(create: Callable[[], Any],
+                                 timeout: Optional[float] = None) -> Any:
+  """wait_for_tasks(timeout), then `create()` (a MultiWorkerMirroredStrategy), after which a
+  SIGTERM ends the process again (TensorFlow's preemption notifier only logs it)."""
+  wait_for_tasks(timeout)
+  main_thread = threading.current_thread() is threading.main_thread()
+  previous = signal.getsignal(signal.SIGTERM) if main_thread else None
+  strategy = create()
+  if main_thread:
+    # Python's record of the handler did not see TensorFlow's: set it again for real.
+    signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+  return strategy
