@@ -19,7 +19,11 @@ Deliberate differences: where the original crashed (IndexError on a short or bla
 KeyError on an unknown label, a missing file, invalid UTF-8) this module raises an error naming
 the file and line, or the label and the allowed labels. A UTF-8 byte-order mark at the start of a
 file is dropped. A pair with max_seq_length 2 is a ValueError (the original popped from an empty
-list). XNLI also reads
+list). Input that would silently change the task: whitespace around a label is stripped (one
+warning per file naming the first line: "pos " would be a class of its own); an empty label, a
+header row repeated inside a file (files joined with their headers) and a training file without
+examples to infer the labels from are errors naming the file (and line); fields longer than
+the csv module's default limit (131072 characters) are read. XNLI also reads
 its test set (`xnli.test.tsv`, the dev layout); the original had none. For STS-B (regression) the
 label list is None, labels are floats and the records store `label_ids` as a float.
 

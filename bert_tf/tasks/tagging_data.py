@@ -8,7 +8,8 @@ CoNLL files (`read_conll`): one word per line, the word in the first column and 
 last (columns separated by spaces or tabs; every word line of a file has the same number of
 columns), a blank line between sentences, and `-DOCSTART-` lines starting a new document (the
 line itself is not a word). Any tag set: IOB1 (CoNLL-2003's original files), IOB2, IOBES, or
-plain tags such as POS. A predict file may have the word column only.
+plain tags such as POS, but one per file: a tag outside the scheme the file's other tags use is
+refused naming the file and line (check_scheme). A predict file may have the word column only.
 
 Alignment: each word is tokenized on its own by the FullTokenizer (a word the tokenizer turns
 into nothing, e.g. a lone control character or accent, becomes one [UNK], so that it is still
