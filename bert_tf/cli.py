@@ -146,6 +146,21 @@ def define_fine_tuning_flags(flag_values=FLAGS, *, export_help: str) -> None:
   flags.DEFINE_bool("allow_tokenizer_mismatch", False,
                     "Go on (with a warning) when --vocab_file or --do_lower_case contradicts "
                     "what the checkpoint was trained with.", **fv)
+  define_length_flags(flag_values, grouping=True)
+
+
+def define_length_flags(flag_values=FLAGS, *, grouping: bool = False) -> None:
+  """length_buckets (every command that runs a model on records or text) and, for training,
+  group_by_length."""
+  from bert_tf import length_buckets  # pylint: disable=g-import-not-at-top
+  flags.DEFINE_string("length_buckets", length_buckets.AUTO, length_buckets.FLAG_HELP,
+                      flag_values=flag_values)
+  if grouping:
+    flags.DEFINE_bool("group_by_length", True,
+                      "Training batches hold examples of similar length (sorted within windows "
+                      "of 50 shuffled batches, the batches then shuffled): less padding to "
+                      "compute. Seeded and resumable like the plain shuffle.",
+                      flag_values=flag_values)
 
 
 def define_text_input_flags(flag_values=FLAGS, *,

@@ -53,6 +53,7 @@ import tensorflow as tf
 
 from bert_tf import features
 from bert_tf import io
+from bert_tf import length_buckets as length_buckets_lib
 from bert_tf.config import BertConfig
 from bert_tf.packing import MASK_TOKEN, Packer
 from bert_tf.serving.modules import (ClassifierModule, EncoderModule, PreprocessorModule,
@@ -223,7 +224,9 @@ def export_serving_models(config: BertConfig, weights: Mapping[str, np.ndarray],
                           seq_length: int = DEFAULT_SEQ_LENGTH, top_k: int = DEFAULT_TOP_K,
                           version: Optional[int] = None, model_name: str = "bert",
                           data_metadata: Optional[Mapping[str, Any]] = None,
-                          warmup: bool = True) -> Dict[str, str]:
+                          warmup: bool = True,
+                          length_buckets: Optional[str] = length_buckets_lib.AUTO
+                          ) -> Dict[str, str]:
   """Writes the encoder, preprocessor and text SavedModels in TF Serving's layout.
 
   Args:
@@ -240,6 +243,8 @@ def export_serving_models(config: BertConfig, weights: Mapping[str, np.ndarray],
       <model_name>_preprocessor.
     data_metadata: the training data's metadata, written as assets/data_metadata.json.
     warmup: write assets.extra/tf_serving_warmup_requests.
+    length_buckets: --length_buckets: the raw-text signatures pad a request to its longest text
+      rounded up to one of these lengths ("auto", "none": always seq_length, or a list).
 
   Returns:
     {"encoder": path, "preprocessor": path, "text": path} of the version directories written.
@@ -251,18 +256,21 @@ def export_serving_models(config: BertConfig, weights: Mapping[str, np.ndarray],
     raise ValueError(f"version must be a positive integer, got {version}")
   with _staged_vocab(vocab_file) as local_vocab:
     return _export(config, weights, local_vocab, export_dir, do_lower_case, seq_length, top_k,
-                   version, model_name, data_metadata, warmup)
+                   version, model_name, data_metadata, warmup, length_buckets)
 
 
 def _export(config, weights, vocab_file, export_dir, do_lower_case, seq_length, top_k, version,
-            model_name, data_metadata, warmup):
+            model_name, data_metadata, warmup, length_buckets):
   encoder, pretraining = float32_models(config, weights)
-  packer = Packer(vocab_file, do_lower_case, config.max_position_embeddings)
+  buckets = length_buckets_lib.parse(length_buckets, seq_length)
+  packer = Packer(vocab_file, do_lower_case, config.max_position_embeddings,
+                  length_buckets=buckets)
   if packer.tokenizer.vocab_size != config.vocab_size:
     raise ValueError(f"vocab file {vocab_file} has {packer.tokenizer.vocab_size} tokens but "
                      f"the config's vocab_size is {config.vocab_size}")
   export_info = dict(seq_length=seq_length, do_lower_case=bool(do_lower_case), top_k=top_k,
-                     model_name=model_name)
+                     model_name=model_name,
+                     length_buckets=None if buckets is None else list(buckets))
   extra = {"bert_config.json": config.to_json_string()}
   if data_metadata is not None:
     extra["data_metadata.json"] = json.dumps(dict(data_metadata), indent=2) + "\n"
@@ -320,7 +328,8 @@ def export_classifier_model(model, config: BertConfig, vocab_file: str, export_d
                             do_lower_case: bool = True, seq_length: int = DEFAULT_SEQ_LENGTH,
                             version: Optional[int] = None, model_name: str = "classifier",
                             task_info: Optional[Mapping[str, Any]] = None,
-                            warmup: bool = True) -> str:
+                            warmup: bool = True,
+                            length_buckets: Optional[str] = length_buckets_lib.AUTO) -> str:
   """Writes a raw-text classifier SavedModel in TF Serving's layout (ClassifierModule).
 
   Args:
@@ -337,6 +346,7 @@ def export_classifier_model(model, config: BertConfig, vocab_file: str, export_d
     model_name: the directory name under export_dir.
     task_info: written as assets/task_info.json (labels, task, casing, vocab checksum).
     warmup: write TF Serving warm-up requests.
+    length_buckets: as for export_serving_models.
 
   Returns:
     The version directory written.
@@ -348,7 +358,7 @@ def export_classifier_model(model, config: BertConfig, vocab_file: str, export_d
       vocab_file, export_dir, do_lower_case=do_lower_case, seq_length=seq_length,
       version=version, model_name=model_name, info=info, task_info=task_info,
       warmup_inputs=lambda name: _text_inputs(WARMUP_TEXTS, pair=pair or name == "classify"),
-      warmup=warmup)
+      warmup=warmup, length_buckets=length_buckets)
 
 
 def export_task_module(make_module: Callable[[Packer], tf.Module], config: BertConfig,
@@ -356,7 +366,8 @@ def export_task_module(make_module: Callable[[Packer], tf.Module], config: BertC
                        seq_length: int, version: Optional[int], model_name: str,
                        info: Mapping[str, Any], task_info: Optional[Mapping[str, Any]],
                        warmup_inputs: Callable[[str], Mapping[str, np.ndarray]],
-                       warmup: bool = True) -> str:
+                       warmup: bool = True,
+                       length_buckets: Optional[str] = length_buckets_lib.AUTO) -> str:
   """What every fine-tuned raw-text export shares: checks, the vocab asset, the files beside
   the graph and the versioned save.
 
@@ -368,6 +379,7 @@ def export_task_module(make_module: Callable[[Packer], tf.Module], config: BertC
     info: the export's own settings for assets/export_info.json (seq_length, do_lower_case,
       model_name and the signatures are added).
     warmup_inputs: signature name -> the inputs of its warm-up request.
+    length_buckets: --length_buckets (see export_serving_models).
 
   Returns:
     The version directory written.
@@ -376,7 +388,9 @@ def export_task_module(make_module: Callable[[Packer], tf.Module], config: BertC
   if version is not None and version < 1:
     raise ValueError(f"version must be a positive integer, got {version}")
   with _staged_vocab(vocab_file) as local_vocab:
-    packer = Packer(local_vocab, do_lower_case, config.max_position_embeddings)
+    buckets = length_buckets_lib.parse(length_buckets, seq_length)
+    packer = Packer(local_vocab, do_lower_case, config.max_position_embeddings,
+                    length_buckets=buckets)
     if packer.tokenizer.vocab_size > config.vocab_size:
       raise ValueError(f"vocab file {vocab_file} has {packer.tokenizer.vocab_size} tokens, more "
                        f"than the config's vocab_size {config.vocab_size}")
@@ -387,7 +401,8 @@ def export_task_module(make_module: Callable[[Packer], tf.Module], config: BertC
     if version is None:
       version = next_version(model_dir)
     info = dict(info, seq_length=int(seq_length), do_lower_case=bool(do_lower_case),
-                model_name=model_name, signatures=sorted(signatures))
+                model_name=model_name, signatures=sorted(signatures),
+                length_buckets=None if buckets is None else list(buckets))
     extra = {"bert_config.json": config.to_json_string(),
              "export_info.json": json.dumps(info, indent=2, sort_keys=True) + "\n"}
     if task_info is not None:

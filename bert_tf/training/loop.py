@@ -31,7 +31,9 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import io
+from bert_tf import length_buckets
 from bert_tf.model import checkpoints
+from bert_tf.training import input_pipeline
 from bert_tf.training import optimization
 
 STRATEGY_NAMES = ("tpu", "mirrored", "multi_worker_mirrored", "one_device")
@@ -275,14 +277,35 @@ class Trainer:
             for k, v in per_replica.items()}
 
 
-  def _predict_step_fn(self, iterator, keep):
+  def _predict_step_fn(self, iterator, keep, sequence_length=None):
     """The model's outputs on one global batch, plus the batch's `keep` entries, gathered from
-    every replica (and worker) along the batch axis."""
+    every replica (and worker) along the batch axis.
+
+    With sequence_length, per-position outputs of batches cut to a length bucket (axis 1 of
+    unknown static size) are padded back to it with input_pipeline.PADDED_LOGIT (kept batch
+    entries with 0), so batches of different lengths (and replicas with different lengths)
+    concatenate."""
     def replica_predict(batch):
       outputs = self.model(self.task.model_inputs(batch), training=False)
-      return dict(outputs, **{key: batch[key] for key in keep})
+      kept = {key: batch[key] for key in keep}
+      if sequence_length is not None:
+        outputs = {key: _pad_positions(value, sequence_length, input_pipeline.PADDED_LOGIT)
+                   for key, value in outputs.items()}
+        kept = {key: _pad_positions(value, sequence_length, 0) for key, value in kept.items()}
+      return dict(outputs, **kept)
     per_replica = self.strategy.run(replica_predict, args=(next(iterator),))
     return {k: self.strategy.gather(v, axis=0) for k, v in per_replica.items()}
+
+
+def _pad_positions(value, sequence_length: int, pad_value):
+  """value [B, S', ...] with S' unknown when traced -> [B, sequence_length, ...], the new
+  positions holding pad_value; anything else unchanged."""
+  if value.shape.rank is None or value.shape.rank < 2 or value.shape[1] is not None:
+    return value
+  missing = sequence_length - tf.shape(value)[1]
+  paddings = [[0, 0], [0, missing]] + [[0, 0]] * (value.shape.rank - 2)
+  padded = tf.pad(value, paddings, constant_values=tf.cast(pad_value, value.dtype))
+  return tf.ensure_shape(padded, [None, sequence_length] + value.shape[2:].as_list())
 
 
 # === The run around the steps ===
@@ -622,12 +645,15 @@ def evaluate(trainer: Trainer, iterator, num_steps: int, global_step: int,
 
 
 def predict(trainer: Trainer, iterator, num_steps: int, index_key: str = "example_index",
-            keep: Tuple[str, ...] = ()) -> Dict[str, Any]:
+            keep: Tuple[str, ...] = (), sequence_length: Optional[int] = None
+            ) -> Dict[str, Any]:
   """Per-example outputs over num_steps batches, in example order, without padding.
 
   The batches must carry `index_key` (the example's position; negative for padding, see
   input_pipeline.classifier_dataset), so the order is restored whatever the strategy's
-  distribution of batches over replicas and workers.
+  distribution of batches over replicas and workers. With sequence_length (the records'
+  length), per-position outputs of batches cut to a length bucket come back padded to it (the
+  cut positions hold input_pipeline.PADDED_LOGIT).
 
   Returns:
     {name: numpy array [N, ...]} for each model output, `index_key` and the `keep` entries.
@@ -636,7 +662,7 @@ def predict(trainer: Trainer, iterator, num_steps: int, index_key: str = "exampl
   chunks: Dict[str, List[Any]] = {}
   start = time.time()
   for step in range(num_steps):
-    for key, value in trainer.predict_step(iterator, keep).items():
+    for key, value in trainer.predict_step(iterator, keep, sequence_length).items():
       chunks.setdefault(key, []).append(value.numpy())
     if (step + 1) % 100 == 0 or step + 1 == num_steps:
       elapsed = time.time() - start
@@ -735,6 +761,12 @@ def fine_tuning_problems(settings, num_replicas: int) -> List[str]:
     problems.append(f"--optimizer must be one of {', '.join(optimization.OPTIMIZER_NAMES)}")
   if settings.mixed_precision not in MIXED_PRECISION_POLICIES:
     problems.append(f"--mixed_precision must be one of {', '.join(MIXED_PRECISION_POLICIES)}")
+  if getattr(settings, "length_buckets", None) and getattr(settings, "max_seq_length", 0) > 0:
+    try:
+      length_buckets.parse(settings.length_buckets, settings.max_seq_length,
+                           use_tpu=settings.use_tpu)
+    except length_buckets.LengthBucketsError as e:
+      problems.append(str(e))
   split = num_replicas * max(1, settings.gradient_accumulation_steps)
   if settings.do_train and settings.train_batch_size > 0 and settings.train_batch_size % split:
     problems.append(f"--train_batch_size={settings.train_batch_size} must be a multiple of "
@@ -783,11 +815,17 @@ def fine_tune(run: Run, settings, dataset_fn: Callable[..., tf.data.Dataset],
   train_batch_size / gradient_accumulation_steps examples; they are grouped per update here.
   """
   micro_batch = settings.train_batch_size // settings.gradient_accumulation_steps
+  if hasattr(settings, "buckets"):
+    logging.info("  Batches: %s%s", length_buckets.describe(
+        settings.buckets(settings.max_seq_length), settings.max_seq_length),
+                 ", grouped by length" if settings.group_by_length else "")
 
   def update_batches(ctx):
     dataset = dataset_fn(micro_batch, ctx)
     if settings.gradient_accumulation_steps > 1:
-      dataset = dataset.batch(settings.gradient_accumulation_steps, drop_remainder=True)
+      # Micro-batches cut to different length buckets are padded to the longest of the update
+      # (itself a bucket): zeros are padding positions (input_mask 0, label_mask 0).
+      dataset = dataset.padded_batch(settings.gradient_accumulation_steps, drop_remainder=True)
     return dataset
 
   iterator = resumed_iterator(run.trainer.strategy, update_batches, run.global_step)
