@@ -226,13 +226,6 @@ def config_from_flags(flag_values=FLAGS):
                    "beside it: bert_config.json, or config.json for Hugging Face)")
 
 
-def require(flag_values, names: Iterable[str]) -> None:
-  """Raises UsageError naming the first of `names` whose flag has no value."""
-  for name in names:
-    if flag_values[name].value in (None, ""):
-      raise UsageError(f"--{name} is required")
-
-
 def split_list(value: Optional[str]) -> Tuple[str, ...]:
   """A comma-separated flag value as a tuple (empty items dropped)."""
   return tuple(part.strip() for part in (value or "").split(",") if part.strip())

@@ -303,3 +303,41 @@ def write_lock(directory, pid, host=None):
   with open(os.path.join(directory, LOCK_NAME), "w") as f:
     json.dump(dict(program="run_pretraining", pid=pid, host=host or socket.gethostname(),
                    started="2026-01-01 00:00:00"), f)
+
+
+# === Quiet logs ===
+# What a command's stderr must not show on a normal run (issue 30): TensorFlow's start-up notices
+# and the routine lines of training, prediction and export, as TensorFlow 2.20 prints them.
+NOISE_MARKERS = (
+    "cudart_stub.cc", "Could not find cuda drivers", "failed call to cuInit",
+    "oneDNN custom operations are on", "cpu_feature_guard.cc",
+    "To enable the following instructions", "Local rendezvous is aborting with status: "
+    "OUT_OF_RANGE", "XLA service", "StreamExecutor device", "MLIR crash reproducer",
+    "GeneratorDatasetOp", "oneDNN supports DT_INT64", "absl::InitializeLog",
+    "Compiled cluster using XLA", "TFRecordDataset `buffer_size`", "{{node ",
+    "with unsupported characters which will be renamed", "Sharding callback duration",
+    "Assets written to", "Writing fingerprint to")
+
+
+def noise_lines(stderr: str):
+  """The lines of stderr that show one of NOISE_MARKERS."""
+  return [line for line in stderr.splitlines()
+          if any(marker in line for marker in NOISE_MARKERS)]
+
+
+def pretraining_metrics(outputs, features):
+  """Per-batch eval metrics named as in the original's eval_results.txt (plus the losses), from
+  the loss primitives: a reference for the loop's summed eval metrics. Averaging per-batch
+  values weights batches equally (the original's tf.metrics.mean of the losses);
+  masked_lm_accuracy is weighted by masked_lm_weights across batches, hence
+  masked_lm_weight_sum."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import losses  # pylint: disable=g-import-not-at-top
+  result = losses.pretraining_losses(outputs, features)
+  result["masked_lm_accuracy"] = losses.masked_lm_accuracy(
+      outputs["masked_lm_logits"], features["masked_lm_ids"], features["masked_lm_weights"])
+  result["next_sentence_accuracy"] = losses.next_sentence_accuracy(
+      outputs["next_sentence_logits"], features["next_sentence_labels"])
+  result["masked_lm_weight_sum"] = tf.reduce_sum(
+      tf.cast(features["masked_lm_weights"], tf.float32))
+  return result

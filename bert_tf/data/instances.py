@@ -20,6 +20,7 @@ import dataclasses
 import random
 from typing import Callable, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
+from bert_tf import features
 from bert_tf.data.corpus import LongLineCallback, ReadReport, iter_lines, iter_piece_lines
 
 CLS_TOKEN = "[CLS]"
@@ -59,10 +60,12 @@ class InstanceOptions:
 
   def __post_init__(self):
     problems = []
-    if not isinstance(self.max_seq_length, int) or not 5 <= self.max_seq_length <= 512:
-      # 5 = [CLS] A [SEP] B [SEP] with one token in each of A and B; the original fails below
-      # that (randint(2, max_seq_length - 3) and its truncation asserts).
-      problems.append(f"--max_seq_length must be between 5 and 512, got {self.max_seq_length}")
+    low, high = features.MIN_SEQ_LENGTH, features.MAX_SEQ_LENGTH_LIMIT
+    if not isinstance(self.max_seq_length, int) or not low <= self.max_seq_length <= high:
+      # The original fails below MIN_SEQ_LENGTH (randint(2, max_seq_length - 3) and its
+      # truncation asserts).
+      problems.append(f"--max_seq_length must be between {low} and {high}, got "
+                      f"{self.max_seq_length}")
     if not isinstance(self.max_predictions_per_seq, int) or self.max_predictions_per_seq < 1:
       problems.append(
           f"--max_predictions_per_seq must be a positive integer, got "

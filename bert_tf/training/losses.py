@@ -109,22 +109,3 @@ def pretraining_losses(outputs: Mapping[str, tf.Tensor],
                        features["masked_lm_weights"])
   nsp = next_sentence_loss(outputs["next_sentence_logits"], features["next_sentence_labels"])
   return dict(loss=mlm + nsp, masked_lm_loss=mlm, next_sentence_loss=nsp)
-
-
-def pretraining_metrics(outputs: Mapping[str, tf.Tensor],
-                        features: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
-  """Per-batch eval metrics named as in the original's eval_results.txt (plus the losses).
-
-  Averaging these per-batch values over an eval set weights batches equally, as the original's
-  tf.metrics.mean does for the losses; masked_lm_accuracy there is weighted by masked_lm_weights
-  across batches, so callers aggregating it should also sum masked_lm_weights (returned as
-  masked_lm_weight_sum).
-  """
-  result = pretraining_losses(outputs, features)
-  result["masked_lm_accuracy"] = masked_lm_accuracy(
-      outputs["masked_lm_logits"], features["masked_lm_ids"], features["masked_lm_weights"])
-  result["next_sentence_accuracy"] = next_sentence_accuracy(
-      outputs["next_sentence_logits"], features["next_sentence_labels"])
-  result["masked_lm_weight_sum"] = tf.reduce_sum(
-      tf.cast(features["masked_lm_weights"], tf.float32))
-  return result

@@ -5,6 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.training import losses
+from tests import helpers
 
 
 def _log_softmax(x):
@@ -73,7 +74,7 @@ def test_pretraining_losses_and_metrics():
   features = dict(masked_lm_ids=rng.integers(0, 5, (2, 3)),
                   masked_lm_weights=np.array([[1, 1, 0], [1, 0, 0]], np.float32),
                   next_sentence_labels=np.array([[1], [0]]))
-  result = losses.pretraining_metrics(outputs, features)
+  result = helpers.pretraining_metrics(outputs, features)
   mlm = losses.masked_lm_loss(outputs["masked_lm_logits"], features["masked_lm_ids"],
                               features["masked_lm_weights"])
   nsp = losses.next_sentence_loss(outputs["next_sentence_logits"],

@@ -93,13 +93,13 @@ def test_resume_gives_the_same_weights_as_an_uninterrupted_run(data, full_run, t
 
 
 def _reference_eval(model, data, batch_size, steps):
-  """The original's eval metrics computed with losses.pretraining_metrics, batch by batch."""
+  """The original's eval metrics computed with helpers.pretraining_metrics, batch by batch."""
   dataset = input_pipeline.pretraining_dataset(data, SEQ, PREDS, batch_size, is_training=False,
                                                repeat=True).take(steps)
   rows = []
   for batch in dataset:
     outputs = model({k: batch[k] for k in PRETRAINING_INPUTS}, training=False)
-    rows.append({k: float(v) for k, v in losses.pretraining_metrics(outputs, batch).items()})
+    rows.append({k: float(v) for k, v in helpers.pretraining_metrics(outputs, batch).items()})
   weights = np.array([r["masked_lm_weight_sum"] for r in rows])
   return dict(
       masked_lm_accuracy=np.sum(weights * [r["masked_lm_accuracy"] for r in rows]) / weights.sum(),
