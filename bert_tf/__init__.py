@@ -3,7 +3,7 @@
 Importing this package before TensorFlow turns on TensorFlow's oneDNN CPU kernels on x86-64
 (TF_ENABLE_ONEDNN_OPTS=1). TensorFlow turns them on by itself only on CPUs with AVX-512 VNNI,
 BF16 or AMX; on AVX2 machines it otherwise uses its Eigen kernels, and there fine-tuning
-BERT-Small ran about 1.25x faster with oneDNN (benchmarks/README.md, "oneDNN"). TensorFlow
+BERT-Small ran faster with oneDNN (the figures: benchmarks/README.md, "oneDNN"). TensorFlow
 reads the variable once, when it is first imported, so this has effect only when bert_tf (or one
 of its tools) is imported first. A value the user has set, e.g. TF_ENABLE_ONEDNN_OPTS=0, is
 kept. Other machines (ARM, whose TensorFlow builds decide for themselves; Windows) are left

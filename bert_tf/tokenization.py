@@ -272,7 +272,7 @@ class _Patterns:
 
 @functools.lru_cache(maxsize=None)
 def _patterns() -> _Patterns:
-  # Built on first use: computing the classes scans all of Unicode (~1 s), which importing this
+  # Built on first use: computing the classes scans all of Unicode, which importing this
   # module for load_vocab alone should not pay.
   return _Patterns()
 

@@ -505,8 +505,8 @@ class BlockMaker:
   """Turns one block of text documents into serialised records; one per process.
 
   Shared by the local mode's worker processes and the Beam pipeline's workers, so both make
-  the same records from the same block. Building it costs ~0.8 s of CPU (the tokenizer's
-  character classes over all of Unicode): once per process, not per block.
+  the same records from the same block. Building it scans all of Unicode (the tokenizer's
+  character classes): once per process, not per block.
   """
 
   def __init__(self, config: DataConfig, tokenizer=None):

@@ -482,7 +482,7 @@ class FeatureExtractor:
 def round_values(values: np.ndarray) -> List[Any]:
   """`round(float(x), 6)` of every value, as nested lists: the original's numbers.
 
-  For float32 values numpy gives exactly Python's result, 10x faster: x * 10**6 is exact in
+  For float32 values numpy gives exactly Python's result, vectorised: x * 10**6 is exact in
   float64 (a 24-bit significand times 15625 * 2**6 fits in 53 bits), rint rounds that exact
   value half to even as Python's correctly rounded round() does, and the division by 10**6 is
   correctly rounded like the decimal-to-float conversion round() ends with. Other dtypes go

@@ -19,8 +19,8 @@ Every output is the original's: the same skipped training questions (with the sa
 max-context flags, answer positions (including `_improve_answer_span` and start = end = 0 for a
 window without the answer), unique_ids, records (the same int64 features, serialised
 deterministically) and the same predictions.json / nbest_predictions.json / null_odds.json for
-the same logits, float for float. The internals are faster (benchmarks/squad.py: over 10x the
-original's loops on the same input): the questions of a paragraph share its WordPieces, ids,
+the same logits, float for float. The internals are faster (benchmarks/squad.py measures
+them against the original's loops on the same input): the questions of a paragraph share its WordPieces, ids,
 windows and max-context flags (computed once per paragraph, not once per question and token);
 a window's per-position fields are built only when read (_Window), and until then its record is
 framed from the paragraph's varint bytes and post-processing reads the paragraph's lists;

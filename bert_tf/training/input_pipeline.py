@@ -206,8 +206,8 @@ def check_record_files(files: Sequence[str], compression: str, flag_name: str,
     aliases[v1], aliases[v2] = v2, v1
 
   try:
-    # One pipeline reads every file's first record (creating a dataset per file costs ~60 ms
-    # each: a minute at start-up for a thousand shards).
+    # One pipeline reads every file's first record (a dataset per file would add a dataset's
+    # start-up cost per shard, which thousands of shards turn into minutes).
     firsts = tf.data.Dataset.from_tensor_slices(list(files)).interleave(
         lambda path: tf.data.TFRecordDataset(path, compression_type=compression or None)
         .take(1).map(lambda record: (path, record)),
