@@ -169,19 +169,29 @@ def _evaluation_sets(processor, data_dir: str, split: str
   return sets
 
 
-def _label_list(processor, settings: ClassifierSettings, recorded: Optional[Mapping[str, Any]]
-                ) -> Optional[List[str]]:
-  """The labels in id order (None: regression). A generic task without --label_list takes
-  them from its training file when training, else from the trained model's task_info.json."""
+def _label_list(processor, settings: ClassifierSettings) -> common.StartingHead:
+  """The labels in id order (None: regression), reconciled with the fine-tuned model the run
+  starts from (common.starting_head: its task_info.json is the truth about its labels). A
+  generic task without --label_list takes them from its training file when training, else
+  from that model."""
   is_generic = isinstance(processor, classifier_data.GenericProcessor)
-  if is_generic and not settings.label_list and not settings.regression and \
-      not settings.do_train and recorded and recorded.get("labels"):
-    return list(recorded["labels"])
-  try:
-    return processor.get_labels(settings.data_dir) if is_generic else processor.get_labels()
-  except FileNotFoundError as e:
-    raise loop.TrainingError(f"{e}: without --label_list the labels come from the training "
-                             "file") from None
+  labels: Optional[List[str]] = None
+  how: Optional[str] = "explicit"
+  if settings.regression or not is_generic:
+    labels = None if settings.regression else processor.get_labels()
+  elif settings.label_list:
+    labels = list(settings.label_list)
+  elif settings.do_train or not common.recorded_labels(settings):
+    try:
+      labels, how = processor.get_labels(settings.data_dir), "training"
+    except FileNotFoundError as e:
+      if settings.do_train:
+        raise loop.TrainingError(f"{e}: without --label_list the labels come from the training "
+                                 "file") from None
+      how = None  # refused by starting_head, naming the flags that give them
+  else:
+    how = None  # the fine-tuned model's
+  return common.starting_head(settings, common.CLASSIFIER_HEAD, labels, how, "--label_list")
 
 
 # === The run ===
@@ -210,24 +220,23 @@ def run_classifier(config: BertConfig, settings: ClassifierSettings,
   existing = io.exists(settings.output_dir)  # a run to resume (or to predict with)
   with loop.bad_input_as_training_error():
     tokenizer, vocab_md5 = common.run_tokenizer(config, settings, existing)
-    recorded = common.read_task_info(settings.output_dir) if existing else None
     processor = make_processor(settings)
-    label_list = _label_list(processor, settings, recorded)
+    start = _label_list(processor, settings)
+    label_list = start.labels
+    if isinstance(processor, classifier_data.GenericProcessor):
+      # The files are read (and their labels checked) with the labels in the model's order.
+      processor = make_processor(dataclasses.replace(
+          settings, label_list=tuple(label_list or ()), regression=label_list is None))
     data = _read_data(processor, settings)
   regression = label_list is None
   info = dict(task_name=settings.task_name.lower(), labels=label_list, regression=regression,
               pair=data["pair"], do_lower_case=bool(settings.do_lower_case), vocab_md5=vocab_md5,
-              max_seq_length=settings.max_seq_length)
-  if recorded and recorded.get("labels") != label_list and \
-      tf.train.latest_checkpoint(settings.output_dir):
-    raise loop.TrainingError(
-        f"{settings.output_dir} holds a model trained with the labels {recorded.get('labels')}, "
-        f"but this run's labels are {label_list}; use another --output_dir")
+              max_seq_length=settings.max_seq_length, head=common.CLASSIFIER_HEAD)
   with loop.run_directory_lock(settings.output_dir, chief, "run_classifier"):
     record_dir = common.prepare_output_dir(config, settings, strategy, chief, info)
     with loop.dtype_policy(settings.mixed_precision):
       return _run(config, settings, strategy, chief, data, label_list, tokenizer, info,
-                  record_dir)
+                  record_dir, start.fresh_head)
 
 
 def _read_data(processor, settings: ClassifierSettings) -> Dict[str, Any]:
@@ -265,7 +274,8 @@ def _write_records(examples, label_list, settings, tokenizer, path, batch_size=N
       examples, label_list, settings.max_seq_length, tokenizer, path)
 
 
-def _run(config, settings, strategy, chief, data, label_list, tokenizer, info, record_dir):
+def _run(config, settings, strategy, chief, data, label_list, tokenizer, info, record_dir,
+         fresh_head=None):
   regression = label_list is None
   task = classifier.REGRESSION_TASK if regression else classifier.TASK
   result: Dict[str, Any] = {"label_list": label_list}
@@ -296,7 +306,8 @@ def _run(config, settings, strategy, chief, data, label_list, tokenizer, info, r
   loop.init_fine_tuning(
       run, settings, heads.CLASSIFIER_LAYER, "classifier head (output_weights/output_bias)",
       "evaluating or predicting it would give random results (google-research/bert#1037). Add "
-      "--do_train, or point --init_checkpoint at a fine-tuned classifier")
+      "--do_train, or point --init_checkpoint at a fine-tuned classifier",
+      fresh_head=fresh_head)
   if settings.do_train:
     result.update(loop.fine_tune(
         run, settings, lambda batch, ctx: input_pipeline.classifier_dataset(

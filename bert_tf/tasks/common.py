@@ -228,3 +228,164 @@ def prepare_output_dir(config, settings, strategy, chief: bool, info: Dict[str, 
     import keras  # pylint: disable=g-import-not-at-top
     keras.utils.set_random_seed(settings.seed)
   return record_dir
+
+
+# === The model a run starts from ===
+# A fine-tuned checkpoint's task_info.json (labels in id order, the task and its head, the
+# tokenizer) is the truth about its head: a run that uses that head uses its labels, and a head
+# is only ever loaded as the kind it was trained as.
+
+
+# The heads a fine-tuning command trains (the names checkpoints' head kinds use).
+CLASSIFIER_HEAD, TAGGER_HEAD, SQUAD_HEAD = "classifier", "tagger", "squad"
+_TASK_HEADS = {"squad": SQUAD_HEAD, "ner": TAGGER_HEAD}  # any other task_name: a classifier's
+
+
+def head_of(info: Optional[Dict[str, Any]]) -> Optional[str]:
+  """The head a task_info describes: its "head", else the head of its task_name; None when it
+  names none (a pretrained model, or a head that is none of ours)."""
+  if not info:
+    return None
+  if "head" in info:
+    return info["head"] if info["head"] in (CLASSIFIER_HEAD, TAGGER_HEAD, SQUAD_HEAD) else None
+  if info.get("task_name"):
+    return _TASK_HEADS.get(info["task_name"], CLASSIFIER_HEAD)
+  return None
+
+
+@dataclasses.dataclass(frozen=True)
+class StartingRecord:
+  """What is recorded of the model a run starts from (info: the task_info; where: its file;
+  source: the flag naming the model, --output_dir=... or --init_checkpoint=...)."""
+  info: Optional[Dict[str, Any]] = None
+  where: Optional[str] = None
+  source: str = ""
+
+
+def holds_checkpoints(directory: str) -> bool:
+  """Whether a run directory holds training checkpoints (a model to resume or use)."""
+  return bool(directory) and io.isdir(directory) and bool(loop.run_checkpoints(directory))
+
+
+def _recorded(path: str, source: str) -> StartingRecord:
+  info = read_task_info(path)
+  if info is None:
+    return StartingRecord(source=source)
+  where = io.join(checkpoint_directory(path), TASK_INFO_FILE)
+  if not io.exists(where):  # a Hugging Face model folder's config.json (read_task_info)
+    where = io.join(checkpoint_directory(path), "config.json")
+  return StartingRecord(info, where, source)
+
+
+def starting_record(settings) -> StartingRecord:
+  """What is recorded of the model a run starts from: output_dir's task_info.json when
+  output_dir holds checkpoints (the run resumes them), else init_checkpoint's (read_task_info);
+  an empty record when nothing is."""
+  if holds_checkpoints(settings.output_dir):
+    return _recorded(settings.output_dir, f"--output_dir={settings.output_dir}")
+  if settings.init_checkpoint:
+    return _recorded(settings.init_checkpoint, f"--init_checkpoint={settings.init_checkpoint}")
+  return StartingRecord()
+
+
+def _shown(labels: Optional[List[str]]) -> str:
+  return "regression (one output)" if labels is None else "[" + ", ".join(labels) + "]"
+
+
+def _recorded_labels(info: Dict[str, Any]):
+  """(known, labels): a regression head's labels are None; a head without recorded labels
+  (Hugging Face's placeholder LABEL_0, ...) is unknown."""
+  if info.get("regression"):
+    return True, None
+  if info.get("labels"):
+    return True, [str(label) for label in info["labels"]]
+  return False, None
+
+
+def recorded_labels(settings) -> bool:
+  """Whether the model a run starts from records its labels (or that it is a regression)."""
+  info = starting_record(settings).info
+  return bool(info) and _recorded_labels(info)[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class StartingHead:
+  """The labels a run uses (None: regression) and, when the head of the checkpoint it starts
+  from must not be loaded, why (the head then starts fresh)."""
+  labels: Optional[List[str]]
+  fresh_head: Optional[str]
+
+
+def starting_head(settings, head: str, labels: Optional[List[str]], how: Optional[str],
+                  flag: str) -> StartingHead:
+  """Reconciles a run's head and labels with what the checkpoint it starts from records.
+
+  Args:
+    settings: the run's settings (output_dir, init_checkpoint, do_train).
+    head: the command's head (CLASSIFIER_HEAD, TAGGER_HEAD or SQUAD_HEAD).
+    labels: the labels the flags or the data give, in id order (None: regression, or unknown).
+    how: "explicit" (a flag, or a task's fixed labels), "training" (the training file's, in
+      their default order), or None (unknown: they must come from the checkpoint).
+    flag: the flag naming the labels in messages (--label_list, --labels).
+
+  Returns:
+    StartingHead: the recorded labels when the recorded head is used (the training file's
+    labels taken in the recorded id order), else `labels`; fresh_head set when a recorded head
+    of another kind or with other labels is not loaded (training only).
+
+  Raises:
+    loop.TrainingError: evaluating or predicting would use a head of another kind or with
+      other labels than it was trained with (both named), or a resumed run's labels differ.
+  """
+  start = starting_record(settings)
+  recorded, where, source = start.info, start.where, start.source
+  recorded_head = head_of(recorded)
+  resuming = source.startswith("--output_dir")
+  if recorded_head is None:
+    if how is None and head != SQUAD_HEAD:
+      raise loop.TrainingError(
+          f"no labels: without --do_train, give {flag} (every label, in the model's label id "
+          "order) or an --init_checkpoint / --output_dir whose task_info.json lists them")
+    return StartingHead(labels, None)
+  if recorded_head != head:
+    message = (f"{source} holds a {recorded_head} head ({where}), not a {head}'s")
+    if not settings.do_train or resuming:
+      raise loop.TrainingError(
+          f"{message}: it is never loaded as one, and evaluating or predicting with an "
+          f"untrained {head} head would give random results; point --init_checkpoint at a "
+          f"fine-tuned {head}, or add --do_train to train a new one")
+    logging.warning("%s: the %s head is not loaded, a new %s head starts from random weights",
+                    message, recorded_head, head)
+    if how is None:
+      raise loop.TrainingError(f"no labels for the new {head} head: give {flag}")
+    return StartingHead(labels, f"{message} (its weights are not loaded)")
+  if head == SQUAD_HEAD:
+    return StartingHead(labels, None)
+  known, trained_with = _recorded_labels(recorded)
+  if not known or how is None or labels == trained_with:
+    if how is None and not known:
+      raise loop.TrainingError(f"no labels: {where} does not list the model's labels; give "
+                               f"{flag} (every label, in the model's label id order)")
+    return StartingHead(trained_with if known else labels, None)
+  same_set = labels is not None and trained_with is not None and \
+      sorted(labels) == sorted(trained_with)
+  if how == "training" and same_set:
+    logging.info("The labels of the training data are those the model in %s was trained with:"
+                 " taken in its id order %s", where, _shown(trained_with))
+    return StartingHead(trained_with, None)
+  both = (f"{flag if how == 'explicit' else 'the training data'} gives the labels "
+          f"{_shown(labels)}, but the model in {where} was trained with {_shown(trained_with)}"
+          " (in label id order)")
+  if resuming:
+    raise loop.TrainingError(f"{both}: resuming {settings.output_dir} needs its labels; use "
+                             "another --output_dir")
+  if not settings.do_train:
+    raise loop.TrainingError(f"{both}: its predictions would be named wrongly; give "
+                             f"{flag}={','.join(trained_with or [])} or drop {flag}")
+  if same_set:
+    raise loop.TrainingError(f"{both}: the same labels in another order would train the "
+                             f"head's outputs under other names; give {flag}="
+                             f"{','.join(trained_with)} or drop {flag}")
+  logging.warning("%s: its %s head is not loaded, a new head for %s starts from random "
+                  "weights", both, head, _shown(labels))
+  return StartingHead(labels, f"{both} (its weights are not loaded)")

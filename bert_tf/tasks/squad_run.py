@@ -148,8 +148,10 @@ def run_squad(config: BertConfig, settings: SquadSettings,
   existing = io.exists(settings.output_dir)
   with loop.bad_input_as_training_error():
     tokenizer, vocab_md5 = common.run_tokenizer(config, settings, existing)
+    start = common.starting_head(settings, common.SQUAD_HEAD, None, "explicit", "")
     data = _read_data(settings)
-  info = dict(task_name=TASK_NAME, version_2_with_negative=settings.version_2_with_negative,
+  info = dict(task_name=TASK_NAME, head=common.SQUAD_HEAD,
+              version_2_with_negative=settings.version_2_with_negative,
               do_lower_case=bool(settings.do_lower_case), vocab_md5=vocab_md5,
               max_seq_length=settings.max_seq_length, doc_stride=settings.doc_stride,
               max_query_length=settings.max_query_length,
@@ -157,7 +159,8 @@ def run_squad(config: BertConfig, settings: SquadSettings,
   with loop.run_directory_lock(settings.output_dir, chief, "run_squad"):
     record_dir = common.prepare_output_dir(config, settings, strategy, chief, info)
     with loop.dtype_policy(settings.mixed_precision):
-      return _run(config, settings, strategy, chief, data, tokenizer, info, record_dir)
+      return _run(config, settings, strategy, chief, data, tokenizer, info, record_dir,
+                  start.fresh_head)
 
 
 def _read_data(settings: SquadSettings) -> Dict[str, Any]:
@@ -188,7 +191,7 @@ def _read_data(settings: SquadSettings) -> Dict[str, Any]:
   return data
 
 
-def _run(config, settings, strategy, chief, data, tokenizer, info, record_dir):
+def _run(config, settings, strategy, chief, data, tokenizer, info, record_dir, fresh_head=None):
   result: Dict[str, Any] = {}
   steps = 0
   if settings.do_train:
@@ -227,7 +230,7 @@ def _run(config, settings, strategy, chief, data, tokenizer, info, record_dir):
   loop.init_fine_tuning(
       run, settings, heads.SPAN_LAYER, "SQuAD head (cls/squad/output_weights, output_bias)",
       "predicting with it would give random answers. Add --do_train, or point "
-      "--init_checkpoint at a model fine-tuned on SQuAD")
+      "--init_checkpoint at a model fine-tuned on SQuAD", fresh_head=fresh_head)
   if settings.do_train:
     result.update(loop.fine_tune(
         run, settings, lambda batch, ctx: input_pipeline.squad_dataset(

@@ -150,29 +150,27 @@ def run_ner(config: BertConfig, settings: NerSettings,
   existing = io.exists(settings.output_dir)
   with loop.bad_input_as_training_error():
     tokenizer, vocab_md5 = common.run_tokenizer(config, settings, existing)
-    recorded = common.read_task_info(settings.output_dir) if existing else None
-    if recorded is None and settings.init_checkpoint:
-      recorded = common.read_task_info(settings.init_checkpoint)
     data = _read_data(settings)
-    labels = _labels(settings, data, recorded)
+    start = _labels(settings, data)
+    labels = start.labels
     label_map = {tag: i for i, tag in enumerate(labels)}
     for split in ("eval", "predict"):
       if data[split] is not None:
         tagging_data.check_tags(data[split], label_map, settings.file(split))
     every = [s for split in ("train", "eval", "predict") for s in (data[split] or [])]
-    scheme = scheme_of(settings, data["train"] or every, labels)
+    recorded = common.starting_record(settings).info if not start.fresh_head else None
+    if settings.tag_scheme == "auto" and not settings.do_train and recorded and \
+        recorded.get("tag_scheme") in TAG_SCHEMES:
+      scheme = recorded["tag_scheme"]  # the scheme the model was trained with
+    else:
+      scheme = scheme_of(settings, data["train"] or every, labels)
   if settings.eval_mode == "strict" and scheme not in ("iob2", "iobes"):
     raise loop.TrainingError(f"--eval_mode=strict needs the IOB2 or IOBES scheme; the tags are "
                              f"{scheme} (--tag_scheme)")
   info = dict(task_name=TASK_NAME, labels=labels, tag_scheme=scheme,
               document_context=bool(settings.document_context),
               do_lower_case=bool(settings.do_lower_case), vocab_md5=vocab_md5,
-              max_seq_length=settings.max_seq_length)
-  if existing and recorded and recorded.get("labels") not in (None, labels) and \
-      tf.train.latest_checkpoint(settings.output_dir):
-    raise loop.TrainingError(
-        f"{settings.output_dir} holds a model trained with the labels {recorded.get('labels')},"
-        f" but this run's labels are {labels}; use another --output_dir")
+              max_seq_length=settings.max_seq_length, head=common.TAGGER_HEAD)
   if not settings.do_train and not settings.init_checkpoint and not (
       existing and tf.train.latest_checkpoint(settings.output_dir)):
     # Refused before output_dir is touched (init_fine_tuning refuses the other untrained cases).
@@ -183,7 +181,7 @@ def run_ner(config: BertConfig, settings: NerSettings,
     record_dir = common.prepare_output_dir(config, settings, strategy, chief, info)
     with loop.dtype_policy(settings.mixed_precision):
       return _run(config, settings, strategy, chief, data, labels, scheme, tokenizer, info,
-                  record_dir)
+                  record_dir, start.fresh_head)
 
 
 def _read_data(settings: NerSettings) -> Dict[str, Any]:
@@ -196,19 +194,22 @@ def _read_data(settings: NerSettings) -> Dict[str, Any]:
   return data
 
 
-def _labels(settings: NerSettings, data: Mapping[str, Any],
-            recorded: Optional[Mapping[str, Any]]) -> List[str]:
+def _labels(settings: NerSettings, data: Mapping[str, Any]) -> common.StartingHead:
+  """--labels, else the training file's tags, else the fine-tuned model's, reconciled with
+  what the model the run starts from was trained with (common.starting_head)."""
   train = data["train"]
   if settings.labels:
-    return tagging_data.label_list(train or [], settings.labels,
-                                   settings.file("train") or "--labels")
-  if train is not None:
-    return tagging_data.label_list(train, path=settings.file("train"))
-  if recorded and recorded.get("labels"):
-    return list(recorded["labels"])
-  raise tagging_data.ConllFormatError(
-      "no labels: without --do_train, give --labels (every tag, in the model's label id order) "
-      "or an --init_checkpoint / --output_dir whose task_info.json lists them")
+    labels, how = tagging_data.label_list(train or [], settings.labels,
+                                          settings.file("train") or "--labels"), "explicit"
+  elif train is not None:
+    labels, how = tagging_data.label_list(train, path=settings.file("train")), "training"
+  else:
+    labels, how = None, None
+  if how is None and common.head_of(common.starting_record(settings).info) is None:
+    raise tagging_data.ConllFormatError(
+        "no labels: without --do_train, give --labels (every tag, in the model's label id "
+        "order) or an --init_checkpoint / --output_dir whose task_info.json lists them")
+  return common.starting_head(settings, common.TAGGER_HEAD, labels, how, "--labels")
 
 
 def _convert(sentences, label_map, settings, tokenizer, path, what, keep=False):
@@ -221,7 +222,8 @@ def _convert(sentences, label_map, settings, tokenizer, path, what, keep=False):
   return writer
 
 
-def _run(config, settings, strategy, chief, data, labels, scheme, tokenizer, info, record_dir):
+def _run(config, settings, strategy, chief, data, labels, scheme, tokenizer, info, record_dir,
+         fresh_head=None):
   label_map = {tag: i for i, tag in enumerate(labels)}
   result: Dict[str, Any] = {"labels": labels, "scheme": scheme}
   steps = 0
@@ -244,7 +246,8 @@ def _run(config, settings, strategy, chief, data, labels, scheme, tokenizer, inf
   run = loop.prepare_run(strategy, lambda: heads.build_tagger_model(config, len(labels)),
                          tagging.TASK, settings, max(steps, 1),
                          int(steps * settings.warmup_proportion), chief)
-  loop.init_fine_tuning(run, settings, heads.TAGGER_LAYER, HEAD_NAME, UNTRAINED)
+  loop.init_fine_tuning(run, settings, heads.TAGGER_LAYER, HEAD_NAME, UNTRAINED,
+                        fresh_head=fresh_head)
   if settings.do_train:
     result.update(loop.fine_tune(
         run, settings, lambda batch, ctx: input_pipeline.tagging_dataset(

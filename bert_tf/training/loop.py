@@ -775,8 +775,8 @@ def fine_tuning_problems(settings, num_replicas: int) -> List[str]:
   return problems
 
 
-def init_fine_tuning(run: Run, settings, head_layer: str, head_name: str, refusal: str
-                     ) -> Set[str]:
+def init_fine_tuning(run: Run, settings, head_layer: str, head_name: str, refusal: str,
+                     fresh_head: Optional[str] = None) -> Set[str]:
   """Loads settings.init_checkpoint into a fine-tuning run that did not resume, logs the
   variables, and refuses to go on without training when the task's head was never trained.
 
@@ -786,6 +786,8 @@ def init_fine_tuning(run: Run, settings, head_layer: str, head_name: str, refusa
     head_layer: the head's dense layer (its kernel tells whether the head was loaded).
     head_name: the head's original variable names, for the message.
     refusal: the end of the message: why an untrained head is refused and what to do.
+    fresh_head: why the checkpoint's head must not be loaded (another kind of head, other
+      labels): only the layers below the head are, whatever the shapes of the head's weights.
 
   Returns:
     The paths of the variables restored from init_checkpoint.
@@ -794,7 +796,12 @@ def init_fine_tuning(run: Run, settings, head_layer: str, head_name: str, refusa
   head_trained = run.checkpoint.resumed_from is not None
   restored: Set[str] = set()
   if run.checkpoint.resumed_from is None and settings.init_checkpoint:
-    restored = load_init_checkpoint(run.model, settings.init_checkpoint)
+    target = run.model
+    if fresh_head:
+      # The layers below the head, sharing the model's variables: the head is not in it.
+      target = keras.Model(run.model.inputs, head.input, name=f"{run.model.name}_without_head")
+      logging.warning("The %s starts from random weights: %s", head_name, fresh_head)
+    restored = load_init_checkpoint(target, settings.init_checkpoint)
     head_trained = head.kernel.path in restored
   log_variables(run.model, restored)
   if not settings.do_train and not head_trained:

@@ -166,6 +166,17 @@ def test_predict_only_with_the_trained_run_reproduces_its_outputs(trained, tmp_p
   assert padded["eval_loss"] == pytest.approx(result["eval_loss"], rel=1e-6)
   assert open(padded_dir / "test_results.tsv").read() == \
       open(os.path.join(settings.output_dir, "test_results.tsv")).read()
+  # Every batch at max_seq_length (--length_buckets=none, the original's shapes): the same
+  # results as the default batches cut to their length buckets.
+  fixed_dir = tmp_path / "fixed"
+  shutil.copytree(settings.output_dir, fixed_dir)
+  fixed = cr.run_classifier(CONFIG, dataclasses.replace(settings, output_dir=str(fixed_dir),
+                                                         do_train=False, length_buckets="none"))
+  assert fixed["eval_accuracy"] == result["eval_accuracy"]
+  assert fixed["eval_loss"] == pytest.approx(result["eval_loss"], rel=1e-5)
+  np.testing.assert_allclose(np.array(read_tsv(fixed_dir / "test_results.tsv"), np.float64),
+                             np.array(read_tsv(copy_dir / "test_results.tsv"), np.float64),
+                             atol=1e-6)
   # From the run directory as --init_checkpoint into a fresh output_dir: the head is in it.
   fresh = cr.run_classifier(CONFIG, dataclasses.replace(
       settings, output_dir=str(tmp_path / "fresh"), do_train=False, do_predict=False,
@@ -675,3 +686,93 @@ def test_minilm_learns_a_sentence_pair_task(tmp_path):
   result = cr.run_classifier(config, settings)
   assert result["global_step"] == 45
   assert result["eval_accuracy"] > 0.8, result  # majority class: 0.5
+
+
+# === A fine-tuned model is used with its own labels and head (issue 28) ===
+
+
+def fine_tuned_checkpoint(directory, labels, task_name="generic", seed=0, **info):
+  """A fine-tuned classifier as an original TF1 checkpoint with our task_info.json beside it:
+  random weights, a head of len(labels) outputs, the labels recorded in id order."""
+  values = random_original_weights(CONFIG, np.random.default_rng(seed))
+  rng = np.random.default_rng(seed + 1)
+  values["output_weights"] = rng.standard_normal([len(labels), 32]).astype(np.float32)
+  values["output_bias"] = rng.standard_normal([len(labels)]).astype(np.float32)
+  prefix = checkpoints.write_tf1_checkpoint(values, str(directory / "model.ckpt"))
+  common.write_task_info(str(directory), dict(
+      dict(task_name=task_name, labels=list(labels), regression=False, do_lower_case=True,
+           vocab_md5=features.vocab_checksum(VOCAB), max_seq_length=32), **info))
+  return prefix, values
+
+
+def test_eval_and_predict_from_a_fine_tuned_checkpoint_use_its_labels(tmp_path):
+  """F19, F20: its labels in its id order (not the sorted ones), no training file needed; a
+  --label_list naming them in another order, or other labels, is refused naming both."""
+  recorded = ["linux", "austen", "bible"]
+  prefix, values = fine_tuned_checkpoint(tmp_path / "ft", recorded)
+  data = tmp_path / "data"
+  data.mkdir()
+  for name in ("dev.tsv", "test.tsv"):  # no train.tsv
+    shutil.copy(os.path.join(SOURCE, name), data / name)
+  settings = source_settings(tmp_path / "out", data_dir=str(data), do_train=False,
+                             init_checkpoint=prefix)
+  for label_list in (("austen", "bible", "linux"), ("linux", "bible", "austen"),
+                     ("linux", "austen", "other")):
+    with pytest.raises(loop.TrainingError, match=r"--label_list gives the labels \["
+                       + ", ".join(label_list) + r"\].*trained with \[linux, austen, bible\]"):
+      cr.run_classifier(CONFIG, dataclasses.replace(settings, label_list=label_list))
+    assert not os.path.exists(tmp_path / "out")
+  result = cr.run_classifier(CONFIG, settings)
+  assert result["label_list"] == recorded
+  header = read_tsv(str(tmp_path / "out" / "test_predictions.tsv"))[0]
+  assert header == ["guid", "label"] + recorded
+  # The predicted probabilities are the recorded head's, output i named recorded[i].
+  tokenizer = FullTokenizer(VOCAB, True)
+  test = cr.make_processor(dataclasses.replace(settings, label_list=tuple(recorded))
+                           ).get_test_examples(str(data))
+  feats = [cd.convert_single_example(i, e, recorded, 32, tokenizer) for i, e in enumerate(test)]
+  from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
+  model = heads.build_classifier_model(CONFIG, 3)
+  checkpoints.set_original_weights(model, values)
+  inputs = dict(input_word_ids=np.array([f.input_ids for f in feats], np.int32),
+                input_mask=np.array([f.input_mask for f in feats], np.int32),
+                input_type_ids=np.array([f.segment_ids for f in feats], np.int32))
+  expected = cr.probabilities(model(inputs, training=False)["logits"].numpy())
+  rows = read_tsv(str(tmp_path / "out" / "test_predictions.tsv"))[1:]
+  assert [r[1] for r in rows] == [recorded[i] for i in expected.argmax(1)]
+  np.testing.assert_allclose(np.array([r[2:] for r in rows], np.float32), expected, atol=1e-5)
+  # The same labels as the model's: accepted.
+  again = cr.run_classifier(CONFIG, dataclasses.replace(
+      settings, label_list=tuple(recorded), output_dir=str(tmp_path / "out2"),
+      do_predict=False))
+  assert again["eval_accuracy"] == result["eval_accuracy"]
+
+
+def test_a_head_loads_only_as_the_kind_it_was_trained_as(tmp_path):
+  """K14's reverse (K15 with the same shapes): a tagger's head (3 labels) never loads as a
+  classifier's; evaluating with it is refused, training starts a fresh head (with a warning)
+  on the checkpoint's encoder."""
+  prefix, values = fine_tuned_checkpoint(tmp_path / "ner", ["O", "I-LOC", "I-PER"],
+                                         task_name="ner", tag_scheme="iob1")
+  settings = source_settings(tmp_path / "out", do_train=False, init_checkpoint=prefix)
+  with pytest.raises(loop.TrainingError, match=r"--init_checkpoint=.*holds a tagger head "
+                     r"\(.*task_info.json\), not a classifier's"):
+    cr.run_classifier(CONFIG, settings)
+  assert not os.path.exists(tmp_path / "out")
+  # Training: the encoder comes from the checkpoint, the head does not (learning rate 0).
+  result = cr.run_classifier(CONFIG, dataclasses.replace(
+      settings, do_train=True, do_eval=False, do_predict=False, num_train_epochs=0.05,
+      learning_rate=0.0))
+  got = checkpoints.get_original_weights(result["model"])
+  assert not np.allclose(got["output_weights"], values["output_weights"])
+  np.testing.assert_array_equal(got["bert/encoder/layer_1/output/dense/kernel"],
+                                values["bert/encoder/layer_1/output/dense/kernel"])
+  # Other labels of the same kind (2, not 3): a fresh head too, where the shapes differ.
+  prefix2, values2 = fine_tuned_checkpoint(tmp_path / "two", ["a", "b"], seed=5)
+  result = cr.run_classifier(CONFIG, dataclasses.replace(
+      settings, init_checkpoint=prefix2, output_dir=str(tmp_path / "out2"), do_train=True,
+      do_eval=False, do_predict=False, num_train_epochs=0.05, learning_rate=0.0))
+  assert result["label_list"] == ["austen", "bible", "linux"]
+  got = checkpoints.get_original_weights(result["model"])
+  np.testing.assert_array_equal(got["bert/pooler/dense/kernel"],
+                                values2["bert/pooler/dense/kernel"])

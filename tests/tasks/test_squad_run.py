@@ -153,6 +153,21 @@ def test_predict_only_from_the_trained_run_and_from_converted_checkpoints(traine
   again = sr.run_squad(CONFIG, dataclasses.replace(settings, do_train=False))
   assert again["global_step"] == 25
   assert again["predictions"] == result["predictions"]
+  # Every window at max_seq_length (--length_buckets=none): the same answers and n-best lists
+  # as windows cut to their length buckets.
+  nbest = os.path.join(settings.output_dir, "nbest_predictions.json")
+  with open(nbest) as f:
+    cut_nbest = json.load(f)
+  fixed = sr.run_squad(CONFIG, dataclasses.replace(settings, do_train=False,
+                                                    length_buckets="none"))
+  assert fixed["predictions"] == result["predictions"]
+  with open(nbest) as f:
+    fixed_nbest = json.load(f)
+  assert fixed_nbest.keys() == cut_nbest.keys()
+  for qid, entries in fixed_nbest.items():
+    assert [e["text"] for e in entries] == [e["text"] for e in cut_nbest[qid]], qid
+    np.testing.assert_allclose([e["probability"] for e in entries],
+                               [e["probability"] for e in cut_nbest[qid]], atol=1e-5)
   # The head in the original's names, through an original TF1 checkpoint and Hugging Face.
   values = checkpoints.read_weights(settings.output_dir, CONFIG)
   kernel = result["model"].get_layer(heads.SPAN_LAYER).kernel.numpy()
@@ -295,3 +310,18 @@ def test_minilm_learns_to_find_the_answer(tmp_path):
   # epochs at 5e-5 reach F1 57.9, EM 30.0, at 1.5x this test's time.
   assert result["eval"]["f1"] > 35.0, result["eval"]
   assert result["eval"]["exact_match"] > 15.0, result["eval"]
+
+
+def test_a_classifier_head_is_never_used_as_a_span_head(tmp_path):
+  """A checkpoint whose task_info.json records another kind of head: predicting is refused
+  naming it (nothing written); training starts a fresh span head on its encoder."""
+  values = random_original_weights(CONFIG, np.random.default_rng(0))
+  values["output_weights"] = np.ones([2, 32], np.float32)
+  values["output_bias"] = np.zeros([2], np.float32)
+  prefix = checkpoints.write_tf1_checkpoint(values, str(tmp_path / "clf" / "model.ckpt"))
+  (tmp_path / "clf" / "task_info.json").write_text(json.dumps(
+      dict(task_name="generic", labels=["neg", "pos"])))
+  settings = squad_settings(tmp_path / "out", do_train=False, init_checkpoint=prefix)
+  with pytest.raises(loop.TrainingError, match=r"holds a classifier head .*not a squad's"):
+    sr.run_squad(CONFIG, settings)
+  assert not os.path.exists(tmp_path / "out")

@@ -87,6 +87,14 @@ def test_predicting_with_the_trained_run_from_the_command_line(trained, tmp_path
   tags = [[line.split(" ")[1] for line in block.split("\n")] for block in lines if block.strip()]
   assert tags == result["test_predictions"]
   assert not (tmp_path / "predict" / "test_results.txt").exists()
+  # Every window at max_seq_length (--length_buckets=none): the same tags and scores as
+  # windows cut to their length buckets.
+  fixed = tagging_run.run_ner(CONFIG, settings(tmp_path / "fixed", init_checkpoint=str(out),
+                                               do_eval=True, do_predict=True,
+                                               length_buckets="none"))
+  assert fixed["test_predictions"] == result["test_predictions"]
+  assert fixed["eval_predictions"] == result["eval_predictions"]
+  assert fixed["eval"]["f1"] == result["eval"]["f1"]
 
 
 def test_bad_input_stops_before_anything_is_written(tmp_path):
@@ -260,3 +268,48 @@ def test_the_readmes_rest_request_runs_on_the_export(export):
   words = [w.decode() for w in out["words"].numpy()[0][:int(out["num_words"][0])]]
   assert words == ["Elizabeth", "Bennet", "left", "London", "for", "Bath", "."]
   assert int(out["num_entities"][0]) >= 1
+
+
+# === A fine-tuned model is used with its own labels and head (issue 28) ===
+
+
+def _fine_tuned(directory, labels, task_name):
+  """An original TF1 checkpoint with a head of len(labels) outputs and our task_info.json."""
+  from bert_tf import features  # pylint: disable=g-import-not-at-top
+  values = helpers.random_original_weights(CONFIG, np.random.default_rng(0))
+  values["output_weights"] = np.ones([len(labels), CONFIG.hidden_size], np.float32)
+  values["output_bias"] = np.zeros([len(labels)], np.float32)
+  prefix = checkpoints.write_tf1_checkpoint(values, str(directory / "model.ckpt"))
+  (directory / "task_info.json").write_text(json.dumps(dict(
+      task_name=task_name, labels=list(labels), do_lower_case=True, max_seq_length=SEQ,
+      vocab_md5=features.vocab_checksum(VOCAB))))
+  return prefix
+
+
+def test_a_classifier_is_never_used_as_a_tagger(tmp_path):
+  """K14: a classifier run's head (2 labels) is refused as a tagger's for prediction, even
+  with --labels of the same count; nothing is written."""
+  prefix = _fine_tuned(tmp_path / "clf", ["neg", "pos"], "generic")
+  out = tmp_path / "out"
+  for labels in ((), ("O", "I-PER")):
+    with pytest.raises(loop.TrainingError, match=r"holds a classifier head .*not a tagger's"):
+      tagging_run.run_ner(CONFIG, settings(out, do_predict=True, init_checkpoint=prefix,
+                                           labels=labels))
+  assert not out.exists()
+
+
+def test_reordered_labels_of_a_fine_tuned_tagger_are_refused(tmp_path):
+  """N16: the model's labels are its task_info.json's; --labels in another order (or other
+  tags) is refused naming both lists."""
+  prefix = _fine_tuned(tmp_path / "ner", ["O", "I-LOC", "I-PER"], "ner")
+  out = tmp_path / "out"
+  for labels in (("O", "I-PER", "I-LOC"), ("O", "I-LOC", "I-PER", "I-ORG")):
+    with pytest.raises(loop.TrainingError, match=r"--labels gives the labels \[" +
+                       ", ".join(labels) + r"\], but the model in .*task_info.json was trained "
+                       r"with \[O, I-LOC, I-PER\]"):
+      tagging_run.run_ner(CONFIG, settings(out, do_eval=True, init_checkpoint=prefix,
+                                           labels=labels))
+  assert not out.exists()
+  start = tagging_run._labels(settings(out, do_eval=True, init_checkpoint=prefix), dict(
+      train=None, eval=None, predict=None))
+  assert start.labels == ["O", "I-LOC", "I-PER"] and start.fresh_head is None
