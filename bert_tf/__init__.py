@@ -7,7 +7,9 @@ BERT-Small ran faster with oneDNN (the figures: benchmarks/README.md, "oneDNN").
 reads the variable once, when it is first imported, so this has effect only when bert_tf (or one
 of its tools) is imported first. A value the user has set, e.g. TF_ENABLE_ONEDNN_OPTS=0, is
 kept. Other machines (ARM, whose TensorFlow builds decide for themselves; Windows) are left
-alone.
+alone. Without AVX-512, TensorFlow then logs one harmless E line per process ("oneDNN supports
+DT_INT64 only on platforms with AVX-512"; an int64 transpose, as in the raw-text graphs, keeps
+its Eigen kernel), which the commands hide (bert_tf/logs.py).
 
 The package's only import is `os`, which Python has loaded before any user code runs: importing
 bert_tf still loads no TensorFlow (data-preparation workers rely on that).

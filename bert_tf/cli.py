@@ -17,6 +17,9 @@ Exit status: 0 on success (and for --help), 1 on a failure, printed as one line
 `<tool>: error: <message>` naming the file or flag, 2 on a usage error (an unknown or
 malformed flag, a missing required flag, flags that contradict each other). Set
 BERT_TF_TRACEBACK=1 to see the traceback of a failure.
+
+Logs: a tool's own lines show, TensorFlow's routine ones do not (bert_tf/logs.py);
+--verbosity=1 (-v 1) or BERT_TF_VERBOSE=1 shows everything.
 """
 
 import dataclasses
@@ -28,6 +31,8 @@ from typing import Any, Callable, Iterable, Optional, Sequence, Tuple, Type, Typ
 from absl import app
 from absl import flags
 from absl import logging
+
+from bert_tf import logs
 
 FLAGS = flags.FLAGS
 EXIT_OK = 0
@@ -186,8 +191,10 @@ def select_strategy_from_flags(flag_values=FLAGS):
 
 
 def apply_runtime_flags(flag_values=FLAGS) -> None:
-  """Logging at INFO and, with --deterministic_ops, TensorFlow's op determinism."""
-  logging.set_verbosity(logging.INFO)
+  """Logging at INFO (unless --verbosity says otherwise) and, with --deterministic_ops,
+  TensorFlow's op determinism."""
+  if "verbosity" not in flag_values or not flag_values["verbosity"].present:
+    logging.set_verbosity(logging.INFO)
   if "deterministic_ops" in flag_values and flag_values.deterministic_ops:
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     tf.config.experimental.enable_op_determinism()
@@ -354,6 +361,7 @@ def run(main: Callable[[Sequence[str]], Optional[int]],
 
   remaining = parse(argv)
   if flag_values is FLAGS:
+    logs.quiet_by_default(flag_values)  # before TensorFlow loads; -v 1 or BERT_TF_VERBOSE=1: all
     # absl's app.run sets up logging and its own flags (--run_with_pdb, ...) on FLAGS.
     app.run(guarded, argv=argv, flags_parser=lambda _: remaining)
   else:  # a tool run on its own FlagValues (tests): no absl app machinery

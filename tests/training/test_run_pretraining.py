@@ -64,6 +64,7 @@ def test_kill_9_then_restart_ends_like_an_uninterrupted_run(workdir, tmp_path):
   assert done.returncode == 0, done.stderr[-3000:]
   assert "per-replica batch 8" in done.stderr
   assert "examples/s" in done.stderr and "ETA" in done.stderr
+  assert helpers.noise_lines(done.stderr) == [], done.stderr[-3000:]  # quiet logs (logs.py)
   with open(os.path.join(reference_dir, "eval_results.txt")) as f:
     assert f.readline() == f"global_step = {NUM_STEPS}\n"
   export_dir = os.path.join(reference_dir, "export", str(NUM_STEPS))
