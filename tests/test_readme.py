@@ -41,3 +41,49 @@ def test_readme_serving_requests_are_the_tested_bodies():
   assert curl_bodies, "README.md shows no curl request"
   # Every documented request is one of the bodies tests/test_serving.py sends, and vice versa.
   assert sorted(map(json.dumps, curl_bodies)) == sorted(map(json.dumps, bodies.values()))
+
+
+def _anchor(heading):
+  """GitHub's anchor of a heading: lower case, punctuation other than '-' and '_' removed,
+  spaces to '-'."""
+  text = re.sub(r"^#+ ", "", heading).strip().lower()
+  return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def _headings(markdown):
+  """The headings outside code blocks."""
+  prose = re.sub(r"```.*?```", "", markdown, flags=re.S)
+  return [line for line in prose.splitlines() if re.match(r"#{1,6} ", line)]
+
+
+def _documents():
+  docs = [os.path.join("docs", name) for name in sorted(os.listdir(os.path.join(REPO_ROOT, "docs")))
+          if name.endswith(".md")]
+  return ["README.md", "CONTRIBUTING.md", *docs]
+
+
+def test_links_between_the_documents_reach_a_file_and_a_heading():
+  documents = _documents()
+  assert len(documents) > 2, "docs/ holds no page"
+  checked = 0
+  for document in documents:
+    prose = re.sub(r"```.*?```", "", _read(document), flags=re.S)
+    for target in re.findall(r"\]\(([^)\s]+)\)", prose):
+      if re.match(r"[a-z]+://", target):
+        continue
+      path, _, fragment = target.partition("#")
+      linked = os.path.normpath(os.path.join(os.path.dirname(document), path)) if path else document
+      assert os.path.exists(os.path.join(REPO_ROOT, linked)), f"{document}: {target}: no such file"
+      if fragment:
+        anchors = {_anchor(h) for h in _headings(_read(linked))}
+        assert fragment in anchors, f"{document}: {target}: no such heading in {linked}"
+      checked += 1
+  assert checked > 20
+
+
+def test_the_readme_contents_list_every_section():
+  readme = _read("README.md")
+  headings = [h for h in _headings(readme) if re.match(r"#{2,3} ", h) and h != "## Contents"]
+  contents = readme.split("## Contents", 1)[1].split("\n## ", 1)[0]
+  listed = re.findall(r"\]\(#([^)]+)\)", contents)
+  assert listed == [_anchor(h) for h in headings]
