@@ -1,6 +1,6 @@
 """The import rules of the package layout, read from the source with `ast`.
 
-Tiers (README, "What is here"):
+Tiers (CONTRIBUTING.md, "Layout and import tiers"):
   foundation  io <- config, tokenization, features; tokenization <- text <- packing;
               length_buckets, logs (import nothing of ours)
   model/      foundation
