@@ -1,22 +1,28 @@
-"""Runs the whole pipeline on the bundled sample corpus, step by step, with the real commands.
+"""Runs the whole pipeline on the bundled sample corpus, step by step, with the real commands,
+and shows what pretraining buys: the same fine-tuning from the pretrained model and from random
+initialisation, side by side.
 
-Learns a vocab, tokenizes the sample, makes pretraining records, pretrains a tiny BERT for a few
-steps with evaluation and export, queries the exported TF Serving text model, then fine-tunes the
-pretrained model with run_classifier on a task made from the sample (is a line dialogue or
-narration? labelled by its quotation marks, which are then removed) and asks its exported raw-text
-classifier.
+Learns a vocab, tokenizes the sample, makes pretraining records, pretrains a tiny BERT with
+evaluation and export, asks the exported TF Serving text model to fill masks, then fine-tunes a
+classifier with run_classifier on a task made from the sample (is a line dialogue or narration?
+labelled by its quotation marks, which are then removed) twice with the same flags and seed:
+from the pretrained checkpoint and from random initialisation. It prints both dev accuracies,
+asks the pretrained classifier's raw-text export, and writes the headline figures to
+<output_dir>/summary.json.
 
   python data_prep/run_sample.py [--output_dir=sample_output]
 
 Each step is the documented CLI run as a subprocess, printed before it runs, so what this does is
 exactly what a user would type. Outputs go to --output_dir (default: sample_output/ in the
-current directory), replaced on each run.
+current directory), replaced on each run. Only the standard library is imported here.
 """
 
 import argparse
 import json
+import math
 import os
 import random
+import re
 import shlex
 import shutil
 import subprocess
@@ -26,20 +32,52 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(HERE)
 SAMPLE = os.path.join(HERE, "sample", "sample_text.txt")
-TRAIN_STEPS = 150  # a couple of minutes on a laptop CPU; enough to see the loss fall
 
-# Loads an exported text model the way a server does (no bert_tf import) and fills a mask.
+# The sizes below were chosen by measurement on a 2-core machine (README, "Set up and run"):
+# a 4,000-piece vocab of the sample's own words (no [unusedN] slots), sequences of 64 pieces
+# (the task's lines fit), masks redrawn every batch (the records alone would repeat each mask
+# many times), and, in the model, no dropout and initializer_range 0.05 instead of 0.02. A
+# tiny BERT first learns to predict the frequent pieces (", . - the to") whatever the input, a
+# plateau at masked-LM accuracy 0.06 that it must leave before its weights are worth anything
+# to a task. With initializer_range 0.02 it was still there after 400 to 1,000 steps in six
+# runs of eight (dropout 0.1 or none, learning rates 1e-3 to 5e-3); with 0.05 and no dropout
+# it left after about 150 steps. Random initialisation gets the same config, so the comparison
+# stays like for like.
+VOCAB_SIZE = 4000
+MAX_SEQ_LENGTH = 64
+MAX_PREDICTIONS_PER_SEQ = 10
+PRETRAINING_STEPS = 1000
+PRETRAINING_BATCH_SIZE = 32
+PRETRAINING_LEARNING_RATE = 1e-3
+PRETRAINING_WARMUP_STEPS = 100
+FINE_TUNING_FLAGS = ("--max_seq_length=64", "--train_batch_size=32", "--learning_rate=1e-4",
+                     "--num_train_epochs=3", "--seed=1", "--eval_batch_size=64")
+# Dev is large so that a difference of a few points is beyond noise (the standard error of an
+# accuracy near 0.7 on 2,000 examples is 0.010).
+TASK_EXAMPLES = {"train": 1024, "dev": 2000, "test": 64}
+
+# Loads an exported text model the way a server does (no bert_tf import) and fills masks; the
+# last line it prints is the answers as JSON, for summary.json.
+FILL_MASK_TEXTS = (
+    "she was the youngest of the two [MASK] of a most affectionate father.",
+    "i do not [MASK] what you mean.",
+    "emma could not [MASK] a doubt of her being in love.",
+)
 QUERY_EXPORT = """
+import json
 import sys
 import tensorflow as tf
 import tensorflow_text  # registers the tokenizer ops
 model = tf.saved_model.load(sys.argv[1])
-text = "she was the youngest of the two [MASK] of a most affectionate father."
-out = model.signatures["fill_mask"](text=tf.constant([text]))
-tokens = [t.decode() for t in out["top_tokens"].numpy()[0, 0]]
-probs = out["top_probabilities"].numpy()[0, 0]
-print(text)
-print("  [MASK] ->", ", ".join(f"{t} ({p:.3f})" for t, p in zip(tokens, probs)))
+texts = json.loads(sys.argv[2])
+out = model.signatures["fill_mask"](text=tf.constant(texts))
+answers = []
+for text, tokens, probs in zip(texts, out["top_tokens"].numpy(), out["top_probabilities"].numpy()):
+  top = [(t.decode(), float(p)) for t, p in zip(tokens[0], probs[0])]
+  print(text)
+  print("  [MASK] ->", ", ".join(f"{t} ({p:.3f})" for t, p in top))
+  answers.append({"text": text, "top": [t for t, _ in top]})
+print(json.dumps(answers))
 """
 
 # Loads the exported classifier the way a server does and classifies two sentences.
@@ -54,13 +92,17 @@ out = model.signatures["serving_default"](text=tf.constant(texts))
 for text, label, p in zip(texts, out["label"].numpy(), out["probabilities"].numpy()):
   print(f"  {text!r}: {label.decode()} (P(dialogue) = {p[0]:.3f})")
 """
-TASK_EXAMPLES = {"train": 1024, "dev": 256, "test": 64}
+
+# run_pretraining's progress line: "step 250/1000 loss = ... examples/s = 123.4 ETA ...".
+STEP_LINE = re.compile(r"step (\d+)/\d+ .*examples/s = ([0-9.]+)")
 
 
-def write_dialogue_task(sample, output_dir, seed=12345):
+def write_dialogue_task(sample, output_dir, examples=None, seed=12345):
   """A labelled-by-construction task from the sample: is a line spoken (it holds a quotation
   mark) or narration? The quotation marks are removed, so the model has to tell from the
-  words. TSV files with a header: sentence, label (dialogue / narration), balanced."""
+  words. TSV files with a header: sentence, label (dialogue / narration), each split balanced
+  and no line in two splits. Returns {split: number of rows}."""
+  examples = examples or TASK_EXAMPLES
   by_label = {"dialogue": [], "narration": []}
   with open(sample, encoding="utf-8") as f:
     for line in f:
@@ -68,12 +110,17 @@ def write_dialogue_task(sample, output_dir, seed=12345):
       text = line.replace('"', "").strip()
       if len(text.split()) >= 4:
         by_label["dialogue" if '"' in line else "narration"].append(text.replace("\t", " "))
+  needed = sum(count // 2 for count in examples.values())
+  for label, texts in by_label.items():
+    if len(texts) < needed:
+      raise ValueError(f"{sample}: {len(texts)} {label} lines, the splits need {needed}")
   rng = random.Random(seed)
   for texts in by_label.values():
     rng.shuffle(texts)
   os.makedirs(output_dir, exist_ok=True)
   start = 0
-  for split, count in TASK_EXAMPLES.items():
+  sizes = {}
+  for split, count in examples.items():
     rows = [(text, label) for label, texts in by_label.items()
             for text in texts[start:start + count // 2]]
     start += count // 2
@@ -81,29 +128,99 @@ def write_dialogue_task(sample, output_dir, seed=12345):
     with open(os.path.join(output_dir, f"{split}.tsv"), "w", encoding="utf-8") as f:
       f.write("sentence\tlabel\n")
       f.writelines(f"{text}\t{label}\n" for text, label in rows)
+    sizes[split] = len(rows)
+  return sizes
 
 
-def run_step(title, args):
+def run_step(title, args, capture=False):
+  """Prints and runs one command; exits on failure. With capture, its output (stdout and
+  stderr, still echoed) is returned as a list of lines."""
   print(f"\n=== {title}\n$ {' '.join(shlex.quote(a) for a in args)}", flush=True)
   started = time.time()
-  result = subprocess.run(args)
-  if result.returncode != 0:
-    sys.exit(f"run_sample: step '{title}' failed with exit code {result.returncode}")
+  lines = []
+  if capture:
+    with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          errors="replace") as process:
+      for line in process.stdout:
+        sys.stdout.write(line)
+        lines.append(line)
+    returncode = process.returncode
+  else:
+    returncode = subprocess.run(args).returncode
+  if returncode != 0:
+    sys.exit(f"run_sample: step '{title}' failed with exit code {returncode}")
   print(f"({title}: {time.time() - started:.1f} s)", flush=True)
+  return lines
+
+
+def read_results(path):
+  """eval_results.txt ("key = value" lines) as {key: float}."""
+  results = {}
+  with open(path, encoding="utf-8") as f:
+    for line in f:
+      key, sep, value = line.partition(" = ")
+      if sep:
+        try:
+          results[key.strip()] = float(value)
+        except ValueError:
+          pass
+  return results
+
+
+def seconds_per_step(lines, batch_size):
+  """Mean training seconds per step from run_pretraining's progress lines (the first, which
+  includes tracing and compilation, left out); None without two such lines."""
+  rates = [float(m.group(2)) for m in map(STEP_LINE.search, lines) if m]
+  rates = [r for r in rates[1:] if r > 0]
+  if not rates:
+    return None
+  return batch_size * len(rates) / sum(rates)
+
+
+def standard_error(accuracy, n):
+  """The binomial standard error of an accuracy measured on n examples."""
+  return math.sqrt(max(accuracy * (1.0 - accuracy), 0.0) / n)
+
+
+def comparison(pretrained, random_init, dev_examples):
+  """The pretrained-vs-random figures: accuracies, difference and standard errors."""
+  se_pretrained = standard_error(pretrained, dev_examples)
+  se_random = standard_error(random_init, dev_examples)
+  return dict(dev_accuracy_pretrained=pretrained, dev_accuracy_random_init=random_init,
+              difference=pretrained - random_init,
+              standard_error_pretrained=se_pretrained, standard_error_random_init=se_random,
+              standard_error_difference=math.sqrt(se_pretrained ** 2 + se_random ** 2),
+              dev_examples=dev_examples)
+
+
+def write_json(path, value):
+  """Writes value as JSON under a temporary name, then renames it (never a partial file)."""
+  temp = f"{path}.incomplete-{os.getpid()}"
+  with open(temp, "w", encoding="utf-8") as f:
+    json.dump(value, f, indent=2, sort_keys=True)
+    f.write("\n")
+  os.replace(temp, path)
 
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--output_dir", default="sample_output")
+  parser.add_argument("--pretraining_steps", type=int, default=PRETRAINING_STEPS,
+                      help="masked-LM / next-sentence updates (default %(default)s)")
   args = parser.parse_args()
+  if args.pretraining_steps < 1:
+    parser.error(f"--pretraining_steps must be at least 1, got {args.pretraining_steps}")
+  job_started = time.time()
   os.makedirs(args.output_dir, exist_ok=True)
   vocab = os.path.join(args.output_dir, "vocab.txt")
   python = sys.executable
+  steps = args.pretraining_steps
 
   run_step("learn a WordPiece vocab from the sample", [
       python, os.path.join(HERE, "build_vocab.py"), f"--input_file={SAMPLE}",
-      f"--vocab_file={vocab}", "--vocab_size=8000", "--do_lower_case=True", "--overwrite"])
+      f"--vocab_file={vocab}", f"--vocab_size={VOCAB_SIZE}", "--num_unused=0",
+      "--do_lower_case=True", "--overwrite"])
   run_step("tokenize the sample with it", [
       python, os.path.join(HERE, "tokenize_text.py"), f"--input_file={SAMPLE}",
       f"--vocab_file={vocab}", "--do_lower_case=True",
@@ -111,56 +228,95 @@ def main():
   records = os.path.join(args.output_dir, "pretraining_data.tfrecord")
   run_step("make masked-LM / next-sentence pretraining records", [
       python, os.path.join(HERE, "create_pretraining_data.py"), f"--input_file={SAMPLE}",
-      f"--output_file={records}",
-      f"--vocab_file={vocab}", "--do_lower_case=True", "--max_seq_length=128",
-      "--max_predictions_per_seq=20", "--dupe_factor=2", "--overwrite"])
+      f"--output_file={records}", f"--vocab_file={vocab}", "--do_lower_case=True",
+      f"--max_seq_length={MAX_SEQ_LENGTH}",
+      f"--max_predictions_per_seq={MAX_PREDICTIONS_PER_SEQ}", "--dupe_factor=2", "--overwrite"])
 
-  # A tiny BERT whose vocab_size is the learned vocab's.
+  # A tiny BERT whose vocab_size is the learned vocab's, without dropout and with wider initial
+  # weights (see the top).
   with open(os.path.join(REPO_ROOT, "configs", "bert_config_tiny.json")) as f:
     config = json.load(f)
   with open(vocab, encoding="utf-8") as f:
     config["vocab_size"] = sum(1 for _ in f)
+  config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                initializer_range=0.05)
   config_file = os.path.join(args.output_dir, "bert_config.json")
-  with open(config_file, "w") as f:
-    json.dump(config, f, indent=2, sort_keys=True)
+  write_json(config_file, config)
   train_dir = os.path.join(args.output_dir, "pretraining")
   shutil.rmtree(train_dir, ignore_errors=True)  # otherwise the run would resume the last one
-  run_step("pretrain a tiny BERT for a few steps, evaluate and export it", [
+  lines = run_step(f"pretrain a tiny BERT for {steps} steps, evaluate and export it", [
       python, "-m", "bert_tf.run_pretraining", f"--bert_config_file={config_file}",
       f"--input_file={records}", f"--output_dir={train_dir}", f"--vocab_file={vocab}",
-      "--do_lower_case=True", "--do_train", "--do_eval", "--train_batch_size=32",
-      f"--num_train_steps={TRAIN_STEPS}", "--num_warmup_steps=15", "--learning_rate=1e-3",
-      "--save_checkpoints_steps=50", "--iterations_per_loop=25", "--max_eval_steps=10"])
-  with open(os.path.join(train_dir, "eval_results.txt")) as f:
-    print("eval_results.txt:\n" + f.read())
-  text_model = os.path.join(train_dir, "export", str(TRAIN_STEPS), "serving", "bert", "1")
-  run_step("ask the exported text model (TensorFlow + tensorflow-text only) to fill a mask", [
-      python, "-c", QUERY_EXPORT, text_model])
+      "--do_lower_case=True", "--do_train", "--do_eval", "--dynamic_masking",
+      f"--train_batch_size={PRETRAINING_BATCH_SIZE}", f"--num_train_steps={steps}",
+      f"--num_warmup_steps={min(PRETRAINING_WARMUP_STEPS, steps // 10)}",
+      f"--learning_rate={PRETRAINING_LEARNING_RATE}", f"--save_checkpoints_steps={steps}",
+      "--iterations_per_loop=50", "--max_eval_steps=50", "--eval_batch_size=32"],
+      capture=True)
+  pretraining = read_results(os.path.join(train_dir, "eval_results.txt"))
+  step_seconds = seconds_per_step(lines, PRETRAINING_BATCH_SIZE)
+  text_model = os.path.join(train_dir, "export", str(steps), "serving", "bert", "1")
+  lines = run_step("ask the exported text model (TensorFlow + tensorflow-text only) to fill masks",
+                   [python, "-c", QUERY_EXPORT, text_model, json.dumps(FILL_MASK_TEXTS)],
+                   capture=True)
+  fill_mask = json.loads(lines[-1])
 
   task_dir = os.path.join(args.output_dir, "dialogue_task")
-  write_dialogue_task(SAMPLE, task_dir)
+  sizes = write_dialogue_task(SAMPLE, task_dir)
   print(f"\nWrote a classification task from the sample to {task_dir}/ (train/dev/test.tsv: "
-        "sentence, label = dialogue or narration, quotation marks removed)")
+        f"{sizes['train']}/{sizes['dev']}/{sizes['test']} lines, sentence, label = dialogue or "
+        "narration, quotation marks removed)")
+  classifier = ["-m", "bert_tf.run_classifier", "--task_name=generic", f"--data_dir={task_dir}",
+                "--text_a_column=sentence", "--label_column=label",
+                f"--bert_config_file={config_file}", f"--vocab_file={vocab}",
+                "--do_lower_case=True", "--do_train", "--do_eval", *FINE_TUNING_FLAGS,
+                "--iterations_per_loop=16"]
   classifier_dir = os.path.join(args.output_dir, "classifier")
-  shutil.rmtree(classifier_dir, ignore_errors=True)
+  random_dir = os.path.join(args.output_dir, "classifier_random_init")
+  for directory in (classifier_dir, random_dir):
+    shutil.rmtree(directory, ignore_errors=True)
   run_step("fine-tune the pretrained model on it: train, evaluate, predict, export", [
-      python, "-m", "bert_tf.run_classifier", "--task_name=generic", f"--data_dir={task_dir}",
-      "--text_a_column=sentence", "--label_column=label",
-      f"--init_checkpoint={train_dir}", f"--bert_config_file={config_file}",
-      f"--vocab_file={vocab}", "--do_lower_case=True", "--do_train", "--do_eval",
-      "--do_predict", "--max_seq_length=64", "--train_batch_size=32", "--learning_rate=1e-4",
-      "--num_train_epochs=3", "--iterations_per_loop=16", f"--output_dir={classifier_dir}"])
-  with open(os.path.join(classifier_dir, "eval_results.txt")) as f:
-    print("eval_results.txt:\n" + f.read())
-  print("(A tiny BERT pretrained for a few steps on 900 KB is still in the phase where it predicts\n"
-        " frequent words whatever the input (masked-LM accuracy about 6%), so fine-tuning from it\n"
-        " stays near chance here. With real pretrained weights the same command learns the task;\n"
-        " see the README's fine-tuning section.)")
-  steps = int(TASK_EXAMPLES["train"] / 32 * 3)
+      python, *classifier, f"--init_checkpoint={train_dir}", "--do_predict",
+      f"--output_dir={classifier_dir}"])
+  run_step("the same fine-tuning from random initialisation (no --init_checkpoint)", [
+      python, *classifier, "--noexport", f"--output_dir={random_dir}"])
+  pretrained = read_results(os.path.join(classifier_dir, "eval_results.txt"))
+  random_init = read_results(os.path.join(random_dir, "eval_results.txt"))
+  figures = comparison(pretrained["eval_accuracy"], random_init["eval_accuracy"], sizes["dev"])
+
+  fine_tuning_steps = int(pretrained["global_step"])
   run_step("ask the exported classifier (TensorFlow + tensorflow-text only)", [
       python, "-c", QUERY_CLASSIFIER,
-      os.path.join(classifier_dir, "export", "classifier", str(steps))])
-  print(f"\nSample pipeline done; outputs are in {args.output_dir}/")
+      os.path.join(classifier_dir, "export", "classifier", str(fine_tuning_steps))])
+
+  summary = dict(
+      pretraining_steps=steps,
+      pretraining_batch_size=PRETRAINING_BATCH_SIZE,
+      max_seq_length=MAX_SEQ_LENGTH,
+      vocab_size=config["vocab_size"],
+      seconds_per_pretraining_step=step_seconds,
+      masked_lm_accuracy=pretraining.get("masked_lm_accuracy"),
+      masked_lm_loss=pretraining.get("masked_lm_loss"),
+      next_sentence_accuracy=pretraining.get("next_sentence_accuracy"),
+      fill_mask=fill_mask,
+      fine_tuning_steps=fine_tuning_steps,
+      train_examples=sizes["train"],
+      **figures,
+      wall_time_seconds=time.time() - job_started)
+  write_json(os.path.join(args.output_dir, "summary.json"), summary)
+
+  print(f"\n=== what pretraining bought (the same fine-tuning: {fine_tuning_steps} steps, seed 1, "
+        f"{sizes['train']} training lines)")
+  print(f"  masked-LM accuracy after {steps} pretraining steps: "
+        f"{pretraining.get('masked_lm_accuracy', float('nan')):.3f}")
+  print(f"  dev accuracy, fine-tuned from the pretrained model: "
+        f"{figures['dev_accuracy_pretrained']:.3f} +- {figures['standard_error_pretrained']:.3f}")
+  print(f"  dev accuracy, fine-tuned from random initialisation: "
+        f"{figures['dev_accuracy_random_init']:.3f} +- {figures['standard_error_random_init']:.3f}")
+  print(f"  difference: {figures['difference']:+.3f} (standard error "
+        f"{figures['standard_error_difference']:.3f}, {sizes['dev']} dev lines)")
+  print(f"\nSample pipeline done in {summary['wall_time_seconds'] / 60:.1f} min; outputs are in "
+        f"{args.output_dir}/ (headline figures: {args.output_dir}/summary.json)")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,90 @@
+"""run_sample (the main job): its task files, the figures it reports and summary.json.
+
+The job itself runs for minutes (README, "Set up and run"); these tests cover the parts that
+decide what it prints: the dialogue / narration splits, the parsing of the tools' outputs and the
+pretrained-vs-random comparison.
+"""
+
+import json
+import math
+import os
+
+import pytest
+
+from tests.helpers import load_script
+
+run_sample = load_script("run_sample")
+
+
+def _read(path):
+  with open(path, encoding="utf-8") as f:
+    header, *rows = f.read().splitlines()
+  assert header == "sentence\tlabel"
+  return [tuple(row.split("\t")) for row in rows]
+
+
+def test_task_splits_are_balanced_disjoint_and_without_quotation_marks(tmp_path):
+  sizes = run_sample.write_dialogue_task(run_sample.SAMPLE, str(tmp_path))
+  assert sizes == run_sample.TASK_EXAMPLES
+  splits = {split: _read(tmp_path / f"{split}.tsv") for split in sizes}
+  seen = set()
+  for split, rows in splits.items():
+    assert len(rows) == sizes[split]
+    labels = [label for _, label in rows]
+    assert labels.count("dialogue") == labels.count("narration") == sizes[split] // 2
+    texts = {text for text, _ in rows}
+    assert not any('"' in text for text in texts)
+    assert not texts & seen, f"{split} shares lines with another split"
+    seen |= texts
+  # The same seed gives the same files.
+  again = tmp_path / "again"
+  run_sample.write_dialogue_task(run_sample.SAMPLE, str(again))
+  for split in sizes:
+    assert (again / f"{split}.tsv").read_bytes() == (tmp_path / f"{split}.tsv").read_bytes()
+
+
+def test_dev_set_is_big_enough_to_separate_a_few_points():
+  # Three points apart near 0.7 must be more than two standard errors of the difference.
+  figures = run_sample.comparison(0.73, 0.70, run_sample.TASK_EXAMPLES["dev"])
+  assert figures["difference"] > 2 * figures["standard_error_difference"]
+
+
+def test_task_needs_enough_lines(tmp_path):
+  sample = tmp_path / "small.txt"
+  sample.write_text('"Four words are spoken here."\nFour words of narration here.\n',
+                    encoding="utf-8")
+  with pytest.raises(ValueError, match=r"small\.txt: 1 dialogue lines, the splits need 2"):
+    run_sample.write_dialogue_task(str(sample), str(tmp_path / "task"),
+                                   examples={"train": 2, "dev": 2})
+
+
+def test_comparison_figures():
+  figures = run_sample.comparison(0.75, 0.6, 1000)
+  assert figures["difference"] == pytest.approx(0.15)
+  assert figures["standard_error_pretrained"] == pytest.approx(math.sqrt(0.75 * 0.25 / 1000))
+  assert figures["standard_error_random_init"] == pytest.approx(math.sqrt(0.6 * 0.4 / 1000))
+  assert figures["standard_error_difference"] == pytest.approx(
+      math.sqrt(0.75 * 0.25 / 1000 + 0.6 * 0.4 / 1000))
+  assert figures["dev_examples"] == 1000
+
+
+def test_seconds_per_step_skips_the_compiling_loop():
+  lines = [
+      "I1125 loop.py:607] step 50/200 loss = 7.5 masked_lm_accuracy = 0.04 examples/s = 10.0 ETA\n",
+      "unrelated line\n",
+      "I1125 loop.py:607] step 100/200 loss = 6.7 masked_lm_accuracy = 0.05 examples/s = 160.0\n",
+      "I1125 loop.py:607] step 150/200 loss = 6.6 masked_lm_accuracy = 0.06 examples/s = 320.0\n",
+  ]
+  # 32 examples per step at 160 and at 320 examples/s: 0.2 s and 0.1 s, mean 0.15.
+  assert run_sample.seconds_per_step(lines, 32) == pytest.approx(2 * 32 / 480)
+  assert run_sample.seconds_per_step(lines[:1], 32) is None
+
+
+def test_read_results_and_write_json(tmp_path):
+  results = tmp_path / "eval_results.txt"
+  results.write_text("eval_accuracy = 0.6875\nglobal_step = 96\nnote = text\n", encoding="utf-8")
+  assert run_sample.read_results(str(results)) == {"eval_accuracy": 0.6875, "global_step": 96.0}
+  path = tmp_path / "summary.json"
+  run_sample.write_json(str(path), {"b": 1, "a": [0.5]})
+  assert json.loads(path.read_text(encoding="utf-8")) == {"a": [0.5], "b": 1}
+  assert sorted(os.listdir(tmp_path)) == ["eval_results.txt", "summary.json"]  # no temporary
