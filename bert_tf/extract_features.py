@@ -50,6 +50,8 @@ def define_flags(flag_values=FLAGS) -> None:
   flags.DEFINE_bool("allow_tokenizer_mismatch", False,
                     "Go on (with a warning) when --vocab_file or --do_lower_case contradicts "
                     "what the checkpoint was trained with.", **fv)
+  flags.DEFINE_bool("overwrite", False, "Replace an existing --output_file (else refused).",
+                    **fv)
   flags.DEFINE_float("log_every_seconds", 30.0, "How often progress (lines/s, ETA) is logged.",
                      **fv)
   flags.mark_flags_as_required(["input_file", "output_file", "vocab_file", "init_checkpoint"],

@@ -28,6 +28,7 @@ classifier for TF Serving (output_dir/export/classifier/<step>/).
 """
 
 import dataclasses
+import json
 import math
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -228,15 +229,43 @@ def run_classifier(config: BertConfig, settings: ClassifierSettings,
       processor = make_processor(dataclasses.replace(
           settings, label_list=tuple(label_list or ()), regression=label_list is None))
     data = _read_data(processor, settings)
+    _check_outputs(processor, settings)
   regression = label_list is None
   info = dict(task_name=settings.task_name.lower(), labels=label_list, regression=regression,
               pair=data["pair"], do_lower_case=bool(settings.do_lower_case), vocab_md5=vocab_md5,
               max_seq_length=settings.max_seq_length, head=common.CLASSIFIER_HEAD)
-  with loop.run_directory_lock(settings.output_dir, chief, "run_classifier"):
-    record_dir = common.prepare_output_dir(config, settings, strategy, chief, info)
+  common.note_training_data(settings, info, [_train_file(processor, settings)])
+  with common.OutputDirRun(config, settings, strategy, chief, "run_classifier") as record_dir:
     with loop.dtype_policy(settings.mixed_precision):
       return _run(config, settings, strategy, chief, data, label_list, tokenizer, info,
                   record_dir, start.fresh_head)
+
+
+def _data_file(processor, settings: ClassifierSettings, split: str) -> str:
+  """The file of a split ("train", "dev", "test") a run reads: the generic task's --train_file
+  (--dev_file, --test_file) in data_dir or as a path, else data_dir's <split>.tsv (the GLUE
+  processors' names)."""
+  name = f"{split}.tsv"
+  if isinstance(processor, classifier_data.GenericProcessor):
+    name = processor.files[split]
+    if name.startswith("/") or "://" in name:
+      return name
+  return io.join(settings.data_dir, name)
+
+
+def _train_file(processor, settings: ClassifierSettings) -> str:
+  return _data_file(processor, settings, "train")
+
+
+def _check_outputs(processor, settings: ClassifierSettings) -> None:
+  """Refuses an output of the run that is one of its input files (common)."""
+  names = [f"{kind}{suffix}{ext}" for suffix in ("", MISMATCHED) for kind, ext in (
+      ("train", ".tf_record"), ("eval", ".tf_record"), ("predict", ".tf_record"),
+      ("eval_results", ".txt"), ("test_results", ".tsv"), ("test_predictions", ".tsv"))]
+  inputs = {f"--{split}_file": _data_file(processor, settings, split)
+            for split in ("train", "dev", "test")}
+  common.check_outputs_not_inputs(common.run_outputs(settings.output_dir, names),
+                                  dict(inputs, **{"--vocab_file": settings.vocab_file}))
 
 
 def _read_data(processor, settings: ClassifierSettings) -> Dict[str, Any]:
@@ -308,6 +337,7 @@ def _run(config, settings, strategy, chief, data, label_list, tokenizer, info, r
       "evaluating or predicting it would give random results (google-research/bert#1037). Add "
       "--do_train, or point --init_checkpoint at a fine-tuned classifier",
       fresh_head=fresh_head)
+  common.record_run_info(config, settings, chief, info)
   if settings.do_train:
     result.update(loop.fine_tune(
         run, settings, lambda batch, ctx: input_pipeline.classifier_dataset(
@@ -331,8 +361,9 @@ def _run(config, settings, strategy, chief, data, label_list, tokenizer, info, r
     result[f"test_results{suffix}"] = _predict(trainer, settings, examples, label_list,
                                                tokenizer, record_dir, suffix, chief)
   if settings.do_train and settings.export and chief:
-    result["export_dir"] = export_classifier(model, config, settings, info,
-                                             version=result["global_step"])
+    result["export_dir"] = common.export_once(
+        settings, EXPORT_MODEL_NAME, result["global_step"],
+        lambda: export_classifier(model, config, settings, info, version=result["global_step"]))
   if not chief:
     io.remove(record_dir)
   return result
@@ -478,14 +509,14 @@ def run_seeds(config: BertConfig, settings: ClassifierSettings, seeds: Sequence[
     raise loop.TrainingError("--seeds is empty")
   if not settings.do_eval:
     raise loop.TrainingError("--seeds compares dev results: add --do_eval")
+  _refuse_repeats("--seeds", seeds)
   runner = runner or run_classifier
   runs = {}
   for seed in seeds:
     run_settings = dataclasses.replace(
         settings, seed=seed, output_dir=io.join(settings.output_dir, f"seed_{seed}"))
     logging.info("***** Seed %d (%d of %d) *****", seed, len(runs) + 1, len(seeds))
-    result = runner(config, run_settings, strategy)
-    runs[seed] = _scalar_results(result)
+    runs[seed] = _run_point(config, run_settings, strategy, runner)
   summary = summarize(list(runs.values()))
   lines = [f"{key} = {mean:.6f} +- {std:.6f}\n" for key, (mean, std) in sorted(summary.items())]
   lines.append(f"seeds = {','.join(map(str, seeds))}\n")
@@ -497,6 +528,44 @@ def run_seeds(config: BertConfig, settings: ClassifierSettings, seeds: Sequence[
   for line in lines:
     logging.info("%s", line.rstrip())
   return {"runs": runs, "summary": summary}
+
+
+# Written in each seed's or sweep point's folder when it finishes: a rerun of the --seeds or
+# --sweep command takes its results from there instead of running it again.
+POINT_RESULTS_FILE = "point_results.json"
+
+
+def _refuse_repeats(flag: str, values: Sequence[Any]) -> None:
+  repeated = sorted({str(v) for v in values if list(values).count(v) > 1})
+  if repeated:
+    raise loop.TrainingError(f"{flag} repeats {', '.join(repeated)}: each run needs its own "
+                             "folder; give each value once")
+
+
+def _point_settings(settings: ClassifierSettings) -> Dict[str, Any]:
+  return json.loads(json.dumps(dataclasses.asdict(settings), default=str))
+
+
+def _run_point(config, settings: ClassifierSettings, strategy, runner) -> Dict[str, float]:
+  """One seed or sweep point in settings.output_dir: its eval results, from its
+  POINT_RESULTS_FILE when it finished earlier with the same settings (an interrupted --seeds
+  or --sweep resumes at its first unfinished point), else from running it (an interrupted
+  point resumes from its checkpoints)."""
+  path = io.join(settings.output_dir, POINT_RESULTS_FILE)
+  wanted = _point_settings(settings)
+  if io.exists(path):
+    done = json.loads(io.read_text(path))
+    if done.get("settings") == wanted:
+      logging.info("%s finished earlier: its results are read from %s", settings.output_dir,
+                   path)
+      return {k: float(v) for k, v in done["results"].items()}
+    logging.info("%s finished earlier with other settings: run again", settings.output_dir)
+  results = _scalar_results(runner(config, settings, strategy))
+  if strategy is None or loop.is_chief(strategy):
+    io.makedirs(settings.output_dir)
+    io.write_text(path, json.dumps(dict(settings=wanted, results=results), indent=2,
+                                   sort_keys=True) + "\n")
+  return results
 
 
 def sweep_grid(learning_rates: Sequence[float], epochs: Sequence[float],
@@ -524,6 +593,10 @@ def run_sweep(config: BertConfig, settings: ClassifierSettings,
   grid = sweep_grid(learning_rates, epochs, batch_sizes)
   if not grid:
     raise loop.TrainingError("the sweep grid is empty")
+  for flag, values in (("--sweep_learning_rates", learning_rates),
+                       ("--sweep_epochs", epochs), ("--sweep_batch_sizes", batch_sizes),
+                       ("--seeds", seeds)):
+    _refuse_repeats(flag, values)
   rows = []
   for i, (lr, ep, bs) in enumerate(grid):
     name = _grid_name(lr, ep, bs)
@@ -536,8 +609,7 @@ def run_sweep(config: BertConfig, settings: ClassifierSettings,
       means = {k: mean for k, (mean, _) in summary.items()}
       stds = {k: std for k, (_, std) in summary.items()}
     else:
-      result = (runner or run_classifier)(config, point, strategy)
-      means, stds = _scalar_results(result), {}
+      means, stds = _run_point(config, point, strategy, runner or run_classifier), {}
     rows.append(dict(name=name, learning_rate=lr, num_train_epochs=ep, train_batch_size=bs,
                      means=means, stds=stds))
   labels_regression = "eval_pearson" in rows[0]["means"]

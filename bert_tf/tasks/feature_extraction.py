@@ -114,6 +114,8 @@ class ExtractFeaturesSettings:
   vocab_file: str
   init_checkpoint: str
   bert_config_file: Optional[str] = None
+  # Replace an existing output_file (else refused, as convert_checkpoint does).
+  overwrite: bool = False
   layers: Union[str, Sequence[int]] = DEFAULT_LAYERS
   do_lower_case: bool = True
   max_seq_length: int = 128
@@ -794,6 +796,15 @@ def extract_features(settings: ExtractFeaturesSettings, config: Optional[BertCon
   """
   settings.check()
   output_format = settings.resolved_output_format()
+  # The output never replaces an input, nor (without --overwrite) an existing file.
+  common.check_outputs_not_inputs(
+      {"--output_file": settings.output_file},
+      {"--input_file": settings.input_file, "--vocab_file": settings.vocab_file,
+       "--bert_config_file": settings.bert_config_file,
+       "--init_checkpoint": settings.init_checkpoint}, error=FeatureExtractionError)
+  if io.exists(settings.output_file) and not settings.overwrite:
+    raise FeatureExtractionError(f"--output_file={settings.output_file} exists; pass "
+                                 "--overwrite to replace it")
   _check_input_file(settings.input_file)
   config = config or config_for(settings)
   layers = parse_layers(settings.layers, config.num_hidden_layers,

@@ -150,14 +150,20 @@ def run_squad(config: BertConfig, settings: SquadSettings,
     tokenizer, vocab_md5 = common.run_tokenizer(config, settings, existing)
     start = common.starting_head(settings, common.SQUAD_HEAD, None, "explicit", "")
     data = _read_data(settings)
+  common.check_outputs_not_inputs(
+      common.run_outputs(settings.output_dir, [
+          "train.tf_record", "eval.tf_record", PREDICTIONS_FILE, NBEST_FILE, NULL_ODDS_FILE,
+          EVAL_RESULTS_FILE]),
+      {"--train_file": settings.train_file, "--predict_file": settings.predict_file,
+       "--vocab_file": settings.vocab_file})
   info = dict(task_name=TASK_NAME, head=common.SQUAD_HEAD,
               version_2_with_negative=settings.version_2_with_negative,
               do_lower_case=bool(settings.do_lower_case), vocab_md5=vocab_md5,
               max_seq_length=settings.max_seq_length, doc_stride=settings.doc_stride,
               max_query_length=settings.max_query_length,
               max_answer_length=settings.max_answer_length, n_best_size=settings.n_best_size)
-  with loop.run_directory_lock(settings.output_dir, chief, "run_squad"):
-    record_dir = common.prepare_output_dir(config, settings, strategy, chief, info)
+  common.note_training_data(settings, info, [settings.train_file])
+  with common.OutputDirRun(config, settings, strategy, chief, "run_squad") as record_dir:
     with loop.dtype_policy(settings.mixed_precision):
       return _run(config, settings, strategy, chief, data, tokenizer, info, record_dir,
                   start.fresh_head)
@@ -231,6 +237,7 @@ def _run(config, settings, strategy, chief, data, tokenizer, info, record_dir, f
       run, settings, heads.SPAN_LAYER, "SQuAD head (cls/squad/output_weights, output_bias)",
       "predicting with it would give random answers. Add --do_train, or point "
       "--init_checkpoint at a model fine-tuned on SQuAD", fresh_head=fresh_head)
+  common.record_run_info(config, settings, chief, info)
   if settings.do_train:
     result.update(loop.fine_tune(
         run, settings, lambda batch, ctx: input_pipeline.squad_dataset(
@@ -249,9 +256,10 @@ def _run(config, settings, strategy, chief, data, tokenizer, info, record_dir, f
     from bert_tf.tasks import squad_export  # pylint: disable=g-import-not-at-top
     # The export decides "" the way predictions.json did: at the threshold used (auto's pick).
     threshold = result.get("null_score_diff_threshold", settings.null_score_diff_threshold)
-    result["export_dir"] = squad_export.export_squad(
-        model, config, settings, dict(info, null_score_diff_threshold=threshold),
-        version=result["global_step"])
+    result["export_dir"] = common.export_once(
+        settings, EXPORT_MODEL_NAME, result["global_step"], lambda: squad_export.export_squad(
+            model, config, settings, dict(info, null_score_diff_threshold=threshold),
+            version=result["global_step"]))
   if not chief:
     io.remove(record_dir)
   return result
@@ -355,6 +363,11 @@ def write_outputs(examples, eval_features, results, settings: SquadSettings,
       io.write_text(paths[NULL_ODDS_FILE], squad_data.dumps_indent4(null_odds) + "\n")
     if scores is not None:
       io.write_text(io.join(out_dir, EVAL_RESULTS_FILE), json.dumps(scores, indent=2) + "\n")
+    else:
+      common.remove_stale_results(out_dir, [EVAL_RESULTS_FILE], f"--predict_file="
+                                  f"{settings.predict_file} has no answers to score")
+    if not v2:
+      common.remove_stale_results(out_dir, [NULL_ODDS_FILE], "SQuAD v1.1 has no null odds")
   if scores is not None:
     logging.info("***** SQuAD %s scores on %s *****", "v2.0" if v2 else "v1.1",
                  settings.predict_file)

@@ -171,14 +171,20 @@ def run_ner(config: BertConfig, settings: NerSettings,
               document_context=bool(settings.document_context),
               do_lower_case=bool(settings.do_lower_case), vocab_md5=vocab_md5,
               max_seq_length=settings.max_seq_length, head=common.TAGGER_HEAD)
+  common.note_training_data(settings, info, [settings.file("train")])
+  common.check_outputs_not_inputs(
+      common.run_outputs(settings.output_dir, [
+          f"{name}{suffix}" for name in ("train", "eval", "test") for suffix in (
+              ".tf_record", "_predictions.txt", "_results.txt", "_conlleval.txt")]),
+      {f"--{split}_file": settings.file(split) for split in ("train", "eval", "predict")}
+      | {"--vocab_file": settings.vocab_file})
   if not settings.do_train and not settings.init_checkpoint and not (
       existing and tf.train.latest_checkpoint(settings.output_dir)):
     # Refused before output_dir is touched (init_fine_tuning refuses the other untrained cases).
     raise loop.TrainingError(
         f"the {HEAD_NAME} was never trained: no --init_checkpoint and no checkpoint in "
         f"--output_dir={settings.output_dir}; {UNTRAINED}")
-  with loop.run_directory_lock(settings.output_dir, chief, "run_ner"):
-    record_dir = common.prepare_output_dir(config, settings, strategy, chief, info)
+  with common.OutputDirRun(config, settings, strategy, chief, "run_ner") as record_dir:
     with loop.dtype_policy(settings.mixed_precision):
       return _run(config, settings, strategy, chief, data, labels, scheme, tokenizer, info,
                   record_dir, start.fresh_head)
@@ -248,6 +254,7 @@ def _run(config, settings, strategy, chief, data, labels, scheme, tokenizer, inf
                          int(steps * settings.warmup_proportion), chief)
   loop.init_fine_tuning(run, settings, heads.TAGGER_LAYER, HEAD_NAME, UNTRAINED,
                         fresh_head=fresh_head)
+  common.record_run_info(config, settings, chief, info)
   if settings.do_train:
     result.update(loop.fine_tune(
         run, settings, lambda batch, ctx: input_pipeline.tagging_dataset(
@@ -274,8 +281,9 @@ def _run(config, settings, strategy, chief, data, labels, scheme, tokenizer, inf
       result[name] = scores
   if settings.do_train and settings.export and chief:
     from bert_tf.tasks import tagging_export  # pylint: disable=g-import-not-at-top
-    result["export_dir"] = tagging_export.export_tagger(run.model, config, settings, info,
-                                                        version=result["global_step"])
+    result["export_dir"] = common.export_once(
+        settings, EXPORT_MODEL_NAME, result["global_step"], lambda: tagging_export.export_tagger(
+            run.model, config, settings, info, version=result["global_step"]))
   if not chief:
     io.remove(record_dir)
   return result
@@ -365,4 +373,8 @@ def _predict_and_score(trainer, settings, sentences, labels, scheme, tokenizer, 
     if labelled:
       loop.write_eval_results(io.join(out_dir, f"{name}_results.txt"), results)
       io.write_text(io.join(out_dir, f"{name}_conlleval.txt"), report)
+    else:
+      common.remove_stale_results(out_dir, [f"{name}_results.txt", f"{name}_conlleval.txt"],
+                                  f"{settings.file('predict' if name == 'test' else 'eval')} "
+                                  "has no tags to score")
   return predicted, scores

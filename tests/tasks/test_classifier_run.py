@@ -776,3 +776,97 @@ def test_a_head_loads_only_as_the_kind_it_was_trained_as(tmp_path):
   got = checkpoints.get_original_weights(result["model"])
   np.testing.assert_array_equal(got["bert/pooler/dense/kernel"],
                                 values2["bert/pooler/dense/kernel"])
+
+
+# === A run writes only into its own folder, and only when it will succeed (issue 28) ===
+
+
+def test_a_failed_run_leaves_nothing_and_evaluation_keeps_the_record(tmp_path, caplog):
+  """F8/F9: a run failing on its --init_checkpoint leaves no task_info.json (nor records) to
+  refuse the next run with; F18: an evaluation allowed another tokenizer does not rewrite the
+  record of how the checkpoints were trained."""
+  out = tmp_path / "out"
+  settings = source_settings(out, do_eval=False, do_predict=False, num_train_epochs=0.05,
+                             do_lower_case=False)
+  with pytest.raises(loop.TrainingError, match="cannot read it as a checkpoint"):
+    cr.run_classifier(CONFIG, dataclasses.replace(
+        settings, do_lower_case=True, init_checkpoint=os.path.join(SOURCE, "train.tsv")))
+  assert not os.path.exists(out) or os.listdir(out) == []
+  # The next run, with another casing, is not held to the failed run's.
+  assert cr.run_classifier(CONFIG, settings)["global_step"] == 1
+  record = {name: (out / name).read_bytes() for name in ("task_info.json", "bert_config.json")}
+  assert json.loads(record["task_info.json"])["do_lower_case"] is False
+  evaluation = dataclasses.replace(settings, do_train=False, do_eval=True)
+  with pytest.raises(loop.TrainingError, match="do_lower_case=False"):
+    cr.run_classifier(CONFIG, dataclasses.replace(evaluation, do_lower_case=True))
+  allowed = cr.run_classifier(CONFIG, dataclasses.replace(
+      evaluation, do_lower_case=True, allow_tokenizer_mismatch=True))
+  assert "TOKENIZER MISMATCH" in caplog.text and allowed["global_step"] == 1
+  assert {name: (out / name).read_bytes() for name in record} == record
+  # The recorded tokenizer still evaluates without an override.
+  assert cr.run_classifier(CONFIG, evaluation)["global_step"] == 1
+
+
+# === Reruns are idempotent, multi-run commands resume (issue 28) ===
+
+
+def test_seeds_and_sweeps_refuse_repeats_and_resume_at_the_first_unfinished_point(tmp_path):
+  """F15, F16: repeated seeds or grid points are refused before any run; a rerun after an
+  interruption runs only the unfinished points, a rerun of a finished sweep none."""
+  runner, calls = _fake_runner({})
+  settings = source_settings(tmp_path / "seeds")
+  with pytest.raises(loop.TrainingError, match="--seeds repeats 1"):
+    cr.run_seeds(CONFIG, settings, [1, 2, 1], runner=runner)
+  with pytest.raises(loop.TrainingError, match="--sweep_batch_sizes repeats 16"):
+    cr.run_sweep(CONFIG, settings, batch_sizes=(16, 32, 16), runner=runner)
+  assert calls == []
+
+  def interrupted(config, point, strategy=None):
+    if point.seed == 2:
+      raise KeyboardInterrupt
+    return runner(config, point, strategy)
+
+  with pytest.raises(KeyboardInterrupt):
+    cr.run_seeds(CONFIG, settings, [1, 2, 3], runner=interrupted)
+  assert [c.seed for c in calls] == [1]
+  out = cr.run_seeds(CONFIG, settings, [1, 2, 3], runner=runner)
+  assert [c.seed for c in calls] == [1, 2, 3]
+  assert out["runs"][1]["eval_accuracy"] == pytest.approx(0.51)
+  # Changed settings for a point: it runs again.
+  cr.run_seeds(CONFIG, dataclasses.replace(settings, learning_rate=2e-3), [1], runner=runner)
+  assert [c.seed for c in calls] == [1, 2, 3, 1]
+  sweep_runner, sweep_calls = _fake_runner({(3e-5, 3.0, 16): 0.9})
+  sweep = source_settings(tmp_path / "sweep", seed=None)
+  first = cr.run_sweep(CONFIG, sweep, runner=sweep_runner)
+  again = cr.run_sweep(CONFIG, sweep, runner=sweep_runner)
+  assert len(sweep_calls) == 18 and again["best"]["name"] == first["best"]["name"]
+
+
+def test_a_resume_on_changed_training_data_is_refused(tmp_path):
+  """K10: the training file's md5 is recorded (task_info.json train_data); resuming the
+  checkpoints on another content is refused naming the file, before anything is written."""
+  data = tmp_path / "data"
+  shutil.copytree(SOURCE, data)
+  out = tmp_path / "out"
+  out.mkdir()
+  train = str(data / "train.tsv")
+  (out / "ckpt-1.index").write_bytes(b"")
+  (out / "task_info.json").write_text(json.dumps(dict(
+      task_name="generic", labels=["austen", "bible", "linux"], regression=False,
+      head="classifier", train_data=common.training_data([train]))))
+  before = {p.name: p.read_bytes() for p in out.iterdir()}
+  lines = open(train).read().splitlines()
+  (data / "train.tsv").write_text("\n".join(lines[:-1]) + "\n")
+  with pytest.raises(loop.TrainingError, match=r"training data changed.*train\.tsv \(md5"):
+    cr.run_classifier(CONFIG, source_settings(out, data_dir=str(data)))
+  assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_rerunning_a_finished_run_evaluates_again_and_keeps_its_export(trained):
+  """F17: a rerun of the finished command (train, eval, predict, export) resumes at its last
+  step, evaluates again and keeps the export of that step."""
+  settings, result = trained
+  again = cr.run_classifier(CONFIG, dataclasses.replace(settings, export=True))
+  assert again["global_step"] == result["global_step"] == 22
+  assert again["export_dir"] == result["export_dir"]
+  assert again["eval_accuracy"] == result["eval_accuracy"]

@@ -544,3 +544,28 @@ def test_length_buckets_change_nothing_but_the_work(tiny, tmp_path, pooling):
   widths = {len(f.tokens): extractor.run_features([f], 1).shape[2] for f in features}
   assert widths == {n: 4 if n <= 4 else 8 if n <= 8 else 30 for n in widths}
   assert {4, 8, 30} <= set(widths.values()) and 8 in widths
+
+
+def test_the_output_never_replaces_an_input_or_an_existing_file(tiny, tmp_path):
+  """E2: --output_file naming --input_file (as given, through ./ and .. spellings, through a
+  symlink) is refused with the input untouched; an existing output needs --overwrite."""
+  input_file = tmp_path / "x.txt"
+  input_file.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+  before = input_file.read_bytes()
+  link = tmp_path / "link.jsonl"
+  link.symlink_to(input_file)
+  spellings = [str(input_file), f"{tmp_path}/./x.txt", f"{tmp_path}/sub/../x.txt", str(link)]
+  for output in spellings:
+    with pytest.raises(fe.FeatureExtractionError, match=r"--input_file=.* is --output_file"):
+      fe.extract_features(tiny_settings(tiny, output, input_file=str(input_file),
+                                        overwrite=True))
+    assert input_file.read_bytes() == before
+  with pytest.raises(fe.FeatureExtractionError, match="--init_checkpoint=.* is --output_file"):
+    fe.extract_features(tiny_settings(tiny, tiny["checkpoint"], overwrite=True))
+  out = tmp_path / "out.jsonl"
+  out.write_text("old\n")
+  with pytest.raises(fe.FeatureExtractionError, match="exists; pass --overwrite"):
+    fe.extract_features(tiny_settings(tiny, out))
+  assert out.read_text() == "old\n"
+  assert fe.extract_features(tiny_settings(tiny, out, overwrite=True))["num_lines"] == len(LINES)
+  assert len(out.read_text().splitlines()) == len(LINES)

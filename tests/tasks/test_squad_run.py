@@ -325,3 +325,58 @@ def test_a_classifier_head_is_never_used_as_a_span_head(tmp_path):
   with pytest.raises(loop.TrainingError, match=r"holds a classifier head .*not a squad's"):
     sr.run_squad(CONFIG, settings)
   assert not os.path.exists(tmp_path / "out")
+
+
+def test_a_folder_holding_another_commands_run_is_refused_untouched(tmp_path):
+  """K13: run_squad on a classifier's run folder (with checkpoints, or results only), or on a
+  folder of checkpoints without task_info.json, is refused before anything there changes."""
+  folder = tmp_path / "classifier_run"
+  folder.mkdir()
+  files = {"task_info.json": json.dumps(dict(task_name="generic", labels=["neg", "pos"],
+                                             head="classifier")),
+           "bert_config.json": CONFIG.to_json_string(), "eval_results.txt": "eval_accuracy = 1\n"}
+  for name, text in files.items():
+    (folder / name).write_text(text)
+
+  def contents():
+    return {p.name: p.read_bytes() for p in folder.iterdir()}
+
+  before = contents()
+  for do_train in (False, True):
+    with pytest.raises(loop.TrainingError, match=r"holds another command's run \(a classifier "
+                       r"head.*eval_results.txt\): this squad run would write over it"):
+      sr.run_squad(CONFIG, squad_settings(folder, do_train=do_train))
+    assert contents() == before
+  (folder / "ckpt-3.index").write_bytes(b"")
+  (folder / "task_info.json").unlink()
+  before = contents()
+  with pytest.raises(loop.TrainingError, match="holds checkpoints but no task_info.json"):
+    sr.run_squad(CONFIG, squad_settings(folder, do_train=False))
+  assert contents() == before
+
+
+def test_scores_of_a_previous_run_are_removed_when_this_one_has_none(tmp_path):
+  """S4: a predict file without answers (v1.1) leaves no eval_results.json (nor null_odds.json)
+  of an earlier run beside the new predictions."""
+  values = random_original_weights(CONFIG, np.random.default_rng(0))
+  values["cls/squad/output_weights"] = np.random.default_rng(1).standard_normal(
+      [2, 32]).astype(np.float32)
+  values["cls/squad/output_bias"] = np.zeros([2], np.float32)
+  prefix = checkpoints.write_tf1_checkpoint(values, str(tmp_path / "ft" / "model.ckpt"))
+  (tmp_path / "ft" / "task_info.json").write_text(json.dumps(dict(task_name="squad")))
+  unanswered = read_json(os.path.join(SQUAD, "dev-v1.1.json"))
+  for article in unanswered["data"]:
+    for paragraph in article["paragraphs"]:
+      for qa in paragraph["qas"]:
+        qa["answers"] = []
+  predict_file = tmp_path / "unanswered.json"
+  predict_file.write_text(json.dumps(unanswered))
+  out = tmp_path / "out"
+  out.mkdir()
+  for name in ("eval_results.json", "null_odds.json"):
+    (out / name).write_text('{"f1": 99.0}\n')
+  result = sr.run_squad(CONFIG, squad_settings(out, do_train=False, init_checkpoint=prefix,
+                                               predict_file=str(predict_file)))
+  assert "eval" not in result and len(result["predictions"]) > 0
+  assert sorted(p.name for p in out.iterdir() if p.suffix == ".json") == [
+      "bert_config.json", "nbest_predictions.json", "predictions.json", "task_info.json"]

@@ -313,3 +313,22 @@ def test_reordered_labels_of_a_fine_tuned_tagger_are_refused(tmp_path):
   start = tagging_run._labels(settings(out, do_eval=True, init_checkpoint=prefix), dict(
       train=None, eval=None, predict=None))
   assert start.labels == ["O", "I-LOC", "I-PER"] and start.fresh_head is None
+
+
+def test_scores_of_a_previous_run_are_removed_when_this_one_has_none(tmp_path):
+  """S5: predicting an untagged file removes the test_results.txt / test_conlleval.txt an
+  earlier run left; the predictions use the fine-tuned model's labels."""
+  prefix = _fine_tuned(tmp_path / "ner", ["O", "I-LOC", "I-PER"], "ner")
+  sentences = tagging_data.read_conll(os.path.join(NER, "test.txt"))[:5]
+  untagged = tmp_path / "untagged.txt"
+  untagged.write_text("\n\n".join("\n".join(s.words) for s in sentences) + "\n")
+  out = tmp_path / "out"
+  out.mkdir()
+  for name in ("test_results.txt", "test_conlleval.txt"):
+    (out / name).write_text("test_f1 = 0.99\n")
+  result = tagging_run.run_ner(CONFIG, settings(out, data_dir=None, do_predict=True,
+                                                predict_file=str(untagged),
+                                                init_checkpoint=prefix))
+  assert "test" not in result and result["labels"] == ["O", "I-LOC", "I-PER"]
+  assert not (out / "test_results.txt").exists() and not (out / "test_conlleval.txt").exists()
+  assert (out / "test_predictions.txt").exists()
