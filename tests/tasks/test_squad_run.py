@@ -76,7 +76,7 @@ def direct_predictions(model, settings, v2=False, threshold=0.0):
 
 
 def test_num_train_steps_come_from_examples_as_the_original():
-  # README: 87,599 examples, batch 12, 2 epochs -> "Num steps = 14599" (google-research/bert#662).
+  # docs/run_squad.md: 87,599 examples, batch 12, 2 epochs -> "Num steps = 14599" (google-research/bert#662).
   assert sr.num_train_steps(87599, 12, 2.0) == 14599
 
 
