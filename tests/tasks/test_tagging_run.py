@@ -332,3 +332,22 @@ def test_scores_of_a_previous_run_are_removed_when_this_one_has_none(tmp_path):
   assert "test" not in result and result["labels"] == ["O", "I-LOC", "I-PER"]
   assert not (out / "test_results.txt").exists() and not (out / "test_conlleval.txt").exists()
   assert (out / "test_predictions.txt").exists()
+
+
+def test_an_output_that_is_an_input_is_refused(tmp_path):
+  """Issue 28.4: --predict_file naming the test_predictions.txt the run writes (here through
+  a ./ spelling and a symlinked folder) is refused before anything is written."""
+  prefix = _fine_tuned(tmp_path / "ner", ["O", "I-LOC", "I-PER"], "ner")
+  out = tmp_path / "out"
+  out.mkdir()
+  predictions = out / "test_predictions.txt"
+  predictions.write_text("John I-PER\nran O\n")
+  (tmp_path / "alias").symlink_to(out)
+  for spelling in (f"{out}/./test_predictions.txt", str(tmp_path / "alias" /
+                                                        "test_predictions.txt")):
+    with pytest.raises(loop.TrainingError, match=r"--predict_file=.* is test_predictions.txt, "
+                       "an output in --output_dir"):
+      tagging_run.run_ner(CONFIG, settings(out, data_dir=None, do_predict=True,
+                                           predict_file=spelling, init_checkpoint=prefix))
+  assert sorted(p.name for p in out.iterdir()) == ["test_predictions.txt"]
+  assert predictions.read_text() == "John I-PER\nran O\n"
