@@ -248,6 +248,7 @@ def main():
       python, "-m", "bert_tf.run_pretraining", f"--bert_config_file={config_file}",
       f"--input_file={records}", f"--output_dir={train_dir}", f"--vocab_file={vocab}",
       "--do_lower_case=True", "--do_train", "--do_eval", "--dynamic_masking",
+      f"--max_seq_length={MAX_SEQ_LENGTH}", f"--max_predictions_per_seq={MAX_PREDICTIONS_PER_SEQ}",
       f"--train_batch_size={PRETRAINING_BATCH_SIZE}", f"--num_train_steps={steps}",
       f"--num_warmup_steps={min(PRETRAINING_WARMUP_STEPS, steps // 10)}",
       f"--learning_rate={PRETRAINING_LEARNING_RATE}", f"--save_checkpoints_steps={steps}",
@@ -259,7 +260,7 @@ def main():
   lines = run_step("ask the exported text model (TensorFlow + tensorflow-text only) to fill masks",
                    [python, "-c", QUERY_EXPORT, text_model, json.dumps(FILL_MASK_TEXTS)],
                    capture=True)
-  fill_mask = json.loads(lines[-1])
+  fill_mask = json.loads(next(line for line in reversed(lines) if line.startswith("[{")))
 
   task_dir = os.path.join(args.output_dir, "dialogue_task")
   sizes = write_dialogue_task(SAMPLE, task_dir)
