@@ -16,9 +16,10 @@ every task:
                 crash) that runs the script itself with --hf_worker_dir.
 
 A system is a function (config, pool, total_steps, warmup) -> (run, trainable parameters), where
-run(num_steps) blocks until the steps are done, or (None, reason) when it is skipped. `settings`
-below are the scripts' flags (finetuning.py's shared knobs: presets, batch_size, seq_length,
-steps, rounds, warmup_steps, learning_rate, threads, systems, hf_worker_dir).
+run(num_steps) blocks until the steps are done (and run.close(), if there, ends what it started),
+or (None, reason) when it is skipped. `settings` below are the scripts' flags (finetuning.py's
+shared knobs: presets, batch_size, seq_length, steps, rounds, warmup_steps, learning_rate,
+threads, systems, hf_worker_dir).
 """
 
 import json
@@ -88,8 +89,10 @@ def _parameters(model):
 # === The systems ===
 
 
-def ours(build_model, task, pool, total_steps, warmup, settings):
-  """build_model() (under the strategy's scope) trained by loop.Trainer with `task`."""
+def ours(build_model, task, pool, total_steps, warmup, settings, make_dataset=None):
+  """build_model() (under the strategy's scope) trained by loop.Trainer with `task`, on the
+  pool's batches in order (dataset_fn) or, with make_dataset, on the batches of
+  make_dataset(input_context) (per-batch shapes, e.g. input_pipeline's dataset functions)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
   from bert_tf.training import optimization  # pylint: disable=g-import-not-at-top
@@ -102,7 +105,7 @@ def ours(build_model, task, pool, total_steps, warmup, settings):
     optimizer.build(model.trainable_variables)
   trainer = loop.Trainer(strategy, model, optimizer, task, settings.batch_size)
   iterator = iter(strategy.distribute_datasets_from_function(
-      dataset_fn(pool, settings.batch_size)))
+      make_dataset or dataset_fn(pool, settings.batch_size)))
 
   def run(num_steps):
     steps, _, _ = trainer.train_loop(iterator, tf.constant(num_steps))
@@ -168,10 +171,12 @@ def model_garden(config, pool, total_steps, warmup, settings, build_head, losses
   return run, _parameters(model)
 
 
-def hf_torch_model(spec, pool, build_model, labels):
+def hf_torch_model(spec, pool, build_model, labels, dynamic_padding=False):
   """In the Hugging Face worker: build_model() (after the thread count and seed are fixed)
   trained eagerly on spec's batches of pool, cycled; `labels` maps the model's label arguments
-  to pool keys. Returns (run, trainable parameters)."""
+  to pool keys. With dynamic_padding every batch is cut to its longest row (the last
+  input_mask 1), as transformers' DataCollatorWithPadding pads. Returns (run, trainable
+  parameters)."""
   import torch  # pylint: disable=g-import-not-at-top
   import transformers  # pylint: disable=g-import-not-at-top
   torch.set_num_threads(spec["threads"])
@@ -192,6 +197,13 @@ def hf_torch_model(spec, pool, build_model, labels):
                    token_type_ids="input_type_ids", **labels)
   batches = [{arg: torch.as_tensor(pool[key][i:i + b]).long() for arg, key in arguments.items()}
              for i in range(0, len(pool["input_word_ids"]), b)]
+  if dynamic_padding:
+    for batch in batches:
+      mask = batch["attention_mask"]
+      width = int((mask * torch.arange(1, mask.shape[1] + 1)).max())
+      for arg, value in batch.items():
+        if value.dim() == 2 and value.shape[1] == mask.shape[1]:
+          batch[arg] = value[:, :width].contiguous()
   position = [0]
 
   def step(batch):
@@ -257,6 +269,11 @@ def hf_torch(script, prefix, config, pool, total_steps, warmup, settings, **extr
     worker.stdin.flush()
     if worker.stdout.readline().strip() != "done":
       raise RuntimeError("the Hugging Face worker stopped")
+
+  def close():  # end of input: the worker returns
+    worker.stdin.close()
+    worker.wait()
+  run.close = close
   return run, int(first[1])
 
 
@@ -291,6 +308,8 @@ def measure_training(config, pool, systems, names, settings):
       rates[system].append(settings.steps * settings.batch_size / (time.perf_counter() - start))
     print(f"  round {r + 1}: " + ", ".join(f"{s} {v[-1]:.2f}" for s, v in rates.items()),
           flush=True)
+  for run in runs.values():  # Hugging Face workers end here, not when the script does
+    getattr(run, "close", lambda: None)()
   return rates, skipped
 
 

@@ -40,28 +40,9 @@ flags.DEFINE_list("modes", ["forward", "train"], "forward and/or train.")
 FLAGS = flags.FLAGS
 
 
-def model_flops(config, seq, predictions):
-  """Matmul FLOPs of one example's forward pass (see the module docstring)."""
-  h, i, v = config.hidden_size, config.intermediate_size, config.vocab_size
-  per_layer = 8 * seq * h * h + 4 * seq * h * i + 4 * seq * seq * h
-  heads = 2 * h * h + 2 * predictions * h * h + 2 * predictions * h * v + 4 * h
-  return config.num_hidden_layers * per_layer + heads
-
-
-def matmul_peak_gflops(tf):
-  """Best float32 matmul rate (GFLOP/s) of 1024^3 products at the configured thread count."""
-  a = tf.random.normal((1024, 1024))
-  b = tf.random.normal((1024, 1024))
-  matmul = tf.function(lambda x, y: tf.matmul(x, y))
-  matmul(a, b).numpy()
-  best = 0.0
-  for _ in range(5):
-    start = time.perf_counter()
-    for _ in range(10):
-      c = matmul(a, b)
-    c.numpy()
-    best = max(best, 10 * 2 * 1024 ** 3 / (time.perf_counter() - start) / 1e9)
-  return best
+# Shared with length_aware.py (the FLOP count above and the peak it is compared with).
+model_flops = peers.model_flops
+matmul_peak_gflops = peers.matmul_peak_gflops
 
 
 def random_batch(np, config, batch, seq, predictions, rng):

@@ -9,6 +9,7 @@ on the same kernels, and kernels_text() reports which in each script's table hea
 
 import os
 import sys
+import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO_ROOT not in sys.path:
@@ -74,3 +75,30 @@ def hf_bert_config(config, **extra):
       max_position_embeddings=config["max_position_embeddings"],
       type_vocab_size=config["type_vocab_size"], initializer_range=config["initializer_range"],
       **extra)
+
+
+def model_flops(config, seq, predictions):
+  """Matmul FLOPs of one example's forward pass of `seq` positions (2 per multiply-add): per
+  layer 8SH^2 (Q, K, V, output) + 4SHI (FFN) + 4S^2H (attention), plus the pooler and, with
+  `predictions` masked positions, the masked LM transform 2PH^2 and vocabulary projection 2PHV.
+  A training step counts 3x this."""
+  h, i, v = config.hidden_size, config.intermediate_size, config.vocab_size
+  per_layer = 8 * seq * h * h + 4 * seq * h * i + 4 * seq * seq * h
+  heads = 2 * h * h + 2 * predictions * h * h + 2 * predictions * h * v + 4 * h
+  return config.num_hidden_layers * per_layer + heads
+
+
+def matmul_peak_gflops(tf):
+  """Best float32 matmul rate (GFLOP/s) of 1024^3 products at the configured thread count."""
+  a = tf.random.normal((1024, 1024))
+  b = tf.random.normal((1024, 1024))
+  matmul = tf.function(lambda x, y: tf.matmul(x, y))
+  matmul(a, b).numpy()
+  best = 0.0
+  for _ in range(5):
+    start = time.perf_counter()
+    for _ in range(10):
+      c = matmul(a, b)
+    c.numpy()
+    best = max(best, 10 * 2 * 1024 ** 3 / (time.perf_counter() - start) / 1e9)
+  return best

@@ -202,7 +202,8 @@ def squad_from_corpora(paths, questions, seed=12345):
   streams = []
   for path in paths:
     name = os.path.splitext(os.path.basename(path))[0]
-    streams.append(((name, d, lines) for d, lines in enumerate(read_documents(path))))
+    # name bound now: a generator expression would read it when iterated (the last corpus's)
+    streams.append(iter([(name, d, lines) for d, lines in enumerate(read_documents(path))]))
   files = [collections.OrderedDict(), collections.OrderedDict()]  # title -> paragraphs
   counts = [0, 0]
   number = 0
