@@ -19,12 +19,13 @@ it (a loud warning then).
 import dataclasses
 import json
 import re
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from absl import logging
 
 from bert_tf import features
 from bert_tf import io
+from bert_tf import length_buckets as length_buckets_lib
 from bert_tf import tokenization
 from bert_tf.training import loop
 from bert_tf.training import pretraining
@@ -74,6 +75,14 @@ class FineTuningSettings:
   shuffle_buffer_size: int = 100
   export: bool = True
   allow_tokenizer_mismatch: bool = False
+  length_buckets: str = length_buckets_lib.AUTO
+  group_by_length: bool = True
+
+  def buckets(self, max_seq_length: int) -> Optional[Tuple[int, ...]]:
+    """The --length_buckets boundaries for records of max_seq_length (None: fixed length;
+    always None on TPU with auto, see bert_tf.length_buckets)."""
+    return length_buckets_lib.parse(self.length_buckets, max_seq_length,
+                                    use_tpu=self.use_tpu)
 
 
 class TokenizerMismatchError(ValueError):

@@ -21,8 +21,9 @@ Beyond the original (whose output is about 15 kB of JSON per token, google-resea
 
 * Streaming: lines are read lazily, tokenized and run through the model one batch at a time,
   and each batch's output is written before the next is read, so memory stays flat whatever
-  the input's size. Every batch is padded to max_seq_length (and the last one with dummy rows,
-  dropped) so the model always sees one static shape. Progress is logged with rate and ETA.
+  the input's size. Every batch is cut to its longest line rounded up to a length bucket
+  (--length_buckets; none: max_seq_length), and the last one filled with dummy rows (dropped),
+  so the model sees a few static shapes. Progress is logged with rate and ETA.
 * `output_format`: jsonl (the original), npz or tfrecord, both holding the float32 values
   unrounded (layouts below). `pooling`: none (per token, the original), cls (the [CLS] vector)
   or mean (the mean over the real tokens, [CLS] and [SEP] included).
@@ -71,6 +72,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import io
+from bert_tf import length_buckets as length_buckets_lib
 from bert_tf import tokenization
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
@@ -107,7 +109,8 @@ class ExtractFeaturesSettings:
   Additions: bert_config_file (None: the config beside init_checkpoint); output_format
   (jsonl, npz, tfrecord; None: from output_file's extension, else jsonl); pooling (none, cls,
   mean); mixed_precision and jit_compile as for training; allow_tokenizer_mismatch (see
-  tasks.common); log_every_seconds (how often progress is logged).
+  tasks.common); log_every_seconds (how often progress is logged); length_buckets (each
+  batch runs cut to its longest line rounded up to a bucket; bert_tf.length_buckets).
   """
   input_file: str
   output_file: str
@@ -126,6 +129,7 @@ class ExtractFeaturesSettings:
   jit_compile: bool = False
   allow_tokenizer_mismatch: bool = False
   log_every_seconds: float = 30.0
+  length_buckets: str = length_buckets_lib.AUTO
 
   def resolved_output_format(self) -> str:
     """output_format, or the one output_file's extension names (jsonl when it names none)."""
@@ -396,7 +400,8 @@ class FeatureExtractor:
   """
 
   def __init__(self, encoder: keras.Model, layers: Sequence[int], pooling: str = "none",
-               strategy: Optional[tf.distribute.Strategy] = None, jit_compile: bool = False):
+               strategy: Optional[tf.distribute.Strategy] = None, jit_compile: bool = False,
+               length_buckets: Optional[Sequence[int]] = None):
     """Builds the sub-model that ends at the deepest block asked.
 
     Args:
@@ -405,7 +410,10 @@ class FeatureExtractor:
       pooling: none, cls or mean.
       strategy: where to run (default: the current one); the batch is split over its replicas.
       jit_compile: compile the forward pass with XLA.
+      length_buckets: run_features cuts each batch to its longest row rounded up to one of
+        these lengths (bert_tf.length_buckets); None: the features' length.
     """
+    self.length_buckets = None if length_buckets is None else tuple(length_buckets)
     if pooling not in POOLINGS:
       raise FeatureExtractionError(f"--pooling must be one of {', '.join(POOLINGS)}")
     num_layers = len([layer for layer in encoder.layers if re.fullmatch(r"layer_\d+", layer.name)])
@@ -463,16 +471,22 @@ class FeatureExtractor:
   def run_features(self, features: Sequence[InputFeatures], batch_size: Optional[int] = None
                    ) -> np.ndarray:
     """The outputs of InputFeatures of one seq_length, the batch padded to batch_size with
-    dummy rows (dropped from the result) so every call has the same shape."""
+    dummy rows (dropped from the result) so every call has the same batch size. With
+    length_buckets the positions after the bucket of the longest row are not computed: the
+    result's axis 2 is that bucket (every real token is in it)."""
     size = batch_size or len(features)
     if len(features) > size:
       raise ValueError(f"{len(features)} features in a batch of {size}")
     seq_length = len(features[0].input_ids)
+    if self.length_buckets is not None:
+      longest = max(int(np.count_nonzero(feature.input_mask)) for feature in features)
+      boundaries = [b for b in self.length_buckets if b < seq_length] + [seq_length]
+      seq_length = length_buckets_lib.bucket_for(longest, boundaries)
     arrays = [np.zeros((size, seq_length), np.int32) for _ in range(3)]
     for row, feature in enumerate(features):
-      arrays[0][row] = feature.input_ids
-      arrays[1][row] = feature.input_mask
-      arrays[2][row] = feature.input_type_ids
+      arrays[0][row] = feature.input_ids[:seq_length]
+      arrays[1][row] = feature.input_mask[:seq_length]
+      arrays[2][row] = feature.input_type_ids[:seq_length]
     return self(*arrays)[:, :len(features)]
 
 
@@ -827,8 +841,9 @@ def extract_features(settings: ExtractFeaturesSettings, config: Optional[BertCon
   with loop.dtype_policy(settings.mixed_precision):
     with strategy.scope():
       encoder = load_encoder(config, settings.init_checkpoint)
-    extractor = FeatureExtractor(encoder, layers, settings.pooling, strategy,
-                                 settings.jit_compile)
+    extractor = FeatureExtractor(
+        encoder, layers, settings.pooling, strategy, settings.jit_compile,
+        length_buckets_lib.parse(settings.length_buckets, settings.max_seq_length))
   io.remove_stale_temp_files(settings.output_file)
   progress = Progress(total, settings.log_every_seconds)
   features = convert_examples_to_features(read_examples(settings.input_file),
