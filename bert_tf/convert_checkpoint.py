@@ -1,20 +1,31 @@
 """Converts BERT weights between formats: python -m bert_tf.convert_checkpoint --from=A --to=B.
 
 Formats: tf1 (the original release's checkpoints, e.g. bert_model.ckpt), model_garden (TF Model
-Garden BertEncoder / BertEncoderV2 checkpoints; read only), hf (Hugging Face safetensors),
-keras (our .keras models) and bert_tf (checkpoints written by our run_pretraining, or its
---output_dir for the latest one; read only). They are detected from the paths unless named with
---from_format / --to_format. The config comes from --bert_config_file, or from bert_config.json
-(tf1, Model Garden) or config.json (hf) beside the input.
+Garden BertEncoder / BertEncoderV2 checkpoints; read only), hf (Hugging Face model folders:
+model.safetensors with config.json and the tokenizer files), keras (our .keras models) and bert_tf
+(checkpoints written by our run_pretraining and fine-tuning runs, or their --output_dir for the
+latest one; read only). They are detected from the paths unless named with --from_format /
+--to_format. The config comes from --bert_config_file, or from bert_config.json (tf1, Model
+Garden) or config.json (hf) beside the input.
 
-The config is written beside the output (bert_config.json for tf1, config.json for hf). Existing
-outputs, that config included, are refused unless --overwrite is given; everything is written
-under a temporary name and renamed when complete, the weights last.
+The head is kept: a fine-tuned classifier, SQuAD or tagger head goes to every output format (the
+original's output_weights / cls/squad names in tf1, Hugging Face's classifier.* / qa_outputs.*
+with the class in config.json's architectures, the task model in keras), its labels and kind to
+task_info.json beside the output (and config.json's id2label). A head that cannot be kept is
+refused; --drop_head converts the encoder alone.
+
+Beside the output: the config (bert_config.json for tf1, config.json for hf); for hf the
+tokenizer (vocab.txt, tokenizer_config.json with the casing, special_tokens_map.json), from
+--vocab_file / --do_lower_case or what the input's folder records. Existing outputs are refused
+unless --overwrite is given; everything is written under a temporary name and renamed when
+complete, the weights last.
 
 Examples:
   python -m bert_tf.convert_checkpoint --from=uncased_L-12_H-768_A-12/bert_model.ckpt \\
       --to=out/model.safetensors
-  python -m bert_tf.convert_checkpoint --from=hf_model/model.safetensors --to=out/bert_model.ckpt
+  python -m bert_tf.convert_checkpoint --from=hf_model_folder --to=out/bert_model.ckpt
+  python -m bert_tf.convert_checkpoint --from=classifier_run --vocab_file=vocab.txt \\
+      --to=hf_classifier/model.safetensors
 """
 
 import os
@@ -57,19 +68,27 @@ _READABLE = {"tf1": ("checkpoint", "table"), "model_garden": ("checkpoint", "tab
 
 def define_flags(flag_values=FLAGS) -> None:
   fv = dict(flag_values=flag_values)
-  flags.DEFINE_string("from", None, "Input: checkpoint prefix, .safetensors or .keras file, or "
-                      "a run_pretraining --output_dir.", **fv)
-  flags.DEFINE_string("to", None, "Output: checkpoint prefix, .safetensors or .keras file.",
-                      **fv)
+  flags.DEFINE_string("from", None, "Input: checkpoint prefix, .safetensors or .keras file, a "
+                      "Hugging Face model folder, or a run's --output_dir (its latest "
+                      "checkpoint).", **fv)
+  flags.DEFINE_string("to", None, "Output: checkpoint prefix, .safetensors (a Hugging Face "
+                      "folder: name it <folder>/model.safetensors) or .keras file.", **fv)
   flags.DEFINE_enum("from_format", None, list(FORMATS), "Input format (default: detected).",
                     **fv)
   flags.DEFINE_enum("to_format", None, ["tf1", "hf", "keras"], "Output format (default: from "
                     "the --to name: .safetensors -> hf, .keras -> keras, else tf1).", **fv)
   flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model (default: the "
                       "one beside the input).", **fv)
+  flags.DEFINE_string("vocab_file", None, "hf output: the vocab written beside it, a file or a "
+                      "folder holding vocab.txt (default: the vocab.txt beside the input).", **fv)
+  flags.DEFINE_bool("do_lower_case", None, "hf output: the casing written to "
+                    "tokenizer_config.json (default: what the input's folder records in "
+                    "task_info.json, data_metadata.json or tokenizer_config.json).", **fv)
+  flags.DEFINE_bool("drop_head", False, "Convert the encoder alone, without the input's head "
+                    "(pretraining or fine-tuned). Without it, a head the output cannot hold "
+                    "is refused.", **fv)
   flags.DEFINE_bool("overwrite", False, "Replace existing outputs: the --to file(s) and the "
-                    "config written beside them (bert_config.json for tf1, config.json for hf).",
-                    **fv)
+                    "files written beside them (config, task_info.json, tokenizer files).", **fv)
   flags.mark_flags_as_required(["from", "to"], **fv)
 
 
@@ -109,11 +128,11 @@ def _read_error(source: str, source_format: str, error: BaseException) -> ValueE
 # === Outputs (checked and written by checkpoints.check_conversion_outputs / write_converted) ===
 
 
-def check_outputs(target: str, target_format: str, overwrite: bool) -> None:
+def check_outputs(target: str, target_format: str, overwrite: bool, tokenizer=None) -> None:
   """checkpoints.check_conversion_outputs, its errors naming --to (and --overwrite)."""
   from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
   try:
-    checkpoints.check_conversion_outputs(target, target_format, overwrite)
+    checkpoints.check_conversion_outputs(target, target_format, overwrite, tokenizer)
   except IsADirectoryError as e:
     raise cli.UsageError(f"--to={_text(e)}") from None
   except FileExistsError as e:
@@ -159,10 +178,10 @@ def resolve_source(path: str, from_format: Optional[str]) -> Tuple[str, str]:
   from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
   source = path
   if io.isdir(path):
-    source = tf.train.latest_checkpoint(path)
-    if source is None:
-      raise FileNotFoundError(f"--from={path}: a folder without a TF checkpoint (no "
-                              "'checkpoint' file naming one that exists)")
+    try:
+      source = checkpoints.resolve_checkpoint(path)
+    except FileNotFoundError as e:
+      raise FileNotFoundError(f"--from={_text(e)}") from None
   kind = _kind(source)
   if kind == "missing":
     if source.endswith((".safetensors", ".keras")) or from_format in ("hf", "keras"):
@@ -224,31 +243,92 @@ def read_source(source: str, source_format: str, config):
     raise _read_error(source, source_format, e) from e
 
 
+def resolve_tokenizer(source: str, config, vocab_file: Optional[str],
+                      do_lower_case: Optional[bool]):
+  """The tokenizer written beside an hf output: --vocab_file (default: vocab.txt beside --from)
+  and --do_lower_case (default: what --from's folder records), checked against what the model was
+  trained with (tasks.common.recorded_tokenizer) and against the config's vocab_size."""
+  from bert_tf import features  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import common  # pylint: disable=g-import-not-at-top
+  recorded = common.recorded_tokenizer(source)
+  casing = do_lower_case if do_lower_case is not None else recorded.get("do_lower_case")
+  try:
+    tokenizer = checkpoints.hf_tokenizer(source, vocab_file, casing,
+                                         names=("--vocab_file", "--do_lower_case"))
+  except FileNotFoundError:
+    if vocab_file:
+      raise
+    raise cli.UsageError(f"--from={source}: no vocab.txt beside it; pass --vocab_file (a Hugging "
+                         "Face model folder holds its tokenizer's vocab)") from None
+  except ValueError:
+    raise cli.UsageError(
+        f"--from={source}: nothing beside it records the casing of its vocab (task_info.json, "
+        "data_metadata.json, tokenizer_config.json); pass --do_lower_case=true (uncased) or "
+        "false (cased) for the output's tokenizer_config.json") from None
+  problems = []
+  vocab_folder = os.path.dirname(tokenizer.vocab_file) or "."
+  vocab_config = io.join(vocab_folder, checkpoints.HF_TOKENIZER_CONFIG_FILE)
+  for value, where in ((recorded.get("do_lower_case"), recorded.get("casing_source")),
+                       (checkpoints.read_hf_casing(vocab_folder), vocab_config)):
+    if value is not None and bool(value) != tokenizer.do_lower_case and not (
+        where == vocab_config and recorded.get("casing_source") == vocab_config):
+      problems.append(f"--do_lower_case={tokenizer.do_lower_case} contradicts "
+                      f"do_lower_case={value} ({where})")
+  if "vocab_md5" in recorded:
+    md5 = features.vocab_checksum(tokenizer.vocab_file)
+    if md5 != recorded["vocab_md5"]:
+      problems.append(f"--vocab_file={tokenizer.vocab_file} (md5 {md5}) is not the vocab the "
+                      f"model was trained with (md5 {recorded['vocab_md5']}, "
+                      f"{recorded['vocab_source']})")
+  size = sum(1 for _ in io.read_text(tokenizer.vocab_file).splitlines())
+  if size > config.vocab_size:
+    problems.append(f"--vocab_file={tokenizer.vocab_file} has {size} tokens but the model's "
+                    f"vocab_size is {config.vocab_size}")
+  if problems:
+    raise ValueError("; ".join(problems))
+  return tokenizer
+
+
 def main(argv):
   del argv
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
   target = FLAGS.to
   target_format = checkpoints.target_format_of(target, FLAGS.to_format)
-  check_outputs(target, target_format, FLAGS.overwrite)  # before the (long) read
+  if target.endswith("/") or io.isdir(target):
+    check_outputs(target, target_format, FLAGS.overwrite)  # a usage error, before the rest
   source, source_format = resolve_source(FLAGS["from"].value, FLAGS.from_format)
   config = read_config(FLAGS.bert_config_file, source, source_format)
+  tokenizer = None
+  if target_format == "hf":
+    tokenizer = resolve_tokenizer(source, config, FLAGS.vocab_file, FLAGS.do_lower_case)
+  check_outputs(target, target_format, FLAGS.overwrite, tokenizer)  # before the (long) read
   values = read_source(source, source_format, config)
   try:
-    model = checkpoints.model_with_weights(config, values, source)
+    model, task_info = checkpoints.converted_model(config, values, source, source_format,
+                                                   FLAGS.drop_head)
+  except checkpoints.HeadError as e:
+    raise ValueError(_flag_message("--from", source, e) + "; pass --drop_head to convert the "
+                     "encoder alone") from e
   except checkpoints.CheckpointMismatchError as e:
     config_source = (f"--bert_config_file={FLAGS.bert_config_file}" if FLAGS.bert_config_file
                      else "the config beside it")
     raise ValueError(f"--from={source}: the weights do not fit {config_source} "
                      f"({_text(e)})") from e
   try:
-    checkpoints.write_converted(model, config, target, target_format, FLAGS.overwrite)
-  except FileExistsError as e:  # created by someone else since check_outputs
-    raise FileExistsError(f"--to={target}: {_text(e)}; pass --overwrite to replace it") from e
+    checkpoints.write_converted(model, config, target, target_format, FLAGS.overwrite,
+                                task_info, tokenizer)
+  except FileExistsError as e:  # created by someone else since check_outputs, or task_info.json
+    raise FileExistsError(f"--to={target}: {_text(e)}; pass --overwrite to replace "
+                          f"{'them' if str(e).endswith(' exist') else 'it'}") from e
   except (OSError, tf.errors.OpError) as e:
     raise OSError(f"--to={target}: cannot write the output ({_text(e)})") from e
+  head = checkpoints.model_head(model)
+  labels = (task_info or {}).get("labels")
   print(f"Wrote {target} ({target_format}, {config.num_hidden_layers} layers, hidden "
-        f"{config.hidden_size}) from {source} ({source_format})")
+        f"{config.hidden_size}, {f'{head} head' if head else 'no head'}"
+        f"{f' with labels {labels}' if labels else ''}) from {source} ({source_format})")
 
 
 if __name__ == "__main__":

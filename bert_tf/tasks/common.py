@@ -8,7 +8,7 @@ the truth beside a checkpoint is read:
 
   task_info.json       written by our fine-tuning runs (casing, vocab checksum, labels)
   data_metadata.json   written by run_pretraining and the exports (the data's casing and vocab)
-  tokenizer_config.json  Hugging Face's (do_lower_case)
+  tokenizer_config.json  Hugging Face's (do_lower_case), beside the checkpoint or the vocab
   vocab.txt            beside the original's and Hugging Face's checkpoints (compared by md5)
   the original's release directory names (uncased_L-12_H-768_A-12, ...), as the original did.
 
@@ -27,10 +27,11 @@ from bert_tf import features
 from bert_tf import io
 from bert_tf import length_buckets as length_buckets_lib
 from bert_tf import tokenization
+from bert_tf.model import checkpoints
 from bert_tf.training import loop
 from bert_tf.training import pretraining
 
-TASK_INFO_FILE = "task_info.json"
+TASK_INFO_FILE = checkpoints.TASK_INFO_FILE
 DATA_METADATA_FILE = pretraining.DATA_METADATA_FILE
 
 # The original's tokenization.validate_case_matches_checkpoint lists.
@@ -84,9 +85,23 @@ class FineTuningSettings:
     return length_buckets_lib.parse(self.length_buckets, max_seq_length,
                                     use_tpu=self.use_tpu)
 
+  def __post_init__(self):
+    # A model folder (Hugging Face's, a release's, an export) as --vocab_file: its vocab.txt.
+    if getattr(self, "vocab_file", None):
+      object.__setattr__(self, "vocab_file", resolve_vocab_file(self.vocab_file))
+
 
 class TokenizerMismatchError(ValueError):
   """The flags' tokenizer (vocab, casing) contradicts what the checkpoint was trained with."""
+
+
+def resolve_vocab_file(path: str) -> str:
+  """--vocab_file as given, or the vocab.txt in it when it names a folder (a Hugging Face model
+  folder, an original release, an export). A folder without one is left as it is, so that
+  reading it fails naming it."""
+  if path and io.isdir(path) and io.exists(io.join(path, checkpoints.HF_VOCAB_FILE)):
+    return io.join(path.rstrip("/"), checkpoints.HF_VOCAB_FILE)
+  return path
 
 
 def checkpoint_directory(path: str) -> str:
@@ -130,6 +145,7 @@ def recorded_tokenizer(checkpoint: str) -> Dict[str, Any]:
   hf = _read_json(f"{directory}/tokenizer_config.json")
   if hf and isinstance(hf.get("do_lower_case"), bool):
     take("do_lower_case", hf["do_lower_case"], f"{directory}/tokenizer_config.json")
+    _warn_unreproduced(hf, f"{directory}/tokenizer_config.json")
   vocab = f"{directory}/vocab.txt"
   if io.exists(vocab):
     take("vocab_md5", features.vocab_checksum(vocab), vocab)
@@ -140,12 +156,24 @@ def recorded_tokenizer(checkpoint: str) -> Dict[str, Any]:
   return found
 
 
+def _warn_unreproduced(hf: Dict[str, Any], path: str) -> None:
+  """Warns of Hugging Face tokenizer settings that the original's tokenizer does not have."""
+  if hf.get("strip_accents") not in (None, hf.get("do_lower_case")):
+    logging.warning("%s: strip_accents=%s, but this tokenizer strips accents exactly when it "
+                    "lower-cases (do_lower_case=%s)", path, hf["strip_accents"],
+                    hf.get("do_lower_case"))
+  if hf.get("tokenize_chinese_chars") is False:
+    logging.warning("%s: tokenize_chinese_chars=false, but this tokenizer always splits CJK "
+                    "characters", path)
+
+
 def check_tokenizer(checkpoint: Optional[str], vocab_file: str, do_lower_case: bool,
                     allow_mismatch: bool = False, vocab_md5: Optional[str] = None) -> None:
-  """Refuses a vocab or casing that contradicts what `checkpoint` was trained with.
+  """Refuses a vocab or casing that contradicts what `checkpoint` was trained with, or a casing
+  that contradicts the tokenizer_config.json beside the vocab (a Hugging Face model folder's).
 
   Args:
-    checkpoint: the --init_checkpoint (or a run directory); None checks nothing.
+    checkpoint: the --init_checkpoint (or a run directory); None: only the vocab's folder.
     vocab_file: the --vocab_file.
     do_lower_case: the --do_lower_case.
     allow_mismatch: log the contradictions as warnings instead of raising.
@@ -154,11 +182,18 @@ def check_tokenizer(checkpoint: Optional[str], vocab_file: str, do_lower_case: b
   Raises:
     TokenizerMismatchError: naming the flag, its value, the recorded value and its file.
   """
-  if not checkpoint:
-    return
-  recorded = recorded_tokenizer(checkpoint)
   problems: List[str] = []
-  if "do_lower_case" in recorded and bool(recorded["do_lower_case"]) != bool(do_lower_case):
+  # A vocab in a Hugging Face model folder: that folder's tokenizer_config.json has its casing.
+  vocab_config = f"{checkpoint_directory(vocab_file)}/tokenizer_config.json"
+  vocab_casing = checkpoints.read_hf_casing(checkpoint_directory(vocab_file)) \
+      if vocab_file and not io.isdir(vocab_file) else None
+  if vocab_casing is not None and vocab_casing != bool(do_lower_case):
+    problems.append(
+        f"--do_lower_case={do_lower_case} but the vocab's tokenizer has do_lower_case="
+        f"{vocab_casing} ({vocab_config}); pass --do_lower_case={vocab_casing}")
+  recorded = recorded_tokenizer(checkpoint) if checkpoint else {}
+  if "do_lower_case" in recorded and bool(recorded["do_lower_case"]) != bool(do_lower_case) \
+      and recorded["casing_source"] != vocab_config:  # said once
     problems.append(
         f"--do_lower_case={do_lower_case} but the checkpoint was trained with "
         f"do_lower_case={recorded['do_lower_case']} ({recorded['casing_source']}); pass "
@@ -197,7 +232,10 @@ def write_task_info(output_dir: str, info: Dict[str, Any]) -> None:
 
 
 def read_task_info(directory: str) -> Optional[Dict[str, Any]]:
-  return _read_json(io.join(checkpoint_directory(directory), TASK_INFO_FILE))
+  """The task_info.json of a run directory or beside a checkpoint; for a Hugging Face model
+  folder without one, what its config.json says of its head (checkpoints.hf_task_info: the
+  kind as "head", the labels of id2label)."""
+  return checkpoints.recorded_task_info(directory)[0]
 
 
 

@@ -131,6 +131,10 @@ class ExtractFeaturesSettings:
   log_every_seconds: float = 30.0
   length_buckets: str = length_buckets_lib.AUTO
 
+  def __post_init__(self):
+    # A model folder (Hugging Face's, a release's) as --vocab_file: its vocab.txt.
+    object.__setattr__(self, "vocab_file", common.resolve_vocab_file(self.vocab_file))
+
   def resolved_output_format(self) -> str:
     """output_format, or the one output_file's extension names (jsonl when it names none)."""
     if self.output_format:

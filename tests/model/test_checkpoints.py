@@ -297,12 +297,22 @@ def test_convert_command_chain_is_exact(tmp_path):
   prefix = write_tf1_style_checkpoint(weights, str(tmp_path / "orig" / "bert_model.ckpt"),
                                       optimizer_slots=True)
   ODD_CONFIG.to_json_file(str(tmp_path / "orig" / "bert_config.json"))
+  helpers.write_vocab(str(tmp_path / "orig" / "vocab.txt"))
   hf_path = str(tmp_path / "hf" / "model.safetensors")
   result = subprocess.run(
-      [sys.executable, "-m", "bert_tf.convert_checkpoint", f"--from={prefix}", f"--to={hf_path}"],
+      [sys.executable, "-m", "bert_tf.convert_checkpoint", f"--from={prefix}", f"--to={hf_path}",
+       "--do_lower_case=false"],
       cwd=helpers.REPO_ROOT, capture_output=True, text=True, env=helpers.subprocess_env())
   assert result.returncode == 0, result.stderr[-3000:]
   assert "Wrote" in result.stdout
+  # A Hugging Face model folder: the weights, config.json and the tokenizer.
+  assert sorted(os.listdir(tmp_path / "hf")) == [
+      "config.json", "model.safetensors", "special_tokens_map.json", "tokenizer_config.json",
+      "vocab.txt"]
+  assert (tmp_path / "hf" / "vocab.txt").read_bytes() == \
+      (tmp_path / "orig" / "vocab.txt").read_bytes()
+  assert json.loads((tmp_path / "hf" / "tokenizer_config.json").read_text())["do_lower_case"] \
+      is False
   hf_config = json.loads((tmp_path / "hf" / "config.json").read_text())
   assert hf_config["hidden_act"] == "gelu_new"  # our "gelu" is their tanh form
   assert checkpoints.bert_config_from_hf(hf_config) == ODD_CONFIG

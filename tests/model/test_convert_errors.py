@@ -16,21 +16,30 @@ TINY = helpers.tiny_config(vocab_size=20, hidden_size=16, intermediate_size=8,
 PROGRAM = "convert_checkpoint"
 
 
+HF_TOKENIZER_FILES = ["special_tokens_map.json", "tokenizer_config.json", "vocab.txt"]
+
+
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory):
-  """A tf1 checkpoint and a Hugging Face file of the same weights, each with its config."""
+  """A tf1 checkpoint and a Hugging Face folder of the same weights, each with its config and
+  vocab: an original release's folder (its name says uncased) and a Hugging Face model folder
+  (tokenizer_config.json says uncased)."""
   root = tmp_path_factory.mktemp("sources")
   weights = helpers.random_original_weights(TINY, np.random.default_rng(3), heads=False)
-  os.makedirs(root / "tf1")
-  prefix = checkpoints.write_tf1_checkpoint(weights, str(root / "tf1" / "bert_model.ckpt"))
-  TINY.to_json_file(str(root / "tf1" / "bert_config.json"))
+  tf1_dir = root / "uncased_L-12_H-768_A-12"
+  os.makedirs(tf1_dir)
+  prefix = checkpoints.write_tf1_checkpoint(weights, str(tf1_dir / "bert_model.ckpt"))
+  TINY.to_json_file(str(tf1_dir / "bert_config.json"))
+  vocab = "\n".join(helpers.VOCAB_TOKENS[:TINY.vocab_size]) + "\n"
+  (tf1_dir / "vocab.txt").write_text(vocab)
   os.makedirs(root / "hf")
   hf_path = checkpoints.write_hf_safetensors(weights, str(root / "hf" / "model.safetensors"),
                                              prefix="")
-  (root / "hf" / "config.json").write_text(
-      json.dumps(checkpoints.hf_config_dict(TINY, heads=False)))
-  return dict(tf1=prefix, hf=hf_path, weights=weights,
-              config=str(root / "tf1" / "bert_config.json"))
+  (root / "hf" / "config.json").write_text(json.dumps(checkpoints.hf_config_dict(TINY)))
+  (root / "hf" / "vocab.txt").write_text(vocab)
+  (root / "hf" / "tokenizer_config.json").write_text(
+      json.dumps(checkpoints.hf_tokenizer_config(True, TINY.max_position_embeddings)))
+  return dict(tf1=prefix, hf=hf_path, weights=weights, config=str(tf1_dir / "bert_config.json"))
 
 
 @pytest.fixture(autouse=True)
@@ -59,7 +68,8 @@ def files_in(directory):
 def test_refuses_existing_weights_file(tmp_path, sources, capsys):
   target = str(tmp_path / "out" / "model.safetensors")
   assert convert(capsys, f"--from={sources['tf1']}", f"--to={target}")[0] == 0
-  os.remove(tmp_path / "out" / "config.json")  # the weights alone are refused too
+  for name in ["config.json"] + HF_TOKENIZER_FILES:  # the weights alone are refused too
+    os.remove(tmp_path / "out" / name)
   before = open(target, "rb").read()
   code, line = convert(capsys, f"--from={sources['tf1']}", f"--to={target}")
   assert code == 1
@@ -102,7 +112,8 @@ def test_overwrite_replaces_weights_and_config(tmp_path, sources, capsys, target
   for path in stale:
     path.write_text("stale")
   assert convert(capsys, f"--from={source}", f"--to={target}", "--overwrite")[0] == 0
-  assert files_in(out) == sorted(p.name for p in stale)  # no temporaries left
+  tokenizer_files = HF_TOKENIZER_FILES if target_format == "hf" else []
+  assert files_in(out) == sorted([p.name for p in stale] + tokenizer_files)  # no temporaries
   values = checkpoints.read_weights(target)
   helpers.assert_same_weights(values, sources["weights"], rtol=0, atol=0)
   assert checkpoints.config_beside(target) == TINY
