@@ -496,6 +496,14 @@ def serving_rows(np, tf, config, texts, directory):
        spread(throughput["none"], 1), "", "")]
 
 
+def print_training_table(rows):
+  print("| task (real length) | system | examples/s | ratio | goal | real-token GFLOP/s |")
+  print("| --- | --- | --: | --: | --- | --: |")
+  for row in rows:
+    print("| " + " | ".join(row) + " |")
+  sys.stdout.flush()
+
+
 def load_text():
   load = os.getloadavg()
   return f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
@@ -523,7 +531,9 @@ def main():
   rows, serving = [], []
   with tempfile.TemporaryDirectory() as directory:
     for task in FLAGS.length_tasks:
-      rows.extend(training_rows(np, task, config, corpora, tokenizer, directory, peak))
+      task_rows = training_rows(np, task, config, corpora, tokenizer, directory, peak)
+      print_training_table(task_rows)  # now, so a run cut short keeps its finished tasks
+      rows.extend(task_rows)
       keras.utils.clear_session(free_memory=True)  # the task's models and steps go
     if not FLAGS.skip_serving:
       print("serving", flush=True)
@@ -542,10 +552,7 @@ def main():
         f"{os.cpu_count()} CPUs, {start_load} at the start, {load_text()} at the end, "
         f"{time.time() - started:.0f} s")
   if rows:
-    print("| task (real length) | system | examples/s | ratio | goal | real-token GFLOP/s |")
-    print("| --- | --- | --: | --: | --- | --: |")
-    for row in rows:
-      print("| " + " | ".join(row) + " |")
+    print_training_table(rows)
   if serving:
     print(f"\nServing, short sentences ({SHORT_RANGE[0]}-{SHORT_RANGE[1]} WordPieces), "
           f"{FLAGS.serving_rounds} rounds of {FLAGS.serving_requests} batch-1 requests and "
