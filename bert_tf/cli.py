@@ -161,10 +161,12 @@ def define_length_flags(flag_values=FLAGS, *, grouping: bool = False) -> None:
   flags.DEFINE_string("length_buckets", length_buckets.AUTO, length_buckets.FLAG_HELP,
                       flag_values=flag_values)
   if grouping:
-    flags.DEFINE_bool("group_by_length", True,
+    flags.DEFINE_bool("group_by_length", False,
                       "Training batches hold examples of similar length (sorted within windows "
                       "of 50 shuffled batches, the batches then shuffled): less padding to "
-                      "compute. Seeded and resumable like the plain shuffle.",
+                      "compute, but less varied batches (off by default: on SQuAD a batch then "
+                      "holds one paragraph's windows). Seeded and resumable like the plain "
+                      "shuffle.",
                       flag_values=flag_values)
 
 
