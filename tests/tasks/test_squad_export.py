@@ -338,7 +338,8 @@ def test_v2_export_layout_assets_and_warmup(v2_export, loaded_v2):
   assert info == dict(kind="squad", seq_length=SEQ, doc_stride=STRIDE, max_query_length=QUERY,
                       n_best_size=NBEST, max_answer_length=MAX_ANSWER, do_lower_case=True,
                       version_2_with_negative=True, null_score_diff_threshold=threshold,
-                      model_name="squad", signatures=["answer", "serving_default"])
+                      model_name="squad", signatures=["answer", "serving_default"],
+                      length_buckets=[16, 32, 48, 64])  # --length_buckets=auto at SEQ 64
   task_info = json.load(open(os.path.join(path, "assets", "task_info.json")))
   assert task_info["null_score_diff_threshold"] == threshold
   # The warm-up records: a PredictionLog per signature, which the model answers.
