@@ -3,7 +3,8 @@
 One `tf.train.Example` per training instance, as the original create_pretraining_data.py:
 write_instance_to_example_files writes them. This module is the single definition shared by the
 data writer (bert_tf/data) and the training input pipeline, so a
-feature renamed or resized here changes both sides at once.
+feature renamed or resized here changes both sides at once. `RecordFileWriter` is the one
+atomic TFRecord file writer, used by every writer of fine-tuning and feature records.
 
 TensorFlow is imported lazily, inside the few functions that need it: data-preparation workers
 encode records with `ExampleEncoder` (pure Python) and should not pay TensorFlow's import cost
@@ -404,6 +405,46 @@ def decode_example(record: bytes, max_seq_length: int, max_predictions_per_seq: 
           f"feature {name!r} has {len(values)} values, expected {lengths[canonical]}")
     out[canonical] = values
   return out
+
+
+# === Writing a record file ===
+
+
+class RecordFileWriter:
+  """A TFRecord file written atomically: the records go to a temporary file (bert_tf.io), which
+  becomes `path` when the `with` block ends without an exception; after an exception nothing is
+  left under `path` (an interrupted conversion never looks complete).
+
+  Usage: `with features.RecordFileWriter(path) as writer: writer.write(serialized)`. The
+  fine-tuning feature writers (squad_data.FeatureWriter, tagging_data.FeatureWriter) subclass it
+  to serialise their windows; num_records counts what was written.
+  """
+
+  def __init__(self, path: str):
+    self.path = path
+    self.num_records = 0
+    self._writer = None
+    self._exit_stack: Optional[contextlib.ExitStack] = None
+
+  def __enter__(self):
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    with contextlib.ExitStack() as stack:
+      tmp = stack.enter_context(io.atomic_path(self.path))
+      self._writer = stack.enter_context(tf.io.TFRecordWriter(tmp))
+      self._exit_stack = stack.pop_all()
+    return self
+
+  def write(self, record: bytes) -> None:
+    """Appends one serialised record."""
+    if self._writer is None:
+      raise ValueError(f"{self.path}: records are written inside `with RecordFileWriter(...)`")
+    self._writer.write(record)
+    self.num_records += 1
+
+  def __exit__(self, exc_type, exc, tb):
+    # Closes the TFRecord file, then renames it to `path` (or removes it after an exception).
+    stack, self._exit_stack, self._writer = self._exit_stack, None, None
+    return stack.__exit__(exc_type, exc, tb)
 
 
 # === Metadata file ===

@@ -111,6 +111,27 @@ def test_parsing_spec_reads_encoded_records():
   assert parsed["next_sentence_labels"].numpy().tolist() == [1]
 
 
+def test_record_file_writer_appears_only_when_complete(tmp_path):
+  path = str(tmp_path / "out" / "records.tf_record")
+  with features.RecordFileWriter(path) as writer:
+    writer.write(b"first")
+    writer.write(b"second")
+    assert not (tmp_path / "out" / "records.tf_record").exists()
+  assert writer.num_records == 2
+  assert [r.numpy() for r in tf.data.TFRecordDataset(path)] == [b"first", b"second"]
+  assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["records.tf_record"]
+
+  with pytest.raises(RuntimeError, match="stop"):
+    with features.RecordFileWriter(path) as writer:
+      writer.write(b"partial")
+      raise RuntimeError("stop")
+  # The complete file is left as it was, and no temporary remains.
+  assert [r.numpy() for r in tf.data.TFRecordDataset(path)] == [b"first", b"second"]
+  assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["records.tf_record"]
+  with pytest.raises(ValueError, match="inside `with RecordFileWriter"):
+    features.RecordFileWriter(path).write(b"outside")
+
+
 def test_v2_names():
   names = features.feature_names(use_v2_feature_names=True)
   assert list(names.values()) == ["input_word_ids", "input_mask", "input_type_ids",

@@ -1155,8 +1155,8 @@ def file_based_convert_examples_to_features(
 
   One tf.train.Example per example, in order, with the int64 features input_ids, input_mask,
   segment_ids (max_seq_length each), label_ids and is_real_example (one each; label_ids is a
-  float when label_list is None, i.e. regression). The file is written under a temporary name and
-  renamed when complete (bert_tf.io), so a failure leaves no partial output_file.
+  float when label_list is None, i.e. regression). The file is written atomically
+  (features.RecordFileWriter), so a failure leaves no partial output_file.
 
   Returns:
     The number of records written.
@@ -1167,35 +1167,33 @@ def file_based_convert_examples_to_features(
   packed_ids = _PackedIds.for_converter(converter, encoder.varints)
   total = len(examples) if hasattr(examples, "__len__") else None
   padding_label = 0.0 if regression else 0
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
   examples = iter(examples)
   count = 0
-  with io.atomic_path(output_file) as tmp, features.collector_paused():
-    with tf.io.TFRecordWriter(tmp) as writer:
-      while True:
-        chunk = list(itertools.islice(examples, _CHUNK_SIZE))
-        if not chunk:
-          break
-        packed_chunk = packed_ids.chunk(chunk) if packed_ids is not None else ()
-        for example, packed in itertools.zip_longest(chunk, packed_chunk):
-          if count % 10000 == 0:
-            logging.info("Writing example %d of %s", count, total)
-          if isinstance(example, PaddingInputExample):
-            record = encoder.encode((), 0, padding_label, False)
+  with features.RecordFileWriter(output_file) as writer, features.collector_paused():
+    while True:
+      chunk = list(itertools.islice(examples, _CHUNK_SIZE))
+      if not chunk:
+        break
+      packed_chunk = packed_ids.chunk(chunk) if packed_ids is not None else ()
+      for example, packed in itertools.zip_longest(chunk, packed_chunk):
+        if count % 10000 == 0:
+          logging.info("Writing example %d of %s", count, total)
+        if isinstance(example, PaddingInputExample):
+          record = encoder.encode((), 0, padding_label, False)
+        else:
+          if example.text_a is None:
+            raise ValueError(f"example {example.guid}: text_a is None")
+          label_id = converter.label_id(example)
+          if packed is not None:
+            record = encoder.encode_packed(*packed, label_id, True)
           else:
-            if example.text_a is None:
-              raise ValueError(f"example {example.guid}: text_a is None")
-            label_id = converter.label_id(example)
-            if packed is not None:
-              record = encoder.encode_packed(*packed, label_id, True)
-            else:
-              ids, num_segment_a = converter.ids(example)
-              record = encoder.encode(ids, num_segment_a, label_id, True)
-            if count < 5:
-              converter.log(count, example, _features(converter, example))
-          writer.write(record)
-          count += 1
+            ids, num_segment_a = converter.ids(example)
+            record = encoder.encode(ids, num_segment_a, label_id, True)
+          if count < 5:
+            converter.log(count, example, _features(converter, example))
+        writer.write(record)
+        count += 1
   return count
 
 

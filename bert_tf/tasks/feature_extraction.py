@@ -71,6 +71,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import features as record_features
 from bert_tf import io
 from bert_tf import length_buckets as length_buckets_lib
 from bert_tf import tokenization
@@ -559,7 +560,7 @@ def _int64s(values: Sequence[int]) -> tf.train.Feature:
 
 
 class TfRecordWriter:
-  """One tf.train.Example per line, to a tf.io.TFRecordWriter (or anything with write)."""
+  """One tf.train.Example per line, to a features.RecordFileWriter (or anything with write)."""
 
   def __init__(self, sink, layers: Sequence[int], pooling: str = "none"):
     self.sink = sink
@@ -686,9 +687,8 @@ def open_writer(output_file: str, output_format: str, layers: Sequence[int], hid
     with io.atomic_write(output_file, "wb") as f:
       yield JsonlWriter(f, layers, pooling)
   elif output_format == "tfrecord":
-    with io.atomic_path(output_file) as tmp:
-      with tf.io.TFRecordWriter(tmp) as records:
-        yield TfRecordWriter(records, layers, pooling)
+    with record_features.RecordFileWriter(output_file) as records:
+      yield TfRecordWriter(records, layers, pooling)
   elif output_format == "npz":
     # Scratch files beside a local output (same disk, cleaned up like io's temporaries), in the
     # system's temporary directory for gs:// and other remote outputs.

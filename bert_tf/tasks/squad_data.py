@@ -759,53 +759,25 @@ def _varints() -> Sequence[bytes]:
   return record_features.varint_table(1 << 17)  # every id of vocabularies up to 131k tokens
 
 
-class FeatureWriter:
+class FeatureWriter(record_features.RecordFileWriter):
   """Writes InputFeatures to a TFRecord file (the original's FeatureWriter, same records).
 
-  The file is written under a temporary name and renamed by close(), so an interrupted
-  conversion leaves no partial `filename`. Use as a context manager, or call close().
+  A context manager: the file appears under `filename` only when the block succeeds
+  (features.RecordFileWriter), so an interrupted conversion leaves no partial file.
   """
 
   def __init__(self, filename: str, is_training: bool):
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    self.filename = filename
+    super().__init__(filename)
     self.is_training = is_training
-    self.num_features = 0
-    self._atomic = io.atomic_path(filename)
-    self._tmp = self._atomic.__enter__()
-    self._writer = tf.io.TFRecordWriter(self._tmp)
+
+  @property
+  def num_features(self) -> int:
+    return self.num_records
 
   def process_feature(self, feature: InputFeatures) -> None:
-    self.num_features += 1
-    self._writer.write(serialize_feature(feature, self.is_training))
+    self.write(serialize_feature(feature, self.is_training))
 
-  def __call__(self, feature: InputFeatures) -> None:
-    self.process_feature(feature)
-
-  def close(self) -> None:
-    if self._writer is None:
-      return
-    self._writer.close()
-    self._writer = None
-    self._atomic.__exit__(None, None, None)
-
-  def abort(self) -> None:
-    """Drops what was written (the temporary file); `filename` is left as it was."""
-    if self._writer is None:
-      return
-    self._writer.close()
-    self._writer = None
-    self._atomic.__exit__(RuntimeError, RuntimeError("aborted"), None)
-
-  def __enter__(self):
-    return self
-
-  def __exit__(self, exc_type, exc, tb):
-    if exc_type is None:
-      self.close()
-    else:
-      self.abort()
-    return False
+  __call__ = process_feature
 
 
 # === Predictions ===

@@ -388,34 +388,24 @@ def serialize_feature(feature: InputFeatures) -> bytes:
                                            for name in RECORD_FIELDS})
 
 
-class FeatureWriter:
-  """Writes InputFeatures to a TFRecord file under a temporary name, renamed by close() (an
-  interrupted conversion leaves no partial file). A context manager; also keeps the features
-  when `keep` is set (prediction needs their word positions)."""
+class FeatureWriter(features.RecordFileWriter):
+  """Writes InputFeatures to a TFRecord file, which appears under `filename` only when the
+  `with` block succeeds (features.RecordFileWriter); also keeps the features when `keep` is
+  set (prediction needs their word positions)."""
 
   def __init__(self, filename: str, keep: bool = False):
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    self.filename = filename
-    self.num_features = 0
+    super().__init__(filename)
     self.features: List[InputFeatures] = []
     self._keep = keep
-    self._atomic = io.atomic_path(filename)
-    self._tmp = self._atomic.__enter__()
-    self._writer = tf.io.TFRecordWriter(self._tmp)
+
+  @property
+  def num_features(self) -> int:
+    return self.num_records
 
   def __call__(self, feature: InputFeatures) -> None:
-    self.num_features += 1
     if self._keep:
       self.features.append(feature)
-    self._writer.write(serialize_feature(feature))
-
-  def __enter__(self):
-    return self
-
-  def __exit__(self, exc_type, exc, tb):
-    self._writer.close()
-    self._atomic.__exit__(exc_type, exc, tb)
-    return False
+    self.write(serialize_feature(feature))
 
 
 # === Predictions back onto words ===
