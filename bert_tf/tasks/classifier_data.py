@@ -1067,9 +1067,6 @@ def _features(converter: _Converter, example: InputExample) -> InputFeatures:
 
 INPUT_IDS, INPUT_MASK, SEGMENT_IDS = "input_ids", "input_mask", "segment_ids"
 LABEL_IDS, IS_REAL_EXAMPLE = "label_ids", "is_real_example"
-# The original's insertion order (its OrderedDict); every feature is int64 (label_ids is a float
-# for regression tasks).
-FEATURE_NAMES = (INPUT_IDS, INPUT_MASK, SEGMENT_IDS, LABEL_IDS, IS_REAL_EXAMPLE)
 
 
 class _RecordEncoder:

@@ -108,11 +108,8 @@ class SquadExample:
     return ", ".join(parts)
 
 
-def is_squad_whitespace(c: str) -> bool:
-  """The reader's word separators: space, tab, CR, LF and U+202F (narrow no-break space)."""
-  return c in " \t\r\n\u202f"
-
-
+# A word: a run of anything but the reader's separators (space, tab, CR, LF and U+202F, the
+# narrow no-break space).
 _SQUAD_WORD = re.compile("[^ \t\r\n\u202f]+")
 
 
