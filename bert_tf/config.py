@@ -7,24 +7,52 @@ original code and by every converter that understands it, and vice versa.
 import dataclasses
 import json
 import math
-from typing import Any, Dict, Mapping
+from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple
 
 from bert_tf import io
 
-# The original code's "gelu" is the tanh approximation
+# The hidden_act names and what each computes. The original code's "gelu" is the tanh
+# approximation
 #   0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))).
-# Hugging Face calls that form "gelu_new" and uses "gelu" for the exact erf form, so an importer
-# of Hugging Face configs must map "gelu" -> "gelu_exact" (bert_tf never guesses from context).
-HIDDEN_ACTIVATIONS = {
-    "gelu": "tanh approximation of GELU (the original BERT code's meaning)",
-    "gelu_new": "tanh approximation of GELU (Hugging Face's name; same as 'gelu' here)",
-    "gelu_exact": "exact GELU, 0.5 * x * (1 + erf(x / sqrt(2)))",
-    "relu": "max(x, 0)",
-    "tanh": "tanh(x)",
-    "silu": "x * sigmoid(x) (also called swish)",
-    "swish": "x * sigmoid(x) (same as 'silu')",
-    "linear": "identity",
+# Hugging Face calls that form "gelu_new" and uses "gelu" for the exact erf form, so its names
+# are a column of this table (never guessed from context): the first one is what we write to a
+# Hugging Face config.json, all of them are read back as the row's name. A spelling of another
+# row's function (gelu_new, swish) has no Hugging Face names of its own.
+
+
+class Activation(NamedTuple):
+  """One hidden_act value."""
+  function: str          # gelu_tanh, gelu_exact, or the Keras activation of that name
+  meaning: str
+  hugging_face: Tuple[str, ...] = ()
+
+
+HIDDEN_ACTIVATIONS: Dict[str, Activation] = {
+    "gelu": Activation("gelu_tanh", "tanh approximation of GELU (the original BERT code's "
+                       "meaning)", ("gelu_new", "gelu_pytorch_tanh")),
+    "gelu_new": Activation("gelu_tanh", "tanh approximation of GELU (Hugging Face's name; same "
+                           "as 'gelu' here)"),
+    "gelu_exact": Activation("gelu_exact", "exact GELU, 0.5 * x * (1 + erf(x / sqrt(2)))",
+                             ("gelu",)),
+    "relu": Activation("relu", "max(x, 0)", ("relu",)),
+    "tanh": Activation("tanh", "tanh(x)", ("tanh",)),
+    "silu": Activation("silu", "x * sigmoid(x) (also called swish)", ("silu", "swish")),
+    "swish": Activation("silu", "x * sigmoid(x) (same as 'silu')"),
+    "linear": Activation("linear", "identity", ("linear",)),
 }
+
+
+def hf_activation(hidden_act: str) -> str:
+  """The Hugging Face hidden_act name of one of ours (a spelling takes its function's name)."""
+  function = HIDDEN_ACTIVATIONS[hidden_act].function
+  return next(row.hugging_face[0] for row in HIDDEN_ACTIVATIONS.values()
+              if row.function == function and row.hugging_face)
+
+
+def activation_from_hf(hf_name: str) -> Optional[str]:
+  """Our hidden_act name for a Hugging Face one, or None when we have no equivalent."""
+  return next((name for name, row in HIDDEN_ACTIVATIONS.items() if hf_name in row.hugging_face),
+              None)
 
 
 class ConfigError(ValueError):

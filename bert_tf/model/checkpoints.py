@@ -27,7 +27,7 @@ import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from bert_tf import io
-from bert_tf.config import BertConfig
+from bert_tf.config import BertConfig, activation_from_hf, hf_activation
 from bert_tf.model.encoder import build_encoder
 from bert_tf.model.heads import (CLASSIFIER_LAYER, SPAN_LAYER, build_classifier_model,
                                  build_pretraining_model, build_span_model, build_tagger_model)
@@ -560,11 +560,6 @@ _HF_NAMES: Tuple[Tuple[str, str], ...] = (
 _HF_IGNORED = re.compile(r"(^|\.)(position_ids|cls\.predictions\.decoder\.(weight|bias))$")
 _HF_LAYER_NORM = {"weight": "gamma", "bias": "beta"}
 
-# Hugging Face hidden_act names -> ours. Their "gelu" is the exact erf form.
-HF_ACTIVATIONS = {"gelu": "gelu_exact", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu",
-                  "relu": "relu", "tanh": "tanh", "silu": "silu", "swish": "silu",
-                  "linear": "linear"}
-
 
 def bert_config_from_hf(values: Mapping[str, object], source: str = "config.json") -> BertConfig:
   """A BertConfig from a Hugging Face BERT config.json dict (extra keys are ignored).
@@ -574,7 +569,8 @@ def bert_config_from_hf(values: Mapping[str, object], source: str = "config.json
       epsilon, relative positions, an unknown activation).
   """
   act = values.get("hidden_act", "gelu")
-  if act not in HF_ACTIVATIONS:
+  hidden_act = activation_from_hf(act)  # their "gelu" is the exact erf form
+  if hidden_act is None:
     raise ValueError(f"{source}: hidden_act {act!r} has no equivalent here")
   if float(values.get("layer_norm_eps", 1e-12)) != 1e-12:
     raise ValueError(f"{source}: layer_norm_eps {values['layer_norm_eps']} is not BERT's 1e-12")
@@ -583,7 +579,7 @@ def bert_config_from_hf(values: Mapping[str, object], source: str = "config.json
                      f"{values['position_embedding_type']!r} is not supported")
   keys = [f.name for f in dataclasses.fields(BertConfig) if f.name != "hidden_act"]
   return BertConfig.from_dict(dict({k: values[k] for k in keys if k in values},
-                                   hidden_act=HF_ACTIVATIONS[act]), source=source)
+                                   hidden_act=hidden_act), source=source)
 
 
 def hf_to_original(tensors: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
@@ -1068,11 +1064,6 @@ def read_training_checkpoint(path: str, config: BertConfig) -> Dict[str, np.ndar
   return get_original_weights(model)
 
 
-_OURS_TO_HF_ACTIVATION = {"gelu": "gelu_new", "gelu_new": "gelu_new", "gelu_exact": "gelu",
-                          "relu": "relu", "tanh": "tanh", "silu": "silu", "swish": "silu",
-                          "linear": "linear"}
-
-
 def config_from_model(model) -> BertConfig:
   """The BertConfig a model from build_encoder / build_pretraining_model was built with."""
   word = model.get_layer("word_embeddings").get_config()
@@ -1097,7 +1088,7 @@ def hf_config_dict(config: BertConfig, head: Optional[str] = None,
   labels (task_info["labels"], in id order) become id2label / label2id; a classifier without
   labels gets the placeholders LABEL_0, ... for its number of outputs (task_info["outputs"])."""
   values = config.to_dict()
-  values.update(hidden_act=_OURS_TO_HF_ACTIVATION[config.hidden_act], layer_norm_eps=1e-12,
+  values.update(hidden_act=hf_activation(config.hidden_act), layer_norm_eps=1e-12,
                 model_type="bert", position_embedding_type="absolute", pad_token_id=0,
                 architectures=[HF_ARCHITECTURES[head]])
   if head in (CLASSIFIER, TAGGER):

@@ -14,6 +14,7 @@ import keras
 from keras import ops
 import tensorflow as tf
 
+from bert_tf.config import HIDDEN_ACTIVATIONS
 from bert_tf.model import fused
 
 # The additive value for padded key positions; the original uses -10000.0, not -inf, so padded
@@ -30,17 +31,16 @@ def get_activation(name, training=None):
   gradient); inference graphs always use plain ops so that exports need no XLA.
   """
   name = name.lower()
-  if training and fused.ENABLED and name in ("gelu", "gelu_new"):
-    return fused.gelu_tanh
-  if name in ("gelu", "gelu_new"):
+  if name not in HIDDEN_ACTIVATIONS:
+    raise ValueError(f"hidden_act {name!r} is not supported")
+  function = HIDDEN_ACTIVATIONS[name].function
+  if function == "gelu_tanh":
+    if training and fused.ENABLED:
+      return fused.gelu_tanh
     return lambda x: keras.activations.gelu(x, approximate=True)
-  if name == "gelu_exact":
+  if function == "gelu_exact":
     return lambda x: keras.activations.gelu(x, approximate=False)
-  if name in ("silu", "swish"):
-    return keras.activations.silu
-  if name in ("relu", "tanh", "linear"):
-    return keras.activations.get(name)
-  raise ValueError(f"hidden_act {name!r} is not supported")
+  return keras.activations.get(function)  # relu, tanh, silu, linear
 
 
 def truncated_normal(stddev):
