@@ -522,43 +522,74 @@ def load_model_garden_encoder(model, source, strict: bool = True,
 
 
 # === Hugging Face safetensors ===
-# Hugging Face BertModel / BertForPreTraining names (after the optional "bert." prefix and with
-# "." as separator) -> original names. Their Linear weights are [out, in]: transposed relative to
-# the original's kernels; their LayerNorm uses weight/bias (older files: gamma/beta).
-_HF_NAMES: Tuple[Tuple[str, str], ...] = (
-    (r"embeddings\.(word|position|token_type)_embeddings\.weight",
-     "bert/embeddings/{0}_embeddings"),
-    (r"encoder\.layer\.(\d+)\.attention\.self\.(query|key|value)\.(weight|bias)",
-     "bert/encoder/layer_{0}/attention/self/{1}/{2}"),
-    (r"encoder\.layer\.(\d+)\.attention\.output\.dense\.(weight|bias)",
-     "bert/encoder/layer_{0}/attention/output/dense/{1}"),
-    (r"encoder\.layer\.(\d+)\.attention\.output\.LayerNorm\.(weight|bias|gamma|beta)",
-     "bert/encoder/layer_{0}/attention/output/LayerNorm/{1}"),
-    (r"encoder\.layer\.(\d+)\.intermediate\.dense\.(weight|bias)",
-     "bert/encoder/layer_{0}/intermediate/dense/{1}"),
-    (r"encoder\.layer\.(\d+)\.output\.dense\.(weight|bias)",
-     "bert/encoder/layer_{0}/output/dense/{1}"),
-    (r"encoder\.layer\.(\d+)\.output\.LayerNorm\.(weight|bias|gamma|beta)",
-     "bert/encoder/layer_{0}/output/LayerNorm/{1}"),
-    (r"embeddings\.LayerNorm\.(weight|bias|gamma|beta)", "bert/embeddings/LayerNorm/{0}"),
-    (r"pooler\.dense\.(weight|bias)", "bert/pooler/dense/{0}"),
-    (r"cls\.predictions\.transform\.dense\.(weight|bias)", "cls/predictions/transform/dense/{0}"),
-    (r"cls\.predictions\.transform\.LayerNorm\.(weight|bias|gamma|beta)",
-     "cls/predictions/transform/LayerNorm/{0}"),
-    (r"cls\.predictions\.bias", "cls/predictions/output_bias"),
-    (r"cls\.seq_relationship\.weight", "cls/seq_relationship/output_weights"),
-    (r"cls\.seq_relationship\.bias", "cls/seq_relationship/output_bias"),
-    # Fine-tuning heads (BertForSequenceClassification, BertForQuestionAnswering): their
-    # Linear weights are [out, in], the original's layout of these two heads.
-    (r"classifier\.weight", "output_weights"),
-    (r"classifier\.bias", "output_bias"),
-    (r"qa_outputs\.weight", "cls/squad/output_weights"),
-    (r"qa_outputs\.bias", "cls/squad/output_bias"),
+# One row per original scope and its Hugging Face BertModel / BertForPreTraining name (after the
+# optional "bert." prefix), read in both directions; "{n}" is the layer index. The kind of a row
+# says which variables it holds (_HF_VARIABLES): a Linear's weight is [out, in], the transpose
+# of the original's kernel; a LayerNorm's weight/bias are the original's gamma/beta; a tensor
+# row is one variable in the same layout (embeddings, biases, and the [out, in] output_weights
+# of the next sentence, classifier and SQuAD heads).
+_DENSE, _NORM, _TENSOR = "dense", "norm", "tensor"
+_HF_TABLE: Tuple[Tuple[str, str, str], ...] = (
+    ("bert/embeddings/word_embeddings", "embeddings.word_embeddings.weight", _TENSOR),
+    ("bert/embeddings/position_embeddings", "embeddings.position_embeddings.weight", _TENSOR),
+    ("bert/embeddings/token_type_embeddings", "embeddings.token_type_embeddings.weight", _TENSOR),
+    ("bert/embeddings/LayerNorm", "embeddings.LayerNorm", _NORM),
+    ("bert/encoder/layer_{n}/attention/self/query", "encoder.layer.{n}.attention.self.query",
+     _DENSE),
+    ("bert/encoder/layer_{n}/attention/self/key", "encoder.layer.{n}.attention.self.key", _DENSE),
+    ("bert/encoder/layer_{n}/attention/self/value", "encoder.layer.{n}.attention.self.value",
+     _DENSE),
+    ("bert/encoder/layer_{n}/attention/output/dense",
+     "encoder.layer.{n}.attention.output.dense", _DENSE),
+    ("bert/encoder/layer_{n}/attention/output/LayerNorm",
+     "encoder.layer.{n}.attention.output.LayerNorm", _NORM),
+    ("bert/encoder/layer_{n}/intermediate/dense", "encoder.layer.{n}.intermediate.dense", _DENSE),
+    ("bert/encoder/layer_{n}/output/dense", "encoder.layer.{n}.output.dense", _DENSE),
+    ("bert/encoder/layer_{n}/output/LayerNorm", "encoder.layer.{n}.output.LayerNorm", _NORM),
+    ("bert/pooler/dense", "pooler.dense", _DENSE),
+    ("cls/predictions/transform/dense", "cls.predictions.transform.dense", _DENSE),
+    ("cls/predictions/transform/LayerNorm", "cls.predictions.transform.LayerNorm", _NORM),
+    ("cls/predictions/output_bias", "cls.predictions.bias", _TENSOR),
+    ("cls/seq_relationship/output_weights", "cls.seq_relationship.weight", _TENSOR),
+    ("cls/seq_relationship/output_bias", "cls.seq_relationship.bias", _TENSOR),
+    # Fine-tuning heads (BertForSequenceClassification / BertForTokenClassification,
+    # BertForQuestionAnswering).
+    ("output_weights", "classifier.weight", _TENSOR),
+    ("output_bias", "classifier.bias", _TENSOR),
+    ("cls/squad/output_weights", "qa_outputs.weight", _TENSOR),
+    ("cls/squad/output_bias", "qa_outputs.bias", _TENSOR),
 )
+# kind -> (original suffix, Hugging Face suffix, transposed) of each variable of a row.
+_HF_VARIABLES = {_DENSE: (("/kernel", ".weight", True), ("/bias", ".bias", False)),
+                 _NORM: (("/gamma", ".weight", False), ("/beta", ".bias", False)),
+                 _TENSOR: (("", "", False),)}
+# (original name, Hugging Face name, transposed) of every variable of _HF_TABLE.
+_HF_NAMES: Tuple[Tuple[str, str, bool], ...] = tuple(
+    (original + original_suffix, hf + hf_suffix, transposed)
+    for original, hf, kind in _HF_TABLE
+    for original_suffix, hf_suffix, transposed in _HF_VARIABLES[kind])
+# The heads' Hugging Face names never take the "bert." prefix.
+_HF_TOP_LEVEL = ("cls.", "classifier.", "qa_outputs.")
 # Present in some Hugging Face files but not weights of the original model: buffers, and the
 # decoder, which is tied to the word embeddings (its bias is cls.predictions.bias).
 _HF_IGNORED = re.compile(r"(^|\.)(position_ids|cls\.predictions\.decoder\.(weight|bias))$")
-_HF_LAYER_NORM = {"weight": "gamma", "bias": "beta"}
+# Older Hugging Face files name a LayerNorm's weight and bias gamma and beta.
+_HF_OLD_LAYER_NORM = {"gamma": "weight", "beta": "bias"}
+
+
+_HF_PATTERNS = tuple(tuple(re.compile(re.escape(name).replace(re.escape("{n}"), r"(?P<n>\d+)"))
+                           for name in row[:2]) for row in _HF_NAMES)
+
+
+def _hf_name_map(name: str, hf_to_original: bool) -> Optional[Tuple[str, bool]]:
+  """The other column's name of `name` in _HF_NAMES, and whether the value is transposed; None
+  for a name of no row."""
+  source, target = (1, 0) if hf_to_original else (0, 1)
+  for row, patterns in zip(_HF_NAMES, _HF_PATTERNS):
+    match = patterns[source].fullmatch(name)
+    if match:
+      return row[target].format(**match.groupdict()), row[2]
+  return None
 
 
 def bert_config_from_hf(values: Mapping[str, object], source: str = "config.json") -> BertConfig:
@@ -593,22 +624,15 @@ def hf_to_original(tensors: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
     if _HF_IGNORED.search(name):
       continue
     short = name[len("bert."):] if name.startswith("bert.") else name
-    for pattern, template in _HF_NAMES:
-      match = re.fullmatch(pattern, short)
-      if match:
-        original = template.format(*match.groups())
-        break
-    else:
+    base, _, last = short.rpartition(".")
+    if base.endswith("LayerNorm"):
+      short = f"{base}.{_HF_OLD_LAYER_NORM.get(last, last)}"
+    found = _hf_name_map(short, hf_to_original=True)
+    if found is None:
       raise KeyError(f"Hugging Face tensor {name!r} has no original BERT counterpart")
+    original, transposed = found
     value = np.asarray(value)
-    suffix = original.rsplit("/", 1)[-1]
-    if "/LayerNorm/" in original:
-      original = original[:-len(suffix)] + _HF_LAYER_NORM.get(suffix, suffix)
-    elif suffix == "weight":
-      original = original[:-len(suffix)] + "kernel"
-      value = value.T  # [out, in] -> [in, out]
-    # cls/seq_relationship/output_weights is [2, H] in both: no transpose.
-    result[original] = value
+    result[original] = value.T if transposed else value
   return result
 
 
@@ -624,53 +648,18 @@ def original_to_hf(values: Mapping[str, np.ndarray], prefix: str = "bert.",
   """
   result = {}
   for name, value in values.items():
+    found = _hf_name_map(name, hf_to_original=False)
+    if found is None:
+      raise KeyError(f"original variable {name!r} has no Hugging Face counterpart")
+    hf, transposed = found
     value = np.asarray(value)
-    if name.endswith("/kernel"):
-      value = value.T  # [in, out] -> Linear's [out, in]
-    hf = _original_to_hf_name(name)
-    top_level = hf.startswith(("cls.", "classifier.", "qa_outputs."))  # heads have no prefix
-    result[hf if top_level else prefix + hf] = np.ascontiguousarray(value)
+    if transposed:
+      value = value.T
+    result[hf if hf.startswith(_HF_TOP_LEVEL) else prefix + hf] = np.ascontiguousarray(value)
   if tie_decoder and "cls/predictions/output_bias" in values:
     result["cls.predictions.decoder.weight"] = np.ascontiguousarray(
         values["bert/embeddings/word_embeddings"])
   return result
-
-
-def _original_to_hf_name(name: str) -> str:
-  """The Hugging Face name of an original variable name."""
-  rules = (
-      (r"bert/embeddings/(word|position|token_type)_embeddings", "embeddings.{0}_embeddings.weight"),
-      (r"bert/embeddings/LayerNorm/(gamma|beta)", "embeddings.LayerNorm.{0}"),
-      (r"bert/encoder/layer_(\d+)/attention/self/(query|key|value)/(kernel|bias)",
-       "encoder.layer.{0}.attention.self.{1}.{2}"),
-      (r"bert/encoder/layer_(\d+)/attention/output/dense/(kernel|bias)",
-       "encoder.layer.{0}.attention.output.dense.{1}"),
-      (r"bert/encoder/layer_(\d+)/attention/output/LayerNorm/(gamma|beta)",
-       "encoder.layer.{0}.attention.output.LayerNorm.{1}"),
-      (r"bert/encoder/layer_(\d+)/intermediate/dense/(kernel|bias)",
-       "encoder.layer.{0}.intermediate.dense.{1}"),
-      (r"bert/encoder/layer_(\d+)/output/dense/(kernel|bias)", "encoder.layer.{0}.output.dense.{1}"),
-      (r"bert/encoder/layer_(\d+)/output/LayerNorm/(gamma|beta)",
-       "encoder.layer.{0}.output.LayerNorm.{1}"),
-      (r"bert/pooler/dense/(kernel|bias)", "pooler.dense.{0}"),
-      (r"cls/predictions/transform/dense/(kernel|bias)", "cls.predictions.transform.dense.{0}"),
-      (r"cls/predictions/transform/LayerNorm/(gamma|beta)",
-       "cls.predictions.transform.LayerNorm.{0}"),
-      (r"cls/predictions/output_bias", "cls.predictions.bias"),
-      (r"cls/seq_relationship/output_weights", "cls.seq_relationship.weight"),
-      (r"cls/seq_relationship/output_bias", "cls.seq_relationship.bias"),
-      (r"output_weights", "classifier.weight"),
-      (r"output_bias", "classifier.bias"),
-      (r"cls/squad/output_weights", "qa_outputs.weight"),
-      (r"cls/squad/output_bias", "qa_outputs.bias"),
-  )
-  for pattern, template in rules:
-    match = re.fullmatch(pattern, name)
-    if match:
-      hf = template.format(*match.groups())
-      return (hf.replace(".kernel", ".weight").replace(".gamma", ".weight")
-              .replace(".beta", ".bias"))
-  raise KeyError(f"original variable {name!r} has no Hugging Face counterpart")
 
 
 def read_hf_safetensors(path: str) -> Dict[str, np.ndarray]:
