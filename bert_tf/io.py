@@ -18,7 +18,7 @@ import os
 import shutil
 import socket
 import time
-from typing import Iterator, List, Sequence
+from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 from absl import logging
 
@@ -45,6 +45,20 @@ def open_file(path: str, mode: str = "r"):
 def read_text(path: str) -> str:
   with open_file(path, "r") as f:
     return f.read()
+
+
+def read_json_object(path: str, consequence: str = "ignored") -> Optional[Dict[str, Any]]:
+  """The JSON object in the file at `path`, or None for a file that may be absent: no file (or a
+  folder) there, or JSON that is not an object. Invalid JSON also gives None, with the warning
+  "<path> is not valid JSON; <consequence>"."""
+  if not exists(path) or isdir(path):
+    return None
+  try:
+    value = json.loads(read_text(path))
+  except ValueError:
+    logging.warning("%s is not valid JSON; %s", path, consequence)
+    return None
+  return value if isinstance(value, dict) else None
 
 
 def join(directory: str, name: str) -> str:

@@ -732,21 +732,9 @@ def hf_tokenizer_config(do_lower_case: bool, max_length: int) -> Dict[str, objec
 def read_hf_casing(directory: str) -> Optional[bool]:
   """do_lower_case of the Hugging Face tokenizer_config.json in `directory` (None: no such file,
   or it does not say)."""
-  values = _read_json_file(io.join(directory, HF_TOKENIZER_CONFIG_FILE))
+  values = io.read_json_object(io.join(directory, HF_TOKENIZER_CONFIG_FILE))
   casing = (values or {}).get("do_lower_case")
   return casing if isinstance(casing, bool) else None
-
-
-def _read_json_file(path: str) -> Optional[Dict[str, Any]]:
-  """A JSON object file, or None when there is none (or it is not a JSON object)."""
-  if not io.exists(path) or io.isdir(path):
-    return None
-  try:
-    value = json.loads(io.read_text(path))
-  except ValueError:
-    logging.warning("%s is not valid JSON; ignored", path)
-    return None
-  return value if isinstance(value, dict) else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -850,11 +838,11 @@ def recorded_task_info(path: str) -> Tuple[Optional[Dict[str, Any]], Optional[st
   conversions), else a Hugging Face config.json's (hf_task_info), else (None, None)."""
   directory = path.rstrip("/") if io.isdir(path) else _directory(path)
   task_info = io.join(directory, TASK_INFO_FILE)
-  info = _read_json_file(task_info)
+  info = io.read_json_object(task_info)
   if info is not None:
     return info, task_info
   hf_config_path = io.join(directory, "config.json")
-  hf_config = _read_json_file(hf_config_path)
+  hf_config = io.read_json_object(hf_config_path)
   if hf_config and hf_config.get("model_type", "bert") == "bert":
     info = hf_task_info(hf_config)
     if info is not None:

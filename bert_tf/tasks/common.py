@@ -112,14 +112,7 @@ def checkpoint_directory(path: str) -> str:
 
 
 def _read_json(path: str) -> Optional[Dict[str, Any]]:
-  if not io.exists(path):
-    return None
-  try:
-    value = json.loads(io.read_text(path))
-  except ValueError:
-    logging.warning("%s is not valid JSON; not used to check the tokenizer", path)
-    return None
-  return value if isinstance(value, dict) else None
+  return io.read_json_object(path, "not used to check the tokenizer")
 
 
 def recorded_tokenizer(checkpoint: str) -> Dict[str, Any]:
