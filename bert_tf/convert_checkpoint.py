@@ -28,6 +28,7 @@ Examples:
       --to=hf_classifier/model.safetensors
 """
 
+import functools
 import os
 from typing import Optional, Tuple
 
@@ -125,21 +126,42 @@ def _read_error(source: str, source_format: str, error: BaseException) -> ValueE
                     f"({_text(error)})")
 
 
-# === Outputs (checked and written by checkpoints.check_conversion_outputs / write_converted) ===
+def _exists_error(target: str, error: FileExistsError) -> FileExistsError:
+  return FileExistsError(f"--to={target}: {_text(error)}; pass --overwrite to replace "
+                         f"{'them' if str(error).endswith(' exist') else 'it'}")
 
 
-def check_outputs(target: str, target_format: str, overwrite: bool, tokenizer=None) -> None:
-  """checkpoints.check_conversion_outputs, its errors naming --to (and --overwrite)."""
+def conversion_error(source: str, source_format: str, target: str,
+                     bert_config_file: Optional[str], step: str, error: Exception) -> Exception:
+  """A failed step of checkpoints.convert_resolved as one line naming the flag it concerns
+  (--to for the outputs, --from for reading and converting the weights)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
-  try:
-    checkpoints.check_conversion_outputs(target, target_format, overwrite, tokenizer)
-  except IsADirectoryError as e:
-    raise cli.UsageError(f"--to={_text(e)}") from None
-  except FileExistsError as e:
-    raise FileExistsError(f"--to={target}: {_text(e)}; pass --overwrite to replace "
-                          f"{'them' if str(e).endswith(' exist') else 'it'}") from None
-  except OSError as e:
-    raise type(e)(f"--to={target}: {_text(e)}") from None
+  if step == "outputs":
+    if isinstance(error, IsADirectoryError):
+      return cli.UsageError(f"--to={_text(error)}")
+    if isinstance(error, FileExistsError):
+      return _exists_error(target, error)
+    if isinstance(error, OSError):
+      return type(error)(f"--to={target}: {_text(error)}")
+  elif step in ("config", "read"):
+    # TensorFlow, Keras and zip errors need not be ValueErrors; all become one line.
+    return _read_error(source, source_format, error)
+  elif step == "model":
+    if isinstance(error, checkpoints.HeadError):
+      return ValueError(_flag_message("--from", source, error) + "; pass --drop_head to "
+                        "convert the encoder alone")
+    if isinstance(error, checkpoints.CheckpointMismatchError):
+      config_source = (f"--bert_config_file={bert_config_file}" if bert_config_file
+                       else "the config beside it")
+      return ValueError(f"--from={source}: the weights do not fit {config_source} "
+                        f"({_text(error)})")
+  elif step == "write":
+    if isinstance(error, FileExistsError):  # made by someone else since the check, or beside
+      return _exists_error(target, error)
+    if isinstance(error, (OSError, tf.errors.OpError)):
+      return OSError(f"--to={target}: cannot write the output ({_text(error)})")
+  return error
 
 
 # === Input ===
@@ -233,16 +255,6 @@ def read_config(path: Optional[str], source: str, source_format: str):
     raise _read_error(source, source_format, e) from e
 
 
-def read_source(source: str, source_format: str, config):
-  """The weights of --from under the original names; errors name --from."""
-  from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
-  try:
-    return checkpoints.read_weights(source, config, source_format)
-  except Exception as e:  # pylint: disable=broad-except
-    # TensorFlow, Keras and zip errors need not be ValueErrors; all become one line.
-    raise _read_error(source, source_format, e) from e
-
-
 def resolve_tokenizer(source: str, config, vocab_file: Optional[str],
                       do_lower_case: Optional[bool]):
   """The tokenizer written beside an hf output: --vocab_file (default: vocab.txt beside --from)
@@ -292,39 +304,24 @@ def resolve_tokenizer(source: str, config, vocab_file: Optional[str],
 
 def main(argv):
   del argv
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
   target = FLAGS.to
   target_format = checkpoints.target_format_of(target, FLAGS.to_format)
-  if target.endswith("/") or io.isdir(target):
-    check_outputs(target, target_format, FLAGS.overwrite)  # a usage error, before the rest
+  if target.endswith("/") or io.isdir(target):  # a usage error, before the rest
+    try:
+      checkpoints.check_conversion_outputs(target, target_format, FLAGS.overwrite)
+    except IsADirectoryError as e:
+      raise cli.UsageError(f"--to={_text(e)}") from None
   source, source_format = resolve_source(FLAGS["from"].value, FLAGS.from_format)
   config = read_config(FLAGS.bert_config_file, source, source_format)
   tokenizer = None
   if target_format == "hf":
     tokenizer = resolve_tokenizer(source, config, FLAGS.vocab_file, FLAGS.do_lower_case)
-  check_outputs(target, target_format, FLAGS.overwrite, tokenizer)  # before the (long) read
-  values = read_source(source, source_format, config)
-  try:
-    model, task_info = checkpoints.converted_model(config, values, source, source_format,
-                                                   FLAGS.drop_head)
-  except checkpoints.HeadError as e:
-    raise ValueError(_flag_message("--from", source, e) + "; pass --drop_head to convert the "
-                     "encoder alone") from e
-  except checkpoints.CheckpointMismatchError as e:
-    config_source = (f"--bert_config_file={FLAGS.bert_config_file}" if FLAGS.bert_config_file
-                     else "the config beside it")
-    raise ValueError(f"--from={source}: the weights do not fit {config_source} "
-                     f"({_text(e)})") from e
-  try:
-    checkpoints.write_converted(model, config, target, target_format, FLAGS.overwrite,
-                                task_info, tokenizer)
-  except FileExistsError as e:  # created by someone else since check_outputs, or task_info.json
-    raise FileExistsError(f"--to={target}: {_text(e)}; pass --overwrite to replace "
-                          f"{'them' if str(e).endswith(' exist') else 'it'}") from e
-  except (OSError, tf.errors.OpError) as e:
-    raise OSError(f"--to={target}: cannot write the output ({_text(e)})") from e
-  head = checkpoints.model_head(model)
+  errors = functools.partial(conversion_error, source, source_format, target,
+                             FLAGS.bert_config_file)
+  _, head, task_info = checkpoints.convert_resolved(
+      source, source_format, config, target, target_format, FLAGS.overwrite, tokenizer,
+      FLAGS.drop_head, errors)
   labels = (task_info or {}).get("labels")
   print(f"Wrote {target} ({target_format}, {config.num_hidden_layers} layers, hidden "
         f"{config.hidden_size}, {f'{head} head' if head else 'no head'}"

@@ -1487,8 +1487,9 @@ def convert_checkpoint(source: str, target: str, source_format: Optional[str] = 
 
   What is written beside the output: see write_converted (config; for hf the tokenizer files;
   task_info.json with a fine-tuned head). Outputs are checked before the weights are read and
-  written atomically; python -m bert_tf.convert_checkpoint is this function with one-line errors
-  naming its flags (and the casing looked up in every file that records it).
+  written atomically; python -m bert_tf.convert_checkpoint resolves its flags with one-line
+  errors naming them (and the casing looked up in every file that records it) and then runs
+  convert_resolved, as this function does.
 
   Args:
     source: input path (TF checkpoint prefix, .safetensors or .keras file, a run directory for
@@ -1515,15 +1516,55 @@ def convert_checkpoint(source: str, target: str, source_format: Optional[str] = 
     raise ValueError(f"source_format {source_format!r} is not one of {', '.join(FORMATS)}")
   source = resolve_checkpoint(source)
   tokenizer = hf_tokenizer(source, vocab_file, do_lower_case) if target_format == "hf" else None
-  try:
-    check_conversion_outputs(target, target_format, overwrite, tokenizer)
-  except FileExistsError as e:
-    raise FileExistsError(f"{e}; pass overwrite=True to replace") from None
   source_format = source_format or detect_format(source)
-  if config is None:
-    config = config_beside(source, source_format)
-  model, task_info = converted_model(config, read_weights(source, config, source_format),
-                                     source, source_format, drop_head)
-  write_converted(model, config, target, target_format, overwrite, task_info, tokenizer)
+  config, _, _ = convert_resolved(source, source_format, config, target, target_format,
+                                  overwrite, tokenizer, drop_head)
   logging.info("Converted %s (%s) to %s (%s)", source, source_format, target, target_format)
   return config
+
+
+def _library_error(step: str, error: Exception) -> Exception:
+  if step == "outputs" and isinstance(error, FileExistsError):
+    return FileExistsError(f"{error}; pass overwrite=True to replace")
+  return error
+
+
+def convert_resolved(source: str, source_format: str, config: Optional[BertConfig], target: str,
+                     target_format: str,
+                     overwrite: bool = False, tokenizer: Optional[Tokenizer] = None,
+                     drop_head: bool = False,
+                     errors: Callable[[str, Exception], Exception] = _library_error
+                     ) -> Tuple[BertConfig, Optional[str], Optional[Dict[str, Any]]]:
+  """The steps of every conversion once its paths, formats and tokenizer are known: the outputs
+  checked (before the long read), the weights read, the model holding them and their head
+  built (converted_model), and the outputs written (write_converted).
+
+  Args:
+    source, source_format: a resolved checkpoint path (see resolve_checkpoint) and its format.
+    config: the model config; None: the one beside the source (config_beside), read after the
+      outputs are checked.
+    target, target_format, overwrite, tokenizer: see write_converted.
+    drop_head: see converted_model.
+    errors: (step, error) -> the exception to raise instead, so that a command can name its
+      flags; step is "outputs", "config", "read", "model" or "write".
+
+  Returns:
+    (config, head, task_info) of the converted model (see converted_model, model_head).
+  """
+  step = "outputs"
+  try:
+    check_conversion_outputs(target, target_format, overwrite, tokenizer)
+    step = "config"
+    config = config or config_beside(source, source_format)
+    step = "read"
+    values = read_weights(source, config, source_format)
+    step = "model"
+    model, task_info = converted_model(config, values, source, source_format, drop_head)
+    step = "write"
+    write_converted(model, config, target, target_format, overwrite, task_info, tokenizer)
+  except Exception as e:  # pylint: disable=broad-except
+    replacement = errors(step, e)
+    if replacement is e:
+      raise
+    raise replacement from e
+  return config, model_head(model), task_info
