@@ -133,10 +133,11 @@ def _exists_error(target: str, error: FileExistsError) -> FileExistsError:
 
 def conversion_error(source: str, source_format: str, target: str,
                      bert_config_file: Optional[str], step: str, error: Exception) -> Exception:
-  """A failed step of checkpoints.convert_resolved as one line naming the flag it concerns
+  """A failed step of conversion.convert_resolved as one line naming the flag it concerns
   (--to for the outputs, --from for reading and converting the weights)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import conversion  # pylint: disable=g-import-not-at-top
   if step == "outputs":
     if isinstance(error, IsADirectoryError):
       return cli.UsageError(f"--to={_text(error)}")
@@ -148,7 +149,7 @@ def conversion_error(source: str, source_format: str, target: str,
     # TensorFlow, Keras and zip errors need not be ValueErrors; all become one line.
     return _read_error(source, source_format, error)
   elif step == "model":
-    if isinstance(error, checkpoints.HeadError):
+    if isinstance(error, conversion.HeadError):
       return ValueError(_flag_message("--from", source, error) + "; pass --drop_head to "
                         "convert the encoder alone")
     if isinstance(error, checkpoints.CheckpointMismatchError):
@@ -262,11 +263,12 @@ def resolve_tokenizer(source: str, config, vocab_file: Optional[str],
   trained with (tasks.common.recorded_tokenizer) and against the config's vocab_size."""
   from bert_tf import features  # pylint: disable=g-import-not-at-top
   from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import conversion  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import common  # pylint: disable=g-import-not-at-top
   recorded = common.recorded_tokenizer(source)
   casing = do_lower_case if do_lower_case is not None else recorded.get("do_lower_case")
   try:
-    tokenizer = checkpoints.hf_tokenizer(source, vocab_file, casing,
+    tokenizer = conversion.hf_tokenizer(source, vocab_file, casing,
                                          names=("--vocab_file", "--do_lower_case"))
   except FileNotFoundError:
     if vocab_file:
@@ -304,12 +306,12 @@ def resolve_tokenizer(source: str, config, vocab_file: Optional[str],
 
 def main(argv):
   del argv
-  from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import conversion  # pylint: disable=g-import-not-at-top
   target = FLAGS.to
-  target_format = checkpoints.target_format_of(target, FLAGS.to_format)
+  target_format = conversion.target_format_of(target, FLAGS.to_format)
   if target.endswith("/") or io.isdir(target):  # a usage error, before the rest
     try:
-      checkpoints.check_conversion_outputs(target, target_format, FLAGS.overwrite)
+      conversion.check_conversion_outputs(target, target_format, FLAGS.overwrite)
     except IsADirectoryError as e:
       raise cli.UsageError(f"--to={_text(e)}") from None
   source, source_format = resolve_source(FLAGS["from"].value, FLAGS.from_format)
@@ -319,7 +321,7 @@ def main(argv):
     tokenizer = resolve_tokenizer(source, config, FLAGS.vocab_file, FLAGS.do_lower_case)
   errors = functools.partial(conversion_error, source, source_format, target,
                              FLAGS.bert_config_file)
-  _, head, task_info = checkpoints.convert_resolved(
+  _, head, task_info = conversion.convert_resolved(
       source, source_format, config, target, target_format, FLAGS.overwrite, tokenizer,
       FLAGS.drop_head, errors)
   labels = (task_info or {}).get("labels")

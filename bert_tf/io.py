@@ -66,6 +66,11 @@ def join(directory: str, name: str) -> str:
   return f"{directory.rstrip('/')}/{name}" if directory else name
 
 
+def dirname(path: str) -> str:
+  """The folder of path (the part before the last "/"); "." for a bare name."""
+  return path.rsplit("/", 1)[0] if "/" in path else "."
+
+
 def exists(path: str) -> bool:
   return os.path.exists(path) if is_local(path) else _gfile().exists(path)
 

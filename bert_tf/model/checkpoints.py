@@ -9,14 +9,12 @@ Original checkpoints written by run_pretraining also hold optimizer slots (`<nam
 
 The same names carry Model Garden encoders, Hugging Face model folders (weights, config.json and
 tokenizer files) and our .keras models; one reader (read_weights / load_weights) serves them all.
-Conversion (convert_checkpoint) keeps the source's head, pretraining or fine-tuned, in every
-output format, and refuses to drop one it cannot hold unless told to (drop_head).
+Writing a model in another format, with its head and the files beside it, is conversion.py's.
 """
 
 import collections
 import dataclasses
 import json
-import os
 import re
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
@@ -27,10 +25,10 @@ import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from bert_tf import io
-from bert_tf.config import BertConfig, activation_from_hf, hf_activation
+from bert_tf.config import BertConfig, activation_from_hf
 from bert_tf.model.encoder import build_encoder
 from bert_tf.model.heads import (CLASSIFIER_LAYER, SPAN_LAYER, build_classifier_model,
-                                 build_pretraining_model, build_span_model, build_tagger_model)
+                                 build_pretraining_model, build_span_model)
 
 # (regular expression over our variable path, original name template, transpose?)
 # "{0}" in a template is the layer index captured by the expression.
@@ -287,6 +285,9 @@ def load_tf1_checkpoint(model, path: str, strict: bool = True) -> LoadReport:
   return load_weights(model, path, strict=strict, source_format="tf1")
 
 
+TF_CHECKPOINT_PARTS = (".data-00000-of-00001", ".index")  # data first: the index says complete
+
+
 def write_tf1_checkpoint(values: Mapping[str, np.ndarray], path: str) -> str:
   """Writes arrays under their exact names as a TF checkpoint that TF1 code can read.
 
@@ -299,7 +300,7 @@ def write_tf1_checkpoint(values: Mapping[str, np.ndarray], path: str) -> str:
   """
   names = sorted(values)
   # Data first, index last: a reader that sees the index finds the data beside it.
-  with io.atomic_path(path, parts=(".data-00000-of-00001", ".index")) as tmp:
+  with io.atomic_path(path, parts=TF_CHECKPOINT_PARTS) as tmp:
     # SaveV2 writes the names exactly as given, unlike tf.train.Checkpoint's object-graph keys.
     tf.raw_ops.SaveV2(prefix=tmp, tensor_names=names, shape_and_slices=[""] * len(names),
                       tensors=[tf.convert_to_tensor(values[n]) for n in names])
@@ -716,17 +717,6 @@ HF_WEIGHTS_FILE = "model.safetensors"
 HF_VOCAB_FILE = "vocab.txt"
 HF_TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 HF_SPECIAL_TOKENS_FILE = "special_tokens_map.json"
-HF_SPECIAL_TOKENS = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
-                     "cls_token": "[CLS]", "mask_token": "[MASK]"}
-
-
-def hf_tokenizer_config(do_lower_case: bool, max_length: int) -> Dict[str, object]:
-  """tokenizer_config.json of a BERT WordPiece tokenizer as the original's FullTokenizer reads
-  text: lower-casing and accent stripping together (strip_accents None follows the casing), CJK
-  characters split, every text basic-tokenized first."""
-  return dict(HF_SPECIAL_TOKENS, tokenizer_class="BertTokenizer",
-              do_lower_case=bool(do_lower_case), do_basic_tokenize=True, never_split=None,
-              tokenize_chinese_chars=True, strip_accents=None, model_max_length=max_length)
 
 
 def read_hf_casing(directory: str) -> Optional[bool]:
@@ -735,13 +725,6 @@ def read_hf_casing(directory: str) -> Optional[bool]:
   values = io.read_json_object(io.join(directory, HF_TOKENIZER_CONFIG_FILE))
   casing = (values or {}).get("do_lower_case")
   return casing if isinstance(casing, bool) else None
-
-
-@dataclasses.dataclass(frozen=True)
-class Tokenizer:
-  """The tokenizer written beside a Hugging Face model: the vocab file and its casing."""
-  vocab_file: str
-  do_lower_case: bool
 
 
 # === Fine-tuned heads ===
@@ -762,26 +745,6 @@ _HF_HEADS = {architecture: head for head, architecture in HF_ARCHITECTURES.items
 # classifier task's).
 TASK_INFO_FILE = "task_info.json"
 _TASK_HEADS = {"squad": SQUAD, "ner": TAGGER}
-# The pooler is not part of the span and tagger models (ours and Hugging Face's
-# BertForQuestionAnswering / BertForTokenClassification): fine-tuning them never changes it.
-_NOT_IN_SEQUENCE_MODELS = ("bert/pooler/dense/kernel", "bert/pooler/dense/bias")
-
-
-class HeadError(ValueError):
-  """A head that a conversion would drop, or whose kind contradicts what it is loaded as."""
-
-
-def head_kinds(values: Mapping[str, object]) -> List[str]:
-  """The heads whose weights are among `values` (original names); output_weights is listed as
-  CLASSIFIER (the tagger's has the same names)."""
-  kinds = []
-  if any(n.startswith(("cls/predictions/", "cls/seq_relationship/")) for n in values):
-    kinds.append(PRETRAINING)
-  if any(n in CLASSIFIER_NAMES for n in values):
-    kinds.append(CLASSIFIER)
-  if any(n in SQUAD_NAMES for n in values):
-    kinds.append(SQUAD)
-  return kinds
 
 
 def model_head(model) -> Optional[str]:
@@ -836,7 +799,7 @@ def recorded_task_info(path: str) -> Tuple[Optional[Dict[str, Any]], Optional[st
   """What is recorded about the head of the checkpoint at `path` (a file, a checkpoint prefix
   or a directory), and the file it came from: the task_info.json beside it (our runs and
   conversions), else a Hugging Face config.json's (hf_task_info), else (None, None)."""
-  directory = path.rstrip("/") if io.isdir(path) else _directory(path)
+  directory = path.rstrip("/") if io.isdir(path) else io.dirname(path)
   task_info = io.join(directory, TASK_INFO_FILE)
   info = io.read_json_object(task_info)
   if info is not None:
@@ -850,68 +813,7 @@ def recorded_task_info(path: str) -> Tuple[Optional[Dict[str, Any]], Optional[st
   return None, None
 
 
-def source_head(path: str, source_format: str, values: Mapping[str, np.ndarray]
-                ) -> Tuple[Optional[str], Optional[Dict[str, Any]]]:
-  """The head the weights `values` read from `path` hold, and its task info.
-
-  Returns:
-    (head, task_info): head is one of PRETRAINING, CLASSIFIER, SQUAD, TAGGER or None (an
-    encoder); task_info (fine-tuned heads only) is what is recorded beside the checkpoint (see
-    recorded_task_info) with "head" set, or just {"head": ...} when nothing is: output_weights
-    are then a classifier's, as the original run_classifier wrote them.
-
-  Raises:
-    HeadError: several heads (one model holds one), a head recorded as another kind, a Hugging
-      Face head we have no model for, or labels that do not fit the head.
-  """
-  kinds = head_kinds(values)
-  if len(kinds) > 1:
-    raise HeadError(f"{path}: holds several heads ({', '.join(kinds)}); a model holds one")
-  if kinds in ([], [PRETRAINING]):
-    return (kinds[0] if kinds else None), None
-  head = kinds[0]
-  info, where = recorded_task_info(path)
-  if info and info.get("architecture"):
-    raise HeadError(f"{path}: {where} says {info['architecture']}, whose head has no "
-                    "equivalent here")
-  recorded = head_of_task_info(info)
-  if head == CLASSIFIER and recorded in (CLASSIFIER, TAGGER):
-    head = recorded
-  elif head == CLASSIFIER and recorded is None and source_format == "keras":
-    head = model_head(keras.models.load_model(path))
-  elif recorded not in (None, head):
-    raise HeadError(f"{path}: holds a {head} head but {where} describes a {recorded}'s")
-  if recorded is None and head == CLASSIFIER:
-    logging.info("%s: output_weights / output_bias taken as a classifier's head (nothing beside "
-                 "it says otherwise)", path)
-  info = dict(info or {}, head=head)
-  if head in (CLASSIFIER, TAGGER):
-    outputs = int(np.shape(values.get("output_bias", values.get("output_weights")))[0])
-    labels = info.get("labels")
-    if labels is not None and len(labels) != outputs:
-      raise HeadError(f"{path}: {where} lists {len(labels)} labels but the head has "
-                      f"{outputs} outputs")
-  return head, info
-
-
-def build_head_model(config: BertConfig, head: Optional[str],
-                     values: Optional[Mapping[str, np.ndarray]] = None):
-  """The model holding `head` (see source_head), its number of labels read from values."""
-  outputs = None
-  if head in (CLASSIFIER, TAGGER):
-    outputs = int(np.shape(values["output_bias"])[0])
-  if head == PRETRAINING:
-    return build_pretraining_model(config)
-  if head == CLASSIFIER:
-    return build_classifier_model(config, None if outputs == 1 else outputs)
-  if head == SQUAD:
-    return build_span_model(config)
-  if head == TAGGER:
-    return build_tagger_model(config, outputs)
-  return build_encoder(config)
-
-
-# === Conversion between formats ===
+# === Formats ===
 FORMATS = ("tf1", "model_garden", "hf", "keras", "bert_tf")
 
 
@@ -1058,27 +960,6 @@ def config_from_model(model) -> BertConfig:
       initializer_range=block["initializer_range"])
 
 
-def hf_config_dict(config: BertConfig, head: Optional[str] = None,
-                   task_info: Optional[Mapping[str, Any]] = None) -> Dict[str, object]:
-  """A Hugging Face config.json dict for our config (their "gelu" is the exact form) and the
-  class that holds `head` (HF_ARCHITECTURES): BertModel without one. A classifier's or tagger's
-  labels (task_info["labels"], in id order) become id2label / label2id; a classifier without
-  labels gets the placeholders LABEL_0, ... for its number of outputs (task_info["outputs"])."""
-  values = config.to_dict()
-  values.update(hidden_act=hf_activation(config.hidden_act), layer_norm_eps=1e-12,
-                model_type="bert", position_embedding_type="absolute", pad_token_id=0,
-                architectures=[HF_ARCHITECTURES[head]])
-  if head in (CLASSIFIER, TAGGER):
-    info = task_info or {}
-    labels = info.get("labels") or [f"LABEL_{i}" for i in range(info.get("outputs", 2))]
-    values.update(id2label={str(i): label for i, label in enumerate(labels)},
-                  label2id={label: i for i, label in enumerate(labels)})
-    if head == CLASSIFIER:
-      values["problem_type"] = ("regression" if info.get("regression") else
-                                "single_label_classification")
-  return values
-
-
 # === One reader for every format ===
 # Training init, export, conversion and every fine-tuning task read weights through
 # read_weights / load_weights, so each accepts the same checkpoints.
@@ -1115,7 +996,7 @@ def config_beside(path: str, source_format: Optional[str] = None) -> BertConfig:
   source_format = source_format or detect_format(path)
   if source_format == "keras":
     return config_from_model(keras.models.load_model(path))
-  directory = path.rsplit("/", 1)[0] if "/" in path else "."
+  directory = io.dirname(path)
   if source_format == "hf":
     hf_path = f"{directory}/config.json"
     if not io.exists(hf_path):
@@ -1226,345 +1107,3 @@ def detect_format(path: str) -> str:
   if "_CHECKPOINTABLE_OBJECT_GRAPH" in names:
     return "model_garden"
   raise ValueError(f"cannot tell the format of {path}; name it explicitly ({', '.join(FORMATS)})")
-
-
-# === Conversion: checked, atomic outputs ===
-
-TF_CHECKPOINT_PARTS = (".data-00000-of-00001", ".index")  # data first: the index says complete
-WRITABLE_FORMATS = ("tf1", "hf", "keras")
-
-
-def target_format_of(target: str, target_format: Optional[str] = None) -> str:
-  """target_format, or the one the target's name implies (.safetensors hf, .keras keras, tf1)."""
-  if target_format:
-    if target_format not in FORMATS:
-      raise ValueError(f"target_format {target_format!r} is not one of {', '.join(FORMATS)}")
-    if target_format not in WRITABLE_FORMATS:
-      raise ValueError(f"writing {target_format} checkpoints is not supported here; write "
-                       f"{', '.join(WRITABLE_FORMATS)} (every --init_checkpoint reads them all)")
-    return target_format
-  if target.endswith(".safetensors"):
-    return "hf"
-  return "keras" if target.endswith(".keras") else "tf1"
-
-
-def _directory(path: str) -> str:
-  return path.rsplit("/", 1)[0] if "/" in path else "."
-
-
-def config_output_path(target: str, target_format: str) -> Optional[str]:
-  """The config file written beside a converted model (None for keras: it is inside)."""
-  name = {"tf1": "bert_config.json", "hf": "config.json"}.get(target_format)
-  return f"{_directory(target)}/{name}" if name else None
-
-
-def tokenizer_output_paths(target: str, target_format: str) -> List[str]:
-  """The tokenizer files written beside a Hugging Face model (none for the other formats)."""
-  if target_format != "hf":
-    return []
-  return [io.join(_directory(target), name)
-          for name in (HF_VOCAB_FILE, HF_TOKENIZER_CONFIG_FILE, HF_SPECIAL_TOKENS_FILE)]
-
-
-def conversion_outputs(target: str, target_format: str) -> List[str]:
-  """Every file a conversion to `target` writes, whatever the model: the weights file(s), the
-  config and (hf) the tokenizer files. (A fine-tuned head adds task_info.json: see
-  write_converted.)"""
-  paths = ([target + part for part in TF_CHECKPOINT_PARTS] if target_format == "tf1"
-           else [target])
-  config_path = config_output_path(target, target_format)
-  return (paths + ([config_path] if config_path else [])
-          + tokenizer_output_paths(target, target_format))
-
-
-def _same_file_content(a: str, b: str) -> bool:
-  if io.size(a) != io.size(b):
-    return False
-  with io.open_file(a, "rb") as f, io.open_file(b, "rb") as g:
-    return f.read() == g.read()
-
-
-def _existing_outputs(paths: List[str], tokenizer: Optional[Tokenizer]) -> List[str]:
-  """The paths that exist, except a vocab.txt equal to the one that would be written (e.g. the
-  source's own, when the output goes beside it)."""
-  return [path for path in paths if io.exists(path) and not (
-      tokenizer and path.endswith("/" + HF_VOCAB_FILE) and not io.isdir(path)
-      and _same_file_content(path, tokenizer.vocab_file))]
-
-
-def check_conversion_outputs(target: str, target_format: str, overwrite: bool,
-                             tokenizer: Optional[Tokenizer] = None) -> None:
-  """Refuses existing outputs (unless overwrite) and an output folder that cannot be made.
-
-  Called before the (long) read, so a refused conversion costs nothing. Messages start with
-  the offending path; callers add their flag names. A vocab.txt equal to the tokenizer's is
-  not in the way.
-
-  Raises:
-    IsADirectoryError: target is a directory.
-    FileExistsError: an output exists and overwrite is False.
-    OSError: the output folder cannot be created or written (local paths; other filesystems
-      report that when the output is written).
-  """
-  if target.endswith("/") or io.isdir(target):
-    raise IsADirectoryError(f"{target} is a directory; name the output file in it, e.g. "
-                            f"{io.join(target, 'model.safetensors')} or "
-                            f"{io.join(target, 'bert_model.ckpt')}")
-  existing = _existing_outputs(conversion_outputs(target, target_format), tokenizer)
-  if existing and not overwrite:
-    raise FileExistsError(f"{', '.join(existing)} already "
-                          f"{'exists' if len(existing) == 1 else 'exist'}")
-  if not io.is_local(target):
-    return
-  directory = os.path.dirname(target) or "."
-  parent = directory
-  while not os.path.exists(parent) and os.path.dirname(parent) not in ("", parent):
-    parent = os.path.dirname(parent)
-  if not os.path.exists(parent):
-    parent = "."
-  if not os.path.isdir(parent):
-    raise NotADirectoryError(f"cannot create the output folder {directory}: {parent} is a "
-                             "file, not a folder")
-  if not os.access(parent, os.W_OK | os.X_OK):
-    raise PermissionError(f"the folder {parent} is not writable")
-
-
-def write_converted(model, config: BertConfig, target: str, target_format: str,
-                    overwrite: bool, task_info: Optional[Mapping[str, Any]] = None,
-                    tokenizer: Optional[Tokenizer] = None) -> None:
-  """Writes a model's weights as target_format with what belongs beside them, atomically.
-
-  Beside the weights: the config (bert_config.json for tf1, config.json naming the Hugging Face
-  class of the model's head for hf; inside the file for keras); for hf the tokenizer files
-  (vocab.txt, tokenizer_config.json, special_tokens_map.json), so that the folder loads with
-  transformers' from_pretrained like any Hugging Face model folder; and, when the model has a
-  fine-tuned head and task_info is given, task_info.json (its labels and kind; for hf the labels
-  are also config.json's id2label).
-
-  Every file is written under a temporary name and renamed; the files beside the weights are
-  renamed first, so weights under their final name always have them. Existing outputs are
-  refused before anything is written (unless overwrite); a failure removes the temporaries.
-
-  Raises:
-    FileExistsError: an output exists and overwrite is False.
-    ValueError: hf without a tokenizer.
-  """
-  head = model_head(model)
-  fine_tuned = head not in (None, PRETRAINING)
-  directory = _directory(target)
-  beside: Dict[str, Any] = {}  # path -> text, or a file to copy
-  if target_format == "tf1":
-    beside[config_output_path(target, "tf1")] = config.to_json_string()
-  elif target_format == "hf":
-    if tokenizer is None:
-      raise ValueError(f"{target}: a Hugging Face model folder needs its tokenizer (the vocab "
-                       "and its casing)")
-    if os.path.basename(target) != HF_WEIGHTS_FILE:
-      logging.warning("%s: Hugging Face's from_pretrained reads %s, not this name", target,
-                      HF_WEIGHTS_FILE)
-    info = dict(task_info or {})
-    if head in (CLASSIFIER, TAGGER):
-      info["outputs"] = model.get_layer(CLASSIFIER_LAYER).kernel.shape[-1]
-    beside[config_output_path(target, "hf")] = _json_text(hf_config_dict(config, head, info))
-    vocab, tokenizer_config, special_tokens = tokenizer_output_paths(target, "hf")
-    if _existing_outputs([vocab], tokenizer) or not io.exists(vocab):  # else: equal
-      beside[vocab] = ("copy", tokenizer.vocab_file)
-    beside[tokenizer_config] = _json_text(hf_tokenizer_config(
-        tokenizer.do_lower_case, config.max_position_embeddings))
-    beside[special_tokens] = _json_text(HF_SPECIAL_TOKENS)
-  if fine_tuned and task_info is not None:
-    beside[io.join(directory, TASK_INFO_FILE)] = _json_text(dict(task_info, head=head))
-  existing = [path for path in beside if io.exists(path)]
-  if existing and not overwrite:
-    raise FileExistsError(f"{', '.join(existing)} already "
-                          f"{'exists' if len(existing) == 1 else 'exist'}")
-  target_paths = (dict(parts=TF_CHECKPOINT_PARTS) if target_format == "tf1" else
-                  dict(suffix=".keras") if target_format == "keras" else {})  # Keras wants it
-  with io.atomic_path(target, overwrite=overwrite, **target_paths) as tmp:
-    if target_format == "tf1":
-      save_tf1_checkpoint(model, tmp)
-    elif target_format == "hf":
-      save_hf_safetensors(model, tmp, prefix="bert." if head else "")
-    else:
-      model.save(tmp)
-    for path, content in beside.items():
-      if isinstance(content, tuple):
-        io.copy(content[1], path, overwrite=overwrite)
-      else:
-        with io.atomic_write(path, overwrite=overwrite) as f:
-          f.write(content)
-
-
-def _json_text(values: Mapping[str, Any]) -> str:
-  return json.dumps(values, indent=2, sort_keys=True) + "\n"
-
-
-def converted_model(config: BertConfig, values: Mapping[str, np.ndarray], source: str,
-                    source_format: str, drop_head: bool = False):
-  """The model a conversion writes: the one holding the source's head (see source_head) with
-  every weight of the source, and the head's task info.
-
-  Nothing is dropped silently: weights that the model cannot hold raise HeadError unless
-  drop_head, which converts the encoder alone. Only the pooler of a span or tagger checkpoint is
-  left out (with an INFO line): those models have none (nor do Hugging Face's), fine-tuning
-  never changes it.
-
-  Returns:
-    (model, task_info); task_info is None without a fine-tuned head.
-
-  Raises:
-    HeadError: a head would be dropped (see also source_head).
-    CheckpointMismatchError: a name or shape does not fit the config.
-  """
-  if source_format == "model_garden" and not drop_head:
-    heads = model_garden_head_variables(source)
-    if heads:
-      shown = ", ".join(heads[:4]) + (f" and {len(heads) - 4} more" if len(heads) > 4 else "")
-      raise HeadError(f"{source}: holds variables beside its encoder ({shown}): a Model Garden "
-                      "head, which has no original names and would be dropped")
-  head, task_info = (None, None) if drop_head else source_head(source, source_format, values)
-  model = build_head_model(config, head, values)
-  held = _model_variables(model)
-  left_out = [name for name in values if name not in held]
-  dropped = [name for name in left_out if not (head in (SQUAD, TAGGER) and
-                                               name in _NOT_IN_SEQUENCE_MODELS)]
-  if dropped and not drop_head:
-    raise HeadError(f"{source}: {', '.join(dropped)} would be dropped (a {head or 'encoder'} "
-                    "model has no such weights)")
-  if left_out:
-    logging.info("Not in the converted %s model: %s", head or "encoder", ", ".join(left_out))
-  set_original_weights(model, {n: v for n, v in values.items() if n in held}, source=source)
-  return model, task_info
-
-
-def hf_tokenizer(source: str, vocab_file: Optional[str] = None,
-                 do_lower_case: Optional[bool] = None,
-                 names: Tuple[str, str] = ("vocab_file", "do_lower_case")) -> Tokenizer:
-  """The tokenizer to write beside a Hugging Face model converted from `source`.
-
-  Args:
-    source: the checkpoint converted (a file or prefix).
-    vocab_file: the vocab, or a folder holding vocab.txt; default: the vocab.txt beside source.
-    do_lower_case: the casing; default: what a Hugging Face tokenizer_config.json beside the
-      vocab or beside source says.
-    names: how messages name the two (the command's flags).
-
-  Raises:
-    FileNotFoundError: no vocab (a missing vocab_file, or none beside the source).
-    ValueError: the casing is not known.
-  """
-  vocab_name, casing_name = names
-  if vocab_file is None:
-    vocab_file = io.join(_directory(source), HF_VOCAB_FILE)
-    if not io.exists(vocab_file):
-      raise FileNotFoundError(f"no {HF_VOCAB_FILE} beside {source}; pass {vocab_name} (a Hugging "
-                              "Face model folder holds its tokenizer's vocab)")
-  elif io.isdir(vocab_file):
-    folder, vocab_file = vocab_file, io.join(vocab_file, HF_VOCAB_FILE)
-    if not io.exists(vocab_file):
-      raise FileNotFoundError(f"{vocab_name}={folder}: a folder without {HF_VOCAB_FILE}")
-  elif not io.exists(vocab_file):
-    raise FileNotFoundError(f"{vocab_name}={vocab_file}: file not found")
-  if do_lower_case is None:
-    for directory in (_directory(vocab_file), _directory(source)):
-      do_lower_case = read_hf_casing(directory)
-      if do_lower_case is not None:
-        break
-  if do_lower_case is None:
-    raise ValueError(f"the casing of {vocab_file} is not known; pass {casing_name}=true "
-                     "(uncased) or false (cased): tokenizer_config.json records it")
-  return Tokenizer(vocab_file, bool(do_lower_case))
-
-
-def convert_checkpoint(source: str, target: str, source_format: Optional[str] = None,
-                       target_format: Optional[str] = None,
-                       config: Optional[BertConfig] = None,
-                       overwrite: bool = False, vocab_file: Optional[str] = None,
-                       do_lower_case: Optional[bool] = None,
-                       drop_head: bool = False) -> BertConfig:
-  """Converts BERT weights between the original TF1 checkpoint layout, Model Garden checkpoints
-  (reading only), Hugging Face model folders and our .keras models, keeping the source's head.
-
-  What is written beside the output: see write_converted (config; for hf the tokenizer files;
-  task_info.json with a fine-tuned head). Outputs are checked before the weights are read and
-  written atomically; python -m bert_tf.convert_checkpoint resolves its flags with one-line
-  errors naming them (and the casing looked up in every file that records it) and then runs
-  convert_resolved, as this function does.
-
-  Args:
-    source: input path (TF checkpoint prefix, .safetensors or .keras file, a run directory for
-      its latest checkpoint, or a Hugging Face model folder).
-    target: output path (TF checkpoint prefix, .safetensors or .keras file).
-    source_format, target_format: one of FORMATS; detected from the paths when None.
-    config: the model config; when None it is read from bert_config.json beside a tf1 or
-      Model Garden source, config.json beside a safetensors file, or the .keras model.
-    overwrite: replace existing outputs (the weights and the files beside them).
-    vocab_file, do_lower_case: the tokenizer of an hf output (see hf_tokenizer); by default
-      the vocab.txt beside the source and the casing its tokenizer_config.json records.
-    drop_head: convert the encoder alone; without it a head that the output would lose is
-      refused (HeadError).
-
-  Returns:
-    The config of the converted model.
-
-  Raises:
-    FileExistsError: an output exists and overwrite is False (nothing is read or written).
-    HeadError: the source's head would be dropped, or is not what is recorded beside it.
-  """
-  target_format = target_format_of(target, target_format)
-  if source_format is not None and source_format not in FORMATS:
-    raise ValueError(f"source_format {source_format!r} is not one of {', '.join(FORMATS)}")
-  source = resolve_checkpoint(source)
-  tokenizer = hf_tokenizer(source, vocab_file, do_lower_case) if target_format == "hf" else None
-  source_format = source_format or detect_format(source)
-  config, _, _ = convert_resolved(source, source_format, config, target, target_format,
-                                  overwrite, tokenizer, drop_head)
-  logging.info("Converted %s (%s) to %s (%s)", source, source_format, target, target_format)
-  return config
-
-
-def _library_error(step: str, error: Exception) -> Exception:
-  if step == "outputs" and isinstance(error, FileExistsError):
-    return FileExistsError(f"{error}; pass overwrite=True to replace")
-  return error
-
-
-def convert_resolved(source: str, source_format: str, config: Optional[BertConfig], target: str,
-                     target_format: str,
-                     overwrite: bool = False, tokenizer: Optional[Tokenizer] = None,
-                     drop_head: bool = False,
-                     errors: Callable[[str, Exception], Exception] = _library_error
-                     ) -> Tuple[BertConfig, Optional[str], Optional[Dict[str, Any]]]:
-  """The steps of every conversion once its paths, formats and tokenizer are known: the outputs
-  checked (before the long read), the weights read, the model holding them and their head
-  built (converted_model), and the outputs written (write_converted).
-
-  Args:
-    source, source_format: a resolved checkpoint path (see resolve_checkpoint) and its format.
-    config: the model config; None: the one beside the source (config_beside), read after the
-      outputs are checked.
-    target, target_format, overwrite, tokenizer: see write_converted.
-    drop_head: see converted_model.
-    errors: (step, error) -> the exception to raise instead, so that a command can name its
-      flags; step is "outputs", "config", "read", "model" or "write".
-
-  Returns:
-    (config, head, task_info) of the converted model (see converted_model, model_head).
-  """
-  step = "outputs"
-  try:
-    check_conversion_outputs(target, target_format, overwrite, tokenizer)
-    step = "config"
-    config = config or config_beside(source, source_format)
-    step = "read"
-    values = read_weights(source, config, source_format)
-    step = "model"
-    model, task_info = converted_model(config, values, source, source_format, drop_head)
-    step = "write"
-    write_converted(model, config, target, target_format, overwrite, task_info, tokenizer)
-  except Exception as e:  # pylint: disable=broad-except
-    replacement = errors(step, e)
-    if replacement is e:
-      raise
-    raise replacement from e
-  return config, model_head(model), task_info

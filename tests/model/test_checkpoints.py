@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.model import checkpoints
+from bert_tf.model import conversion
 from bert_tf.model.encoder import build_encoder
 from bert_tf.model.heads import build_pretraining_model
 from tests import helpers
@@ -317,9 +318,9 @@ def test_convert_command_chain_is_exact(tmp_path):
   assert hf_config["hidden_act"] == "gelu_new"  # our "gelu" is their tanh form
   assert checkpoints.bert_config_from_hf(hf_config) == ODD_CONFIG
   keras_path = str(tmp_path / "k" / "model.keras")
-  checkpoints.convert_checkpoint(hf_path, keras_path)
+  conversion.convert_checkpoint(hf_path, keras_path)
   final = str(tmp_path / "back" / "bert_model.ckpt")
-  config = checkpoints.convert_checkpoint(keras_path, final)
+  config = conversion.convert_checkpoint(keras_path, final)
   assert config == ODD_CONFIG
   assert checkpoints.BertConfig.from_json_file(str(tmp_path / "back" / "bert_config.json")) == config
   back = checkpoints.read_tf1_checkpoint(final)
@@ -329,7 +330,7 @@ def test_convert_command_chain_is_exact(tmp_path):
 
 
 def test_library_conversion_refuses_existing_outputs_unless_overwrite(tmp_path):
-  """checkpoints.convert_checkpoint checks its outputs before reading, as the command does."""
+  """conversion.convert_checkpoint checks its outputs before reading, as the command does."""
   config = helpers.tiny_config(vocab_size=20, hidden_size=16, intermediate_size=8,
                                num_hidden_layers=1, max_position_embeddings=8)
   weights = helpers.random_original_weights(config, np.random.default_rng(5), heads=False)
@@ -340,9 +341,9 @@ def test_library_conversion_refuses_existing_outputs_unless_overwrite(tmp_path):
   (tmp_path / "out" / "bert_config.json").write_text("the user's own\n")
   with pytest.raises(FileExistsError, match="bert_config.json already exists; pass "
                      "overwrite=True"):
-    checkpoints.convert_checkpoint(source, str(target), config=config)
+    conversion.convert_checkpoint(source, str(target), config=config)
   assert sorted(os.listdir(tmp_path / "out")) == ["bert_config.json"]
-  checkpoints.convert_checkpoint(source, str(target), config=config, overwrite=True)
+  conversion.convert_checkpoint(source, str(target), config=config, overwrite=True)
   assert sorted(os.listdir(tmp_path / "out")) == [
       "bert_config.json", "bert_model.ckpt.data-00000-of-00001", "bert_model.ckpt.index"]
   assert checkpoints.BertConfig.from_json_file(str(tmp_path / "out" / "bert_config.json")) == config
@@ -352,7 +353,7 @@ def test_library_conversion_refuses_existing_outputs_unless_overwrite(tmp_path):
 
 def test_convert_rejects_bad_format(tmp_path):
   with pytest.raises(ValueError, match="target_format 'onnx'"):
-    checkpoints.convert_checkpoint(str(tmp_path / "a.safetensors"), str(tmp_path / "b"),
+    conversion.convert_checkpoint(str(tmp_path / "a.safetensors"), str(tmp_path / "b"),
                                    target_format="onnx")
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from bert_tf import convert_checkpoint
 from bert_tf.model import checkpoints
+from bert_tf.model import conversion
 from tests import helpers
 
 TINY = helpers.tiny_config(vocab_size=20, hidden_size=16, intermediate_size=8,
@@ -35,10 +36,10 @@ def sources(tmp_path_factory):
   os.makedirs(root / "hf")
   hf_path = checkpoints.write_hf_safetensors(weights, str(root / "hf" / "model.safetensors"),
                                              prefix="")
-  (root / "hf" / "config.json").write_text(json.dumps(checkpoints.hf_config_dict(TINY)))
+  (root / "hf" / "config.json").write_text(json.dumps(conversion.hf_config_dict(TINY)))
   (root / "hf" / "vocab.txt").write_text(vocab)
   (root / "hf" / "tokenizer_config.json").write_text(
-      json.dumps(checkpoints.hf_tokenizer_config(True, TINY.max_position_embeddings)))
+      json.dumps(conversion.hf_tokenizer_config(True, TINY.max_position_embeddings)))
   return dict(tf1=prefix, hf=hf_path, weights=weights, config=str(tf1_dir / "bert_config.json"))
 
 

@@ -23,6 +23,7 @@ from bert_tf import convert_checkpoint
 from bert_tf import features
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
+from bert_tf.model import conversion
 from bert_tf.model import heads
 from bert_tf.model.encoder import build_encoder
 from bert_tf.tasks import classifier_run as cr
@@ -307,7 +308,7 @@ def test_regression_head_is_a_one_output_classifier(tmp_path):
   source = _tf1_dir(tmp_path / "stsb", values, SMALL,
                     dict(task_name="sts-b", labels=None, regression=True))
   target = str(tmp_path / "hf" / "model.safetensors")
-  checkpoints.convert_checkpoint(source, target, do_lower_case=True)
+  conversion.convert_checkpoint(source, target, do_lower_case=True)
   hf_config = json.loads((tmp_path / "hf" / "config.json").read_text())
   assert hf_config["problem_type"] == "regression"
   assert hf_config["id2label"] == {"0": "LABEL_0"}
@@ -369,7 +370,7 @@ def test_a_hugging_face_head_we_have_no_model_for_is_refused(tmp_path, capsys):
   folder = tmp_path / "multiple_choice"
   os.makedirs(folder)
   checkpoints.write_hf_safetensors(values, str(folder / "model.safetensors"))
-  hf_config = checkpoints.hf_config_dict(SMALL)
+  hf_config = conversion.hf_config_dict(SMALL)
   hf_config["architectures"] = ["BertForMultipleChoice"]
   (folder / "config.json").write_text(json.dumps(hf_config))
   (folder / "vocab.txt").write_text("\n".join(helpers.VOCAB_TOKENS[:20]) + "\n")
@@ -463,9 +464,9 @@ def test_our_hugging_face_folder_is_laid_out_as_a_real_one(minilm, tmp_path):
   tokenizer our files describe) and the same weights."""
   tokenizers = pytest.importorskip("tokenizers")
   tf1 = str(tmp_path / "tf1" / "bert_model.ckpt")
-  checkpoints.convert_checkpoint(minilm, tf1)
+  conversion.convert_checkpoint(minilm, tf1)
   ours = tmp_path / "hf"
-  checkpoints.convert_checkpoint(tf1, str(ours / "model.safetensors"), vocab_file=minilm)
+  conversion.convert_checkpoint(tf1, str(ours / "model.safetensors"), vocab_file=minilm)
   assert sorted(os.listdir(ours)) == HF_FOLDER
   assert set(HF_FOLDER) <= set(os.listdir(minilm))
   real_config = json.loads(open(os.path.join(minilm, "tokenizer_config.json")).read())

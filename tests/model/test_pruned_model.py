@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.model import checkpoints
+from bert_tf.model import conversion
 from bert_tf.training import losses
 from bert_tf.config import BertConfig
 from bert_tf.model.heads import PRETRAINING_INPUTS, build_pretraining_model
@@ -106,7 +107,7 @@ def test_convert_a_training_output_dir_to_tf1(tmp_path):
   checkpoint = tf.train.Checkpoint(model=checkpoints.checkpointable(pruned),
                                    step=tf.Variable(7, dtype=tf.int64))
   tf.train.CheckpointManager(checkpoint, str(out), max_to_keep=1).save()
-  checkpoints.convert_checkpoint(str(out), str(tmp_path / "tf1" / "bert_model.ckpt"))
+  conversion.convert_checkpoint(str(out), str(tmp_path / "tf1" / "bert_model.ckpt"))
   converted = checkpoints.read_tf1_checkpoint(str(tmp_path / "tf1" / "bert_model.ckpt"))
   original = checkpoints.get_original_weights(pruned)
   assert set(converted) == set(original)
