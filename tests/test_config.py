@@ -100,6 +100,22 @@ def test_activation_names_are_case_insensitive_and_canonicalised():
   assert BertConfig(hidden_act="Relu").hidden_act == "relu"
 
 
+def test_hugging_face_activation_names_both_ways():
+  """Their "gelu" is the exact form, their "gelu_new" the original's tanh "gelu"; every name of
+  ours goes to a Hugging Face name that reads back as the same function."""
+  written = {name: config_lib.hf_activation(name) for name in config_lib.HIDDEN_ACTIVATIONS}
+  assert written == {"gelu": "gelu_new", "gelu_new": "gelu_new", "gelu_exact": "gelu",
+                     "relu": "relu", "tanh": "tanh", "silu": "silu", "swish": "silu",
+                     "linear": "linear"}
+  read = {name: config_lib.activation_from_hf(name)
+          for name in ("gelu", "gelu_new", "gelu_pytorch_tanh", "swish", "gelu_fast")}
+  assert read == {"gelu": "gelu_exact", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu",
+                  "swish": "silu", "gelu_fast": None}
+  for name, hf_name in written.items():
+    assert (config_lib.HIDDEN_ACTIVATIONS[config_lib.activation_from_hf(hf_name)].function
+            == config_lib.HIDDEN_ACTIVATIONS[name].function)
+
+
 def test_missing_file_and_bad_json_name_the_file(tmp_path):
   with pytest.raises(ConfigError, match="not found: .*nope.json"):
     BertConfig.from_json_file(str(tmp_path / "nope.json"))

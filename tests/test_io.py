@@ -154,3 +154,23 @@ def test_two_processes_cannot_hold_one_directory(tmp_path):
   time.sleep(0.1)
   with io.directory_lock(directory, "second"):  # its holder was killed: taken over
     pass
+
+
+def test_read_json_object_is_none_unless_a_json_object(tmp_path, caplog):
+  (tmp_path / "info.json").write_text('{"do_lower_case": true}')
+  (tmp_path / "list.json").write_text("[1, 2]")
+  (tmp_path / "broken.json").write_text("{not json")
+  (tmp_path / "folder.json").mkdir()
+  assert io.read_json_object(str(tmp_path / "info.json")) == {"do_lower_case": True}
+  for name in ("missing.json", "list.json", "folder.json"):
+    assert io.read_json_object(str(tmp_path / name)) is None
+  assert not caplog.records
+  assert io.read_json_object(str(tmp_path / "broken.json"), "not used") is None
+  assert [r.getMessage() for r in caplog.records] == [
+      f"{tmp_path / 'broken.json'} is not valid JSON; not used"]
+
+
+def test_dirname_is_the_folder_before_the_last_slash():
+  assert io.dirname("gs://bucket/run/model.ckpt-5") == "gs://bucket/run"
+  assert io.dirname("out/bert_model.ckpt") == "out"
+  assert io.dirname("bert_model.ckpt") == "."

@@ -1,6 +1,7 @@
 """Tests of bert_tf.model.checkpoints: original TF1 checkpoints in and out."""
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -235,6 +236,27 @@ def test_hf_safetensors_round_trip(tmp_path, prefix):
   assert again.keys() == tensors.keys()
   for name in tensors:
     np.testing.assert_array_equal(again[name], tensors[name])
+
+
+def test_hf_name_table_both_ways_with_fine_tuning_heads_and_old_layer_norm_names():
+  """One table gives both directions: every original name (fine-tuning heads included) goes to
+  a Hugging Face name and back; older files' LayerNorm gamma/beta read as weight/bias."""
+  shapes = checkpoints.original_variable_shapes(ODD_CONFIG, num_labels=3, squad=True)
+  rng = np.random.default_rng(41)
+  weights = {name: rng.standard_normal(shape) for name, shape in shapes.items()}
+  hf = checkpoints.original_to_hf(weights, tie_decoder=False)
+  assert len(hf) == len(weights)
+  assert hf["classifier.weight"].shape == (3, ODD_CONFIG.hidden_size)  # [out, in] in both
+  assert hf["qa_outputs.bias"].shape == (2,)
+  assert "bert.encoder.layer.1.output.LayerNorm.bias" in hf
+  old = {re.sub(r"LayerNorm\.weight$", "LayerNorm.gamma",
+                re.sub(r"LayerNorm\.bias$", "LayerNorm.beta", name)): value
+         for name, value in hf.items()}
+  for tensors in (hf, old):
+    back = checkpoints.hf_to_original(tensors)
+    assert back.keys() == weights.keys()
+    for name in weights:
+      np.testing.assert_array_equal(back[name], weights[name])
 
 
 def test_hf_unknown_tensor_is_named(tmp_path):
