@@ -95,6 +95,7 @@ def main(argv):
   del argv
   # Imported here so that --help does not pay for TensorFlow.
   from absl import logging  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import classifier_export  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import classifier_run  # pylint: disable=g-import-not-at-top
   f = FLAGS
   cli.apply_runtime_flags(f)
@@ -110,17 +111,22 @@ def main(argv):
       guid_column=classifier_run.parse_column(f.guid_column),
       label_list=tuple(f.label_list), use_tpu=f.use_tpu or f.strategy == "tpu")
   strategy = cli.select_strategy_from_flags(f)
+
+  def runner(config, settings, strategy=None):
+    return classifier_run.run_classifier(config, settings, strategy,
+                                         exporter=classifier_export.EXPORTER)
+
   if f.sweep:
     result = classifier_run.run_sweep(
         config, settings, _numbers("sweep_learning_rates", f.sweep_learning_rates, float),
         _numbers("sweep_epochs", f.sweep_epochs, float),
         _numbers("sweep_batch_sizes", f.sweep_batch_sizes, int), seeds=seeds,
-        strategy=strategy, keep_all_checkpoints=f.sweep_keep_all_checkpoints)
+        strategy=strategy, keep_all_checkpoints=f.sweep_keep_all_checkpoints, runner=runner)
     logging.info("Best run: %s", result["best_dir"])
   elif seeds:
-    classifier_run.run_seeds(config, settings, seeds, strategy)
+    classifier_run.run_seeds(config, settings, seeds, strategy, runner=runner)
   else:
-    result = classifier_run.run_classifier(config, settings, strategy)
+    result = runner(config, settings, strategy)
     logging.info("Finished at step %d", result["global_step"])
     if "export_dir" in result:
       logging.info("Exported the classifier: %s", result["export_dir"])

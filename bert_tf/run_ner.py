@@ -62,6 +62,7 @@ def define_flags(flag_values=FLAGS) -> None:
 def main(argv):
   del argv
   from absl import logging  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import tagging_export  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import tagging_run  # pylint: disable=g-import-not-at-top
   f = FLAGS
   cli.apply_runtime_flags(f)
@@ -69,7 +70,7 @@ def main(argv):
   settings = cli.settings_from_flags(tagging_run.NerSettings, f, labels=tuple(f.labels),
                                      use_tpu=f.use_tpu or f.strategy == "tpu")
   strategy = cli.select_strategy_from_flags(f)
-  result = tagging_run.run_ner(config, settings, strategy)
+  result = tagging_run.run_ner(config, settings, strategy, exporter=tagging_export.EXPORTER)
   logging.info("Finished at step %d", result["global_step"])
   for name in ("eval", "test"):
     if name in result:

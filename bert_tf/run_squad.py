@@ -83,6 +83,7 @@ def parse_threshold(value: str):
 def main(argv):
   del argv
   from absl import logging  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import squad_export  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import squad_run  # pylint: disable=g-import-not-at-top
   f = FLAGS
   cli.apply_runtime_flags(f)
@@ -92,7 +93,7 @@ def main(argv):
                                      null_score_diff_threshold=threshold,
                                      use_tpu=f.use_tpu or f.strategy == "tpu")
   strategy = cli.select_strategy_from_flags(f)
-  result = squad_run.run_squad(config, settings, strategy)
+  result = squad_run.run_squad(config, settings, strategy, exporter=squad_export.EXPORTER)
   logging.info("Finished at step %d", result["global_step"])
   if "eval" in result:
     logging.info("Scores: %s", result["eval"])

@@ -217,3 +217,58 @@ def test_the_rules_catch_violations():
   assert allowed("bert_tf.serving.modules", "bert_tf.packing")
   assert allowed("bert_tf.training.loop", "bert_tf.model.checkpoints")
   assert allowed("bert_tf.run_pretraining", "bert_tf.serving.saved_model")
+
+
+def _import_graph():
+  """{module: {bert_tf modules it imports, anywhere in the file}} (package __init__s and
+  `bert_tf` itself left out: importing a submodule runs them, it does not make a circle)."""
+  return {module: {name for name, _, _ in imports_of(path)
+                   if name in MODULES and name != module and not name.endswith("__init__")
+                   and name not in ("bert_tf", "bert_tf.model", "bert_tf.training",
+                                    "bert_tf.serving", "bert_tf.data", "bert_tf.tasks")}
+          for module, path in MODULES.items()}
+
+
+def import_circles(graph):
+  """The strongly connected components of more than one module (Tarjan's algorithm): each is
+  a set of modules that import each other, directly or through others."""
+  index, low, on_stack, stack, circles = {}, {}, set(), [], []
+
+  def visit(node):
+    index[node] = low[node] = len(index)
+    stack.append(node)
+    on_stack.add(node)
+    for target in sorted(graph.get(node, ())):
+      if target not in index:
+        visit(target)
+        low[node] = min(low[node], low[target])
+      elif target in on_stack:
+        low[node] = min(low[node], index[target])
+    if low[node] == index[node]:
+      component = set()
+      while True:
+        member = stack.pop()
+        on_stack.discard(member)
+        component.add(member)
+        if member == node:
+          break
+      if len(component) > 1:
+        circles.append(sorted(component))
+
+  for node in sorted(graph):
+    if node not in index:
+      visit(node)
+  return circles
+
+
+def test_import_circles_are_found():
+  graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}}
+  assert import_circles(graph) == [["a", "b", "c"]]
+  assert import_circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circle_in_the_package():
+  """No module reaches itself through the modules it imports (also the imports inside
+  functions): e.g. a task's export imports its run for constants while the run imports the
+  export."""
+  assert import_circles(_import_graph()) == []

@@ -23,36 +23,32 @@ the original run_classifier.py's main():
 Beyond the original: MNLI is also evaluated and predicted on its mismatched sets (files with the
 suffix _mismatched); checkpoints resume like run_pretraining's; evaluating or predicting with a
 classifier head that was never trained is refused (google-research/bert#1037); the tokenizer is
-checked against the checkpoint's (tasks.common); a trained model is exported as a raw-text
-classifier for TF Serving (output_dir/export/classifier/<step>/).
+checked against the checkpoint's (tasks.common); the command exports a trained model as a raw-text
+classifier for TF Serving (output_dir/export/classifier/<step>/, tasks.classifier_export).
+
+The run's steps (lock, output_dir, tokenizer checks, resume, init_checkpoint, training, export)
+are tasks.fine_tuning's; this module holds what is the classifier's own: its examples and
+labels, its records, its evaluation and prediction files, and the GLUE metric sweeps rank by.
 """
 
 import dataclasses
-import json
-import math
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from absl import logging
-import keras
 import numpy as np
 import tensorflow as tf
 
 from bert_tf import io
 from bert_tf.config import BertConfig
-from bert_tf.model import checkpoints
 from bert_tf.model import heads
-from bert_tf.serving import tf_serving
 from bert_tf.tasks import classifier
 from bert_tf.tasks import classifier_data
 from bert_tf.tasks import common
+from bert_tf.tasks import fine_tuning
 from bert_tf.training import input_pipeline
 from bert_tf.training import loop
 
 GENERIC_TASK = "generic"
-EXPORT_DIR = "export"
-EXPORT_MODEL_NAME = "classifier"
-TEST_RESULTS_FILE = "test_results.tsv"
-TEST_PREDICTIONS_FILE = "test_predictions.tsv"
 MISMATCHED = "_mismatched"
 
 # The metric a sweep or a seed summary ranks runs by, per task (the GLUE leaderboard's).
@@ -99,12 +95,16 @@ class ClassifierSettings(common.FineTuningSettings):
   dev_file: Optional[str] = None
   test_file: Optional[str] = None
 
-  def check(self, num_replicas: int = 1) -> None:
+  def check(self, config: BertConfig, num_replicas: int = 1) -> None:
     """Raises loop.TrainingError naming every flag with an impossible value."""
     problems = []
     if self.max_seq_length <= 0:
       problems.append(f"--max_seq_length must be positive, got {self.max_seq_length}")
-    problems += loop.fine_tuning_problems(self, num_replicas)
+    if self.max_seq_length > config.max_position_embeddings:
+      problems.append(f"Cannot use sequence length {self.max_seq_length} because the BERT "
+                      f"model was only trained up to sequence length "
+                      f"{config.max_position_embeddings} (--max_seq_length)")
+    problems += fine_tuning.fine_tuning_problems(self, num_replicas)
     if not (self.do_train or self.do_eval or self.do_predict):
       problems.append("At least one of `do_train`, `do_eval` or `do_predict' must be True.")
     generic = self.task_name.lower() == GENERIC_TASK
@@ -195,12 +195,14 @@ def _label_list(processor, settings: ClassifierSettings) -> common.StartingHead:
   return common.starting_head(settings, common.CLASSIFIER_HEAD, labels, how, "--label_list")
 
 
-# === The run ===
+# === The run: what run_classifier does around the driver (tasks.fine_tuning) ===
 
 
 def run_classifier(config: BertConfig, settings: ClassifierSettings,
-                   strategy: Optional[tf.distribute.Strategy] = None) -> Dict[str, Any]:
-  """Fine-tunes, evaluates and/or predicts; resumes from output_dir if it holds a checkpoint.
+                   strategy: Optional[tf.distribute.Strategy] = None,
+                   exporter: Optional[fine_tuning.Exporter] = None) -> Dict[str, Any]:
+  """Fine-tunes, evaluates and/or predicts; resumes from output_dir if it holds a checkpoint;
+  exports with `exporter` after training (the command hands in classifier_export.EXPORTER).
 
   Returns:
     A dict with global_step, model, num_train_steps (when training), eval results (prefixed
@@ -211,34 +213,35 @@ def run_classifier(config: BertConfig, settings: ClassifierSettings,
     loop.TrainingError: bad settings or data (naming the flag, the file and line), a tokenizer
       that contradicts the checkpoint, an untrained head, or a non-finite loss.
   """
-  strategy = strategy or loop.select_strategy()
-  settings.check(strategy.num_replicas_in_sync)
-  if settings.max_seq_length > config.max_position_embeddings:
-    raise loop.TrainingError(
-        f"Cannot use sequence length {settings.max_seq_length} because the BERT model was only "
-        f"trained up to sequence length {config.max_position_embeddings} (--max_seq_length)")
-  chief = loop.is_chief(strategy)
-  existing = io.exists(settings.output_dir)  # a run to resume (or to predict with)
-  with loop.bad_input_as_training_error():
-    tokenizer, vocab_md5 = common.run_tokenizer(config, settings, existing)
-    processor = make_processor(settings)
-    start = _label_list(processor, settings)
-    label_list = start.labels
-    if isinstance(processor, classifier_data.GenericProcessor):
-      # The files are read (and their labels checked) with the labels in the model's order.
-      processor = make_processor(dataclasses.replace(
-          settings, label_list=tuple(label_list or ()), regression=label_list is None))
-    data = _read_data(processor, settings)
-    _check_outputs(processor, settings)
-  regression = label_list is None
-  info = dict(task_name=settings.task_name.lower(), labels=label_list, regression=regression,
-              pair=data["pair"], do_lower_case=bool(settings.do_lower_case), vocab_md5=vocab_md5,
+  return fine_tuning.run(TASK, config, settings, strategy, exporter)
+
+
+def _read(config: BertConfig, settings: ClassifierSettings, tokenizer, vocab_md5: str
+          ) -> fine_tuning.TaskInputs:
+  """Every example the run needs and its labels, reconciled with the model it starts from."""
+  del config, tokenizer  # the examples are converted once the run directory is taken
+  processor = make_processor(settings)
+  start = _label_list(processor, settings)
+  label_list = start.labels
+  if isinstance(processor, classifier_data.GenericProcessor):
+    # The files are read (and their labels checked) with the labels in the model's order.
+    processor = make_processor(dataclasses.replace(
+        settings, label_list=tuple(label_list or ()), regression=label_list is None))
+  data = _read_data(processor, settings)
+  data["labels"] = label_list
+  info = dict(task_name=settings.task_name.lower(), labels=label_list,
+              regression=label_list is None, pair=data["pair"],
+              do_lower_case=bool(settings.do_lower_case), vocab_md5=vocab_md5,
               max_seq_length=settings.max_seq_length, head=common.CLASSIFIER_HEAD)
-  common.note_training_data(settings, info, [_train_file(processor, settings)])
-  with common.OutputDirRun(config, settings, strategy, chief, "run_classifier") as record_dir:
-    with loop.dtype_policy(settings.mixed_precision):
-      return _run(config, settings, strategy, chief, data, label_list, tokenizer, info,
-                  record_dir, start.fresh_head)
+  outputs = [f"{kind}{suffix}{ext}" for suffix in ("", MISMATCHED) for kind, ext in (
+      ("train", ".tf_record"), ("eval", ".tf_record"), ("predict", ".tf_record"),
+      ("eval_results", ".txt"), ("test_results", ".tsv"), ("test_predictions", ".tsv"))]
+  inputs = {f"--{split}_file": _data_file(processor, settings, split)
+            for split in ("train", "dev", "test")}
+  return fine_tuning.TaskInputs(
+      data=data, info=info, fresh_head=start.fresh_head,
+      train_files=[_data_file(processor, settings, "train")], outputs=outputs, inputs=inputs,
+      result={"label_list": label_list})
 
 
 def _data_file(processor, settings: ClassifierSettings, split: str) -> str:
@@ -251,21 +254,6 @@ def _data_file(processor, settings: ClassifierSettings, split: str) -> str:
     if name.startswith("/") or "://" in name:
       return name
   return io.join(settings.data_dir, name)
-
-
-def _train_file(processor, settings: ClassifierSettings) -> str:
-  return _data_file(processor, settings, "train")
-
-
-def _check_outputs(processor, settings: ClassifierSettings) -> None:
-  """Refuses an output of the run that is one of its input files (common)."""
-  names = [f"{kind}{suffix}{ext}" for suffix in ("", MISMATCHED) for kind, ext in (
-      ("train", ".tf_record"), ("eval", ".tf_record"), ("predict", ".tf_record"),
-      ("eval_results", ".txt"), ("test_results", ".tsv"), ("test_predictions", ".tsv"))]
-  inputs = {f"--{split}_file": _data_file(processor, settings, split)
-            for split in ("train", "dev", "test")}
-  common.check_outputs_not_inputs(common.run_outputs(settings.output_dir, names),
-                                  dict(inputs, **{"--vocab_file": settings.vocab_file}))
 
 
 def _read_data(processor, settings: ClassifierSettings) -> Dict[str, Any]:
@@ -290,108 +278,64 @@ def _read_data(processor, settings: ClassifierSettings) -> Dict[str, Any]:
   return data
 
 
-def num_train_steps(num_examples: int, train_batch_size: int, num_train_epochs: float) -> int:
-  """The original's int(len(train_examples) / train_batch_size * num_train_epochs)."""
-  return int(num_examples / train_batch_size * num_train_epochs)
-
-
-def _write_records(examples, label_list, settings, tokenizer, path, batch_size=None) -> int:
+def _write_records(state: fine_tuning.RunState, examples, path: str,
+                   batch_size: Optional[int] = None) -> int:
+  """The original's records of `examples` at path; eval and predict examples are padded with
+  PaddingInputExample to a multiple of batch_size only with use_tpu, as the original did."""
+  settings = state.settings
   examples = list(examples)
   if batch_size is not None and settings.use_tpu:
     classifier_data.pad_for_tpu(examples, batch_size)
   return classifier_data.file_based_convert_examples_to_features(
-      examples, label_list, settings.max_seq_length, tokenizer, path)
+      examples, state.inputs.data["labels"], settings.max_seq_length, state.tokenizer, path)
 
 
-def _run(config, settings, strategy, chief, data, label_list, tokenizer, info, record_dir,
-         fresh_head=None):
-  regression = label_list is None
-  task = classifier.REGRESSION_TASK if regression else classifier.TASK
-  result: Dict[str, Any] = {"label_list": label_list}
-  steps = 0
-  if settings.do_train:
-    train_examples = data["train"]
-    steps = num_train_steps(len(train_examples), settings.train_batch_size,
-                            settings.num_train_epochs)
-    if steps <= 0:
-      raise loop.TrainingError(
-          f"{len(train_examples)} training examples / --train_batch_size="
-          f"{settings.train_batch_size} x --num_train_epochs={settings.num_train_epochs} is "
-          "less than one step; lower the batch size or train more epochs")
-    warmup = int(steps * settings.warmup_proportion)
-    train_file = io.join(record_dir, "train.tf_record")
-    _write_records(train_examples, label_list, settings, tokenizer, train_file)
-    result["num_train_steps"] = steps
-    logging.info("***** Running training *****")
-    logging.info("  Num examples = %d", len(train_examples))
-    logging.info("  Batch size = %d", settings.train_batch_size)
-    logging.info("  Num steps = %d (warmup %d)", steps, warmup)
+def _train_records(state: fine_tuning.RunState, path: str) -> fine_tuning.TrainingRecords:
+  examples = state.inputs.data["train"]
+  _write_records(state, examples, path)
+  return fine_tuning.TrainingRecords(len(examples), "examples",
+                                     log=(f"Num examples = {len(examples)}",))
 
-  run = loop.prepare_run(
-      strategy, lambda: heads.build_classifier_model(config, None if regression
-                                                     else len(label_list)),
-      task, settings, max(steps, 1), int(steps * settings.warmup_proportion), chief)
-  model, global_step, trainer = run.model, run.global_step, run.trainer
-  loop.init_fine_tuning(
-      run, settings, heads.CLASSIFIER_LAYER, "classifier head (output_weights/output_bias)",
-      "evaluating or predicting it would give random results (google-research/bert#1037). Add "
-      "--do_train, or point --init_checkpoint at a fine-tuned classifier",
-      fresh_head=fresh_head)
-  common.record_run_info(config, settings, chief, info)
-  if settings.do_train:
-    result.update(loop.fine_tune(
-        run, settings, lambda batch, ctx: input_pipeline.classifier_dataset(
-            io.join(record_dir, "train.tf_record"), settings.max_seq_length, batch,
-            is_training=True, input_context=ctx, regression=regression, seed=settings.seed,
-            shuffle_buffer_size=settings.shuffle_buffer_size,
-            length_buckets=settings.buckets(settings.max_seq_length),
-            group_by_length=settings.group_by_length,
-            batches_per_update=settings.gradient_accumulation_steps), steps, chief))
-  result["global_step"] = int(global_step.numpy())
-  result["model"] = model
 
-  for suffix, examples in data["dev"]:
-    results = _evaluate(trainer, settings, examples, label_list, tokenizer, record_dir,
-                        suffix, result["global_step"], chief)
+def _build_model(config: BertConfig, inputs: fine_tuning.TaskInputs):
+  labels = inputs.data["labels"]
+  return heads.build_classifier_model(config, None if labels is None else len(labels))
+
+
+def _loss(inputs: fine_tuning.TaskInputs):
+  return classifier.REGRESSION_TASK if inputs.data["labels"] is None else classifier.TASK
+
+
+def _dataset(inputs: fine_tuning.TaskInputs, *args, **kwargs):
+  return input_pipeline.classifier_dataset(*args, regression=inputs.data["labels"] is None,
+                                           **kwargs)
+
+
+def _evaluate(state: fine_tuning.RunState, result: Dict[str, Any]) -> Dict[str, Any]:
+  """Evaluates on the dev set(s) (eval_results.txt) and predicts the test set(s)
+  (test_results.tsv, test_predictions.tsv)."""
+  out: Dict[str, Any] = {}
+  for suffix, examples in state.inputs.data["dev"]:
+    results = _evaluate_set(state, examples, suffix, result["global_step"])
     if suffix:
-      result[suffix.strip("_")] = results
+      out[suffix.strip("_")] = results
     else:
-      result.update(results)
-  for suffix, examples in data["test"]:
-    result[f"test_results{suffix}"] = _predict(trainer, settings, examples, label_list,
-                                               tokenizer, record_dir, suffix, chief)
-  if settings.do_train and settings.export and chief:
-    result["export_dir"] = common.export_once(
-        settings, EXPORT_MODEL_NAME, result["global_step"],
-        lambda: export_classifier(model, config, settings, info, version=result["global_step"]))
-  if not chief:
-    io.remove(record_dir)
-  return result
+      out.update(results)
+  for suffix, examples in state.inputs.data["test"]:
+    out[f"test_results{suffix}"] = _predict_set(state, examples, suffix)
+  return out
 
 
-def _distributed_eval_iterator(strategy, path, settings, batch_size, num_examples, regression):
-  def dataset_fn(ctx):
-    return input_pipeline.classifier_dataset(
-        path, settings.max_seq_length, batch_size, is_training=False, input_context=ctx,
-        regression=regression, num_examples=num_examples,
-        length_buckets=settings.buckets(settings.max_seq_length))
-  return iter(strategy.distribute_datasets_from_function(dataset_fn))
-
-
-def _predictions(trainer, settings, examples, label_list, tokenizer, record_dir, name,
-                 batch_size):
+def _predictions(state: fine_tuning.RunState, examples, name: str, batch_size: int):
   """(logits [N, C] of the real examples in order, label_ids [N]) from the written records."""
-  regression = label_list is None
-  path = io.join(record_dir, f"{name}.tf_record")
-  count = _write_records(examples, label_list, settings, tokenizer, path, batch_size)
+  path = io.join(state.record_dir, f"{name}.tf_record")
+  count = _write_records(state, examples, path, batch_size)
   num_steps = input_pipeline.eval_steps(count, batch_size)
   logging.info("  Num examples = %d (%d actual, %d padding)", count, len(examples),
                count - len(examples))
   logging.info("  Batch size = %d, %d batches", batch_size, num_steps)
-  iterator = _distributed_eval_iterator(trainer.strategy, path, settings, batch_size, count,
-                                        regression)
-  out = loop.predict(trainer, iterator, num_steps,
-                     keep=("label_ids", "is_real_example"))
+  iterator = fine_tuning.eval_dataset(TASK, state, path, batch_size, count)
+  out = loop.predict(state.trainer, iterator, num_steps, keep=("label_ids", "is_real_example"))
   real = out["is_real_example"] > 0
   if int(real.sum()) != len(examples):
     raise loop.TrainingError(f"{path}: {int(real.sum())} real examples predicted, "
@@ -399,18 +343,18 @@ def _predictions(trainer, settings, examples, label_list, tokenizer, record_dir,
   return out["logits"][real].astype(np.float32), out["label_ids"][real]
 
 
-def _evaluate(trainer, settings, examples, label_list, tokenizer, record_dir, suffix, step,
-              chief) -> Dict[str, float]:
+def _evaluate_set(state: fine_tuning.RunState, examples, suffix: str, step: int
+                  ) -> Dict[str, float]:
+  settings = state.settings
   logging.info("***** Running evaluation%s *****", suffix.replace("_", " "))
-  logits, labels = _predictions(trainer, settings, examples, label_list, tokenizer, record_dir,
-                                f"eval{suffix}", settings.eval_batch_size)
-  results = classifier.results_from_predictions(logits, labels, settings.eval_batch_size,
-                                                regression=label_list is None)
+  logits, labels = _predictions(state, examples, f"eval{suffix}", settings.eval_batch_size)
+  results = classifier.results_from_predictions(
+      logits, labels, settings.eval_batch_size, regression=state.inputs.data["labels"] is None)
   results["global_step"] = step
   logging.info("***** Eval results%s *****", suffix.replace("_", " "))
   for key in sorted(results):
     logging.info("  %s = %s", key, results[key])
-  if chief:
+  if state.chief:
     loop.write_eval_results(io.join(settings.output_dir, f"eval_results{suffix}.txt"),
                             results)
   return results
@@ -423,12 +367,13 @@ def probabilities(logits: np.ndarray) -> np.ndarray:
   return (shifted / shifted.sum(axis=-1, keepdims=True)).astype(np.float32)
 
 
-def _predict(trainer, settings, examples, label_list, tokenizer, record_dir, suffix, chief):
+def _predict_set(state: fine_tuning.RunState, examples, suffix: str) -> str:
+  settings = state.settings
+  label_list = state.inputs.data["labels"]
   logging.info("***** Running prediction%s *****", suffix.replace("_", " "))
-  logits, _ = _predictions(trainer, settings, examples, label_list, tokenizer, record_dir,
-                           f"predict{suffix}", settings.predict_batch_size)
+  logits, _ = _predictions(state, examples, f"predict{suffix}", settings.predict_batch_size)
   path = io.join(settings.output_dir, f"test_results{suffix}.tsv")
-  if not chief:
+  if not state.chief:
     return path
   if label_list is None:
     values = logits[:, :1]
@@ -450,27 +395,17 @@ def _predict(trainer, settings, examples, label_list, tokenizer, record_dir, suf
   return path
 
 
-# === Export ===
+TASK = fine_tuning.FineTuningTask(
+    program="run_classifier", head=common.CLASSIFIER_HEAD, head_layer=heads.CLASSIFIER_LAYER,
+    head_name="classifier head (output_weights/output_bias)",
+    untrained=("evaluating or predicting it would give random results "
+               "(google-research/bert#1037). Add --do_train, or point --init_checkpoint at a "
+               "fine-tuned classifier"),
+    read=_read, train_records=_train_records, build_model=_build_model, loss=_loss,
+    dataset=_dataset, evaluate=_evaluate)
 
 
-def export_classifier(model: keras.Model, config: BertConfig, settings: ClassifierSettings,
-                      info: Mapping[str, Any], version: Optional[int] = None,
-                      export_dir: Optional[str] = None) -> str:
-  """Exports the raw-text classifier to <output_dir>/export/classifier/<version>/."""
-  labels = info["labels"]
-  float_model = checkpoints.float32_copy(model, lambda: heads.build_classifier_model(
-      config, None if labels is None else len(labels)))
-  path = tf_serving.export_classifier_model(
-      float_model, config, settings.vocab_file,
-      export_dir or io.join(settings.output_dir, EXPORT_DIR), labels, info["pair"],
-      do_lower_case=settings.do_lower_case, seq_length=settings.max_seq_length,
-      version=version, model_name=EXPORT_MODEL_NAME, task_info=info,
-      length_buckets=settings.length_buckets)
-  logging.info("Exported the classifier for TF Serving to %s", path)
-  return path
-
-
-# === Several seeds, and the paper's sweep ===
+# === Several seeds, and the paper's sweep (tasks.fine_tuning), ranked by the GLUE metric ===
 
 
 def primary_metric(task_name: str, regression: bool) -> str:
@@ -481,171 +416,25 @@ def primary_metric(task_name: str, regression: bool) -> str:
   return "eval_pearson" if regression else "eval_accuracy"
 
 
-def summarize(runs: Sequence[Mapping[str, float]]) -> Dict[str, Tuple[float, float]]:
-  """{metric: (mean, sample standard deviation)} over runs (std 0 for one run)."""
-  keys = [k for k in runs[0] if k != "global_step" and all(k in r for r in runs)]
-  summary = {}
-  for key in keys:
-    values = np.array([float(r[key]) for r in runs], np.float64)
-    std = float(values.std(ddof=1)) if len(values) > 1 else 0.0
-    summary[key] = (float(values.mean()), std)
-  return summary
-
-
-def _scalar_results(result: Mapping[str, Any]) -> Dict[str, float]:
-  return {k: float(v) for k, v in result.items()
-          if k.startswith("eval_") or k in ("loss", "global_step")}
-
-
 def run_seeds(config: BertConfig, settings: ClassifierSettings, seeds: Sequence[int],
-              strategy=None, runner: Optional[Callable[..., Dict[str, Any]]] = None
-              ) -> Dict[str, Any]:
-  """The same run once per seed in <output_dir>/seed_<s>, and mean ± std of every metric.
-
-  Writes <output_dir>/seeds_summary.txt (`metric = mean +- std`, one line per metric, and the
-  per-seed values). Returns {"runs": {seed: eval results}, "summary": {metric: (mean, std)}}.
-  """
-  if not seeds:
-    raise loop.TrainingError("--seeds is empty")
-  if not settings.do_eval:
-    raise loop.TrainingError("--seeds compares dev results: add --do_eval")
-  _refuse_repeats("--seeds", seeds)
-  runner = runner or run_classifier
-  runs = {}
-  for seed in seeds:
-    run_settings = dataclasses.replace(
-        settings, seed=seed, output_dir=io.join(settings.output_dir, f"seed_{seed}"))
-    logging.info("***** Seed %d (%d of %d) *****", seed, len(runs) + 1, len(seeds))
-    runs[seed] = _run_point(config, run_settings, strategy, runner)
-  summary = summarize(list(runs.values()))
-  lines = [f"{key} = {mean:.6f} +- {std:.6f}\n" for key, (mean, std) in sorted(summary.items())]
-  lines.append(f"seeds = {','.join(map(str, seeds))}\n")
-  for seed, results in runs.items():
-    lines.append(f"seed_{seed}: " + " ".join(f"{k}={v:.6f}" for k, v in sorted(results.items()))
-                 + "\n")
-  io.makedirs(settings.output_dir)
-  io.write_text(io.join(settings.output_dir, "seeds_summary.txt"), "".join(lines))
-  for line in lines:
-    logging.info("%s", line.rstrip())
-  return {"runs": runs, "summary": summary}
-
-
-# Written in each seed's or sweep point's folder when it finishes: a rerun of the --seeds or
-# --sweep command takes its results from there instead of running it again.
-POINT_RESULTS_FILE = "point_results.json"
-
-
-def _refuse_repeats(flag: str, values: Sequence[Any]) -> None:
-  repeated = sorted({str(v) for v in values if list(values).count(v) > 1})
-  if repeated:
-    raise loop.TrainingError(f"{flag} repeats {', '.join(repeated)}: each run needs its own "
-                             "folder; give each value once")
-
-
-def _point_settings(settings: ClassifierSettings) -> Dict[str, Any]:
-  return json.loads(json.dumps(dataclasses.asdict(settings), default=str))
-
-
-def _run_point(config, settings: ClassifierSettings, strategy, runner) -> Dict[str, float]:
-  """One seed or sweep point in settings.output_dir: its eval results, from its
-  POINT_RESULTS_FILE when it finished earlier with the same settings (an interrupted --seeds
-  or --sweep resumes at its first unfinished point), else from running it (an interrupted
-  point resumes from its checkpoints)."""
-  path = io.join(settings.output_dir, POINT_RESULTS_FILE)
-  wanted = _point_settings(settings)
-  if io.exists(path):
-    done = json.loads(io.read_text(path))
-    if done.get("settings") == wanted:
-      logging.info("%s finished earlier: its results are read from %s", settings.output_dir,
-                   path)
-      return {k: float(v) for k, v in done["results"].items()}
-    logging.info("%s finished earlier with other settings: run again", settings.output_dir)
-  results = _scalar_results(runner(config, settings, strategy))
-  if strategy is None or loop.is_chief(strategy):
-    io.makedirs(settings.output_dir)
-    io.write_text(path, json.dumps(dict(settings=wanted, results=results), indent=2,
-                                   sort_keys=True) + "\n")
-  return results
-
-
-def sweep_grid(learning_rates: Sequence[float], epochs: Sequence[float],
-               batch_sizes: Sequence[int]) -> List[Tuple[float, float, int]]:
-  return [(lr, ep, bs) for bs in batch_sizes for lr in learning_rates for ep in epochs]
-
-
-def _grid_name(lr: float, epochs: float, batch: int) -> str:
-  return f"lr{lr:g}_ep{epochs:g}_bs{batch}"
+              strategy=None, runner: Optional[fine_tuning.Runner] = None) -> Dict[str, Any]:
+  """fine_tuning.run_seeds of run_classifier (or `runner`): one run per seed in
+  <output_dir>/seed_<s>, and seeds_summary.txt."""
+  return fine_tuning.run_seeds(config, settings, seeds, runner or run_classifier, strategy)
 
 
 def run_sweep(config: BertConfig, settings: ClassifierSettings,
               learning_rates: Sequence[float] = (5e-5, 3e-5, 2e-5),
               epochs: Sequence[float] = (2.0, 3.0, 4.0), batch_sizes: Sequence[int] = (16, 32),
               seeds: Sequence[int] = (), strategy=None, keep_all_checkpoints: bool = False,
-              runner: Optional[Callable[..., Dict[str, Any]]] = None) -> Dict[str, Any]:
-  """The paper's fine-tuning grid: one run (or one per seed) per learning rate x epochs x batch
-  in <output_dir>/<lr..._ep..._bs...>, ranked by the task's primary dev metric (the mean over
-  seeds). The best run keeps its checkpoints and export, the others keep their results only
-  (unless keep_all_checkpoints). Writes <output_dir>/sweep_summary.tsv and best_run.txt.
-  """
-  if not settings.do_train or not settings.do_eval:
-    raise loop.TrainingError("--sweep trains and compares dev results: it needs --do_train "
-                             "and --do_eval")
-  grid = sweep_grid(learning_rates, epochs, batch_sizes)
-  if not grid:
-    raise loop.TrainingError("the sweep grid is empty")
-  for flag, values in (("--sweep_learning_rates", learning_rates),
-                       ("--sweep_epochs", epochs), ("--sweep_batch_sizes", batch_sizes),
-                       ("--seeds", seeds)):
-    _refuse_repeats(flag, values)
-  rows = []
-  for i, (lr, ep, bs) in enumerate(grid):
-    name = _grid_name(lr, ep, bs)
-    point = dataclasses.replace(settings, learning_rate=lr, num_train_epochs=ep,
-                                train_batch_size=bs,
-                                output_dir=io.join(settings.output_dir, name))
-    logging.info("***** Sweep point %d of %d: %s *****", i + 1, len(grid), name)
-    if seeds:
-      summary = run_seeds(config, point, seeds, strategy, runner)["summary"]
-      means = {k: mean for k, (mean, _) in summary.items()}
-      stds = {k: std for k, (_, std) in summary.items()}
-    else:
-      means, stds = _run_point(config, point, strategy, runner or run_classifier), {}
-    rows.append(dict(name=name, learning_rate=lr, num_train_epochs=ep, train_batch_size=bs,
-                     means=means, stds=stds))
-  labels_regression = "eval_pearson" in rows[0]["means"]
-  metric = primary_metric(settings.task_name, labels_regression)
-  if metric not in rows[0]["means"]:
-    metric = "eval_accuracy"
-  best = max(rows, key=lambda r: r["means"].get(metric, -math.inf))
-  keys = sorted(rows[0]["means"])
-  lines = ["\t".join(["run", "learning_rate", "num_train_epochs", "train_batch_size"] + keys)
-           + "\n"]
-  for row in rows:
-    cells = [row["name"], f"{row['learning_rate']:g}", f"{row['num_train_epochs']:g}",
-             str(row["train_batch_size"])]
-    for key in keys:
-      cell = f"{row['means'][key]:.6f}"
-      if key in row["stds"] and seeds and len(seeds) > 1:
-        cell += f" +- {row['stds'][key]:.6f}"
-      cells.append(cell)
-    lines.append("\t".join(cells) + "\n")
-  io.write_text(io.join(settings.output_dir, "sweep_summary.tsv"), "".join(lines))
-  best_dir = io.join(settings.output_dir, best["name"])
-  io.write_text(io.join(settings.output_dir, "best_run.txt"),
-                f"{best_dir}\n{metric} = {best['means'][metric]:.6f}\n")
-  logging.info("Best of %d sweep points by %s: %s (%.4f)", len(rows), metric, best["name"],
-               best["means"][metric])
-  if not keep_all_checkpoints:
-    for row in rows:
-      if row is not best:
-        _drop_checkpoints(io.join(settings.output_dir, row["name"]))
-  return {"rows": rows, "best": best, "best_dir": best_dir, "metric": metric}
+              runner: Optional[fine_tuning.Runner] = None) -> Dict[str, Any]:
+  """fine_tuning.run_sweep of run_classifier (or `runner`), ranked by the task's GLUE metric
+  (primary_metric; accuracy when a point's results lack it)."""
 
+  def ranked_by(means: Mapping[str, float]) -> str:
+    metric = primary_metric(settings.task_name, "eval_pearson" in means)
+    return metric if metric in means else "eval_accuracy"
 
-def _drop_checkpoints(run_dir: str) -> None:
-  """Removes the checkpoints, the export and the records of a run (its results stay)."""
-  for name in io.listdir(run_dir):
-    name = name.rstrip("/")
-    if name.startswith(("ckpt-", "checkpoint")) or name.endswith(".tf_record") or \
-        name == EXPORT_DIR:
-      io.remove(io.join(run_dir, name))
+  return fine_tuning.run_sweep(config, settings, runner or run_classifier, ranked_by,
+                               learning_rates, epochs, batch_sizes, seeds, strategy,
+                               keep_all_checkpoints)

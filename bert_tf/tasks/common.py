@@ -33,6 +33,8 @@ from bert_tf.training import pretraining
 
 TASK_INFO_FILE = checkpoints.TASK_INFO_FILE
 DATA_METADATA_FILE = pretraining.DATA_METADATA_FILE
+# A run's exports: <output_dir>/export/<model name>/<version>/ (TF Serving's layout).
+EXPORT_DIR = "export"
 
 # The original's tokenization.validate_case_matches_checkpoint lists.
 _UNCASED_RELEASES = ("uncased_L-24_H-1024_A-16", "uncased_L-12_H-768_A-12",
@@ -372,7 +374,7 @@ def export_once(settings, model_name: str, version: int, export) -> str:
   """The run's export <output_dir>/export/<model_name>/<version>/: export() writes it, unless a
   rerun of a finished run finds it there already (versions are immutable, and the same step
   holds the same weights): then it is kept, and its path returned."""
-  path = io.join(io.join(io.join(settings.output_dir, "export"), model_name), str(version))
+  path = io.join(io.join(io.join(settings.output_dir, EXPORT_DIR), model_name), str(version))
   if io.exists(path):
     logging.info("%s exists already (the run had finished): not exported again", path)
     return path

@@ -19,10 +19,14 @@ from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.model import heads
 from bert_tf.serving import squad_module
-from bert_tf.tasks import squad_run
+from bert_tf.tasks import common
+from bert_tf.tasks import fine_tuning
+from bert_tf.tasks import squad_metrics
+
+MODEL_NAME = "squad"
 
 
-def null_score_diff_threshold(settings: "squad_run.SquadSettings",
+def null_score_diff_threshold(settings: Any,
                               info: Mapping[str, Any]) -> float:
   """The threshold the export answers with.
 
@@ -34,7 +38,7 @@ def null_score_diff_threshold(settings: "squad_run.SquadSettings",
     return float(settings.null_score_diff_threshold)
   value = info.get("null_score_diff_threshold")
   if value is None:
-    results_file = io.join(settings.output_dir, squad_run.EVAL_RESULTS_FILE)
+    results_file = io.join(settings.output_dir, squad_metrics.EVAL_RESULTS_FILE)
     if io.exists(results_file):
       value = json.loads(io.read_text(results_file)).get("null_score_diff_threshold")
   if value is None:
@@ -44,7 +48,7 @@ def null_score_diff_threshold(settings: "squad_run.SquadSettings",
   return float(value)
 
 
-def export_squad(model: keras.Model, config: BertConfig, settings: "squad_run.SquadSettings",
+def export_squad(model: keras.Model, config: BertConfig, settings: Any,
                  info: Mapping[str, Any], version: Optional[int] = None,
                  export_dir: Optional[str] = None) -> str:
   """Exports the question-answering model to <output_dir>/export/squad/<version>/.
@@ -63,13 +67,16 @@ def export_squad(model: keras.Model, config: BertConfig, settings: "squad_run.Sq
   float_model = checkpoints.float32_copy(model, lambda: heads.build_span_model(config))
   path = squad_module.export_squad_model(
       float_model, config, settings.vocab_file,
-      export_dir or io.join(settings.output_dir, squad_run.EXPORT_DIR),
+      export_dir or io.join(settings.output_dir, common.EXPORT_DIR),
       do_lower_case=settings.do_lower_case, seq_length=settings.max_seq_length,
       doc_stride=settings.doc_stride, max_query_length=settings.max_query_length,
       n_best_size=settings.n_best_size, max_answer_length=settings.max_answer_length,
       version_2_with_negative=settings.version_2_with_negative,
       null_score_diff_threshold=null_score_diff_threshold(settings, info),
-      version=version, model_name=squad_run.EXPORT_MODEL_NAME, task_info=info,
+      version=version, model_name=MODEL_NAME, task_info=info,
       length_buckets=settings.length_buckets)
   logging.info("Exported the question-answering model for TF Serving to %s", path)
   return path
+
+
+EXPORTER = fine_tuning.Exporter(MODEL_NAME, export_squad)

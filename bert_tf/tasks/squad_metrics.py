@@ -60,6 +60,9 @@ from absl import logging
 
 from bert_tf import io
 
+# Where run_squad writes the official scores of its predictions (and auto's threshold).
+EVAL_RESULTS_FILE = "eval_results.json"
+
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 V1 = "1.1"

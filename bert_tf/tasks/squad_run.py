@@ -23,7 +23,12 @@ original run_squad.py's main():
 
 Beyond the original: resuming from output_dir, the tokenizer check against the checkpoint
 (tasks.common), refusing to predict with a span head that was never trained, and a raw-text
-question-answering export for TF Serving (output_dir/export/squad/<step>/).
+question-answering export for TF Serving (output_dir/export/squad/<step>/, handed in by the
+command: tasks.squad_export).
+
+The run's steps (lock, output_dir, tokenizer checks, resume, init_checkpoint, training, export)
+are tasks.fine_tuning's; this module holds what is SQuAD's own: its examples and windows, its
+records, and its prediction files and scores.
 """
 
 import dataclasses
@@ -39,6 +44,7 @@ from bert_tf import io
 from bert_tf.config import BertConfig
 from bert_tf.model import heads
 from bert_tf.tasks import common
+from bert_tf.tasks import fine_tuning
 from bert_tf.tasks import squad
 from bert_tf.tasks import squad_data
 from bert_tf.tasks import squad_metrics
@@ -46,12 +52,9 @@ from bert_tf.training import input_pipeline
 from bert_tf.training import loop
 
 TASK_NAME = "squad"
-EXPORT_DIR = "export"
-EXPORT_MODEL_NAME = "squad"
 PREDICTIONS_FILE = "predictions.json"
 NBEST_FILE = "nbest_predictions.json"
 NULL_ODDS_FILE = "null_odds.json"
-EVAL_RESULTS_FILE = "eval_results.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,18 +104,13 @@ class SquadSettings(common.FineTuningSettings):
     for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"):
       if getattr(self, name) <= 0:
         problems.append(f"--{name} must be positive, got {getattr(self, name)}")
-    problems += loop.fine_tuning_problems(self, num_replicas)
+    problems += fine_tuning.fine_tuning_problems(self, num_replicas)
     if self.null_score_diff_threshold is None and not (self.version_2_with_negative and
                                                        self.do_predict):
       problems.append("--null_score_diff_threshold=auto needs --version_2_with_negative and "
                       "--do_predict (it picks the best threshold on the predict file)")
     if problems:
       raise loop.TrainingError("; ".join(problems))
-
-
-def num_train_steps(num_examples: int, train_batch_size: int, num_train_epochs: float) -> int:
-  """The original's int(len(train_examples) / train_batch_size * num_train_epochs)."""
-  return int(num_examples / train_batch_size * num_train_epochs)
 
 
 def has_answers(articles: List[Dict[str, Any]]) -> bool:
@@ -126,12 +124,14 @@ def has_answers(articles: List[Dict[str, Any]]) -> bool:
   return False
 
 
-# === The run ===
+# === The run: what run_squad does around the driver (tasks.fine_tuning) ===
 
 
 def run_squad(config: BertConfig, settings: SquadSettings,
-              strategy: Optional[tf.distribute.Strategy] = None) -> Dict[str, Any]:
-  """Fine-tunes and/or predicts; resumes from output_dir if it holds a checkpoint.
+              strategy: Optional[tf.distribute.Strategy] = None,
+              exporter: Optional[fine_tuning.Exporter] = None) -> Dict[str, Any]:
+  """Fine-tunes and/or predicts; resumes from output_dir if it holds a checkpoint; exports with
+  `exporter` after training (the command hands in squad_export.EXPORTER).
 
   Returns:
     A dict with global_step, model, num_train_steps and the training statistics (when
@@ -142,31 +142,25 @@ def run_squad(config: BertConfig, settings: SquadSettings,
     loop.TrainingError: bad flags or data (naming the flag, the file and the question), a
       tokenizer that contradicts the checkpoint, an untrained head, or a non-finite loss.
   """
-  strategy = strategy or loop.select_strategy()
-  settings.check(config, strategy.num_replicas_in_sync)
-  chief = loop.is_chief(strategy)
-  existing = io.exists(settings.output_dir)
-  with loop.bad_input_as_training_error():
-    tokenizer, vocab_md5 = common.run_tokenizer(config, settings, existing)
-    start = common.starting_head(settings, common.SQUAD_HEAD, None, "explicit", "")
-    data = _read_data(settings)
-  common.check_outputs_not_inputs(
-      common.run_outputs(settings.output_dir, [
-          "train.tf_record", "eval.tf_record", PREDICTIONS_FILE, NBEST_FILE, NULL_ODDS_FILE,
-          EVAL_RESULTS_FILE]),
-      {"--train_file": settings.train_file, "--predict_file": settings.predict_file,
-       "--vocab_file": settings.vocab_file})
+  return fine_tuning.run(TASK, config, settings, strategy, exporter)
+
+
+def _read(config: BertConfig, settings: SquadSettings, tokenizer, vocab_md5: str
+          ) -> fine_tuning.TaskInputs:
+  del config, tokenizer  # the windows are made once the run directory is taken
+  start = common.starting_head(settings, common.SQUAD_HEAD, None, "explicit", "")
   info = dict(task_name=TASK_NAME, head=common.SQUAD_HEAD,
               version_2_with_negative=settings.version_2_with_negative,
               do_lower_case=bool(settings.do_lower_case), vocab_md5=vocab_md5,
               max_seq_length=settings.max_seq_length, doc_stride=settings.doc_stride,
               max_query_length=settings.max_query_length,
               max_answer_length=settings.max_answer_length, n_best_size=settings.n_best_size)
-  common.note_training_data(settings, info, [settings.train_file])
-  with common.OutputDirRun(config, settings, strategy, chief, "run_squad") as record_dir:
-    with loop.dtype_policy(settings.mixed_precision):
-      return _run(config, settings, strategy, chief, data, tokenizer, info, record_dir,
-                  start.fresh_head)
+  return fine_tuning.TaskInputs(
+      data=_read_data(settings), info=info, fresh_head=start.fresh_head,
+      train_files=[settings.train_file],
+      outputs=["train.tf_record", "eval.tf_record", PREDICTIONS_FILE, NBEST_FILE,
+               NULL_ODDS_FILE, squad_metrics.EVAL_RESULTS_FILE],
+      inputs={"--train_file": settings.train_file, "--predict_file": settings.predict_file})
 
 
 def _read_data(settings: SquadSettings) -> Dict[str, Any]:
@@ -197,72 +191,51 @@ def _read_data(settings: SquadSettings) -> Dict[str, Any]:
   return data
 
 
-def _run(config, settings, strategy, chief, data, tokenizer, info, record_dir, fresh_head=None):
-  result: Dict[str, Any] = {}
-  steps = 0
-  if settings.do_train:
-    train_examples = data["train"]
-    stats: Dict[str, int] = {}
-    train_file = io.join(record_dir, "train.tf_record")
-    with squad_data.FeatureWriter(train_file, is_training=True) as writer:
-      squad_data.convert_examples_to_features(
-          train_examples, tokenizer, settings.max_seq_length, settings.doc_stride,
-          settings.max_query_length, is_training=True, output_fn=writer.process_feature,
-          stats=stats)
-    num_features = writer.num_features
-    counted = num_features if settings.steps_from_features else len(train_examples)
-    steps = num_train_steps(counted, settings.train_batch_size, settings.num_train_epochs)
-    if steps <= 0:
-      raise loop.TrainingError(
-          f"{counted} training {'windows' if settings.steps_from_features else 'examples'} / "
-          f"--train_batch_size={settings.train_batch_size} x --num_train_epochs="
-          f"{settings.num_train_epochs} is less than one step; lower the batch size or train "
-          "more epochs")
-    warmup = int(steps * settings.warmup_proportion)
-    result.update(num_train_steps=steps, train_examples=len(train_examples),
-                  train_features=num_features, train_stats=dict(data["train_stats"], **stats))
-    logging.info("***** Running training *****")
-    logging.info("  Num orig examples = %d", len(train_examples))
-    logging.info("  Num split examples = %d", num_features)
-    logging.info("  Batch size = %d", settings.train_batch_size)
-    logging.info("  Num steps = %d (warmup %d; %.2f epochs over the windows)", steps, warmup,
-                 steps * settings.train_batch_size / max(num_features, 1))
-    _log_stats(stats, "training")
+def _train_records(state: fine_tuning.RunState, path: str) -> fine_tuning.TrainingRecords:
+  settings = state.settings
+  train_examples = state.inputs.data["train"]
+  stats: Dict[str, int] = {}
+  with squad_data.FeatureWriter(path, is_training=True) as writer:
+    squad_data.convert_examples_to_features(
+        train_examples, state.tokenizer, settings.max_seq_length, settings.doc_stride,
+        settings.max_query_length, is_training=True, output_fn=writer.process_feature,
+        stats=stats)
+  num_features = writer.num_features
+  if not num_features:
+    raise loop.TrainingError(
+        f"--train_file={settings.train_file}: none of its {len(train_examples)} questions gave "
+        "a training window (every context empty or only characters the tokenizer drops)")
+  _log_stats(stats, "training")
+  steps = fine_tuning.num_train_steps(num_features if settings.steps_from_features
+                                      else len(train_examples), settings.train_batch_size,
+                                      settings.num_train_epochs)
+  return fine_tuning.TrainingRecords(
+      num_features if settings.steps_from_features else len(train_examples),
+      "windows" if settings.steps_from_features else "examples",
+      log=(f"Num orig examples = {len(train_examples)}",
+           f"Num split examples = {num_features}",
+           f"{steps * settings.train_batch_size / num_features:.2f} epochs over the windows"),
+      result=dict(train_examples=len(train_examples), train_features=num_features,
+                  train_stats=dict(state.inputs.data["train_stats"], **stats)))
 
-  run = loop.prepare_run(strategy, lambda: heads.build_span_model(config), squad.TASK,
-                         settings, max(steps, 1), int(steps * settings.warmup_proportion),
-                         chief)
-  model, global_step, trainer = run.model, run.global_step, run.trainer
-  loop.init_fine_tuning(
-      run, settings, heads.SPAN_LAYER, "SQuAD head (cls/squad/output_weights, output_bias)",
-      "predicting with it would give random answers. Add --do_train, or point "
-      "--init_checkpoint at a model fine-tuned on SQuAD", fresh_head=fresh_head)
-  common.record_run_info(config, settings, chief, info)
-  if settings.do_train:
-    result.update(loop.fine_tune(
-        run, settings, lambda batch, ctx: input_pipeline.squad_dataset(
-            io.join(record_dir, "train.tf_record"), settings.max_seq_length, batch,
-            is_training=True, input_context=ctx, seed=settings.seed,
-            shuffle_buffer_size=settings.shuffle_buffer_size,
-            length_buckets=settings.buckets(settings.max_seq_length),
-            group_by_length=settings.group_by_length,
-            batches_per_update=settings.gradient_accumulation_steps), steps, chief))
-  result["global_step"] = int(global_step.numpy())
-  result["model"] = model
 
-  if settings.do_predict:
-    result.update(_predict(trainer, settings, data, tokenizer, record_dir, chief))
-  if settings.do_train and settings.export and chief:
-    from bert_tf.tasks import squad_export  # pylint: disable=g-import-not-at-top
-    # The export decides "" the way predictions.json did: at the threshold used (auto's pick).
-    threshold = result.get("null_score_diff_threshold", settings.null_score_diff_threshold)
-    result["export_dir"] = common.export_once(
-        settings, EXPORT_MODEL_NAME, result["global_step"], lambda: squad_export.export_squad(
-            model, config, settings, dict(info, null_score_diff_threshold=threshold),
-            version=result["global_step"]))
-  if not chief:
-    io.remove(record_dir)
-  return result
+def _dataset(inputs: fine_tuning.TaskInputs, *args, **kwargs):
+  del inputs
+  return input_pipeline.squad_dataset(*args, **kwargs)
+
+
+def _evaluate(state: fine_tuning.RunState, result: Dict[str, Any]) -> Dict[str, Any]:
+  del result
+  if not state.settings.do_predict:
+    return {}
+  return _predict(state)
+
+
+def _export_info(settings: SquadSettings, info: Dict[str, Any], result: Dict[str, Any]
+                 ) -> Dict[str, Any]:
+  """The export decides "" the way predictions.json did: at the threshold used (auto's pick)."""
+  threshold = result.get("null_score_diff_threshold", settings.null_score_diff_threshold)
+  return dict(info, null_score_diff_threshold=threshold)
 
 
 def _log_stats(stats: Dict[str, int], what: str) -> None:
@@ -296,11 +269,12 @@ def predict_logits(trainer: loop.Trainer, record_file: str, num_features: int,
   return out
 
 
-def _predict(trainer, settings, data, tokenizer, record_dir, chief) -> Dict[str, Any]:
+def _predict(state: fine_tuning.RunState) -> Dict[str, Any]:
+  settings, data = state.settings, state.inputs.data
   examples = data["predict"]
   eval_features: List[squad_data.InputFeatures] = []
   stats: Dict[str, int] = {}
-  record_file = io.join(record_dir, "eval.tf_record")
+  record_file = io.join(state.record_dir, "eval.tf_record")
   with squad_data.FeatureWriter(record_file, is_training=False) as writer:
 
     def append_feature(feature):
@@ -308,14 +282,14 @@ def _predict(trainer, settings, data, tokenizer, record_dir, chief) -> Dict[str,
       writer.process_feature(feature)
 
     squad_data.convert_examples_to_features(
-        examples, tokenizer, settings.max_seq_length, settings.doc_stride,
+        examples, state.tokenizer, settings.max_seq_length, settings.doc_stride,
         settings.max_query_length, is_training=False, output_fn=append_feature, stats=stats)
   logging.info("***** Running predictions *****")
   logging.info("  Num orig examples = %d", len(examples))
   logging.info("  Num split examples = %d", len(eval_features))
   logging.info("  Batch size = %d", settings.predict_batch_size)
   _log_stats(stats, "predict")
-  out = predict_logits(trainer, record_file, len(eval_features), settings) \
+  out = predict_logits(state.trainer, record_file, len(eval_features), settings) \
       if eval_features else {"unique_ids": np.zeros([0], np.int64)}
   expected = [f.unique_id for f in eval_features]
   if out["unique_ids"].tolist() != expected:
@@ -324,8 +298,7 @@ def _predict(trainer, settings, data, tokenizer, record_dir, chief) -> Dict[str,
   results = [squad_data.RawResult(uid, out["start_logits"][i].tolist(),
                                   out["end_logits"][i].tolist())
              for i, uid in enumerate(expected)]
-  return write_outputs(examples, eval_features, results, settings, data["gold"],
-                       chief)
+  return write_outputs(examples, eval_features, results, settings, data["gold"], state.chief)
 
 
 def write_outputs(examples, eval_features, results, settings: SquadSettings,
@@ -362,9 +335,10 @@ def write_outputs(examples, eval_features, results, settings: SquadSettings,
     if v2:
       io.write_text(paths[NULL_ODDS_FILE], squad_data.dumps_indent4(null_odds) + "\n")
     if scores is not None:
-      io.write_text(io.join(out_dir, EVAL_RESULTS_FILE), json.dumps(scores, indent=2) + "\n")
+      io.write_text(io.join(out_dir, squad_metrics.EVAL_RESULTS_FILE),
+                    json.dumps(scores, indent=2) + "\n")
     else:
-      common.remove_stale_results(out_dir, [EVAL_RESULTS_FILE], f"--predict_file="
+      common.remove_stale_results(out_dir, [squad_metrics.EVAL_RESULTS_FILE], f"--predict_file="
                                   f"{settings.predict_file} has no answers to score")
     if not v2:
       common.remove_stale_results(out_dir, [NULL_ODDS_FILE], "SQuAD v1.1 has no null odds")
@@ -378,3 +352,14 @@ def write_outputs(examples, eval_features, results, settings: SquadSettings,
                 null_score_diff_threshold=threshold,
                 predictions_file=paths[PREDICTIONS_FILE])
   return result
+
+
+TASK = fine_tuning.FineTuningTask(
+    program="run_squad", head=common.SQUAD_HEAD, head_layer=heads.SPAN_LAYER,
+    head_name="SQuAD head (cls/squad/output_weights, output_bias)",
+    untrained=("predicting with it would give random answers. Add --do_train, or point "
+               "--init_checkpoint at a model fine-tuned on SQuAD"),
+    read=_read, train_records=_train_records,
+    build_model=lambda config, inputs: heads.build_span_model(config),
+    loss=lambda inputs: squad.TASK, dataset=_dataset, evaluate=_evaluate,
+    export_info=_export_info)

@@ -15,10 +15,13 @@ from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.model import heads
 from bert_tf.serving import tagger_module
-from bert_tf.tasks import tagging_run
+from bert_tf.tasks import common
+from bert_tf.tasks import fine_tuning
+
+MODEL_NAME = "ner"
 
 
-def export_tagger(model: keras.Model, config: BertConfig, settings: "tagging_run.NerSettings",
+def export_tagger(model: keras.Model, config: BertConfig, settings: Any,
                   info: Mapping[str, Any], version: Optional[int] = None,
                   export_dir: Optional[str] = None) -> str:
   """Exports the tagger to <output_dir>/export/ner/<version>/ (a float32 copy of `model`).
@@ -39,9 +42,12 @@ def export_tagger(model: keras.Model, config: BertConfig, settings: "tagging_run
       model, lambda: heads.build_tagger_model(config, len(labels)))
   path = tagger_module.export_tagger_model(
       float_model, config, settings.vocab_file,
-      export_dir or io.join(settings.output_dir, tagging_run.EXPORT_DIR), labels,
+      export_dir or io.join(settings.output_dir, common.EXPORT_DIR), labels,
       do_lower_case=settings.do_lower_case, seq_length=settings.max_seq_length,
-      version=version, model_name=tagging_run.EXPORT_MODEL_NAME, task_info=info,
+      version=version, model_name=MODEL_NAME, task_info=info,
       length_buckets=settings.length_buckets)
   logging.info("Exported the tagger for TF Serving to %s", path)
   return path
+
+
+EXPORTER = fine_tuning.Exporter(MODEL_NAME, export_tagger)

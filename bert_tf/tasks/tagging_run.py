@@ -17,7 +17,12 @@
   type and overall, and token accuracy, in eval_results.txt / test_results.txt (key = value) and
   conlleval's own report in eval_conlleval.txt / test_conlleval.txt. A predict file without
   tags gets `word predicted` lines and no scores.
-* After training, a raw-text tagger for TF Serving in output_dir/export/ner/<step>/.
+* After training, the command exports a raw-text tagger for TF Serving to
+  output_dir/export/ner/<step>/ (tasks.tagging_export).
+
+The run's steps (lock, output_dir, tokenizer checks, resume, init_checkpoint, training, export)
+are tasks.fine_tuning's; this module holds what is tagging's own: its sentences, labels and
+scheme, its windows and records, and its prediction and score files.
 """
 
 import dataclasses
@@ -31,6 +36,7 @@ from bert_tf import io
 from bert_tf.config import BertConfig
 from bert_tf.model import heads
 from bert_tf.tasks import common
+from bert_tf.tasks import fine_tuning
 from bert_tf.tasks import tagging
 from bert_tf.tasks import tagging_data
 from bert_tf.tasks import tagging_metrics
@@ -38,8 +44,6 @@ from bert_tf.training import input_pipeline
 from bert_tf.training import loop
 
 TASK_NAME = "ner"
-EXPORT_DIR = "export"
-EXPORT_MODEL_NAME = "ner"
 DATA_DIR_FILES = {"train": "train.txt", "eval": "dev.txt", "predict": "test.txt"}
 TAG_SCHEMES = ("auto", "iob1", "iob2", "iobes", "plain")
 EVAL_MODES = ("conlleval", "strict")
@@ -99,7 +103,7 @@ class NerSettings(common.FineTuningSettings):
                       " (--max_seq_length)")
     if self.max_seq_length < 4:
       problems.append(f"--max_seq_length must be at least 4, got {self.max_seq_length}")
-    problems += loop.fine_tuning_problems(self, num_replicas)
+    problems += fine_tuning.fine_tuning_problems(self, num_replicas)
     if self.tag_scheme not in TAG_SCHEMES:
       problems.append(f"--tag_scheme must be one of {', '.join(TAG_SCHEMES)}, got "
                       f"{self.tag_scheme!r}")
@@ -111,10 +115,6 @@ class NerSettings(common.FineTuningSettings):
                       f"--tag_scheme={self.tag_scheme}")
     if problems:
       raise loop.TrainingError("; ".join(problems))
-
-
-def num_train_steps(num_windows: int, train_batch_size: int, num_train_epochs: float) -> int:
-  return int(num_windows / train_batch_size * num_train_epochs)
 
 
 def scheme_of(settings: NerSettings, sentences: Sequence[tagging_data.Sentence],
@@ -129,12 +129,14 @@ def scheme_of(settings: NerSettings, sentences: Sequence[tagging_data.Sentence],
   return tagging_metrics.detect_scheme([list(labels)])
 
 
-# === The run ===
+# === The run: what run_ner does around the driver (tasks.fine_tuning) ===
 
 
 def run_ner(config: BertConfig, settings: NerSettings,
-            strategy: Optional[tf.distribute.Strategy] = None) -> Dict[str, Any]:
-  """Fine-tunes, evaluates and/or predicts; resumes from output_dir if it holds a checkpoint.
+            strategy: Optional[tf.distribute.Strategy] = None,
+            exporter: Optional[fine_tuning.Exporter] = None) -> Dict[str, Any]:
+  """Fine-tunes, evaluates and/or predicts; resumes from output_dir if it holds a checkpoint;
+  exports with `exporter` after training (the command hands in tagging_export.EXPORTER).
 
   Returns:
     A dict with global_step, model, labels, scheme, num_train_steps (when training), `eval`
@@ -144,50 +146,40 @@ def run_ner(config: BertConfig, settings: NerSettings,
     loop.TrainingError: bad flags or data (naming the flag, the file and line), a tokenizer
       that contradicts the checkpoint, an untrained head, or a non-finite loss.
   """
-  strategy = strategy or loop.select_strategy()
-  settings.check(config, strategy.num_replicas_in_sync)
-  chief = loop.is_chief(strategy)
-  existing = io.exists(settings.output_dir)
-  with loop.bad_input_as_training_error():
-    tokenizer, vocab_md5 = common.run_tokenizer(config, settings, existing)
-    data = _read_data(settings)
-    start = _labels(settings, data)
-    labels = start.labels
-    label_map = {tag: i for i, tag in enumerate(labels)}
-    for split in ("eval", "predict"):
-      if data[split] is not None:
-        tagging_data.check_tags(data[split], label_map, settings.file(split))
-    every = [s for split in ("train", "eval", "predict") for s in (data[split] or [])]
-    recorded = common.starting_record(settings).info if not start.fresh_head else None
-    if settings.tag_scheme == "auto" and not settings.do_train and recorded and \
-        recorded.get("tag_scheme") in TAG_SCHEMES:
-      scheme = recorded["tag_scheme"]  # the scheme the model was trained with
-    else:
-      scheme = scheme_of(settings, data["train"] or every, labels)
+  return fine_tuning.run(TASK, config, settings, strategy, exporter)
+
+
+def _read(config: BertConfig, settings: NerSettings, tokenizer, vocab_md5: str
+          ) -> fine_tuning.TaskInputs:
+  del config, tokenizer  # the windows are made once the run directory is taken
+  data = _read_data(settings)
+  start = _labels(settings, data)
+  labels = start.labels
+  label_map = {tag: i for i, tag in enumerate(labels)}
+  for split in ("eval", "predict"):
+    if data[split] is not None:
+      tagging_data.check_tags(data[split], label_map, settings.file(split))
+  every = [s for split in ("train", "eval", "predict") for s in (data[split] or [])]
+  recorded = common.starting_record(settings).info if not start.fresh_head else None
+  if settings.tag_scheme == "auto" and not settings.do_train and recorded and \
+      recorded.get("tag_scheme") in TAG_SCHEMES:
+    scheme = recorded["tag_scheme"]  # the scheme the model was trained with
+  else:
+    scheme = scheme_of(settings, data["train"] or every, labels)
   if settings.eval_mode == "strict" and scheme not in ("iob2", "iobes"):
     raise loop.TrainingError(f"--eval_mode=strict needs the IOB2 or IOBES scheme; the tags are "
                              f"{scheme} (--tag_scheme)")
+  data.update(labels=labels, scheme=scheme)
   info = dict(task_name=TASK_NAME, labels=labels, tag_scheme=scheme,
               document_context=bool(settings.document_context),
               do_lower_case=bool(settings.do_lower_case), vocab_md5=vocab_md5,
               max_seq_length=settings.max_seq_length, head=common.TAGGER_HEAD)
-  common.note_training_data(settings, info, [settings.file("train")])
-  common.check_outputs_not_inputs(
-      common.run_outputs(settings.output_dir, [
-          f"{name}{suffix}" for name in ("train", "eval", "test") for suffix in (
-              ".tf_record", "_predictions.txt", "_results.txt", "_conlleval.txt")]),
-      {f"--{split}_file": settings.file(split) for split in ("train", "eval", "predict")}
-      | {"--vocab_file": settings.vocab_file})
-  if not settings.do_train and not settings.init_checkpoint and not (
-      existing and tf.train.latest_checkpoint(settings.output_dir)):
-    # Refused before output_dir is touched (init_fine_tuning refuses the other untrained cases).
-    raise loop.TrainingError(
-        f"the {HEAD_NAME} was never trained: no --init_checkpoint and no checkpoint in "
-        f"--output_dir={settings.output_dir}; {UNTRAINED}")
-  with common.OutputDirRun(config, settings, strategy, chief, "run_ner") as record_dir:
-    with loop.dtype_policy(settings.mixed_precision):
-      return _run(config, settings, strategy, chief, data, labels, scheme, tokenizer, info,
-                  record_dir, start.fresh_head)
+  return fine_tuning.TaskInputs(
+      data=data, info=info, fresh_head=start.fresh_head, train_files=[settings.file("train")],
+      outputs=[f"{name}{suffix}" for name in ("train", "eval", "test") for suffix in (
+          ".tf_record", "_predictions.txt", "_results.txt", "_conlleval.txt")],
+      inputs={f"--{split}_file": settings.file(split) for split in ("train", "eval", "predict")},
+      result={"labels": labels, "scheme": scheme})
 
 
 def _read_data(settings: NerSettings) -> Dict[str, Any]:
@@ -218,75 +210,48 @@ def _labels(settings: NerSettings, data: Mapping[str, Any]) -> common.StartingHe
   return common.starting_head(settings, common.TAGGER_HEAD, labels, how, "--labels")
 
 
-def _convert(sentences, label_map, settings, tokenizer, path, what, keep=False):
+def _convert(state: fine_tuning.RunState, sentences, path: str, what: str, keep: bool = False):
+  settings = state.settings
+  label_map = {tag: i for i, tag in enumerate(state.inputs.data["labels"])}
   stats: Dict[str, int] = {}
   with tagging_data.FeatureWriter(path, keep=keep) as writer:
     tagging_data.convert_sentences_to_features(
-        sentences, label_map, settings.max_seq_length, tokenizer, writer,
+        sentences, label_map, settings.max_seq_length, state.tokenizer, writer,
         document_context=settings.document_context, stats=stats)
   tagging_data.log_stats(stats, what)
   return writer
 
 
-def _run(config, settings, strategy, chief, data, labels, scheme, tokenizer, info, record_dir,
-         fresh_head=None):
-  label_map = {tag: i for i, tag in enumerate(labels)}
-  result: Dict[str, Any] = {"labels": labels, "scheme": scheme}
-  steps = 0
-  if settings.do_train:
-    train_file = io.join(record_dir, "train.tf_record")
-    writer = _convert(data["train"], label_map, settings, tokenizer, train_file, "training")
-    steps = num_train_steps(writer.num_features, settings.train_batch_size,
-                            settings.num_train_epochs)
-    if steps <= 0:
-      raise loop.TrainingError(
-          f"{writer.num_features} training windows / --train_batch_size="
-          f"{settings.train_batch_size} x --num_train_epochs={settings.num_train_epochs} is "
-          "less than one step; lower the batch size or train more epochs")
-    result.update(num_train_steps=steps, train_windows=writer.num_features)
-    logging.info("***** Running training *****")
-    logging.info("  Num sentences = %d, windows = %d", len(data["train"]), writer.num_features)
-    logging.info("  Batch size = %d", settings.train_batch_size)
-    logging.info("  Num steps = %d (warmup %d)", steps, int(steps * settings.warmup_proportion))
+def _train_records(state: fine_tuning.RunState, path: str) -> fine_tuning.TrainingRecords:
+  sentences = state.inputs.data["train"]
+  writer = _convert(state, sentences, path, "training")
+  return fine_tuning.TrainingRecords(
+      writer.num_features, "windows",
+      log=(f"Num sentences = {len(sentences)}, windows = {writer.num_features}",),
+      result={"train_windows": writer.num_features})
 
-  run = loop.prepare_run(strategy, lambda: heads.build_tagger_model(config, len(labels)),
-                         tagging.TASK, settings, max(steps, 1),
-                         int(steps * settings.warmup_proportion), chief)
-  loop.init_fine_tuning(run, settings, heads.TAGGER_LAYER, HEAD_NAME, UNTRAINED,
-                        fresh_head=fresh_head)
-  common.record_run_info(config, settings, chief, info)
-  if settings.do_train:
-    result.update(loop.fine_tune(
-        run, settings, lambda batch, ctx: input_pipeline.tagging_dataset(
-            io.join(record_dir, "train.tf_record"), settings.max_seq_length, batch,
-            is_training=True, input_context=ctx, seed=settings.seed,
-            shuffle_buffer_size=settings.shuffle_buffer_size,
-            length_buckets=settings.buckets(settings.max_seq_length),
-            group_by_length=settings.group_by_length,
-            batches_per_update=settings.gradient_accumulation_steps), steps, chief))
-  result["global_step"] = int(run.global_step.numpy())
-  result["model"] = run.model
 
+def _dataset(inputs: fine_tuning.TaskInputs, *args, **kwargs):
+  del inputs
+  return input_pipeline.tagging_dataset(*args, **kwargs)
+
+
+def _evaluate(state: fine_tuning.RunState, result: Dict[str, Any]) -> Dict[str, Any]:
+  """Tags the eval file (scores, eval_*) and the predict file (test_*)."""
+  settings = state.settings
+  out: Dict[str, Any] = {}
   for split, name, batch_size in (("eval", "eval", settings.eval_batch_size),
                                   ("predict", "test", settings.predict_batch_size)):
-    if data[split] is None:
+    if state.inputs.data[split] is None:
       continue
     logging.info("***** Running %s on %s *****", "evaluation" if split == "eval" else
                  "prediction", settings.file(split))
-    predicted, scores = _predict_and_score(
-        run.trainer, settings, data[split], labels, scheme, tokenizer, record_dir, name,
-        batch_size, result["global_step"], chief)
-    result[f"{name}_predictions"] = predicted
+    predicted, scores = _predict_and_score(state, state.inputs.data[split], name, batch_size,
+                                           result["global_step"])
+    out[f"{name}_predictions"] = predicted
     if scores is not None:
-      result[name] = scores
-  if settings.do_train and settings.export and chief:
-    from bert_tf.tasks import tagging_export  # pylint: disable=g-import-not-at-top
-    result["export_dir"] = common.export_once(
-        settings, EXPORT_MODEL_NAME, result["global_step"], lambda: tagging_export.export_tagger(
-            run.model, config, settings, info, version=result["global_step"]))
-  if not chief:
-    io.remove(record_dir)
-  return result
+      out[name] = scores
+  return out
 
 
 def predict_windows(trainer: loop.Trainer, record_file: str, num_windows: int,
@@ -340,12 +305,13 @@ def scores_as_results(scores: Mapping[str, Any], prefix: str) -> Dict[str, float
   return results
 
 
-def _predict_and_score(trainer, settings, sentences, labels, scheme, tokenizer, record_dir,
-                       name, batch_size, step, chief):
-  label_map = {tag: i for i, tag in enumerate(labels)}
-  path = io.join(record_dir, f"{name}.tf_record")
-  writer = _convert(sentences, label_map, settings, tokenizer, path, name, keep=True)
-  logits = predict_windows(trainer, path, writer.num_features, settings.max_seq_length,
+def _predict_and_score(state: fine_tuning.RunState, sentences, name: str, batch_size: int,
+                       step: int):
+  settings, labels, scheme = state.settings, state.inputs.data["labels"], \
+      state.inputs.data["scheme"]
+  path = io.join(state.record_dir, f"{name}.tf_record")
+  writer = _convert(state, sentences, path, name, keep=True)
+  logits = predict_windows(state.trainer, path, writer.num_features, settings.max_seq_length,
                            batch_size, settings.buckets(settings.max_seq_length))
   predicted = tagging_data.word_predictions(writer.features, np.argmax(logits, axis=-1),
                                             sentences, labels)
@@ -367,7 +333,7 @@ def _predict_and_score(trainer, settings, sentences, labels, scheme, tokenizer, 
       logging.info("  %s tags are plain (no entities): token accuracy %.4f", name,
                    scores["accuracy"])
     scores = dict(scores, loss=results[f"{name}_loss"])
-  if chief:
+  if state.chief:
     io.write_text(io.join(out_dir, f"{name}_predictions.txt"),
                   tagging_data.format_predictions(sentences, predicted))
     if labelled:
@@ -378,3 +344,11 @@ def _predict_and_score(trainer, settings, sentences, labels, scheme, tokenizer, 
                                   f"{settings.file('predict' if name == 'test' else 'eval')} "
                                   "has no tags to score")
   return predicted, scores
+
+
+TASK = fine_tuning.FineTuningTask(
+    program="run_ner", head=common.TAGGER_HEAD, head_layer=heads.TAGGER_LAYER,
+    head_name=HEAD_NAME, untrained=UNTRAINED, read=_read, train_records=_train_records,
+    build_model=lambda config, inputs: heads.build_tagger_model(config,
+                                                                len(inputs.data["labels"])),
+    loss=lambda inputs: tagging.TASK, dataset=_dataset, evaluate=_evaluate)

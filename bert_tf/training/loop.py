@@ -31,7 +31,6 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import io
-from bert_tf import length_buckets
 from bert_tf.model import checkpoints
 from bert_tf.training import input_pipeline
 from bert_tf.training import optimization
@@ -731,116 +730,6 @@ def load_init_checkpoint(model, path: str) -> Set[str]:
   return restored
 
 
-# Counts every fine-tuning run has (tasks.common.FineTuningSettings), and the batch sizes some do.
-_POSITIVE_RUN_FLAGS = ("train_batch_size", "eval_batch_size", "predict_batch_size",
-                       "save_checkpoints_steps", "iterations_per_loop",
-                       "gradient_accumulation_steps", "keep_checkpoint_max",
-                       "shuffle_buffer_size")
-
-
-def fine_tuning_problems(settings, num_replicas: int) -> List[str]:
-  """What is wrong with a fine-tuning run's shared flags (the counts, num_train_epochs,
-  warmup_proportion, optimizer, mixed_precision, train_batch_size against replicas x
-  accumulation, eval / predict_batch_size against replicas when evaluating / predicting), one
-  message per flag; empty when nothing is."""
-  problems = []
-  for name in _POSITIVE_RUN_FLAGS:
-    value = getattr(settings, name, None)
-    if value is not None and value <= 0:
-      problems.append(f"--{name} must be positive, got {value}")
-  for flag, phase in (("eval_batch_size", "do_eval"), ("predict_batch_size", "do_predict")):
-    value = getattr(settings, flag, None)
-    if getattr(settings, phase, False) and value and value > 0 and value % num_replicas:
-      problems.append(f"--{flag}={value} must be a multiple of the number of replicas "
-                      f"({num_replicas})")
-  if settings.do_train and settings.num_train_epochs <= 0:
-    problems.append(f"--num_train_epochs must be positive, got {settings.num_train_epochs}")
-  if not 0 <= settings.warmup_proportion <= 1:
-    problems.append(f"--warmup_proportion must be in [0, 1], got {settings.warmup_proportion}")
-  if settings.optimizer not in optimization.OPTIMIZER_NAMES:
-    problems.append(f"--optimizer must be one of {', '.join(optimization.OPTIMIZER_NAMES)}")
-  if settings.mixed_precision not in MIXED_PRECISION_POLICIES:
-    problems.append(f"--mixed_precision must be one of {', '.join(MIXED_PRECISION_POLICIES)}")
-  if getattr(settings, "length_buckets", None) and getattr(settings, "max_seq_length", 0) > 0:
-    try:
-      length_buckets.parse(settings.length_buckets, settings.max_seq_length,
-                           use_tpu=settings.use_tpu)
-    except length_buckets.LengthBucketsError as e:
-      problems.append(str(e))
-  split = num_replicas * max(1, settings.gradient_accumulation_steps)
-  if settings.do_train and settings.train_batch_size > 0 and settings.train_batch_size % split:
-    problems.append(f"--train_batch_size={settings.train_batch_size} must be a multiple of "
-                    f"replicas ({num_replicas}) x --gradient_accumulation_steps "
-                    f"({settings.gradient_accumulation_steps})")
-  return problems
-
-
-def init_fine_tuning(run: Run, settings, head_layer: str, head_name: str, refusal: str,
-                     fresh_head: Optional[str] = None) -> Set[str]:
-  """Loads settings.init_checkpoint into a fine-tuning run that did not resume, logs the
-  variables, and refuses to go on without training when the task's head was never trained.
-
-  Args:
-    run: from prepare_run.
-    settings: with init_checkpoint, do_train and output_dir.
-    head_layer: the head's dense layer (its kernel tells whether the head was loaded).
-    head_name: the head's original variable names, for the message.
-    refusal: the end of the message: why an untrained head is refused and what to do.
-    fresh_head: why the checkpoint's head must not be loaded (another kind of head, other
-      labels): only the layers below the head are, whatever the shapes of the head's weights.
-
-  Returns:
-    The paths of the variables restored from init_checkpoint.
-  """
-  head = run.model.get_layer(head_layer)
-  head_trained = run.checkpoint.resumed_from is not None
-  restored: Set[str] = set()
-  if run.checkpoint.resumed_from is None and settings.init_checkpoint:
-    target = run.model
-    if fresh_head:
-      # The layers below the head, sharing the model's variables: the head is not in it.
-      target = keras.Model(run.model.inputs, head.input, name=f"{run.model.name}_without_head")
-      logging.warning("The %s starts from random weights: %s", head_name, fresh_head)
-    restored = load_init_checkpoint(target, settings.init_checkpoint)
-    head_trained = head.kernel.path in restored
-  log_variables(run.model, restored)
-  if not settings.do_train and not head_trained:
-    raise TrainingError(
-        f"the {head_name} was never trained: "
-        + (f"--init_checkpoint={settings.init_checkpoint} holds no such head"
-           if settings.init_checkpoint else "no --init_checkpoint and no checkpoint in "
-           f"--output_dir={settings.output_dir}")
-        + "; " + refusal)
-  return restored
-
-
-def fine_tune(run: Run, settings, dataset_fn: Callable[..., tf.data.Dataset],
-              num_train_steps: int, chief: bool) -> Dict[str, float]:
-  """Trains a fine-tuning run to num_train_steps (resuming where its checkpoint left off).
-
-  dataset_fn(micro_batch, input_context) gives the per-replica training batches of
-  train_batch_size / gradient_accumulation_steps examples; they are grouped per update here.
-  """
-  micro_batch = settings.train_batch_size // settings.gradient_accumulation_steps
-  if hasattr(settings, "buckets"):
-    logging.info("  Batches: %s%s", length_buckets.describe(
-        settings.buckets(settings.max_seq_length), settings.max_seq_length),
-                 ", grouped by length" if settings.group_by_length else "")
-
-  def update_batches(ctx):
-    dataset = dataset_fn(micro_batch, ctx)
-    if settings.gradient_accumulation_steps > 1:
-      # Micro-batches cut to different length buckets are padded to the longest of the update
-      # (itself a bucket): zeros are padding positions (input_mask 0, label_mask 0).
-      dataset = dataset.padded_batch(settings.gradient_accumulation_steps, drop_remainder=True)
-    return dataset
-
-  iterator = resumed_iterator(run.trainer.strategy, update_batches, run.global_step)
-  return train(run.trainer, iterator, run.global_step, run.checkpoint.manager, num_train_steps,
-               settings.iterations_per_loop, settings.save_checkpoints_steps,
-               settings.output_dir, chief)
-
-
 def log_variables(model, restored: Set[str] = frozenset()) -> None:
   """Logs every trainable variable, marking those from init_checkpoint (as the original)."""
   logging.info("**** Trainable Variables ****")
@@ -858,15 +747,3 @@ def dtype_policy(mixed_precision: str):
     yield
   finally:
     keras.config.set_dtype_policy(previous)
-
-
-@contextlib.contextmanager
-def bad_input_as_training_error():
-  """Reading a run's inputs: a missing file or bad data (FileNotFoundError, ValueError) stops
-  the run as a TrainingError with the reader's message."""
-  try:
-    yield
-  except (FileNotFoundError, ValueError) as e:
-    if isinstance(e, TrainingError):
-      raise
-    raise TrainingError(str(e)) from None

@@ -21,8 +21,10 @@ from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.tasks import classifier
 from bert_tf.tasks import classifier_data as cd
+from bert_tf.tasks import classifier_export
 from bert_tf.tasks import classifier_run as cr
 from bert_tf.tasks import common
+from bert_tf.tasks import fine_tuning
 from bert_tf.training import loop
 from bert_tf.tokenization import FullTokenizer
 from tests import helpers
@@ -56,16 +58,16 @@ def trained(tmp_path_factory):
   """A tiny classifier trained one epoch on the source task, with eval, predict and export."""
   output_dir = tmp_path_factory.mktemp("source_run")
   settings = source_settings(output_dir, export=True)
-  result = cr.run_classifier(CONFIG, settings)
+  result = cr.run_classifier(CONFIG, settings, exporter=classifier_export.EXPORTER)
   return settings, result
 
 
 def test_num_train_steps_is_the_originals():
   # The README's MRPC run: 3,668 examples, batch 32, 3 epochs -> global_step 343.
-  assert cr.num_train_steps(3668, 32, 3.0) == 343
+  assert fine_tuning.num_train_steps(3668, 32, 3.0) == 343
   # XNLI zh: 392,702 examples, batch 32, 2 epochs -> 24543.
-  assert cr.num_train_steps(392702, 32, 2.0) == 24543
-  assert cr.num_train_steps(10, 32, 3.0) == 0
+  assert fine_tuning.num_train_steps(392702, 32, 2.0) == 24543
+  assert fine_tuning.num_train_steps(10, 32, 3.0) == 0
 
 
 def test_run_writes_the_originals_files(trained):
@@ -866,7 +868,8 @@ def test_rerunning_a_finished_run_evaluates_again_and_keeps_its_export(trained):
   """F17: a rerun of the finished command (train, eval, predict, export) resumes at its last
   step, evaluates again and keeps the export of that step."""
   settings, result = trained
-  again = cr.run_classifier(CONFIG, dataclasses.replace(settings, export=True))
+  again = cr.run_classifier(CONFIG, dataclasses.replace(settings, export=True),
+                            exporter=classifier_export.EXPORTER)
   assert again["global_step"] == result["global_step"] == 22
   assert again["export_dir"] == result["export_dir"]
   assert again["eval_accuracy"] == result["eval_accuracy"]

@@ -18,6 +18,7 @@ import tensorflow as tf
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.model import heads
+from bert_tf.tasks import fine_tuning
 from bert_tf.tasks import squad_data as sd
 from bert_tf.tasks import squad_metrics
 from bert_tf.tasks import squad_run as sr
@@ -77,7 +78,7 @@ def direct_predictions(model, settings, v2=False, threshold=0.0):
 
 def test_num_train_steps_come_from_examples_as_the_original():
   # docs/run_squad.md: 87,599 examples, batch 12, 2 epochs -> "Num steps = 14599" (google-research/bert#662).
-  assert sr.num_train_steps(87599, 12, 2.0) == 14599
+  assert fine_tuning.num_train_steps(87599, 12, 2.0) == 14599
 
 
 def test_run_writes_the_originals_files(trained):

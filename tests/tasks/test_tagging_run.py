@@ -15,6 +15,7 @@ from bert_tf.model import checkpoints
 from bert_tf.model import heads
 from bert_tf.tasks import tagging_data
 from bert_tf.tasks import tagging_metrics
+from bert_tf.tasks import tagging_export
 from bert_tf.tasks import tagging_run
 from bert_tf.training import loop
 from tests import helpers
@@ -41,7 +42,8 @@ def settings(output_dir, **changes):
 def trained(tmp_path_factory):
   out = tmp_path_factory.mktemp("ner") / "run"
   result = tagging_run.run_ner(CONFIG, settings(out, do_train=True, do_eval=True,
-                                                do_predict=True))
+                                                do_predict=True),
+                               exporter=tagging_export.EXPORTER)
   return out, result
 
 

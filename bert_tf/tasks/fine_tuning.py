@@ -1,0 +1,553 @@
+"""The fine-tuning run driver: everything run_classifier, run_squad and run_ner do around their task.
+
+`run(task, config, settings, strategy, exporter)` runs one fine-tuning run, in this order:
+
+  1. settings.check(config, replicas): every impossible flag named at once;
+  2. the tokenizer (common.run_tokenizer): the vocab fits the config and agrees with what the
+     --init_checkpoint and a resumed --output_dir were trained with;
+  3. task.read: the task reads every file it needs and reconciles its labels and head with the
+     model it starts from (common.starting_head), before anything is written, so a bad row
+     stops the run with no output; it also names the files it will write and read;
+  4. the refusals that need nothing written: an output that is an input, a resume on changed
+     training data, evaluating or predicting with a head that was never trained;
+  5. the run directory (common.OutputDirRun: lock, output_dir, clean-up of a run that fails
+     before its first checkpoint) under the --mixed_precision dtype policy;
+  6. task.train_records: the training records, and the step count from them;
+  7. the model, optimizer and checkpoint, resuming output_dir's newest (loop.prepare_run);
+     --init_checkpoint when not resuming (init_fine_tuning); the record of the run
+     (bert_config.json, run_settings.json, task_info.json: common.record_run_info);
+  8. training (fine_tune), task.evaluate (evaluation and prediction files), and the export the
+     command hands in (an Exporter), once per step (common.export_once).
+
+A task is a FineTuningTask: its names and the few plain functions that are its own (reading its
+files, writing its records, building its model, its loss, its dataset, its evaluation). A new
+task writes those in its own <task>_run.py and a thin command in bert_tf/ that calls `run`.
+
+Also here, because every fine-tuning command shares them: the checks of the shared flags
+(fine_tuning_problems), --seeds (run_seeds) and the paper's hyperparameter sweep (run_sweep).
+"""
+
+import contextlib
+import dataclasses
+import json
+import math
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
+
+from absl import logging
+import keras
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import io
+from bert_tf import length_buckets
+from bert_tf.config import BertConfig
+from bert_tf.tasks import common
+from bert_tf.training import loop
+from bert_tf.training import optimization
+
+TRAIN_RECORDS = "train.tf_record"
+
+
+# === What a task gives the driver ===
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskInputs:
+  """What task.read found, before anything is written.
+
+  Attributes:
+    data: the task's own (its examples, labels, ...), handed back to its other functions.
+    info: the run's task_info.json (labels in id order, head kind, casing, vocab md5, ...).
+    fresh_head: why the head of the checkpoint the run starts from is not loaded (None: it is,
+      when there is one), from common.starting_head.
+    train_files: the training files (their md5s are recorded, a resume on changed ones refused).
+    outputs: the names of the files the run writes in output_dir (besides the run's record).
+    inputs: {flag: path} of the files the run reads (--vocab_file is added): no output may be
+      one of them.
+    result: entries the run's result starts with (e.g. the label list).
+  """
+  data: Any
+  info: Dict[str, Any]
+  fresh_head: Optional[str] = None
+  train_files: Sequence[Optional[str]] = ()
+  outputs: Sequence[str] = ()
+  inputs: Mapping[str, Optional[str]] = dataclasses.field(default_factory=dict)
+  result: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingRecords:
+  """What task.train_records wrote: `count` training `unit`s ("examples" or "windows") that the
+  step count is taken from (the original's int(count / train_batch_size * num_train_epochs)),
+  the lines logged under "Running training", and entries for the run's result."""
+  count: int
+  unit: str
+  log: Tuple[str, ...] = ()
+  result: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class RunState:
+  """One run as the task's functions see it after the run directory is taken."""
+  config: BertConfig
+  settings: Any
+  strategy: tf.distribute.Strategy
+  chief: bool
+  tokenizer: Any
+  record_dir: str
+  inputs: TaskInputs
+  trainer: Optional[loop.Trainer] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class FineTuningTask:
+  """A fine-tuning task: its names and the functions that are its own.
+
+  Attributes:
+    program: the command ("run_classifier"): the run directory's lock names it.
+    head: its head kind (common.CLASSIFIER_HEAD, TAGGER_HEAD or SQUAD_HEAD).
+    head_layer: the head's dense layer in the model (whether init_checkpoint loaded it).
+    head_name: the head's original variable names, for messages.
+    untrained: the end of the refusal to evaluate or predict with a head never trained.
+    read: (config, settings, tokenizer, vocab_md5) -> TaskInputs; reads every input file.
+    train_records: (state, path) -> TrainingRecords; writes the training records to path.
+    build_model: (config, inputs) -> the Keras model (built under the strategy's scope).
+    loss: inputs -> the loop.Task (loss and metric sums) the model trains with.
+    dataset: (inputs, path, max_seq_length, batch_size, **options) -> the tf.data pipeline of
+      the task's records (input_pipeline.classifier_dataset / squad_dataset / tagging_dataset).
+    evaluate: (state, result so far) -> result entries; evaluates and predicts, writing the
+      task's result and prediction files.
+    export_info: (settings, info, result) -> the task_info the export records (default: info).
+  """
+  program: str
+  head: str
+  head_layer: str
+  head_name: str
+  untrained: str
+  read: Callable[..., TaskInputs]
+  train_records: Callable[[RunState, str], TrainingRecords]
+  build_model: Callable[[BertConfig, TaskInputs], keras.Model]
+  loss: Callable[[TaskInputs], loop.Task]
+  dataset: Callable[..., tf.data.Dataset]
+  evaluate: Callable[[RunState, Dict[str, Any]], Dict[str, Any]]
+  export_info: Optional[Callable[[Any, Dict[str, Any], Dict[str, Any]], Dict[str, Any]]] = None
+
+
+class Exporter(NamedTuple):
+  """The export a command hands in: after training, `export(model, config, settings, info,
+  version=step)` writes <output_dir>/export/<model_name>/<step>/ and returns its path."""
+  model_name: str
+  export: Callable[..., str]
+
+
+# === The run ===
+
+
+def run(task: FineTuningTask, config: BertConfig, settings,
+        strategy: Optional[tf.distribute.Strategy] = None,
+        exporter: Optional[Exporter] = None) -> Dict[str, Any]:
+  """Fine-tunes, evaluates and/or predicts (the module docstring's steps); resumes from
+  settings.output_dir when it holds a checkpoint; exports with `exporter` after training
+  (settings.export; none without an exporter).
+
+  Returns:
+    The result: global_step, model, num_train_steps (when training), export_dir (when
+    exported), and the task's entries (its eval results, predictions, labels).
+
+  Raises:
+    loop.TrainingError: bad flags or data (naming the flag, the file and line), a tokenizer
+      that contradicts the checkpoint, an untrained head, or a non-finite loss.
+  """
+  strategy = strategy or loop.select_strategy()
+  settings.check(config, strategy.num_replicas_in_sync)
+  chief = loop.is_chief(strategy)
+  resuming = io.exists(settings.output_dir)  # a run to resume (or to predict with)
+  with bad_input_as_training_error():
+    tokenizer, vocab_md5 = common.run_tokenizer(config, settings, resuming)
+    inputs = task.read(config, settings, tokenizer, vocab_md5)
+  common.check_outputs_not_inputs(
+      common.run_outputs(settings.output_dir, list(inputs.outputs)),
+      dict(inputs.inputs, **{"--vocab_file": settings.vocab_file}))
+  common.note_training_data(settings, inputs.info, list(inputs.train_files))
+  if not settings.do_train and not settings.init_checkpoint and \
+      not common.holds_checkpoints(settings.output_dir):
+    # Refused before output_dir is touched (init_fine_tuning refuses the other untrained cases).
+    raise loop.TrainingError(
+        f"the {task.head_name} was never trained: no --init_checkpoint and no checkpoint in "
+        f"--output_dir={settings.output_dir}; {task.untrained}")
+  with common.OutputDirRun(config, settings, strategy, chief, task.program) as record_dir:
+    with loop.dtype_policy(settings.mixed_precision):
+      state = RunState(config, settings, strategy, chief, tokenizer, record_dir, inputs)
+      return _run(task, state, exporter)
+
+
+def num_train_steps(count: int, train_batch_size: int, num_train_epochs: float) -> int:
+  """The original's int(len(train_examples) / train_batch_size * num_train_epochs)."""
+  return int(count / train_batch_size * num_train_epochs)
+
+
+def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) -> Dict[str, Any]:
+  settings = state.settings
+  result: Dict[str, Any] = dict(state.inputs.result)
+  train_path = io.join(state.record_dir, TRAIN_RECORDS)
+  steps = 0
+  if settings.do_train:
+    records = task.train_records(state, train_path)
+    steps = num_train_steps(records.count, settings.train_batch_size, settings.num_train_epochs)
+    if steps <= 0:
+      raise loop.TrainingError(
+          f"{records.count} training {records.unit} / --train_batch_size="
+          f"{settings.train_batch_size} x --num_train_epochs={settings.num_train_epochs} is "
+          "less than one step; lower the batch size or train more epochs")
+    warmup = int(steps * settings.warmup_proportion)
+    result.update(records.result, num_train_steps=steps)
+    logging.info("***** Running training *****")
+    for line in records.log:
+      logging.info("  %s", line)
+    logging.info("  Batch size = %d", settings.train_batch_size)
+    logging.info("  Num steps = %d (warmup %d)", steps, warmup)
+
+  run_ = loop.prepare_run(state.strategy, lambda: task.build_model(state.config, state.inputs),
+                          task.loss(state.inputs), settings, max(steps, 1),
+                          int(steps * settings.warmup_proportion), state.chief)
+  state.trainer = run_.trainer
+  init_fine_tuning(run_, settings, task.head_layer, task.head_name, task.untrained,
+                   fresh_head=state.inputs.fresh_head)
+  common.record_run_info(state.config, settings, state.chief, state.inputs.info)
+  if settings.do_train:
+    result.update(fine_tune(
+        run_, settings, lambda batch, ctx: task.dataset(
+            state.inputs, train_path, settings.max_seq_length, batch, is_training=True,
+            input_context=ctx, seed=settings.seed,
+            shuffle_buffer_size=settings.shuffle_buffer_size,
+            length_buckets=settings.buckets(settings.max_seq_length),
+            group_by_length=settings.group_by_length,
+            batches_per_update=settings.gradient_accumulation_steps), steps, state.chief))
+  result["global_step"] = int(run_.global_step.numpy())
+  result["model"] = run_.model
+
+  result.update(task.evaluate(state, result))
+  if settings.do_train and settings.export and state.chief and exporter is not None:
+    info = state.inputs.info
+    if task.export_info is not None:
+      info = task.export_info(settings, info, result)
+    step = result["global_step"]
+    result["export_dir"] = common.export_once(
+        settings, exporter.model_name, step, lambda: exporter.export(
+            run_.model, state.config, settings, info, version=step))
+  if not state.chief:
+    io.remove(state.record_dir)
+  return result
+
+
+def eval_dataset(task: FineTuningTask, state: RunState, path: str, batch_size: int,
+                 num_examples: int):
+  """A distributed iterator over every record of an eval or predict file, each exactly once
+  (the last batch padded with weight-0 rows), cut to --length_buckets."""
+  settings = state.settings
+
+  def dataset_fn(ctx):
+    return task.dataset(state.inputs, path, settings.max_seq_length, batch_size,
+                        is_training=False, input_context=ctx, num_examples=num_examples,
+                        length_buckets=settings.buckets(settings.max_seq_length))
+
+  return iter(state.strategy.distribute_datasets_from_function(dataset_fn))
+
+
+@contextlib.contextmanager
+def bad_input_as_training_error():
+  """Reading a run's inputs: a missing file or bad data (FileNotFoundError, ValueError) stops
+  the run as a TrainingError with the reader's message."""
+  try:
+    yield
+  except (FileNotFoundError, ValueError) as e:
+    if isinstance(e, loop.TrainingError):
+      raise
+    raise loop.TrainingError(str(e)) from None
+
+
+# === The shared flags ===
+
+
+# Counts every fine-tuning run has (common.FineTuningSettings), and the batch sizes some do.
+_POSITIVE_RUN_FLAGS = ("train_batch_size", "eval_batch_size", "predict_batch_size",
+                       "save_checkpoints_steps", "iterations_per_loop",
+                       "gradient_accumulation_steps", "keep_checkpoint_max",
+                       "shuffle_buffer_size")
+
+
+def fine_tuning_problems(settings, num_replicas: int) -> List[str]:
+  """What is wrong with a fine-tuning run's shared flags (the counts, num_train_epochs,
+  warmup_proportion, optimizer, mixed_precision, length_buckets, train_batch_size against
+  replicas x accumulation, eval / predict_batch_size against replicas when evaluating /
+  predicting), one message per flag; empty when nothing is."""
+  problems = []
+  for name in _POSITIVE_RUN_FLAGS:
+    value = getattr(settings, name, None)
+    if value is not None and value <= 0:
+      problems.append(f"--{name} must be positive, got {value}")
+  for flag, phase in (("eval_batch_size", "do_eval"), ("predict_batch_size", "do_predict")):
+    value = getattr(settings, flag, None)
+    if getattr(settings, phase, False) and value and value > 0 and value % num_replicas:
+      problems.append(f"--{flag}={value} must be a multiple of the number of replicas "
+                      f"({num_replicas})")
+  if settings.do_train and settings.num_train_epochs <= 0:
+    problems.append(f"--num_train_epochs must be positive, got {settings.num_train_epochs}")
+  if not 0 <= settings.warmup_proportion <= 1:
+    problems.append(f"--warmup_proportion must be in [0, 1], got {settings.warmup_proportion}")
+  if settings.optimizer not in optimization.OPTIMIZER_NAMES:
+    problems.append(f"--optimizer must be one of {', '.join(optimization.OPTIMIZER_NAMES)}")
+  if settings.mixed_precision not in loop.MIXED_PRECISION_POLICIES:
+    problems.append("--mixed_precision must be one of "
+                    f"{', '.join(loop.MIXED_PRECISION_POLICIES)}")
+  if settings.length_buckets and settings.max_seq_length > 0:
+    try:
+      length_buckets.parse(settings.length_buckets, settings.max_seq_length,
+                           use_tpu=settings.use_tpu)
+    except length_buckets.LengthBucketsError as e:
+      problems.append(str(e))
+  split = num_replicas * max(1, settings.gradient_accumulation_steps)
+  if settings.do_train and settings.train_batch_size > 0 and settings.train_batch_size % split:
+    problems.append(f"--train_batch_size={settings.train_batch_size} must be a multiple of "
+                    f"replicas ({num_replicas}) x --gradient_accumulation_steps "
+                    f"({settings.gradient_accumulation_steps})")
+  return problems
+
+
+# === Weights the run starts from, and training ===
+
+
+def init_fine_tuning(run: loop.Run, settings, head_layer: str, head_name: str, refusal: str,
+                     fresh_head: Optional[str] = None) -> Set[str]:
+  """Loads settings.init_checkpoint into a run that did not resume, logs the variables, and
+  refuses to go on without training when the task's head was never trained.
+
+  Args:
+    run: from loop.prepare_run.
+    settings: with init_checkpoint, do_train and output_dir.
+    head_layer: the head's dense layer (its kernel tells whether the head was loaded).
+    head_name: the head's original variable names, for the message.
+    refusal: the end of the message: why an untrained head is refused and what to do.
+    fresh_head: why the checkpoint's head must not be loaded (another kind of head, other
+      labels): only the layers below the head are, whatever the shapes of the head's weights.
+
+  Returns:
+    The paths of the variables restored from init_checkpoint.
+  """
+  head = run.model.get_layer(head_layer)
+  head_trained = run.checkpoint.resumed_from is not None
+  restored: Set[str] = set()
+  if run.checkpoint.resumed_from is None and settings.init_checkpoint:
+    target = run.model
+    if fresh_head:
+      # The layers below the head, sharing the model's variables: the head is not in it.
+      target = keras.Model(run.model.inputs, head.input, name=f"{run.model.name}_without_head")
+      logging.warning("The %s starts from random weights: %s", head_name, fresh_head)
+    restored = loop.load_init_checkpoint(target, settings.init_checkpoint)
+    head_trained = head.kernel.path in restored
+  loop.log_variables(run.model, restored)
+  if not settings.do_train and not head_trained:
+    raise loop.TrainingError(
+        f"the {head_name} was never trained: "
+        + (f"--init_checkpoint={settings.init_checkpoint} holds no such head"
+           if settings.init_checkpoint else "no --init_checkpoint and no checkpoint in "
+           f"--output_dir={settings.output_dir}")
+        + "; " + refusal)
+  return restored
+
+
+def fine_tune(run: loop.Run, settings, dataset_fn: Callable[..., tf.data.Dataset],
+              num_train_steps_: int, chief: bool) -> Dict[str, float]:
+  """Trains a fine-tuning run to num_train_steps_ (resuming where its checkpoint left off).
+
+  dataset_fn(micro_batch, input_context) gives the per-replica training batches of
+  train_batch_size / gradient_accumulation_steps examples; they are grouped per update here.
+  """
+  micro_batch = settings.train_batch_size // settings.gradient_accumulation_steps
+  logging.info("  Batches: %s%s", length_buckets.describe(
+      settings.buckets(settings.max_seq_length), settings.max_seq_length),
+               ", grouped by length" if settings.group_by_length else "")
+
+  def update_batches(ctx):
+    dataset = dataset_fn(micro_batch, ctx)
+    if settings.gradient_accumulation_steps > 1:
+      # Micro-batches cut to different length buckets are padded to the longest of the update
+      # (itself a bucket): zeros are padding positions (input_mask 0, label_mask 0).
+      dataset = dataset.padded_batch(settings.gradient_accumulation_steps, drop_remainder=True)
+    return dataset
+
+  iterator = loop.resumed_iterator(run.trainer.strategy, update_batches, run.global_step)
+  return loop.train(run.trainer, iterator, run.global_step, run.checkpoint.manager,
+                    num_train_steps_, settings.iterations_per_loop,
+                    settings.save_checkpoints_steps, settings.output_dir, chief)
+
+
+# === Several seeds, and the paper's sweep ===
+
+# Written in each seed's or sweep point's folder when it finishes: a rerun of the --seeds or
+# --sweep command takes its results from there instead of running it again.
+POINT_RESULTS_FILE = "point_results.json"
+
+Runner = Callable[..., Dict[str, Any]]
+
+
+def summarize(runs: Sequence[Mapping[str, float]]) -> Dict[str, Tuple[float, float]]:
+  """{metric: (mean, sample standard deviation)} over runs (std 0 for one run)."""
+  keys = [k for k in runs[0] if k != "global_step" and all(k in r for r in runs)]
+  summary = {}
+  for key in keys:
+    values = np.array([float(r[key]) for r in runs], np.float64)
+    std = float(values.std(ddof=1)) if len(values) > 1 else 0.0
+    summary[key] = (float(values.mean()), std)
+  return summary
+
+
+def _scalar_results(result: Mapping[str, Any]) -> Dict[str, float]:
+  return {k: float(v) for k, v in result.items()
+          if k.startswith("eval_") or k in ("loss", "global_step")}
+
+
+def _refuse_repeats(flag: str, values: Sequence[Any]) -> None:
+  repeated = sorted({str(v) for v in values if list(values).count(v) > 1})
+  if repeated:
+    raise loop.TrainingError(f"{flag} repeats {', '.join(repeated)}: each run needs its own "
+                             "folder; give each value once")
+
+
+def _point_settings(settings) -> Dict[str, Any]:
+  return json.loads(json.dumps(dataclasses.asdict(settings), default=str))
+
+
+def _run_point(config, settings, strategy, runner: Runner) -> Dict[str, float]:
+  """One seed or sweep point in settings.output_dir: its eval results, from its
+  POINT_RESULTS_FILE when it finished earlier with the same settings (an interrupted --seeds
+  or --sweep resumes at its first unfinished point), else from running it (an interrupted
+  point resumes from its checkpoints)."""
+  path = io.join(settings.output_dir, POINT_RESULTS_FILE)
+  wanted = _point_settings(settings)
+  if io.exists(path):
+    done = json.loads(io.read_text(path))
+    if done.get("settings") == wanted:
+      logging.info("%s finished earlier: its results are read from %s", settings.output_dir,
+                   path)
+      return {k: float(v) for k, v in done["results"].items()}
+    logging.info("%s finished earlier with other settings: run again", settings.output_dir)
+  results = _scalar_results(runner(config, settings, strategy))
+  if strategy is None or loop.is_chief(strategy):
+    io.makedirs(settings.output_dir)
+    io.write_text(path, json.dumps(dict(settings=wanted, results=results), indent=2,
+                                   sort_keys=True) + "\n")
+  return results
+
+
+def run_seeds(config: BertConfig, settings, seeds: Sequence[int], runner: Runner,
+              strategy=None) -> Dict[str, Any]:
+  """The same run once per seed in <output_dir>/seed_<s>, and mean ± std of every metric.
+
+  Writes <output_dir>/seeds_summary.txt (`metric = mean +- std`, one line per metric, and the
+  per-seed values). Returns {"runs": {seed: eval results}, "summary": {metric: (mean, std)}}.
+  """
+  if not seeds:
+    raise loop.TrainingError("--seeds is empty")
+  if not settings.do_eval:
+    raise loop.TrainingError("--seeds compares dev results: add --do_eval")
+  _refuse_repeats("--seeds", seeds)
+  runs = {}
+  for seed in seeds:
+    run_settings = dataclasses.replace(
+        settings, seed=seed, output_dir=io.join(settings.output_dir, f"seed_{seed}"))
+    logging.info("***** Seed %d (%d of %d) *****", seed, len(runs) + 1, len(seeds))
+    runs[seed] = _run_point(config, run_settings, strategy, runner)
+  summary = summarize(list(runs.values()))
+  lines = [f"{key} = {mean:.6f} +- {std:.6f}\n" for key, (mean, std) in sorted(summary.items())]
+  lines.append(f"seeds = {','.join(map(str, seeds))}\n")
+  for seed, results in runs.items():
+    lines.append(f"seed_{seed}: " + " ".join(f"{k}={v:.6f}" for k, v in sorted(results.items()))
+                 + "\n")
+  io.makedirs(settings.output_dir)
+  io.write_text(io.join(settings.output_dir, "seeds_summary.txt"), "".join(lines))
+  for line in lines:
+    logging.info("%s", line.rstrip())
+  return {"runs": runs, "summary": summary}
+
+
+def sweep_grid(learning_rates: Sequence[float], epochs: Sequence[float],
+               batch_sizes: Sequence[int]) -> List[Tuple[float, float, int]]:
+  return [(lr, ep, bs) for bs in batch_sizes for lr in learning_rates for ep in epochs]
+
+
+def _grid_name(lr: float, epochs: float, batch: int) -> str:
+  return f"lr{lr:g}_ep{epochs:g}_bs{batch}"
+
+
+def run_sweep(config: BertConfig, settings, runner: Runner,
+              primary_metric: Callable[[Mapping[str, float]], str],
+              learning_rates: Sequence[float] = (5e-5, 3e-5, 2e-5),
+              epochs: Sequence[float] = (2.0, 3.0, 4.0), batch_sizes: Sequence[int] = (16, 32),
+              seeds: Sequence[int] = (), strategy=None, keep_all_checkpoints: bool = False
+              ) -> Dict[str, Any]:
+  """The paper's fine-tuning grid: one run (or one per seed) per learning rate x epochs x batch
+  in <output_dir>/<lr..._ep..._bs...>, ranked by primary_metric(a point's results) on dev (the
+  mean over seeds). The best run keeps its checkpoints and export, the others keep their
+  results only (unless keep_all_checkpoints). Writes <output_dir>/sweep_summary.tsv and
+  best_run.txt.
+  """
+  if not settings.do_train or not settings.do_eval:
+    raise loop.TrainingError("--sweep trains and compares dev results: it needs --do_train "
+                             "and --do_eval")
+  grid = sweep_grid(learning_rates, epochs, batch_sizes)
+  if not grid:
+    raise loop.TrainingError("the sweep grid is empty")
+  for flag, values in (("--sweep_learning_rates", learning_rates),
+                       ("--sweep_epochs", epochs), ("--sweep_batch_sizes", batch_sizes),
+                       ("--seeds", seeds)):
+    _refuse_repeats(flag, values)
+  rows = []
+  for i, (lr, ep, bs) in enumerate(grid):
+    name = _grid_name(lr, ep, bs)
+    point = dataclasses.replace(settings, learning_rate=lr, num_train_epochs=ep,
+                                train_batch_size=bs,
+                                output_dir=io.join(settings.output_dir, name))
+    logging.info("***** Sweep point %d of %d: %s *****", i + 1, len(grid), name)
+    if seeds:
+      summary = run_seeds(config, point, seeds, runner, strategy)["summary"]
+      means = {k: mean for k, (mean, _) in summary.items()}
+      stds = {k: std for k, (_, std) in summary.items()}
+    else:
+      means, stds = _run_point(config, point, strategy, runner), {}
+    rows.append(dict(name=name, learning_rate=lr, num_train_epochs=ep, train_batch_size=bs,
+                     means=means, stds=stds))
+  metric = primary_metric(rows[0]["means"])
+  best = max(rows, key=lambda r: r["means"].get(metric, -math.inf))
+  keys = sorted(rows[0]["means"])
+  lines = ["\t".join(["run", "learning_rate", "num_train_epochs", "train_batch_size"] + keys)
+           + "\n"]
+  for row in rows:
+    cells = [row["name"], f"{row['learning_rate']:g}", f"{row['num_train_epochs']:g}",
+             str(row["train_batch_size"])]
+    for key in keys:
+      cell = f"{row['means'][key]:.6f}"
+      if key in row["stds"] and seeds and len(seeds) > 1:
+        cell += f" +- {row['stds'][key]:.6f}"
+      cells.append(cell)
+    lines.append("\t".join(cells) + "\n")
+  io.write_text(io.join(settings.output_dir, "sweep_summary.tsv"), "".join(lines))
+  best_dir = io.join(settings.output_dir, best["name"])
+  io.write_text(io.join(settings.output_dir, "best_run.txt"),
+                f"{best_dir}\n{metric} = {best['means'][metric]:.6f}\n")
+  logging.info("Best of %d sweep points by %s: %s (%.4f)", len(rows), metric, best["name"],
+               best["means"][metric])
+  if not keep_all_checkpoints:
+    for row in rows:
+      if row is not best:
+        _drop_checkpoints(io.join(settings.output_dir, row["name"]))
+  return {"rows": rows, "best": best, "best_dir": best_dir, "metric": metric}
+
+
+def _drop_checkpoints(run_dir: str) -> None:
+  """Removes the checkpoints, the export and the records of a run (its results stay)."""
+  for name in io.listdir(run_dir):
+    name = name.rstrip("/")
+    if name.startswith(("ckpt-", "checkpoint")) or name.endswith(".tf_record") or \
+        name == common.EXPORT_DIR:
+      io.remove(io.join(run_dir, name))
