@@ -323,8 +323,10 @@ class CheckpointState(NamedTuple):
 
 
 def checkpoint_state(model, optimizer, global_step, output_dir: str, chief: bool,
-                     strategy, keep_checkpoint_max: int = 5) -> CheckpointState:
-  """Builds the run's checkpoint and restores the latest one in output_dir, if any.
+                     strategy, keep_checkpoint_max: int = 5,
+                     newest_only: bool = False) -> CheckpointState:
+  """Builds the run's checkpoint and restores the latest one in output_dir, if any (with
+  newest_only, only the newest: see restore_newest_valid_checkpoint).
 
   The model's layers are tracked by name (checkpoints.checkpointable), so export, serving and
   fine-tuning can restore these weights into any graph with the same layers. Non-chief workers
@@ -341,7 +343,7 @@ def checkpoint_state(model, optimizer, global_step, output_dir: str, chief: bool
   if not chief:
     checkpoint_dir = os.path.join(output_dir, f".worker_{strategy.cluster_resolver.task_id}_tmp")
   manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir, max_to_keep=keep_checkpoint_max)
-  latest = restore_newest_valid_checkpoint(checkpoint, output_dir, without_seeds)
+  latest = restore_newest_valid_checkpoint(checkpoint, output_dir, without_seeds, newest_only)
   return CheckpointState(checkpoint, manager, latest)
 
 
@@ -374,8 +376,8 @@ def run_checkpoints(output_dir: str) -> List[str]:
 
 
 def restore_newest_valid_checkpoint(checkpoint: tf.train.Checkpoint, output_dir: str,
-                                    without_seeds: Optional[tf.train.Checkpoint] = None
-                                    ) -> Optional[str]:
+                                    without_seeds: Optional[tf.train.Checkpoint] = None,
+                                    newest_only: bool = False) -> Optional[str]:
   """Restores the newest checkpoint of output_dir that reads completely; returns its prefix.
 
   A listed checkpoint whose files are gone, or one that fails to read (truncated, corrupt), is
@@ -384,11 +386,15 @@ def restore_newest_valid_checkpoint(checkpoint: tf.train.Checkpoint, output_dir:
   `without_seeds` (the same objects without the dropout seed states) restores checkpoints
   written before those were saved, with a warning that the masks will differ.
 
+  A run that does not train (newest_only: evaluation, prediction) must not fall back: its
+  results would describe an older model than the newest checkpoint, without saying so.
+
   Returns:
     The restored prefix, or None when output_dir holds no checkpoint at all.
 
   Raises:
-    TrainingError: output_dir has checkpoints but none of them can be restored.
+    TrainingError: output_dir has checkpoints but none of them can be restored; or, with
+      newest_only, the newest cannot (naming it and the older one it would have used).
   """
   candidates = run_checkpoints(output_dir)
   problems = []
@@ -411,6 +417,12 @@ def restore_newest_valid_checkpoint(checkpoint: tf.train.Checkpoint, output_dir:
       problems.append(f"{path}: {reason}")
       logging.warning("Checkpoint %s cannot be restored (%s); trying an older one", path, reason)
       continue
+    if problems and newest_only:
+      raise TrainingError(
+          f"the newest checkpoint in {output_dir} cannot be restored ({'; '.join(problems)}); "
+          f"this run does not train, so it would evaluate or predict with an older one ({path})"
+          " without saying so. Restore or remove the damaged checkpoint's files, or train again "
+          "to write it anew")
     if problems:
       logging.warning("Resuming from %s, the newest valid checkpoint (skipped: %s)", path,
                       "; ".join(problems))
@@ -511,9 +523,10 @@ def prepare_run(strategy, build_model: Callable[[], keras.Model], task: Task, se
   """Builds the model, the optimizer (with its schedule) and the step under the strategy, the
   Trainer, and the checkpoint, resuming from settings.output_dir when it holds one.
 
-  `settings` needs the run fields every task shares: optimizer, learning_rate,
-  mixed_precision, train_batch_size, gradient_accumulation_steps, jit_compile,
-  max_nonfinite_steps, output_dir, keep_checkpoint_max.
+  `settings` needs the run fields every task shares: do_train (a run that does not train
+  restores only the newest checkpoint), optimizer, learning_rate, mixed_precision,
+  train_batch_size, gradient_accumulation_steps, jit_compile, max_nonfinite_steps, output_dir,
+  keep_checkpoint_max.
   """
   with strategy.scope():
     model = build_model()
@@ -527,7 +540,7 @@ def prepare_run(strategy, build_model: Callable[[], keras.Model], task: Task, se
                     settings.gradient_accumulation_steps, settings.jit_compile,
                     settings.max_nonfinite_steps)
   state = checkpoint_state(model, optimizer, global_step, settings.output_dir, chief, strategy,
-                           settings.keep_checkpoint_max)
+                           settings.keep_checkpoint_max, newest_only=not settings.do_train)
   return Run(model, optimizer, global_step, trainer, state)
 
 

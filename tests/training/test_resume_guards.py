@@ -71,6 +71,21 @@ def test_a_missing_or_damaged_newest_checkpoint_falls_back_to_the_previous_one(
                       checkpoint_values(str(run_dir / "ckpt-6")))
 
 
+@pytest.mark.parametrize("damage", [_delete_newest, _truncate_newest])
+def test_a_run_that_does_not_train_refuses_a_damaged_newest_checkpoint(
+    data, full_run, tmp_path, caplog, damage):
+  """Fine-tuning probe K9: evaluating (or predicting) must not fall back to an older
+  checkpoint than the newest without being told: its results would describe another model."""
+  run_dir = _copy(full_run, tmp_path)
+  damage(run_dir)
+  before = {name: (run_dir / name).read_bytes() for name in os.listdir(run_dir)}
+  with pytest.raises(loop.TrainingError, match=r"newest checkpoint in .* cannot be restored "
+                                               r"\(.*ckpt-6: .*older one \(.*ckpt-4\)"):
+    pretraining.run_pretraining(tiny_config(), tiny_settings(
+        data, str(run_dir), do_train=False, do_eval=True))
+  assert {name: (run_dir / name).read_bytes() for name in os.listdir(run_dir)} == before
+
+
 def test_checkpoints_are_found_without_the_state_file(data, full_run, tmp_path, caplog):
   run_dir = _copy(full_run, tmp_path)
   os.remove(run_dir / "checkpoint")
