@@ -13,19 +13,20 @@ the original's loss is the mean cross-entropy over the batch (run_classifier.py:
 here summed per replica and divided by the global batch, so replicas and accumulation give the
 same update. Eval counts only real examples (is_real_example; TPU padding examples weigh 0),
 and the sums include the binary confusion counts, from which eval_results derives accuracy,
-loss, F1 and the Matthews correlation without keeping per-example predictions.
+loss, F1 and the Matthews correlation (classifier_metrics) without keeping per-example
+predictions.
 
 Batches carry the models' input names (input_word_ids, input_mask, input_type_ids) plus
 label_ids and is_real_example.
 """
 
-import math
 from typing import Any, Dict, List, Mapping
 
 import numpy as np
 import tensorflow as tf
 
 from bert_tf.model.encoder import ENCODER_INPUTS
+from bert_tf.tasks import classifier_metrics
 from bert_tf.training import loop
 from bert_tf.training import losses
 
@@ -81,14 +82,6 @@ def eval_sums(outputs, batch):
   return sums
 
 
-def binary_scores(tp: float, fp: float, fn: float, tn: float) -> Dict[str, float]:
-  """F1 (of label 1) and the Matthews correlation from confusion counts (0 when undefined)."""
-  f1 = 2 * tp / (2 * tp + fp + fn) if tp else 0.0
-  denominator = math.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
-  mcc = (tp * tn - fp * fn) / denominator if denominator else 0.0
-  return dict(eval_f1=f1, eval_matthews_corrcoef=mcc)
-
-
 def _mean_of_batch_means(batch_sums, key):
   means = [float(b[key]) / float(b["examples"]) for b in batch_sums if float(b["examples"]) > 0]
   return sum(means) / max(len(means), 1)
@@ -106,7 +99,8 @@ def eval_results(batch_sums: List[Mapping[str, Any]]) -> Dict[str, float]:
   results = dict(eval_accuracy=total["correct"] / examples, eval_loss=total["nll"] / examples,
                  loss=_mean_of_batch_means(batch_sums, "nll"))
   if "tp" in total:
-    results.update(binary_scores(total["tp"], total["fp"], total["fn"], total["tn"]))
+    results.update(classifier_metrics.binary_scores(total["tp"], total["fp"], total["fn"],
+                                                    total["tn"]))
   return results
 
 
@@ -144,43 +138,12 @@ def regression_eval_sums(outputs, batch):
               tt=tf.reduce_sum(w * t * t), pt=tf.reduce_sum(w * p * t))
 
 
-def _pearson(s: Mapping[str, float]) -> float:
-  n = max(s["examples"], 1.0)
-  covariance = s["pt"] / n - (s["p"] / n) * (s["t"] / n)
-  variance_p = s["pp"] / n - (s["p"] / n) ** 2
-  variance_t = s["tt"] / n - (s["t"] / n) ** 2
-  denominator = math.sqrt(max(variance_p, 0.0) * max(variance_t, 0.0))
-  return covariance / denominator if denominator else 0.0
-
-
 def regression_eval_results(batch_sums: List[Mapping[str, Any]]) -> Dict[str, float]:
   """eval_loss (MSE over the real examples), loss (mean of batch MSEs) and Pearson's r."""
   s = loop.sum_batches(batch_sums)
   return dict(eval_loss=s["squared_error"] / max(s["examples"], 1.0),
               loss=_mean_of_batch_means(batch_sums, "squared_error"),
-              eval_pearson=_pearson(s))
-
-
-def average_ranks(values: np.ndarray) -> np.ndarray:
-  """1-based ranks, ties sharing their average rank (for Spearman's correlation)."""
-  values = np.asarray(values, np.float64)
-  order = np.argsort(values, kind="mergesort")
-  sorted_values = values[order]
-  ranks = np.empty(len(values), np.float64)
-  start = 0
-  for end in range(1, len(values) + 1):
-    if end == len(values) or sorted_values[end] != sorted_values[start]:
-      ranks[order[start:end]] = (start + end + 1) / 2.0
-      start = end
-  return ranks
-
-
-def spearman(predictions: np.ndarray, targets: np.ndarray) -> float:
-  """Spearman's rank correlation: Pearson's r of the average ranks (0 when undefined)."""
-  p, t = average_ranks(predictions), average_ranks(targets)
-  if len(p) < 2 or np.std(p) == 0 or np.std(t) == 0:
-    return 0.0
-  return float(np.corrcoef(p, t)[0, 1])
+              eval_pearson=classifier_metrics.pearson_from_sums(s))
 
 
 REGRESSION_TASK = loop.Task(model_inputs=model_inputs, normalizers=normalizers,
@@ -210,5 +173,6 @@ def results_from_predictions(logits: np.ndarray, labels: np.ndarray, batch_size:
     raise ValueError("no example to evaluate")
   results = task.eval_results(batch_sums)
   if regression:
-    results["eval_spearman"] = spearman(np.reshape(logits, [-1]), np.reshape(labels, [-1]))
+    results["eval_spearman"] = classifier_metrics.spearman(np.reshape(logits, [-1]),
+                                                           np.reshape(labels, [-1]))
   return results

@@ -356,18 +356,6 @@ def test_regression_task_reports_pearson_and_spearman(tmp_path):
   assert float(parsed["label_ids"]) in (1.0, 2.5, 4.0)
 
 
-def test_spearman_equals_pearson_of_average_ranks():
-  values = np.array([3.0, 1.0, 2.0, 2.0, 5.0])
-  np.testing.assert_array_equal(classifier.average_ranks(values), [4, 1, 2.5, 2.5, 5])
-  rng = np.random.default_rng(0)
-  p, t = rng.normal(size=50), rng.normal(size=50)
-  t[:10] = t[0]  # ties
-  expected = np.corrcoef(classifier.average_ranks(p), classifier.average_ranks(t))[0, 1]
-  assert classifier.spearman(p, t) == pytest.approx(expected)
-  assert classifier.spearman(p, np.exp(p)) == pytest.approx(1.0)  # monotone: rank-perfect
-  assert classifier.spearman(p, np.ones(50)) == 0.0
-
-
 def _fake_runner(metrics_by_point):
   calls = []
 
