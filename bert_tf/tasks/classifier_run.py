@@ -198,28 +198,8 @@ def _label_list(processor, settings: ClassifierSettings) -> common.StartingHead:
 # === The run: what run_classifier does around the driver (tasks.fine_tuning) ===
 
 
-def run_classifier(config: BertConfig, settings: ClassifierSettings,
-                   strategy: Optional[tf.distribute.Strategy] = None,
-                   exporter: Optional[fine_tuning.Exporter] = None) -> Dict[str, Any]:
-  """Fine-tunes, evaluates and/or predicts; resumes from output_dir if it holds a checkpoint;
-  exports with `exporter` after training (the command hands in classifier_export.EXPORTER).
-
-  Returns:
-    A dict with global_step, model, num_train_steps (when training), eval results (prefixed
-    by nothing for the main dev set, e.g. eval_accuracy; a `mismatched` dict for MNLI), the
-    paths written (test_results, export_dir) and the label list.
-
-  Raises:
-    loop.TrainingError: bad settings or data (naming the flag, the file and line), a tokenizer
-      that contradicts the checkpoint, an untrained head, or a non-finite loss.
-  """
-  return fine_tuning.run(TASK, config, settings, strategy, exporter)
-
-
-def _read(config: BertConfig, settings: ClassifierSettings, tokenizer, vocab_md5: str
-          ) -> fine_tuning.TaskInputs:
+def _read(settings: ClassifierSettings, vocab_md5: str) -> fine_tuning.TaskInputs:
   """Every example the run needs and its labels, reconciled with the model it starts from."""
-  del config, tokenizer  # the examples are converted once the run directory is taken
   processor = make_processor(settings)
   start = _label_list(processor, settings)
   label_list = start.labels
@@ -403,6 +383,23 @@ TASK = fine_tuning.FineTuningTask(
                "fine-tuned classifier"),
     read=_read, train_records=_train_records, build_model=_build_model, loss=_loss,
     dataset=_dataset, evaluate=_evaluate)
+
+
+def run_classifier(config: BertConfig, settings: ClassifierSettings,
+                   strategy: Optional[tf.distribute.Strategy] = None,
+                   exporter: Optional[fine_tuning.Exporter] = None) -> Dict[str, Any]:
+  """Fine-tunes, evaluates and/or predicts; resumes from output_dir if it holds a checkpoint;
+  exports with `exporter` after training (the command hands in classifier_export.EXPORTER).
+
+  Returns:
+    A dict with global_step, model, num_train_steps (when training), eval results (prefixed
+    by nothing for the main dev set, e.g. eval_accuracy; a `mismatched` dict for MNLI), the
+    paths written (test_results, export_dir) and the label list.
+
+  Raises:
+    loop.TrainingError: as fine_tuning.run.
+  """
+  return fine_tuning.run(TASK, config, settings, strategy, exporter)
 
 
 # === Several seeds, and the paper's sweep (tasks.fine_tuning), ranked by the GLUE metric ===

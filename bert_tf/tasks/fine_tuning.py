@@ -109,7 +109,8 @@ class FineTuningTask:
     head_layer: the head's dense layer in the model (whether init_checkpoint loaded it).
     head_name: the head's original variable names, for messages.
     untrained: the end of the refusal to evaluate or predict with a head never trained.
-    read: (config, settings, tokenizer, vocab_md5) -> TaskInputs; reads every input file.
+    read: (settings, vocab md5) -> TaskInputs; reads every input file (records are written
+      later, by train_records and evaluate, once the run directory is taken).
     train_records: (state, path) -> TrainingRecords; writes the training records to path.
     build_model: (config, inputs) -> the Keras model (built under the strategy's scope).
     loss: inputs -> the loop.Task (loss and metric sums) the model trains with.
@@ -164,7 +165,7 @@ def run(task: FineTuningTask, config: BertConfig, settings,
   resuming = io.exists(settings.output_dir)  # a run to resume (or to predict with)
   with bad_input_as_training_error():
     tokenizer, vocab_md5 = common.run_tokenizer(config, settings, resuming)
-    inputs = task.read(config, settings, tokenizer, vocab_md5)
+    inputs = task.read(settings, vocab_md5)
   common.check_outputs_not_inputs(
       common.run_outputs(settings.output_dir, list(inputs.outputs)),
       dict(inputs.inputs, **{"--vocab_file": settings.vocab_file}))

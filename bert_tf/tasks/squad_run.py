@@ -127,27 +127,7 @@ def has_answers(articles: List[Dict[str, Any]]) -> bool:
 # === The run: what run_squad does around the driver (tasks.fine_tuning) ===
 
 
-def run_squad(config: BertConfig, settings: SquadSettings,
-              strategy: Optional[tf.distribute.Strategy] = None,
-              exporter: Optional[fine_tuning.Exporter] = None) -> Dict[str, Any]:
-  """Fine-tunes and/or predicts; resumes from output_dir if it holds a checkpoint; exports with
-  `exporter` after training (the command hands in squad_export.EXPORTER).
-
-  Returns:
-    A dict with global_step, model, num_train_steps and the training statistics (when
-    training), predictions / nbest / null_odds and the official scores as `eval` (when
-    predicting on a file with answers), the threshold used, and export_dir.
-
-  Raises:
-    loop.TrainingError: bad flags or data (naming the flag, the file and the question), a
-      tokenizer that contradicts the checkpoint, an untrained head, or a non-finite loss.
-  """
-  return fine_tuning.run(TASK, config, settings, strategy, exporter)
-
-
-def _read(config: BertConfig, settings: SquadSettings, tokenizer, vocab_md5: str
-          ) -> fine_tuning.TaskInputs:
-  del config, tokenizer  # the windows are made once the run directory is taken
+def _read(settings: SquadSettings, vocab_md5: str) -> fine_tuning.TaskInputs:
   start = common.starting_head(settings, common.SQUAD_HEAD, None, "explicit", "")
   info = dict(task_name=TASK_NAME, head=common.SQUAD_HEAD,
               version_2_with_negative=settings.version_2_with_negative,
@@ -363,3 +343,21 @@ TASK = fine_tuning.FineTuningTask(
     build_model=lambda config, inputs: heads.build_span_model(config),
     loss=lambda inputs: squad.TASK, dataset=_dataset, evaluate=_evaluate,
     export_info=_export_info)
+
+
+def run_squad(config: BertConfig, settings: SquadSettings,
+              strategy: Optional[tf.distribute.Strategy] = None,
+              exporter: Optional[fine_tuning.Exporter] = None) -> Dict[str, Any]:
+  """Fine-tunes and/or predicts; resumes from output_dir if it holds a checkpoint; exports with
+  `exporter` after training (the command hands in squad_export.EXPORTER).
+
+  Returns:
+    A dict with global_step, model, num_train_steps and the training statistics (when
+    training), predictions / nbest / null_odds and the official scores as `eval` (when
+    predicting on a file with answers), the threshold used, and export_dir.
+
+  Raises:
+    loop.TrainingError: as fine_tuning.run.
+  """
+  return fine_tuning.run(TASK, config, settings, strategy, exporter)
+

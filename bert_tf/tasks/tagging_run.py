@@ -132,26 +132,7 @@ def scheme_of(settings: NerSettings, sentences: Sequence[tagging_data.Sentence],
 # === The run: what run_ner does around the driver (tasks.fine_tuning) ===
 
 
-def run_ner(config: BertConfig, settings: NerSettings,
-            strategy: Optional[tf.distribute.Strategy] = None,
-            exporter: Optional[fine_tuning.Exporter] = None) -> Dict[str, Any]:
-  """Fine-tunes, evaluates and/or predicts; resumes from output_dir if it holds a checkpoint;
-  exports with `exporter` after training (the command hands in tagging_export.EXPORTER).
-
-  Returns:
-    A dict with global_step, model, labels, scheme, num_train_steps (when training), `eval`
-    and `test` scores (when the file has tags), the predicted tags per split, and export_dir.
-
-  Raises:
-    loop.TrainingError: bad flags or data (naming the flag, the file and line), a tokenizer
-      that contradicts the checkpoint, an untrained head, or a non-finite loss.
-  """
-  return fine_tuning.run(TASK, config, settings, strategy, exporter)
-
-
-def _read(config: BertConfig, settings: NerSettings, tokenizer, vocab_md5: str
-          ) -> fine_tuning.TaskInputs:
-  del config, tokenizer  # the windows are made once the run directory is taken
+def _read(settings: NerSettings, vocab_md5: str) -> fine_tuning.TaskInputs:
   data = _read_data(settings)
   start = _labels(settings, data)
   labels = start.labels
@@ -352,3 +333,20 @@ TASK = fine_tuning.FineTuningTask(
     build_model=lambda config, inputs: heads.build_tagger_model(config,
                                                                 len(inputs.data["labels"])),
     loss=lambda inputs: tagging.TASK, dataset=_dataset, evaluate=_evaluate)
+
+
+def run_ner(config: BertConfig, settings: NerSettings,
+            strategy: Optional[tf.distribute.Strategy] = None,
+            exporter: Optional[fine_tuning.Exporter] = None) -> Dict[str, Any]:
+  """Fine-tunes, evaluates and/or predicts; resumes from output_dir if it holds a checkpoint;
+  exports with `exporter` after training (the command hands in tagging_export.EXPORTER).
+
+  Returns:
+    A dict with global_step, model, labels, scheme, num_train_steps (when training), `eval`
+    and `test` scores (when the file has tags), the predicted tags per split, and export_dir.
+
+  Raises:
+    loop.TrainingError: as fine_tuning.run.
+  """
+  return fine_tuning.run(TASK, config, settings, strategy, exporter)
+
