@@ -175,23 +175,22 @@ def _train_records(state: fine_tuning.RunState, path: str) -> fine_tuning.Traini
   settings = state.settings
   train_examples = state.inputs.data["train"]
   stats: Dict[str, int] = {}
-  with squad_data.FeatureWriter(path, is_training=True) as writer:
-    squad_data.convert_examples_to_features(
-        train_examples, state.tokenizer, settings.max_seq_length, settings.doc_stride,
-        settings.max_query_length, is_training=True, output_fn=writer.process_feature,
-        stats=stats)
+  try:
+    with squad_data.FeatureWriter(path, is_training=True) as writer:
+      squad_data.convert_examples_to_features(
+          train_examples, state.tokenizer, settings.max_seq_length, settings.doc_stride,
+          settings.max_query_length, is_training=True, output_fn=writer.process_feature,
+          stats=stats)
+  except squad_data.SquadFormatError as e:  # no window at all: nothing to train on
+    raise loop.TrainingError(f"--train_file={settings.train_file}: {e}") from None
   num_features = writer.num_features
-  if not num_features:
-    raise loop.TrainingError(
-        f"--train_file={settings.train_file}: none of its {len(train_examples)} questions gave "
-        "a training window (every context empty or only characters the tokenizer drops)")
   _log_stats(stats, "training")
-  steps = fine_tuning.num_train_steps(num_features if settings.steps_from_features
-                                      else len(train_examples), settings.train_batch_size,
+  # The original counts steps from the examples (google-research/bert#662); the flag, windows.
+  count = num_features if settings.steps_from_features else len(train_examples)
+  steps = fine_tuning.num_train_steps(count, settings.train_batch_size,
                                       settings.num_train_epochs)
   return fine_tuning.TrainingRecords(
-      num_features if settings.steps_from_features else len(train_examples),
-      "windows" if settings.steps_from_features else "examples",
+      count, "windows" if settings.steps_from_features else "examples",
       log=(f"Num orig examples = {len(train_examples)}",
            f"Num split examples = {num_features}",
            f"{steps * settings.train_batch_size / num_features:.2f} epochs over the windows"),

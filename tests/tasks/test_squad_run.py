@@ -381,3 +381,20 @@ def test_scores_of_a_previous_run_are_removed_when_this_one_has_none(tmp_path):
   assert "eval" not in result and len(result["predictions"]) > 0
   assert sorted(p.name for p in out.iterdir() if p.suffix == ".json") == [
       "bert_config.json", "nbest_predictions.json", "predictions.json", "task_info.json"]
+
+
+def test_a_training_file_without_any_window_is_refused_naming_it(tmp_path):
+  """Fine-tuning probe Q19: every context empty of WordPieces (only characters the tokenizer
+  drops) gave no training window and a 1 KB graph error at the first step; now one line names
+  --train_file, and output_dir is left as it was."""
+  train = tmp_path / "train.json"
+  train.write_text(json.dumps({"version": "v2.0", "data": [{"title": "t", "paragraphs": [
+      {"context": "\u200b \u200b", "qas": [
+          {"id": f"q{i}", "question": "What is there?", "answers": [], "is_impossible": True}
+          for i in range(3)]}]}]}), encoding="utf-8")
+  out = tmp_path / "out"
+  with pytest.raises(loop.TrainingError, match=r"--train_file=.*train\.json: no training window: "
+                                               "the contexts of all 3 training question"):
+    sr.run_squad(CONFIG, squad_settings(out, version=2, train_file=str(train),
+                                        do_predict=False))
+  assert not out.exists() or sorted(os.listdir(out)) == []
