@@ -25,8 +25,8 @@ def _packers():
 
 def test_a_request_is_padded_to_its_bucket_with_the_same_values():
   fixed, bucketed = _packers()
-  for texts, width in ((TEXTS[:1], 16), (TEXTS, 16), (["word " * 20], 32), (["word " * 80], SEQ),
-                       ([], 16)):
+  for texts, width in ((TEXTS[:1], 8), (TEXTS, 16), (["word " * 20], 24), (["word " * 80], SEQ),
+                       ([], 8)):
     text = tf.constant(texts, tf.string)
     lengths = tf.fill([len(texts)], SEQ)
     full = fixed.pack(fixed.tokenize(text), None, lengths, pad_to=SEQ)
@@ -58,8 +58,8 @@ def test_windows_run_cut_and_come_back_at_full_length():
     a, b = full[key].numpy(), cut[key].numpy()
     assert b.shape == a.shape == (3, SEQ)
     np.testing.assert_allclose(b[mask == 1], a[mask == 1], rtol=1e-5, atol=1e-5)
-    # Cut at 32 (the bucket of 17): the rest is CUT_LOGIT, below every real logit.
-    assert np.all(b[:, 32:] == modules.CUT_LOGIT)
-    np.testing.assert_allclose(b[:, :32], a[:, :32], rtol=1e-5, atol=1e-5)
+    # Cut at 24 (the bucket of 17): the rest is CUT_LOGIT, below every real logit.
+    assert np.all(b[:, 24:] == modules.CUT_LOGIT)
+    np.testing.assert_allclose(b[:, :24], a[:, :24], rtol=1e-5, atol=1e-5)
   same = modules.call_cut(model, inputs, None, SEQ)
   np.testing.assert_array_equal(same["start_logits"].numpy(), full["start_logits"].numpy())

@@ -339,7 +339,7 @@ def test_v2_export_layout_assets_and_warmup(v2_export, loaded_v2):
                       n_best_size=NBEST, max_answer_length=MAX_ANSWER, do_lower_case=True,
                       version_2_with_negative=True, null_score_diff_threshold=threshold,
                       model_name="squad", signatures=["answer", "serving_default"],
-                      length_buckets=[16, 32, 48, 64])  # --length_buckets=auto at SEQ 64
+                      length_buckets=[8, 16, 24, 32, 40, 48, 56, 64])  # auto at SEQ 64
   task_info = json.load(open(os.path.join(path, "assets", "task_info.json")))
   assert task_info["null_score_diff_threshold"] == threshold
   # The warm-up records: a PredictionLog per signature, which the model answers.

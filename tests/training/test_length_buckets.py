@@ -21,13 +21,14 @@ BUCKETS = length_buckets.parse("auto", SEQ)
 
 
 def test_auto_boundaries_are_a_small_ladder_ending_at_max_seq_length():
-  assert length_buckets.auto_buckets(128) == (16, 32, 48, 64, 80, 96, 112, 128)
-  assert length_buckets.auto_buckets(384) == (16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224,
-                                              256, 320, 384)
-  assert len(length_buckets.auto_buckets(512)) == 16
-  assert length_buckets.auto_buckets(100) == (16, 32, 48, 64, 80, 96, 100)
+  assert length_buckets.auto_buckets(128) == (8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128)
+  assert length_buckets.auto_buckets(384) == (8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128,
+                                              160, 192, 224, 256, 320, 384)
+  assert len(length_buckets.auto_buckets(512)) == 20
+  assert length_buckets.auto_buckets(100) == (8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 100)
   assert length_buckets.auto_buckets(8) == (8,)
-  assert BUCKETS == (16, 32, 48, 64)
+  assert length_buckets.auto_buckets(5) == (5,)
+  assert BUCKETS == (8, 16, 24, 32, 40, 48, 56, 64)
 
 
 def test_flag_values():
@@ -66,8 +67,8 @@ def _rows(lengths, seq=SEQ, seed=0):
 
 
 def test_a_batch_is_cut_to_its_longest_row_rounded_up_to_a_boundary():
-  for lengths, width in (([3, 17, 5], 32), ([16, 2], 16), ([SEQ, 1], SEQ), ([33], 48),
-                         ([0, 0], 16)):
+  for lengths, width in (([3, 17, 5], 24), ([16, 2], 16), ([SEQ, 1], SEQ), ([33], 40),
+                         ([0, 0], 8)):
     ids, mask, types = _rows(lengths)
     batch = dict(input_word_ids=ids, input_mask=mask, input_type_ids=types,
                  label_ids=np.arange(len(lengths)), label_mask=mask * 2)
