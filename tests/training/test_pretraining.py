@@ -279,7 +279,8 @@ def test_export_reloads_with_the_same_outputs(data, full_run):
   texts = tf.constant([" ".join(words), words[0]])
   packed = tf.saved_model.load(os.path.join(serving_dir, "bert_preprocessor", "1")).signatures[
       "serving_default"](text=texts)
-  assert packed["input_word_ids"].shape == (2, SEQ)
+  # 5 words + [CLS] + [SEP] = 7 pieces: padded to the length bucket 8, not to SEQ (16).
+  assert packed["input_word_ids"].shape == (2, 8)
   served = tf.saved_model.load(os.path.join(serving_dir, "bert", "1")).signatures[
       "serving_default"](text=texts)
   np.testing.assert_allclose(served["pooled_output"].numpy(),
