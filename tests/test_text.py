@@ -249,6 +249,7 @@ def test_nfd_known_differences_are_exact_and_harmless():
       assert all(unicodedata.category(d) in ("Cn", "Mn") for d in o.decode("utf-8"))
 
 
+@pytest.mark.slow
 def test_final_sigma_known_differences_are_exact():
   chars = [c for c in _all_chars() if not tokenization.is_removed_when_cleaning(c)]
   differ = set()
@@ -294,6 +295,7 @@ def test_inside_tf_function_and_dataset():
   assert got == tokenizer.tokenize_lines(lines)
 
 
+@pytest.mark.slow
 def test_saved_model_round_trip(tmp_path):
   tokenizer = text.InGraphTokenizer(VOCAB, do_lower_case=True)
   lines = ["Hello, World!", "ΟΔΟΣ İstanbul ﬁne", "\U00010570 abc", "a" * 201 + " 中文", ""]

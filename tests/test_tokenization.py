@@ -289,6 +289,7 @@ def test_load_vocab_errors(tmp_path):
 # === Character classes: the compiled patterns against the oracle, over all of Unicode ===
 
 
+@pytest.mark.slow
 def test_compiled_character_classes_match_oracle():
   patterns = tokenization._patterns()  # pylint: disable=protected-access
   everything = "".join(chr(cp) for cp in range(sys.maxunicode + 1) if not 0xD800 <= cp <= 0xDFFF)

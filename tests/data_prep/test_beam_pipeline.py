@@ -106,6 +106,7 @@ def test_direct_runner_makes_the_local_modes_records(inputs, tmp_path):
       list(beam_shards) + [n + features.METADATA_SUFFIX for n in beam_shards])
 
 
+@pytest.mark.slow
 def test_several_windows_gzip_and_an_output_file_list(inputs, tmp_path):
   # Blocks of 800 bytes: windows of 51 kB, so the 182 kB of input are 4 windows, cut inside
   # files and across them.
@@ -135,6 +136,7 @@ def test_two_worker_processes(inputs, tmp_path):
   assert _all(_shard_records(beam)) == _all(_shard_records(local))
 
 
+@pytest.mark.slow
 def test_a_bundle_that_fails_once_is_retried_without_duplicates(inputs, tmp_path,
                                                                    monkeypatch):
   local, beam = str(tmp_path / "local"), str(tmp_path / "beam")
@@ -168,6 +170,7 @@ def test_a_bundle_that_fails_once_is_retried_without_duplicates(inputs, tmp_path
                        _shard_records(local)["pretraining-00000-of-00002.tfrecord"])]
 
 
+@pytest.mark.slow
 def test_a_failed_pipeline_leaves_nothing_that_looks_complete(inputs, tmp_path, monkeypatch):
   out = tmp_path / "out"
   markers = tmp_path / "markers"
@@ -184,6 +187,7 @@ def test_a_failed_pipeline_leaves_nothing_that_looks_complete(inputs, tmp_path, 
   assert len(_shard_records(str(out))) == 2
 
 
+@pytest.mark.slow
 def test_a_rerun_is_refused_or_overwrites_as_the_local_mode(inputs, tmp_path):
   out = str(tmp_path / "out")
   config = dict(output_dir=out, num_output_shards=2, dupe_factor=1)
@@ -206,6 +210,7 @@ def test_a_rerun_is_refused_or_overwrites_as_the_local_mode(inputs, tmp_path):
                                        for i in range(3)]
 
 
+@pytest.mark.slow
 def test_fewer_instances_than_shards_writes_only_shards_with_records(tmp_path):
   small = tmp_path / "small.txt"
   small.write_text("".join(f"Sentence {i} of document {d}.\n" + ("\n" if i == 4 else "")
@@ -220,6 +225,7 @@ def test_fewer_instances_than_shards_writes_only_shards_with_records(tmp_path):
   assert all(shards.values()) and sum(map(len, shards.values())) == summary["instances"]
 
 
+@pytest.mark.slow
 def test_cli_passes_beam_flags_through(inputs, tmp_path, capsys):
   script = helpers.load_script("create_pretraining_data")
   out = tmp_path / "out"
@@ -279,6 +285,7 @@ def test_block_size_mb_out_of_range_is_a_usage_error(tmp_path, capsys, value):
   assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_local_mode_does_not_import_apache_beam(tmp_path):
   code = ("import sys\n"
           f"sys.path.insert(0, {REPO_ROOT!r})\n"

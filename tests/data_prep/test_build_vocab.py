@@ -39,6 +39,7 @@ def test_reserved_layout_matches_the_released_vocab():
       "[PAD]", "[unused0]", "[unused1]", "[unused2]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
+@pytest.mark.slow
 def test_sample_vocab_layout_and_size(sample_vocab):
   vocab, path = sample_vocab
   assert len(vocab) == 6000 and len(set(vocab)) == 6000
@@ -55,6 +56,7 @@ def test_sample_vocab_layout_and_size(sample_vocab):
   assert sum(t.startswith("##") for t in learned) > 500
 
 
+@pytest.mark.slow
 def test_sample_tokenizes_with_few_unknowns(sample_vocab):
   _, path = sample_vocab
   tokenizer = tokenization.FullTokenizer(path, do_lower_case=True)
@@ -72,6 +74,7 @@ def test_sample_tokenizes_with_few_unknowns(sample_vocab):
   assert pieces / words < 1.25
 
 
+@pytest.mark.slow
 def test_unknown_rate_agrees_with_the_tokenizer(sample_counts, sample_vocab):
   vocab, _ = sample_vocab
   stats = build_vocab.unknown_rate(sample_counts, vocab)
@@ -80,6 +83,7 @@ def test_unknown_rate_agrees_with_the_tokenizer(sample_counts, sample_vocab):
   assert 1.0 <= stats["wordpieces_per_word"] < 1.25
 
 
+@pytest.mark.slow
 def test_deterministic_whatever_the_count_order(sample_counts):
   small = collections.Counter(dict(sample_counts.most_common(3000)))
   reordered = collections.Counter(dict(reversed(list(small.items()))))

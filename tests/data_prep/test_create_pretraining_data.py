@@ -430,6 +430,7 @@ def _synthetic_corpus(path, num_documents=240, seed=0):
   return str(path)
 
 
+@pytest.mark.slow
 def test_default_mode_is_independent_of_the_worker_count(tmp_path):
   corpus = _synthetic_corpus(tmp_path / "corpus.txt")
   outputs = []
@@ -466,6 +467,7 @@ def test_default_mode_is_the_algorithm_per_block(tmp_path, monkeypatch):
   assert _records(out) == expected
 
 
+@pytest.mark.slow
 def test_default_mode_statistics_match_reference_mode(tmp_path):
   corpus = _synthetic_corpus(tmp_path / "corpus.txt", num_documents=600, seed=1)
   figures = {}

@@ -164,6 +164,7 @@ def commit_case(tmp_path_factory):
 
 
 # 3 record renames, then 3 metadata renames; and after the last rename.
+@pytest.mark.slow
 @pytest.mark.parametrize("kill_at", [("rename", 1), ("rename", 2), ("rename", 5),
                                      ("journal_removed", 0)])
 def test_a_kill_mid_commit_is_rolled_back_by_the_rerun(commit_case, kill_at, tmp_path):
@@ -179,6 +180,7 @@ def test_a_kill_mid_commit_is_rolled_back_by_the_rerun(commit_case, kill_at, tmp
   assert _without_run_specific(_files(out)) == reference
 
 
+@pytest.mark.slow
 def test_a_kill_mid_commit_over_older_outputs_is_recovered_with_the_same_flags(commit_case,
                                                                                 tmp_path):
   base, values, reference = commit_case

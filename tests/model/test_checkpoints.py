@@ -162,6 +162,7 @@ def _compare_with_model_garden(encoder, ours, rng):
   np.testing.assert_allclose(np.asarray(got["pooled_output"]), mg_pooled.numpy(), atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", [1, 2], ids=["BertEncoder", "BertEncoderV2"])
 def test_model_garden_encoder_object_parity(version):
   rng = np.random.default_rng(20 + version)
@@ -172,6 +173,7 @@ def test_model_garden_encoder_object_parity(version):
   _compare_with_model_garden(encoder, ours, rng)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", [1, 2], ids=["BertEncoder", "BertEncoderV2"])
 def test_model_garden_checkpoint_parity(tmp_path, version):
   from official.nlp.modeling import models

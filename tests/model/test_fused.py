@@ -181,6 +181,7 @@ def _loss_and_grads(model, batch):
   return loss, tape.gradient(loss, model.trainable_variables)
 
 
+@pytest.mark.slow
 def test_training_step_equals_the_plain_ops_path(monkeypatch):
   """Without dropout, the fused GELU and loss give the plain graph's loss and gradients."""
   model = build_pretraining_model(_tiny_config(0.0))
@@ -194,6 +195,7 @@ def test_training_step_equals_the_plain_ops_path(monkeypatch):
                                rtol=1e-4, atol=1e-7, err_msg=variable.path)
 
 
+@pytest.mark.slow
 def test_training_with_dropout_uses_the_fused_kernels_and_inference_does_not():
   model = build_pretraining_model(_tiny_config(0.1))
   batch = _batch(np.random.default_rng(5))

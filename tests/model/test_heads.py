@@ -84,6 +84,7 @@ def test_save_and_reload_keeps_outputs_and_tying(tmp_path):
   assert np.abs(np.asarray(changed) - np.asarray(after["masked_lm_logits"])).max() > 1e-3
 
 
+@pytest.mark.slow
 def test_bert_base_has_the_original_parameter_count():
   config = preset("base")
   expected = checkpoints.original_variable_shapes(config, heads=True)
@@ -98,7 +99,7 @@ def test_bert_base_has_the_original_parameter_count():
   assert ours == dict(expected)
 
 
-@pytest.mark.parametrize("name", ["mini", "medium"])
+@pytest.mark.parametrize("name", ["mini", pytest.param("medium", marks=pytest.mark.slow)])
 def test_presets_with_heads_have_the_original_shapes(name):
   config = preset(name)
   model = build_pretraining_model(config)
@@ -119,6 +120,7 @@ def test_large_shape_table():
   assert sum(int(np.prod(s)) for s in expected.values()) == 336_226_108
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
 def test_mixed_precision_training_step(policy):
   previous = keras.config.dtype_policy()

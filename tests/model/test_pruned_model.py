@@ -55,6 +55,7 @@ def test_pruned_logits_equal_the_full_model():
   assert full.count_params() == pruned.count_params()
 
 
+@pytest.mark.slow
 def test_pruned_gradients_equal_the_full_model():
   full, pruned = _models()
   batch = _batch(1)
@@ -72,6 +73,7 @@ def test_pruned_gradients_equal_the_full_model():
                                rtol=1e-4, atol=1e-7, err_msg=variable.path)
 
 
+@pytest.mark.slow
 def test_training_checkpoint_restores_across_graph_layouts(tmp_path):
   full, pruned = _models()
   for w in pruned.weights:
@@ -91,6 +93,7 @@ def test_training_checkpoint_restores_across_graph_layouts(tmp_path):
                                 full.get_layer("layer_2").output_dense.kernel.numpy())
 
 
+@pytest.mark.slow
 def test_a_checkpoint_keyed_by_graph_position_is_refused(tmp_path):
   full, _ = _models()
   prefix = tf.train.Checkpoint(model=full, step=tf.Variable(1, dtype=tf.int64)).write(
@@ -99,6 +102,7 @@ def test_a_checkpoint_keyed_by_graph_position_is_refused(tmp_path):
     checkpoints.restore_training_checkpoint(build_pretraining_model(CONFIG), prefix)
 
 
+@pytest.mark.slow
 def test_convert_a_training_output_dir_to_tf1(tmp_path):
   _, pruned = _models()
   out = tmp_path / "run"

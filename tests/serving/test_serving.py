@@ -109,6 +109,7 @@ def test_truncated_lengths_equals_the_original_loop():
 # === Layout, assets, versions ===
 
 
+@pytest.mark.slow
 def test_layout_assets_and_versions(exported):
   paths, _, _, root = exported
   for kind, path in paths.items():
@@ -128,6 +129,7 @@ def test_layout_assets_and_versions(exported):
   assert tf_serving.next_version(str(root / "nothing")) == 1
 
 
+@pytest.mark.slow
 def test_existing_version_is_an_error(exported):
   paths, model, _, root = exported
   with pytest.raises(FileExistsError, match="already exists"):
@@ -332,6 +334,7 @@ def test_saved_model_cli_lists_the_signatures(exported):
 # === Warm-up records ===
 
 
+@pytest.mark.slow
 def test_warmup_records_are_prediction_logs_the_model_accepts(exported, loaded_text):
   paths = exported[0]
   # The text model's records are run through it; the other two are checked for their model
@@ -401,6 +404,7 @@ def rest_inputs(body, signature):
           for name, values in columns.items()}
 
 
+@pytest.mark.slow
 def test_readme_request_bodies_run_through_the_signatures(exported, loaded_text):
   tokenizer = exported[2]
   with open(REQUESTS) as f:
@@ -431,6 +435,7 @@ def test_readme_request_bodies_run_through_the_signatures(exported, loaded_text)
 # === Bad input against the exported model ===
 
 
+@pytest.mark.slow
 def test_empty_batches_and_zero_lengths_give_empty_results(exported, loaded_text):
   paths = exported[0]
   # Preprocessor: 2 signatures; encoder: rows and length 0; text model: 4 signatures.
@@ -446,6 +451,7 @@ def test_empty_batches_and_zero_lengths_give_empty_results(exported, loaded_text
   assert out["sequence_output"].shape == (0, 0, CONFIG.hidden_size)
 
 
+@pytest.mark.slow
 def test_bad_inputs(exported, loaded_text):
   tokenizer = exported[2]
   sig = loaded_text.signatures
@@ -489,6 +495,7 @@ def test_export_argument_errors(tmp_path):
                                   seq_length=16)
 
 
+@pytest.mark.slow
 def test_export_refuses_a_tokenizer_the_data_was_not_made_with(exported, tmp_path, capsys):
   """The export's tokenizer must be the training data's: --vocab_file's md5 and --do_lower_case
   against --data_metadata_file, refused before anything is written (probe item 2)."""

@@ -26,6 +26,9 @@ from tests.helpers import REPO_ROOT
 from tests.serving.shared import CONFIG, SEQ_LENGTH, VOCAB
 from tests.serving.test_serving import python_pack
 
+# Every test here uses the exports of the command line (hub_exports): the slow tier.
+pytestmark = pytest.mark.slow
+
 # Ordinary text, empty, longer than SEQ_LENGTH, accents and CJK, a word split into pieces,
 # punctuation inside words.
 TEXTS = ["The man went to the store.", "", "word " * 30 + "end", "Café naïve 東京 déjà-vu!",

@@ -70,6 +70,7 @@ def test_num_train_steps_is_the_originals():
   assert fine_tuning.num_train_steps(10, 32, 3.0) == 0
 
 
+@pytest.mark.slow
 def test_run_writes_the_originals_files(trained):
   settings, result = trained
   out = settings.output_dir
@@ -109,6 +110,7 @@ def test_run_writes_the_originals_files(trained):
   assert info["vocab_md5"] == features.vocab_checksum(VOCAB)
 
 
+@pytest.mark.slow
 def test_eval_results_equal_a_direct_computation_over_every_example(trained):
   """Eval batches of 7 over 120 examples (the last one padded): each example counted once."""
   settings, result = trained
@@ -142,6 +144,7 @@ def test_eval_results_equal_a_direct_computation_over_every_example(trained):
   np.testing.assert_allclose(written, expected, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_predict_only_with_the_trained_run_reproduces_its_outputs(trained, tmp_path):
   """A second run on the trained output_dir (or from it as --init_checkpoint) resumes the
   trained head and gives the same eval results and predictions."""
@@ -186,6 +189,7 @@ def test_predict_only_with_the_trained_run_reproduces_its_outputs(trained, tmp_p
   assert fresh["eval_accuracy"] == result["eval_accuracy"]
 
 
+@pytest.mark.slow
 def test_the_checkpoint_converts_to_the_originals_names(trained, tmp_path):
   settings, result = trained
   values = checkpoints.read_weights(settings.output_dir, CONFIG)
@@ -207,6 +211,7 @@ def test_an_untrained_head_is_refused(tmp_path):
     cr.run_classifier(CONFIG, source_settings(tmp_path / "out2", do_train=False))
 
 
+@pytest.mark.slow
 def test_tokenizer_contradicting_the_checkpoint_is_refused(tmp_path, caplog):
   ckpt_dir = tmp_path / "cased_model"
   prefix = checkpoints.write_tf1_checkpoint(
@@ -236,6 +241,7 @@ def test_tokenizer_contradicting_the_checkpoint_is_refused(tmp_path, caplog):
   assert "TOKENIZER MISMATCH" in caplog.text
 
 
+@pytest.mark.slow
 def test_a_pretraining_run_records_its_data_tokenizer_for_fine_tuning(tmp_path):
   from bert_tf.training import pretraining  # pylint: disable=g-import-not-at-top
   from tests.helpers import (TINY_VOCAB_MD5, make_records, tiny_config,  # pylint: disable=g-import-not-at-top
@@ -295,6 +301,7 @@ def test_a_vocab_larger_than_the_config_is_refused(tmp_path):
     cr.run_classifier(CONFIG.replace(vocab_size=1000), source_settings(tmp_path / "out"))
 
 
+@pytest.mark.slow
 def test_mnli_is_evaluated_and_predicted_on_both_dev_sets(tmp_path):
   """MNLI-format files built from the pair fixture: matched and mismatched results."""
   pairs = read_tsv(os.path.join(PAIRS, "train.tsv"))[1:]
@@ -331,6 +338,7 @@ def test_mnli_is_evaluated_and_predicted_on_both_dev_sets(tmp_path):
   assert len(list(tf.data.TFRecordDataset(str(out / "eval_mismatched.tf_record")))) == 9
 
 
+@pytest.mark.slow
 def test_regression_task_reports_pearson_and_spearman(tmp_path):
   """STS-B layout with a score that is a function of the text: MSE head, Pearson/Spearman."""
   rows = read_tsv(os.path.join(SOURCE, "train.tsv"))[1:]
@@ -405,6 +413,7 @@ def test_sweep_keeps_the_best_dev_run(tmp_path):
   assert cr.primary_metric("sts-b", True) == "eval_pearson"
 
 
+@pytest.mark.slow
 def test_the_readmes_rest_request_runs_on_the_export(trained):
   """The README's curl body for the classifier, split into columns as TF Serving's REST row
   format does, through the export's `classify` signature."""
@@ -695,6 +704,7 @@ def fine_tuned_checkpoint(directory, labels, task_name="generic", seed=0, **info
   return prefix, values
 
 
+@pytest.mark.slow
 def test_eval_and_predict_from_a_fine_tuned_checkpoint_use_its_labels(tmp_path):
   """F19, F20: its labels in its id order (not the sorted ones), no training file needed; a
   --label_list naming them in another order, or other labels, is refused naming both."""
@@ -738,6 +748,7 @@ def test_eval_and_predict_from_a_fine_tuned_checkpoint_use_its_labels(tmp_path):
   assert again["eval_accuracy"] == result["eval_accuracy"]
 
 
+@pytest.mark.slow
 def test_a_head_loads_only_as_the_kind_it_was_trained_as(tmp_path):
   """K14's reverse (K15 with the same shapes): a tagger's head (3 labels) never loads as a
   classifier's; evaluating with it is refused, training starts a fresh head (with a warning)
@@ -771,6 +782,7 @@ def test_a_head_loads_only_as_the_kind_it_was_trained_as(tmp_path):
 # === A run writes only into its own folder, and only when it will succeed (issue 28) ===
 
 
+@pytest.mark.slow
 def test_a_failed_run_leaves_nothing_and_evaluation_keeps_the_record(tmp_path, caplog):
   """F8/F9: a run failing on its --init_checkpoint leaves no task_info.json (nor records) to
   refuse the next run with; F18: an evaluation allowed another tokenizer does not rewrite the
@@ -852,6 +864,7 @@ def test_a_resume_on_changed_training_data_is_refused(tmp_path):
   assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 
+@pytest.mark.slow
 def test_rerunning_a_finished_run_evaluates_again_and_keeps_its_export(trained):
   """F17: a rerun of the finished command (train, eval, predict, export) resumes at its last
   step, evaluates again and keeps the export of that step."""

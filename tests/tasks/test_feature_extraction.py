@@ -446,6 +446,7 @@ def test_command_defaults_are_the_originals():
   assert names <= set(flag_values), names - set(flag_values)
 
 
+@pytest.mark.slow
 def test_the_command_end_to_end(tiny, tmp_path, capsys):
   from bert_tf import extract_features  # pylint: disable=g-import-not-at-top
   out = tmp_path / "out.jsonl"
@@ -524,7 +525,9 @@ def test_two_replicas_give_the_outputs_of_one(tiny, tmp_path):
         np.testing.assert_array_equal(one[key], two[key], err_msg=key)
 
 
-@pytest.mark.parametrize("pooling", ["none", "mean", "cls"])
+@pytest.mark.parametrize("pooling", [
+    "none", pytest.param("mean", marks=pytest.mark.slow),
+    pytest.param("cls", marks=pytest.mark.slow)])
 def test_length_buckets_change_nothing_but_the_work(tiny, tmp_path, pooling):
   """Batches cut to 4 or 8 positions (of 30) give the values of full-length batches; a batch
   whose longest line is exactly a bucket's length keeps all of it."""

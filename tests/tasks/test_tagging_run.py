@@ -222,6 +222,7 @@ def test_the_export_loads_with_tensorflow_and_tensorflow_text_only(export, tmp_p
   check_outputs(out, sentences, texts, spans, result["test_predictions"][:30])
 
 
+@pytest.mark.slow
 def test_export_words_offsets_and_entities_on_hard_text(tmp_path):
   """Raw text the CoNLL files never show: punctuation inside words, several spaces, tabs,
   non-ASCII, a control character inside a word, an empty text; entities by conlleval's rules
@@ -317,6 +318,7 @@ def test_reordered_labels_of_a_fine_tuned_tagger_are_refused(tmp_path):
   assert start.labels == ["O", "I-LOC", "I-PER"] and start.fresh_head is None
 
 
+@pytest.mark.slow
 def test_scores_of_a_previous_run_are_removed_when_this_one_has_none(tmp_path):
   """S5: predicting an untagged file removes the test_results.txt / test_conlleval.txt an
   earlier run left; the predictions use the fine-tuned model's labels."""

@@ -51,6 +51,7 @@ def test_an_empty_gzip_file_is_refused_too(tmp_path):
     _run(str(empty), tmp_path)
 
 
+@pytest.mark.slow
 def test_records_without_metadata_are_checked_against_the_flags(tmp_path):
   data = make_records(str(tmp_path / "long.tfrecord"), num_examples=8, seq=SEQ * 2)
   os.remove(features.metadata_path(data))
@@ -113,6 +114,7 @@ def test_a_file_that_is_not_records_is_refused_naming_it(good, tmp_path):
     _run(f"{good},{text}", tmp_path)
 
 
+@pytest.mark.slow
 def test_a_truncated_file_stops_training_naming_it(good, tmp_path):
   data = tmp_path / "cut.tfrecord"
   with open(good, "rb") as f:
@@ -140,6 +142,7 @@ def test_check_record_files_accepts_v2_names_and_reads_gzip(tmp_path):
                  features.feature_lengths(SEQ, PREDS + 1).values())))
 
 
+@pytest.mark.slow
 def test_a_vocab_other_than_the_datas_is_refused_naming_both_files(good, tmp_path):
   from tests.helpers import VOCAB_TOKENS, write_vocab  # pylint: disable=g-import-not-at-top
   same = write_vocab(str(tmp_path / "vocab.txt"))
@@ -155,6 +158,7 @@ def test_a_vocab_other_than_the_datas_is_refused_naming_both_files(good, tmp_pat
               allow_tokenizer_mismatch=True)["global_step"] == 2
 
 
+@pytest.mark.slow
 def test_an_unreadable_init_checkpoint_is_one_line_naming_the_flag(good, tmp_path):
   not_a_checkpoint = tmp_path / "model.ckpt"
   (tmp_path / "model.ckpt.index").write_bytes(b"not a checkpoint index" * 10)

@@ -156,6 +156,7 @@ def _toy_run(tmp_path, accumulation, steps=30):
   return model, metrics, results
 
 
+@pytest.mark.slow
 def test_the_loop_trains_any_task_and_accumulation_equals_the_full_batch(tmp_path):
   model, metrics, results = _toy_run(tmp_path / "full", accumulation=1)
   assert results["accuracy"] > 0.9 and metrics["train_accuracy"] > 0.8

@@ -62,6 +62,7 @@ def test_training_lowers_eval_loss_and_raises_accuracy(data, tmp_path):
                                     "learning_rate", "examples_per_second")}
 
 
+@pytest.mark.slow
 def test_resume_gives_the_same_weights_as_an_uninterrupted_run(data, full_run, tmp_path):
   config = tiny_config()
   full_dir, full = full_run
@@ -109,6 +110,7 @@ def _reference_eval(model, data, batch_size, steps):
       loss=np.mean([r["loss"] for r in rows]))
 
 
+@pytest.mark.slow
 def test_eval_results_file_has_the_original_keys_format_and_values(data, full_run):
   # 10 eval steps of 8 over 64 records: the eval data repeats, as in the original.
   output_dir, result = full_run
@@ -126,6 +128,7 @@ def test_eval_results_file_has_the_original_keys_format_and_values(data, full_ru
     assert written[key] == pytest.approx(value, rel=1e-4, abs=1e-5), key
 
 
+@pytest.mark.slow
 def test_gradient_accumulation_matches_the_full_batch(data, full_run, tmp_path):
   # 2 micro-batches of 4 per update against the full run's batches of 8 (same records).
   full_dir, full = full_run
@@ -141,6 +144,7 @@ def test_gradient_accumulation_matches_the_full_batch(data, full_run, tmp_path):
                       checkpoint_values(str(tmp_path / "two" / "ckpt-6")), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precision", ["bfloat16", "float16"])
 def test_mixed_precision_runs_keep_float32_weights(data, tmp_path, precision):
   result = pretraining.run_pretraining(tiny_config(), tiny_settings(
@@ -154,6 +158,7 @@ def test_mixed_precision_runs_keep_float32_weights(data, tmp_path, precision):
   assert any("dynamic_scale" in n for n in names) == (precision == "float16")
 
 
+@pytest.mark.slow
 def test_init_checkpoint_loads_original_tf1_weights(data, tmp_path, caplog):
   caplog.set_level(logging.INFO, logger="absl")
   config = tiny_config()
@@ -174,6 +179,7 @@ def test_init_checkpoint_loads_original_tf1_weights(data, tmp_path, caplog):
       m.strip() for m in marked]
 
 
+@pytest.mark.slow
 def test_init_checkpoint_from_our_training_checkpoint(data, full_run, tmp_path):
   config = tiny_config()
   full_dir, _ = full_run
@@ -215,6 +221,7 @@ def test_metadata_mismatch_and_empty_glob_are_clear_errors(data, tmp_path):
                                                    dynamic_masking=True))
 
 
+@pytest.mark.slow
 def test_non_finite_loss_stops_with_the_step_and_last_checkpoint(data, tmp_path):
   # An absurd learning rate blows the weights up within a few steps.
   with pytest.raises(loop.TrainingError) as error:
@@ -232,6 +239,7 @@ def test_non_finite_loss_stops_with_the_step_and_last_checkpoint(data, tmp_path)
   assert all(np.isfinite(v).all() for v in checkpoint_values(last_good).values())
 
 
+@pytest.mark.slow
 def test_dynamic_masking_with_lamb_trains(data, tmp_path):
   vocab = write_vocab(str(tmp_path / "vocab.txt"))
   result = pretraining.run_pretraining(tiny_config(), tiny_settings(
@@ -240,6 +248,7 @@ def test_dynamic_masking_with_lamb_trains(data, tmp_path):
   assert result["global_step"] == 2 and 3.0 < result["train_loss"] < 6.0
 
 
+@pytest.mark.slow
 def test_export_reloads_with_the_same_outputs(data, full_run):
   output_dir, result = full_run
   export_dir = result["export_dir"]

@@ -18,6 +18,9 @@ from bert_tf.training import pretraining
 from tests.helpers import (assert_same_weights, checkpoint_values, tiny_config,
                            tiny_settings, write_lock)
 
+# Every test here trains (the shared 6-step run or its own): the slow tier.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def full_run(data, tmp_path_factory):
