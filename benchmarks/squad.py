@@ -17,7 +17,7 @@ One run measures, on the same data and configuration for every system:
      ours:     bert_tf.tasks.squad_data with bert_tf.tokenization.FullTokenizer:
                read_squad_examples, convert_examples_to_features into a FeatureWriter
                (train.tf_record, is_training=True, SQuAD 2.0; eval.tf_record, keeping the
-               features as run_squad does), and write_predictions;
+               features as run_squad does), and squad_answers.write_predictions;
      original: tests/tasks/squad_reference.py, a literal restatement of the original
                run_squad.py's loops (read_examples, convert, feature_record + SerializeToString()
                into a tf.io.TFRecordWriter, predictions + json.dumps(indent=4) into tf.io.gfile
@@ -436,8 +436,8 @@ def ours_convert(tokenizer, train_file, dev_file, train_record, eval_record):
 
 
 def ours_postprocess(examples, features, results, version_2, directory):
-  from bert_tf.tasks import squad_data  # pylint: disable=g-import-not-at-top
-  squad_data.write_predictions(
+  from bert_tf.tasks import squad_answers  # pylint: disable=g-import-not-at-top
+  squad_answers.write_predictions(
       examples, features, results, FLAGS.n_best_size, FLAGS.max_answer_length, True,
       os.path.join(directory, "predictions.json"), os.path.join(directory, "nbest.json"),
       os.path.join(directory, "null_odds.json"), version_2_with_negative=version_2)
@@ -447,15 +447,15 @@ def random_results(np, features, seed=0):
   """RawResults of fixed random float32 logits for every feature (lists of Python floats, as
   run_squad passes them): context positions ~N(0, 1), every other position 6 lower, [CLS] too
   for the start and end logits alike."""
-  from bert_tf.tasks import squad_data  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import squad_answers  # pylint: disable=g-import-not-at-top
   rng = np.random.default_rng(seed)
   results = []
   for feature in features:
     context = (np.asarray(feature.segment_ids) == 1) & (np.asarray(feature.input_mask) == 1)
     logits = rng.standard_normal((2, len(feature.input_ids))) - 6.0 * ~context
     logits = logits.astype(np.float32)
-    results.append(squad_data.RawResult(feature.unique_id, logits[0].tolist(),
-                                        logits[1].tolist()))
+    results.append(squad_answers.RawResult(feature.unique_id, logits[0].tolist(),
+                                           logits[1].tolist()))
   return results
 
 

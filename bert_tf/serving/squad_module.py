@@ -1,7 +1,7 @@
 """Raw-text question answering for TF Serving: the whole of run_squad's prediction in-graph.
 
 `QuestionAnsweringModule` takes a question and a context per row and returns the answer that
-`bert_tf.tasks.squad_data.postprocess` (predictions.json) gives for the same model and inputs.
+`bert_tf.tasks.squad_answers.postprocess` (predictions.json) gives for the same model and inputs.
 Every step of the original's prediction path is a TensorFlow or tensorflow-text op, so TF Serving
 (or `tf.saved_model.load` with `import tensorflow_text`) runs it without Python:
 
@@ -53,7 +53,7 @@ from bert_tf.text import InGraphTokenizer
 
 # The reader's word separators (squad_data.split_context): space, tab, CR, LF, U+202F.
 SQUAD_SEPARATORS = (0x20, 0x09, 0x0D, 0x0A, 0x202F)
-# squad_data.NO_ANSWER_SCORE_DIFF (not imported: the serving package needs nothing of tasks).
+# squad_answers.NO_ANSWER_SCORE_DIFF (not imported: the serving package needs nothing of tasks).
 NO_ANSWER_SCORE_DIFF = 1000000.0
 # The original's SQuAD 1.1 answer when no span is valid.
 EMPTY_ANSWER = "empty"

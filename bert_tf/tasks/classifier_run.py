@@ -43,6 +43,7 @@ from bert_tf.config import BertConfig
 from bert_tf.model import heads
 from bert_tf.tasks import classifier
 from bert_tf.tasks import classifier_data
+from bert_tf.tasks import classifier_processors
 from bert_tf.tasks import common
 from bert_tf.tasks import fine_tuning
 from bert_tf.training import input_pipeline
@@ -124,21 +125,21 @@ class ClassifierSettings(common.FineTuningSettings):
       raise loop.TrainingError("; ".join(problems))
 
 
-def make_processor(settings: ClassifierSettings) -> classifier_data.DataProcessor:
-  """The task's processor: one of classifier_data.PROCESSORS, or a GenericProcessor."""
+def make_processor(settings: ClassifierSettings) -> classifier_processors.DataProcessor:
+  """The task's processor: one of classifier_processors.PROCESSORS, or a GenericProcessor."""
   name = settings.task_name.lower()
   if name == GENERIC_TASK:
     files = {key: value for key, value in (("train_file", settings.train_file),
                                            ("dev_file", settings.dev_file),
                                            ("test_file", settings.test_file)) if value}
-    return classifier_data.GenericProcessor(
+    return classifier_processors.GenericProcessor(
         settings.text_a_column, settings.text_b_column, settings.label_column,
         has_header=settings.has_header, label_list=list(settings.label_list) or None,
         is_regression=settings.regression, file_format=settings.file_format,
         delimiter=settings.delimiter, guid_column=settings.guid_column, **files)
   if name == "xnli":
-    return classifier_data.get_processor(name, language=settings.xnli_language)
-  return classifier_data.get_processor(name)
+    return classifier_processors.get_processor(name, language=settings.xnli_language)
+  return classifier_processors.get_processor(name)
 
 
 def parse_column(value: Optional[str]) -> Optional[Column]:
@@ -175,7 +176,7 @@ def _label_list(processor, settings: ClassifierSettings) -> common.StartingHead:
   starts from (common.starting_head: its task_info.json is the truth about its labels). A
   generic task without --label_list takes them from its training file when training, else
   from that model."""
-  is_generic = isinstance(processor, classifier_data.GenericProcessor)
+  is_generic = isinstance(processor, classifier_processors.GenericProcessor)
   labels: Optional[List[str]] = None
   how: Optional[str] = "explicit"
   if settings.regression or not is_generic:
@@ -203,7 +204,7 @@ def _read(settings: ClassifierSettings, vocab_md5: str) -> fine_tuning.TaskInput
   processor = make_processor(settings)
   start = _label_list(processor, settings)
   label_list = start.labels
-  if isinstance(processor, classifier_data.GenericProcessor):
+  if isinstance(processor, classifier_processors.GenericProcessor):
     # The files are read (and their labels checked) with the labels in the model's order.
     processor = make_processor(dataclasses.replace(
         settings, label_list=tuple(label_list or ()), regression=label_list is None))
@@ -229,7 +230,7 @@ def _data_file(processor, settings: ClassifierSettings, split: str) -> str:
   (--dev_file, --test_file) in data_dir or as a path, else data_dir's <split>.tsv (the GLUE
   processors' names)."""
   name = f"{split}.tsv"
-  if isinstance(processor, classifier_data.GenericProcessor):
+  if isinstance(processor, classifier_processors.GenericProcessor):
     name = processor.files[split]
     if name.startswith("/") or "://" in name:
       return name

@@ -46,6 +46,7 @@ from bert_tf.model import heads
 from bert_tf.tasks import common
 from bert_tf.tasks import fine_tuning
 from bert_tf.tasks import squad
+from bert_tf.tasks import squad_answers
 from bert_tf.tasks import squad_data
 from bert_tf.tasks import squad_metrics
 from bert_tf.training import input_pipeline
@@ -274,8 +275,8 @@ def _predict(state: fine_tuning.RunState) -> Dict[str, Any]:
   if out["unique_ids"].tolist() != expected:
     raise loop.TrainingError(f"{record_file}: the predicted windows' unique_ids do not match "
                              "the converted features")
-  results = [squad_data.RawResult(uid, out["start_logits"][i].tolist(),
-                                  out["end_logits"][i].tolist())
+  results = [squad_answers.RawResult(uid, out["start_logits"][i].tolist(),
+                                     out["end_logits"][i].tolist())
              for i, uid in enumerate(expected)]
   return write_outputs(examples, eval_features, results, settings, data["gold"], state.chief)
 
@@ -290,7 +291,7 @@ def write_outputs(examples, eval_features, results, settings: SquadSettings,
   paths = {name: io.join(out_dir, name) for name in (PREDICTIONS_FILE, NBEST_FILE,
                                                       NULL_ODDS_FILE)}
   v2 = settings.version_2_with_negative
-  predictions, nbest, null_odds = squad_data.postprocess(
+  predictions, nbest, null_odds = squad_answers.postprocess(
       examples, eval_features, results, settings.n_best_size, settings.max_answer_length,
       settings.do_lower_case, v2, 0.0 if threshold is None else threshold,
       settings.verbose_logging)
@@ -303,16 +304,16 @@ def write_outputs(examples, eval_features, results, settings: SquadSettings,
         threshold = float(scores["best_f1_thresh"])
         logging.info("--null_score_diff_threshold=auto: %.6f, the threshold with the best F1 "
                      "(%.4f) on %s", threshold, scores["best_f1"], settings.predict_file)
-        predictions = squad_data.predictions_from_nbest(nbest, null_odds, threshold)
+        predictions = squad_answers.predictions_from_nbest(nbest, null_odds, threshold)
         scores = squad_metrics.evaluate_v2(gold, predictions, na_probs=null_odds)
       scores = dict(scores, null_score_diff_threshold=threshold)
     else:
       scores = squad_metrics.evaluate_v1(gold, predictions)
   if chief:
-    io.write_text(paths[PREDICTIONS_FILE], squad_data.dumps_indent4(predictions) + "\n")
-    io.write_text(paths[NBEST_FILE], squad_data.dumps_indent4(nbest) + "\n")
+    io.write_text(paths[PREDICTIONS_FILE], squad_answers.dumps_indent4(predictions) + "\n")
+    io.write_text(paths[NBEST_FILE], squad_answers.dumps_indent4(nbest) + "\n")
     if v2:
-      io.write_text(paths[NULL_ODDS_FILE], squad_data.dumps_indent4(null_odds) + "\n")
+      io.write_text(paths[NULL_ODDS_FILE], squad_answers.dumps_indent4(null_odds) + "\n")
     if scores is not None:
       io.write_text(io.join(out_dir, squad_metrics.EVAL_RESULTS_FILE),
                     json.dumps(scores, indent=2) + "\n")

@@ -3,10 +3,11 @@
 Every function here follows the original's control flow step by step (character loop over the
 context, a max-context scan over all windows for every token, string joins in
 _improve_answer_span, sorted() for the n-best indexes, tf.train.Example for the records), with
-none of bert_tf.tasks.squad_data's shortcuts, so the tests can check that the fast internals
-give the same examples, features, records and prediction files. benchmarks/squad.py times it
-(with the original's character-at-a-time tokenizer) as the original's speed. Written for this
-project from the behaviour described in ../shared/spec/ORIGINAL_FINETUNING.md §2.
+none of the shortcuts of bert_tf.tasks.squad_data and squad_answers, so the tests can check
+that the fast internals give the same examples, features, records and prediction files.
+benchmarks/squad.py times it (with the original's character-at-a-time tokenizer) as the
+original's speed. Written for this project from the behaviour described in
+../shared/spec/ORIGINAL_FINETUNING.md §2.
 """
 
 import collections

@@ -1,4 +1,5 @@
-"""bert_tf.tasks.squad_data: the original run_squad.py's examples, windows, records and answers.
+"""bert_tf.tasks.squad_data: the original run_squad.py's examples, windows and records, and the
+answers squad_answers makes of them (its unit tests: test_squad_answers.py).
 
 Two kinds of checks: golden cases worked out by hand from the original's rules
 (../shared/spec/ORIGINAL_FINETUNING.md §2), and equality with squad_reference.py, a literal
@@ -12,12 +13,13 @@ import json
 import os
 import random
 
-from hypothesis import example, given, settings, strategies as st
+from hypothesis import given, settings, strategies as st
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from bert_tf import tokenization
+from bert_tf.tasks import squad_answers as sa
 from bert_tf.tasks import squad_data as sd
 from tests.tasks import squad_reference as ref
 
@@ -139,19 +141,6 @@ def test_training_labels_window_without_answer_and_impossible(tokenizer, tmp_pat
   assert [f.unique_id for f in feats] == list(range(1000000000, 1000000000 + len(feats)))
 
 
-def test_get_final_text_projects_back_to_the_original_words():
-  assert sd.get_final_text("steve smith", "Steve Smith's", True) == "Steve Smith"
-  assert sd.get_final_text("1895", "(1895-1943).", True) == "1895"
-  assert sd.get_final_text("Smith", "Smith's", False) == "Smith"
-  # Precomposed é: stripping its accent keeps the length, so the projection works.
-  assert sd.get_final_text("cafe", "Café au", True) == "Café"
-  # Decomposed e + U+0301: lower-casing drops the mark, lengths differ -> the whole words.
-  assert sd.get_final_text("cafe", "Cafe\u0301 au", True) == "Cafe\u0301 au"
-  # [UNK] is never found in the BasicTokenizer's text -> the whole words.
-  assert sd.get_final_text("[UNK] smith", "\u2603 Smith", True) == "\u2603 Smith"
-  assert sd.get_final_text("", "Smith", True) == "Smith"
-
-
 def results_for(features, picks, seq):
   """RawResults whose logits are 0 except `picks`: {unique_id: (start pos, end pos, value)}."""
   results = []
@@ -160,7 +149,7 @@ def results_for(features, picks, seq):
     for s, e, value in picks.get(f.unique_id, []):
       start[s] = value
       end[e] = value
-    results.append(sd.RawResult(f.unique_id, start.tolist(), end.tolist()))
+    results.append(sa.RawResult(f.unique_id, start.tolist(), end.tolist()))
   return results
 
 
@@ -173,14 +162,14 @@ def test_v2_threshold_sign_and_null_odds(tokenizer, tmp_path):
   # Null score 2 + 2 = 4 at [CLS]; best span "mat" 1.5 + 1.5 = 3: diff = 1.
   (result,) = results_for([feature], {feature.unique_id: [(0, 0, 2.0), (mat, mat, 1.5)]}, 64)
   for threshold, answer in ((0.0, ""), (0.99, ""), (1.0, "mat"), (2.0, "mat")):
-    predictions, nbest, odds = sd.postprocess(examples, [feature], [result], 20, 30, True,
+    predictions, nbest, odds = sa.postprocess(examples, [feature], [result], 20, 30, True,
                                               True, threshold)
     assert predictions["q"] == answer, threshold
     assert odds["q"] == pytest.approx(1.0)
   assert nbest["q"][0]["text"] == "" and nbest["q"][1]["text"] == "mat"
   assert sum(e["probability"] for e in nbest["q"]) == pytest.approx(1.0)
   # SQuAD 1.1 ignores the null score.
-  predictions, _, odds = sd.postprocess(examples, [feature], [result], 20, 30, True, False)
+  predictions, _, odds = sa.postprocess(examples, [feature], [result], 20, 30, True, False)
   assert predictions["q"] == "mat" and not odds
 
 
@@ -193,14 +182,14 @@ def test_no_valid_span_is_handled_where_the_original_crashes(tokenizer, tmp_path
   # The top start and end logits are all in the question part: no valid span at all.
   question_positions = [(p, p, 3.0) for p in range(1, 5)]
   results = results_for(feats, {feats[0].unique_id: question_positions}, 64)
-  predictions, nbest, odds = sd.postprocess(examples, feats, results, 4, 30, True, True)
+  predictions, nbest, odds = sa.postprocess(examples, feats, results, 4, 30, True, True)
   assert predictions == {"q": "", "empty": ""}
-  assert odds == {"q": sd.NO_ANSWER_SCORE_DIFF, "empty": sd.NO_ANSWER_SCORE_DIFF}
+  assert odds == {"q": sa.NO_ANSWER_SCORE_DIFF, "empty": sa.NO_ANSWER_SCORE_DIFF}
   assert [e["text"] for e in nbest["q"]] == [""]
   _, _, _, crashed = ref.predictions(examples, feats, results, 4, 30, True, True, 0.0)
   assert crashed == ["q", "empty"]  # where the original raises
   # SQuAD 1.1: the original's "empty" placeholder.
-  predictions, nbest, _ = sd.postprocess(examples, feats, results, 4, 30, True, False)
+  predictions, nbest, _ = sa.postprocess(examples, feats, results, 4, 30, True, False)
   assert predictions == {"q": "empty", "empty": "empty"}
   assert nbest["q"] == [{"text": "empty", "probability": 1.0, "start_logit": 0.0,
                          "end_logit": 0.0}]
@@ -320,20 +309,20 @@ def random_results(features, seq, seed, peaked=True):
       n = sum(f.input_mask)
       for logits in (start, end):
         logits[rng.integers(0, n, size=3)] += rng.uniform(2, 6, size=3).astype(np.float32)
-    results.append(sd.RawResult(f.unique_id, start.tolist(), end.tolist()))
+    results.append(sa.RawResult(f.unique_id, start.tolist(), end.tolist()))
   return results
 
 
 def assert_same_predictions(examples, features, rexamples, rfeatures, results, v2, **kw):
   args = dict(n_best_size=kw.get("n_best_size", 20), max_answer_length=kw.get("max_answer", 30),
               do_lower_case=True)
-  ours = sd.postprocess(examples, features, results, version_2_with_negative=v2,
+  ours = sa.postprocess(examples, features, results, version_2_with_negative=v2,
                         null_score_diff_threshold=kw.get("threshold", 0.0), **args)
   *theirs, crashed = ref.predictions(rexamples, rfeatures, results, args["n_best_size"],
                                      args["max_answer_length"], True, v2,
                                      kw.get("threshold", 0.0))
   for qid in crashed:  # the original raises there; we answer "" (see the crash test)
-    assert ours[0][qid] == "" and ours[2][qid] == sd.NO_ANSWER_SCORE_DIFF
+    assert ours[0][qid] == "" and ours[2][qid] == sa.NO_ANSWER_SCORE_DIFF
   for mine, original in zip(ours, theirs):
     mine = collections.OrderedDict((k, v) for k, v in mine.items() if k not in crashed)
     assert json.dumps(mine, indent=4) == json.dumps(original, indent=4)
@@ -448,7 +437,7 @@ def test_written_files_are_the_originals_format(tokenizer, tmp_path):
   feats = features_of(examples, tokenizer, False, 128, 64, 32)
   results = random_results(feats, 128, 3)
   files = [str(tmp_path / n) for n in ("p.json", "n.json", "o.json")]
-  predictions, nbest, odds = sd.write_predictions(examples, feats, results, 20, 30, True, *files,
+  predictions, nbest, odds = sa.write_predictions(examples, feats, results, 20, 30, True, *files,
                                                   version_2_with_negative=True)
   texts = [open(f, encoding="utf-8").read() for f in files]
   assert texts == [json.dumps(x, indent=4) + "\n" for x in (predictions, nbest, odds)]
@@ -457,12 +446,12 @@ def test_written_files_are_the_originals_format(tokenizer, tmp_path):
       ["text", "probability", "start_logit", "end_logit"]
   # v1 writes no null_odds.json
   os.remove(files[2])
-  sd.write_predictions(examples, feats, results, 20, 30, True, *files)
+  sa.write_predictions(examples, feats, results, 20, 30, True, *files)
   assert not os.path.exists(files[2])
   # Re-deciding at another threshold from the n-best and the odds equals a re-run.
   for threshold in (-3.0, 0.5, 4.0):
-    again = sd.postprocess(examples, feats, results, 20, 30, True, True, threshold)[0]
-    assert sd.predictions_from_nbest(nbest, odds, threshold) == again
+    again = sa.postprocess(examples, feats, results, 20, 30, True, True, threshold)[0]
+    assert sa.predictions_from_nbest(nbest, odds, threshold) == again
 
 
 def test_records_parse_back_to_the_features(tokenizer, tmp_path):
@@ -485,52 +474,6 @@ def test_records_parse_back_to_the_features(tokenizer, tmp_path):
                       "start_positions": [feature.start_position],
                       "end_positions": [feature.end_position],
                       "is_impossible": [int(feature.is_impossible)]}
-
-
-_JSON_SCALARS = st.one_of(st.text(), st.floats(allow_nan=True, allow_infinity=True),
-                          st.integers(-2 ** 70, 2 ** 70), st.booleans(), st.none())
-
-
-@settings(max_examples=200, deadline=None)
-@given(obj=st.recursive(_JSON_SCALARS, lambda inner: st.one_of(
-    st.lists(inner, max_size=4),
-    st.dictionaries(st.one_of(st.text(), st.integers(), st.floats(allow_nan=False), st.none(),
-                              st.booleans()), inner, max_size=4)), max_leaves=20))
-def test_the_fast_json_writer_equals_json_dumps_indent_4(obj):
-  assert sd.dumps_indent4(obj) == json.dumps(obj, indent=4)
-
-
-_NBEST_VALUE = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.floats(-1e308, 1e308),
-                         st.integers(-3, 3), st.text(max_size=5), st.none())
-
-
-@st.composite
-def _nbest_lists(draw):
-  # Mostly well-formed n-best entries (the per-list format path), some with a value of another
-  # type, a non-finite or huge float, or keys missing or out of order (the general path).
-  entries = []
-  for _ in range(draw(st.integers(0, 5))):
-    entry = {"text": draw(st.one_of(st.text(), st.text(), _NBEST_VALUE))}
-    for key in ("probability", "start_logit", "end_logit"):
-      entry[key] = draw(st.one_of(st.floats(-50, 50), st.floats(-50, 50), _NBEST_VALUE))
-    if draw(st.integers(0, 9)) == 0:
-      entry = dict(reversed(list(entry.items())))
-    entries.append(entry)
-  return entries
-
-
-def _entry(text, *numbers):
-  return dict(zip(("text", "probability", "start_logit", "end_logit"), (text,) + numbers))
-
-
-@settings(max_examples=300, deadline=None)
-@given(nbest=st.dictionaries(st.text(max_size=3), _nbest_lists(), max_size=4))
-@example(nbest={"a": [_entry("x", 0.5, 1.0, 2.0), _entry("y", 0.5, float("nan"), 2.0)]})
-@example(nbest={"b": [_entry("x\u00e9", 0.5, float("inf"), 2.0)],
-                "c": [_entry("", 1e308, 1e308, -1e-320)]})
-@example(nbest={"d": [_entry("%s %r", 0.1, -0.0, 3.0)], "e": [], "f": [_entry("z", 1, 2.0, 3.0)]})
-def test_nbest_lists_are_written_as_json_dumps_indent_4(nbest):
-  assert sd.dumps_indent4(nbest) == json.dumps(nbest, indent=4)
 
 
 # === The fast paths' fall-backs ===
@@ -612,10 +555,10 @@ def test_tied_logits_and_uneven_results_rank_as_the_original(tokenizer, tmp_path
   examples, rexamples, ours, theirs = _shared_context_case(tokenizer, tmp_path)
   rng = np.random.default_rng(3)
   # Integer logits: ties at the n-th best position (the full stable sort decides).
-  tied = [sd.RawResult(f.unique_id, rng.integers(-2, 3, 64).astype(float).tolist(),
+  tied = [sa.RawResult(f.unique_id, rng.integers(-2, 3, 64).astype(float).tolist(),
                        rng.integers(-2, 3, 64).astype(float).tolist()) for f in ours]
   # Logits of different lengths per window (the per-window path).
-  uneven = [sd.RawResult(f.unique_id, r.start_logits[:40 + i % 20], r.end_logits[:50])
+  uneven = [sa.RawResult(f.unique_id, r.start_logits[:40 + i % 20], r.end_logits[:50])
             for i, (f, r) in enumerate(zip(ours, random_results(ours, 64, 5)))]
   for results in (tied, uneven):
     for v2 in (False, True):
@@ -635,7 +578,7 @@ def test_garbage_collector_state_is_restored(tokenizer, tmp_path):
       features_of(examples, tokenizer, False)
       with pytest.raises(RuntimeError):
         sd.convert_examples_to_features(examples, tokenizer, 64, 16, 12, False, fail)
-      sd.postprocess(examples, ours, results, 20, 30, True)
+      sa.postprocess(examples, ours, results, 20, 30, True)
       assert gc.isenabled() == enabled
     finally:
       gc.enable()

@@ -1,5 +1,5 @@
 """The raw-text question-answering export (serving.squad_module, tasks.squad_export) against
-squad_data: for the same model and inputs, every answer equals predictions.json's, the null
+squad_data and squad_answers: for the same model and inputs, every answer equals predictions.json's, the null
 score differences null_odds.json's, and start / end locate the answer in the context.
 
 The references run the Python pipeline (read_squad_examples, convert_examples_to_features, the
@@ -25,6 +25,7 @@ from bert_tf.config import BertConfig
 from bert_tf.model import heads
 from bert_tf.model.encoder import ENCODER_INPUTS
 from bert_tf.serving import squad_module
+from bert_tf.tasks import squad_answers as sa
 from bert_tf.tasks import squad_data as sd
 from bert_tf.tasks import squad_export
 from bert_tf.tasks import squad_run
@@ -79,9 +80,9 @@ def reference(model, examples, v2, threshold=0.0, n_best_size=NBEST):
                   input_type_ids=np.array([f.segment_ids for f in features], np.int32))
     out = model(inputs, training=False)
     start, end = np.asarray(out["start_logits"]), np.asarray(out["end_logits"])
-    results = [sd.RawResult(f.unique_id, start[i].tolist(), end[i].tolist())
+    results = [sa.RawResult(f.unique_id, start[i].tolist(), end[i].tolist())
                for i, f in enumerate(features)]
-  predictions, nbest, odds = sd.postprocess(examples, features, results, n_best_size,
+  predictions, nbest, odds = sa.postprocess(examples, features, results, n_best_size,
                                             MAX_ANSWER, True, v2, threshold)
   return predictions, odds, nbest
 
@@ -225,7 +226,7 @@ def test_hand_made_inputs(score_model, tokenizer, v2):
                           STRIDE)) >= 5
   if v2:
     np.testing.assert_array_equal(out["null_score_diff"].numpy()[7:10],
-                                  [sd.NO_ANSWER_SCORE_DIFF] * 3)
+                                  [sa.NO_ANSWER_SCORE_DIFF] * 3)
 
 
 def test_a_one_entry_nbest_holding_the_null_answer(tokenizer):
@@ -235,7 +236,7 @@ def test_a_one_entry_nbest_holding_the_null_answer(tokenizer):
   pairs = HAND_MADE[:3]
   examples = make_examples(pairs)
   ref = reference(model, examples, True, threshold=1e9, n_best_size=1)
-  assert set(ref[0].values()) == {""} and set(ref[1].values()) == {sd.NO_ANSWER_SCORE_DIFF}
+  assert set(ref[0].values()) == {""} and set(ref[1].values()) == {sa.NO_ANSWER_SCORE_DIFF}
   module = module_for(tokenizer, model, True, threshold=1e9, n_best_size=1)
   out = module.answer(tf.constant([q for q, _ in pairs]), tf.constant([c for _, c in pairs]))
   check(out, examples, [c for _, c in pairs], ref, True)
@@ -280,7 +281,7 @@ def v2_export(span_model, tmp_path_factory):
   threshold between two of the null score differences so both kinds of answers occur."""
   examples, contexts = read_files(["dev-v2.0.json", "edge-v2.0.json"])
   odds = sorted(v for v in reference(span_model, examples, True)[1].values()
-                if v != sd.NO_ANSWER_SCORE_DIFF)
+                if v != sa.NO_ANSWER_SCORE_DIFF)
   middle = len(odds) // 2
   threshold = (odds[middle] + odds[middle + 1]) / 2
   ref = reference(span_model, examples, True, threshold)

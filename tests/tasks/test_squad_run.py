@@ -19,6 +19,7 @@ from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.model import heads
 from bert_tf.tasks import fine_tuning
+from bert_tf.tasks import squad_answers as sa
 from bert_tf.tasks import squad_data as sd
 from bert_tf.tasks import squad_metrics
 from bert_tf.tasks import squad_run as sr
@@ -70,9 +71,9 @@ def direct_predictions(model, settings, v2=False, threshold=0.0):
             "input_mask": np.array([f.input_mask for f in features], np.int32),
             "input_type_ids": np.array([f.segment_ids for f in features], np.int32)}
   outputs = model.predict(inputs, batch_size=settings.predict_batch_size, verbose=0)
-  results = [sd.RawResult(f.unique_id, outputs["start_logits"][i].tolist(),
+  results = [sa.RawResult(f.unique_id, outputs["start_logits"][i].tolist(),
                           outputs["end_logits"][i].tolist()) for i, f in enumerate(features)]
-  return sd.postprocess(examples, features, results, settings.n_best_size,
+  return sa.postprocess(examples, features, results, settings.n_best_size,
                         settings.max_answer_length, settings.do_lower_case, v2, threshold)
 
 
@@ -196,12 +197,12 @@ def test_v2_writes_null_odds_and_auto_picks_the_best_threshold(tmp_path):
   scores = read_json(os.path.join(out, "eval_results.json"))
   dataset = read_json(settings.predict_file)["data"]
   # The threshold is the official best_f1_thresh of the threshold-0 predictions...
-  at_zero = sd.predictions_from_nbest(nbest, odds, 0.0)
+  at_zero = sa.predictions_from_nbest(nbest, odds, 0.0)
   official = squad_metrics.evaluate_v2(dataset, at_zero, na_probs=odds)
   assert scores["null_score_diff_threshold"] == official["best_f1_thresh"] == \
       result["null_score_diff_threshold"]
   # ... predictions.json is what that threshold gives, and its F1 is the best one.
-  assert predictions == sd.predictions_from_nbest(nbest, odds, official["best_f1_thresh"])
+  assert predictions == sa.predictions_from_nbest(nbest, odds, official["best_f1_thresh"])
   assert scores["f1"] == pytest.approx(official["best_f1"])
   for key in ("HasAns_f1", "NoAns_f1", "best_exact", "best_exact_thresh"):
     assert key in scores
