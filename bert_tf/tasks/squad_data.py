@@ -301,9 +301,9 @@ class _Window(InputFeatures):
 
   Until then, serialize_feature writes the record from the shared varints and post-processing
   reads the window's part of the paragraph directly. A SQuAD window has a few hundred
-  positions: building its five lists and two dicts was about a fifth of the conversion's time
-  (cProfile), and they were most of the memory of the eval features run_squad keeps (2118
-  windows: 71 MiB with every field built, 12.5 MiB without).
+  positions: building its five lists and two dicts for every window is a large share of the
+  conversion's time and most of the memory of the eval features run_squad keeps (the measured
+  figures are in benchmarks/README.md, SQuAD, "Data step rewritten").
   """
 
   _TEXT_FIELDS = frozenset(("tokens", "token_to_orig_map", "token_is_max_context"))
