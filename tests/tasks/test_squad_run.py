@@ -82,6 +82,7 @@ def test_num_train_steps_come_from_examples_as_the_original():
   assert fine_tuning.num_train_steps(87599, 12, 2.0) == 14599
 
 
+@pytest.mark.slow
 def test_run_writes_the_originals_files(trained):
   settings, result = trained
   out = settings.output_dir
@@ -105,6 +106,7 @@ def test_run_writes_the_originals_files(trained):
   assert all(1 <= len(entries) <= 20 for entries in nbest.values())
 
 
+@pytest.mark.slow
 def test_train_records_are_the_originals_after_its_seeded_shuffle(trained):
   settings, _ = trained
   tokenizer = FullTokenizer(VOCAB, True)
@@ -128,6 +130,7 @@ def test_train_records_are_the_originals_after_its_seeded_shuffle(trained):
                    for f in expected]
 
 
+@pytest.mark.slow
 def test_predictions_equal_postprocessing_of_the_models_logits(trained):
   """Every window predicted once, in order: the files equal post-processing of logits computed
   directly from the trained model."""
@@ -141,6 +144,7 @@ def test_predictions_equal_postprocessing_of_the_models_logits(trained):
                                [e["start_logit"] for e in entries], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_scores_are_the_official_ones(trained):
   settings, result = trained
   dataset = read_json(settings.predict_file)["data"]
@@ -150,6 +154,7 @@ def test_scores_are_the_official_ones(trained):
   assert result["eval"] == expected and set(expected) == {"exact_match", "f1"}
 
 
+@pytest.mark.slow
 def test_predict_only_from_the_trained_run_and_from_converted_checkpoints(trained, tmp_path):
   settings, result = trained
   again = sr.run_squad(CONFIG, dataclasses.replace(settings, do_train=False))
@@ -187,6 +192,7 @@ def test_predict_only_from_the_trained_run_and_from_converted_checkpoints(traine
     assert run["predictions"] == result["predictions"], name
 
 
+@pytest.mark.slow
 def test_v2_writes_null_odds_and_auto_picks_the_best_threshold(tmp_path):
   settings = squad_settings(tmp_path / "v2", version=2, null_score_diff_threshold=None)
   result = sr.run_squad(CONFIG, settings)
@@ -357,6 +363,7 @@ def test_a_folder_holding_another_commands_run_is_refused_untouched(tmp_path):
   assert contents() == before
 
 
+@pytest.mark.slow
 def test_scores_of_a_previous_run_are_removed_when_this_one_has_none(tmp_path):
   """S4: a predict file without answers (v1.1) leaves no eval_results.json (nor null_odds.json)
   of an earlier run beside the new predictions."""
