@@ -329,9 +329,10 @@ def assert_same_predictions(examples, features, rexamples, rfeatures, results, v
   return ours, crashed
 
 
-@pytest.mark.parametrize("name, v2", [("train-v1.1.json", False), ("dev-v1.1.json", False),
-                                      ("train-v2.0.json", True), ("dev-v2.0.json", True),
-                                      ("edge-v2.0.json", True)])
+@pytest.mark.parametrize("name, v2", [
+    pytest.param("train-v1.1.json", False, marks=pytest.mark.slow), ("dev-v1.1.json", False),
+    pytest.param("train-v2.0.json", True, marks=pytest.mark.slow), ("dev-v2.0.json", True),
+    ("edge-v2.0.json", True)])
 @pytest.mark.parametrize("max_seq_length, doc_stride, max_query_length",
                          [(64, 16, 12), (128, 64, 32), (384, 128, 64)])
 def test_fixtures_equal_the_originals_loops(tokenizer, name, v2, max_seq_length, doc_stride,

@@ -420,6 +420,7 @@ def test_the_threshold_of_run_squads_export(tmp_path):
   assert squad_export.null_score_diff_threshold(settings(1.0), info) == 1.0
 
 
+@pytest.mark.slow
 def test_the_readmes_rest_request_runs_on_the_export(loaded_v2):
   """The README's curl body for the SQuAD model, split into columns as TF Serving's REST row
   format does."""
