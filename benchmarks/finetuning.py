@@ -381,7 +381,7 @@ def check_same_records(ours_file, original_file, expected):
 
 def measure_conversion():
   """{"ours": seconds, "original": seconds} (best of the repeats) and the pair count."""
-  from bert_tf import features  # pylint: disable=g-import-not-at-top
+  from bert_tf import record_schema  # pylint: disable=g-import-not-at-top
   from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import classifier_data  # pylint: disable=g-import-not-at-top
   naive_tokenizer = load_naive_tokenizer()
@@ -396,7 +396,7 @@ def measure_conversion():
       for name in best:  # the converters take turns
         if name == "ours":
           # Cold, as a process's first conversion: no word cache, no varint table.
-          features.varint_table.cache_clear()
+          record_schema.varint_table.cache_clear()
           tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, do_lower_case=True)
           start = time.perf_counter()
           classifier_data.file_based_convert_examples_to_features(

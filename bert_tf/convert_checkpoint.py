@@ -261,7 +261,7 @@ def resolve_tokenizer(source: str, config, vocab_file: Optional[str],
   """The tokenizer written beside an hf output: --vocab_file (default: vocab.txt beside --from)
   and --do_lower_case (default: what --from's folder records), checked against what the model was
   trained with (tasks.common.recorded_tokenizer) and against the config's vocab_size."""
-  from bert_tf import features  # pylint: disable=g-import-not-at-top
+  from bert_tf import record_schema  # pylint: disable=g-import-not-at-top
   from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
   from bert_tf.model import conversion  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import common  # pylint: disable=g-import-not-at-top
@@ -290,7 +290,7 @@ def resolve_tokenizer(source: str, config, vocab_file: Optional[str],
       problems.append(f"--do_lower_case={tokenizer.do_lower_case} contradicts "
                       f"do_lower_case={value} ({where})")
   if "vocab_md5" in recorded:
-    md5 = features.vocab_checksum(tokenizer.vocab_file)
+    md5 = record_schema.vocab_checksum(tokenizer.vocab_file)
     if md5 != recorded["vocab_md5"]:
       problems.append(f"--vocab_file={tokenizer.vocab_file} (md5 {md5}) is not the vocab the "
                       f"model was trained with (md5 {recorded['vocab_md5']}, "

@@ -97,7 +97,7 @@ def _check_tokenizer(f, metadata) -> None:
   """The served tokenizer must be the training one: --vocab_file and --do_lower_case against
   the data's metadata and what the checkpoint's directory records (tasks.common)."""
   from absl import logging  # pylint: disable=g-import-not-at-top
-  from bert_tf import features  # pylint: disable=g-import-not-at-top
+  from bert_tf import record_schema  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import common  # pylint: disable=g-import-not-at-top
   problems = []
   if metadata:
@@ -106,7 +106,7 @@ def _check_tokenizer(f, metadata) -> None:
                       f"do_lower_case={metadata['do_lower_case']} (--data_metadata_file="
                       f"{f.data_metadata_file})")
     if metadata.get("vocab_md5"):
-      md5 = features.vocab_checksum(f.vocab_file)
+      md5 = record_schema.vocab_checksum(f.vocab_file)
       if md5 != metadata["vocab_md5"]:
         problems.append(f"--vocab_file={f.vocab_file} (md5 {md5}) is not the vocab the data was "
                         f"made with (md5 {metadata['vocab_md5']}, --data_metadata_file="

@@ -14,7 +14,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import features
+from bert_tf import record_schema
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.model.checkpoints import original_variable_shapes
@@ -190,7 +190,7 @@ def make_records(path: str, num_examples: int = 64, seed: int = 0, seq: int = SE
   repeats A's first token, so both heads have something learnable.
   """
   rng = np.random.RandomState(seed)
-  encoder = features.ExampleEncoder(seq, preds, VOCAB)
+  encoder = record_schema.ExampleEncoder(seq, preds, VOCAB)
   with tf.io.TFRecordWriter(path) as writer:
     for _ in range(num_examples):
       len_a, len_b = rng.randint(2, 6), rng.randint(2, 6)
@@ -203,11 +203,11 @@ def make_records(path: str, num_examples: int = 64, seed: int = 0, seq: int = SE
       for p in positions:
         ids[p] = 4
       writer.write(encoder.encode(ids, len_a + 2, positions, labels, len_a < 4))
-  metadata = features.make_metadata(
+  metadata = record_schema.make_metadata(
       max_seq_length=seq, max_predictions_per_seq=preds, use_v2_feature_names=False,
       vocab_size=VOCAB, vocab_md5=TINY_VOCAB_MD5, do_lower_case=True, do_whole_word_mask=False,
       flags={}, counts={"instances": num_examples}, program_version="tests")
-  features.write_metadata(features.metadata_path(path), metadata)
+  record_schema.write_metadata(record_schema.metadata_path(path), metadata)
   return path
 
 

@@ -1,13 +1,13 @@
 """The import rules of the package layout, read from the source with `ast`.
 
 Tiers (CONTRIBUTING.md, "Layout and import tiers"):
-  foundation  io <- config, tokenization, features; tokenization <- text <- packing;
+  foundation  io <- config, tokenization, record_schema; tokenization <- text <- packing;
               length_buckets, logs (import nothing of ours)
   model/      foundation
   training/   foundation + model (never serving/ or tasks/)
   serving/    foundation + model
   tasks/      foundation + model + training + serving
-  data/       io, tokenization, features (and no TensorFlow import at module level)
+  data/       io, tokenization, record_schema (and no TensorFlow import at module level)
   CLIs        bert_tf.cli and the `python -m bert_tf.NAME` modules: anything; no library
               module imports them.
 Every import counts, also those inside functions.
@@ -31,7 +31,7 @@ FOUNDATION_RULES = {
     "bert_tf.tokenization": {"bert_tf.io"},
     "bert_tf.text": {"bert_tf.tokenization"},
     "bert_tf.packing": {"bert_tf.text", "bert_tf.length_buckets"},
-    "bert_tf.features": {"bert_tf.io"},
+    "bert_tf.record_schema": {"bert_tf.io"},
     "bert_tf.length_buckets": set(),
     "bert_tf.logs": set(),  # standard library only: its filter process imports it alone
 }
@@ -98,7 +98,7 @@ def allowed(importer, imported):
     return imported in FOUNDATION_RULES[importer]
   tier, target = _tier(importer), _tier(imported)
   if tier == "data":
-    return imported in ("bert_tf.io", "bert_tf.tokenization", "bert_tf.features") or \
+    return imported in ("bert_tf.io", "bert_tf.tokenization", "bert_tf.record_schema") or \
         target == "data"
   permitted = {"model": {"foundation", "model"},
                "training": {"foundation", "model", "training"},
@@ -210,7 +210,7 @@ def test_the_rules_catch_violations():
   # The checker itself: a few imports that must be refused, and some that must pass.
   assert not allowed("bert_tf.training.loop", "bert_tf.serving.tf_serving")
   assert not allowed("bert_tf.model.checkpoints", "bert_tf.training.losses")
-  assert not allowed("bert_tf.config", "bert_tf.features")
+  assert not allowed("bert_tf.config", "bert_tf.record_schema")
   assert not allowed("bert_tf.data.writer", "bert_tf.model.heads")
   assert not allowed("bert_tf.serving.modules", "bert_tf.cli")
   assert not allowed("bert_tf.io", "bert_tf.config")

@@ -20,7 +20,7 @@ import dataclasses
 import random
 from typing import Callable, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from bert_tf import features
+from bert_tf import record_schema
 from bert_tf.data.corpus import LongLineCallback, ReadReport, iter_lines, iter_piece_lines
 
 CLS_TOKEN = "[CLS]"
@@ -60,7 +60,7 @@ class InstanceOptions:
 
   def __post_init__(self):
     problems = []
-    low, high = features.MIN_SEQ_LENGTH, features.MAX_SEQ_LENGTH_LIMIT
+    low, high = record_schema.MIN_SEQ_LENGTH, record_schema.MAX_SEQ_LENGTH_LIMIT
     if not isinstance(self.max_seq_length, int) or not low <= self.max_seq_length <= high:
       # The original fails below MIN_SEQ_LENGTH (randint(2, max_seq_length - 3) and its
       # truncation asserts).

@@ -46,8 +46,8 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from absl import logging
 
-from bert_tf import features
 from bert_tf import io
+from bert_tf import record_schema
 from bert_tf import tokenization
 from bert_tf.data import corpus
 from bert_tf.data import instances as instances_lib
@@ -295,7 +295,7 @@ def load_vocab(config: DataConfig):
   except (OSError, ValueError) as e:
     raise UsageError(f"--vocab_file: {e}") from None
   vocab = instances_lib.VocabTables(tokenizer.vocab, source=f"--vocab_file={config.vocab_file}")
-  return tokenizer, vocab, features.vocab_checksum(config.vocab_file)
+  return tokenizer, vocab, record_schema.vocab_checksum(config.vocab_file)
 
 
 def make_counts(report: corpus.ReadReport, stats: writer_lib.InstanceStats, input_files,
@@ -320,12 +320,12 @@ def make_metadata(config: DataConfig, counts: Dict[str, Any], vocab, vocab_md5: 
                   output_files: List[str], final_files: List[Optional[str]],
                   file_counts: List[int], extra_flags: Optional[Dict[str, Any]] = None
                   ) -> List[Optional[Dict[str, Any]]]:
-  """The metadata of each output (None for one not written), as features.make_metadata."""
+  """The metadata of each output (None for one not written), as record_schema.make_metadata."""
   written = [f for f in final_files if f]
   not_written = [p for p, f in zip(output_files, final_files) if not f]
   extra = {"outputs_not_written": not_written} if not_written else {}
   flags = dict(config.flag_values(), **(extra_flags or {}))
-  return [None if final is None else features.make_metadata(
+  return [None if final is None else record_schema.make_metadata(
       max_seq_length=config.max_seq_length,
       max_predictions_per_seq=config.max_predictions_per_seq,
       use_v2_feature_names=config.use_v2_feature_names,
@@ -430,7 +430,7 @@ def final_layout(config, output_files, stale_shards, counts, instances, input_fi
   written = [f for f in finals if f]
   candidates = set(stale_shards)
   for path in not_written:
-    candidates.update((path, features.metadata_path(path)))
+    candidates.update((path, record_schema.metadata_path(path)))
   if config.output_dir:
     found = writer_lib.foreign_shards(config.output_dir, written)
   else:
@@ -474,8 +474,8 @@ def _write_reference(config, options, tokenizer, vocab, input_files, writer, sta
   logging.info("Read %d documents, %d lines, %d tokens in %.1f s", report.documents,
                report.lines, report.tokens, read_seconds)
 
-  encoder = features.ExampleEncoder(config.max_seq_length, config.max_predictions_per_seq,
-                                    vocab.size, config.use_v2_feature_names)
+  encoder = record_schema.ExampleEncoder(config.max_seq_length, config.max_predictions_per_seq,
+                                         vocab.size, config.use_v2_feature_names)
   serializer = writer_lib.Serializer(encoder)
   rng = random.Random(config.random_seed)
   records = instances_lib.create_training_instances(
@@ -516,9 +516,9 @@ class BlockMaker:
     self.config = config
     self.vocab = instances_lib.VocabTables(tokenizer.vocab, source=config.vocab_file)
     self.options = config.instance_options()
-    self.encoder = features.ExampleEncoder(config.max_seq_length,
-                                           config.max_predictions_per_seq, self.vocab.size,
-                                           config.use_v2_feature_names)
+    self.encoder = record_schema.ExampleEncoder(config.max_seq_length,
+                                                config.max_predictions_per_seq, self.vocab.size,
+                                                config.use_v2_feature_names)
     self.tokenize = tokenizer.tokenize_to_ids
     if config.segmented_input:
       self.tokenize = instances_lib.tag_words(self.tokenize, self.vocab.size)

@@ -10,8 +10,8 @@ import sys
 import zlib
 from typing import Dict, List, Optional, Tuple
 
-from bert_tf import features
 from bert_tf import io
+from bert_tf import record_schema
 from bert_tf.data import writer as writer_lib
 
 
@@ -19,45 +19,45 @@ def check_instance(d: Dict[str, List], max_seq_length: int,
                    vocab_size: Optional[int]) -> List[str]:
   """Internal consistency of one decoded instance (canonical names); returns the problems."""
   problems = []
-  mask = d[features.INPUT_MASK]
+  mask = d[record_schema.INPUT_MASK]
   n = sum(mask)
   if mask != [1] * n + [0] * (max_seq_length - n):
     problems.append("input_mask is not ones followed by zeros")
-  ids = d[features.INPUT_IDS]
+  ids = d[record_schema.INPUT_IDS]
   if any(ids[n:]):
     problems.append("input_ids are not zero-padded after the mask")
   if vocab_size is not None and any(not 0 <= i < vocab_size for i in ids):
     problems.append(f"input_ids outside [0, {vocab_size})")
-  seg = d[features.SEGMENT_IDS]
+  seg = d[record_schema.SEGMENT_IDS]
   a = seg[:n].count(0)
   if seg != [0] * a + [1] * (n - a) + [0] * (max_seq_length - n):
     problems.append("segment_ids are not 0...0 1...1 then padding")
-  weights = d[features.MASKED_LM_WEIGHTS]
+  weights = d[record_schema.MASKED_LM_WEIGHTS]
   k = int(sum(weights))
   if weights != [1.0] * k + [0.0] * (len(weights) - k):
     problems.append("masked_lm_weights are not ones followed by zeros")
-  positions = d[features.MASKED_LM_POSITIONS][:k]
+  positions = d[record_schema.MASKED_LM_POSITIONS][:k]
   if positions != sorted(set(positions)) or any(not 0 < p < n for p in positions):
     problems.append("masked_lm_positions are not distinct ascending positions inside the text")
-  if any(d[features.MASKED_LM_POSITIONS][k:]) or any(d[features.MASKED_LM_IDS][k:]):
+  if any(d[record_schema.MASKED_LM_POSITIONS][k:]) or any(d[record_schema.MASKED_LM_IDS][k:]):
     problems.append("masked_lm_positions/ids are not zero-padded")
-  if d[features.NEXT_SENTENCE_LABELS][0] not in (0, 1):
+  if d[record_schema.NEXT_SENTENCE_LABELS][0] not in (0, 1):
     problems.append("next_sentence_labels is not 0 or 1")
   return problems
 
 
 def describe(d: Dict[str, List], inv_vocab: Dict[int, str]) -> str:
   """The instance as text: masked positions shown as `shown{=original}`, segments split."""
-  n = sum(d[features.INPUT_MASK])
-  k = int(sum(d[features.MASKED_LM_WEIGHTS]))
-  labels = dict(zip(d[features.MASKED_LM_POSITIONS][:k], d[features.MASKED_LM_IDS][:k]))
+  n = sum(d[record_schema.INPUT_MASK])
+  k = int(sum(d[record_schema.MASKED_LM_WEIGHTS]))
+  labels = dict(zip(d[record_schema.MASKED_LM_POSITIONS][:k], d[record_schema.MASKED_LM_IDS][:k]))
   words = []
-  for i, token_id in enumerate(d[features.INPUT_IDS][:n]):
+  for i, token_id in enumerate(d[record_schema.INPUT_IDS][:n]):
     word = inv_vocab.get(token_id, f"<{token_id}>")
     if i in labels:
       word += "{=" + inv_vocab.get(labels[i], f"<{labels[i]}>") + "}"
     words.append(word)
-  nsp = "random next" if d[features.NEXT_SENTENCE_LABELS][0] else "actual next"
+  nsp = "random next" if d[record_schema.NEXT_SENTENCE_LABELS][0] else "actual next"
   return f"[{nsp}, {n} tokens, {k} masked] " + " ".join(words)
 
 
@@ -154,11 +154,11 @@ def inspect_file(path: str, vocab_file: Optional[str] = None, num_examples: int 
           "new and old ones; run that command again", file=out)
     errors += 1
   meta = None
-  meta_path = features.metadata_path(path)
+  meta_path = record_schema.metadata_path(path)
   if io.exists(meta_path) or not io.is_local(path):
     try:
-      meta = features.read_metadata(meta_path)
-    except features.MetadataError as e:
+      meta = record_schema.read_metadata(meta_path)
+    except record_schema.MetadataError as e:
       if io.exists(meta_path) or "not found" not in str(e):
         print(f"error: {e} (training refuses this file; fix or remove it)", file=out)
         errors += 1
@@ -199,21 +199,21 @@ def inspect_file(path: str, vocab_file: Optional[str] = None, num_examples: int 
         if seq_len is None:
           # No metadata: take the lengths and names from the first record.
           seq_len, max_preds, v2 = _lengths_from_record(record)
-        d = features.decode_example(record, seq_len, max_preds, v2)
+        d = record_schema.decode_example(record, seq_len, max_preds, v2)
         problems = check_instance(d, seq_len, vocab_size)
-      except features.SchemaError as e:
+      except record_schema.SchemaError as e:
         problems = [str(e)]
       if problems:
         invalid += 1
         if invalid <= max_errors:
           print(f"{path}: record {index}: " + "; ".join(problems), file=out)
         continue
-      n = sum(d[features.INPUT_MASK])
+      n = sum(d[record_schema.INPUT_MASK])
       stats["instances"] += 1
       stats["tokens"] += n
       stats["full_length"] += n == seq_len
-      stats["masked"] += int(sum(d[features.MASKED_LM_WEIGHTS]))
-      stats["random_next"] += d[features.NEXT_SENTENCE_LABELS][0]
+      stats["masked"] += int(sum(d[record_schema.MASKED_LM_WEIGHTS]))
+      stats["random_next"] += d[record_schema.NEXT_SENTENCE_LABELS][0]
       if len(examples) < num_examples:
         examples.append(describe(d, inv_vocab))
   except writer_lib.CorruptRecordError as e:
@@ -246,7 +246,7 @@ def _lengths_from_record(record: bytes) -> Tuple[int, int, bool]:
   """(max_seq_length, max_predictions_per_seq, v2 names) of a record's features.
 
   Raises:
-    features.SchemaError: the record is not a tf.train.Example.
+    record_schema.SchemaError: the record is not a tf.train.Example.
   """
   from tensorflow.core.example import example_pb2  # pylint: disable=g-import-not-at-top
   from google.protobuf import message  # pylint: disable=g-import-not-at-top
@@ -254,8 +254,8 @@ def _lengths_from_record(record: bytes) -> Tuple[int, int, bool]:
   try:
     first = example_pb2.Example.FromString(record).features.feature
   except message.DecodeError as e:
-    raise features.SchemaError(f"not a tf.train.Example: {e}") from None
+    raise record_schema.SchemaError(f"not a tf.train.Example: {e}") from None
   v2 = "input_word_ids" in first
-  names = features.feature_names(v2)
-  return (len(first[names[features.INPUT_IDS]].int64_list.value),
-          len(first[names[features.MASKED_LM_IDS]].int64_list.value), v2)
+  names = record_schema.feature_names(v2)
+  return (len(first[names[record_schema.INPUT_IDS]].int64_list.value),
+          len(first[names[record_schema.MASKED_LM_IDS]].int64_list.value), v2)

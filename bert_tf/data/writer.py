@@ -31,8 +31,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
-from bert_tf import features
 from bert_tf import io
+from bert_tf import record_schema
 
 COMPRESSION_TYPES = ("", "GZIP")
 
@@ -83,7 +83,7 @@ class InstanceStats:
 class Serializer:
   """Instance -> record bytes, counting statistics on the way (a `transform` for instances.py)."""
 
-  def __init__(self, encoder: features.ExampleEncoder):
+  def __init__(self, encoder: record_schema.ExampleEncoder):
     self.encoder = encoder
     self.stats = InstanceStats(encoder.max_seq_length)
 
@@ -358,8 +358,8 @@ def foreign_shards(output_dir: str, shard_files: Sequence[str]) -> List[str]:
   ours = {os.path.basename(p) for p in shard_files}
   found = []
   for name in sorted(io.listdir(output_dir)):
-    base = name[:-len(features.METADATA_SUFFIX)] if name.endswith(
-        features.METADATA_SUFFIX) else name
+    base = name[:-len(record_schema.METADATA_SUFFIX)] if name.endswith(
+        record_schema.METADATA_SUFFIX) else name
     if SHARD_PATTERN.match(base) and base not in ours:
       found.append(io.join(output_dir, name))
   return found
@@ -411,10 +411,10 @@ def check_distinct_outputs(output_files: Sequence[str], flag: str = "--output_fi
                         f"{flag}: {first} and {path} are the same file (listed twice)")
     seen[key] = path
   for path in output_files:
-    other = seen.get(_same_file_key(features.metadata_path(path)))
+    other = seen.get(_same_file_key(record_schema.metadata_path(path)))
     if other is not None:
       raise OutputError(f"{flag}: {other} is the metadata file of {path} "
-                        f"({features.metadata_path(path)}); choose another name")
+                        f"({record_schema.metadata_path(path)}); choose another name")
 
 
 def check_outputs(output_files: Sequence[str], overwrite: bool,
@@ -647,7 +647,7 @@ class RecordWriter:
         raise self._write_error(index, e) from None
 
   def _write_metadata_temp(self, final: str, text: str) -> str:
-    meta_final = features.metadata_path(final)
+    meta_final = record_schema.metadata_path(final)
     meta_temp = io.temp_name(meta_final)
     self.temp_files.append(meta_temp)  # abort() deletes it
     try:
@@ -667,7 +667,7 @@ class RecordWriter:
       final_files: for each output, its final path (another layout's name, say), or None to
         drop it (its temporary file is deleted). Default: output_files.
       metadata: for each output, the metadata to write beside its final path
-        (`features.metadata_path`), or None. Default: none.
+        (`record_schema.metadata_path`), or None. Default: none.
       remove: files to delete as part of the commit (shards of another layout, outputs that
         are not written). Stale metadata of the outputs is always removed.
 
@@ -690,12 +690,12 @@ class RecordWriter:
         continue
       records.append((temp, final))
       if meta is not None:
-        text = json.dumps(meta, indent=2, sort_keys=False) + "\n"  # as features.write_metadata
+        text = json.dumps(meta, indent=2, sort_keys=False) + "\n"  # as record_schema.write_metadata
         meta_files.append((self._write_metadata_temp(final, text),
-                           features.metadata_path(final)))
+                           record_schema.metadata_path(final)))
     moves = records + meta_files
-    stale = [features.metadata_path(p) for p in self.output_files]
-    stale += [features.metadata_path(final) for _, final in records]
+    stale = [record_schema.metadata_path(p) for p in self.output_files]
+    stale += [record_schema.metadata_path(final) for _, final in records]
     stale = list(dict.fromkeys(list(remove) + stale))
 
     journal = journal_path(self.output_files[0])
@@ -767,8 +767,8 @@ def read_records(path: str, compression: Optional[str] = None) -> List[bytes]:
 
   if compression is None:
     compression = ""
-    meta_path = features.metadata_path(path)
+    meta_path = record_schema.metadata_path(path)
     if io.exists(meta_path):
-      compression = features.read_metadata(meta_path).get("compression", "")
+      compression = record_schema.read_metadata(meta_path).get("compression", "")
   dataset = tf.data.TFRecordDataset(path, compression_type=compression)
   return [bytes(r) for r in dataset.as_numpy_iterator()]

@@ -51,9 +51,9 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import features
 from bert_tf import io
 from bert_tf import length_buckets as length_buckets_lib
+from bert_tf import record_schema
 from bert_tf.config import BertConfig
 from bert_tf.packing import MASK_TOKEN, Packer
 from bert_tf.serving.modules import (ClassifierModule, EncoderModule, PreprocessorModule,
@@ -81,7 +81,7 @@ WARMUP_TEXTS = ("The man went to the store.",
 def prediction_log(model_name: str, signature_name: str,
                    inputs: Mapping[str, np.ndarray]) -> bytes:
   """A serialized tensorflow.serving.PredictionLog holding one PredictRequest."""
-  field = features.length_delimited
+  field = record_schema.length_delimited
   spec = field(1, model_name.encode("utf-8")) + field(3, signature_name.encode("utf-8"))
   request = field(1, spec)
   for key in sorted(inputs):

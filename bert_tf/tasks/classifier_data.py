@@ -28,7 +28,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from absl import logging
 
-from bert_tf import features
+from bert_tf import record_schema
 from bert_tf import tokenization
 
 # === Examples and features ===
@@ -319,24 +319,24 @@ class _RecordEncoder:
     self.max_seq_length = max_seq_length
     self.regression = regression
     # Varints of every token id and of every length a record can have.
-    self.varints = features.varint_table(max(vocab_size, 3 * max_seq_length + 64, 0x4000))
-    self._ids_headers = features.entry_headers(INPUT_IDS)
+    self.varints = record_schema.varint_table(max(vocab_size, 3 * max_seq_length + 64, 0x4000))
+    self._ids_headers = record_schema.entry_headers(INPUT_IDS)
     # Segment ids are 0/1, one byte each: their entry's header is the same for every record.
-    self._segment_header = features.entry_headers(SEGMENT_IDS)[max_seq_length]
+    self._segment_header = record_schema.entry_headers(SEGMENT_IDS)[max_seq_length]
     # Entries that depend only on a count are built once.
     self._mask_entries: Dict[int, bytes] = {}
     self._label_entries: Dict[Any, bytes] = {}
-    self._real_entries = [features.feature_entry(IS_REAL_EXAMPLE, b"\x00"),
-                          features.feature_entry(IS_REAL_EXAMPLE, b"\x01")]
+    self._real_entries = [record_schema.feature_entry(IS_REAL_EXAMPLE, b"\x00"),
+                          record_schema.feature_entry(IS_REAL_EXAMPLE, b"\x01")]
 
   def _label_entry(self, label_id: Union[int, float]) -> bytes:
     entry = self._label_entries.get(label_id)
     if entry is None:
       if self.regression:  # one float in a float_list
-        entry = features.feature_entry(LABEL_IDS, struct.pack("<f", label_id),
-                                       features.FLOAT_LIST)
+        entry = record_schema.feature_entry(LABEL_IDS, struct.pack("<f", label_id),
+                                            record_schema.FLOAT_LIST)
       else:
-        entry = features.feature_entry(LABEL_IDS, features.varint(label_id))
+        entry = record_schema.feature_entry(LABEL_IDS, record_schema.varint(label_id))
       self._label_entries[label_id] = entry
     return entry
 
@@ -347,7 +347,7 @@ class _RecordEncoder:
         return b"".join(map(self.varints.__getitem__, ids))
     except IndexError:
       pass
-    return b"".join(map(features.varint, ids))
+    return b"".join(map(record_schema.varint, ids))
 
   def encode(self, ids: Sequence[int], num_segment_a: int, label_id: Union[int, float],
              is_real_example: bool) -> bytes:
@@ -360,7 +360,7 @@ class _RecordEncoder:
     max_seq_length = self.max_seq_length
     mask_entry = self._mask_entries.get(num_tokens)
     if mask_entry is None:
-      mask_entry = self._mask_entries[num_tokens] = features.feature_entry(
+      mask_entry = self._mask_entries[num_tokens] = record_schema.feature_entry(
           INPUT_MASK, b"\x01" * num_tokens + b"\x00" * (max_seq_length - num_tokens))
     padding = b"\x00" * (max_seq_length - num_tokens)
     segments = b"\x00" * num_segment_a + b"\x01" * (num_tokens - num_segment_a) + padding
@@ -370,7 +370,7 @@ class _RecordEncoder:
                      self._segment_header, segments))
     n_body = len(body)
     return b"\x0a" + (self.varints[n_body] if n_body < len(self.varints)
-                       else features.varint(n_body)) + body
+                       else record_schema.varint(n_body)) + body
 
   def encode_features(self, features: InputFeatures) -> bytes:
     """The same bytes from padded InputFeatures (must be [CLS]...-shaped: mask 1s then 0s)."""
@@ -396,7 +396,7 @@ def file_based_convert_examples_to_features(
   One tf.train.Example per example, in order, with the int64 features input_ids, input_mask,
   segment_ids (max_seq_length each), label_ids and is_real_example (one each; label_ids is a
   float when label_list is None, i.e. regression). The file is written atomically
-  (features.RecordFileWriter), so a failure leaves no partial output_file.
+  (record_schema.RecordFileWriter), so a failure leaves no partial output_file.
 
   Returns:
     The number of records written.
@@ -410,7 +410,7 @@ def file_based_convert_examples_to_features(
 
   examples = iter(examples)
   count = 0
-  with features.RecordFileWriter(output_file) as writer, features.collector_paused():
+  with record_schema.RecordFileWriter(output_file) as writer, record_schema.collector_paused():
     while True:
       chunk = list(itertools.islice(examples, _CHUNK_SIZE))
       if not chunk:

@@ -23,9 +23,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from absl import logging
 
-from bert_tf import features
 from bert_tf import io
 from bert_tf import length_buckets as length_buckets_lib
+from bert_tf import record_schema
 from bert_tf import tokenization
 from bert_tf.model import checkpoints
 from bert_tf.training import loop
@@ -143,7 +143,7 @@ def recorded_tokenizer(checkpoint: str) -> Dict[str, Any]:
     _warn_unreproduced(hf, f"{directory}/tokenizer_config.json")
   vocab = f"{directory}/vocab.txt"
   if io.exists(vocab):
-    take("vocab_md5", features.vocab_checksum(vocab), vocab)
+    take("vocab_md5", record_schema.vocab_checksum(vocab), vocab)
   match = re.search(r"([^/]+)/bert_model\.ckpt", checkpoint)
   if match and match.group(1) in _UNCASED_RELEASES + _CASED_RELEASES:
     take("do_lower_case", match.group(1) in _UNCASED_RELEASES,
@@ -194,7 +194,7 @@ def check_tokenizer(checkpoint: Optional[str], vocab_file: str, do_lower_case: b
         f"do_lower_case={recorded['do_lower_case']} ({recorded['casing_source']}); pass "
         f"--do_lower_case={recorded['do_lower_case']}")
   if "vocab_md5" in recorded:
-    md5 = vocab_md5 or features.vocab_checksum(vocab_file)
+    md5 = vocab_md5 or record_schema.vocab_checksum(vocab_file)
     if md5 != recorded["vocab_md5"]:
       problems.append(
           f"--vocab_file={vocab_file} (md5 {md5}) is not the vocab the checkpoint was trained "
@@ -239,7 +239,7 @@ def run_tokenizer(config, settings, resuming: bool):
   the vocab's md5, after checking that the vocab fits the config and agrees with what
   settings.init_checkpoint and, when resuming, settings.output_dir were trained with."""
   tokenizer = tokenization.FullTokenizer(settings.vocab_file, settings.do_lower_case)
-  vocab_md5 = features.vocab_checksum(settings.vocab_file)
+  vocab_md5 = record_schema.vocab_checksum(settings.vocab_file)
   check_vocab_fits(settings.vocab_file, len(tokenizer.vocab), config.vocab_size)
   # output_dir's record counts when it holds checkpoints: a failed run's leaves no constraint.
   resuming = resuming and holds_checkpoints(settings.output_dir)

@@ -71,9 +71,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import features as record_features
 from bert_tf import io
 from bert_tf import length_buckets as length_buckets_lib
+from bert_tf import record_schema
 from bert_tf import tokenization
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
@@ -560,7 +560,7 @@ def _int64s(values: Sequence[int]) -> tf.train.Feature:
 
 
 class TfRecordWriter:
-  """One tf.train.Example per line, to a features.RecordFileWriter (or anything with write)."""
+  """One tf.train.Example per line, to a record_schema.RecordFileWriter (or anything with write)."""
 
   def __init__(self, sink, layers: Sequence[int], pooling: str = "none"):
     self.sink = sink
@@ -687,7 +687,7 @@ def open_writer(output_file: str, output_format: str, layers: Sequence[int], hid
     with io.atomic_write(output_file, "wb") as f:
       yield JsonlWriter(f, layers, pooling)
   elif output_format == "tfrecord":
-    with record_features.RecordFileWriter(output_file) as records:
+    with record_schema.RecordFileWriter(output_file) as records:
       yield TfRecordWriter(records, layers, pooling)
   elif output_format == "npz":
     # Scratch files beside a local output (same disk, cleaned up like io's temporaries), in the

@@ -19,7 +19,7 @@ windows come from a few numpy operations over their stacked logits, and every qu
 candidates from one stable lexsort; a convert_examples_to_features window's spans are read from
 its paragraph's lists (squad_data._Window.doc_part); get_final_text's BasicTokenizer runs once
 per distinct word; nbest_predictions.json is formatted one n-best list at a time; and the cyclic
-garbage collector is paused while these acyclic objects are built (features.collector_paused).
+garbage collector is paused while these acyclic objects are built (record_schema.collector_paused).
 
 Where the original crashes, this module does not (google-research/bert#476, PR #1106): SQuAD
 2.0, no non-null candidate in the n-best (every candidate was the null answer, or the example
@@ -41,8 +41,8 @@ from typing import (Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Op
 from absl import logging
 import numpy as np
 
-from bert_tf import features as record_features
 from bert_tf import io
+from bert_tf import record_schema
 from bert_tf import tokenization
 from bert_tf.tasks import squad_data
 
@@ -362,7 +362,7 @@ def postprocess(all_examples: Sequence[squad_data.SquadExample],
   scores_diff is empty unless version_2_with_negative. Raises KeyError naming a feature whose
   unique_id has no result.
   """
-  with record_features.collector_paused():
+  with record_schema.collector_paused():
     return _postprocess(all_examples, all_features, all_results, n_best_size,
                         max_answer_length, do_lower_case, version_2_with_negative,
                         null_score_diff_threshold, verbose_logging)
@@ -515,7 +515,7 @@ def write_predictions(all_examples, all_features, all_results, n_best_size, max_
   """
   logging.info("Writing predictions to: %s", output_prediction_file)
   logging.info("Writing nbest to: %s", output_nbest_file)
-  with record_features.collector_paused():
+  with record_schema.collector_paused():
     predictions, nbest, scores_diff = postprocess(
         all_examples, all_features, all_results, n_best_size, max_answer_length, do_lower_case,
         version_2_with_negative, null_score_diff_threshold, verbose_logging)

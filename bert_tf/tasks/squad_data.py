@@ -21,7 +21,7 @@ a window's per-position fields are built only when read (_Window), and until the
 framed from the paragraph's varint bytes and post-processing reads the paragraph's lists;
 `_improve_answer_span` compares token lists instead of joining strings for every candidate span;
 and the cyclic garbage collector is paused while these acyclic objects are built
-(features.collector_paused).
+(record_schema.collector_paused).
 
 Where the original crashes, this module does not (google-research/bert#476, PR #1106):
 
@@ -43,8 +43,8 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tu
 from absl import logging
 import numpy as np
 
-from bert_tf import features as record_features
 from bert_tf import io
+from bert_tf import record_schema
 from bert_tf import tokenization
 
 FIRST_UNIQUE_ID = 1000000000
@@ -160,7 +160,7 @@ def read_squad_examples(input_file: str, is_training: bool,
     SquadFormatError: unreadable JSON, a missing key, or a training question with other than
       one answer (naming the file and the question id).
   """
-  with record_features.collector_paused():  # the JSON and the examples make no cycles
+  with record_schema.collector_paused():  # the JSON and the examples make no cycles
     return examples_from_articles(load_squad_json(input_file), input_file, is_training,
                                   version_2_with_negative, stats)
 
@@ -582,7 +582,7 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer, ma
     ValueError: max_seq_length too short for the question plus [CLS] and two [SEP].
     SquadFormatError: training examples that give no window at all.
   """
-  with record_features.collector_paused():
+  with record_schema.collector_paused():
     return _convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,
                                          max_query_length, is_training, output_fn, stats)
 
@@ -638,7 +638,7 @@ def _convert_examples_to_features(examples, tokenizer, max_seq_length, doc_strid
     query_part = ["[CLS]"] + query_tokens + ["[SEP]"]
     query_packed = None
     if query_ids is not None and 0 <= min(query_ids) and max(query_ids) < len(_varints()):
-      query_packed = record_features.pack_int64(query_ids, _varints())
+      query_packed = record_schema.pack_int64(query_ids, _varints())
     question = _Question(query_part, query_ids, query_packed, cls_sep[1], max_seq_length)
     doc_offset = len(query_part)
     for doc_span_index, span in enumerate(spans):
@@ -717,27 +717,27 @@ def serialize_feature(feature: InputFeatures, is_training: bool) -> bytes:
   varints = _varints()
   sequences = feature.packed_sequences() if isinstance(feature, _Window) else None
   if sequences is None:
-    sequences = [record_features.pack_int64(getattr(feature, name), varints)
+    sequences = [record_schema.pack_int64(getattr(feature, name), varints)
                  for name in SEQUENCE_FEATURES]
   packed = dict(zip(SEQUENCE_FEATURES, sequences))
-  packed[UNIQUE_IDS] = record_features.pack_int64([feature.unique_id], varints)
+  packed[UNIQUE_IDS] = record_schema.pack_int64([feature.unique_id], varints)
   if is_training:
-    packed[START_POSITIONS] = record_features.pack_int64([feature.start_position], varints)
-    packed[END_POSITIONS] = record_features.pack_int64([feature.end_position], varints)
+    packed[START_POSITIONS] = record_schema.pack_int64([feature.start_position], varints)
+    packed[END_POSITIONS] = record_schema.pack_int64([feature.end_position], varints)
     packed[IS_IMPOSSIBLE] = b"\x01" if feature.is_impossible else b"\x00"
-  return record_features.serialize_packed_int64_example(packed)
+  return record_schema.serialize_packed_int64_example(packed)
 
 
 @functools.lru_cache(maxsize=None)
 def _varints() -> Sequence[bytes]:
-  return record_features.varint_table(1 << 17)  # every id of vocabularies up to 131k tokens
+  return record_schema.varint_table(1 << 17)  # every id of vocabularies up to 131k tokens
 
 
-class FeatureWriter(record_features.RecordFileWriter):
+class FeatureWriter(record_schema.RecordFileWriter):
   """Writes InputFeatures to a TFRecord file (the original's FeatureWriter, same records).
 
   A context manager: the file appears under `filename` only when the block succeeds
-  (features.RecordFileWriter), so an interrupted conversion leaves no partial file.
+  (record_schema.RecordFileWriter), so an interrupted conversion leaves no partial file.
   """
 
   def __init__(self, filename: str, is_training: bool):

@@ -37,8 +37,8 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, 
 
 from absl import logging
 
-from bert_tf import features
 from bert_tf import io
+from bert_tf import record_schema
 from bert_tf.tasks import tagging_metrics
 
 DOCSTART = "-DOCSTART-"
@@ -384,13 +384,13 @@ def _context_groups(sentences: Sequence[Sentence], document_context: bool
 
 def serialize_feature(feature: InputFeatures) -> bytes:
   """The window's tf.train.Example (int64 lists, deterministic serialisation)."""
-  return features.serialize_int64_example({name: getattr(feature, name)
-                                           for name in RECORD_FIELDS})
+  return record_schema.serialize_int64_example({name: getattr(feature, name)
+                                                for name in RECORD_FIELDS})
 
 
-class FeatureWriter(features.RecordFileWriter):
+class FeatureWriter(record_schema.RecordFileWriter):
   """Writes InputFeatures to a TFRecord file, which appears under `filename` only when the
-  `with` block succeeds (features.RecordFileWriter); also keeps the features when `keep` is
+  `with` block succeeds (record_schema.RecordFileWriter); also keeps the features when `keep` is
   set (prediction needs their word positions)."""
 
   def __init__(self, filename: str, keep: bool = False):

@@ -1,7 +1,7 @@
 """Pretraining TFRecords -> tf.data batches with static shapes, and dynamic masking.
 
 Every batch has fixed shapes (drop_remainder=True) so that XLA and TPUs compile the training step
-once. Features are the schema's canonical names (bert_tf.features), whatever names the files
+once. Features are the schema's canonical names (bert_tf.record_schema), whatever names the files
 store, renamed once to the models' input names (input_word_ids, input_type_ids: TF Hub's), and
 integer features are cast to int32 (TPUs have no int64 matmul/gather path).
 
@@ -15,9 +15,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from absl import logging
 import tensorflow as tf
 
-from bert_tf import features
 from bert_tf import io
 from bert_tf import length_buckets
+from bert_tf import record_schema
 
 COMPRESSION_TYPES = ("", "GZIP")
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -53,7 +53,7 @@ def expand_file_patterns(patterns: Union[str, Sequence[str]],
   files: List[str] = []
   for pattern in items:
     matches = [m for m in sorted(tf.io.gfile.glob(pattern))
-               if not m.endswith(features.METADATA_SUFFIX) and not tf.io.gfile.isdir(m)]
+               if not m.endswith(record_schema.METADATA_SUFFIX) and not tf.io.gfile.isdir(m)]
     if any(c in pattern for c in "*?["):
       # A glob over a folder also matches what is not data: a writer's temporaries
       # (<name>.incomplete-<pid>...) and run-directory locks.
@@ -98,9 +98,9 @@ def read_input_metadata(files: Sequence[str]) -> Optional[Dict[str, Any]]:
   """
   found = {}
   for path in files:
-    meta_path = features.metadata_path(path)
+    meta_path = record_schema.metadata_path(path)
     if tf.io.gfile.exists(meta_path):
-      found[path] = features.read_metadata(meta_path)
+      found[path] = record_schema.read_metadata(meta_path)
   if not found:
     return None
   without = [path for path in files if path not in found]
@@ -125,15 +125,15 @@ def check_input_metadata(files: Sequence[str], max_seq_length: int,
   """Checks the data's metadata against the training flags; returns it (None when absent).
 
   Raises:
-    features.MetadataError: a flag contradicts the data (the message names the flag).
+    record_schema.MetadataError: a flag contradicts the data (the message names the flag).
     InputError: the files disagree with each other.
   """
   metadata = read_input_metadata(files)
   if metadata is not None:
-    features.check_metadata(metadata, source=features.metadata_path(files[0]),
-                            max_seq_length=max_seq_length,
-                            max_predictions_per_seq=max_predictions_per_seq,
-                            vocab_size=vocab_size, do_lower_case=do_lower_case)
+    record_schema.check_metadata(metadata, source=record_schema.metadata_path(files[0]),
+                                 max_seq_length=max_seq_length,
+                                 max_predictions_per_seq=max_predictions_per_seq,
+                                 vocab_size=vocab_size, do_lower_case=do_lower_case)
   return metadata
 
 
@@ -202,7 +202,8 @@ def check_record_files(files: Sequence[str], compression: str, flag_name: str,
     InputError: naming the file, the flag and what is wrong.
   """
   aliases = {}
-  for v1, v2 in zip(features.feature_names(False).values(), features.feature_names(True).values()):
+  for v1, v2 in zip(record_schema.feature_names(False).values(),
+                    record_schema.feature_names(True).values()):
     aliases[v1], aliases[v2] = v2, v1
 
   try:
@@ -342,13 +343,13 @@ def apply_dynamic_masking(batch: Mapping[str, tf.Tensor], config: DynamicMasking
   Returns:
     A copy of `batch` with input_ids and the masked_lm_* features replaced.
   """
-  input_ids = batch[features.INPUT_IDS]  # [B, L]
-  input_mask = batch[features.INPUT_MASK]
-  positions = batch[features.MASKED_LM_POSITIONS]  # [B, P]
+  input_ids = batch[record_schema.INPUT_IDS]  # [B, L]
+  input_mask = batch[record_schema.INPUT_MASK]
+  positions = batch[record_schema.MASKED_LM_POSITIONS]  # [B, P]
   num_slots = positions.shape[1]
   seq_length = input_ids.shape[1]
-  original = _restore_original_ids(input_ids, positions, batch[features.MASKED_LM_IDS],
-                                   batch[features.MASKED_LM_WEIGHTS])
+  original = _restore_original_ids(input_ids, positions, batch[record_schema.MASKED_LM_IDS],
+                                   batch[record_schema.MASKED_LM_WEIGHTS])
 
   seeds = tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), num=4)
   shape = tf.shape(input_ids)
@@ -387,10 +388,10 @@ def apply_dynamic_masking(batch: Mapping[str, tf.Tensor], config: DynamicMasking
                           tf.reduce_sum(slot_one_hot * replacement[:, :, None], axis=1), original)
 
   out = dict(batch)
-  out[features.INPUT_IDS] = replaced_ids
-  out[features.MASKED_LM_POSITIONS] = new_positions
-  out[features.MASKED_LM_IDS] = labels
-  out[features.MASKED_LM_WEIGHTS] = weights
+  out[record_schema.INPUT_IDS] = replaced_ids
+  out[record_schema.MASKED_LM_POSITIONS] = new_positions
+  out[record_schema.MASKED_LM_IDS] = labels
+  out[record_schema.MASKED_LM_WEIGHTS] = weights
   return out
 
 
@@ -442,7 +443,7 @@ def pretraining_dataset(input_files: Union[str, Sequence[str]], max_seq_length: 
 
   Returns:
     A dataset of dicts: the models' input names input_word_ids, input_mask, input_type_ids
-    (the records' input_ids, input_mask, segment_ids; see features.to_model_names), then
+    (the records' input_ids, input_mask, segment_ids; see record_schema.to_model_names), then
     masked_lm_positions, masked_lm_ids [B, L] or [B, P] int32, masked_lm_weights [B, P]
     float32, next_sentence_labels [B, 1] int32.
   """
@@ -451,10 +452,10 @@ def pretraining_dataset(input_files: Union[str, Sequence[str]], max_seq_length: 
   metadata = read_input_metadata(files)
   if metadata is not None:
     try:
-      features.check_metadata(metadata, source=features.metadata_path(files[0]),
-                              max_seq_length=max_seq_length,
-                              max_predictions_per_seq=max_predictions_per_seq)
-    except features.MetadataError as e:
+      record_schema.check_metadata(metadata, source=record_schema.metadata_path(files[0]),
+                                   max_seq_length=max_seq_length,
+                                   max_predictions_per_seq=max_predictions_per_seq)
+    except record_schema.MetadataError as e:
       raise InputError(str(e)) from None
   if compression is None:
     compression = detect_compression(files, metadata)
@@ -505,19 +506,19 @@ def pretraining_dataset(input_files: Union[str, Sequence[str]], max_seq_length: 
   if is_training:
     dataset = dataset.shuffle(shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)
 
-  spec = features.parsing_spec(max_seq_length, max_predictions_per_seq, use_v2_feature_names)
-  names = features.feature_names(use_v2_feature_names)
+  spec = record_schema.parsing_spec(max_seq_length, max_predictions_per_seq, use_v2_feature_names)
+  names = record_schema.feature_names(use_v2_feature_names)
   dataset = dataset.batch(per_replica_batch, drop_remainder=True)
   if dynamic_masking is None:
     dataset = dataset.map(
-        lambda records: features.to_model_names(_parse_batch(records, spec, names)),
+        lambda records: record_schema.to_model_names(_parse_batch(records, spec, names)),
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
   else:
     masking = dynamic_masking
     dataset = dataset.map(lambda records: _parse_batch(records, spec, names),
                           num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
     dataset = dataset.enumerate().map(
-        lambda index, batch: features.to_model_names(apply_dynamic_masking(
+        lambda index, batch: record_schema.to_model_names(apply_dynamic_masking(
             batch, masking,
             tf.stack([tf.constant(masking.seed, tf.int64),
                       index * num_pipelines + pipeline_id]))),
@@ -541,7 +542,7 @@ def classifier_parsing_spec(max_seq_length: int, regression: bool = False
 
 def _parse_records(serialized, spec):
   parsed = tf.io.parse_example(serialized, spec)
-  return features.to_model_names(
+  return record_schema.to_model_names(
       {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v for k, v in parsed.items()})
 
 

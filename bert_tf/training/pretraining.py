@@ -21,8 +21,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import features
 from bert_tf import io
+from bert_tf import record_schema
 from bert_tf import tokenization
 from bert_tf.config import BertConfig
 from bert_tf.model.heads import PRETRAINING_INPUTS, build_pretraining_model
@@ -262,15 +262,15 @@ def _check_data(settings: PretrainingSettings, config: BertConfig, pattern: str,
     # one, the lengths the flags promise and token ids within the config's vocab (which
     # catches files without metadata, alone or among files with it).
     lengths = dict(zip(
-        features.feature_names(False).values(),
-        features.feature_lengths(settings.max_seq_length,
-                                 settings.max_predictions_per_seq).values()))
+        record_schema.feature_names(False).values(),
+        record_schema.feature_lengths(settings.max_seq_length,
+                                      settings.max_predictions_per_seq).values()))
     input_pipeline.check_record_files(
         files, input_pipeline.detect_compression(files, metadata), flag, lengths,
         vocab_size=config.vocab_size)
     _check_vocab(settings, metadata, files[0])
     return metadata
-  except (input_pipeline.InputError, features.MetadataError) as e:
+  except (input_pipeline.InputError, record_schema.MetadataError) as e:
     # Both errors already name the flag and the file.
     raise loop.TrainingError(str(e)) from None
 
@@ -281,11 +281,11 @@ def _check_vocab(settings: PretrainingSettings, metadata: Optional[Mapping[str, 
   the data was tokenized with: its md5 against the metadata's vocab_md5."""
   if not settings.vocab_file or not metadata or not metadata.get("vocab_md5"):
     return
-  md5 = features.vocab_checksum(settings.vocab_file)
+  md5 = record_schema.vocab_checksum(settings.vocab_file)
   if md5 == metadata["vocab_md5"]:
     return
   message = (f"--vocab_file={settings.vocab_file} (md5 {md5}) is not the vocab the data was "
-             f"made with (md5 {metadata['vocab_md5']}, {features.metadata_path(first_file)}): "
+             f"made with (md5 {metadata['vocab_md5']}, {record_schema.metadata_path(first_file)}): "
              "the exports would tokenize text into other ids than training saw")
   if settings.allow_tokenizer_mismatch:
     logging.warning("TOKENIZER MISMATCH (allowed by --allow_tokenizer_mismatch): %s", message)

@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from bert_tf import features
 from bert_tf import io as bert_io
+from bert_tf import record_schema
 from bert_tf.data import beam_pipeline
 from bert_tf.data import corpus
 from bert_tf.data import instances as I
@@ -63,7 +63,7 @@ def _all(shards):
 
 
 def _comparable_metadata(path):
-  meta = features.read_metadata(path)
+  meta = record_schema.read_metadata(path)
   meta["flags"].pop("output_dir")
   meta["flags"].pop("beam_pipeline_options", None)
   meta["counts"].pop("output_files")
@@ -91,19 +91,19 @@ def test_direct_runner_makes_the_local_modes_records(inputs, tmp_path):
   # The summary the command prints (but the time) and the metadata's counts are the same.
   assert _summary_lines(beam_summary) == _summary_lines(local_summary)
   for name, records in beam_shards.items():
-    meta_path = os.path.join(beam, name + features.METADATA_SUFFIX)
-    meta = features.read_metadata(meta_path)
+    meta_path = os.path.join(beam, name + record_schema.METADATA_SUFFIX)
+    meta = record_schema.read_metadata(meta_path)
     assert meta["counts"]["instances_in_file"] == len(records)
     assert meta["counts"]["output_files"] == [os.path.join(beam, n) for n in beam_shards]
     assert meta["flags"]["beam_pipeline_options"] == IN_MEMORY
     assert _comparable_metadata(meta_path) == _comparable_metadata(
-        os.path.join(local, name + features.METADATA_SUFFIX))
-  counts = features.read_metadata(meta_path)["counts"]
+        os.path.join(local, name + record_schema.METADATA_SUFFIX))
+  counts = record_schema.read_metadata(meta_path)["counts"]
   assert counts["documents"] == local_summary["documents"]
   assert counts["input_files"] == 3 and counts["lines"] > 1500
   # Nothing else is left: no staging folder, no lock, no temporary.
   assert sorted(os.listdir(beam)) == sorted(
-      list(beam_shards) + [n + features.METADATA_SUFFIX for n in beam_shards])
+      list(beam_shards) + [n + record_schema.METADATA_SUFFIX for n in beam_shards])
 
 
 @pytest.mark.slow
@@ -121,7 +121,7 @@ def test_several_windows_gzip_and_an_output_file_list(inputs, tmp_path):
   ours = sorted(r for p in beam for r in writer_lib.iter_records(p, "GZIP"))
   assert ours == sorted(r for p in local for r in writer_lib.iter_records(p, "GZIP"))
   assert len(ours) == summary["instances"]
-  meta = features.read_metadata(beam[0] + features.METADATA_SUFFIX)
+  meta = record_schema.read_metadata(beam[0] + record_schema.METADATA_SUFFIX)
   assert meta["compression"] == "GZIP"
   assert writer_lib.read_records(beam[1]) == list(writer_lib.iter_records(beam[1], "GZIP"))
 
@@ -157,13 +157,13 @@ def test_a_bundle_that_fails_once_is_retried_without_duplicates(inputs, tmp_path
   # retried bundle's are dropped with its records (this runner's "committed" metrics keep the
   # failed attempts' increments: masked tokens came out 10,900 against 8,475 from them).
   for name in ("pretraining-00000-of-00002.tfrecord", "pretraining-00001-of-00002.tfrecord"):
-    meta_name = name + features.METADATA_SUFFIX
+    meta_name = name + record_schema.METADATA_SUFFIX
     assert _comparable_metadata(os.path.join(beam, meta_name)) == _comparable_metadata(
         os.path.join(local, meta_name))
-  meta = features.read_metadata(os.path.join(beam, "pretraining-00000-of-00002.tfrecord"
-                                             + features.METADATA_SUFFIX))
-  local_meta = features.read_metadata(os.path.join(local, "pretraining-00000-of-00002.tfrecord"
-                                                   + features.METADATA_SUFFIX))
+  meta = record_schema.read_metadata(os.path.join(beam, "pretraining-00000-of-00002.tfrecord"
+                                                  + record_schema.METADATA_SUFFIX))
+  local_meta = record_schema.read_metadata(os.path.join(local, "pretraining-00000-of-00002.tfrecord"
+                                                        + record_schema.METADATA_SUFFIX))
   assert meta["counts"]["instances"] == local_meta["counts"]["instances"] == len(records)
   assert [meta["counts"]["instances_in_file"], local_meta["counts"]["instances_in_file"]] == [
       len(r) for r in (_shard_records(beam)["pretraining-00000-of-00002.tfrecord"],
@@ -356,7 +356,7 @@ def test_a_second_run_on_a_locked_output_fails_at_once(inputs, tmp_path, capsys)
   summary = cpd.run(_config([str(out / "*")], output_files=(str(out / "o.tfrecord"),)))
   assert summary["instances"] > 0
   assert sorted(os.listdir(out)) == ["input.txt", "o.tfrecord", "o.tfrecord.metadata.json"]
-  meta = features.read_metadata(str(out / "o.tfrecord.metadata.json"))
+  meta = record_schema.read_metadata(str(out / "o.tfrecord.metadata.json"))
   assert meta["counts"]["input_files"] == 1
 
 

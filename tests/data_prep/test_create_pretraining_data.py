@@ -20,8 +20,8 @@ import time
 import pytest
 import tensorflow as tf
 
-from bert_tf import features
 from bert_tf import io as bert_io
+from bert_tf import record_schema
 from bert_tf.data import corpus
 from bert_tf import cli
 from bert_tf.data import pretraining_data as cpd
@@ -88,7 +88,7 @@ def test_cli_reproduces_the_original(tmp_path):
   assert hashlib.md5(b"".join(ours)).hexdigest() == ZH_MD5
   assert "instances             345" in result.stdout
   assert "random-next fraction" in result.stdout
-  meta = features.read_metadata(str(out) + ".metadata.json")
+  meta = record_schema.read_metadata(str(out) + ".metadata.json")
   assert meta["counts"]["instances"] == 345
   assert meta["counts"]["instances_in_file"] == 345
   assert meta["max_seq_length"] == 64 and meta["max_predictions_per_seq"] == 10
@@ -136,7 +136,7 @@ def test_round_robin_gzip_v2_and_stable_bytes():
   cpd.run(_config(shards, compression="GZIP"))
   assert _records(shards[0], "GZIP") == everything[0::2]
   assert _records(shards[1], "GZIP") == everything[1::2]
-  meta = features.read_metadata(features.metadata_path(shards[1]))
+  meta = record_schema.read_metadata(record_schema.metadata_path(shards[1]))
   assert meta["compression"] == "GZIP"
   assert meta["counts"]["instances_in_file"] == 172
   assert meta["counts"]["output_files"] == shards
@@ -144,17 +144,17 @@ def test_round_robin_gzip_v2_and_stable_bytes():
 
   v2 = f"{base}/v2.tfrecord"
   cpd.run(_config([v2], use_v2_feature_names=True))
-  first_v1 = features.decode_example(everything[0], 64, 10)
-  first_v2 = features.decode_example(_records(v2)[0], 64, 10, use_v2_feature_names=True)
+  first_v1 = record_schema.decode_example(everything[0], 64, 10)
+  first_v2 = record_schema.decode_example(_records(v2)[0], 64, 10, use_v2_feature_names=True)
   assert first_v1 == first_v2
-  assert features.read_metadata(features.metadata_path(v2))["features"][0]["name"] == (
+  assert record_schema.read_metadata(record_schema.metadata_path(v2))["features"][0]["name"] == (
       "input_word_ids")
 
 
 def test_summary_figures():
   out = f"{_ram_dir()}/o.tfrecord"
   summary = cpd.run(_config([out]))
-  decoded = [features.decode_example(r, 64, 10) for r in _records(out)]
+  decoded = [record_schema.decode_example(r, 64, 10) for r in _records(out)]
   lengths = [sum(d["input_mask"]) for d in decoded]
   assert summary["mean_length"] == pytest.approx(sum(lengths) / len(lengths))
   assert summary["full_length_fraction"] == pytest.approx(
@@ -203,8 +203,8 @@ def test_overwrite_replaces_stale_metadata(tmp_path):
   out = str(tmp_path / "o.tfrecord")
   cpd.run(_config([out], max_seq_length=32, max_predictions_per_seq=5))
   cpd.run(_config([out], overwrite=True))
-  assert features.read_metadata(out + ".metadata.json")["max_seq_length"] == 64
-  assert features.decode_example(_records(out)[0], 64, 10)
+  assert record_schema.read_metadata(out + ".metadata.json")["max_seq_length"] == 64
+  assert record_schema.decode_example(_records(out)[0], 64, 10)
 
 
 def test_writer_round_robin_and_abort():
@@ -261,7 +261,7 @@ def test_bad_input_files(caplog):
   assert not tf.io.gfile.exists(f"{base}/o1")
   summary = cpd.run(_config([f"{base}/o2"], inputs=[bad], errors="skip"))
   assert summary["documents"] == 2
-  assert features.read_metadata(f"{base}/o2.metadata.json")["counts"]["skipped_lines"] == 1
+  assert record_schema.read_metadata(f"{base}/o2.metadata.json")["counts"]["skipped_lines"] == 1
 
   empty = _write_text(f"{base}/empty.txt", b"")
   blank = _write_text(f"{base}/blank.txt", b"\n  \n\t\n")
@@ -392,7 +392,7 @@ def test_inspect_records(tmp_path):
   assert "344 valid records, 1 invalid" in report.getvalue()
 
   # A record that parses but breaks the schema's invariants.
-  encoder = features.ExampleEncoder(64, 10, 30522)
+  encoder = record_schema.ExampleEncoder(64, 10, 30522)
   bad = tmp_path / "bad.tfrecord"
   good = encoder.encode([101, 7, 102, 8, 102], 3, [1], [7], False)
   broken = encoder.encode([101, 7, 102, 8, 102], 3, [0], [7], False)  # position 0 is [CLS]
@@ -442,7 +442,7 @@ def test_default_mode_is_independent_of_the_worker_count(tmp_path):
   assert summary["documents"] == 240 and summary["instances"] > 500
   assert "pipelined" in cpd.format_summary(summary)
   assert outputs[0] == outputs[1]
-  meta = features.read_metadata(out + ".metadata.json")
+  meta = record_schema.read_metadata(out + ".metadata.json")
   assert meta["flags"]["reproduce_original"] is False and meta["counts"]["instances"] == (
       summary["instances"])
 
@@ -461,7 +461,7 @@ def test_default_mode_is_the_algorithm_per_block(tmp_path, monkeypatch):
   # be dropped after it, but this corpus has none.
   random.Random("bert_tf-window:12345:0").shuffle(docs)
   options = I.InstanceOptions(**ZH_FLAGS, exact_draws=False)  # the default mode's draws
-  encoder = features.ExampleEncoder(64, 10, vocab.size)
+  encoder = record_schema.ExampleEncoder(64, 10, vocab.size)
   expected = I.create_training_instances(docs, options, vocab, I.block_rng(12345, 0, 0),
                                          transform=lambda inst: encoder.encode(*inst))
   assert _records(out) == expected
@@ -500,10 +500,10 @@ def test_output_dir_shards_equal_the_output_file_list(tmp_path):
   cpd.run(_config(listed))
   for name, path in zip(names, listed):
     assert _records(f"{shards}/{name}") == _records(path)
-  counts = [features.read_metadata(f"{shards}/{n}.metadata.json")["counts"] for n in names]
+  counts = [record_schema.read_metadata(f"{shards}/{n}.metadata.json")["counts"] for n in names]
   assert [c["instances_in_file"] for c in counts] == [115, 115, 115]
   assert counts[0]["output_files"] == summary["output_files"]
-  meta = features.read_metadata(f"{shards}/{names[0]}.metadata.json")
+  meta = record_schema.read_metadata(f"{shards}/{names[0]}.metadata.json")
   assert meta["flags"]["output_dir"] == str(shards) and meta["flags"]["num_output_shards"] == 3
   # GZIP shards are named .tfrecord.gz; ram:// folders work too.
   base = _ram_dir()
@@ -666,7 +666,7 @@ def test_segmented_input_masks_whole_chinese_words(tmp_path):
     """Of the masked CJK positions, the share with a masked CJK neighbour."""
     paired = total = 0
     for record in _records(path):
-      d = features.decode_example(record, 64, 10)
+      d = record_schema.decode_example(record, 64, 10)
       positions = [p for p, w in zip(d["masked_lm_positions"], d["masked_lm_weights"]) if w]
       labels = dict(zip(positions, d["masked_lm_ids"]))
       assert max(d["input_ids"]) < 30522  # no word tag ever reaches a record
@@ -685,7 +685,7 @@ def test_segmented_input_masks_whole_chinese_words(tmp_path):
     out = str(tmp_path / f"{name}.tfrecord")
     cpd.run(_config([out], inputs=[str(segmented)], do_whole_word_mask=True, **overrides))
     fractions[name] = paired_fraction(out)
-    assert features.read_metadata(out + ".metadata.json")["flags"]["segmented_input"] is bool(
+    assert record_schema.read_metadata(out + ".metadata.json")["flags"]["segmented_input"] is bool(
         overrides)
   # Without it the characters are masked one by one (the original's behaviour for Chinese).
   assert fractions["plain"] < 0.5, fractions

@@ -15,8 +15,8 @@ import textwrap
 
 import pytest
 
-from bert_tf import features
 from bert_tf import io as io_lib
+from bert_tf import record_schema
 from bert_tf.data import pretraining_data as cpd
 from bert_tf.data import writer as writer_lib
 
@@ -54,7 +54,7 @@ def _without_run_specific(files):
   """The files with the metadata's recorded flags made comparable across output folders."""
   out = {}
   for name, data in files.items():
-    if name.endswith(features.METADATA_SUFFIX):
+    if name.endswith(record_schema.METADATA_SUFFIX):
       meta = json.loads(data)
       for flag in ("output_dir", "num_output_shards", "overwrite"):
         meta["flags"].pop(flag)
@@ -88,7 +88,7 @@ def test_more_shards_than_instances_writes_only_shards_with_records(tmp_path, ca
   assert summary["output_files"] == [f"{shards}/{n}" for n in names]
   assert f"{instances} instance(s) for {requested} output files: writing only {instances}" in (
       caplog.text)
-  meta = features.read_metadata(f"{shards}/{names[0]}.metadata.json")
+  meta = record_schema.read_metadata(f"{shards}/{names[0]}.metadata.json")
   assert meta["flags"]["num_output_shards"] == requested
   assert meta["counts"]["instances_in_file"] == 1
   assert meta["counts"]["output_files"] == summary["output_files"]
@@ -342,7 +342,7 @@ def test_temporary_names_are_per_process(tmp_path, monkeypatch):
   assert f"{out}.metadata.json.incomplete-{os.getpid()}" in opened
   for path, data in others.items():
     assert open(path, "rb").read() == data
-  assert features.read_metadata(out + ".metadata.json")["counts"]["instances"] > 0
+  assert record_schema.read_metadata(out + ".metadata.json")["counts"]["instances"] > 0
 
 
 # === 6. Huge lines ===
@@ -363,7 +363,7 @@ def test_a_huge_line_is_warned_about_with_file_and_line(tmp_path, caplog, reprod
                     reproduce_original=reproduce_original))
   assert f"{second}:4: a line of 30001 bytes (over 25600)" in caplog.text
   assert "third.txt" not in caplog.text and caplog.text.count("a line of") == 1
-  assert features.read_metadata(out + ".metadata.json")["counts"]["long_lines"] == 1
+  assert record_schema.read_metadata(out + ".metadata.json")["counts"]["long_lines"] == 1
 
 
 def test_the_default_mode_tokenizes_only_the_beginning_of_a_huge_line(tmp_path):

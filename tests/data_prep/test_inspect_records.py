@@ -11,7 +11,7 @@ import struct
 import pytest
 import tensorflow as tf
 
-from bert_tf import features
+from bert_tf import record_schema
 from bert_tf.data import writer as writer_lib
 from tests import helpers
 from tests.helpers import TEST_DATA
@@ -34,7 +34,7 @@ def _write(path, records, compression=""):
 
 
 def _write_metadata(path, num_records, compression=""):
-  features.write_metadata(features.metadata_path(str(path)), features.make_metadata(
+  record_schema.write_metadata(record_schema.metadata_path(str(path)), record_schema.make_metadata(
       max_seq_length=128, max_predictions_per_seq=20, use_v2_feature_names=False,
       vocab_size=30522, vocab_md5="0" * 32, do_lower_case=True, do_whole_word_mask=False,
       flags={}, counts={"instances_in_file": num_records}, program_version="test",
@@ -96,7 +96,7 @@ def test_a_directory_is_a_one_line_error_and_later_files_are_still_inspected(tmp
 ])
 def test_metadata_that_training_refuses_is_an_error(tmp_path, capsys, records, text, reason):
   path = _write(tmp_path / "m.tfrecord", records)
-  with open(features.metadata_path(path), "w", encoding="utf-8") as f:
+  with open(record_schema.metadata_path(path), "w", encoding="utf-8") as f:
     f.write(text)
   code, out = _inspect(capsys, path)
   assert code == 1

@@ -13,7 +13,7 @@ import random
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from bert_tf import features
+from bert_tf import record_schema
 from bert_tf import tokenization
 from bert_tf.data import corpus
 from bert_tf.data import instances as I
@@ -441,16 +441,16 @@ def test_golden_outputs(golden, tokenizer, vocab, name):
       max_predictions_per_seq=case["max_predictions_per_seq"],
       masked_lm_prob=golden["masked_lm_prob"], short_seq_prob=golden["short_seq_prob"],
       dupe_factor=case["dupe_factor"], do_whole_word_mask=case["do_whole_word_mask"])
-  encoder = features.ExampleEncoder(options.max_seq_length, options.max_predictions_per_seq,
-                                    vocab.size)
+  encoder = record_schema.ExampleEncoder(options.max_seq_length, options.max_predictions_per_seq,
+                                         vocab.size)
   made = I.create_training_instances(docs, options, vocab, random.Random(golden["random_seed"]))
   records = [encoder.encode(*inst) for inst in made]
   assert len(records) == case["instances"]
   # Decoded spot checks first: a mismatch there is far easier to read than an md5.
   expected = case["records_0_1_2_and_last"]
   for record, want in zip(records[:3] + records[-1:], expected):
-    got = features.decode_example(record, options.max_seq_length,
-                                  options.max_predictions_per_seq)
+    got = record_schema.decode_example(record, options.max_seq_length,
+                                       options.max_predictions_per_seq)
     assert dict(got) == want
   assert hashlib.md5(b"".join(records)).hexdigest() == case["content_md5"]
 

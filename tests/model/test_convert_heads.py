@@ -20,7 +20,7 @@ from safetensors.numpy import load_file
 import tensorflow as tf
 
 from bert_tf import convert_checkpoint
-from bert_tf import features
+from bert_tf import record_schema
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.model import conversion
@@ -428,7 +428,7 @@ def test_an_hf_output_needs_its_tokenizer(tmp_path, capsys):
   assert code == 1 and "has 21 tokens but the model's vocab_size is 20" in line
   # The vocab a fine-tuned run recorded (task_info.json) must be the one given.
   (tmp_path / "renamed_model" / "task_info.json").write_text(json.dumps(dict(
-      task_name="generic", do_lower_case=True, vocab_md5=features.vocab_checksum(str(vocab)))))
+      task_name="generic", do_lower_case=True, vocab_md5=record_schema.vocab_checksum(str(vocab)))))
   code, line = convert(capsys, f"--from={source}", f"--to={target}", f"--vocab_file={too_big}",
                        "--do_lower_case=false")
   assert code == 1 and "is not the vocab the model was trained with" in line

@@ -500,11 +500,11 @@ def test_export_refuses_a_tokenizer_the_data_was_not_made_with(exported, tmp_pat
   """The export's tokenizer must be the training data's: --vocab_file's md5 and --do_lower_case
   against --data_metadata_file, refused before anything is written (probe item 2)."""
   from bert_tf import export  # pylint: disable=g-import-not-at-top
-  from bert_tf import features  # pylint: disable=g-import-not-at-top
+  from bert_tf import record_schema  # pylint: disable=g-import-not-at-top
   root = exported[3]
   metadata = tmp_path / "data.metadata.json"
   metadata.write_text(json.dumps(dict(METADATA, do_lower_case=True,
-                                      vocab_md5=features.vocab_checksum(VOCAB))))
+                                      vocab_md5=record_schema.vocab_checksum(VOCAB))))
   shuffled = tmp_path / "vocab.txt"
   with open(VOCAB) as f:
     lines = f.read().splitlines()

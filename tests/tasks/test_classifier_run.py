@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import features
+from bert_tf import record_schema
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.tasks import classifier
@@ -107,7 +107,7 @@ def test_run_writes_the_originals_files(trained):
   np.testing.assert_array_equal(np.array([p[2:] for p in predictions[1:]], np.float64), values)
   info = json.load(open(os.path.join(out, common.TASK_INFO_FILE)))
   assert info["labels"] == ["austen", "bible", "linux"] and info["pair"] is False
-  assert info["vocab_md5"] == features.vocab_checksum(VOCAB)
+  assert info["vocab_md5"] == record_schema.vocab_checksum(VOCAB)
 
 
 @pytest.mark.slow
@@ -700,7 +700,7 @@ def fine_tuned_checkpoint(directory, labels, task_name="generic", seed=0, **info
   prefix = checkpoints.write_tf1_checkpoint(values, str(directory / "model.ckpt"))
   common.write_task_info(str(directory), dict(
       dict(task_name=task_name, labels=list(labels), regression=False, do_lower_case=True,
-           vocab_md5=features.vocab_checksum(VOCAB), max_seq_length=32), **info))
+           vocab_md5=record_schema.vocab_checksum(VOCAB), max_seq_length=32), **info))
   return prefix, values
 
 

@@ -278,14 +278,14 @@ def test_the_readmes_rest_request_runs_on_the_export(export):
 
 def _fine_tuned(directory, labels, task_name):
   """An original TF1 checkpoint with a head of len(labels) outputs and our task_info.json."""
-  from bert_tf import features  # pylint: disable=g-import-not-at-top
+  from bert_tf import record_schema  # pylint: disable=g-import-not-at-top
   values = helpers.random_original_weights(CONFIG, np.random.default_rng(0))
   values["output_weights"] = np.ones([len(labels), CONFIG.hidden_size], np.float32)
   values["output_bias"] = np.zeros([len(labels)], np.float32)
   prefix = checkpoints.write_tf1_checkpoint(values, str(directory / "model.ckpt"))
   (directory / "task_info.json").write_text(json.dumps(dict(
       task_name=task_name, labels=list(labels), do_lower_case=True, max_seq_length=SEQ,
-      vocab_md5=features.vocab_checksum(VOCAB))))
+      vocab_md5=record_schema.vocab_checksum(VOCAB))))
   return prefix
 
 

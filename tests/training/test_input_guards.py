@@ -12,7 +12,7 @@ import shutil
 import pytest
 import tensorflow as tf
 
-from bert_tf import features
+from bert_tf import record_schema
 from bert_tf.training import input_pipeline
 from bert_tf.training import loop
 from bert_tf.training import pretraining
@@ -34,7 +34,7 @@ def _run(data, tmp_path, **changes):
 def test_an_empty_record_file_is_refused_before_training(good, tmp_path):
   empty = tmp_path / "part-00001.tfrecord"
   tf.io.TFRecordWriter(str(empty)).close()  # no record: 0 bytes
-  shutil.copy(features.metadata_path(good), features.metadata_path(str(empty)))
+  shutil.copy(record_schema.metadata_path(good), record_schema.metadata_path(str(empty)))
   with pytest.raises(loop.TrainingError, match=r"--input_file: .*part-00001.tfrecord holds no "
                                                r"records"):
     _run(f"{good},{empty}", tmp_path)
@@ -54,7 +54,7 @@ def test_an_empty_gzip_file_is_refused_too(tmp_path):
 @pytest.mark.slow
 def test_records_without_metadata_are_checked_against_the_flags(tmp_path):
   data = make_records(str(tmp_path / "long.tfrecord"), num_examples=8, seq=SEQ * 2)
-  os.remove(features.metadata_path(data))
+  os.remove(record_schema.metadata_path(data))
   with pytest.raises(loop.TrainingError,
                      match=rf"long.tfrecord: the first record's input_ids has {SEQ * 2} values "
                            rf"but the flags ask for {SEQ}"):
@@ -67,7 +67,7 @@ def test_records_without_metadata_are_checked_against_the_flags(tmp_path):
 def test_a_file_without_metadata_among_files_with_it_is_checked_too(good, tmp_path, caplog):
   """Reliability probe item 5: the metadata of the other files used to vouch for it."""
   data = make_records(str(tmp_path / "long.tfrecord"), num_examples=8, seq=SEQ * 2)
-  os.remove(features.metadata_path(data))
+  os.remove(record_schema.metadata_path(data))
   with caplog.at_level("WARNING"), pytest.raises(
       loop.TrainingError, match=rf"long.tfrecord: the first record's input_ids has {SEQ * 2} "
                                 rf"values but the flags ask for {SEQ}"):
@@ -78,7 +78,7 @@ def test_a_file_without_metadata_among_files_with_it_is_checked_too(good, tmp_pa
 
 def test_token_ids_beyond_the_configs_vocab_are_refused_naming_the_file(tmp_path):
   data = make_records(str(tmp_path / "big_vocab.tfrecord"), num_examples=8)
-  os.remove(features.metadata_path(data))
+  os.remove(record_schema.metadata_path(data))
   with pytest.raises(loop.TrainingError, match=r"big_vocab.tfrecord: the first record's "
                                                r"input_ids holds token id \d+, but the model's "
                                                r"vocab_size is 8 \(--bert_config_file\)"):
@@ -120,7 +120,7 @@ def test_a_truncated_file_stops_training_naming_it(good, tmp_path):
   with open(good, "rb") as f:
     content = f.read()
   data.write_bytes(content[:len(content) * 2 // 3])  # the first records are whole
-  shutil.copy(features.metadata_path(good), features.metadata_path(str(data)))
+  shutil.copy(record_schema.metadata_path(good), record_schema.metadata_path(str(data)))
   with pytest.raises(loop.TrainingError, match=r"--input_file: .*cut.tfrecord is corrupt or "
                                                r"truncated .*inspect_records.py"):
     _run(str(data), tmp_path, num_train_steps=20)
@@ -128,18 +128,18 @@ def test_a_truncated_file_stops_training_naming_it(good, tmp_path):
 
 def test_check_record_files_accepts_v2_names_and_reads_gzip(tmp_path):
   path = str(tmp_path / "v2.tfrecord.gz")
-  encoder = features.ExampleEncoder(SEQ, PREDS, 100, use_v2_feature_names=True)
+  encoder = record_schema.ExampleEncoder(SEQ, PREDS, 100, use_v2_feature_names=True)
   ids = [2, 10, 3, 11, 3]
   with tf.io.TFRecordWriter(path, "GZIP") as writer:
     writer.write(encoder.encode(ids, 3, [1], [10], False))
-  lengths = dict(zip(features.feature_names(False).values(),
-                     features.feature_lengths(SEQ, PREDS).values()))
+  lengths = dict(zip(record_schema.feature_names(False).values(),
+                     record_schema.feature_lengths(SEQ, PREDS).values()))
   input_pipeline.check_record_files([path], "GZIP", "input_file", lengths)
   with pytest.raises(input_pipeline.InputError, match="masked_lm_positions has"):
     input_pipeline.check_record_files(
         [path], "GZIP", "input_file",
-        dict(zip(features.feature_names(False).values(),
-                 features.feature_lengths(SEQ, PREDS + 1).values())))
+        dict(zip(record_schema.feature_names(False).values(),
+                 record_schema.feature_lengths(SEQ, PREDS + 1).values())))
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import features
+from bert_tf import record_schema
 from bert_tf.training import input_pipeline
 from tests import helpers
 
@@ -24,14 +24,14 @@ SMALL_SEQ, SMALL_PRED = 16, 4
 
 
 def original_examples():
-  return [features.decode_example(r.numpy(), SEQ, PRED)
+  return [record_schema.decode_example(r.numpy(), SEQ, PRED)
           for r in tf.data.TFRecordDataset(ORIGINAL_RECORDS)]
 
 
 def write_numbered_records(path, first, count, use_v2_feature_names=False, compression=""):
   """Small records whose input_ids[1] is the record's number (first, first + 1, ...)."""
-  encoder = features.ExampleEncoder(SMALL_SEQ, SMALL_PRED, vocab_size=5000,
-                                    use_v2_feature_names=use_v2_feature_names)
+  encoder = record_schema.ExampleEncoder(SMALL_SEQ, SMALL_PRED, vocab_size=5000,
+                                         use_v2_feature_names=use_v2_feature_names)
   options = tf.io.TFRecordOptions(compression_type=compression)
   with tf.io.TFRecordWriter(path, options=options) as writer:
     for number in range(first, first + count):
@@ -44,12 +44,12 @@ def numbers(dataset):
 
 
 def write_metadata(record_path, **overrides):
-  meta = features.make_metadata(
+  meta = record_schema.make_metadata(
       max_seq_length=SMALL_SEQ, max_predictions_per_seq=SMALL_PRED, use_v2_feature_names=False,
       vocab_size=5000, vocab_md5="0" * 32, do_lower_case=True, do_whole_word_mask=False,
       flags={}, counts={}, program_version="test")
   meta.update(overrides)
-  features.write_metadata(features.metadata_path(record_path), meta)
+  record_schema.write_metadata(record_schema.metadata_path(record_path), meta)
 
 
 # === Files ===
@@ -58,7 +58,7 @@ def write_metadata(record_path, **overrides):
 def test_expand_file_patterns(tmp_path):
   for name in ("b.tfrecord", "a.tfrecord", "c.other"):
     (tmp_path / name).write_bytes(b"")
-  (tmp_path / ("a.tfrecord" + features.METADATA_SUFFIX)).write_text("{}")
+  (tmp_path / ("a.tfrecord" + record_schema.METADATA_SUFFIX)).write_text("{}")
   got = input_pipeline.expand_file_patterns(f"{tmp_path}/c.other, {tmp_path}/*.tfrecord*")
   assert got == [str(tmp_path / n) for n in ("c.other", "a.tfrecord", "b.tfrecord")]
   with pytest.raises(input_pipeline.InputError, match=r"--eval_input_file: no file matches .*x\*"):
@@ -86,8 +86,8 @@ def test_eval_batches_are_the_records_in_order_with_static_int32_shapes():
   assert len(batches) == 6  # 64 records, the last 4 dropped.
   examples = original_examples()
   for i, batch in enumerate(batches):
-    for name in features.CANONICAL_NAMES:  # the records' names -> the models' names, once
-      np.testing.assert_array_equal(batch[features.MODEL_INPUT_NAMES.get(name, name)].numpy(),
+    for name in record_schema.CANONICAL_NAMES:  # the records' names -> the models' names, once
+      np.testing.assert_array_equal(batch[record_schema.MODEL_INPUT_NAMES.get(name, name)].numpy(),
                                     [examples[i * 10 + j][name] for j in range(10)], name)
 
 
@@ -139,8 +139,8 @@ def test_v2_feature_names_from_metadata(tmp_path):
   write_numbered_records(path, 0, 6, use_v2_feature_names=True)
   write_metadata(path, use_v2_feature_names=True)
   dataset = input_pipeline.pretraining_dataset(path, SMALL_SEQ, SMALL_PRED, 3, False)
-  assert set(dataset.element_spec) == set(features.to_model_names(
-      {name: None for name in features.CANONICAL_NAMES}))
+  assert set(dataset.element_spec) == set(record_schema.to_model_names(
+      {name: None for name in record_schema.CANONICAL_NAMES}))
   assert numbers(dataset) == list(range(6))
   batch = next(iter(dataset))
   np.testing.assert_array_equal(batch["input_type_ids"][0, :8], [0, 0, 0, 0, 1, 1, 1, 0])
@@ -154,7 +154,7 @@ def test_metadata_contradicting_the_flags_is_an_error(tmp_path):
   with pytest.raises(ValueError, match="--max_seq_length=32 but the data was made with "
                                        "max_seq_length=16"):
     input_pipeline.pretraining_dataset(path, 32, SMALL_PRED, 2, True)
-  with pytest.raises(features.MetadataError, match="vocab_size=100"):
+  with pytest.raises(record_schema.MetadataError, match="vocab_size=100"):
     input_pipeline.check_input_metadata([path], SMALL_SEQ, SMALL_PRED, vocab_size=100)
   assert input_pipeline.check_input_metadata([path], SMALL_SEQ, SMALL_PRED, vocab_size=5000,
                                              do_lower_case=True)["max_seq_length"] == SMALL_SEQ

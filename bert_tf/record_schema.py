@@ -415,7 +415,7 @@ class RecordFileWriter:
   becomes `path` when the `with` block ends without an exception; after an exception nothing is
   left under `path` (an interrupted conversion never looks complete).
 
-  Usage: `with features.RecordFileWriter(path) as writer: writer.write(serialized)`. The
+  Usage: `with record_schema.RecordFileWriter(path) as writer: writer.write(serialized)`. The
   fine-tuning feature writers (squad_data.FeatureWriter, tagging_data.FeatureWriter) subclass it
   to serialise their windows; num_records counts what was written.
   """

@@ -1,4 +1,4 @@
-"""Tests for bert_tf/features.py: the TFRecord schema, its encoder and the metadata file."""
+"""Tests for bert_tf/record_schema.py: the TFRecord schema, its encoder and the metadata file."""
 
 import collections
 import json
@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 from hypothesis import given, settings, strategies as st
 
-from bert_tf import features
+from bert_tf import record_schema
 
 
 def reference_example(input_ids, num_segment_a, positions, ids, is_random_next, seq_len,
@@ -54,7 +54,7 @@ def random_instance(seed):
 def test_encoder_equals_deterministic_proto_serialisation(seed, v2):
   case = random_instance(seed)
   seq_len, max_pred, vocab_size, input_ids, num_a, positions, ids, nsp = case
-  encoder = features.ExampleEncoder(seq_len, max_pred, vocab_size, use_v2_feature_names=v2)
+  encoder = record_schema.ExampleEncoder(seq_len, max_pred, vocab_size, use_v2_feature_names=v2)
   ours = encoder.encode(input_ids, num_a, positions, ids, nsp)
   expected = reference_example(input_ids, num_a, positions, ids, nsp, seq_len, max_pred, v2)
   assert ours == expected.SerializeToString(deterministic=True)
@@ -62,7 +62,7 @@ def test_encoder_equals_deterministic_proto_serialisation(seed, v2):
 
 def test_encoder_large_vocab_ids():
   # Ids of 2**14 and above need three varint bytes (multilingual vocabularies).
-  encoder = features.ExampleEncoder(6, 2, 250002)
+  encoder = record_schema.ExampleEncoder(6, 2, 250002)
   ids = [250001, 2**14, 127, 128, 2**14 - 1]
   expected = reference_example(ids, 3, [0, 4], [5, 250001], False, 6, 2)
   assert encoder.encode(ids, 3, [0, 4], [5, 250001], False) == expected.SerializeToString(
@@ -70,36 +70,36 @@ def test_encoder_large_vocab_ids():
 
 
 def test_entry_headers_give_the_proto_bytes():
-  headers = features.EntryHeaders("input_ids")
+  headers = record_schema.EntryHeaders("input_ids")
   for n in (1, 5, 127, 128, 300, 16383, 16384):
     packed = bytes([n % 100]) * n
     entry = headers[n] + packed
     example = tf.train.Example(features=tf.train.Features(feature={
         "input_ids": tf.train.Feature(int64_list=tf.train.Int64List(value=list(packed)))}))
-    assert b"\x0a" + features.varint(len(entry)) + entry == example.SerializeToString(
+    assert b"\x0a" + record_schema.varint(len(entry)) + entry == example.SerializeToString(
         deterministic=True), n
-  floats = features.EntryHeaders("label_ids", b"\x12")
+  floats = record_schema.EntryHeaders("label_ids", b"\x12")
   entry = floats[4] + struct.pack("<f", 0.6)
   example = tf.train.Example(features=tf.train.Features(feature={
       "label_ids": tf.train.Feature(float_list=tf.train.FloatList(value=[0.6]))}))
-  assert b"\x0a" + features.varint(len(entry)) + entry == example.SerializeToString()
+  assert b"\x0a" + record_schema.varint(len(entry)) + entry == example.SerializeToString()
   with pytest.raises(ValueError, match="non-empty"):
     headers[0]  # pylint: disable=pointless-statement
 
 
 def test_varint_table():
   # pylint: disable=protected-access
-  table = features.varint_table(70000)
+  table = record_schema.varint_table(70000)
   for i in (0, 1, 127, 128, 300, 16383, 16384, 69999):
-    assert table[i] == features.varint(i)
-  assert features.varint(2**21) == bytes([0x80, 0x80, 0x80, 0x01])
-  assert features.varint(300) == bytes([0xAC, 0x02])  # the protobuf documentation's example
+    assert table[i] == record_schema.varint(i)
+  assert record_schema.varint(2**21) == bytes([0x80, 0x80, 0x80, 0x01])
+  assert record_schema.varint(300) == bytes([0xAC, 0x02])  # the protobuf documentation's example
 
 
 def test_parsing_spec_reads_encoded_records():
-  encoder = features.ExampleEncoder(8, 3, 50)
+  encoder = record_schema.ExampleEncoder(8, 3, 50)
   record = encoder.encode([2, 7, 3, 9, 3], 3, [1, 3], [7, 9], True)
-  parsed = tf.io.parse_single_example(record, features.parsing_spec(8, 3))
+  parsed = tf.io.parse_single_example(record, record_schema.parsing_spec(8, 3))
   assert parsed["input_ids"].dtype == tf.int64
   assert parsed["masked_lm_weights"].dtype == tf.float32
   assert parsed["input_ids"].numpy().tolist() == [2, 7, 3, 9, 3, 0, 0, 0]
@@ -113,7 +113,7 @@ def test_parsing_spec_reads_encoded_records():
 
 def test_record_file_writer_appears_only_when_complete(tmp_path):
   path = str(tmp_path / "out" / "records.tf_record")
-  with features.RecordFileWriter(path) as writer:
+  with record_schema.RecordFileWriter(path) as writer:
     writer.write(b"first")
     writer.write(b"second")
     assert not (tmp_path / "out" / "records.tf_record").exists()
@@ -122,48 +122,48 @@ def test_record_file_writer_appears_only_when_complete(tmp_path):
   assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["records.tf_record"]
 
   with pytest.raises(RuntimeError, match="stop"):
-    with features.RecordFileWriter(path) as writer:
+    with record_schema.RecordFileWriter(path) as writer:
       writer.write(b"partial")
       raise RuntimeError("stop")
   # The complete file is left as it was, and no temporary remains.
   assert [r.numpy() for r in tf.data.TFRecordDataset(path)] == [b"first", b"second"]
   assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["records.tf_record"]
   with pytest.raises(ValueError, match="inside `with RecordFileWriter"):
-    features.RecordFileWriter(path).write(b"outside")
+    record_schema.RecordFileWriter(path).write(b"outside")
 
 
 def test_v2_names():
-  names = features.feature_names(use_v2_feature_names=True)
+  names = record_schema.feature_names(use_v2_feature_names=True)
   assert list(names.values()) == ["input_word_ids", "input_mask", "input_type_ids",
                                   "masked_lm_positions", "masked_lm_ids", "masked_lm_weights",
                                   "next_sentence_labels"]
-  spec = features.parsing_spec(16, 4, use_v2_feature_names=True)
+  spec = record_schema.parsing_spec(16, 4, use_v2_feature_names=True)
   assert set(spec) == set(names.values())
   assert spec["input_word_ids"].shape == [16] and spec["masked_lm_ids"].shape == [4]
   assert spec["next_sentence_labels"].shape == [1]
 
 
 def test_encoder_rejects_bad_instances():
-  encoder = features.ExampleEncoder(6, 2, 10)
-  with pytest.raises(features.SchemaError, match="max_seq_length=6"):
+  encoder = record_schema.ExampleEncoder(6, 2, 10)
+  with pytest.raises(record_schema.SchemaError, match="max_seq_length=6"):
     encoder.encode(list(range(7)), 2, [], [], False)
-  with pytest.raises(features.SchemaError, match="max_predictions_per_seq=2"):
+  with pytest.raises(record_schema.SchemaError, match="max_predictions_per_seq=2"):
     encoder.encode([1, 2, 3], 2, [1, 2, 0], [1, 2, 3], False)
-  with pytest.raises(features.SchemaError, match="out of range"):
+  with pytest.raises(record_schema.SchemaError, match="out of range"):
     encoder.encode([1, 10, 3], 2, [], [], False)
 
 
 def test_decode_example_checks_the_schema():
-  encoder = features.ExampleEncoder(8, 3, 50)
+  encoder = record_schema.ExampleEncoder(8, 3, 50)
   record = encoder.encode([2, 7, 3, 9, 3], 3, [1], [7], False)
-  decoded = features.decode_example(record, 8, 3)
+  decoded = record_schema.decode_example(record, 8, 3)
   assert decoded["masked_lm_weights"] == [1.0, 0.0, 0.0]
-  with pytest.raises(features.SchemaError, match="'input_ids' has 8 values, expected 9"):
-    features.decode_example(record, 9, 3)
-  with pytest.raises(features.SchemaError, match="'input_word_ids' is missing|unexpected"):
-    features.decode_example(record, 8, 3, use_v2_feature_names=True)
-  with pytest.raises(features.SchemaError, match="not a tf.train.Example"):
-    features.decode_example(b"\xff\xff\xff", 8, 3)
+  with pytest.raises(record_schema.SchemaError, match="'input_ids' has 8 values, expected 9"):
+    record_schema.decode_example(record, 9, 3)
+  with pytest.raises(record_schema.SchemaError, match="'input_word_ids' is missing|unexpected"):
+    record_schema.decode_example(record, 8, 3, use_v2_feature_names=True)
+  with pytest.raises(record_schema.SchemaError, match="not a tf.train.Example"):
+    record_schema.decode_example(b"\xff\xff\xff", 8, 3)
 
 
 def _metadata(**overrides):
@@ -171,45 +171,45 @@ def _metadata(**overrides):
                 vocab_size=30522, vocab_md5="abc", do_lower_case=True, do_whole_word_mask=False,
                 flags={"random_seed": 1}, counts={"instances": 3}, program_version="test 0")
   values.update(overrides)
-  return features.make_metadata(**values)
+  return record_schema.make_metadata(**values)
 
 
 def test_metadata_round_trip_and_check():
   path = f"ram://features_test_{random.getrandbits(32)}/out.tfrecord"
-  meta_path = features.metadata_path(path)
+  meta_path = record_schema.metadata_path(path)
   assert meta_path == path + ".metadata.json"
   tf.io.gfile.makedirs(path.rsplit("/", 1)[0])
-  features.write_metadata(meta_path, _metadata())
+  record_schema.write_metadata(meta_path, _metadata())
   assert not tf.io.gfile.exists(meta_path + ".tmp")
-  meta = features.read_metadata(meta_path)
+  meta = record_schema.read_metadata(meta_path)
   assert meta["features"][0] == {"name": "input_ids", "dtype": "int64", "length": 128}
   assert meta["features"][5] == {"name": "masked_lm_weights", "dtype": "float32", "length": 20}
   assert meta["counts"] == {"instances": 3}
-  features.check_metadata(meta, max_seq_length=128, max_predictions_per_seq=20,
-                          vocab_size=30522, do_lower_case=True)
-  features.check_metadata(meta, vocab_size=40000)  # a larger model vocab covers the data
-  with pytest.raises(features.MetadataError,
+  record_schema.check_metadata(meta, max_seq_length=128, max_predictions_per_seq=20,
+                               vocab_size=30522, do_lower_case=True)
+  record_schema.check_metadata(meta, vocab_size=40000)  # a larger model vocab covers the data
+  with pytest.raises(record_schema.MetadataError,
                      match=r"--max_seq_length=512 .*max_seq_length=128.*--do_lower_case=False"):
-    features.check_metadata(meta, max_seq_length=512, do_lower_case=False)
-  with pytest.raises(features.MetadataError, match="vocab_size=100"):
-    features.check_metadata(meta, vocab_size=100)
+    record_schema.check_metadata(meta, max_seq_length=512, do_lower_case=False)
+  with pytest.raises(record_schema.MetadataError, match="vocab_size=100"):
+    record_schema.check_metadata(meta, vocab_size=100)
 
 
 def test_read_metadata_errors(tmp_path):
-  with pytest.raises(features.MetadataError, match="not found"):
-    features.read_metadata(str(tmp_path / "missing.json"))
+  with pytest.raises(record_schema.MetadataError, match="not found"):
+    record_schema.read_metadata(str(tmp_path / "missing.json"))
   bad = tmp_path / "bad.json"
   bad.write_text("{not json")
-  with pytest.raises(features.MetadataError, match="not valid JSON"):
-    features.read_metadata(str(bad))
+  with pytest.raises(record_schema.MetadataError, match="not valid JSON"):
+    record_schema.read_metadata(str(bad))
   other = tmp_path / "other.json"
   other.write_text(json.dumps({"hello": 1}))
-  with pytest.raises(features.MetadataError, match="not a pretraining-data metadata file"):
-    features.read_metadata(str(other))
+  with pytest.raises(record_schema.MetadataError, match="not a pretraining-data metadata file"):
+    record_schema.read_metadata(str(other))
 
 
 def test_vocab_checksum(tmp_path):
   path = tmp_path / "v.txt"
   path.write_bytes(b"[PAD]\n[UNK]\n")
   import hashlib  # pylint: disable=g-import-not-at-top
-  assert features.vocab_checksum(str(path)) == hashlib.md5(b"[PAD]\n[UNK]\n").hexdigest()
+  assert record_schema.vocab_checksum(str(path)) == hashlib.md5(b"[PAD]\n[UNK]\n").hexdigest()
