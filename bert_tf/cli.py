@@ -161,12 +161,13 @@ def define_length_flags(flag_values=FLAGS, *, grouping: bool = False) -> None:
   flags.DEFINE_string("length_buckets", length_buckets.AUTO, length_buckets.FLAG_HELP,
                       flag_values=flag_values)
   if grouping:
-    flags.DEFINE_bool("group_by_length", False,
-                      "Training batches hold examples of similar length (sorted within windows "
-                      "of 50 shuffled batches, the batches then shuffled): less padding to "
-                      "compute, but less varied batches (off by default: on SQuAD a batch then "
-                      "holds one paragraph's windows). Seeded and resumable like the plain "
-                      "shuffle.",
+    flags.DEFINE_bool("group_by_length", True,
+                      "Training batches hold examples of one length bucket (a window of 50 "
+                      "updates drawn from the shuffled file, sorted by bucket, random within "
+                      "a bucket; the updates then shuffled): far less padding to compute. "
+                      "Each epoch still holds every example once; seeded and resumable like "
+                      "the plain shuffle. --nogroup_by_length (or --length_buckets=none) gives "
+                      "the original's order: a shuffle buffer over the repeated file.",
                       flag_values=flag_values)
 
 

@@ -33,28 +33,33 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(HERE)
 SAMPLE = os.path.join(HERE, "sample", "sample_text.txt")
 
-# The sizes below were chosen by measurement on a 2-core machine (README, "Set up and run"):
-# a 4,000-piece vocab of the sample's own words (no [unusedN] slots), sequences of 64 pieces
-# (the task's lines fit), masks redrawn every batch (the records alone would repeat each mask
-# many times), and, in the model, no dropout and initializer_range 0.05 instead of 0.02. A
-# tiny BERT first learns to predict the frequent pieces (", . - the to") whatever the input, a
-# plateau at masked-LM accuracy 0.06 that it must leave before its weights are worth anything
-# to a task. With initializer_range 0.02 it was still there after 400 to 1,000 steps in six
-# runs of eight (dropout 0.1 or none, learning rates 1e-3 to 5e-3); with 0.05 and no dropout
-# it left after about 150 steps. Random initialisation gets the same config, so the comparison
-# stays like for like.
+# The sizes below were chosen by measurement on a 2-core machine (README, "What the main job
+# shows"): a 4,000-piece vocab of the sample's own words (no [unusedN] slots), sequences of 64
+# pieces (the task's lines fit), masks redrawn every batch, and, in the model, no dropout and
+# initializer_range 0.05 instead of 0.02. A tiny BERT first learns to predict the frequent
+# pieces (", . - the to") whatever the input, a plateau at masked-LM accuracy 0.06 that it must
+# leave before its weights are worth anything to a task; with initializer_range 0.02 it was still
+# there after 400 to 1,000 steps in six runs of eight, with 0.05 and no dropout it left after
+# about 150 steps. dupe_factor 10 gives each document ten different next-sentence pairings: with
+# 2, the 7,500 records' pairs were learnt by heart (next-sentence accuracy 0.91 on them, 0.50 on
+# new pairs) and the pooled output that the classifier reads got worse with more steps.
+# Random initialisation gets the same config and flags, so the comparison stays like for like.
 VOCAB_SIZE = 4000
 MAX_SEQ_LENGTH = 64
 MAX_PREDICTIONS_PER_SEQ = 10
-PRETRAINING_STEPS = 1000
+DUPE_FACTOR = 10
+PRETRAINING_STEPS = 2000
 PRETRAINING_BATCH_SIZE = 32
 PRETRAINING_LEARNING_RATE = 1e-3
 PRETRAINING_WARMUP_STEPS = 100
+# 256 labelled lines, 12 epochs of batch 32 = 96 updates: what pretraining is for is the
+# labelled data a task does not have (with 1,024 lines random initialisation learns most of
+# this lexical task by itself, README).
 FINE_TUNING_FLAGS = ("--max_seq_length=64", "--train_batch_size=32", "--learning_rate=1e-4",
-                     "--num_train_epochs=3", "--seed=1", "--eval_batch_size=64")
+                     "--num_train_epochs=12", "--seed=1", "--eval_batch_size=64")
 # Dev is large so that a difference of a few points is beyond noise (the standard error of an
-# accuracy near 0.7 on 2,000 examples is 0.010).
-TASK_EXAMPLES = {"train": 1024, "dev": 2000, "test": 64}
+# accuracy near 0.7 on 4,000 examples is 0.007, of a difference of two 0.010).
+TASK_EXAMPLES = {"train": 256, "dev": 4000, "test": 64}
 
 # Loads an exported text model the way a server does (no bert_tf import) and fills masks; the
 # last line it prints is the answers as JSON, for summary.json.
@@ -62,6 +67,7 @@ FILL_MASK_TEXTS = (
     "she was the youngest of the two [MASK] of a most affectionate father.",
     "i do not [MASK] what you mean.",
     "emma could not [MASK] a doubt of her being in love.",
+    "mr. [MASK] was a sensible man.",
 )
 QUERY_EXPORT = """
 import json
@@ -230,7 +236,8 @@ def main():
       python, os.path.join(HERE, "create_pretraining_data.py"), f"--input_file={SAMPLE}",
       f"--output_file={records}", f"--vocab_file={vocab}", "--do_lower_case=True",
       f"--max_seq_length={MAX_SEQ_LENGTH}",
-      f"--max_predictions_per_seq={MAX_PREDICTIONS_PER_SEQ}", "--dupe_factor=2", "--overwrite"])
+      f"--max_predictions_per_seq={MAX_PREDICTIONS_PER_SEQ}", f"--dupe_factor={DUPE_FACTOR}",
+      "--overwrite"])
 
   # A tiny BERT whose vocab_size is the learned vocab's, without dropout and with wider initial
   # weights (see the top).

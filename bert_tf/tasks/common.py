@@ -79,13 +79,19 @@ class FineTuningSettings:
   export: bool = True
   allow_tokenizer_mismatch: bool = False
   length_buckets: str = length_buckets_lib.AUTO
-  group_by_length: bool = False
+  group_by_length: bool = True
 
   def buckets(self, max_seq_length: int) -> Optional[Tuple[int, ...]]:
     """The --length_buckets boundaries for records of max_seq_length (None: fixed length;
     always None on TPU with auto, see bert_tf.length_buckets)."""
     return length_buckets_lib.parse(self.length_buckets, max_seq_length,
                                     use_tpu=self.use_tpu)
+
+  def grouped(self, max_seq_length: int) -> bool:
+    """Whether training batches are grouped by length: group_by_length with length buckets.
+    At a fixed length (--length_buckets=none, TPUs) grouping would save nothing, so the
+    training order is then the original's plain shuffle."""
+    return self.group_by_length and self.buckets(max_seq_length) is not None
 
   def __post_init__(self):
     # A model folder (Hugging Face's, a release's, an export) as --vocab_file: its vocab.txt.

@@ -1,4 +1,4 @@
-"""The fine-tuning run driver: everything run_classifier, run_squad and run_ner do around their task.
+"""The fine-tuning run driver: what run_classifier, run_squad and run_ner do around their task.
 
 `run(task, config, settings, strategy, exporter)` runs one fine-tuning run, in this order:
 
@@ -222,7 +222,7 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
             input_context=ctx, seed=settings.seed,
             shuffle_buffer_size=settings.shuffle_buffer_size,
             length_buckets=settings.buckets(settings.max_seq_length),
-            group_by_length=settings.group_by_length,
+            group_by_length=settings.grouped(settings.max_seq_length),
             batches_per_update=settings.gradient_accumulation_steps), steps, state.chief))
   result["global_step"] = int(run_.global_step.numpy())
   result["model"] = run_.model
@@ -367,7 +367,7 @@ def fine_tune(run: loop.Run, settings, dataset_fn: Callable[..., tf.data.Dataset
   micro_batch = settings.train_batch_size // settings.gradient_accumulation_steps
   logging.info("  Batches: %s%s", length_buckets.describe(
       settings.buckets(settings.max_seq_length), settings.max_seq_length),
-               ", grouped by length" if settings.group_by_length else "")
+               ", grouped by length" if settings.grouped(settings.max_seq_length) else "")
 
   def update_batches(ctx):
     dataset = dataset_fn(micro_batch, ctx)

@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from bert_tf import io
 from bert_tf import length_buckets
+from bert_tf.length_buckets import auto_buckets
 from bert_tf import record_schema
 
 COMPRESSION_TYPES = ("", "GZIP")
@@ -604,6 +605,12 @@ def classifier_dataset(input_file: str, max_seq_length: int, batch_size: int, is
 # within a window of this many batches of the shuffled stream (Hugging Face's group_by_length
 # uses "megabatches" of 50 batches the same way).
 GROUP_WINDOW_BATCHES = 50
+# Records in the shuffle buffer before grouping: the whole file for any fine-tuning set up to
+# this size (SQuAD v1.1's 88k windows hold about 0.3 GB here), a wide sample of a bigger one.
+# Sorting a window of a nearly file-ordered stream (the original's buffer of 100) would put
+# the windows of one paragraph, or the lines of one source, in one batch: Hugging Face's
+# group_by_length likewise draws its mega-batches from a random permutation of the whole set.
+GROUP_SHUFFLE_RECORDS = 1 << 17
 # What a cut-off position of a per-position output holds when predictions are padded back to
 # max_seq_length (loop.Trainer.predict_step): far below any real logit, so a padded position is
 # never ranked among the best (SQuAD's n-best) and never read otherwise.
@@ -636,18 +643,31 @@ def cut_to_bucket(batch: Mapping[str, tf.Tensor], boundaries: Sequence[int],
 
 
 def _length_grouped(window: Mapping[str, tf.Tensor], index: tf.Tensor, batch_size: int,
-                    batches_per_group: int, seed: Optional[int]) -> tf.data.Dataset:
-  """The window's examples sorted by real length, cut into groups of batches_per_group
-  consecutive batches of batch_size (one update's), the groups in a random order (seeded by
-  seed and the window's index), then the batches one by one."""
-  order = tf.argsort(real_length(window["input_mask"]), stable=True)
+                    batches_per_group: int, seed: Optional[int],
+                    boundaries: Sequence[int]) -> tf.data.Dataset:
+  """The window's examples sorted by length, cut into groups of batches_per_group consecutive
+  batches of batch_size (one update's), the groups in a random order, then the batches one by
+  one.
+
+  The sort key is the example's length bucket (of `boundaries`), and the order within a bucket
+  is random: a batch is cut to its bucket anyway, so sorting finer would save nothing and would
+  put examples of one exact length together (the windows of one SQuAD paragraph, say) instead
+  of a random sample of the bucket. Both random draws are seeded by seed and the window's
+  index."""
+  lengths = real_length(window["input_mask"])
+  count = tf.shape(lengths)[0]
+  if seed is None:
+    seeds = tf.random.uniform([2, 2], maxval=tf.int64.max, dtype=tf.int64)
+  else:
+    seeds = tf.random.experimental.stateless_split(
+        tf.stack([tf.constant(seed, tf.int64), tf.cast(index, tf.int64)]), num=2)
+  bucket = tf.searchsorted(tf.constant(list(boundaries), tf.int32), lengths, side="left")
+  # A uniform draw in [0, 1) added to each bucket's integer key: random order within a bucket.
+  key = tf.cast(bucket, tf.float32) + tf.random.stateless_uniform([count], seeds[0])
+  order = tf.argsort(key, stable=True)
   group = batch_size * batches_per_group
   num_groups = window["input_mask"].shape[0] // group
-  if seed is None:
-    permutation = tf.random.shuffle(tf.range(num_groups))
-  else:
-    permutation = tf.random.experimental.stateless_shuffle(
-        tf.range(num_groups), seed=tf.stack([tf.constant(seed, tf.int64), index]))
+  permutation = tf.random.experimental.stateless_shuffle(tf.range(num_groups), seed=seeds[1])
   batches = {}
   for key, value in window.items():
     rest = tf.shape(value)[1:]
@@ -670,13 +690,15 @@ def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batc
 
   Training without group_by_length is the original's: repeat, shuffle in a buffer across
   the repeat, batch. With group_by_length the file is shuffled within each pass (so each
-  epoch of the stream holds every example exactly once) and the stream read in windows of
-  GROUP_WINDOW_BATCHES updates; each window's examples are sorted by real length, cut into
-  updates (the global batch: this pipeline's replicas x batches_per_update micro-batches), and
-  the updates shuffled (seeded by `seed` and the window's position), so the examples of an
-  update do not depend on how it is split over replicas and micro-batches. An example moves
-  only within its window, so an epoch's end is blurred by at most one window. Deterministic
-  with a seed, so resume-by-skip is exact.
+  epoch of the stream holds every example exactly once) in a buffer of at least
+  GROUP_SHUFFLE_RECORDS records (the whole file, for most fine-tuning sets), and the stream
+  read in windows of GROUP_WINDOW_BATCHES updates; each window's examples are ordered by length
+  bucket (random order within a bucket; the 'auto' buckets when length_buckets is None), cut
+  into updates (the global batch: this pipeline's replicas x batches_per_update
+  micro-batches), and the updates shuffled (seeded by `seed` and the window's position), so
+  the examples of an update do not depend on how it is split over replicas and micro-batches.
+  An example moves only within its window, so an epoch's end is blurred by at most one window.
+  Deterministic with a seed, so resume-by-skip is exact.
   """
   num_pipelines, pipeline_id, per_replica_batch = 1, 0, batch_size
   replicas_per_pipeline = 1
@@ -694,16 +716,19 @@ def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batc
     if group_by_length:
       # Shuffled within each pass over the file, so every epoch of the stream holds every
       # example exactly once (the original shuffles across the repeat).
-      dataset = dataset.shuffle(shuffle_buffer_size, seed=seed,
+      dataset = dataset.shuffle(max(shuffle_buffer_size, GROUP_SHUFFLE_RECORDS), seed=seed,
                                 reshuffle_each_iteration=True).repeat()
       batches_per_group = replicas_per_pipeline * batches_per_update
+      # Grouped by the buckets batches are cut to; without a cut, by the 'auto' ladder's, so
+      # that a fixed-length run sees the examples in the order of an 'auto' one.
+      group_boundaries = length_buckets or auto_buckets(spec["input_mask"].shape[0])
       dataset = dataset.batch(per_replica_batch * batches_per_group * GROUP_WINDOW_BATCHES,
                               drop_remainder=True)
       dataset = dataset.map(lambda records: _parse_records(records, spec),
                             num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
       dataset = dataset.enumerate().flat_map(
           lambda index, window: _length_grouped(window, index, per_replica_batch,
-                                                batches_per_group, seed))
+                                                batches_per_group, seed, group_boundaries))
       dataset = dataset.map(cut, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     else:
       dataset = dataset.repeat().shuffle(shuffle_buffer_size, seed=seed,

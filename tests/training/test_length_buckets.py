@@ -180,6 +180,31 @@ def test_grouped_training_batches_cover_every_example_once_and_are_seeded(tmp_pa
   assert {w for _, w in _training_examples(dataset(7, True, None), 10)} == {SEQ}
 
 
+def test_grouped_batches_are_random_samples_of_a_bucket_not_runs_of_one_paragraph(tmp_path):
+  """SQuAD-like files hold runs of examples of one exact length (a paragraph's windows, one per
+  question) in file order. A grouped batch must be a random sample of its length bucket: with
+  the original's shuffle buffer of 100 and a sort by exact length, a batch held one paragraph's
+  windows (dev F1 of the MiniLM SQuAD test fell from 44 to 3.6)."""
+  paragraphs, questions, batch = 25, 10, 5  # one window of 50 batches is one epoch
+  # Paragraph p's windows all have length 41 + p % 8: every one in the bucket 48 of BUCKETS.
+  lengths = [41 + p % 8 for p in range(paragraphs) for _ in range(questions)]
+  spec = _write_records(tmp_path / "r.tfrecord", lengths)
+  dataset = input_pipeline.record_dataset(
+      str(tmp_path / "r.tfrecord"), spec, batch, True, seed=3, shuffle_buffer_size=100,
+      length_buckets=BUCKETS, group_by_length=True)
+  examples = _training_examples(dataset, 2 * paragraphs * questions // batch)
+  assert {width for _, width in examples} == {48}
+  # Each epoch holds every example once.
+  for epoch in range(2):
+    part = examples[epoch * len(lengths):(epoch + 1) * len(lengths)]
+    assert sorted(i for i, _ in part) == list(range(len(lengths)))
+  # Distinct paragraphs per batch: a random draw of 5 of the 250 windows (10 per paragraph)
+  # has 4.6 on average; one paragraph per batch would be 1.
+  per_batch = [len({examples[k][0] // questions for k in range(start, start + batch)})
+               for start in range(0, len(examples), batch)]
+  assert np.mean(per_batch) > 4.0, per_batch
+
+
 # === Outputs do not change ===
 
 
