@@ -161,13 +161,14 @@ def define_length_flags(flag_values=FLAGS, *, grouping: bool = False) -> None:
   flags.DEFINE_string("length_buckets", length_buckets.AUTO, length_buckets.FLAG_HELP,
                       flag_values=flag_values)
   if grouping:
-    flags.DEFINE_bool("group_by_length", True,
+    flags.DEFINE_bool("group_by_length", False,
                       "Training batches hold examples of one length bucket (a window of 50 "
-                      "updates drawn from the shuffled file, sorted by bucket, random within "
-                      "a bucket; the updates then shuffled): far less padding to compute. "
-                      "Each epoch still holds every example once; seeded and resumable like "
-                      "the plain shuffle. --nogroup_by_length (or --length_buckets=none) gives "
-                      "the original's order: a shuffle buffer over the repeated file.",
+                      "updates drawn from the shuffled file, ordered by bucket, random within "
+                      "a bucket; the updates then shuffled): far less padding to compute "
+                      "(short sentences: about 1.7x faster), but batches less varied, which "
+                      "cost 0.03-0.07 dev accuracy in 45-step MiniLM runs on a pair task. Each "
+                      "epoch still holds every example once; seeded and resumable like the "
+                      "plain shuffle. Needs length buckets (ignored with --length_buckets=none).",
                       flag_values=flag_values)
 
 

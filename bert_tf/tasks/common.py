@@ -79,7 +79,7 @@ class FineTuningSettings:
   export: bool = True
   allow_tokenizer_mismatch: bool = False
   length_buckets: str = length_buckets_lib.AUTO
-  group_by_length: bool = True
+  group_by_length: bool = False
 
   def buckets(self, max_seq_length: int) -> Optional[Tuple[int, ...]]:
     """The --length_buckets boundaries for records of max_seq_length (None: fixed length;
