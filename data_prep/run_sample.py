@@ -43,7 +43,7 @@ SAMPLE = os.path.join(HERE, "sample", "sample_text.txt")
 # about 150 steps. dupe_factor 10 gives each document ten different next-sentence pairings: with
 # 2, the 7,500 records' pairs were learnt by heart (next-sentence accuracy 0.91 on them, 0.50 on
 # new pairs) and the pooled output that the classifier reads got worse with more steps. 3,000
-# steps rather than 2,000 fine-tune no better (0.718 both) but fill "mr. [MASK]" with names.
+# steps rather than 2,000 fine-tune no better (0.69-0.70 both) but fill "mr. [MASK]" with names.
 # Random initialisation gets the same config and flags, so the comparison stays like for like.
 VOCAB_SIZE = 4000
 MAX_SEQ_LENGTH = 64
