@@ -14,7 +14,8 @@ asks the pretrained classifier's raw-text export, and writes the headline figure
 
 Each step is the documented CLI run as a subprocess, printed before it runs, so what this does is
 exactly what a user would type. Outputs go to --output_dir (default: sample_output/ in the
-current directory), replaced on each run. Only the standard library is imported here.
+current directory), replaced on each run. Only the standard library and bert_tf.logs (itself
+standard library only) are imported here.
 """
 
 import argparse
@@ -28,6 +29,9 @@ import shutil
 import subprocess
 import sys
 import time
+
+# The commands' log filter: the standard library only (it imports no TensorFlow).
+from bert_tf import logs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(HERE)
@@ -139,17 +143,28 @@ def write_dialogue_task(sample, output_dir, examples=None, seed=12345):
   return sizes
 
 
-def run_step(title, args, capture=False):
+def run_step(title, args, capture=False, plain_tensorflow=False):
   """Prints and runs one command; exits on failure. With capture, its output (stdout and
-  stderr, still echoed) is returned as a list of lines."""
+  stderr, still echoed) is returned as a list of lines. plain_tensorflow marks a script that
+  imports TensorFlow without bert_tf (the queries, as a server would run them): TensorFlow's
+  start-up lines are hidden from it as the bert_tf commands hide them (bert_tf.logs: its C++
+  INFO lines and the known harmless ones; BERT_TF_VERBOSE=1 shows everything)."""
   print(f"\n=== {title}\n$ {' '.join(shlex.quote(a) for a in args)}", flush=True)
   started = time.time()
   lines = []
+  env = None
+  line_filter = None
+  if plain_tensorflow and os.environ.get(logs.VERBOSE_ENV, "") in ("", "0"):
+    env = dict(os.environ)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    line_filter = logs.LineFilter()
+    capture = True
   if capture:
     with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          errors="replace") as process:
+                          errors="replace", env=env) as process:
       for line in process.stdout:
-        sys.stdout.write(line)
+        if line_filter is None or line_filter.keep(line.rstrip("\n").encode()):
+          sys.stdout.write(line)
         lines.append(line)
     returncode = process.returncode
   else:
@@ -267,7 +282,7 @@ def main():
   text_model = os.path.join(train_dir, "export", str(steps), "serving", "bert", "1")
   lines = run_step("ask the exported text model (TensorFlow + tensorflow-text only) to fill masks",
                    [python, "-c", QUERY_EXPORT, text_model, json.dumps(FILL_MASK_TEXTS)],
-                   capture=True)
+                   capture=True, plain_tensorflow=True)
   fill_mask = json.loads(next(line for line in reversed(lines) if line.startswith("[{")))
 
   task_dir = os.path.join(args.output_dir, "dialogue_task")
@@ -296,7 +311,8 @@ def main():
   fine_tuning_steps = int(pretrained["global_step"])
   run_step("ask the exported classifier (TensorFlow + tensorflow-text only)", [
       python, "-c", QUERY_CLASSIFIER,
-      os.path.join(classifier_dir, "export", "classifier", str(fine_tuning_steps))])
+      os.path.join(classifier_dir, "export", "classifier", str(fine_tuning_steps))],
+      plain_tensorflow=True)
 
   summary = dict(
       pretraining_steps=steps,

@@ -88,3 +88,32 @@ def test_read_results_and_write_json(tmp_path):
   run_sample.write_json(str(path), {"b": 1, "a": [0.5]})
   assert json.loads(path.read_text(encoding="utf-8")) == {"a": [0.5], "b": 1}
   assert sorted(os.listdir(tmp_path)) == ["eval_results.txt", "summary.json"]  # no temporary
+
+
+_NOISY_SCRIPT = (
+    "import sys\n"
+    "print('answer', flush=True)\n"
+    "sys.stderr.write('2026-11-25 17:52:10.798791: E external/local_xla/xla/stream_executor/"
+    "cuda/cuda_platform.cc:51] failed call to cuInit: INTERNAL: CUDA error: Failed call to "
+    "cuInit: UNKNOWN ERROR (303)\\n')\n"
+    "sys.stderr.write('a real error\\n')\n")
+
+
+def test_the_queries_show_their_output_without_tensorflows_start_up_lines(capfd, monkeypatch):
+  """The query steps import TensorFlow without bert_tf: the job hides TensorFlow's known
+  start-up lines from them as the commands do, keeps every other line, and shows everything
+  with BERT_TF_VERBOSE=1."""
+  import sys  # pylint: disable=g-import-not-at-top
+  monkeypatch.delenv("BERT_TF_VERBOSE", raising=False)
+  lines = run_sample.run_step("query", [sys.executable, "-c", _NOISY_SCRIPT],
+                              plain_tensorflow=True)
+  out = capfd.readouterr().out
+  assert "answer\n" in out and "a real error\n" in out
+  # (The echoed command holds the line too, inside the script: not at a line's start.)
+  assert not any(line.startswith("2026-11-25") for line in out.splitlines())
+  assert any(line.startswith("2026-11-25") for line in lines)  # captured all the same
+  monkeypatch.setenv("BERT_TF_VERBOSE", "1")
+  run_sample.run_step("query", [sys.executable, "-c", _NOISY_SCRIPT], plain_tensorflow=True)
+  captured = capfd.readouterr()
+  assert any(line.startswith("2026-11-25")
+             for line in (captured.out + captured.err).splitlines())
