@@ -165,7 +165,7 @@ def define_length_flags(flag_values=FLAGS, *, grouping: bool = False) -> None:
                       "Training batches hold examples of one length bucket (a window of 50 "
                       "updates drawn from the shuffled file, ordered by bucket, random within "
                       "a bucket; the updates then shuffled): far less padding to compute "
-                      "(short sentences: about 1.7x faster), but batches less varied, which "
+                      "(short sentences: about 1.5x faster), but batches less varied, which "
                       "cost 0.03-0.07 dev accuracy in 45-step MiniLM runs on a pair task. Each "
                       "epoch still holds every example once; seeded and resumable like the "
                       "plain shuffle. Needs length buckets (ignored with --length_buckets=none).",
