@@ -29,9 +29,12 @@ Systems (--systems), trained with batch --batch_size, max length --seq_length (-
 for squad), the MiniLM-L6 sizes (L6, H384, A12, I1536, vocabulary 30522; random weights) unless
 --bert_config_file, one device and --threads threads:
   ours          heads.build_*_model trained by loop.Trainer with the task's TASK (harness.ours),
-                batches in file order cut to --length_buckets (auto);
+                batches in file order cut to --length_buckets (auto: fitted to the
+                file's lengths for batches of --batch_size, as the commands fit their
+                training files; input_pipeline.fitted_buckets);
   ours_fixed    the same at fixed length (--length_buckets=none, today's behaviour);
-  ours_grouped  length buckets and group_by_length=True;
+  ours_grouped  length buckets (auto: the fixed ladder, as the commands use for grouped
+                batches) and group_by_length=True;
   hf_dynamic    transformers' BertFor* (PyTorch eager, harness.hf_torch_model's AdamW, schedule
                 and clipping) in a worker process, every batch cut to its longest row as
                 DataCollatorWithPadding pads (file order);
@@ -309,7 +312,7 @@ def build_ours(task, config):
   return lambda: heads.build_span_model(config), squad_task.TASK
 
 
-def task_systems(task, path, seq, buckets, pools, settings):
+def task_systems(task, path, seq, buckets, pools, settings, fitted):
   """{system: fn(config, pool, total_steps, warmup) -> (run, parameters)} of the task; pools
   are the file-order and grouped batches (numpy) the peers run."""
 
@@ -339,7 +342,7 @@ def task_systems(task, path, seq, buckets, pools, settings):
              "tagging": finetuning.model_garden_tagger, "squad": squad.model_garden}[task]
     return build(config, pools["file"], total_steps, warmup)
 
-  return {"ours": ours_system(buckets, False), "ours_fixed": ours_system(None, False),
+  return {"ours": ours_system(fitted, False), "ours_fixed": ours_system(None, False),
           "ours_grouped": ours_system(buckets, True),
           "hf_dynamic": hf_system(False, True), "hf_grouped": hf_system(True, True),
           "hf_fixed": hf_system(False, False), "model_garden": model_garden_system}
@@ -376,9 +379,15 @@ def spread(values, digits=2):
 def training_rows(np, task, config, corpora, tokenizer, directory, peak):
   """The task's table rows: (task, system, examples/s, ratio, goal, real-token GFLOP/s)."""
   from bert_tf import length_buckets  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import input_pipeline  # pylint: disable=g-import-not-at-top
   rng = random.Random(f"{FLAGS.data_seed}-{task}")
   path, seq, what = write_records(task, corpora, tokenizer, directory, rng)
   buckets = length_buckets.parse(FLAGS.length_buckets, seq)
+  # What the commands cut their (ungrouped) training batches to: 'auto' fitted to the file.
+  fitted = (input_pipeline.fitted_buckets(path, seq, FLAGS.batch_size)
+            if FLAGS.length_buckets.strip().lower() == length_buckets.AUTO else buckets)
+  print(f"{task}: length buckets {','.join(map(str, fitted))} (file order, fitted), "
+        f"{','.join(map(str, buckets))} (grouped)", flush=True)
   steps = FLAGS.squad_steps if task == "squad" else FLAGS.steps
   warmup_steps = FLAGS.squad_warmup_steps if task == "squad" else FLAGS.warmup_steps
   settings = types.SimpleNamespace(
@@ -386,19 +395,20 @@ def training_rows(np, task, config, corpora, tokenizer, directory, peak):
       rounds=FLAGS.rounds, batch_size=FLAGS.batch_size, learning_rate=FLAGS.learning_rate,
       threads=FLAGS.threads)
   total = warmup_steps + steps * FLAGS.rounds
-  pools = {"file": batch_pool(np, task, path, seq, False, total, buckets),
+  pools = {"file": batch_pool(np, task, path, seq, False, total, fitted),
            "grouped": batch_pool(np, task, path, seq, True, total, buckets)}
   b = FLAGS.batch_size
   lengths = {k: real_lengths(np, v["input_mask"]) for k, v in pools.items()}
   all_lengths = lengths["file"]
-  widths = {k: [int(length_buckets.bucket_for(int(v[i:i + b].max()), buckets))
+  widths = {k: [int(length_buckets.bucket_for(int(v[i:i + b].max()),
+                                              fitted if k == "file" else buckets))
                 for i in range(0, len(v), b)] for k, v in lengths.items()}
   print(f"{task}: {what}; real lengths with [CLS]/[SEP] of the timed file-order batches: "
         f"{length_text(np, all_lengths)}; bucket widths: "
         f"file order mean {np.mean(widths['file']):.0f}, grouped mean "
         f"{np.mean(widths['grouped']):.0f} (of {seq})", flush=True)
   names = {s: NAMES[s] for s in SYSTEMS}
-  systems = task_systems(task, path, seq, buckets, pools, settings)
+  systems = task_systems(task, path, seq, buckets, pools, settings, fitted)
   rates, skipped = harness.measure_training(config, None, systems, names, settings)
 
   def real_gflops(system, r):

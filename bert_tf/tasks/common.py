@@ -87,6 +87,33 @@ class FineTuningSettings:
     return length_buckets_lib.parse(self.length_buckets, max_seq_length,
                                     use_tpu=self.use_tpu)
 
+  def record_buckets(self, records: str, max_seq_length: int, rows: int,
+                     grouped: bool = False) -> Optional[Tuple[int, ...]]:
+    """The boundaries for batches of `rows` records (one replica's share of one update) of
+    the record file `records`: with --length_buckets=auto, fitted to the file's lengths
+    (bert_tf.length_buckets.fit_buckets; multiples of 8 on GPUs, for their tensor cores),
+    except for length-grouped training batches, which are sorted by length and keep the
+    ladder; otherwise buckets(max_seq_length)."""
+    boundaries = self.buckets(max_seq_length)
+    if (boundaries is None or grouped
+        or (self.length_buckets or "").strip().lower() != length_buckets_lib.AUTO):
+      return boundaries
+    from bert_tf.training import input_pipeline  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    multiple = 8 if tf.config.list_physical_devices("GPU") else 1
+    counts = input_pipeline.length_counts(records, max_seq_length)
+    fitted = length_buckets_lib.fit_buckets(counts, max(rows, 1), max_seq_length,
+                                            multiple=multiple)
+    if sum(counts):
+      distribution = length_buckets_lib.batch_longest_distribution(counts, max(rows, 1))
+      logging.info("  Length buckets fitted to %s (%d records, batches of %d per replica): "
+                   "%s; expected %.1f positions per batch, %.1f with the fixed ladder, %.1f "
+                   "at the longest row", records, sum(counts), rows, ",".join(map(str, fitted)),
+                   length_buckets_lib.expected_width(distribution, fitted),
+                   length_buckets_lib.expected_width(distribution, boundaries),
+                   sum(length * p for length, p in enumerate(distribution)))
+    return fitted
+
   def grouped(self, max_seq_length: int) -> bool:
     """Whether training batches are grouped by length: group_by_length with length buckets.
     At a fixed length (--length_buckets=none, TPUs) grouping would save nothing, so the

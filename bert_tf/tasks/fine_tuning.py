@@ -216,14 +216,18 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
                    fresh_head=state.inputs.fresh_head)
   common.record_run_info(state.config, settings, state.chief, state.inputs.info)
   if settings.do_train:
+    grouped = settings.grouped(settings.max_seq_length)
+    boundaries = settings.record_buckets(
+        train_path, settings.max_seq_length,
+        settings.train_batch_size // state.strategy.num_replicas_in_sync, grouped=grouped)
     result.update(fine_tune(
         run_, settings, lambda batch, ctx: task.dataset(
             state.inputs, train_path, settings.max_seq_length, batch, is_training=True,
             input_context=ctx, seed=settings.seed,
-            shuffle_buffer_size=settings.shuffle_buffer_size,
-            length_buckets=settings.buckets(settings.max_seq_length),
-            group_by_length=settings.grouped(settings.max_seq_length),
-            batches_per_update=settings.gradient_accumulation_steps), steps, state.chief))
+            shuffle_buffer_size=settings.shuffle_buffer_size, length_buckets=boundaries,
+            group_by_length=grouped,
+            batches_per_update=settings.gradient_accumulation_steps), steps, state.chief,
+        boundaries))
   result["global_step"] = int(run_.global_step.numpy())
   result["model"] = run_.model
 
@@ -246,11 +250,13 @@ def eval_dataset(task: FineTuningTask, state: RunState, path: str, batch_size: i
   """A distributed iterator over every record of an eval or predict file, each exactly once
   (the last batch padded with weight-0 rows), cut to --length_buckets."""
   settings = state.settings
+  boundaries = settings.record_buckets(path, settings.max_seq_length,
+                                       batch_size // state.strategy.num_replicas_in_sync)
 
   def dataset_fn(ctx):
     return task.dataset(state.inputs, path, settings.max_seq_length, batch_size,
                         is_training=False, input_context=ctx, num_examples=num_examples,
-                        length_buckets=settings.buckets(settings.max_seq_length))
+                        length_buckets=boundaries)
 
   return iter(state.strategy.distribute_datasets_from_function(dataset_fn))
 
@@ -358,15 +364,16 @@ def init_fine_tuning(run: loop.Run, settings, head_layer: str, head_name: str, r
 
 
 def fine_tune(run: loop.Run, settings, dataset_fn: Callable[..., tf.data.Dataset],
-              num_train_steps_: int, chief: bool) -> Dict[str, float]:
+              num_train_steps_: int, chief: bool,
+              boundaries: Optional[Sequence[int]]) -> Dict[str, float]:
   """Trains a fine-tuning run to num_train_steps_ (resuming where its checkpoint left off).
 
   dataset_fn(micro_batch, input_context) gives the per-replica training batches of
-  train_batch_size / gradient_accumulation_steps examples; they are grouped per update here.
+  train_batch_size / gradient_accumulation_steps examples, cut to `boundaries` (for the log);
+  they are grouped per update here.
   """
   micro_batch = settings.train_batch_size // settings.gradient_accumulation_steps
-  logging.info("  Batches: %s%s", length_buckets.describe(
-      settings.buckets(settings.max_seq_length), settings.max_seq_length),
+  logging.info("  Batches: %s%s", length_buckets.describe(boundaries, settings.max_seq_length),
                ", grouped by length" if settings.grouped(settings.max_seq_length) else "")
 
   def update_batches(ctx):

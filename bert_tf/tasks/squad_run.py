@@ -234,11 +234,13 @@ def predict_logits(trainer: loop.Trainer, record_file: str, num_features: int,
   file order."""
   batch_size = settings.predict_batch_size
   num_steps = input_pipeline.eval_steps(num_features, batch_size)
+  boundaries = settings.record_buckets(record_file, settings.max_seq_length,
+                                       batch_size // trainer.strategy.num_replicas_in_sync)
 
   def dataset_fn(ctx):
     return input_pipeline.squad_dataset(
         record_file, settings.max_seq_length, batch_size, is_training=False, input_context=ctx,
-        num_examples=num_features, length_buckets=settings.buckets(settings.max_seq_length))
+        num_examples=num_features, length_buckets=boundaries)
 
   iterator = iter(trainer.strategy.distribute_datasets_from_function(dataset_fn))
   out = loop.predict(trainer, iterator, num_steps, keep=("unique_ids",),

@@ -630,6 +630,29 @@ def bucket_length(input_mask: tf.Tensor, boundaries: Sequence[int]) -> tf.Tensor
   return length_buckets.bucket_width_tensor(longest, boundaries)
 
 
+def length_counts(input_file: str, max_seq_length: int) -> List[int]:
+  """How many records of a fine-tuning record file have each real length: a list of
+  max_seq_length + 1 counts (index = one past the last real position of input_mask). Reads
+  the file once, only its input_mask."""
+  spec = {"input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64)}
+  counts = (tf.data.TFRecordDataset(input_file, buffer_size=1 << 22)
+            .batch(4096)
+            .map(lambda serialized: tf.math.bincount(
+                real_length(tf.io.parse_example(serialized, spec)["input_mask"]),
+                minlength=max_seq_length + 1, maxlength=max_seq_length + 1, dtype=tf.int64),
+                 num_parallel_calls=tf.data.AUTOTUNE)
+            .reduce(tf.zeros([max_seq_length + 1], tf.int64), lambda total, c: total + c))
+  return [int(c) for c in counts.numpy()]
+
+
+def fitted_buckets(input_file: str, max_seq_length: int, rows: int,
+                   multiple: int = 1) -> Tuple[int, ...]:
+  """--length_buckets=auto for batches of `rows` records drawn from input_file:
+  length_buckets.fit_buckets on the file's length_counts."""
+  return length_buckets.fit_buckets(length_counts(input_file, max_seq_length), rows,
+                                    max_seq_length, multiple=multiple)
+
+
 def cut_to_bucket(batch: Mapping[str, tf.Tensor], boundaries: Sequence[int],
                   mask_key: str = "input_mask") -> Dict[str, tf.Tensor]:
   """The batch with every per-position feature (same rank and length as batch[mask_key]) cut

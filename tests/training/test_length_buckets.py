@@ -2,6 +2,7 @@
 length-grouped training order, and the model outputs, which must not change."""
 
 import collections
+import itertools
 
 import numpy as np
 import pytest
@@ -48,6 +49,87 @@ def test_flag_values():
   assert length_buckets.bucket_for(17, (16, 32, 64)) == 32
   assert length_buckets.bucket_for(16, (16, 32, 64)) == 16
   assert length_buckets.bucket_for(99, (16, 32, 64)) == 64
+
+
+# === Boundaries fitted to a record file ('auto' for its batches) ===
+
+
+def _brute_force_width(distribution, max_seq_length, max_boundaries):
+  """The least expected width over every set of at most max_boundaries boundaries that ends at
+  max_seq_length."""
+  lengths = range(1, max_seq_length)
+  best = float("inf")
+  for k in range(max_boundaries):
+    for chosen in itertools.combinations(lengths, k):
+      best = min(best, length_buckets.expected_width(distribution,
+                                                     tuple(chosen) + (max_seq_length,)))
+  return best
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_fitted_boundaries_are_the_best_few_for_the_batches_longest_rows(seed):
+  rng = np.random.default_rng(seed)
+  seq = int(rng.integers(6, 13))
+  counts = [0] * (seq + 1)
+  for length in rng.integers(0, seq + 1, int(rng.integers(1, 40))):
+    counts[int(length)] += 1
+  rows = int(rng.choice([1, 2, 4, 32]))
+  k = int(rng.integers(1, 4))
+  fitted = length_buckets.fit_buckets(counts, rows, seq, max_boundaries=k)
+  assert fitted[-1] == seq and list(fitted) == sorted(set(fitted)) and len(fitted) <= k
+  distribution = length_buckets.batch_longest_distribution(counts, rows)
+  best = _brute_force_width(distribution, seq, k)
+  width = length_buckets.expected_width(distribution, fitted)
+  assert width <= best * (1 + length_buckets.FIT_TOLERANCE) + 1e-9
+  # No fit with fewer boundaries is within the tolerance (the fewest programs).
+  if len(fitted) > 1:
+    assert _brute_force_width(distribution, seq, len(fitted) - 1) > best * (
+        1 + length_buckets.FIT_TOLERANCE)
+
+
+def test_the_longest_row_distribution_and_fitted_boundaries_by_hand():
+  # Rows of length 2 and 4, one each: the longest of two rows drawn at random is 2 with
+  # chance 1/4, 4 with 3/4.
+  counts = [0, 0, 1, 0, 1, 0, 0, 0, 0]
+  assert length_buckets.batch_longest_distribution(counts, 2) == [0, 0, 0.25, 0, 0.75, 0, 0,
+                                                                  0, 0]
+  # Two boundaries: 2 and 8 (1.5 + 6 = 7.5 positions) lose to 4 and 8 (4); one boundary: 8.
+  assert length_buckets.fit_buckets(counts, 2, 8, max_boundaries=2) == (4, 8)
+  assert length_buckets.fit_buckets(counts, 2, 8, max_boundaries=3) == (2, 4, 8)
+  assert length_buckets.fit_buckets(counts, 2, 8, max_boundaries=1) == (8,)
+  # Every row of one length: that length and max_seq_length.
+  assert length_buckets.fit_buckets([0] * 20 + [5] + [0] * 107, 32, 127) == (20, 127)
+  # On GPUs the boundaries are multiples of 8 (and max_seq_length).
+  assert length_buckets.fit_buckets([0] * 20 + [5] + [0] * 107, 32, 127, multiple=8) == (24,
+                                                                                        127)
+  # A file without rows: the ladder.
+  assert length_buckets.fit_buckets([0] * 129, 32, 128) == length_buckets.auto_buckets(128)
+  with pytest.raises(ValueError, match="expected max_seq_length \\+ 1 = 129"):
+    length_buckets.fit_buckets([1] * 10, 32, 128)
+
+
+def test_fitted_boundaries_of_random_batches_of_short_rows_beat_the_ladder():
+  # Sentences of 5..38 positions (CoNLL-like), batches of 32: the longest row is almost always
+  # 35-38, where a few boundaries sit; the ladder pays for 40.
+  counts = [0] * 129
+  for length in np.random.default_rng(0).integers(5, 39, 5000):
+    counts[int(length)] += 1
+  fitted = length_buckets.fit_buckets(counts, 32, 128)
+  distribution = length_buckets.batch_longest_distribution(counts, 32)
+  exact = sum(length * p for length, p in enumerate(distribution))
+  assert len(fitted) <= length_buckets.FIT_BOUNDARIES and fitted[-1] == 128
+  assert length_buckets.expected_width(distribution, fitted) < exact + 0.7
+  assert length_buckets.expected_width(distribution, length_buckets.auto_buckets(128)) > (
+      exact + 2)
+
+
+def test_length_counts_of_a_record_file(tmp_path):
+  lengths = _lengths(45)
+  _write_records(tmp_path / "r.tfrecord", lengths)
+  counts = input_pipeline.length_counts(str(tmp_path / "r.tfrecord"), SEQ)
+  assert counts == np.bincount(lengths, minlength=SEQ + 1).tolist()
+  fitted = input_pipeline.fitted_buckets(str(tmp_path / "r.tfrecord"), SEQ, 8)
+  assert fitted == length_buckets.fit_buckets(counts, 8, SEQ)
 
 
 # === The cut ===
@@ -302,3 +384,26 @@ def test_training_on_cut_batches_traces_once_and_gives_the_full_length_updates(
     weights[buckets] = [v.numpy() for v in model.trainable_variables]
   for a, b in zip(weights[None], weights[BUCKETS]):
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_the_commands_fit_auto_to_their_record_files_but_not_other_values(tmp_path, caplog):
+  from bert_tf.tasks import common  # pylint: disable=g-import-not-at-top
+  lengths = _lengths(45)
+  _write_records(tmp_path / "r.tfrecord", lengths)
+  path = str(tmp_path / "r.tfrecord")
+
+  def boundaries(grouped=False, **values):
+    return common.FineTuningSettings(**values).record_buckets(path, SEQ, 8, grouped=grouped)
+
+  with caplog.at_level("INFO"):
+    fitted = boundaries()
+  assert fitted == length_buckets.fit_buckets(np.bincount(lengths, minlength=SEQ + 1).tolist(),
+                                              8, SEQ)
+  assert fitted != BUCKETS
+  assert f"Length buckets fitted to {path} (45 records, batches of 8 per replica): " + (
+      ",".join(map(str, fitted))) in caplog.text
+  # Length-grouped batches are sorted: the ladder. Other values are taken as they are.
+  assert boundaries(grouped=True) == BUCKETS
+  assert boundaries(length_buckets="none") is None
+  assert boundaries(length_buckets="16,48") == (16, 48, SEQ)
+  assert boundaries(use_tpu=True) is None
