@@ -635,7 +635,7 @@ def length_counts(input_file: str, max_seq_length: int) -> List[int]:
   max_seq_length + 1 counts (index = one past the last real position of input_mask). Reads
   the file once, only its input_mask."""
   spec = {"input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64)}
-  counts = (tf.data.TFRecordDataset(input_file, buffer_size=1 << 22)
+  counts = (tf.data.TFRecordDataset(input_file)
             .batch(4096)
             .map(lambda serialized: tf.math.bincount(
                 real_length(tf.io.parse_example(serialized, spec)["input_mask"]),
