@@ -104,8 +104,8 @@ FLAGS.set_default("systems", ["ours", "ours_fixed", "ours_grouped", "hf_dynamic"
                               "model_garden"])
 FLAGS.set_default("steps", 5)
 FLAGS.set_default("rounds", 3)
-# A shape's first step compiles the fused kernels for it (about 1 s each here): 8 warm-up steps
-# meet most of a task's bucket widths, so that few compiles land in the timed rounds.
+# A width's first step compiles the fused kernels for it: 8 warm-up steps meet most of a task's
+# bucket widths, so that few compiles land in the timed rounds (benchmarks/README.md).
 FLAGS.set_default("warmup_steps", 8)
 
 NAMES = {"ours": "ours, length buckets",

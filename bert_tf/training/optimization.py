@@ -320,10 +320,9 @@ class Lamb(_DecoupledDecayOptimizer):
 
 def global_norm(grads: Sequence[Optional[tf.Tensor]]) -> tf.Tensor:
   """sqrt of the sum of squares of every entry of every (non-None) gradient, in float32."""
-  # tf.nn.l2_loss (sum of squares / 2) is one pass without a temporary. reduce_sum(square(g))
-  # writes g^2 out first: with TensorFlow's Eigen kernels and default allocator
-  # (TF_ENABLE_ONEDNN_OPTS=0) that took 44 against 7.5 ms for all-MiniLM-L6-v2's 22.7M
-  # parameters on one core, mostly faulting in fresh pages; with oneDNN on the two are even.
+  # tf.nn.l2_loss (sum of squares / 2) is one pass without a temporary; reduce_sum(square(g))
+  # writes g^2 out first, which costs with Eigen kernels and TensorFlow's default allocator
+  # (TF_ENABLE_ONEDNN_OPTS=0); benchmarks/README.md has the figures.
   squares = [2.0 * tf.nn.l2_loss(tf.cast(tf.convert_to_tensor(g), tf.float32))
              for g in grads if g is not None]
   if not squares:
