@@ -33,6 +33,7 @@ FOUNDATION_RULES = {
     "bert_tf.packing": {"bert_tf.text", "bert_tf.length_buckets"},
     "bert_tf.record_schema": {"bert_tf.io"},
     "bert_tf.length_buckets": set(),
+    "bert_tf.row_packing": set(),  # NumPy only, like length_buckets
     "bert_tf.logs": set(),  # standard library only: its filter process imports it alone
 }
 FOUNDATION = set(FOUNDATION_RULES)

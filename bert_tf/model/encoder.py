@@ -12,14 +12,22 @@ Layer names follow the original checkpoint scopes (see checkpoints.py for the ex
 
 import keras
 
+from bert_tf import row_packing
 from bert_tf.model import layers
 from bert_tf.config import BertConfig
 
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
+# What packed rows add (bert_tf.row_packing): position ids [B, S] and [CLS] positions [B, K].
+PACKED_INPUTS = (row_packing.POSITION_IDS, row_packing.CLS_POSITIONS)
+
+
+def packed_inputs():
+  """The symbolic inputs packed rows add to ENCODER_INPUTS'."""
+  return {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in PACKED_INPUTS}
 
 
 def encoder_graph(config: BertConfig, word_ids, input_mask, type_ids,
-                  last_layer_positions=None):
+                  last_layer_positions=None, position_ids=None, cls_positions=None):
   """Applies freshly made encoder layers to symbolic inputs.
 
   Shared by build_encoder and heads.build_pretraining_model so that the pretraining model is one
@@ -32,6 +40,12 @@ def encoder_graph(config: BertConfig, word_ids, input_mask, type_ids,
     last_layer_positions: optional symbolic int32 [B, Q] whose first column is 0: the last
       layer then computes only these rows, so sequence_output and the last encoder_outputs
       entry are [B, Q, H] (the full outputs gathered there) and pooled_output is unchanged.
+      For packed rows it must be cls_positions itself (or None).
+    position_ids, cls_positions: packed rows (bert_tf.row_packing): with position_ids [B, S]
+      (each token's position in its example), input_mask holds each position's example slot
+      (1..K, 0 = padding) and attention stays within an example; cls_positions [B, K] (each
+      slot's [CLS] position) makes pooled_output [B * K, H], one row per slot (slot order);
+      without it, packed rows have no pooled_output (None).
 
   Returns:
     (outputs, word_embedding_layer): outputs is the dict described in the module docstring.
@@ -39,9 +53,17 @@ def encoder_graph(config: BertConfig, word_ids, input_mask, type_ids,
   word_embedding = layers.WordEmbedding(
       config.vocab_size, config.hidden_size, config.initializer_range, name="word_embeddings")
   x = word_embedding(word_ids)
-  x = layers.EmbeddingPostprocessor(
+  embeddings = layers.EmbeddingPostprocessor(
       config.hidden_size, config.type_vocab_size, config.max_position_embeddings,
-      config.hidden_dropout_prob, config.initializer_range, name="embeddings")(x, type_ids)
+      config.hidden_dropout_prob, config.initializer_range, name="embeddings")
+  packed = position_ids is not None
+  if cls_positions is not None and not packed:
+    raise ValueError("cls_positions are for packed rows: give position_ids too")
+  if packed:
+    x = embeddings(x, type_ids, position_ids)
+    input_mask = layers.PackedAttentionMask(name="packed_attention_mask")(input_mask)
+  else:
+    x = embeddings(x, type_ids)
   encoder_outputs = []
   for i in range(config.num_hidden_layers):
     block = layers.TransformerBlock(
@@ -53,7 +75,15 @@ def encoder_graph(config: BertConfig, word_ids, input_mask, type_ids,
     else:
       x = block(x, input_mask)
     encoder_outputs.append(x)
-  pooled = layers.Pooler(config.hidden_size, config.initializer_range, name="pooler")(x)
+  pooler = layers.Pooler(config.hidden_size, config.initializer_range, name="pooler")
+  if not packed:
+    pooled = pooler(x)
+  elif cls_positions is None:  # packed rows without [CLS] positions: nothing to pool
+    pooled = None
+  elif last_layer_positions is not None:  # the last layer computed the [CLS] rows only
+    pooled = pooler(x, packed=True)
+  else:
+    pooled = pooler(x, cls_positions)
   outputs = dict(sequence_output=x, pooled_output=pooled, encoder_outputs=encoder_outputs)
   return outputs, word_embedding
 

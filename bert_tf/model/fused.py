@@ -132,9 +132,17 @@ def gelu_tanh(x):
 
 
 # === Masked softmax + dropout of attention scores ===
+def broadcast_adder(adder):
+  """The attention mask adder [B, S] (per key) or [B, Q, S] (per query and key, packed rows)
+  shaped to add to scores [B, N, Q, S]."""
+  if adder.shape.rank == 3:
+    return adder[:, None, :, :]
+  return adder[:, None, None, :]
+
+
 @tf.function(jit_compile=True, autograph=False)
 def _attention_forward(scores, adder, seed, threshold, scale):
-  logits = tf.cast(scores, tf.float32) + adder[:, None, None, :]
+  logits = tf.cast(scores, tf.float32) + broadcast_adder(adder)
   probs = tf.nn.softmax(logits, axis=-1)
   mask = dropout_mask(tf.shape(scores), seed, threshold, scale, scores.dtype)
   return tf.cast(probs, scores.dtype) * mask, probs, mask
@@ -152,7 +160,8 @@ def attention_probs(scores, adder, rate, seed):
 
   Args:
     scores: [B, N, S, S] raw attention scores (any float dtype).
-    adder: [B, S] float32, 0 for real key positions and -10000 for padding.
+    adder: [B, S] float32, 0 for real key positions and -10000 for padding; or [B, S, S]
+      (query, key) for packed rows, -10000 where a query must not see a key.
     rate: the dropout rate (a Python float).
     seed: int32 [2] stateless seed (see int32_seed).
 

@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from bert_tf.model import layers
 from bert_tf.config import BertConfig
-from bert_tf.model.encoder import ENCODER_INPUTS, encoder_graph
+from bert_tf.model.encoder import ENCODER_INPUTS, PACKED_INPUTS, encoder_graph, packed_inputs
 
 # Every Keras model here takes TF Hub's input names; the pretraining model adds the positions to
 # predict. The TFRecords keep the original's names (input_ids, segment_ids): the input pipeline
@@ -153,14 +153,31 @@ def build_pretraining_model(config: BertConfig, name: str = "bert_pretraining",
   return keras.Model(inputs=inputs, outputs=outputs, name=name)
 
 
+def _inputs(packed: bool, cls_positions: bool = True):
+  inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in ENCODER_INPUTS}
+  if packed:
+    inputs.update({k: v for k, v in packed_inputs().items()
+                   if cls_positions or k != PACKED_INPUTS[1]})
+  return inputs
+
+
+def _packed_args(inputs):
+  """encoder_graph's packed-row arguments from the model inputs (none for unpacked ones)."""
+  return dict(position_ids=inputs.get(PACKED_INPUTS[0]), cls_positions=inputs.get(
+      PACKED_INPUTS[1]))
+
+
 def build_classifier_model(config: BertConfig, num_labels: Optional[int],
-                           name: str = "bert_classifier") -> keras.Model:
+                           name: str = "bert_classifier", packed: bool = False) -> keras.Model:
   """The encoder, dropout on the pooled output, and a dense layer to the logits.
 
   Args:
     config: the encoder's hyperparameters.
     num_labels: classes; None for a regression head (one output).
     name: the Keras model name.
+    packed: take packed rows (bert_tf.row_packing): the inputs add input_position_ids
+      [R, S] and packed_cls_positions [R, K], and the logits are one row per slot,
+      [R * K, num_labels]. The layers and weights are the unpacked model's.
 
   Returns:
     A functional keras.Model: inputs input_word_ids, input_mask, input_type_ids (int32 [B, S]);
@@ -168,12 +185,15 @@ def build_classifier_model(config: BertConfig, num_labels: Optional[int],
   """
   if num_labels is not None and num_labels < 2:
     raise ValueError(f"a classifier needs at least 2 labels, got {num_labels}")
-  inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in ENCODER_INPUTS}
+  inputs = _inputs(packed)
   # The head reads only the pooled output ([CLS]), so the last transformer layer computes that
-  # row alone: the same logits with 1/L of the layers' work saved per step.
-  cls_row = ops.zeros_like(inputs["input_word_ids"][:, :1])
+  # row alone (each slot's [CLS] in packed rows): the same logits with 1/L of the layers' work
+  # saved per step.
+  cls_rows = (inputs[PACKED_INPUTS[1]] if packed
+              else ops.zeros_like(inputs["input_word_ids"][:, :1]))
   encoded, _ = encoder_graph(config, inputs["input_word_ids"], inputs["input_mask"],
-                             inputs["input_type_ids"], last_layer_positions=cls_row)
+                             inputs["input_type_ids"], last_layer_positions=cls_rows,
+                             **_packed_args(inputs))
   pooled = layers.Dropout(config.hidden_dropout_prob, name="classifier_dropout")(
       encoded["pooled_output"])
   logits = keras.layers.Dense(
@@ -202,13 +222,16 @@ def build_span_model(config: BertConfig, name: str = "bert_span_labeler") -> ker
                                              "end_logits": logits[:, :, 1]}, name=name)
 
 
-def build_tagger_model(config: BertConfig, num_labels: int, name: str = "bert_tagger"
-                       ) -> keras.Model:
+def build_tagger_model(config: BertConfig, num_labels: int, name: str = "bert_tagger",
+                       packed: bool = False) -> keras.Model:
   """The encoder, dropout on every position's final hidden state and a dense layer to the
   label logits (BertForTokenClassification's head; the paper's NER setup).
 
   The layers are named as the classifier's ("classifier_dropout", "classifier"), so the head's
   weights are the original's output_weights [num_labels, H] and output_bias in every format.
+
+  With packed=True the inputs add input_position_ids (packed rows, bert_tf.row_packing) and
+  the logits stay per position of the rows.
 
   Returns:
     A functional keras.Model: inputs input_word_ids, input_mask, input_type_ids (int32 [B, S]);
@@ -216,9 +239,9 @@ def build_tagger_model(config: BertConfig, num_labels: int, name: str = "bert_ta
   """
   if num_labels < 1:
     raise ValueError(f"a tagger needs at least 1 label, got {num_labels}")
-  inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in ENCODER_INPUTS}
+  inputs = _inputs(packed, cls_positions=False)
   encoded, _ = encoder_graph(config, inputs["input_word_ids"], inputs["input_mask"],
-                             inputs["input_type_ids"])
+                             inputs["input_type_ids"], **_packed_args(inputs))
   hidden = layers.Dropout(config.hidden_dropout_prob, name="classifier_dropout")(
       encoded["sequence_output"])
   logits = keras.layers.Dense(

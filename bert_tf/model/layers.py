@@ -152,7 +152,7 @@ class EmbeddingPostprocessor(keras.layers.Layer):
     self.layer_norm = layer_norm("LayerNorm", self.dtype_policy)
     self.dropout = Dropout(hidden_dropout_prob, dtype=self.dtype_policy)
 
-  def build(self, word_embeddings_shape, token_type_ids_shape=None):
+  def build(self, word_embeddings_shape, token_type_ids_shape=None, position_ids_shape=None):
     self.token_type_embeddings = self.add_weight(
         name="token_type_embeddings", shape=(self.type_vocab_size, self.hidden_size),
         initializer=truncated_normal(self.initializer_range))
@@ -162,7 +162,9 @@ class EmbeddingPostprocessor(keras.layers.Layer):
     self.layer_norm.build(word_embeddings_shape)
     self.built = True
 
-  def call(self, word_embeddings, token_type_ids, training=None):
+  def call(self, word_embeddings, token_type_ids, position_ids=None, training=None):
+    """position_ids [B, S]: each token's position in its example (packed rows); None for
+    0, 1, ... along the row (the original)."""
     seq_length = tf.shape(word_embeddings)[1]
     type_embeddings = tf.gather(self.token_type_embeddings, ops.cast(token_type_ids, "int32"))
     # Without this check a too long sequence fails later with an unhelpful broadcast error.
@@ -170,10 +172,13 @@ class EmbeddingPostprocessor(keras.layers.Layer):
         seq_length, self.max_position_embeddings,
         message=f"{self.name}: sequence longer than max_position_embeddings "
                 f"({self.max_position_embeddings})")
-    positions = self.position_embeddings[:seq_length]  # [S, H], broadcast over the batch
+    if position_ids is None:
+      positions = self.position_embeddings[:seq_length][None, :, :]  # [1, S, H], broadcast
+    else:
+      positions = tf.gather(self.position_embeddings, ops.cast(position_ids, "int32"))
     x = (ops.cast(word_embeddings, self.compute_dtype)
          + ops.cast(type_embeddings, self.compute_dtype)
-         + ops.cast(positions, self.compute_dtype)[None, :, :])
+         + ops.cast(positions, self.compute_dtype))
     x = self.layer_norm(x)
     x = ops.cast(x, self.compute_dtype)
     return self.dropout(x, training=training)
@@ -192,7 +197,8 @@ class EmbeddingPostprocessor(keras.layers.Layer):
 class SelfAttention(keras.layers.Layer):
   """Multi-head scaled dot-product self-attention (query/key/value projections only).
 
-  Inputs: hidden states [B, S, H] and input_mask [B, S] (1 = real token, 0 = padding).
+  Inputs: hidden states [B, S, H] and input_mask [B, S] (1 = real token, 0 = padding), or for
+  packed rows the [B, S, S] mask of PackedAttentionMask (1 where a query may see a key).
   Output: the context [B, S, H] before the output projection (which the original scopes under
   attention/output, so it lives in TransformerBlock).
   """
@@ -240,6 +246,8 @@ class SelfAttention(keras.layers.Layer):
     if query_positions is not None:
       queries = tf.gather(hidden_states, ops.cast(query_positions, "int32"), batch_dims=1)
       query_seq = ops.shape(queries)[1]
+      if input_mask.shape.rank == 3:  # packed rows: the mask rows of the queried positions
+        input_mask = tf.gather(input_mask, ops.cast(query_positions, "int32"), batch_dims=1)
     q = self._split_heads(self.query(queries), batch, query_seq)
     k = self._split_heads(self.key(hidden_states), batch, seq)
     v = self._split_heads(self.value(hidden_states), batch, seq)
@@ -247,12 +255,13 @@ class SelfAttention(keras.layers.Layer):
     q = q * ops.cast(1.0 / math.sqrt(self.head_size), q.dtype)
     scores = tf.matmul(q, k, transpose_b=True)  # [B, N, Q, S] (Q = S without query_positions)
     # Softmax in float32: the -10000 adder and the exponentials overflow float16.
-    adder = (1.0 - ops.cast(input_mask, "float32")) * MASK_ADDER  # [B, S]
+    # [B, S]; or [B, Q, S] for packed rows (PackedAttentionMask: which key each query sees).
+    adder = (1.0 - ops.cast(input_mask, "float32")) * MASK_ADDER
     if training and fused.ENABLED and self.attention_probs_dropout_prob > 0:
       probs = fused.attention_probs(scores, adder, self.attention_probs_dropout_prob,
                                     self.dropout.next_seed())
     else:
-      scores = ops.cast(scores, "float32") + adder[:, None, None, :]
+      scores = ops.cast(scores, "float32") + fused.broadcast_adder(adder)
       probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
       probs = self.dropout(probs, training=training)
     context = ops.matmul(probs, v)  # [B, N, Q, D]
@@ -355,7 +364,8 @@ class TransformerBlock(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class Pooler(keras.layers.Layer):
-  """Dense + tanh on the first ([CLS]) token: [B, S, H] -> [B, H]."""
+  """Dense + tanh on the first ([CLS]) token: [B, S, H] -> [B, H] (per example of packed rows:
+  see call)."""
 
   def __init__(self, hidden_size, initializer_range=0.02, **kwargs):
     super().__init__(**kwargs)
@@ -365,15 +375,39 @@ class Pooler(keras.layers.Layer):
         hidden_size, activation="tanh", kernel_initializer=truncated_normal(initializer_range),
         name="dense", dtype=self.dtype_policy)
 
-  def build(self, input_shape):
-    self.dense.build((input_shape[0], input_shape[-1]))
+  def build(self, sequence_output_shape, cls_positions_shape=None):
+    self.dense.build((sequence_output_shape[0], sequence_output_shape[-1]))
     self.built = True
 
-  def call(self, sequence_output):
-    return self.dense(sequence_output[:, 0, :])
+  def call(self, sequence_output, cls_positions=None, packed=False):
+    """[B, S, H] -> [B, H] from position 0. Packed rows: with cls_positions [R, K], each
+    slot's [CLS] -> [R * K, H] (slot order); packed=True without positions: sequence_output
+    is already the [R, K, H] [CLS] rows (a pruned last layer) -> [R * K, H]."""
+    if cls_positions is None and not packed:
+      return self.dense(sequence_output[:, 0, :])
+    if cls_positions is not None:
+      sequence_output = tf.gather(sequence_output, ops.cast(cls_positions, "int32"),
+                                  batch_dims=1)
+    return self.dense(tf.reshape(sequence_output, [-1, self.hidden_size]))
 
 
   def get_config(self):
     config = super().get_config()
     config.update(hidden_size=self.hidden_size, initializer_range=self.initializer_range)
     return config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class PackedAttentionMask(keras.layers.Layer):
+  """[B, S] example slots of packed rows (1..K, 0 = padding) -> the [B, S, S] attention mask.
+
+  A real token (query) sees the keys of its own example only. A padding query sees every real
+  key, as it does in an unpacked row, so its softmax is never over keys that are all masked
+  (finite values, no NaN) and an unpacked row (slots 0 and 1) gets the original's mask.
+  """
+
+  def call(self, example_slots):
+    slots = ops.cast(example_slots, "int32")
+    query, key = slots[:, :, None], slots[:, None, :]
+    visible = (key != 0) & ((query == key) | (query == 0))
+    return ops.cast(visible, "int32")

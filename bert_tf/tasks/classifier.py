@@ -17,7 +17,10 @@ loss, F1 and the Matthews correlation (classifier_metrics) without keeping per-e
 predictions.
 
 Batches carry the models' input names (input_word_ids, input_mask, input_type_ids) plus
-label_ids and is_real_example.
+label_ids and is_real_example. Packed rows (--packing) add input_position_ids and
+packed_cls_positions, the logits and the per-example features come one per slot of the rows
+(empty slots weigh 0), and the loss is averaged over the update's real examples (the loop's
+normalizers), which is train_batch_size with exact packing.
 """
 
 from typing import Any, Dict, List, Mapping
@@ -25,7 +28,7 @@ from typing import Any, Dict, List, Mapping
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.model.encoder import ENCODER_INPUTS
+from bert_tf.model.encoder import ENCODER_INPUTS, PACKED_INPUTS
 from bert_tf.tasks import classifier_metrics
 from bert_tf.training import loop
 from bert_tf.training import losses
@@ -34,12 +37,24 @@ from bert_tf.training import losses
 
 
 def model_inputs(batch):
-  return {key: batch[key] for key in ENCODER_INPUTS}
+  """The model's inputs of a batch: the encoder's, and those of packed rows when it has them."""
+  return {key: batch[key] for key in ENCODER_INPUTS + PACKED_INPUTS if key in batch}
 
 
 def normalizers(batch):
-  del batch
-  return {}
+  """Packed rows: the batch's real examples, which vary per step with static packing (the
+  loop sums them over the replicas and micro-batches of the update); none otherwise."""
+  if PACKED_INPUTS[0] not in batch:
+    return {}
+  return {"examples": tf.reduce_sum(_weights(batch))}
+
+
+def _denominator(global_normalizers, examples_per_update):
+  """The examples a loss is averaged over: the update's real examples for packed rows (equal
+  to train_batch_size with exact packing), else train_batch_size, as the original."""
+  if "examples" in global_normalizers:
+    return tf.maximum(global_normalizers["examples"], 1.0)
+  return float(examples_per_update)
 
 
 def _weights(batch):
@@ -50,12 +65,11 @@ def _weights(batch):
 
 def replica_loss(outputs, batch, global_normalizers, examples_per_update):
   """Mean cross-entropy over the global batch (this replica's share), and its metric sums."""
-  del global_normalizers
   logits = tf.cast(outputs["logits"], tf.float32)
   labels = tf.reshape(tf.cast(batch["label_ids"], tf.int32), [-1])
   weights = _weights(batch)
   nll = losses.sparse_nll(logits, labels)
-  loss = tf.reduce_sum(weights * nll) / float(examples_per_update)
+  loss = tf.reduce_sum(weights * nll) / _denominator(global_normalizers, examples_per_update)
   return loss, dict(correct=tf.reduce_sum(weights * losses.correct(logits, labels)),
                     examples=tf.reduce_sum(weights))
 
@@ -114,13 +128,12 @@ TASK = loop.Task(model_inputs=model_inputs, normalizers=normalizers, replica_los
 
 def regression_loss(outputs, batch, global_normalizers, examples_per_update):
   """Mean squared error over the global batch (this replica's share)."""
-  del global_normalizers
   predictions = tf.reshape(tf.cast(outputs["logits"], tf.float32), [-1])
   targets = tf.reshape(tf.cast(batch["label_ids"], tf.float32), [-1])
   weights = _weights(batch)
   squared = tf.reduce_sum(weights * tf.square(predictions - targets))
-  return squared / float(examples_per_update), dict(squared_error=squared,
-                                                    examples=tf.reduce_sum(weights))
+  return squared / _denominator(global_normalizers, examples_per_update), dict(
+      squared_error=squared, examples=tf.reduce_sum(weights))
 
 
 def regression_train_metrics(totals: Mapping[str, float], good_steps: int) -> Dict[str, float]:

@@ -278,9 +278,10 @@ def _train_records(state: fine_tuning.RunState, path: str) -> fine_tuning.Traini
                                      log=(f"Num examples = {len(examples)}",))
 
 
-def _build_model(config: BertConfig, inputs: fine_tuning.TaskInputs):
+def _build_model(config: BertConfig, inputs: fine_tuning.TaskInputs, packed: bool = False):
   labels = inputs.data["labels"]
-  return heads.build_classifier_model(config, None if labels is None else len(labels))
+  return heads.build_classifier_model(config, None if labels is None else len(labels),
+                                      packed=packed)
 
 
 def _loss(inputs: fine_tuning.TaskInputs):

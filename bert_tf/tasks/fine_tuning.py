@@ -40,8 +40,10 @@ import tensorflow as tf
 
 from bert_tf import io
 from bert_tf import length_buckets
+from bert_tf import row_packing
 from bert_tf.config import BertConfig
 from bert_tf.tasks import common
+from bert_tf.training import input_pipeline
 from bert_tf.training import loop
 from bert_tf.training import optimization
 
@@ -112,10 +114,12 @@ class FineTuningTask:
     read: (settings, vocab md5) -> TaskInputs; reads every input file (records are written
       later, by train_records and evaluate, once the run directory is taken).
     train_records: (state, path) -> TrainingRecords; writes the training records to path.
-    build_model: (config, inputs) -> the Keras model (built under the strategy's scope).
+    build_model: (config, inputs, packed=bool) -> the Keras model (built under the strategy's
+      scope); packed: it takes packed rows (--packing).
     loss: inputs -> the loop.Task (loss and metric sums) the model trains with.
     dataset: (inputs, path, max_seq_length, batch_size, **options) -> the tf.data pipeline of
-      the task's records (input_pipeline.classifier_dataset / squad_dataset / tagging_dataset).
+      the task's records (input_pipeline.classifier_dataset / squad_dataset / tagging_dataset;
+      options include packing, an input_pipeline.Packing or None).
     evaluate: (state, result so far) -> result entries; evaluates and predicts, writing the
       task's result and prediction files.
     export_info: (settings, info, result) -> the task_info the export records (default: info).
@@ -208,7 +212,9 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
     logging.info("  Batch size = %d", settings.train_batch_size)
     logging.info("  Num steps = %d (warmup %d)", steps, warmup)
 
-  run_ = loop.prepare_run(state.strategy, lambda: task.build_model(state.config, state.inputs),
+  packed = row_packing.check_mode(settings.packing) != row_packing.NONE
+  run_ = loop.prepare_run(state.strategy,
+                          lambda: task.build_model(state.config, state.inputs, packed=packed),
                           task.loss(state.inputs), settings, max(steps, 1),
                           int(steps * settings.warmup_proportion), state.chief)
   state.trainer = run_.trainer
@@ -217,17 +223,22 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
   common.record_run_info(state.config, settings, state.chief, state.inputs.info)
   if settings.do_train:
     grouped = settings.grouped(settings.max_seq_length)
-    boundaries = settings.record_buckets(
-        train_path, settings.max_seq_length,
-        settings.train_batch_size // state.strategy.num_replicas_in_sync, grouped=grouped)
+    micro_batch = (settings.train_batch_size // state.strategy.num_replicas_in_sync
+                   // settings.gradient_accumulation_steps)
+    packing = training_packing(settings, train_path, micro_batch)
+    boundaries = None
+    if packing is None or packing.mode == row_packing.EXACT:
+      boundaries = settings.record_buckets(
+          train_path, settings.max_seq_length,
+          settings.train_batch_size // state.strategy.num_replicas_in_sync, grouped=grouped)
     result.update(fine_tune(
         run_, settings, lambda batch, ctx: task.dataset(
             state.inputs, train_path, settings.max_seq_length, batch, is_training=True,
             input_context=ctx, seed=settings.seed,
             shuffle_buffer_size=settings.shuffle_buffer_size, length_buckets=boundaries,
             group_by_length=grouped,
-            batches_per_update=settings.gradient_accumulation_steps), steps, state.chief,
-        boundaries))
+            batches_per_update=settings.gradient_accumulation_steps, packing=packing),
+        steps, state.chief, boundaries, packing))
   result["global_step"] = int(run_.global_step.numpy())
   result["model"] = run_.model
 
@@ -245,10 +256,39 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
   return result
 
 
+def training_packing(settings, records: str, micro_batch: int
+                     ) -> Optional[input_pipeline.Packing]:
+  """The packing of the training batches (None: unpacked); static packing's rows per replica
+  batch come from the training records' lengths (row_packing.static_rows), logged."""
+  mode = row_packing.check_mode(settings.packing)
+  if mode == row_packing.NONE:
+    return None
+  if mode == row_packing.EXACT:
+    logging.info("  Packed rows (exact): %d examples per replica batch in at most %d rows of "
+                 "%d, the row count one of %s", micro_batch, micro_batch,
+                 settings.max_seq_length,
+                 ",".join(map(str, row_packing.row_ladder(micro_batch))))
+    return input_pipeline.Packing(mode)
+  counts = input_pipeline.length_counts(records, settings.max_seq_length)
+  rows = row_packing.static_rows(counts, micro_batch, settings.max_seq_length)
+  logging.info("  Packed rows (static): %d rows of %d per replica batch, about %d examples on "
+               "average (fitted to %s)", rows, settings.max_seq_length, micro_batch, records)
+  return input_pipeline.Packing(mode, rows=rows)
+
+
+def eval_packing(settings) -> Optional[input_pipeline.Packing]:
+  """Eval and predict batches are packed exactly (the same examples per batch, so the same
+  results) whenever --packing is not none."""
+  if row_packing.check_mode(settings.packing) == row_packing.NONE:
+    return None
+  return input_pipeline.Packing(row_packing.EXACT)
+
+
 def eval_dataset(task: FineTuningTask, state: RunState, path: str, batch_size: int,
                  num_examples: int):
   """A distributed iterator over every record of an eval or predict file, each exactly once
-  (the last batch padded with weight-0 rows), cut to --length_buckets."""
+  (the last batch padded with weight-0 rows), cut to --length_buckets (packed with
+  --packing)."""
   settings = state.settings
   boundaries = settings.record_buckets(path, settings.max_seq_length,
                                        batch_size // state.strategy.num_replicas_in_sync)
@@ -256,7 +296,7 @@ def eval_dataset(task: FineTuningTask, state: RunState, path: str, batch_size: i
   def dataset_fn(ctx):
     return task.dataset(state.inputs, path, settings.max_seq_length, batch_size,
                         is_training=False, input_context=ctx, num_examples=num_examples,
-                        length_buckets=boundaries)
+                        length_buckets=boundaries, packing=eval_packing(settings))
 
   return iter(state.strategy.distribute_datasets_from_function(dataset_fn))
 
@@ -307,6 +347,14 @@ def fine_tuning_problems(settings, num_replicas: int) -> List[str]:
   if settings.mixed_precision not in loop.MIXED_PRECISION_POLICIES:
     problems.append("--mixed_precision must be one of "
                     f"{', '.join(loop.MIXED_PRECISION_POLICIES)}")
+  try:
+    packing = row_packing.check_mode(getattr(settings, "packing", row_packing.NONE))
+  except row_packing.PackingError as e:
+    problems.append(str(e))
+    packing = row_packing.NONE
+  if packing != row_packing.NONE and getattr(settings, "group_by_length", False):
+    problems.append(f"--group_by_length does not apply to packed rows (--packing={packing}): "
+                    "packing already leaves almost no padding; drop one of the two")
   if settings.length_buckets and settings.max_seq_length > 0:
     try:
       length_buckets.parse(settings.length_buckets, settings.max_seq_length,
@@ -365,16 +413,22 @@ def init_fine_tuning(run: loop.Run, settings, head_layer: str, head_name: str, r
 
 def fine_tune(run: loop.Run, settings, dataset_fn: Callable[..., tf.data.Dataset],
               num_train_steps_: int, chief: bool,
-              boundaries: Optional[Sequence[int]]) -> Dict[str, float]:
+              boundaries: Optional[Sequence[int]],
+              packing: Optional[input_pipeline.Packing] = None) -> Dict[str, float]:
   """Trains a fine-tuning run to num_train_steps_ (resuming where its checkpoint left off).
 
   dataset_fn(micro_batch, input_context) gives the per-replica training batches of
-  train_batch_size / gradient_accumulation_steps examples, cut to `boundaries` (for the log);
-  they are grouped per update here.
+  train_batch_size / gradient_accumulation_steps examples, cut to `boundaries` (for the log),
+  packed as `packing` says; they are grouped per update here.
   """
   micro_batch = settings.train_batch_size // settings.gradient_accumulation_steps
-  logging.info("  Batches: %s%s", length_buckets.describe(boundaries, settings.max_seq_length),
-               ", grouped by length" if settings.grouped(settings.max_seq_length) else "")
+  if packing is not None and packing.mode == row_packing.STATIC:
+    logging.info("  Batches: packed rows of %d (static)", settings.max_seq_length)
+  else:
+    logging.info("  Batches: %s%s%s", length_buckets.describe(boundaries,
+                                                              settings.max_seq_length),
+                 ", grouped by length" if settings.grouped(settings.max_seq_length) else "",
+                 ", packed rows (exact)" if packing is not None else "")
 
   def update_batches(ctx):
     dataset = dataset_fn(micro_batch, ctx)

@@ -342,7 +342,7 @@ TASK = fine_tuning.FineTuningTask(
     untrained=("predicting with it would give random answers. Add --do_train, or point "
                "--init_checkpoint at a model fine-tuned on SQuAD"),
     read=_read, train_records=_train_records,
-    build_model=lambda config, inputs: heads.build_span_model(config),
+    build_model=lambda config, inputs, packed=False: heads.build_span_model(config),
     loss=lambda inputs: squad.TASK, dataset=_dataset, evaluate=_evaluate,
     export_info=_export_info)
 

@@ -15,13 +15,15 @@ from typing import Any, Dict, List, Mapping
 
 import tensorflow as tf
 
-from bert_tf.model.encoder import ENCODER_INPUTS
+from bert_tf.model.encoder import ENCODER_INPUTS, PACKED_INPUTS
 from bert_tf.training import loop
 from bert_tf.training import losses
 
 
 def model_inputs(batch):
-  return {key: batch[key] for key in ENCODER_INPUTS}
+  """The model's inputs of a batch: the encoder's, and input_position_ids for packed rows (the
+  loss and sums are per position, so packed rows need nothing else)."""
+  return {key: batch[key] for key in ENCODER_INPUTS + PACKED_INPUTS[:1] if key in batch}
 
 
 def normalizers(batch):
@@ -31,7 +33,11 @@ def normalizers(batch):
 def _sums(outputs, batch):
   sums = losses.masked_lm_sums(tf.cast(outputs["logits"], tf.float32), batch["label_ids"],
                                batch["label_mask"])
-  sums["examples"] = tf.cast(tf.shape(batch["label_ids"])[0], tf.float32)
+  if PACKED_INPUTS[0] in batch:  # packed rows: a row's slots are 1..n
+    sums["examples"] = tf.cast(tf.reduce_sum(tf.reduce_max(batch["input_mask"], axis=-1)),
+                               tf.float32)
+  else:
+    sums["examples"] = tf.cast(tf.shape(batch["label_ids"])[0], tf.float32)
   return sums
 
 

@@ -237,16 +237,17 @@ def _evaluate(state: fine_tuning.RunState, result: Dict[str, Any]) -> Dict[str, 
 
 def predict_windows(trainer: loop.Trainer, record_file: str, num_windows: int,
                     max_seq_length: int, batch_size: int,
-                    length_buckets: Optional[Sequence[int]] = None) -> np.ndarray:
+                    length_buckets: Optional[Sequence[int]] = None,
+                    packing: Optional[input_pipeline.Packing] = None) -> np.ndarray:
   """The logits [windows, max_seq_length, labels] of every record of a tagging record file,
-  in file order, on any strategy (with length_buckets, the positions past a batch's bucket
-  hold input_pipeline.PADDED_LOGIT: they are padding, never read)."""
+  in file order, on any strategy (with length_buckets or packing, the positions past a
+  window's end may hold input_pipeline.PADDED_LOGIT: they are padding, never read)."""
 
   def dataset_fn(ctx):
     return input_pipeline.tagging_dataset(record_file, max_seq_length, batch_size,
                                           is_training=False, input_context=ctx,
                                           num_examples=num_windows,
-                                          length_buckets=length_buckets)
+                                          length_buckets=length_buckets, packing=packing)
 
   iterator = iter(trainer.strategy.distribute_datasets_from_function(dataset_fn))
   out = loop.predict(trainer, iterator, input_pipeline.eval_steps(num_windows, batch_size),
@@ -295,7 +296,8 @@ def _predict_and_score(state: fine_tuning.RunState, sentences, name: str, batch_
   logits = predict_windows(state.trainer, path, writer.num_features, settings.max_seq_length,
                            batch_size, settings.record_buckets(
                                path, settings.max_seq_length,
-                               batch_size // state.strategy.num_replicas_in_sync))
+                               batch_size // state.strategy.num_replicas_in_sync),
+                           fine_tuning.eval_packing(settings))
   predicted = tagging_data.word_predictions(writer.features, np.argmax(logits, axis=-1),
                                             sentences, labels)
   out_dir = settings.output_dir
@@ -332,8 +334,8 @@ def _predict_and_score(state: fine_tuning.RunState, sentences, name: str, batch_
 TASK = fine_tuning.FineTuningTask(
     program="run_ner", head=common.TAGGER_HEAD, head_layer=heads.TAGGER_LAYER,
     head_name=HEAD_NAME, untrained=UNTRAINED, read=_read, train_records=_train_records,
-    build_model=lambda config, inputs: heads.build_tagger_model(config,
-                                                                len(inputs.data["labels"])),
+    build_model=lambda config, inputs, packed=False: heads.build_tagger_model(
+        config, len(inputs.data["labels"]), packed=packed),
     loss=lambda inputs: tagging.TASK, dataset=_dataset, evaluate=_evaluate)
 
 

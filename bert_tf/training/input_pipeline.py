@@ -19,6 +19,7 @@ from bert_tf import io
 from bert_tf import length_buckets
 from bert_tf.length_buckets import auto_buckets
 from bert_tf import record_schema
+from bert_tf import row_packing
 
 COMPRESSION_TYPES = ("", "GZIP")
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -527,6 +528,23 @@ def pretraining_dataset(input_files: Union[str, Sequence[str]], max_seq_length: 
   return dataset.prefetch(tf.data.AUTOTUNE)
 
 
+@dataclasses.dataclass(frozen=True)
+class Packing:
+  """How a dataset packs examples into rows (row_packing's module docstring has the modes).
+
+  Attributes:
+    mode: row_packing.EXACT or row_packing.STATIC (row_packing.NONE is no Packing at all).
+    rows: static training: rows per replica batch (row_packing.static_rows).
+    window: static training: examples of the shuffled stream packed together (0: 8 batches'
+      worth of the rows' mean examples).
+    max_per_row: K, examples per row at most.
+  """
+  mode: str
+  rows: int = 0
+  window: int = 0
+  max_per_row: int = row_packing.MAX_EXAMPLES_PER_ROW
+
+
 # === Fine-tuning records (run_classifier's schema) ===
 
 EXAMPLE_INDEX = "example_index"
@@ -557,8 +575,8 @@ def classifier_dataset(input_file: str, max_seq_length: int, batch_size: int, is
                        regression: bool = False, num_examples: Optional[int] = None,
                        seed: Optional[int] = None, shuffle_buffer_size: int = 100,
                        length_buckets: Optional[Sequence[int]] = None,
-                       group_by_length: bool = False, batches_per_update: int = 1
-                       ) -> tf.data.Dataset:
+                       group_by_length: bool = False, batches_per_update: int = 1,
+                       packing: Optional[Packing] = None) -> tf.data.Dataset:
   """Batches of run_classifier records (train.tf_record, eval.tf_record, predict.tf_record).
 
   Training follows the original's input_fn: repeat, shuffle in a buffer of 100 records (its
@@ -590,15 +608,18 @@ def classifier_dataset(input_file: str, max_seq_length: int, batch_size: int, is
     length_buckets: boundaries from bert_tf.length_buckets.parse, or None.
     group_by_length: group training batches by length.
     batches_per_update: micro-batches per update (gradient accumulation), for the grouping.
+    packing: packed rows (see record_dataset), or None.
 
   Returns:
     Dicts of input_word_ids, input_mask, input_type_ids [B, L] int32 (L = max_seq_length, or a
     boundary), label_ids [B] (int32, float32 for regression), is_real_example [B] int32, and
-    for eval/predict example_index [B] int64.
+    for eval/predict example_index [B] int64. Packed: [R, L] rows, input_position_ids [R, L],
+    packed_cls_positions [R, K], and the per-example features [R * K] in slot order.
   """
   return record_dataset(input_file, classifier_parsing_spec(max_seq_length, regression),
                         batch_size, is_training, input_context, num_examples, seed,
-                        shuffle_buffer_size, length_buckets, group_by_length, batches_per_update)
+                        shuffle_buffer_size, length_buckets, group_by_length, batches_per_update,
+                        packing)
 
 
 # Training batches per length-grouping window (group_by_length): examples are sorted by length
@@ -657,12 +678,133 @@ def cut_to_bucket(batch: Mapping[str, tf.Tensor], boundaries: Sequence[int],
                   mask_key: str = "input_mask") -> Dict[str, tf.Tensor]:
   """The batch with every per-position feature (same rank and length as batch[mask_key]) cut
   to bucket_length: the positions dropped are padding of every row, so the model's outputs at
-  the kept positions are those of the full batch."""
+  the kept positions are those of the full batch. Packed rows are cut the same way (their
+  input_mask is non-zero at every real position)."""
   mask = batch[mask_key]
   width = bucket_length(mask, boundaries)
   rank, length = mask.shape.rank, mask.shape[-1]
-  return {key: value[..., :width] if value.shape.rank == rank and value.shape[-1] == length
+  return {key: value[..., :width] if (value.shape.rank == rank and value.shape[-1] == length
+                                      and key != row_packing.CLS_POSITIONS)
           else value for key, value in batch.items()}
+
+
+# === Packed rows (--packing; bert_tf.row_packing) ===
+
+
+def _split_features(batch: Mapping[str, tf.Tensor], mask_key: str = "input_mask"):
+  """(per-position keys, per-example keys) of a batch: a per-position feature has
+  batch[mask_key]'s [B, L] shape."""
+  length = batch[mask_key].shape[-1]
+  tokens = [k for k, v in batch.items() if v.shape.rank == 2 and v.shape[1] == length]
+  return tokens, [k for k in batch if k not in tokens]
+
+
+def pack_batch(batch: Mapping[str, tf.Tensor], max_per_row: int = row_packing.MAX_EXAMPLES_PER_ROW,
+               rows: Optional[int] = None) -> Dict[str, tf.Tensor]:
+  """A batch of B examples ([B, L] per-position features, [B, ...] per-example ones) as packed
+  rows (row_packing.pack_arrays): per-position features [R, L], input_position_ids [R, L],
+  packed_cls_positions [R, K] and per-example features [R * K, ...] in slot order, an empty
+  slot holding 0 (example_index -1).
+
+  rows: a fixed R; None for the fewest rows first-fit decreasing finds rounded up to
+  row_packing.row_ladder(B) (exact packing: at most len(ladder) shapes).
+  """
+  tokens, examples = _split_features(batch)
+  length = batch["input_mask"].shape[-1]
+  size = batch["input_mask"].shape[0]
+  out_keys = tokens + [row_packing.POSITION_IDS, row_packing.CLS_POSITIONS] + examples
+  dtypes = ([batch[k].dtype for k in tokens] + [batch["input_mask"].dtype] * 2
+            + [batch[k].dtype for k in examples])
+
+  def pack(*arrays):
+    count = rows if rows else (
+        lambda needed: row_packing.ladder_rows(needed, size or len(arrays[0])))
+    out = row_packing.pack_arrays(
+        dict(zip(tokens, arrays[:len(tokens)])), dict(zip(examples, arrays[len(tokens):])),
+        length, rows=count, max_per_row=max_per_row, fill={EXAMPLE_INDEX: -1})
+    return [out[k] for k in out_keys]
+
+  values = tf.numpy_function(pack, [batch[k] for k in tokens + examples], dtypes,
+                             stateful=False)
+  out = {}
+  for key, value in zip(out_keys, values):
+    if key in examples:
+      value.set_shape([rows * max_per_row if rows else None] + batch[key].shape[1:].as_list())
+    else:
+      value.set_shape([rows or None, max_per_row if key == row_packing.CLS_POSITIONS
+                       else length])
+    out[key] = value
+  return out
+
+
+def _rows_of(batch: Mapping[str, tf.Tensor], max_per_row: int) -> Dict[str, tf.Tensor]:
+  """A packed batch's per-example features [R * K, ...] as [R, K, ...] (one entry per row)."""
+  out = dict(batch)
+  for key in _per_example_keys(batch):
+    value = batch[key]
+    out[key] = tf.reshape(value, tf.concat([[-1, max_per_row], tf.shape(value)[1:]], 0))
+  return out
+
+
+def _per_example_keys(batch: Mapping[str, tf.Tensor]) -> List[str]:
+  tokens, examples = _split_features(batch)
+  return [k for k in examples if k != row_packing.CLS_POSITIONS]
+
+
+def _examples_of(rows: Mapping[str, tf.Tensor], per_example: Sequence[str]
+                 ) -> Dict[str, tf.Tensor]:
+  """The inverse of _rows_of after batching rows: [R, K, ...] -> [R * K, ...]."""
+  out = dict(rows)
+  for key in per_example:
+    value = rows[key]
+    shape = value.shape.as_list()
+    flat = None if shape[0] is None or shape[1] is None else shape[0] * shape[1]
+    out[key] = tf.ensure_shape(
+        tf.reshape(value, tf.concat([[-1], tf.shape(value)[2:]], 0)), [flat] + shape[2:])
+  return out
+
+
+def is_packed(batch: Mapping[str, tf.Tensor]) -> bool:
+  return row_packing.CLS_POSITIONS in batch
+
+
+def unpack_positions(value: tf.Tensor, batch: Mapping[str, tf.Tensor], pad_value) -> tf.Tensor:
+  """A per-position value of packed rows [R, S, ...] as one row per slot [R * K, S, ...]: slot
+  k of row r holds its example's positions from its [CLS] on (position j of the example at
+  j), and pad_value past the example's end (all of an empty slot), as the example's own row
+  would hold it with its padding replaced by pad_value."""
+  cls = tf.cast(batch[row_packing.CLS_POSITIONS], tf.int32)  # [R, K]
+  slots = tf.cast(batch["input_mask"], tf.int32)  # [R, S]
+  rows, width, k = tf.shape(slots)[0], tf.shape(slots)[1], tf.shape(cls)[1]
+  index = cls[:, :, None] + tf.range(width)[None, None, :]  # [R, K, S]
+  inside = index < width
+  flat = tf.reshape(tf.minimum(index, width - 1), [rows, k * width])
+  own = tf.reshape(tf.gather(slots, flat, batch_dims=1), [rows, k, width]) == (
+      tf.range(k)[None, :, None] + 1)
+  valid = tf.reshape(inside & own, [rows * k, width])
+  gathered = tf.gather(value, flat, batch_dims=1)  # [R, K * S, ...]
+  rest = tf.shape(value)[2:]
+  gathered = tf.reshape(gathered, tf.concat([[rows * k, width], rest], 0))
+  valid = tf.reshape(valid, tf.concat([[rows * k, width], tf.ones_like(rest)], 0))
+  out = tf.where(valid, gathered, tf.cast(pad_value, value.dtype))
+  return tf.ensure_shape(out, [None, value.shape[1]] + value.shape[2:].as_list())
+
+
+def static_rows_dataset(parsed_windows: tf.data.Dataset, packing: Packing) -> tf.data.Dataset:
+  """Static packing of a stream: each parsed window of examples packed into rows (as many as
+  it needs), the rows taken packing.rows at a time (the last partial batch dropped)."""
+  k = packing.max_per_row
+  per_example: List[str] = []
+
+  def window_rows(window):
+    packed = pack_batch(window, k)
+    per_example.extend(key for key in _per_example_keys(packed) if key not in per_example)
+    return tf.data.Dataset.from_tensor_slices(_rows_of(packed, k))
+
+  dataset = parsed_windows.flat_map(window_rows)
+  dataset = dataset.batch(packing.rows, drop_remainder=True)
+  return dataset.map(lambda rows: _examples_of(rows, per_example),
+                     num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
 def _length_grouped(window: Mapping[str, tf.Tensor], index: tf.Tensor, batch_size: int,
@@ -705,8 +847,8 @@ def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batc
                    num_examples: Optional[int] = None, seed: Optional[int] = None,
                    shuffle_buffer_size: int = 100,
                    length_buckets: Optional[Sequence[int]] = None,
-                   group_by_length: bool = False, batches_per_update: int = 1
-                   ) -> tf.data.Dataset:
+                   group_by_length: bool = False, batches_per_update: int = 1,
+                   packing: Optional[Packing] = None) -> tf.data.Dataset:
   """The body of classifier_dataset, squad_dataset and tagging_dataset for any fixed-length
   record schema (int64 features become int32; the original's names become the models' input
   names).
@@ -722,7 +864,15 @@ def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batc
   the examples of an update do not depend on how it is split over replicas and micro-batches.
   An example moves only within its window, so an epoch's end is blurred by at most one window.
   Deterministic with a seed, so resume-by-skip is exact.
+
+  With packing (Packing; not with group_by_length), batches are packed rows (pack_batch):
+  exact packing packs each batch of the unpacked run (training, eval and predict alike) into
+  the fewest rows, a row_packing.row_ladder count, then cut to length_buckets; static packing
+  packs windows of the training stream into rows taken packing.rows at a time (one shape, no
+  cut), and packs eval and predict batches as exact packing does.
   """
+  if packing is not None and group_by_length:
+    raise ValueError("packed rows are not grouped by length: give packing or group_by_length")
   num_pipelines, pipeline_id, per_replica_batch = 1, 0, batch_size
   replicas_per_pipeline = 1
   if input_context is not None:
@@ -732,6 +882,8 @@ def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batc
     replicas_per_pipeline = max(1, input_context.num_replicas_in_sync // num_pipelines)
   cut = (lambda batch: batch) if length_buckets is None else (
       lambda batch: cut_to_bucket(batch, length_buckets))
+  pack = (lambda batch: batch) if packing is None else (
+      lambda batch: pack_batch(batch, packing.max_per_row))
   dataset = tf.data.TFRecordDataset(input_file)
   if is_training:
     if num_pipelines > 1:
@@ -753,11 +905,19 @@ def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batc
           lambda index, window: _length_grouped(window, index, per_replica_batch,
                                                 batches_per_group, seed, group_boundaries))
       dataset = dataset.map(cut, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    elif packing is not None and packing.mode == row_packing.STATIC:
+      dataset = dataset.repeat().shuffle(shuffle_buffer_size, seed=seed,
+                                         reshuffle_each_iteration=True)
+      window = packing.window or 8 * per_replica_batch
+      dataset = dataset.batch(window, drop_remainder=True)
+      dataset = dataset.map(lambda records: _parse_records(records, spec),
+                            num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+      dataset = static_rows_dataset(dataset, packing)
     else:
       dataset = dataset.repeat().shuffle(shuffle_buffer_size, seed=seed,
                                          reshuffle_each_iteration=True)
       dataset = dataset.batch(per_replica_batch, drop_remainder=True)
-      dataset = dataset.map(lambda records: cut(_parse_records(records, spec)),
+      dataset = dataset.map(lambda records: cut(pack(_parse_records(records, spec))),
                             num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return dataset.prefetch(tf.data.AUTOTUNE)
   if num_examples is None:
@@ -773,8 +933,9 @@ def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batc
   if num_pipelines > 1:
     dataset = dataset.shard(num_pipelines, pipeline_id)
   dataset = dataset.batch(per_replica_batch, drop_remainder=True)
-  if length_buckets is not None:
-    dataset = dataset.map(cut, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  if length_buckets is not None or packing is not None:
+    dataset = dataset.map(lambda batch: cut(pack(batch)), num_parallel_calls=tf.data.AUTOTUNE,
+                          deterministic=True)
   return dataset.prefetch(tf.data.AUTOTUNE)
 
 
@@ -798,8 +959,8 @@ def squad_dataset(input_file: str, max_seq_length: int, batch_size: int, is_trai
                   num_examples: Optional[int] = None, seed: Optional[int] = None,
                   shuffle_buffer_size: int = 100,
                   length_buckets: Optional[Sequence[int]] = None,
-                  group_by_length: bool = False, batches_per_update: int = 1
-                  ) -> tf.data.Dataset:
+                  group_by_length: bool = False, batches_per_update: int = 1,
+                  packing: Optional[Packing] = None) -> tf.data.Dataset:
   """Batches of run_squad records (train.tf_record, eval.tf_record): training as the
   original's input_fn (repeat, shuffle buffer 100, drop the last partial batch); prediction
   reads every feature once with its position as example_index, padded as classifier_dataset.
@@ -811,7 +972,7 @@ def squad_dataset(input_file: str, max_seq_length: int, batch_size: int, is_trai
   """
   return record_dataset(input_file, squad_parsing_spec(max_seq_length, is_training), batch_size,
                         is_training, input_context, num_examples, seed, shuffle_buffer_size,
-                        length_buckets, group_by_length, batches_per_update)
+                        length_buckets, group_by_length, batches_per_update, packing)
 
 
 # === Token classification records (run_ner's schema) ===
@@ -829,8 +990,8 @@ def tagging_dataset(input_file: str, max_seq_length: int, batch_size: int, is_tr
                     num_examples: Optional[int] = None, seed: Optional[int] = None,
                     shuffle_buffer_size: int = 100,
                     length_buckets: Optional[Sequence[int]] = None,
-                    group_by_length: bool = False, batches_per_update: int = 1
-                    ) -> tf.data.Dataset:
+                    group_by_length: bool = False, batches_per_update: int = 1,
+                    packing: Optional[Packing] = None) -> tf.data.Dataset:
   """Batches of run_ner windows: training repeats, shuffles and drops the last partial batch;
   prediction reads every window once with its position as example_index, padded with windows of
   label_mask 0 as classifier_dataset.
@@ -841,4 +1002,4 @@ def tagging_dataset(input_file: str, max_seq_length: int, batch_size: int, is_tr
   """
   return record_dataset(input_file, tagging_parsing_spec(max_seq_length), batch_size,
                         is_training, input_context, num_examples, seed, shuffle_buffer_size,
-                        length_buckets, group_by_length, batches_per_update)
+                        length_buckets, group_by_length, batches_per_update, packing)

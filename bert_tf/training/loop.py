@@ -283,10 +283,21 @@ class Trainer:
     With sequence_length, per-position outputs of batches cut to a length bucket (axis 1 of
     unknown static size) are padded back to it with input_pipeline.PADDED_LOGIT (kept batch
     entries with 0), so batches of different lengths (and replicas with different lengths)
-    concatenate."""
+    concatenate.
+
+    Packed rows (input_pipeline.is_packed) with sequence_length: every output and kept entry
+    of rank 2 or more is per position of the rows and comes back one row per slot
+    (input_pipeline.unpack_positions; past an example's end PADDED_LOGIT, kept entries 0), in
+    the slot order of the per-example entries."""
     def replica_predict(batch):
       outputs = self.model(self.task.model_inputs(batch), training=False)
       kept = {key: batch[key] for key in keep}
+      if sequence_length is not None and input_pipeline.is_packed(batch):
+        def unpack(values, pad):
+          return {key: input_pipeline.unpack_positions(value, batch, pad)
+                  if value.shape.rank >= 2 else value for key, value in values.items()}
+        outputs = unpack(outputs, input_pipeline.PADDED_LOGIT)
+        kept = unpack(kept, 0)
       if sequence_length is not None:
         outputs = {key: _pad_positions(value, sequence_length, input_pipeline.PADDED_LOGIT)
                    for key, value in outputs.items()}

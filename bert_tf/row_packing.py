@@ -1,0 +1,226 @@
+"""Several examples per row (--packing): which examples share a row, and how many rows a step has.
+
+Not to be confused with bert_tf/packing.py, which packs the segments of ONE example
+([CLS] A [SEP] B [SEP]). Here a row of max_seq_length positions holds up to
+MAX_EXAMPLES_PER_ROW whole examples side by side; the model keeps them apart (attention only
+within an example, position ids restarting at each example's [CLS], each example's own [CLS]
+read by the pooler: model/encoder.py), so every example's outputs are those it has alone in a
+row of its own (Krell et al., "Efficient Sequence Packing without Cross-contamination",
+arXiv 2107.02027, describe the same model changes).
+
+Pure Python and NumPy, like length_buckets.py; the tf.data side is in
+training/input_pipeline.py (pack_batch, packed_dataset).
+
+The modes (--packing):
+  none:   one example per row (the original's batches; --length_buckets cuts them).
+  exact:  each step holds exactly the train_batch_size examples of the unpacked run, in the
+          same order of the data, packed into the fewest rows first-fit decreasing finds; the
+          row count is rounded up to ROW_LADDER so a run compiles a bounded number of programs.
+          The optimisation is the unpacked run's by construction.
+  static: a fixed number of rows per step (one shape: TPUs, --jit_compile); the examples of a
+          window of the shuffled stream are packed first-fit decreasing and the rows taken in
+          turn, so the examples per step vary around train_batch_size (static_rows picks the row
+          count so that their mean is train_batch_size) and the loss is the mean over the real
+          examples of the global batch.
+"""
+
+import math
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+MODES = ("none", "exact", "static")
+NONE, EXACT, STATIC = MODES
+# At most this many examples share a row (a fixed K: the [CLS] positions are a [rows, K] input).
+# Eight costs nothing on short text (mean ~28 pieces in rows of 128 is ~4.5 per row).
+MAX_EXAMPLES_PER_ROW = 8
+# Row counts a packed batch is rounded up to (then capped at the batch's example count): each
+# is one compiled program under XLA; consecutive entries differ by at most a third, so the
+# rounding wastes at most a quarter of the rows.
+_LADDER = (1, 2, 3, 4, 5, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 112,
+           128, 160, 192, 224, 256)
+
+
+class PackingError(ValueError):
+  """A packing setting that cannot work (the message names the flag)."""
+
+
+def check_mode(mode: str) -> str:
+  """The mode, lower-cased; PackingError naming --packing for an unknown one."""
+  value = (mode or NONE).strip().lower()
+  if value not in MODES:
+    raise PackingError(f"--packing must be one of {', '.join(MODES)}, got {mode!r}")
+  return value
+
+
+def first_fit_decreasing(lengths: Sequence[int], row_length: int,
+                         max_per_row: int = MAX_EXAMPLES_PER_ROW) -> List[List[int]]:
+  """Rows of example indices: examples longest first, each into the first row it fits.
+
+  An example fits a row when the row's lengths plus its own stay within row_length and the row
+  holds fewer than max_per_row examples. Examples of length 0 (padding examples: no real
+  token) are placed in no row. Within a row the indices are ascending (the data's order), and
+  rows are ordered by their first index, so the layout depends only on the lengths.
+
+  Raises:
+    PackingError: a length outside [0, row_length].
+  """
+  if max_per_row < 1:
+    raise PackingError(f"a row holds at least one example, got max_per_row={max_per_row}")
+  for i, length in enumerate(lengths):
+    if not 0 <= length <= row_length:
+      raise PackingError(f"example {i} has length {length}, outside [0, {row_length}]")
+  order = sorted((i for i, n in enumerate(lengths) if n > 0), key=lambda i: (-lengths[i], i))
+  rows: List[List[int]] = []
+  free: List[int] = []
+  for i in order:
+    for r, space in enumerate(free):
+      if space >= lengths[i] and len(rows[r]) < max_per_row:
+        rows[r].append(i)
+        free[r] -= lengths[i]
+        break
+    else:
+      rows.append([i])
+      free.append(row_length - lengths[i])
+  rows = [sorted(row) for row in rows]
+  rows.sort(key=lambda row: row[0])
+  return rows
+
+
+def row_ladder(max_rows: int) -> Tuple[int, ...]:
+  """The row counts a packed batch of at most max_rows rows may have: _LADDER's entries below
+  max_rows, and max_rows itself (beyond 256, multiples of 64)."""
+  if max_rows < 1:
+    raise PackingError(f"a batch has at least one row, got {max_rows}")
+  ladder = [n for n in _LADDER if n < max_rows]
+  n = _LADDER[-1] + 64
+  while n < max_rows:
+    ladder.append(n)
+    n += 64
+  return tuple(ladder) + (max_rows,)
+
+
+def ladder_rows(needed: int, max_rows: int) -> int:
+  """The smallest entry of row_ladder(max_rows) that is at least `needed` (at least 1)."""
+  for n in row_ladder(max_rows):
+    if n >= needed:
+      return n
+  raise PackingError(f"{needed} rows needed but a batch has at most {max_rows}")
+
+
+def expected_rows(length_counts: Sequence[int], batch_size: int, row_length: int,
+                  max_per_row: int = MAX_EXAMPLES_PER_ROW, samples: int = 64,
+                  seed: int = 0) -> float:
+  """The mean number of rows first_fit_decreasing needs for batch_size examples drawn from the
+  length distribution length_counts (count of examples per length), by sampling."""
+  counts = np.asarray(length_counts, np.float64)
+  counts[0] = 0.0  # padding examples take no row
+  if counts.sum() <= 0:
+    return 1.0
+  rng = np.random.default_rng(seed)
+  draws = rng.choice(len(counts), size=(samples, batch_size), p=counts / counts.sum())
+  return float(np.mean([len(first_fit_decreasing(list(d), row_length, max_per_row))
+                        for d in draws]))
+
+
+def static_rows(length_counts: Sequence[int], batch_size: int, row_length: int,
+                max_per_row: int = MAX_EXAMPLES_PER_ROW, window: int = 0) -> int:
+  """Rows per step in static mode: batch_size examples per step on average.
+
+  The stream is packed a window at a time (default: 8 batches' worth), so the mean examples
+  per row is that of packing `window` examples; the row count is batch_size over it, rounded
+  up (so the mean examples per step is at most batch_size), at least 1.
+  """
+  window = window or 8 * batch_size
+  rows = expected_rows(length_counts, window, row_length, max_per_row, samples=8)
+  per_row = window / max(rows, 1e-9)
+  return max(1, int(math.ceil(batch_size / per_row - 1e-9)))
+
+
+def pack_plan(lengths: Sequence[int], row_length: int, max_per_row: int = MAX_EXAMPLES_PER_ROW
+              ) -> List[List[Tuple[int, int]]]:
+  """first_fit_decreasing's rows as (example index, offset in the row) pairs."""
+  plan = []
+  for row in first_fit_decreasing(lengths, row_length, max_per_row):
+    offset, placed = 0, []
+    for i in row:
+      placed.append((i, offset))
+      offset += lengths[i]
+    plan.append(placed)
+  return plan
+
+
+# The packed batch's own features (beside the task's): the position of each token within its
+# example, and the position in the row of each example's [CLS] ([rows, K]; 0 for an empty slot).
+POSITION_IDS = "input_position_ids"
+CLS_POSITIONS = "packed_cls_positions"
+
+
+def real_lengths(input_mask: np.ndarray) -> np.ndarray:
+  """int [...]: one past the last real position of each row of input_mask [..., L]."""
+  mask = np.asarray(input_mask) > 0
+  positions = np.arange(1, mask.shape[-1] + 1)
+  return np.max(np.where(mask, positions, 0), axis=-1)
+
+
+def pack_arrays(token_features: Mapping[str, np.ndarray],
+                example_features: Mapping[str, np.ndarray], row_length: int,
+                rows: Union[None, int, Callable[[int], int]] = None, max_per_row: int = MAX_EXAMPLES_PER_ROW,
+                fill: Optional[Mapping[str, object]] = None, mask_key: str = "input_mask"
+                ) -> Dict[str, np.ndarray]:
+  """Packs a batch of B examples into rows of row_length positions.
+
+  Args:
+    token_features: name -> [B, L] per-position features (L <= row_length), input_mask among
+      them (mask_key); an example is its first real_lengths() positions.
+    example_features: name -> [B, ...] per-example features (labels, weights, indices).
+    row_length: positions per row.
+    rows: the number of rows to return (at least what first_fit_decreasing needs); None for
+      exactly what it needs (at least 1); or a function of what it needs (e.g. ladder_rows).
+    max_per_row: K, examples per row at most.
+    fill: value of a per-example feature in an empty slot (default 0).
+    mask_key: the token feature that marks real positions.
+
+  Returns:
+    The token features [rows, row_length] with each example's positions moved into its row
+    (input_mask holding the example's slot in the row, 1..K, and 0 for padding), POSITION_IDS
+    [rows, row_length] (0, 1, ... within each example), CLS_POSITIONS [rows, K], and each
+    example feature [rows * K, ...] in slot order (row-major: example k of row r at r * K + k),
+    empty slots holding `fill`.
+
+  Raises:
+    PackingError: the examples need more than `rows` rows.
+  """
+  fill = dict(fill or {})
+  mask = np.asarray(token_features[mask_key])
+  lengths = real_lengths(mask)
+  plan = pack_plan([int(n) for n in lengths], row_length, max_per_row)
+  count = max(len(plan), 1)
+  if callable(rows):
+    count = rows(count)
+  elif rows is not None:
+    count = rows
+  if len(plan) > count:
+    raise PackingError(f"{len(plan)} rows needed for {len(lengths)} examples, {count} given")
+  out: Dict[str, np.ndarray] = {}
+  for name, value in token_features.items():
+    value = np.asarray(value)
+    out[name] = np.zeros((count, row_length) + value.shape[2:], value.dtype)
+  positions = np.zeros((count, row_length), mask.dtype)
+  cls = np.zeros((count, max_per_row), mask.dtype)
+  for name, value in example_features.items():
+    value = np.asarray(value)
+    out[name] = np.full((count * max_per_row,) + value.shape[1:], fill.get(name, 0), value.dtype)
+  for r, placed in enumerate(plan):
+    for k, (i, offset) in enumerate(placed):
+      n = lengths[i]
+      for name, value in token_features.items():
+        out[name][r, offset:offset + n] = value[i, :n]
+      out[mask_key][r, offset:offset + n] = k + 1
+      positions[r, offset:offset + n] = np.arange(n)
+      cls[r, k] = offset
+      for name, value in example_features.items():
+        out[name][r * max_per_row + k] = value[i]
+  out[POSITION_IDS] = positions
+  out[CLS_POSITIONS] = cls
+  return out

@@ -1,0 +1,173 @@
+"""--packing in the fine-tuning runs: the batches hold the unpacked run's examples (exact), the
+trained weights, eval results and prediction files equal the unpacked run's, and static packing
+trains on a fixed number of rows.
+
+Data: tests/data/classifier/source (real sentences; tests/data/README.md).
+"""
+
+import dataclasses
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import row_packing
+from bert_tf.model import checkpoints
+from bert_tf.tasks import classifier_run as cr
+from bert_tf.tasks import fine_tuning
+from bert_tf.training import input_pipeline
+from bert_tf.training import loop
+from tests.tasks.test_classifier_run import CONFIG, source_settings
+
+NO_DROPOUT = dataclasses.replace(CONFIG, hidden_dropout_prob=0.0,
+                                 attention_probs_dropout_prob=0.0)
+
+
+def _write_source_records(tmp_path, max_seq_length=32):
+  """The source task's training examples as the original's records; (path, count)."""
+  settings = source_settings(tmp_path / "unused", max_seq_length=max_seq_length)
+  inputs = cr.TASK.read(settings, None)
+  from bert_tf.tasks import classifier_data  # pylint: disable=g-import-not-at-top
+  from bert_tf.tokenization import FullTokenizer  # pylint: disable=g-import-not-at-top
+  tokenizer = FullTokenizer(settings.vocab_file, do_lower_case=True)
+  path = str(tmp_path / "train.tf_record")
+  count = classifier_data.file_based_convert_examples_to_features(
+      inputs.data["train"], inputs.data["labels"], max_seq_length, tokenizer, path)
+  return path, count
+
+
+def _examples_of(batch):
+  """The set of (tokens, label) of the real examples of a batch, packed or not."""
+  ids, mask = batch["input_word_ids"].numpy(), batch["input_mask"].numpy()
+  labels = batch["label_ids"].numpy().reshape(-1)
+  weights = batch["is_real_example"].numpy().reshape(-1)
+  found = []
+  if row_packing.CLS_POSITIONS not in batch:
+    for i in range(len(ids)):
+      if weights[i]:
+        found.append((tuple(ids[i][mask[i] > 0]), int(labels[i])))
+    return sorted(found)
+  cls = batch[row_packing.CLS_POSITIONS].numpy()
+  k = cls.shape[1]
+  for slot in np.flatnonzero(weights):
+    r, j = divmod(slot, k)
+    found.append((tuple(ids[r][mask[r] == j + 1]), int(labels[slot])))
+  return sorted(found)
+
+
+def test_exact_batches_hold_the_unpacked_examples_in_fewer_rows(tmp_path):
+  path, count = _write_source_records(tmp_path)
+  def batches(packing, buckets):
+    return list(input_pipeline.classifier_dataset(
+        path, 32, 16, is_training=True, seed=5, length_buckets=buckets,
+        packing=packing).take(6))
+  plain = batches(None, None)
+  packed = batches(input_pipeline.Packing(row_packing.EXACT), (8, 16, 24, 32))
+  rows = []
+  for a, b in zip(plain, packed):
+    assert _examples_of(a) == _examples_of(b)
+    assert len(_examples_of(b)) == 16
+    rows.append(b["input_word_ids"].shape[0])
+    assert rows[-1] in row_packing.row_ladder(16)
+    assert b["input_word_ids"].shape[1] in (8, 16, 24, 32)  # cut to a bucket
+  assert max(rows) < 16  # short sentences share rows
+  real = sum(int((b["input_mask"].numpy() > 0).sum()) for b in packed)
+  computed = sum(b["input_mask"].shape[0] * b["input_mask"].shape[1] for b in packed)
+  assert real / computed > 0.75
+  assert count == 360
+
+
+def test_eval_batches_packed_keep_every_example_once(tmp_path):
+  path, count = _write_source_records(tmp_path)
+  batches = list(input_pipeline.classifier_dataset(
+      path, 32, 7, is_training=False, num_examples=count,
+      packing=input_pipeline.Packing(row_packing.EXACT)))
+  assert len(batches) == input_pipeline.eval_steps(count, 7)
+  index = np.concatenate([b[input_pipeline.EXAMPLE_INDEX].numpy() for b in batches])
+  assert sorted(index[index >= 0]) == list(range(count))
+
+
+def test_static_batches_have_one_shape_and_the_batch_on_average(tmp_path):
+  path, count = _write_source_records(tmp_path)
+  counts = input_pipeline.length_counts(path, 32)
+  rows = row_packing.static_rows(counts, 16, 32)
+  packing = input_pipeline.Packing(row_packing.STATIC, rows=rows)
+  batches = list(input_pipeline.classifier_dataset(path, 32, 16, is_training=True, seed=1,
+                                                   packing=packing).take(40))
+  shapes = {tuple(b["input_word_ids"].shape) for b in batches}
+  assert shapes == {(rows, 32)}
+  per_step = [int(b["is_real_example"].numpy().sum()) for b in batches]
+  assert 12 <= np.mean(per_step) <= 16
+  assert batches[0]["label_ids"].shape == (rows * row_packing.MAX_EXAMPLES_PER_ROW,)
+
+
+def test_packing_flag_checks():
+  settings = source_settings("/tmp/unused", packing="tight")
+  with pytest.raises(loop.TrainingError, match="--packing must be one of"):
+    settings.check(CONFIG)
+  settings = source_settings("/tmp/unused", packing="exact", group_by_length=True)
+  with pytest.raises(loop.TrainingError, match="--group_by_length does not apply"):
+    settings.check(CONFIG)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+  """The source task trained one epoch (22 steps, dropout off) unpacked, exact and static."""
+  out = {}
+  for mode in ("none", "exact", "static"):
+    settings = source_settings(tmp_path_factory.mktemp(f"packing_{mode}"), packing=mode)
+    out[mode] = (settings, cr.run_classifier(NO_DROPOUT, settings))
+  return out
+
+
+@pytest.mark.slow
+def test_exact_packing_trains_evaluates_and_predicts_as_unpacked(runs):
+  (plain_settings, plain), (exact_settings, exact) = runs["none"], runs["exact"]
+  assert exact["global_step"] == plain["global_step"] == 22
+  a = checkpoints.get_original_weights(plain["model"])
+  b = checkpoints.get_original_weights(exact["model"])
+  for name in a:
+    np.testing.assert_allclose(b[name], a[name], atol=2e-5, rtol=1e-4, err_msg=name)
+  for key in ("eval_accuracy", "eval_loss", "loss"):
+    assert exact[key] == pytest.approx(plain[key], abs=1e-5)
+  lines = {}
+  for settings in (plain_settings, exact_settings):
+    with open(os.path.join(settings.output_dir, "test_predictions.tsv")) as f:
+      lines[settings.packing] = [line.split("\t") for line in f]
+  assert [row[:2] for row in lines["exact"]] == [row[:2] for row in lines["none"]]
+  np.testing.assert_allclose(np.array([row[2:] for row in lines["exact"][1:]], float),
+                             np.array([row[2:] for row in lines["none"][1:]], float),
+                             atol=1e-5)
+
+
+@pytest.mark.slow
+def test_static_packing_trains_the_same_steps(runs):
+  settings, static = runs["static"]
+  assert static["global_step"] == 22
+  assert np.isfinite(static["eval_loss"])
+  # Predictions through exact-packed eval batches cover every test example.
+  with open(os.path.join(settings.output_dir, "test_predictions.tsv")) as f:
+    assert len(f.readlines()) == 1 + 60
+
+
+@pytest.mark.slow
+def test_exact_packing_tags_as_unpacked(tmp_path):
+  """run_ner two epochs (dropout off): the same weights and prediction files packed or not."""
+  from bert_tf.tasks import tagging_run  # pylint: disable=g-import-not-at-top
+  from tests.tasks import test_tagging_run as tr  # pylint: disable=g-import-not-at-top
+  config = dataclasses.replace(tr.CONFIG, hidden_dropout_prob=0.0,
+                               attention_probs_dropout_prob=0.0)
+  results = {}
+  for mode in ("none", "exact"):
+    results[mode] = tagging_run.run_ner(config, tr.settings(
+        tmp_path / mode, do_train=True, do_eval=True, packing=mode, num_train_epochs=2.0))
+  a = checkpoints.get_original_weights(results["none"]["model"])
+  b = checkpoints.get_original_weights(results["exact"]["model"])
+  for name in a:
+    np.testing.assert_allclose(b[name], a[name], atol=1e-4, rtol=1e-3, err_msg=name)
+  assert results["exact"]["eval"]["f1"] == results["none"]["eval"]["f1"]
+  with open(tmp_path / "none" / "eval_predictions.txt") as f:
+    plain = f.read()
+  with open(tmp_path / "exact" / "eval_predictions.txt") as f:
+    assert f.read() == plain
