@@ -12,7 +12,9 @@ The head is kept: a fine-tuned classifier, SQuAD or tagger head goes to every ou
 original's output_weights / cls/squad names in tf1, Hugging Face's classifier.* / qa_outputs.*
 with the class in config.json's architectures, the task model in keras), its labels and kind to
 task_info.json beside the output (and config.json's id2label). A head that cannot be kept is
-refused; --drop_head converts the encoder alone.
+refused; --drop_head converts the encoder alone. What the model has is written: a part that the
+output's layout expects but the model never had (a tagger's or span model's pooler in tf1) is
+named in one warning line and does not stop the conversion.
 
 Beside the output: the config (bert_config.json for tf1, config.json for hf); for hf the
 tokenizer (vocab.txt, tokenizer_config.json with the casing, special_tokens_map.json), from

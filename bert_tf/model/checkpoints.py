@@ -28,7 +28,7 @@ from bert_tf import io
 from bert_tf.config import BertConfig, activation_from_hf
 from bert_tf.model.encoder import build_encoder
 from bert_tf.model.heads import (CLASSIFIER_LAYER, SPAN_LAYER, build_classifier_model,
-                                 build_pretraining_model, build_span_model)
+                                 build_pretraining_model, build_span_model, build_tagger_model)
 
 # (regular expression over our variable path, original name template, transpose?)
 # "{0}" in a template is the layer index captured by the expression.
@@ -919,8 +919,13 @@ def training_checkpoint_layers(path: str) -> Dict[str, Dict[str, Tuple[int, ...]
 
 def build_model_like_checkpoint(path: str, config: BertConfig,
                                 found: Optional[Mapping[str, object]] = None):
-  """The model (pretraining, classifier, span labeler or encoder) whose layers one of our
-  training checkpoints holds (`found`: its training_checkpoint_layers), built from config."""
+  """The model (pretraining, classifier, tagger, span labeler or encoder) whose layers one of
+  our training checkpoints holds (`found`: its training_checkpoint_layers), built from config.
+
+  The classifier and the tagger name their head layer alike; the pooler tells them apart: the
+  classifier's head reads the pooled [CLS] output, the tagger's every position, so a tagger's
+  model (and checkpoint) has no pooler layer at all (nor has the span labeler's).
+  """
   if found is None:
     found = training_checkpoint_layers(path)
   if SPAN_LAYER in found:
@@ -929,6 +934,8 @@ def build_model_like_checkpoint(path: str, config: BertConfig,
     shape = found[CLASSIFIER_LAYER].get("_kernel") or found[CLASSIFIER_LAYER].get("kernel")
     if not shape:
       raise ValueError(f"{path}: the classifier layer has no kernel")
+    if "pooler" not in found:
+      return build_tagger_model(config, shape[-1])
     return build_classifier_model(config, shape[-1] if shape[-1] > 1 else None)
   if "seq_relationship" in found or "predictions_transform" in found:
     return build_pretraining_model(config)

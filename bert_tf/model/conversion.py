@@ -4,8 +4,10 @@ Any checkpoint checkpoints.read_weights reads (original TF1, Model Garden, Huggi
 ours) becomes a tf1 checkpoint, a Hugging Face model folder or a .keras model. The source's head,
 pretraining or fine-tuned, is kept in every output format (the model holding it is built here,
 see source_head), and a conversion refuses to drop one it cannot hold unless told to
-(drop_head). python -m bert_tf.convert_checkpoint is convert_resolved with errors naming its
-flags.
+(drop_head). What the model has is written; what the target layout expects but the model never
+had (the pooler of a tagger or span model, in the TF1 layout) is logged in one line
+(report_layout_gaps). python -m bert_tf.convert_checkpoint is convert_resolved with errors naming
+its flags.
 """
 
 import dataclasses
@@ -23,9 +25,9 @@ from bert_tf.model.checkpoints import (
     CLASSIFIER, CLASSIFIER_NAMES, FORMATS, HF_ARCHITECTURES, HF_SPECIAL_TOKENS_FILE,
     HF_TOKENIZER_CONFIG_FILE, HF_VOCAB_FILE, HF_WEIGHTS_FILE, PRETRAINING, SQUAD, SQUAD_NAMES,
     TAGGER, TASK_INFO_FILE, TF_CHECKPOINT_PARTS, config_beside, detect_format, head_of_task_info,
-    model_garden_head_variables, model_head, original_name, read_hf_casing, read_weights,
-    recorded_task_info, resolve_checkpoint, save_hf_safetensors, save_tf1_checkpoint,
-    set_original_weights)
+    model_garden_head_variables, model_head, original_name, original_variable_shapes,
+    read_hf_casing, read_weights, recorded_task_info, resolve_checkpoint, save_hf_safetensors,
+    save_tf1_checkpoint, set_original_weights)
 from bert_tf.model.encoder import build_encoder
 from bert_tf.model.heads import (CLASSIFIER_LAYER, build_classifier_model,
                                  build_pretraining_model, build_span_model, build_tagger_model)
@@ -319,6 +321,49 @@ def write_converted(model, config: BertConfig, target: str, target_format: str,
           f.write(content)
 
 
+def layout_gaps(model, config: BertConfig, target_format: str) -> List[str]:
+  """The weights (original names) that target_format's layout has for a model with `model`'s
+  head but `model` does not: what a conversion to it cannot write.
+
+  The original's modeling.py:BertModel always builds the pooler, so every checkpoint in its TF1
+  layout (the release's, run_classifier's, run_squad's) holds bert/pooler/dense/*; a tagger or
+  span model has no pooler, as Hugging Face's BertForTokenClassification and
+  BertForQuestionAnswering have none (add_pooling_layer=False). A .keras file is the model
+  itself.
+  """
+  head = model_head(model)
+  if target_format not in ("tf1", "hf"):
+    return []
+  outputs = (model.get_layer(CLASSIFIER_LAYER).kernel.shape[-1]
+             if head in (CLASSIFIER, TAGGER) else None)
+  expected = original_variable_shapes(config, heads=head == PRETRAINING, num_labels=outputs,
+                                      squad=head == SQUAD)
+  if target_format == "hf" and head in (SQUAD, TAGGER):
+    expected = [name for name in expected if name not in _NOT_IN_SEQUENCE_MODELS]
+  held = {original_name(variable.path)[0] for variable in model.weights}
+  return [name for name in expected if name not in held]
+
+
+_LAYOUTS = {"tf1": "the original TF1 layout", "hf": "Hugging Face's layout"}
+
+
+def report_layout_gaps(model, config: BertConfig, target: str, target_format: str) -> List[str]:
+  """Logs, in one line, what target_format's layout expects but `model` never had (layout_gaps;
+  e.g. a tagger's pooler in the TF1 layout): the conversion writes the rest, without them.
+
+  Returns:
+    The names missing (none for most models and formats).
+  """
+  gaps = layout_gaps(model, config, target_format)
+  if gaps:
+    head = model_head(model) or "encoder"
+    logging.warning(
+        "%s: written without %s: %s has them but a %s model has none (its head never uses "
+        "them); a model that reads this checkpoint and needs them starts them fresh", target,
+        ", ".join(gaps), _LAYOUTS[target_format], head)
+  return gaps
+
+
 def _json_text(values: Mapping[str, Any]) -> str:
   return json.dumps(values, indent=2, sort_keys=True) + "\n"
 
@@ -461,7 +506,8 @@ def convert_resolved(source: str, source_format: str, config: Optional[BertConfi
                      ) -> Tuple[BertConfig, Optional[str], Optional[Dict[str, Any]]]:
   """The steps of every conversion once its paths, formats and tokenizer are known: the outputs
   checked (before the long read), the weights read, the model holding them and their head
-  built (converted_model), and the outputs written (write_converted).
+  built (converted_model), the outputs written (write_converted), and what the target layout
+  expects but the model never had said in one line (report_layout_gaps).
 
   Args:
     source, source_format: a resolved checkpoint path (see resolve_checkpoint) and its format.
@@ -486,6 +532,7 @@ def convert_resolved(source: str, source_format: str, config: Optional[BertConfi
     model, task_info = converted_model(config, values, source, source_format, drop_head)
     step = "write"
     write_converted(model, config, target, target_format, overwrite, task_info, tokenizer)
+    report_layout_gaps(model, config, target, target_format)
   except Exception as e:  # pylint: disable=broad-except
     replacement = errors(step, e)
     if replacement is e:
