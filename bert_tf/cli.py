@@ -258,6 +258,75 @@ def split_list(value: Optional[str]) -> Tuple[str, ...]:
   return tuple(part.strip() for part in (value or "").split(",") if part.strip())
 
 
+# === Label lists ===
+# A label list flag (run_ner's --labels, run_classifier's --label_list) is comma-separated (absl's
+# list flag, with CSV quoting), so a label holding a comma or a quote, such as the Penn Treebank
+# tags `,` and `''`, is hard or impossible to give there. Its twin --<name>_file reads the labels
+# from a file, one per line: any label can be given that way.
+LABEL_FILE_SUFFIX = "_file"
+
+
+def define_label_flags(flag_values=FLAGS, *, name: str, help_text: str) -> None:
+  """--<name>, the labels comma-separated, and --<name>_file, the same from a file."""
+  fv = dict(flag_values=flag_values)
+  flags.DEFINE_list(name, [], f"{help_text} Comma-separated; for labels holding a comma or a "
+                    f"quote, give --{name}{LABEL_FILE_SUFFIX}.", **fv)
+  flags.DEFINE_string(name + LABEL_FILE_SUFFIX, None, f"A file with the labels of --{name}, one "
+                      "per line in id order, so that any label can be given (e.g. the Penn "
+                      "Treebank's `,` `:` `''`); spaces around a label and blank lines are "
+                      f"ignored. Instead of --{name}.", **fv)
+
+
+def read_label_file(path: str, flag: str) -> Tuple[str, ...]:
+  """The labels of a label file (one per line, in id order), through bert_tf.io (gs:// too).
+
+  Spaces around a label and blank lines are ignored; a label is anything else on its line.
+
+  Raises:
+    FileNotFoundError, IsADirectoryError: no file at `path`.
+    ValueError: no label in it, a label given twice (naming both lines), or not UTF-8; every
+      message starts with `<flag>=<path>`.
+  """
+  from bert_tf import io  # pylint: disable=g-import-not-at-top
+  if not io.exists(path):
+    raise FileNotFoundError(f"{flag}={path}: file not found")
+  if io.isdir(path):
+    raise IsADirectoryError(f"{flag}={path}: is a folder, not a file of labels")
+  try:
+    text = io.read_text(path)
+  except UnicodeDecodeError as e:
+    raise ValueError(f"{flag}={path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+  first_line = {}  # label -> the line it is on
+  for number, line in enumerate(text.removeprefix("\ufeff").split("\n"), 1):
+    label = line.strip()
+    if not label:
+      continue
+    if label in first_line:
+      raise ValueError(f"{flag}={path}:{number}: label {label!r} is given twice (first on "
+                       f"line {first_line[label]})")
+    first_line[label] = number
+  if not first_line:
+    raise ValueError(f"{flag}={path}: no labels in it (one label per line)")
+  return tuple(first_line)
+
+
+def labels_from_flags(name: str, flag_values=FLAGS) -> Tuple[str, ...]:
+  """The labels given by --<name> or read from --<name>_file (empty: neither given).
+
+  Raises:
+    UsageError: both given.
+    OSError, ValueError: see read_label_file.
+  """
+  listed = tuple(flag_values[name].value or ())
+  path = flag_values[name + LABEL_FILE_SUFFIX].value
+  if not path:
+    return listed
+  if listed:
+    raise UsageError(f"--{name} and --{name}{LABEL_FILE_SUFFIX} contradict each other; give "
+                     "one")
+  return read_label_file(path, f"--{name}{LABEL_FILE_SUFFIX}")
+
+
 # === Running a tool ===
 
 

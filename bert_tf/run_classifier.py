@@ -56,8 +56,8 @@ def define_flags(flag_values=FLAGS) -> None:
                       "the row number).", **fv)
   flags.DEFINE_bool("has_header", None, "generic: whether TSV/CSV files start with a header "
                     "(default: when a column is given by name).", **fv)
-  flags.DEFINE_list("label_list", [], "generic: the labels in id order (default: the training "
-                    "file's labels, sorted).", **fv)
+  cli.define_label_flags(flag_values, name="label_list", help_text=(
+      "generic: the labels in id order (default: the training file's labels, sorted)."))
   flags.DEFINE_bool("regression", False, "generic: real-valued labels (one output, mean "
                     "squared error).", **fv)
   flags.DEFINE_enum("file_format", None, ["tsv", "csv", "jsonl"],
@@ -91,6 +91,20 @@ def _numbers(name, values, kind):
         from None
 
 
+def settings_from_flags(f=FLAGS):
+  """The run's ClassifierSettings: the same-named flags, the columns parsed, the labels of
+  --label_list or --label_list_file."""
+  from bert_tf.tasks import classifier_run  # pylint: disable=g-import-not-at-top
+  return cli.settings_from_flags(
+      classifier_run.ClassifierSettings, f,
+      text_a_column=classifier_run.parse_column(f.text_a_column),
+      text_b_column=classifier_run.parse_column(f.text_b_column),
+      label_column=classifier_run.parse_column(f.label_column),
+      guid_column=classifier_run.parse_column(f.guid_column),
+      label_list=cli.labels_from_flags("label_list", f),
+      use_tpu=f.use_tpu or f.strategy == "tpu")
+
+
 def main(argv):
   del argv
   # Imported here so that --help does not pay for TensorFlow.
@@ -103,13 +117,7 @@ def main(argv):
   if f.seeds and f.seed is not None:
     raise cli.UsageError("--seed and --seeds contradict each other; give one")
   config = cli.config_from_flags(f)
-  settings = cli.settings_from_flags(
-      classifier_run.ClassifierSettings, f,
-      text_a_column=classifier_run.parse_column(f.text_a_column),
-      text_b_column=classifier_run.parse_column(f.text_b_column),
-      label_column=classifier_run.parse_column(f.label_column),
-      guid_column=classifier_run.parse_column(f.guid_column),
-      label_list=tuple(f.label_list), use_tpu=f.use_tpu or f.strategy == "tpu")
+  settings = settings_from_flags(f)
   strategy = cli.select_strategy_from_flags(f)
 
   def runner(config, settings, strategy=None):

@@ -44,8 +44,9 @@ def define_flags(flag_values=FLAGS) -> None:
                          predict_batch_size=8, learning_rate=5e-5)
   cli.define_fine_tuning_flags(flag_values, export_help=(
       "After training, export a raw-text tagger for TF Serving to output_dir/export/ner/<step>/."))
-  flags.DEFINE_list("labels", [], "Every tag of the task in label id order (default: the "
-                    "training file's tags, O first, the rest sorted).", **fv)
+  cli.define_label_flags(flag_values, name="labels", help_text=(
+      "Every tag of the task in label id order (default: the training file's tags, O first, "
+      "the rest sorted)."))
   flags.DEFINE_enum("tag_scheme", "auto", ["auto", "iob1", "iob2", "iobes", "plain"],
                     "The tags' scheme (default: detected from the training file); plain tags "
                     "(POS) are scored by token accuracy.", **fv)
@@ -59,6 +60,14 @@ def define_flags(flag_values=FLAGS) -> None:
   flags.mark_flags_as_required(["vocab_file", "output_dir"], **fv)
 
 
+def settings_from_flags(f=FLAGS):
+  """The run's NerSettings: the same-named flags, the labels of --labels or --labels_file."""
+  from bert_tf.tasks import tagging_run  # pylint: disable=g-import-not-at-top
+  return cli.settings_from_flags(tagging_run.NerSettings, f,
+                                 labels=cli.labels_from_flags("labels", f),
+                                 use_tpu=f.use_tpu or f.strategy == "tpu")
+
+
 def main(argv):
   del argv
   from absl import logging  # pylint: disable=g-import-not-at-top
@@ -67,8 +76,7 @@ def main(argv):
   f = FLAGS
   cli.apply_runtime_flags(f)
   config = cli.config_from_flags(f)
-  settings = cli.settings_from_flags(tagging_run.NerSettings, f, labels=tuple(f.labels),
-                                     use_tpu=f.use_tpu or f.strategy == "tpu")
+  settings = settings_from_flags(f)
   strategy = cli.select_strategy_from_flags(f)
   result = tagging_run.run_ner(config, settings, strategy, exporter=tagging_export.EXPORTER)
   logging.info("Finished at step %d", result["global_step"])

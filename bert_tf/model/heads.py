@@ -203,17 +203,22 @@ def build_classifier_model(config: BertConfig, num_labels: Optional[int],
   return keras.Model(inputs=inputs, outputs={"logits": logits}, name=name)
 
 
-def build_span_model(config: BertConfig, name: str = "bert_span_labeler") -> keras.Model:
+def build_span_model(config: BertConfig, name: str = "bert_span_labeler",
+                     packed: bool = False) -> keras.Model:
   """The encoder and the original run_squad.py's head: one dense layer from every position's
   final hidden state to a start and an end logit (no dropout in the head, nothing masked).
+
+  With packed=True the inputs add input_position_ids (packed rows, bert_tf.row_packing) and
+  the logits stay per position of the rows (the span loss reads each example's own positions:
+  tasks/squad.py).
 
   Returns:
     A functional keras.Model: inputs input_word_ids, input_mask, input_type_ids (int32 [B, S]);
     outputs {"start_logits", "end_logits"}: float32 [B, S].
   """
-  inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in ENCODER_INPUTS}
+  inputs = _inputs(packed, cls_positions=False)
   encoded, _ = encoder_graph(config, inputs["input_word_ids"], inputs["input_mask"],
-                             inputs["input_type_ids"])
+                             inputs["input_type_ids"], **_packed_args(inputs))
   logits = keras.layers.Dense(
       2, kernel_initializer=layers.truncated_normal(config.initializer_range),
       name=SPAN_LAYER, dtype=layers.float32_policy(keras.config.dtype_policy()))(

@@ -8,6 +8,11 @@ summed per replica and divided by the global batch, so replicas and gradient acc
 the same update. Training batches carry start_positions and end_positions (0 = [CLS] for a window
 without the answer or an impossible question).
 
+Packed rows (--packing): each window's softmax is over its own positions only (span_logits):
+the original's includes the padding positions of its row, which a shared row cannot give, so
+packed training equals an unpacked one whose softmax masks padding, not the original's loss
+(predictions read real positions only and are the same either way).
+
 The original has no evaluation mode for SQuAD (evaluation is the official script on
 predictions.json, see squad_metrics); eval_sums here give the same loss and the start/end
 accuracy on records with positions, for a held-out training file.
@@ -17,36 +22,70 @@ from typing import Any, Dict, List, Mapping
 
 import tensorflow as tf
 
-from bert_tf.model.encoder import ENCODER_INPUTS
+from bert_tf.model.encoder import ENCODER_INPUTS, PACKED_INPUTS
+from bert_tf.training import input_pipeline
 from bert_tf.training import loop
 from bert_tf.training import losses
 
 
 def model_inputs(batch):
-  return {key: batch[key] for key in ENCODER_INPUTS}
+  """The model's inputs of a batch: the encoder's, and input_position_ids for packed rows."""
+  return {key: batch[key] for key in ENCODER_INPUTS + PACKED_INPUTS[:1] if key in batch}
+
+
+def _packed(batch) -> bool:
+  return input_pipeline.is_packed(batch)
+
+
+def _weights(batch):
+  """Packed rows: 1 for a slot holding a window (unique_ids count from 1000000000), 0 for an
+  empty one; None for unpacked batches (every row is a window)."""
+  if not _packed(batch):
+    return None
+  return tf.cast(tf.reshape(batch["unique_ids"], [-1]) != 0, tf.float32)
 
 
 def normalizers(batch):
-  del batch
-  return {}
+  """Packed rows: the batch's windows, summed by the loop over the update (train_batch_size
+  with exact packing, varying with static packing); none otherwise."""
+  if not _packed(batch):
+    return {}
+  return {"examples": tf.reduce_sum(_weights(batch))}
+
+
+def span_logits(outputs, batch, side: str):
+  """float32 [N, S] start or end logits of each window: the model's for unpacked rows (every
+  position, padding included, as the original's softmax); for packed rows each window's own
+  positions from its [CLS] on, and PADDED_LOGIT past its end, so its softmax is over its real
+  positions only (input_pipeline.unpack_positions)."""
+  logits = outputs[f"{side}_logits"]
+  if _packed(batch):
+    logits = input_pipeline.unpack_positions(logits, batch, input_pipeline.PADDED_LOGIT)
+  return tf.cast(logits, tf.float32)
 
 
 def _position_sums(outputs, batch):
   sums = {}
+  weights = _weights(batch)
   for side in ("start", "end"):
-    logits = tf.cast(outputs[f"{side}_logits"], tf.float32)
+    logits = span_logits(outputs, batch, side)
     positions = tf.reshape(tf.cast(batch[f"{side}_positions"], tf.int32), [-1])
-    sums[f"{side}_nll"] = tf.reduce_sum(losses.sparse_nll(logits, positions))
-    sums[f"{side}_correct"] = tf.reduce_sum(losses.correct(logits, positions))
-  sums["examples"] = tf.cast(tf.shape(outputs["start_logits"])[0], tf.float32)
+    nll, correct = losses.sparse_nll(logits, positions), losses.correct(logits, positions)
+    if weights is not None:
+      nll, correct = nll * weights, correct * weights
+    sums[f"{side}_nll"] = tf.reduce_sum(nll)
+    sums[f"{side}_correct"] = tf.reduce_sum(correct)
+  sums["examples"] = (tf.cast(tf.shape(outputs["start_logits"])[0], tf.float32)
+                      if weights is None else tf.reduce_sum(weights))
   return sums
 
 
 def replica_loss(outputs, batch, global_normalizers, examples_per_update):
   """(start loss + end loss) / 2 over the global batch (this replica's share), and its sums."""
-  del global_normalizers
   sums = _position_sums(outputs, batch)
-  loss = (sums["start_nll"] + sums["end_nll"]) / (2.0 * float(examples_per_update))
+  denominator = (tf.maximum(global_normalizers["examples"], 1.0)
+                 if "examples" in global_normalizers else float(examples_per_update))
+  loss = (sums["start_nll"] + sums["end_nll"]) / (2.0 * denominator)
   return loss, dict(start_correct=sums["start_correct"], end_correct=sums["end_correct"],
                     examples=sums["examples"])
 

@@ -240,7 +240,8 @@ def predict_logits(trainer: loop.Trainer, record_file: str, num_features: int,
   def dataset_fn(ctx):
     return input_pipeline.squad_dataset(
         record_file, settings.max_seq_length, batch_size, is_training=False, input_context=ctx,
-        num_examples=num_features, length_buckets=boundaries)
+        num_examples=num_features, length_buckets=boundaries,
+        packing=fine_tuning.eval_packing(settings))
 
   iterator = iter(trainer.strategy.distribute_datasets_from_function(dataset_fn))
   out = loop.predict(trainer, iterator, num_steps, keep=("unique_ids",),
@@ -342,7 +343,8 @@ TASK = fine_tuning.FineTuningTask(
     untrained=("predicting with it would give random answers. Add --do_train, or point "
                "--init_checkpoint at a model fine-tuned on SQuAD"),
     read=_read, train_records=_train_records,
-    build_model=lambda config, inputs, packed=False: heads.build_span_model(config),
+    build_model=lambda config, inputs, packed=False: heads.build_span_model(
+        config, packed=packed),
     loss=lambda inputs: squad.TASK, dataset=_dataset, evaluate=_evaluate,
     export_info=_export_info)
 

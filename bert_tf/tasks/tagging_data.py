@@ -210,7 +210,7 @@ def check_tags(sentences: Sequence[Sentence], label_map: Mapping[str, int], path
         raise ConllFormatError(
             f"{path}:{sentence.line + i}: tag {tag!r} (word {sentence.words[i]!r}) is not one "
             f"of the {len(label_map)} labels the model learns ({', '.join(label_map)}); pass "
-            "--labels with every tag of the task")
+            "--labels (or --labels_file) with every tag of the task")
 
 
 # === WordPieces ===

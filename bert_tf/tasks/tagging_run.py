@@ -186,8 +186,9 @@ def _labels(settings: NerSettings, data: Mapping[str, Any]) -> common.StartingHe
     labels, how = None, None
   if how is None and common.head_of(common.starting_record(settings).info) is None:
     raise tagging_data.ConllFormatError(
-        "no labels: without --do_train, give --labels (every tag, in the model's label id "
-        "order) or an --init_checkpoint / --output_dir whose task_info.json lists them")
+        "no labels: without --do_train, give --labels or --labels_file (every tag, in the "
+        "model's label id order) or an --init_checkpoint / --output_dir whose task_info.json "
+        "lists them")
   return common.starting_head(settings, common.TAGGER_HEAD, labels, how, "--labels")
 
 

@@ -171,3 +171,61 @@ def test_exact_packing_tags_as_unpacked(tmp_path):
     plain = f.read()
   with open(tmp_path / "exact" / "eval_predictions.txt") as f:
     assert f.read() == plain
+
+
+def test_packed_span_loss_is_the_unpacked_loss_with_padding_masked():
+  """SQuAD's softmax over a packed window's own positions equals the unpacked model's softmax
+  with the padding positions masked out (not the original's, which includes them)."""
+  from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import squad  # pylint: disable=g-import-not-at-top
+  from tests.model import test_packed_rows as tp  # pylint: disable=g-import-not-at-top
+  plain = heads.build_span_model(tp.CONFIG)
+  packed = heads.build_span_model(tp.CONFIG, packed=True)
+  checkpoints.set_original_weights(packed, checkpoints.get_original_weights(plain), "plain")
+  lengths = [12, 32, 5, 20, 9, 1]
+  features = tp._examples(lengths, seed=4)
+  rng = np.random.default_rng(4)
+  starts = np.array([int(rng.integers(0, n)) for n in lengths], np.int32)
+  ends = np.array([int(rng.integers(s, n)) for s, n in zip(starts, lengths)], np.int32)
+  unique_ids = np.arange(1000000000, 1000000000 + len(lengths), dtype=np.int32)
+  rows = row_packing.pack_arrays(features, dict(unique_ids=unique_ids, start_positions=starts,
+                                                end_positions=ends), tp.SEQ, rows=5)
+  batch = {k: tf.constant(v) for k, v in rows.items()}
+  outputs = packed(squad.model_inputs(batch))
+  normalizers = squad.normalizers(batch)
+  assert float(normalizers["examples"]) == len(lengths)
+  loss, sums = squad.replica_loss(outputs, batch, normalizers, 999)
+  # The reference: the unpacked logits, softmax over each window's real positions only.
+  reference = plain(features)
+  expected = 0.0
+  for side, gold in (("start", starts), ("end", ends)):
+    logits = reference[f"{side}_logits"].numpy().astype(np.float64)
+    for i, n in enumerate(lengths):
+      row = logits[i, :n]
+      expected += np.log(np.exp(row - row.max()).sum()) + row.max() - row[gold[i]]
+  expected /= 2 * len(lengths)
+  assert float(loss) == pytest.approx(expected, rel=1e-5)
+  assert float(sums["examples"]) == len(lengths)
+  # The original's unmasked softmax differs: the padding positions count there.
+  original = squad.replica_loss(reference, dict(features, start_positions=starts,
+                                                end_positions=ends), {}, len(lengths))[0]
+  assert abs(float(original) - expected) > 1e-3
+
+
+@pytest.mark.slow
+def test_packed_squad_predictions_equal_unpacked(tmp_path):
+  """The same weights predict the same answers with packed eval batches (the logits at every
+  real position agree; padding positions are never answers)."""
+  import json  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import squad_run  # pylint: disable=g-import-not-at-top
+  from tests.tasks import test_squad_run as sq  # pylint: disable=g-import-not-at-top
+  trained = tmp_path / "trained"
+  squad_run.run_squad(sq.CONFIG, sq.squad_settings(trained, do_predict=False))
+  answers = {}
+  for mode in ("none", "exact"):
+    squad_run.run_squad(sq.CONFIG, sq.squad_settings(
+        tmp_path / mode, do_train=False, init_checkpoint=str(trained), packing=mode))
+    with open(tmp_path / mode / "predictions.json") as f:
+      answers[mode] = json.load(f)
+  assert len(answers["none"]) == 120
+  assert answers["exact"] == answers["none"]
