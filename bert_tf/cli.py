@@ -15,7 +15,9 @@ the original's names; a tool passes its own defaults.
 
 Exit status: 0 on success (and for --help), 1 on a failure, printed as one line
 `<tool>: error: <message>` naming the file or flag, 2 on a usage error (an unknown or
-malformed flag, a missing required flag, flags that contradict each other). Set
+malformed flag, a missing required flag, flags that contradict each other), 75 when SIGTERM
+stopped training after it saved a checkpoint of the step reached (the library raises
+loop.Preempted, a SystemExit with this status: running the same command again resumes). Set
 BERT_TF_TRACEBACK=1 to see the traceback of a failure.
 
 Logs: a tool's own lines show, TensorFlow's routine ones do not (bert_tf/logs.py);
@@ -38,6 +40,7 @@ FLAGS = flags.FLAGS
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+EXIT_PREEMPTED = 75  # = bert_tf.training.loop.EXIT_PREEMPTED (a test checks)
 
 STRATEGY_NAMES = ("tpu", "mirrored", "multi_worker_mirrored", "one_device")
 PRECISION_NAMES = ("none", "bfloat16", "float16")

@@ -21,6 +21,10 @@ import contextlib
 import json
 import os
 import re
+import select
+import signal
+import socket
+import threading
 import time
 from typing import (Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Set,
                     Tuple)
@@ -577,11 +581,178 @@ def resumed_iterator(strategy, dataset_fn: Callable[[tf.distribute.InputContext]
   return iter(strategy.distribute_datasets_from_function(positioned))
 
 
+# === Stopping on SIGTERM (preemption) ===
+
+# The exit status of a run that SIGTERM stopped after it saved a checkpoint at the step it had
+# reached: EX_TEMPFAIL of sysexits.h ("a temporary failure; the user is invited to retry").
+# Not 143 (128 + SIGTERM), which a process killed by SIGTERM before it could save reports too:
+# a distinct status tells a cluster manager or a script that the run is whole and that running
+# the same command again resumes it with no step lost.
+EXIT_PREEMPTED = 75
+# How long one call of the training step may run before the loop looks for a SIGTERM again
+# (seconds, measured from the steps before): the bound between the signal and the save, plus
+# one step and the save itself. TPU VMs, GCE and Kubernetes allow about 30 s by default.
+STOP_CHECK_ENV = "BERT_TF_STOP_CHECK_SECONDS"
+DEFAULT_STOP_CHECK_SECONDS = 5.0
+# Steps per call when nothing is measured yet (the first call also traces the step).
+_FIRST_CALL_STEPS = 1
+# Proposals are summed over the replicas as float32: exact below 2**24.
+_MAX_CALL_STEPS = 1 << 20
+
+
+class Preempted(SystemExit):
+  """SIGTERM stopped training after the checkpoint of the step reached was saved.
+
+  A SystemExit with the status EXIT_PREEMPTED: no `except Exception` takes it for a failure
+  (and a fine-tuning run's clean-up keeps what it wrote), and a command that does not catch it
+  exits with that status.
+
+  Attributes:
+    step: the step reached and saved.
+    checkpoint: the saved checkpoint's prefix (in output_dir).
+  """
+
+  def __init__(self, step: int, checkpoint: str):
+    super().__init__(EXIT_PREEMPTED)
+    self.step = step
+    self.checkpoint = checkpoint
+
+
+def stop_check_seconds() -> float:
+  """BERT_TF_STOP_CHECK_SECONDS (default 5): the longest a call of the training step runs
+  before the loop looks for a SIGTERM again."""
+  text = os.environ.get(STOP_CHECK_ENV, "").strip()
+  if not text:
+    return DEFAULT_STOP_CHECK_SECONDS
+  try:
+    value = float(text)
+  except ValueError:
+    value = -1.0
+  if not 0 < value < float("inf"):  # also NaN
+    raise TrainingError(f"{STOP_CHECK_ENV}={text!r}: expected a positive number of seconds")
+  return value
+
+
+class _StopRequest:
+  """Records a SIGTERM while installed (main thread only: Python runs signal handlers there).
+
+  Python runs the handler when the main thread is back in Python, after the current call of
+  the training step, which is when the loop looks at it; the moment the signal came is taken
+  from the wake-up file descriptor that the C-level handler writes at once (a thread waits on
+  it), so the log says how long the save took after the signal. A second SIGTERM changes
+  nothing.
+  """
+
+  def __init__(self):
+    self.signalled_at: Optional[float] = None
+    self._arrived_at: Optional[float] = None
+
+  def _handle(self, signum, frame):
+    del signum, frame
+    if self.signalled_at is None:
+      self.signalled_at = self._arrived_at or time.time()
+
+  @property
+  def requested(self) -> bool:
+    return self.signalled_at is not None
+
+  def _watch(self, reader: socket.socket, done: threading.Event) -> None:
+    while not done.is_set():
+      try:
+        ready, _, _ = select.select([reader], [], [], 0.2)
+        data = reader.recv(64) if ready else b""
+      except OSError:
+        return
+      if self._arrived_at is None and signal.SIGTERM in data:
+        self._arrived_at = time.time()
+
+  @contextlib.contextmanager
+  def installed(self):
+    if threading.current_thread() is not threading.main_thread():
+      yield self
+      return
+    reader, writer = socket.socketpair()
+    writer.setblocking(False)
+    done = threading.Event()
+    watcher = threading.Thread(target=self._watch, args=(reader, done), daemon=True,
+                               name="bert_tf-sigterm-time")
+    previous = signal.signal(signal.SIGTERM, self._handle)
+    previous_fd = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    watcher.start()
+    try:
+      yield self
+    finally:
+      signal.set_wakeup_fd(previous_fd)
+      signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+      done.set()
+      watcher.join()
+      reader.close()
+      writer.close()
+
+
+def _agreement(strategy) -> Callable[[bool, int], Tuple[bool, int]]:
+  """(this worker's stop request, its proposed steps per call) -> what every worker does.
+
+  With several workers the stop requests and proposals are summed over the replicas (one small
+  collective per call of the step): all stop after the same step when any of them was
+  signalled, and all run the same number of steps in the next call (the mean proposal; whole
+  numbers, so the float sum is exact and the same everywhere). Other strategies have one
+  process: its own values.
+  """
+  if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    return lambda stop, steps: (stop, steps)
+  replicas = strategy.num_replicas_in_sync
+
+  @tf.function
+  def agree(values):
+    per_replica = strategy.run(lambda: tf.identity(values))
+    return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+  def decide(stop, steps):
+    total = agree(tf.constant([float(stop), float(steps)], tf.float32)).numpy()
+    return bool(total[0] > 0), max(1, int(total[1]) // replicas)
+
+  return decide
+
+
+def _call_steps(seconds_per_step: Optional[float], budget: float) -> int:
+  """Steps one call may run to end within `budget` seconds at the measured rate."""
+  if seconds_per_step is None:
+    return _FIRST_CALL_STEPS
+  return int(max(1, min(_MAX_CALL_STEPS, budget // max(seconds_per_step, 1e-9))))
+
+
+def _stop_and_save(manager, step: int, num_train_steps: int, chief: bool,
+                   signalled_at: Optional[float]) -> Preempted:
+  """Saves the checkpoint of `step` (unless the last save was of that step), logs one line and
+  returns the Preempted to raise. signalled_at: when this process got the SIGTERM (None: another
+  worker got it)."""
+  latest = manager.latest_checkpoint
+  path = latest if latest and _checkpoint_step(latest) == step else \
+      manager.save(checkpoint_number=step)
+  if not chief:
+    # This worker's copy went to its scratch directory; the chief's is in output_dir.
+    path = os.path.join(os.path.dirname(manager.directory), os.path.basename(path))
+  when = ("another worker got SIGTERM" if signalled_at is None else
+          f"{time.time() - signalled_at:.1f} s after the signal")
+  logging.warning(
+      "SIGTERM: stopped at step %d/%d and saved checkpoint %s (%s); run the same command "
+      "again to resume from step %d (exit status %d)", step, num_train_steps, path, when, step,
+      EXIT_PREEMPTED)
+  return Preempted(step, path)
+
+
 def train(trainer: Trainer, iterator, global_step: tf.Variable, manager,
           num_train_steps: int, iterations_per_loop: int, save_checkpoints_steps: int,
           summary_dir: Optional[str], chief: bool,
           on_checkpoint: Optional[Callable[[int], None]] = None) -> Dict[str, float]:
   """Trains from global_step to num_train_steps, logging, summarising and checkpointing.
+
+  Metrics are logged and summarised every iterations_per_loop steps (and at each checkpoint);
+  a call of the step runs at most that many, fewer when they would take longer than
+  stop_check_seconds(), so that a SIGTERM is seen soon: training then stops at the end of
+  the current call (every worker after the same step), saves a checkpoint of the step reached
+  and raises Preempted (exit status EXIT_PREEMPTED); the same command resumes from it.
 
   Args:
     trainer: the distributed steps.
@@ -600,51 +771,86 @@ def train(trainer: Trainer, iterator, global_step: tf.Variable, manager,
 
   Raises:
     TrainingError: non-finite losses (naming the last good checkpoint).
+    Preempted: a SIGTERM came (after the checkpoint of the step reached was saved).
   """
   optimizer = trainer.optimizer
   writer = (tf.summary.create_file_writer(summary_dir) if chief and summary_dir
             else tf.summary.create_noop_writer())
+  budget = stop_check_seconds()
+  agree = _agreement(trainer.strategy)
   last: Dict[str, float] = {}
   start_step = int(global_step.numpy())
   start_time = time.time()
   step = start_step
-  while step < num_train_steps:
-    next_save = (step // save_checkpoints_steps + 1) * save_checkpoints_steps
-    num_steps = min(iterations_per_loop, num_train_steps - step, next_save - step)
-    loop_start = time.time()
-    steps_run, bad, totals = trainer.train_loop(iterator, tf.constant(num_steps))
-    steps_run, bad = int(steps_run), int(bad)
-    elapsed = time.time() - loop_start
-    global_step.assign_add(steps_run)
-    step = int(global_step.numpy())
-    if bad >= trainer.max_nonfinite_steps:
-      raise TrainingError(
-          f"non-finite loss at step {step} ({bad} in a row); the last good checkpoint is "
-          f"{manager.latest_checkpoint or 'none (no checkpoint was written)'}. Lower "
-          "--learning_rate, check the data, or use --mixed_precision=float16 loss scaling")
-    totals = {k: float(v) for k, v in totals.items()}
-    metrics = trainer.task.train_metrics(totals, max(1, steps_run - bad))
-    metrics["learning_rate"] = float(optimizer.learning_rate)
-    metrics["examples_per_second"] = totals["examples"] / max(elapsed, 1e-9)
-    eta = (time.time() - start_time) / (step - start_step) * (num_train_steps - step)
-    shown = " ".join(f"{k} = {v:.4f}" for k, v in metrics.items()
-                     if k not in ("learning_rate", "examples_per_second"))
-    logging.info("step %d/%d %s learning_rate = %.3g examples/s = %.1f ETA %s", step,
-                 num_train_steps, shown, metrics["learning_rate"],
-                 metrics["examples_per_second"], format_eta(eta))
-    with writer.as_default():
-      for key, value in metrics.items():
-        tf.summary.scalar(key, value, step=step)
-    last = {(k if k in ("learning_rate", "examples_per_second") else "train_" + k): v
-            for k, v in metrics.items()}
-    if step % save_checkpoints_steps == 0 or step >= num_train_steps:
-      path = manager.save(checkpoint_number=step)
-      logging.info("Saved checkpoint %s", path)
-      if on_checkpoint is not None and step < num_train_steps:
-        on_checkpoint(step)
+  seconds_per_step = None
+  # Non-finite steps in a row, across calls (Trainer.train_loop counts within one call).
+  bad = 0
+  stopping = False
+  stop = _StopRequest()
+  with stop.installed():
+    while step < num_train_steps:
+      next_save = (step // save_checkpoints_steps + 1) * save_checkpoints_steps
+      interval = min(iterations_per_loop, num_train_steps - step, next_save - step)
+      done, elapsed, totals = 0, 0.0, None
+      while done < interval:
+        stopping, call_steps = agree(stop.requested, _call_steps(seconds_per_step, budget))
+        if stopping:
+          break
+        num_steps = min(call_steps, interval - done)
+        if bad:
+          # A run of non-finite steps that goes on in this call ends it at the limit exactly.
+          num_steps = min(num_steps, trainer.max_nonfinite_steps - bad)
+        call_start = time.time()
+        steps_run, call_bad, call_totals = trainer.train_loop(iterator, tf.constant(num_steps))
+        steps_run, call_bad = int(steps_run), int(call_bad)
+        call_time = time.time() - call_start
+        elapsed += call_time
+        seconds_per_step = call_time / max(steps_run, 1)
+        global_step.assign_add(steps_run)
+        step = int(global_step.numpy())
+        done += steps_run
+        bad = bad + call_bad if call_bad == steps_run else call_bad
+        call_totals = {k: float(v) for k, v in call_totals.items()}
+        totals = call_totals if totals is None else {k: totals[k] + call_totals[k]
+                                                     for k in totals}
+        if bad >= trainer.max_nonfinite_steps:
+          raise TrainingError(
+              f"non-finite loss at step {step} ({bad} in a row); the last good checkpoint is "
+              f"{manager.latest_checkpoint or 'none (no checkpoint was written)'}. Lower "
+              "--learning_rate, check the data, or use --mixed_precision=float16 loss scaling")
+      if done:
+        metrics = trainer.task.train_metrics(totals, max(1, done - min(bad, done)))
+        metrics["learning_rate"] = float(optimizer.learning_rate)
+        metrics["examples_per_second"] = totals["examples"] / max(elapsed, 1e-9)
+        eta = (time.time() - start_time) / (step - start_step) * (num_train_steps - step)
+        shown = " ".join(f"{k} = {v:.4f}" for k, v in metrics.items()
+                         if k not in ("learning_rate", "examples_per_second"))
+        logging.info("step %d/%d %s learning_rate = %.3g examples/s = %.1f ETA %s", step,
+                     num_train_steps, shown, metrics["learning_rate"],
+                     metrics["examples_per_second"], format_eta(eta))
+        with writer.as_default():
+          for key, value in metrics.items():
+            tf.summary.scalar(key, value, step=step)
+        last = {(k if k in ("learning_rate", "examples_per_second") else "train_" + k): v
+                for k, v in metrics.items()}
+      if stopping:
+        break
+      if step % save_checkpoints_steps == 0 or step >= num_train_steps:
+        path = manager.save(checkpoint_number=step)
+        logging.info("Saved checkpoint %s", path)
+        if on_checkpoint is not None and step < num_train_steps:
+          on_checkpoint(step)
+    if not stopping:
+      # A signal during the last call (every worker takes part, signalled or not): the run
+      # stops before evaluating and exporting, its final checkpoint being the step reached.
+      stopping, _ = agree(stop.requested, 1)
   writer.flush()
+  preempted = (_stop_and_save(manager, step, num_train_steps, chief, stop.signalled_at)
+               if stopping else None)
   if not chief:
     io.remove(manager.directory)
+  if preempted is not None:
+    raise preempted
   return last
 
 

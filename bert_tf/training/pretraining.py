@@ -59,8 +59,9 @@ class PretrainingSettings:
     learning_rate, num_train_steps, num_warmup_steps: the schedule (the original's
       optimization.py:create_optimizer: linear warmup, then linear decay to 0).
     save_checkpoints_steps: checkpoint every this many steps (and at the end).
-    iterations_per_loop: at most this many steps per tf.function call; metrics are logged and
-      summarised after each call.
+    iterations_per_loop: metrics are logged and summarised every this many steps; a
+      tf.function call runs at most this many (fewer when they would outlast
+      loop.stop_check_seconds(), so that a SIGTERM is seen soon).
     max_eval_steps: eval batches (the eval data repeats, as in the original).
     optimizer: "adamw" (the original) or "lamb".
     mixed_precision: "none", "bfloat16" or "float16" (with dynamic loss scaling).

@@ -1,0 +1,270 @@
+"""SIGTERM during training (a preemptible VM, a TPU maintenance event, Kubernetes): the loop
+stops after the current call of the step, saves the step reached and exits with
+loop.EXIT_PREEMPTED; the same command resumes from there (issue 38, point 1).
+
+In process (the loop on a toy task, the signal sent to this process) and with the real
+`python -m bert_tf.run_pretraining` in a subprocess.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.training import loop
+from bert_tf.training import optimization
+from tests import helpers
+from tests.training.test_loop import _toy_data, _toy_task
+
+NUM_STEPS = 30
+SAVE_STEPS = 10
+ITERATIONS_PER_LOOP = 3
+
+
+def _toy_trainer(output_dir):
+  keras.utils.set_random_seed(2)
+  strategy = loop.select_strategy("one_device")
+  with strategy.scope():
+    inputs = {"x": keras.Input((4,), name="x")}
+    model = keras.Model(inputs, keras.layers.Dense(2, name="logits")(inputs["x"]))
+    optimizer = optimization.create_optimizer("adamw", 0.1, NUM_STEPS, 0)
+    optimizer.build(model.trainable_variables)
+    step = tf.Variable(0, dtype=tf.int64)
+  trainer = loop.Trainer(strategy, model, optimizer, _toy_task(), train_batch_size=32)
+  state = loop.checkpoint_state(model, optimizer, step, output_dir, True, strategy)
+  iterator = loop.resumed_iterator(strategy, lambda ctx: _toy_data(32), step)
+  return trainer, step, state, iterator
+
+
+def _train(trainer, step, state, iterator):
+  return loop.train(trainer, iterator, step, state.manager, NUM_STEPS, ITERATIONS_PER_LOOP,
+                    SAVE_STEPS, None, True)
+
+
+def _sigterm_after(trainer, steps):
+  """Sends this process a SIGTERM at the end of the first call of the step that reaches
+  `steps` steps in all; returns a list that receives the step count at that moment."""
+  original, sent = trainer.train_loop, []
+
+  def train_loop(iterator, num_steps):
+    result = original(iterator, num_steps)
+    total = int(trainer.optimizer.iterations.numpy())
+    if total >= steps and not sent:
+      sent.append(total)
+      os.kill(os.getpid(), signal.SIGTERM)
+    return result
+
+  trainer.train_loop = train_loop  # this instance only
+  return sent
+
+
+@pytest.mark.parametrize("signal_at", [11, NUM_STEPS])
+def test_sigterm_saves_the_step_reached_and_a_resumed_run_ends_as_an_uninterrupted_one(
+    tmp_path, signal_at, caplog):
+  reference = _toy_trainer(str(tmp_path / "reference"))
+  _train(*reference)
+  before = signal.getsignal(signal.SIGTERM)
+
+  trainer, step, state, iterator = _toy_trainer(str(tmp_path / "run"))
+  sent = _sigterm_after(trainer, signal_at)
+  with pytest.raises(loop.Preempted) as stopped:
+    _train(trainer, step, state, iterator)
+  assert signal.getsignal(signal.SIGTERM) is before  # the previous handler is back
+  reached = sent[0]
+  # The signal came after the call that crossed signal_at: the run stops there, not at the next
+  # periodic checkpoint, and not at the last one before.
+  assert signal_at <= reached <= NUM_STEPS and int(step.numpy()) == reached
+  if signal_at < NUM_STEPS:
+    assert reached % SAVE_STEPS  # a step between two periodic checkpoints
+  assert isinstance(stopped.value, SystemExit) and stopped.value.code == loop.EXIT_PREEMPTED
+  path = str(tmp_path / "run" / f"ckpt-{reached}")
+  assert (stopped.value.step, stopped.value.checkpoint) == (reached, path)
+  assert tf.train.latest_checkpoint(str(tmp_path / "run")) == path
+  assert any(f"SIGTERM: stopped at step {reached}/{NUM_STEPS} and saved checkpoint {path} ("
+             in r.getMessage() and f"resume from step {reached} (exit status 75)"
+             in r.getMessage() for r in caplog.records)
+
+  resumed = _toy_trainer(str(tmp_path / "run"))
+  assert int(resumed[1].numpy()) == reached
+  _train(*resumed)
+  assert int(resumed[1].numpy()) == NUM_STEPS
+  for a, b in zip(reference[0].model.get_weights(), resumed[0].model.get_weights()):
+    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_a_call_of_the_step_is_cut_to_the_stop_check_time(tmp_path, monkeypatch):
+  """iterations_per_loop far above the run's length: calls still end every few steps."""
+  calls = []
+  trainer, step, state, iterator = _toy_trainer(str(tmp_path))
+  original = trainer.train_loop
+
+  def train_loop(iterator, num_steps):
+    calls.append(int(num_steps))
+    time.sleep(0.05 * int(num_steps))  # at least 0.05 s a step
+    return original(iterator, num_steps)
+
+  trainer.train_loop = train_loop
+  monkeypatch.setenv(loop.STOP_CHECK_ENV, "0.2")
+  loop.train(trainer, iterator, step, state.manager, NUM_STEPS, 10 ** 6, 10 ** 6, None, True)
+  assert int(step.numpy()) == NUM_STEPS == sum(calls)
+  assert calls[0] == 1 and max(calls) <= 4  # at most 4 steps of 0.05 s in 0.2 s
+  assert tf.train.latest_checkpoint(str(tmp_path)).endswith(f"ckpt-{NUM_STEPS}")
+
+
+def test_the_exit_status_is_the_commands_documented_one():
+  from bert_tf import cli  # pylint: disable=g-import-not-at-top
+  assert loop.EXIT_PREEMPTED == cli.EXIT_PREEMPTED == 75
+  assert loop.Preempted(3, "ckpt-3").code == 75
+
+
+def test_stop_check_seconds_variable(monkeypatch):
+  monkeypatch.delenv(loop.STOP_CHECK_ENV, raising=False)
+  assert loop.stop_check_seconds() == loop.DEFAULT_STOP_CHECK_SECONDS == 5
+  monkeypatch.setenv(loop.STOP_CHECK_ENV, "0.5")
+  assert loop.stop_check_seconds() == 0.5
+  for text in ("0", "-1", "soon", "nan", "inf"):
+    monkeypatch.setenv(loop.STOP_CHECK_ENV, text)
+    with pytest.raises(loop.TrainingError, match="BERT_TF_STOP_CHECK_SECONDS="):
+      loop.stop_check_seconds()
+
+
+# === The command, in a subprocess ===
+
+
+def _command(workdir, output_dir, *extra):
+  return [sys.executable, "-m", "bert_tf.run_pretraining",
+          f"--bert_config_file={workdir}/bert_config.json",
+          f"--input_file={workdir}/train.tfrecord", f"--output_dir={output_dir}",
+          "--max_seq_length=16", "--max_predictions_per_seq=3", "--train_batch_size=8",
+          "--learning_rate=1e-3", "--num_warmup_steps=0", "--seed=7", "--deterministic_ops",
+          "--do_train", "--noexport_at_end", *extra]
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+  path = tmp_path_factory.mktemp("preemption")
+  helpers.make_records(str(path / "train.tfrecord"))
+  helpers.tiny_config().to_json_file(str(path / "bert_config.json"))
+  return str(path)
+
+
+def _read_until(process, line_has, lines, timeout=240):
+  """Reads the process's output into `lines` until a line holds `line_has`."""
+  deadline = time.time() + timeout
+  for line in process.stdout:
+    lines.append(line)
+    if line_has in line:
+      break
+    assert time.time() < deadline, "".join(lines)[-3000:]
+  assert process.poll() is None, "the run ended before the signal: " + "".join(lines)[-3000:]
+
+
+# Error-level lines of absl (Python and C++) and of TensorFlow's C++ logging.
+_ERROR_LINE = re.compile(r"^(E\d{4} \d\d:\d\d:\d\d|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [EF] )")
+
+
+def error_lines(output):
+  """The lines of a command's output that report an error (none on a clean run)."""
+  return [line for line in output.splitlines()
+          if _ERROR_LINE.match(line) or "Traceback" in line or ": error:" in line]
+
+
+def _popen(args, **env):
+  return subprocess.Popen(args, cwd=helpers.REPO_ROOT, env=helpers.subprocess_env(**env),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _finish(process, lines, timeout=120):
+  try:
+    lines.append(process.communicate(timeout=timeout)[0])
+  finally:
+    if process.poll() is None:
+      process.kill()
+  return "".join(lines)
+
+
+COMMAND_STEPS = 100
+# A log line every 5 steps, a checkpoint every 20: the signal goes after "step 25/100".
+PREEMPTED_RUN = (f"--num_train_steps={COMMAND_STEPS}", "--save_checkpoints_steps=20",
+                 "--iterations_per_loop=5")
+
+
+@pytest.mark.slow
+def test_sigterm_to_run_pretraining_saves_exits_75_and_the_same_command_resumes(workdir,
+                                                                                 tmp_path):
+  # The uninterrupted run, meanwhile.
+  reference_dir = str(tmp_path / "reference")
+  reference = _popen(_command(workdir, reference_dir, *PREEMPTED_RUN))
+  run_dir = str(tmp_path / "run")
+  lines = []
+  process = _popen(_command(workdir, run_dir, *PREEMPTED_RUN))
+  try:
+    _read_until(process, f"step 25/{COMMAND_STEPS} ", lines)
+    process.send_signal(signal.SIGTERM)
+    output = _finish(process, lines)
+  finally:
+    reference_output = _finish(reference, [], timeout=240)
+  assert reference.returncode == 0, reference_output[-3000:]
+  assert process.returncode == loop.EXIT_PREEMPTED == 75, output[-3000:]
+  stopped = [line for line in output.splitlines() if "SIGTERM: stopped at step" in line]
+  assert len(stopped) == 1, output[-3000:]
+  reached = int(stopped[0].split("SIGTERM: stopped at step ")[1].split("/")[0])
+  assert 25 <= reached < COMMAND_STEPS
+  latest = os.path.join(run_dir, f"ckpt-{reached}")
+  assert (f"and saved checkpoint {latest} (" in stopped[0] and
+          f"run the same command again to resume from step {reached} (exit status 75)"
+          in stopped[0]), stopped[0]
+  assert tf.train.latest_checkpoint(run_dir) == latest
+  helpers.checkpoint_values(latest)  # whole: it loads
+  assert error_lines(output) == [], output[-3000:]
+
+  resumed = subprocess.run(_command(workdir, run_dir, *PREEMPTED_RUN), cwd=helpers.REPO_ROOT,
+                           env=helpers.subprocess_env(), capture_output=True, text=True,
+                           timeout=240)
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert f"Resuming from {latest}\n" in resumed.stderr
+  assert f"steps (from step {reached})" in resumed.stderr
+  assert f"Finished at step {COMMAND_STEPS}" in resumed.stderr
+  final = tf.train.latest_checkpoint(run_dir)
+  assert final == os.path.join(run_dir, f"ckpt-{COMMAND_STEPS}")
+  # The resumed run saw the batches the uninterrupted one did, from where the first stopped.
+  expected = helpers.checkpoint_values(os.path.join(reference_dir, f"ckpt-{COMMAND_STEPS}"))
+  got = helpers.checkpoint_values(final)
+  for name, value in expected.items():
+    np.testing.assert_array_equal(got[name], value, err_msg=name)
+
+
+@pytest.mark.slow
+def test_sigterm_is_seen_within_the_stop_check_time_with_long_loops(workdir, tmp_path):
+  """iterations_per_loop and save_checkpoints_steps beyond the run: the loop of yesterday ran
+  the whole run in one call and SIGTERM killed it with nothing saved."""
+  run_dir = str(tmp_path / "run")
+  lines = []
+  steps = 10 ** 6
+  process = _popen(_command(workdir, run_dir, f"--num_train_steps={steps}",
+                            f"--save_checkpoints_steps={steps}",
+                            f"--iterations_per_loop={steps}"),
+                   BERT_TF_STOP_CHECK_SECONDS="1")
+  _read_until(process, "Training: global batch 8", lines)
+  # Let it train a while (a few calls of about a second each), then signal.
+  time.sleep(4)
+  sent = time.time()
+  process.send_signal(signal.SIGTERM)
+  output = _finish(process, lines, timeout=60)
+  ended = time.time() - sent
+  assert process.returncode == 75, output[-3000:]
+  reached = tf.train.latest_checkpoint(run_dir)
+  assert reached is not None, output[-3000:]
+  step = int(reached.rsplit("-", 1)[1])
+  assert step > 0
+  assert f"step {step}/{steps} loss = " in output  # the metrics of the steps since the last log
+  seconds = float(output.split(f"saved checkpoint {reached} (")[1].split(" s after")[0])
+  # One call (about 1 s here) and the save; the process ends soon after.
+  assert seconds < 10 and ended < 30, output[-3000:]
