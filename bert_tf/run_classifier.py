@@ -111,6 +111,7 @@ def main(argv):
   from absl import logging  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import classifier_export  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import classifier_run  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
   f = FLAGS
   cli.apply_runtime_flags(f)
   seeds = _numbers("seeds", f.seeds, int)
@@ -118,6 +119,12 @@ def main(argv):
     raise cli.UsageError("--seed and --seeds contradict each other; give one")
   config = cli.config_from_flags(f)
   settings = settings_from_flags(f)
+  # Impossible flag values are usage errors (exit 2), found at once: before a multi-worker run
+  # waits for its cluster (the replica count's own checks come with the strategy).
+  try:
+    settings.check(config)
+  except loop.TrainingError as e:
+    raise cli.UsageError(str(e)) from None
   strategy = cli.select_strategy_from_flags(f)
 
   def runner(config, settings, strategy=None):

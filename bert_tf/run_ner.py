@@ -73,10 +73,17 @@ def main(argv):
   from absl import logging  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import tagging_export  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import tagging_run  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
   f = FLAGS
   cli.apply_runtime_flags(f)
   config = cli.config_from_flags(f)
   settings = settings_from_flags(f)
+  # Impossible flag values are usage errors (exit 2), found at once: before a multi-worker run
+  # waits for its cluster (the replica count's own checks come with the strategy).
+  try:
+    settings.check(config)
+  except loop.TrainingError as e:
+    raise cli.UsageError(str(e)) from None
   strategy = cli.select_strategy_from_flags(f)
   result = tagging_run.run_ner(config, settings, strategy, exporter=tagging_export.EXPORTER)
   logging.info("Finished at step %d", result["global_step"])

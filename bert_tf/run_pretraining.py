@@ -38,7 +38,9 @@ def define_flags(flag_values=FLAGS) -> None:
   flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps.", **fv)
   flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save a checkpoint.", **fv)
   flags.DEFINE_integer("iterations_per_loop", 1000,
-                       "Steps per tf.function call (and between log lines).", **fv)
+                       "Steps between log lines, and at most that many per tf.function call "
+                       "(calls are cut to BERT_TF_STOP_CHECK_SECONDS, default 5, so that "
+                       "SIGTERM saves the step reached soon).", **fv)
   flags.DEFINE_integer("max_eval_steps", 100, "Number of eval batches.", **fv)
   cli.define_tpu_flags(flag_values)
   # === Additions ===
@@ -71,10 +73,17 @@ def main(argv):
   from absl import logging  # pylint: disable=g-import-not-at-top
   from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
   from bert_tf.serving import saved_model  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
   from bert_tf.training import pretraining  # pylint: disable=g-import-not-at-top
   cli.apply_runtime_flags(FLAGS)
   config = BertConfig.from_json_file(FLAGS.bert_config_file)
   settings = cli.settings_from_flags(pretraining.PretrainingSettings, FLAGS)
+  # Impossible flag values are usage errors (exit 2), found at once: before a multi-worker run
+  # waits for its cluster (the replica count's own checks come with the strategy).
+  try:
+    settings.check()
+  except loop.TrainingError as e:
+    raise cli.UsageError(str(e)) from None
   strategy = cli.select_strategy_from_flags(FLAGS)
   result = pretraining.run_pretraining(config, settings, strategy,
                                        export_fn=saved_model.export_step)

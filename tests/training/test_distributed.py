@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -233,6 +234,42 @@ def test_sigterm_stops_a_run_waiting_for_its_cluster(tmp_path):
   assert output.splitlines()[-1] == (
       "run_classifier: error: stopped by SIGTERM while waiting for the multi-worker cluster to "
       f"start: no answer yet from /job:worker/task:0 (127.0.0.1:{ports[0]})")
+
+
+# Each command with flags that ask for nothing, as a worker of a two-worker TF_CONFIG whose
+# other worker never starts (issue 38, point 4).
+_NOTHING_TO_DO = {
+    "run_pretraining": (["--input_file=x.tfrecord", "--output_dir=out"],
+                        "at least one of --do_train or --do_eval must be True"),
+    "run_classifier": (["--task_name=mrpc", "--data_dir=.", "--output_dir=out"],
+                       "At least one of `do_train`, `do_eval` or `do_predict' must be True."),
+    "run_ner": (["--data_dir=.", "--output_dir=out"],
+                "At least one of --do_train, --do_eval or --do_predict must be True."),
+    "run_squad": (["--output_dir=out"], "At least one of `do_train` or `do_predict` must be True."),
+}
+
+
+@pytest.mark.parametrize("command", sorted(_NOTHING_TO_DO))
+def test_a_flag_error_ends_a_worker_at_once_not_after_the_cluster_wait(tmp_path, command):
+  from tests.helpers import tiny_config  # pylint: disable=g-import-not-at-top
+  config = str(tmp_path / "bert_config.json")
+  tiny_config(max_position_embeddings=512).to_json_file(config)  # the default lengths fit
+  flags, message = _NOTHING_TO_DO[command]
+  ports = _free_ports(2)  # nobody listens there
+  tf_config = json.dumps({"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
+                          "task": {"type": "worker", "index": 0}})
+  start = time.time()
+  done = subprocess.run(
+      [sys.executable, "-m", f"bert_tf.{command}", f"--bert_config_file={config}",
+       f"--vocab_file={helpers.TEST_DATA}/vocab_uncased.txt", *flags], cwd=tmp_path,
+      capture_output=True, text=True, timeout=120,
+      env=_env(TF_CONFIG=tf_config, BERT_TF_WORKER_START_TIMEOUT="600"))
+  elapsed = time.time() - start
+  assert done.returncode == 2, done.stderr[-3000:]
+  assert done.stderr.splitlines()[-1] == f"{command}: usage error: {message} (see --help)"
+  assert "Waiting up to" not in done.stderr
+  assert elapsed < 120  # the time to import TensorFlow, not the 600 s of the cluster wait
+  assert not os.path.exists(tmp_path / "out")
 
 
 def test_start_timeout_variable(monkeypatch):
