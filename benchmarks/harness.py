@@ -108,9 +108,11 @@ def ours(build_model, task, pool, total_steps, warmup, settings, make_dataset=No
       make_dataset or dataset_fn(pool, settings.batch_size)))
 
   def run(num_steps):
-    steps, _, _ = trainer.train_loop(iterator, tf.constant(num_steps))
+    steps, _, totals = trainer.train_loop(iterator, tf.constant(num_steps))
     if int(steps) != num_steps:
       raise RuntimeError(f"ours: non-finite loss, stopped after {int(steps)} steps")
+    # The real examples trained on: static packing's steps hold a varying number.
+    return float(totals["examples"])
   return run, _parameters(model)
 
 
@@ -281,7 +283,8 @@ def hf_torch(script, prefix, config, pool, total_steps, warmup, settings, **extr
 
 
 def measure_training(config, pool, systems, names, settings):
-  """{system: per-round examples/s} and {system: reason skipped} for one config: each of
+  """{system: per-round examples/s} and {system: reason skipped} for one config (a system's
+  run(steps) may return the real examples it trained on; else steps x batch_size): each of
   settings.systems runs settings.warmup_steps untimed steps (tracing, allocation), then all take
   turns for settings.rounds rounds of settings.steps steps."""
   total_steps = settings.warmup_steps + settings.steps * settings.rounds
@@ -304,8 +307,11 @@ def measure_training(config, pool, systems, names, settings):
   for r in range(settings.rounds):
     for system, run in runs.items():
       start = time.perf_counter()
-      run(settings.steps)
-      rates[system].append(settings.steps * settings.batch_size / (time.perf_counter() - start))
+      examples = run(settings.steps)
+      elapsed = time.perf_counter() - start
+      # A run may say how many real examples it trained on (static packing varies them);
+      # otherwise every step holds batch_size.
+      rates[system].append((examples or settings.steps * settings.batch_size) / elapsed)
     print(f"  round {r + 1}: " + ", ".join(f"{s} {v[-1]:.2f}" for s, v in rates.items()),
           flush=True)
   for run in runs.values():  # Hugging Face workers end here, not when the script does

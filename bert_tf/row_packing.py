@@ -35,10 +35,12 @@ NONE, EXACT, STATIC = MODES
 # Eight costs nothing on short text (mean ~28 pieces in rows of 128 is ~4.5 per row).
 MAX_EXAMPLES_PER_ROW = 8
 # Row counts a packed batch is rounded up to (then capped at the batch's example count): each
-# is one compiled program under XLA; consecutive entries differ by at most a third, so the
-# rounding wastes at most a quarter of the rows.
-_LADDER = (1, 2, 3, 4, 5, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 112,
-           128, 160, 192, 224, 256)
+# is one program for XLA and the fused kernels. Every count up to 16 (a batch of 32 short
+# sentences needs 6-9 rows), then steps of at most an eighth, so the rounding wastes at most
+# an eighth of the rows.
+_LADDER = tuple(range(1, 17)) + (18, 20, 22, 24, 26, 28, 30, 32, 36, 40, 44, 48, 52, 56, 60,
+                                 64, 72, 80, 88, 96, 104, 112, 120, 128, 144, 160, 176, 192,
+                                 208, 224, 240, 256)
 
 
 class PackingError(ValueError):
@@ -89,15 +91,37 @@ def first_fit_decreasing(lengths: Sequence[int], row_length: int,
 
 def row_ladder(max_rows: int) -> Tuple[int, ...]:
   """The row counts a packed batch of at most max_rows rows may have: _LADDER's entries below
-  max_rows, and max_rows itself (beyond 256, multiples of 64)."""
+  max_rows, and max_rows itself (beyond 256, multiples of 32)."""
   if max_rows < 1:
     raise PackingError(f"a batch has at least one row, got {max_rows}")
   ladder = [n for n in _LADDER if n < max_rows]
-  n = _LADDER[-1] + 64
+  n = _LADDER[-1] + 32
   while n < max_rows:
     ladder.append(n)
-    n += 64
+    n += 32
   return tuple(ladder) + (max_rows,)
+
+
+def best_width(lengths: Sequence[int], widths: Sequence[int],
+               max_per_row: int = MAX_EXAMPLES_PER_ROW,
+               rows: Optional[Callable[[int], int]] = None) -> Tuple[int, int]:
+  """(row width, row count) of the fewest computed positions (rows x width) over the widths
+  that hold the longest example, each packed first-fit decreasing (the row count rounded by
+  `rows`, e.g. ladder_rows); ties go to the wider rows (fewer of them)."""
+  longest = max([n for n in lengths] + [1])
+  best = None
+  for width in sorted(set(widths), reverse=True):
+    if width < longest:
+      break
+    count = max(len(first_fit_decreasing(lengths, width, max_per_row)), 1)
+    if rows is not None:
+      count = rows(count)
+    if best is None or count * width < best[0] * best[1]:
+      best = (count, width)
+  if best is None:
+    raise PackingError(f"an example of {longest} positions is longer than every row width "
+                       f"({', '.join(map(str, widths))})")
+  return best[1], best[0]
 
 
 def ladder_rows(needed: int, max_rows: int) -> int:
@@ -128,8 +152,9 @@ def static_rows(length_counts: Sequence[int], batch_size: int, row_length: int,
   """Rows per step in static mode: batch_size examples per step on average.
 
   The stream is packed a window at a time (default: 8 batches' worth), so the mean examples
-  per row is that of packing `window` examples; the row count is batch_size over it, rounded
-  up (so the mean examples per step is at most batch_size), at least 1.
+  per row is that of packing `window` examples (estimated by sampling windows from the length
+  distribution); the row count is batch_size over it, rounded up, at least 1, so the mean
+  examples per step is batch_size or a little less (up to the estimate's sampling error).
   """
   window = window or 8 * batch_size
   rows = expected_rows(length_counts, window, row_length, max_per_row, samples=8)

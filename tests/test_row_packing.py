@@ -58,16 +58,16 @@ def test_hand_cases():
 
 
 def test_row_ladder_is_small_and_rounds_up():
-  assert row_packing.row_ladder(32) == (1, 2, 3, 4, 5, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32)
+  assert row_packing.row_ladder(32) == tuple(range(1, 17)) + (18, 20, 22, 24, 26, 28, 30, 32)
   assert row_packing.row_ladder(1) == (1,)
   assert row_packing.row_ladder(7) == (1, 2, 3, 4, 5, 6, 7)
-  assert len(row_packing.row_ladder(512)) < 40
-  assert row_packing.ladder_rows(7, 32) == 8
-  assert row_packing.ladder_rows(17, 32) == 20
+  assert len(row_packing.row_ladder(512)) < 60
+  assert row_packing.ladder_rows(7, 32) == 7
+  assert row_packing.ladder_rows(17, 32) == 18
   assert row_packing.ladder_rows(0, 32) == 1
-  # Each rung at most a third above the one below: at most a quarter of the rows is rounding.
+  # Each rung at most an eighth above the one below (from 16 on): little rounding.
   ladder = row_packing.row_ladder(4096)
-  assert all(b <= a + max(1, a // 3) for a, b in zip(ladder, ladder[1:]) if a >= 3)
+  assert all(b <= a + max(1, a // 8) for a, b in zip(ladder, ladder[1:]))
   with pytest.raises(row_packing.PackingError):
     row_packing.ladder_rows(33, 32)
 
@@ -146,3 +146,19 @@ def test_pack_arrays_row_counts():
       == (3, 8)
   with pytest.raises(row_packing.PackingError, match="2 rows needed"):
     row_packing.pack_arrays(features, {}, 8, rows=1)
+
+
+def test_best_width_computes_the_fewest_positions():
+  # 4 examples of 30: one row of 128 (128 positions) beats two rows of 64 (also 128) by ties
+  # going to fewer rows, and 4 rows of 32 (128): the widest.
+  assert row_packing.best_width([30] * 4, (32, 64, 128)) == (128, 1)
+  # 3 examples of 50: 3 rows of 64 (192 positions) beat 2 rows of 128 (256).
+  assert row_packing.best_width([50] * 3, (64, 128)) == (64, 3)
+  # The row count's rounding counts: 5 rows of 32 rounded to 8 (256) lose to 2 of 128 (256)
+  # on the tie (fewer rows), and to 1 of 160 outright.
+  assert row_packing.best_width([30] * 5, (32, 128), rows=lambda n: 8 if n > 2 else n) == \
+      (128, 2)
+  assert row_packing.best_width([30] * 5, (32, 160), rows=lambda n: 8 if n > 2 else n) == \
+      (160, 1)
+  with pytest.raises(row_packing.PackingError, match="longer than every row width"):
+    row_packing.best_width([70], (32, 64))

@@ -227,10 +227,12 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
                    // settings.gradient_accumulation_steps)
     packing = training_packing(settings, train_path, micro_batch)
     boundaries = None
-    if packing is None or packing.mode == row_packing.EXACT:
+    if packing is None:
       boundaries = settings.record_buckets(
           train_path, settings.max_seq_length,
           settings.train_batch_size // state.strategy.num_replicas_in_sync, grouped=grouped)
+    elif packing.mode == row_packing.EXACT:
+      boundaries = settings.buckets(settings.max_seq_length)  # the row widths to choose from
     result.update(fine_tune(
         run_, settings, lambda batch, ctx: task.dataset(
             state.inputs, train_path, settings.max_seq_length, batch, is_training=True,
@@ -264,10 +266,12 @@ def training_packing(settings, records: str, micro_batch: int
   if mode == row_packing.NONE:
     return None
   if mode == row_packing.EXACT:
-    logging.info("  Packed rows (exact): %d examples per replica batch in at most %d rows of "
-                 "%d, the row count one of %s", micro_batch, micro_batch,
-                 settings.max_seq_length,
-                 ",".join(map(str, row_packing.row_ladder(micro_batch))))
+    widths = settings.buckets(settings.max_seq_length) or (settings.max_seq_length,)
+    ladder = row_packing.row_ladder(micro_batch)
+    logging.info("  Packed rows (exact): %d examples per replica batch in the fewest rows; "
+                 "row counts %s, widths %s: at most %d batch shapes", micro_batch,
+                 ",".join(map(str, ladder)), ",".join(map(str, widths)),
+                 len(ladder) * len(widths))
     return input_pipeline.Packing(mode)
   counts = input_pipeline.length_counts(records, settings.max_seq_length)
   rows = row_packing.static_rows(counts, micro_batch, settings.max_seq_length)
@@ -284,14 +288,22 @@ def eval_packing(settings) -> Optional[input_pipeline.Packing]:
   return input_pipeline.Packing(row_packing.EXACT)
 
 
+def eval_buckets(settings, path: str, rows: int) -> Optional[Tuple[int, ...]]:
+  """The length buckets of eval or predict batches of `rows` records of the file `path`:
+  fitted to the file (settings.record_buckets); with --packing, the fixed ladder, which are
+  the widths packed rows choose from."""
+  if eval_packing(settings) is not None:
+    return settings.buckets(settings.max_seq_length)
+  return settings.record_buckets(path, settings.max_seq_length, rows)
+
+
 def eval_dataset(task: FineTuningTask, state: RunState, path: str, batch_size: int,
                  num_examples: int):
   """A distributed iterator over every record of an eval or predict file, each exactly once
   (the last batch padded with weight-0 rows), cut to --length_buckets (packed with
   --packing)."""
   settings = state.settings
-  boundaries = settings.record_buckets(path, settings.max_seq_length,
-                                       batch_size // state.strategy.num_replicas_in_sync)
+  boundaries = eval_buckets(settings, path, batch_size // state.strategy.num_replicas_in_sync)
 
   def dataset_fn(ctx):
     return task.dataset(state.inputs, path, settings.max_seq_length, batch_size,

@@ -234,8 +234,8 @@ def predict_logits(trainer: loop.Trainer, record_file: str, num_features: int,
   file order."""
   batch_size = settings.predict_batch_size
   num_steps = input_pipeline.eval_steps(num_features, batch_size)
-  boundaries = settings.record_buckets(record_file, settings.max_seq_length,
-                                       batch_size // trainer.strategy.num_replicas_in_sync)
+  boundaries = fine_tuning.eval_buckets(settings, record_file,
+                                        batch_size // trainer.strategy.num_replicas_in_sync)
 
   def dataset_fn(ctx):
     return input_pipeline.squad_dataset(

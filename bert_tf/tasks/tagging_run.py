@@ -295,9 +295,8 @@ def _predict_and_score(state: fine_tuning.RunState, sentences, name: str, batch_
   path = io.join(state.record_dir, f"{name}.tf_record")
   writer = _convert(state, sentences, path, name, keep=True)
   logits = predict_windows(state.trainer, path, writer.num_features, settings.max_seq_length,
-                           batch_size, settings.record_buckets(
-                               path, settings.max_seq_length,
-                               batch_size // state.strategy.num_replicas_in_sync),
+                           batch_size, fine_tuning.eval_buckets(
+                               settings, path, batch_size // state.strategy.num_replicas_in_sync),
                            fine_tuning.eval_packing(settings))
   predicted = tagging_data.word_predictions(writer.features, np.argmax(logits, axis=-1),
                                             sentences, labels)

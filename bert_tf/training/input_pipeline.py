@@ -700,14 +700,17 @@ def _split_features(batch: Mapping[str, tf.Tensor], mask_key: str = "input_mask"
 
 
 def pack_batch(batch: Mapping[str, tf.Tensor], max_per_row: int = row_packing.MAX_EXAMPLES_PER_ROW,
-               rows: Optional[int] = None) -> Dict[str, tf.Tensor]:
+               rows: Optional[int] = None, widths: Optional[Sequence[int]] = None
+               ) -> Dict[str, tf.Tensor]:
   """A batch of B examples ([B, L] per-position features, [B, ...] per-example ones) as packed
-  rows (row_packing.pack_arrays): per-position features [R, L], input_position_ids [R, L],
+  rows (row_packing.pack_arrays): per-position features [R, W], input_position_ids [R, W],
   packed_cls_positions [R, K] and per-example features [R * K, ...] in slot order, an empty
   slot holding 0 (example_index -1).
 
-  rows: a fixed R; None for the fewest rows first-fit decreasing finds rounded up to
-  row_packing.row_ladder(B) (exact packing: at most len(ladder) shapes).
+  rows: a fixed R (rows of W = L); None for the fewest rows first-fit decreasing finds rounded
+  up to row_packing.row_ladder(B), in rows of the width W among `widths` (length buckets;
+  default L) that computes the fewest positions (row_packing.best_width): at most
+  len(ladder) x len(widths) shapes.
   """
   tokens, examples = _split_features(batch)
   length = batch["input_mask"].shape[-1]
@@ -715,13 +718,20 @@ def pack_batch(batch: Mapping[str, tf.Tensor], max_per_row: int = row_packing.MA
   out_keys = tokens + [row_packing.POSITION_IDS, row_packing.CLS_POSITIONS] + examples
   dtypes = ([batch[k].dtype for k in tokens] + [batch["input_mask"].dtype] * 2
             + [batch[k].dtype for k in examples])
+  choices = tuple(w for w in (widths or (length,)) if w <= length) or (length,)
 
   def pack(*arrays):
-    count = rows if rows else (
-        lambda needed: row_packing.ladder_rows(needed, size or len(arrays[0])))
+    token_arrays = dict(zip(tokens, arrays[:len(tokens)]))
+    width, count = length, rows
+    if not rows:
+      ladder = lambda needed: row_packing.ladder_rows(needed, size or len(arrays[0]))
+      width, count = row_packing.best_width(
+          [int(n) for n in row_packing.real_lengths(token_arrays["input_mask"])], choices,
+          max_per_row, ladder)
     out = row_packing.pack_arrays(
-        dict(zip(tokens, arrays[:len(tokens)])), dict(zip(examples, arrays[len(tokens):])),
-        length, rows=count, max_per_row=max_per_row, fill={EXAMPLE_INDEX: -1})
+        {k: v[:, :width] for k, v in token_arrays.items()},
+        dict(zip(examples, arrays[len(tokens):])), width, rows=count,
+        max_per_row=max_per_row, fill={EXAMPLE_INDEX: -1})
     return [out[k] for k in out_keys]
 
   values = tf.numpy_function(pack, [batch[k] for k in tokens + examples], dtypes,
@@ -732,7 +742,7 @@ def pack_batch(batch: Mapping[str, tf.Tensor], max_per_row: int = row_packing.MA
       value.set_shape([rows * max_per_row if rows else None] + batch[key].shape[1:].as_list())
     else:
       value.set_shape([rows or None, max_per_row if key == row_packing.CLS_POSITIONS
-                       else length])
+                       else length if rows or len(choices) == 1 else None])
     out[key] = value
   return out
 
@@ -867,7 +877,8 @@ def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batc
 
   With packing (Packing; not with group_by_length), batches are packed rows (pack_batch):
   exact packing packs each batch of the unpacked run (training, eval and predict alike) into
-  the fewest rows, a row_packing.row_ladder count, then cut to length_buckets; static packing
+  the fewest rows (a row_packing.row_ladder count) of the length bucket that computes the
+  fewest positions (rows of max_seq_length without length_buckets); static packing
   packs windows of the training stream into rows taken packing.rows at a time (one shape, no
   cut), and packs eval and predict batches as exact packing does.
   """
@@ -883,7 +894,9 @@ def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batc
   cut = (lambda batch: batch) if length_buckets is None else (
       lambda batch: cut_to_bucket(batch, length_buckets))
   pack = (lambda batch: batch) if packing is None else (
-      lambda batch: pack_batch(batch, packing.max_per_row))
+      lambda batch: pack_batch(batch, packing.max_per_row, widths=length_buckets))
+  if packing is not None:
+    cut = lambda batch: batch  # packed rows take their width from the buckets themselves
   dataset = tf.data.TFRecordDataset(input_file)
   if is_training:
     if num_pipelines > 1:

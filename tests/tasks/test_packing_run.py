@@ -98,7 +98,7 @@ def test_static_batches_have_one_shape_and_the_batch_on_average(tmp_path):
   shapes = {tuple(b["input_word_ids"].shape) for b in batches}
   assert shapes == {(rows, 32)}
   per_step = [int(b["is_real_example"].numpy().sum()) for b in batches]
-  assert 12 <= np.mean(per_step) <= 16
+  assert 12 <= np.mean(per_step) <= 20  # 16 on average, up to the estimate's sampling
   assert batches[0]["label_ids"].shape == (rows * row_packing.MAX_EXAMPLES_PER_ROW,)
 
 
