@@ -88,17 +88,26 @@ def encoder_graph(config: BertConfig, word_ids, input_mask, type_ids,
   return outputs, word_embedding
 
 
-def build_encoder(config: BertConfig, name: str = "bert_encoder") -> keras.Model:
+def build_encoder(config: BertConfig, name: str = "bert_encoder",
+                  packed: bool = False) -> keras.Model:
   """The BERT encoder; its layers follow the current Keras dtype policy.
 
   Args:
     config: the model hyperparameters.
     name: the Keras model name.
+    packed: take packed rows (bert_tf.row_packing): the inputs add PACKED_INPUTS
+      (input_position_ids [R, S], packed_cls_positions [R, K]); sequence_output and
+      encoder_outputs stay per position of the rows, pooled_output is one row per slot
+      [R * K, H]. The layers and weights are the unpacked encoder's.
 
   Returns:
     A functional keras.Model with dict inputs (ENCODER_INPUTS) and dict outputs.
   """
   inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in ENCODER_INPUTS}
+  if packed:
+    inputs.update(packed_inputs())
   outputs, _ = encoder_graph(config, inputs["input_word_ids"], inputs["input_mask"],
-                             inputs["input_type_ids"])
+                             inputs["input_type_ids"],
+                             position_ids=inputs.get(PACKED_INPUTS[0]),
+                             cls_positions=inputs.get(PACKED_INPUTS[1]))
   return keras.Model(inputs=inputs, outputs=outputs, name=name)
