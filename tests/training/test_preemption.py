@@ -6,6 +6,7 @@ In process (the loop on a toy task, the signal sent to this process) and with th
 `python -m bert_tf.run_pretraining` in a subprocess.
 """
 
+import json
 import os
 import re
 import signal
@@ -268,3 +269,76 @@ def test_sigterm_is_seen_within_the_stop_check_time_with_long_loops(workdir, tmp
   seconds = float(output.split(f"saved checkpoint {reached} (")[1].split(" s after")[0])
   # One call (about 1 s here) and the save; the process ends soon after.
   assert seconds < 10 and ended < 30, output[-3000:]
+
+
+def _start_workers(workdir, output_dir, ports, logs, *extra):
+  cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+  workers = []
+  for index, log in enumerate(logs):
+    tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+    with open(log, "w") as f:
+      workers.append(subprocess.Popen(
+          _command(workdir, output_dir, *extra), cwd=helpers.REPO_ROOT, stdout=f,
+          stderr=subprocess.STDOUT, env=helpers.subprocess_env(TF_CONFIG=tf_config)))
+  return workers
+
+
+def _wait_all(workers, timeout=240):
+  try:
+    for worker in workers:
+      worker.wait(timeout=timeout)
+  finally:
+    for worker in workers:
+      if worker.poll() is None:
+        worker.kill()
+  return [worker.returncode for worker in workers]
+
+
+def _read(path):
+  with open(path) as f:
+    return f.read()
+
+
+@pytest.mark.slow
+def test_sigterm_to_one_of_two_workers_stops_both_at_the_same_step(workdir, tmp_path):
+  from tests.training.test_distributed import _free_ports  # pylint: disable=g-import-not-at-top
+  run_dir = str(tmp_path / "run")
+  logs = [str(tmp_path / "worker0.log"), str(tmp_path / "worker1.log")]
+  ports = _free_ports(2)
+  workers = _start_workers(workdir, run_dir, ports, logs, *PREEMPTED_RUN)
+  try:
+    deadline = time.time() + 240
+    while f"step 25/{COMMAND_STEPS} " not in _read(logs[0]):
+      assert time.time() < deadline and workers[0].poll() is None, _read(logs[0])[-3000:]
+      time.sleep(0.05)
+    workers[1].send_signal(signal.SIGTERM)  # the other worker is not signalled
+  finally:
+    codes = _wait_all(workers)
+  outputs = [_read(log) for log in logs]
+  assert codes == [75, 75], outputs[0][-2000:] + outputs[1][-2000:]
+  stopped = [[line for line in output.splitlines() if "SIGTERM: stopped at step" in line]
+             for output in outputs]
+  assert [len(lines) for lines in stopped] == [1, 1], outputs
+  reached = int(stopped[0][0].split("SIGTERM: stopped at step ")[1].split("/")[0])
+  latest = os.path.join(run_dir, f"ckpt-{reached}")
+  for lines in stopped:  # the same step and the chief's checkpoint, on both workers
+    assert f"stopped at step {reached}/{COMMAND_STEPS} and saved checkpoint {latest} (" \
+        in lines[0]
+  assert "(another worker got SIGTERM)" in stopped[0][0]
+  assert " s after the signal)" in stopped[1][0]
+  assert 25 <= reached < COMMAND_STEPS
+  assert tf.train.latest_checkpoint(run_dir) == latest
+  assert not os.path.exists(os.path.join(run_dir, ".worker_1_tmp"))
+  for output in outputs:
+    assert error_lines(output) == [], output[-3000:]
+
+  # Relaunched as it was: both resume from the step reached and finish.
+  workers = _start_workers(workdir, run_dir, ports, logs, *PREEMPTED_RUN)
+  codes = _wait_all(workers)
+  outputs = [_read(log) for log in logs]
+  assert codes == [0, 0], outputs[0][-2000:] + outputs[1][-2000:]
+  assert f"Resuming from {latest}\n" in outputs[0]
+  for output in outputs:
+    assert f"steps (from step {reached})" in output
+    assert f"Finished at step {COMMAND_STEPS}" in output
+  assert tf.train.latest_checkpoint(run_dir) == os.path.join(run_dir, f"ckpt-{COMMAND_STEPS}")
