@@ -56,34 +56,46 @@ def check_mode(mode: str) -> str:
 
 
 def first_fit_decreasing(lengths: Sequence[int], row_length: int,
-                         max_per_row: int = MAX_EXAMPLES_PER_ROW) -> List[List[int]]:
+                         max_per_row: int = MAX_EXAMPLES_PER_ROW,
+                         costs: Optional[Sequence[int]] = None,
+                         cost_capacity: int = 0) -> List[List[int]]:
   """Rows of example indices: examples longest first, each into the first row it fits.
 
-  An example fits a row when the row's lengths plus its own stay within row_length and the row
-  holds fewer than max_per_row examples. Examples of length 0 (padding examples: no real
-  token) are placed in no row. Within a row the indices are ascending (the data's order), and
-  rows are ordered by their first index, so the layout depends only on the lengths.
+  An example fits a row when the row's lengths plus its own stay within row_length, the row
+  holds fewer than max_per_row examples and, with costs (e.g. each pretraining instance's
+  masked positions), the row's costs plus its own stay within cost_capacity. Examples of length
+  0 (padding examples: no real token) are placed in no row. Within a row the indices are
+  ascending (the data's order), and rows are ordered by their first index, so the layout
+  depends only on the lengths (and costs).
 
   Raises:
-    PackingError: a length outside [0, row_length].
+    PackingError: a length outside [0, row_length], or a cost above cost_capacity.
   """
   if max_per_row < 1:
     raise PackingError(f"a row holds at least one example, got max_per_row={max_per_row}")
   for i, length in enumerate(lengths):
     if not 0 <= length <= row_length:
       raise PackingError(f"example {i} has length {length}, outside [0, {row_length}]")
+  if costs is not None:
+    for i, cost in enumerate(costs):
+      if cost > cost_capacity:
+        raise PackingError(f"example {i} costs {cost}, above a row's {cost_capacity}")
   order = sorted((i for i, n in enumerate(lengths) if n > 0), key=lambda i: (-lengths[i], i))
   rows: List[List[int]] = []
   free: List[int] = []
+  budget: List[int] = []
   for i in order:
+    cost = costs[i] if costs is not None else 0
     for r, space in enumerate(free):
-      if space >= lengths[i] and len(rows[r]) < max_per_row:
+      if space >= lengths[i] and len(rows[r]) < max_per_row and budget[r] >= cost:
         rows[r].append(i)
         free[r] -= lengths[i]
+        budget[r] -= cost
         break
     else:
       rows.append([i])
       free.append(row_length - lengths[i])
+      budget.append(cost_capacity - cost)
   rows = [sorted(row) for row in rows]
   rows.sort(key=lambda row: row[0])
   return rows
@@ -162,11 +174,12 @@ def static_rows(length_counts: Sequence[int], batch_size: int, row_length: int,
   return max(1, int(math.ceil(batch_size / per_row - 1e-9)))
 
 
-def pack_plan(lengths: Sequence[int], row_length: int, max_per_row: int = MAX_EXAMPLES_PER_ROW
+def pack_plan(lengths: Sequence[int], row_length: int, max_per_row: int = MAX_EXAMPLES_PER_ROW,
+              costs: Optional[Sequence[int]] = None, cost_capacity: int = 0
               ) -> List[List[Tuple[int, int]]]:
   """first_fit_decreasing's rows as (example index, offset in the row) pairs."""
   plan = []
-  for row in first_fit_decreasing(lengths, row_length, max_per_row):
+  for row in first_fit_decreasing(lengths, row_length, max_per_row, costs, cost_capacity):
     offset, placed = 0, []
     for i in row:
       placed.append((i, offset))
@@ -191,8 +204,9 @@ def real_lengths(input_mask: np.ndarray) -> np.ndarray:
 def pack_arrays(token_features: Mapping[str, np.ndarray],
                 example_features: Mapping[str, np.ndarray], row_length: int,
                 rows: Union[None, int, Callable[[int], int]] = None, max_per_row: int = MAX_EXAMPLES_PER_ROW,
-                fill: Optional[Mapping[str, object]] = None, mask_key: str = "input_mask"
-                ) -> Dict[str, np.ndarray]:
+                fill: Optional[Mapping[str, object]] = None, mask_key: str = "input_mask",
+                prediction_features: Optional[Mapping[str, np.ndarray]] = None,
+                predictions_per_row: int = 0) -> Dict[str, np.ndarray]:
   """Packs a batch of B examples into rows of row_length positions.
 
   Args:
@@ -205,6 +219,11 @@ def pack_arrays(token_features: Mapping[str, np.ndarray],
     max_per_row: K, examples per row at most.
     fill: value of a per-example feature in an empty slot (default 0).
     mask_key: the token feature that marks real positions.
+    prediction_features: pretraining's masked_lm_positions, masked_lm_ids and
+      masked_lm_weights [B, P]: an example's predictions are its slots of non-zero weight; in
+      the row they are concatenated in slot order into predictions_per_row slots, positions
+      moved by the example's offset, the rest 0 (weight 0). Rows are filled so that their
+      predictions fit (first_fit_decreasing's costs).
 
   Returns:
     The token features [rows, row_length] with each example's positions moved into its row
@@ -219,7 +238,13 @@ def pack_arrays(token_features: Mapping[str, np.ndarray],
   fill = dict(fill or {})
   mask = np.asarray(token_features[mask_key])
   lengths = real_lengths(mask)
-  plan = pack_plan([int(n) for n in lengths], row_length, max_per_row)
+  predictions = dict(prediction_features or {})
+  costs = None
+  if predictions:
+    weights = np.asarray(predictions["masked_lm_weights"])
+    costs = [int(c) for c in (weights > 0).sum(axis=1)]
+  plan = pack_plan([int(n) for n in lengths], row_length, max_per_row, costs,
+                   predictions_per_row)
   count = max(len(plan), 1)
   if callable(rows):
     count = rows(count)
@@ -233,11 +258,22 @@ def pack_arrays(token_features: Mapping[str, np.ndarray],
     out[name] = np.zeros((count, row_length) + value.shape[2:], value.dtype)
   positions = np.zeros((count, row_length), mask.dtype)
   cls = np.zeros((count, max_per_row), mask.dtype)
+  for name, value in predictions.items():
+    out[name] = np.zeros((count, predictions_per_row), np.asarray(value).dtype)
   for name, value in example_features.items():
     value = np.asarray(value)
     out[name] = np.full((count * max_per_row,) + value.shape[1:], fill.get(name, 0), value.dtype)
   for r, placed in enumerate(plan):
+    used = 0
     for k, (i, offset) in enumerate(placed):
+      if predictions:
+        real = np.flatnonzero(weights[i] > 0)
+        for name, value in predictions.items():
+          moved = np.asarray(value)[i, real]
+          if name == "masked_lm_positions":
+            moved = moved + offset
+          out[name][r, used:used + len(real)] = moved
+        used += len(real)
       n = lengths[i]
       for name, value in token_features.items():
         out[name][r, offset:offset + n] = value[i, :n]

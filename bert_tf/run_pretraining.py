@@ -51,6 +51,7 @@ def define_flags(flag_values=FLAGS) -> None:
                       "Eval TFRecords. Default: --input_file (the original evaluated on its "
                       "training data).", **fv)
   flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept in output_dir.", **fv)
+  cli.define_packing_flag(flag_values)
   flags.DEFINE_bool("dynamic_masking", False,
                     "Re-mask every batch on the fly (RoBERTa-style) from the same records; "
                     "needs --vocab_file.", **fv)

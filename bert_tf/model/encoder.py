@@ -23,7 +23,9 @@ PACKED_INPUTS = (row_packing.POSITION_IDS, row_packing.CLS_POSITIONS)
 
 def packed_inputs():
   """The symbolic inputs packed rows add to ENCODER_INPUTS'."""
-  return {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in PACKED_INPUTS}
+  # K [CLS] positions per row: a static width (the pretraining head slices after them).
+  shapes = {PACKED_INPUTS[0]: (None,), PACKED_INPUTS[1]: (row_packing.MAX_EXAMPLES_PER_ROW,)}
+  return {key: keras.Input(shape=shapes[key], dtype="int32", name=key) for key in PACKED_INPUTS}
 
 
 def encoder_graph(config: BertConfig, word_ids, input_mask, type_ids,
@@ -40,7 +42,7 @@ def encoder_graph(config: BertConfig, word_ids, input_mask, type_ids,
     last_layer_positions: optional symbolic int32 [B, Q] whose first column is 0: the last
       layer then computes only these rows, so sequence_output and the last encoder_outputs
       entry are [B, Q, H] (the full outputs gathered there) and pooled_output is unchanged.
-      For packed rows it must be cls_positions itself (or None).
+      For packed rows its first K columns must be cls_positions.
     position_ids, cls_positions: packed rows (bert_tf.row_packing): with position_ids [B, S]
       (each token's position in its example), input_mask holds each position's example slot
       (1..K, 0 = padding) and attention stays within an example; cls_positions [B, K] (each
@@ -80,8 +82,8 @@ def encoder_graph(config: BertConfig, word_ids, input_mask, type_ids,
     pooled = pooler(x)
   elif cls_positions is None:  # packed rows without [CLS] positions: nothing to pool
     pooled = None
-  elif last_layer_positions is not None:  # the last layer computed the [CLS] rows only
-    pooled = pooler(x, packed=True)
+  elif last_layer_positions is not None:  # the last layer computed the [CLS] rows first
+    pooled = pooler(x, cls_positions, gathered=True)
   else:
     pooled = pooler(x, cls_positions)
   outputs = dict(sequence_output=x, pooled_output=pooled, encoder_outputs=encoder_outputs)

@@ -14,6 +14,7 @@ import keras
 from keras import ops
 import tensorflow as tf
 
+from bert_tf import row_packing
 from bert_tf.model import layers
 from bert_tf.config import BertConfig
 from bert_tf.model.encoder import ENCODER_INPUTS, PACKED_INPUTS, encoder_graph, packed_inputs
@@ -103,7 +104,7 @@ class OutputBias(keras.layers.Layer):
 
 # === Functional Model ===
 def build_pretraining_model(config: BertConfig, name: str = "bert_pretraining",
-                            prune_last_layer: bool = False) -> keras.Model:
+                            prune_last_layer: bool = False, packed: bool = False) -> keras.Model:
   """The encoder with the masked LM and next sentence heads.
 
   Args:
@@ -115,6 +116,11 @@ def build_pretraining_model(config: BertConfig, name: str = "bert_pretraining",
       128 and 20 predictions; run_pretraining uses it. Keep it False for a model whose inner
       layer outputs are read (serving builds an encoder view of the full graph).
 
+    packed: take packed rows (bert_tf.row_packing, input_pipeline.pretraining_dataset with
+      packing): the inputs add input_position_ids [R, S] and packed_cls_positions [R, K],
+      masked_lm_positions [R, P'] hold every instance's predictions in the row, and
+      next_sentence_logits are one row per slot [R * K, 2].
+
   Returns:
     A functional keras.Model. Inputs (dict of int32): input_word_ids, input_mask,
     input_type_ids [B, S]
@@ -124,16 +130,22 @@ def build_pretraining_model(config: BertConfig, name: str = "bert_pretraining",
   """
   inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key)
             for key in PRETRAINING_INPUTS}
+  if packed:
+    inputs.update(packed_inputs())
   positions = inputs["masked_lm_positions"]
+  # The [CLS] rows the pooler reads: position 0, or each slot's [CLS] in packed rows ([R, K]).
+  cls_rows = (inputs[PACKED_INPUTS[1]] if packed else ops.zeros_like(positions[:, :1]))
+  num_cls = row_packing.MAX_EXAMPLES_PER_ROW if packed else 1
   if prune_last_layer:
-    # [B, 1 + P]: [CLS] for the pooler, then the masked positions.
-    rows = ops.concatenate([ops.zeros_like(positions[:, :1]), positions], axis=1)
+    # [B, C + P]: the [CLS] rows for the pooler, then the masked positions.
+    rows = ops.concatenate([ops.cast(cls_rows, positions.dtype), positions], axis=1)
     encoded, word_embedding = encoder_graph(config, inputs["input_word_ids"], inputs["input_mask"],
-                                            inputs["input_type_ids"], last_layer_positions=rows)
-    masked = encoded["sequence_output"][:, 1:, :]  # already at the masked positions
+                                            inputs["input_type_ids"], last_layer_positions=rows,
+                                            **_packed_args(inputs))
+    masked = encoded["sequence_output"][:, num_cls:, :]  # already at the masked positions
   else:
     encoded, word_embedding = encoder_graph(config, inputs["input_word_ids"], inputs["input_mask"],
-                                            inputs["input_type_ids"])
+                                            inputs["input_type_ids"], **_packed_args(inputs))
     masked = None
   transform = MaskedLMTransform(config.hidden_size, config.hidden_act,
                                 config.initializer_range, name="predictions_transform")

@@ -379,16 +379,17 @@ class Pooler(keras.layers.Layer):
     self.dense.build((sequence_output_shape[0], sequence_output_shape[-1]))
     self.built = True
 
-  def call(self, sequence_output, cls_positions=None, packed=False):
+  def call(self, sequence_output, cls_positions=None, gathered=False):
     """[B, S, H] -> [B, H] from position 0. Packed rows: with cls_positions [R, K], each
-    slot's [CLS] -> [R * K, H] (slot order); packed=True without positions: sequence_output
-    is already the [R, K, H] [CLS] rows (a pruned last layer) -> [R * K, H]."""
-    if cls_positions is None and not packed:
+    slot's [CLS] -> [R * K, H] (slot order); gathered=True: the first K rows of
+    sequence_output are already those (a pruned last layer's)."""
+    if cls_positions is None:
       return self.dense(sequence_output[:, 0, :])
-    if cls_positions is not None:
-      sequence_output = tf.gather(sequence_output, ops.cast(cls_positions, "int32"),
-                                  batch_dims=1)
-    return self.dense(tf.reshape(sequence_output, [-1, self.hidden_size]))
+    if gathered:
+      cls = sequence_output[:, :tf.shape(cls_positions)[1], :]
+    else:
+      cls = tf.gather(sequence_output, ops.cast(cls_positions, "int32"), batch_dims=1)
+    return self.dense(tf.reshape(cls, [-1, self.hidden_size]))
 
 
   def get_config(self):

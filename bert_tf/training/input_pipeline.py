@@ -416,7 +416,8 @@ def pretraining_dataset(input_files: Union[str, Sequence[str]], max_seq_length: 
                         use_v2_feature_names: Optional[bool] = None,
                         repeat: Optional[bool] = None, cycle_length: int = 8,
                         shuffle_buffer_size: int = 1000, seed: Optional[int] = None,
-                        dynamic_masking: Optional[DynamicMasking] = None) -> tf.data.Dataset:
+                        dynamic_masking: Optional[DynamicMasking] = None,
+                        packing: Optional["Packing"] = None) -> tf.data.Dataset:
   """Batches of pretraining features for training or evaluation.
 
   Training: files are sharded (see below), shuffled, repeated and interleaved `cycle_length`
@@ -442,12 +443,16 @@ def pretraining_dataset(input_files: Union[str, Sequence[str]], max_seq_length: 
     shuffle_buffer_size: records in the training shuffle buffer.
     seed: makes shuffling and interleaving deterministic.
     dynamic_masking: re-mask every batch (see DynamicMasking), or None to use the stored masks.
+    packing: several instances per row (Packing), or None.
 
   Returns:
     A dataset of dicts: the models' input names input_word_ids, input_mask, input_type_ids
     (the records' input_ids, input_mask, segment_ids; see record_schema.to_model_names), then
     masked_lm_positions, masked_lm_ids [B, L] or [B, P] int32, masked_lm_weights [B, P]
-    float32, next_sentence_labels [B, 1] int32.
+    float32, next_sentence_labels [B, 1] int32. Packed (exact: a batch's instances in the
+    fewest rows of L; static: packing.rows rows of L): [R, L] rows, input_position_ids,
+    packed_cls_positions [R, K], the masked_lm_* [R, P + K] (predictions_per_row), and
+    next_sentence_labels [R * K, 1] with next_sentence_weights [R * K] (0 for an empty slot).
   """
   files = (expand_file_patterns(input_files) if isinstance(input_files, str)
            else expand_file_patterns(list(input_files)))
@@ -510,7 +515,10 @@ def pretraining_dataset(input_files: Union[str, Sequence[str]], max_seq_length: 
 
   spec = record_schema.parsing_spec(max_seq_length, max_predictions_per_seq, use_v2_feature_names)
   names = record_schema.feature_names(use_v2_feature_names)
-  dataset = dataset.batch(per_replica_batch, drop_remainder=True)
+  static = packing is not None and packing.mode == row_packing.STATIC
+  dataset = dataset.batch(
+      (packing.window or 8 * per_replica_batch) if static else per_replica_batch,
+      drop_remainder=True)
   if dynamic_masking is None:
     dataset = dataset.map(
         lambda records: record_schema.to_model_names(_parse_batch(records, spec, names)),
@@ -525,7 +533,39 @@ def pretraining_dataset(input_files: Union[str, Sequence[str]], max_seq_length: 
             tf.stack([tf.constant(masking.seed, tf.int64),
                       index * num_pipelines + pipeline_id]))),
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  if packing is not None:
+    extra = predictions_per_row(max_predictions_per_seq, packing.max_per_row)
+    dataset = dataset.map(_with_next_sentence_weights, num_parallel_calls=tf.data.AUTOTUNE,
+                          deterministic=True)
+    if static:
+      dataset = static_rows_dataset(dataset, packing, MASKED_LM_KEYS, extra)
+    else:
+      dataset = dataset.map(
+          lambda batch: pack_batch(batch, packing.max_per_row, prediction_keys=MASKED_LM_KEYS,
+                                   predictions_per_row=extra),
+          num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+# Packed pretraining rows (pack_batch's prediction_keys).
+MASKED_LM_KEYS = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
+NEXT_SENTENCE_WEIGHTS = "next_sentence_weights"
+
+
+def predictions_per_row(max_predictions_per_seq: int,
+                        max_per_row: int = row_packing.MAX_EXAMPLES_PER_ROW) -> int:
+  """Masked-LM slots of a packed pretraining row: max_predictions_per_seq plus one per
+  possible instance (each instance rounds its 15% up to a whole prediction, at least one);
+  rows are filled so that their instances' predictions fit (row_packing's costs)."""
+  return max_predictions_per_seq + max_per_row
+
+
+def _with_next_sentence_weights(batch):
+  """Weight 1 for every instance's next-sentence label (empty packed slots get 0)."""
+  out = dict(batch)
+  out[NEXT_SENTENCE_WEIGHTS] = tf.ones_like(tf.reshape(batch["next_sentence_labels"], [-1]),
+                                            tf.float32)
+  return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -700,7 +740,8 @@ def _split_features(batch: Mapping[str, tf.Tensor], mask_key: str = "input_mask"
 
 
 def pack_batch(batch: Mapping[str, tf.Tensor], max_per_row: int = row_packing.MAX_EXAMPLES_PER_ROW,
-               rows: Optional[int] = None, widths: Optional[Sequence[int]] = None
+               rows: Optional[int] = None, widths: Optional[Sequence[int]] = None,
+               prediction_keys: Sequence[str] = (), predictions_per_row: int = 0
                ) -> Dict[str, tf.Tensor]:
   """A batch of B examples ([B, L] per-position features, [B, ...] per-example ones) as packed
   rows (row_packing.pack_arrays): per-position features [R, W], input_position_ids [R, W],
@@ -711,34 +752,50 @@ def pack_batch(batch: Mapping[str, tf.Tensor], max_per_row: int = row_packing.MA
   up to row_packing.row_ladder(B), in rows of the width W among `widths` (length buckets;
   default L) that computes the fewest positions (row_packing.best_width): at most
   len(ladder) x len(widths) shapes.
+
+  prediction_keys (pretraining's masked_lm_*, [B, P]) become [R, predictions_per_row]: each
+  row's predictions in slot order, positions moved into the row (row_packing.pack_arrays);
+  rows are then of width L.
   """
   tokens, examples = _split_features(batch)
+  tokens = [k for k in tokens if k not in prediction_keys]
+  examples = [k for k in examples if k not in prediction_keys]
   length = batch["input_mask"].shape[-1]
   size = batch["input_mask"].shape[0]
-  out_keys = tokens + [row_packing.POSITION_IDS, row_packing.CLS_POSITIONS] + examples
+  prediction_keys = list(prediction_keys)
+  out_keys = (tokens + [row_packing.POSITION_IDS, row_packing.CLS_POSITIONS] + examples
+              + prediction_keys)
   dtypes = ([batch[k].dtype for k in tokens] + [batch["input_mask"].dtype] * 2
-            + [batch[k].dtype for k in examples])
+            + [batch[k].dtype for k in examples + prediction_keys])
   choices = tuple(w for w in (widths or (length,)) if w <= length) or (length,)
+  if prediction_keys:
+    choices = (length,)
 
   def pack(*arrays):
     token_arrays = dict(zip(tokens, arrays[:len(tokens)]))
+    rest = arrays[len(tokens):]
     width, count = length, rows
     if not rows:
-      ladder = lambda needed: row_packing.ladder_rows(needed, size or len(arrays[0]))
-      width, count = row_packing.best_width(
-          [int(n) for n in row_packing.real_lengths(token_arrays["input_mask"])], choices,
-          max_per_row, ladder)
+      count = lambda needed: row_packing.ladder_rows(needed, size or len(arrays[0]))
+      if len(choices) > 1:
+        width, count = row_packing.best_width(
+            [int(n) for n in row_packing.real_lengths(token_arrays["input_mask"])], choices,
+            max_per_row, count)
     out = row_packing.pack_arrays(
         {k: v[:, :width] for k, v in token_arrays.items()},
-        dict(zip(examples, arrays[len(tokens):])), width, rows=count,
-        max_per_row=max_per_row, fill={EXAMPLE_INDEX: -1})
+        dict(zip(examples, rest[:len(examples)])), width, rows=count,
+        max_per_row=max_per_row, fill={EXAMPLE_INDEX: -1},
+        prediction_features=dict(zip(prediction_keys, rest[len(examples):])),
+        predictions_per_row=predictions_per_row)
     return [out[k] for k in out_keys]
 
-  values = tf.numpy_function(pack, [batch[k] for k in tokens + examples], dtypes,
-                             stateful=False)
+  values = tf.numpy_function(pack, [batch[k] for k in tokens + examples + prediction_keys],
+                             dtypes, stateful=False)
   out = {}
   for key, value in zip(out_keys, values):
-    if key in examples:
+    if key in prediction_keys:
+      value.set_shape([rows or None, predictions_per_row])
+    elif key in examples:
       value.set_shape([rows * max_per_row if rows else None] + batch[key].shape[1:].as_list())
     else:
       value.set_shape([rows or None, max_per_row if key == row_packing.CLS_POSITIONS
@@ -747,10 +804,13 @@ def pack_batch(batch: Mapping[str, tf.Tensor], max_per_row: int = row_packing.MA
   return out
 
 
-def _rows_of(batch: Mapping[str, tf.Tensor], max_per_row: int) -> Dict[str, tf.Tensor]:
+def _rows_of(batch: Mapping[str, tf.Tensor], max_per_row: int,
+             skip: Sequence[str] = ()) -> Dict[str, tf.Tensor]:
   """A packed batch's per-example features [R * K, ...] as [R, K, ...] (one entry per row)."""
   out = dict(batch)
   for key in _per_example_keys(batch):
+    if key in skip:
+      continue
     value = batch[key]
     out[key] = tf.reshape(value, tf.concat([[-1, max_per_row], tf.shape(value)[1:]], 0))
   return out
@@ -800,16 +860,20 @@ def unpack_positions(value: tf.Tensor, batch: Mapping[str, tf.Tensor], pad_value
   return tf.ensure_shape(out, [None, value.shape[1]] + value.shape[2:].as_list())
 
 
-def static_rows_dataset(parsed_windows: tf.data.Dataset, packing: Packing) -> tf.data.Dataset:
+def static_rows_dataset(parsed_windows: tf.data.Dataset, packing: Packing,
+                        prediction_keys: Sequence[str] = (), predictions_per_row: int = 0
+                        ) -> tf.data.Dataset:
   """Static packing of a stream: each parsed window of examples packed into rows (as many as
   it needs), the rows taken packing.rows at a time (the last partial batch dropped)."""
   k = packing.max_per_row
   per_example: List[str] = []
 
   def window_rows(window):
-    packed = pack_batch(window, k)
-    per_example.extend(key for key in _per_example_keys(packed) if key not in per_example)
-    return tf.data.Dataset.from_tensor_slices(_rows_of(packed, k))
+    packed = pack_batch(window, k, prediction_keys=prediction_keys,
+                        predictions_per_row=predictions_per_row)
+    per_example.extend(key for key in _per_example_keys(packed)
+                       if key not in per_example and key not in prediction_keys)
+    return tf.data.Dataset.from_tensor_slices(_rows_of(packed, k, prediction_keys))
 
   dataset = parsed_windows.flat_map(window_rows)
   dataset = dataset.batch(packing.rows, drop_remainder=True)

@@ -23,8 +23,10 @@ import tensorflow as tf
 
 from bert_tf import io
 from bert_tf import record_schema
+from bert_tf import row_packing
 from bert_tf import tokenization
 from bert_tf.config import BertConfig
+from bert_tf.model.encoder import PACKED_INPUTS
 from bert_tf.model.heads import PRETRAINING_INPUTS, build_pretraining_model
 from bert_tf.training import input_pipeline
 from bert_tf.training import loop
@@ -82,6 +84,10 @@ class PretrainingSettings:
     shuffle_buffer_size: records in the training shuffle buffer (1 keeps the file order).
     max_nonfinite_steps: with float16, stop after this many non-finite losses in a row (other
       precisions stop at the first one).
+    packing: several instances per row (bert_tf.row_packing): "none", "exact" (each step the
+      train_batch_size instances of the unpacked run in the fewest rows) or "static" (a fixed
+      number of rows, about train_batch_size instances on average, one shape for TPUs);
+      evaluation batches are packed exactly whenever it is not "none".
   """
   input_file: str
   output_dir: str
@@ -114,6 +120,7 @@ class PretrainingSettings:
   shuffle_buffer_size: int = 1000
   max_nonfinite_steps: int = 5
   allow_tokenizer_mismatch: bool = False
+  packing: str = "none"
 
   def check(self, num_replicas: int = 1) -> None:
     """Raises TrainingError naming every flag with an impossible value."""
@@ -144,6 +151,10 @@ class PretrainingSettings:
       problems.append("--dynamic_masking needs --vocab_file (for the [MASK]/[CLS]/[SEP] ids)")
     if not (self.do_train or self.do_eval):
       problems.append("at least one of --do_train or --do_eval must be True")
+    try:
+      row_packing.check_mode(self.packing)
+    except row_packing.PackingError as e:
+      problems.append(str(e))
     if problems:
       raise loop.TrainingError("; ".join(problems))
 
@@ -151,12 +162,31 @@ class PretrainingSettings:
 
 
 def model_inputs(batch):
-  return {key: batch[key] for key in PRETRAINING_INPUTS}
+  """The model's inputs of a batch (with packed rows' input_position_ids and
+  packed_cls_positions when it has them)."""
+  return {key: batch[key] for key in PRETRAINING_INPUTS + PACKED_INPUTS if key in batch}
 
 
 def normalizers(batch):
-  """The masked-LM weight of the replica's whole batch (all micro-batches), to all-reduce."""
-  return dict(masked_lm_weight=tf.reduce_sum(tf.cast(batch["masked_lm_weights"], tf.float32)))
+  """The masked-LM weight of the replica's whole batch (all micro-batches), to all-reduce;
+  for packed rows also its instances (static packing varies them)."""
+  out = dict(masked_lm_weight=tf.reduce_sum(tf.cast(batch["masked_lm_weights"], tf.float32)))
+  if input_pipeline.NEXT_SENTENCE_WEIGHTS in batch:
+    out["examples"] = tf.reduce_sum(batch[input_pipeline.NEXT_SENTENCE_WEIGHTS])
+  return out
+
+
+def _next_sentence_sums(outputs, batch):
+  """The next-sentence sums; packed rows count their real slots only."""
+  if input_pipeline.NEXT_SENTENCE_WEIGHTS not in batch:
+    return losses.classification_sums(outputs["next_sentence_logits"],
+                                       batch["next_sentence_labels"])
+  logits = tf.cast(outputs["next_sentence_logits"], tf.float32)
+  labels = tf.reshape(tf.cast(batch["next_sentence_labels"], tf.int32), [-1])
+  weights = tf.reshape(tf.cast(batch[input_pipeline.NEXT_SENTENCE_WEIGHTS], tf.float32), [-1])
+  return dict(nll=tf.reduce_sum(weights * losses.sparse_nll(logits, labels)),
+              correct=tf.reduce_sum(weights * losses.correct(logits, labels)),
+              examples=tf.reduce_sum(weights))
 
 
 def replica_loss(outputs, batch, global_normalizers, examples_per_update):
@@ -164,15 +194,16 @@ def replica_loss(outputs, batch, global_normalizers, examples_per_update):
 
   The shares of all replicas and micro-batches add up to the original's loss on the whole
   global batch: sum(w * nll) / (sum(w) + 1e-5) with sums over the global batch, plus the mean
-  next-sentence cross-entropy over the global batch.
+  next-sentence cross-entropy over the global batch (over its instances, for packed rows).
   """
   mlm = losses.masked_lm_sums(outputs["masked_lm_logits"], batch["masked_lm_ids"],
                               batch["masked_lm_weights"])
-  nsp = losses.classification_sums(outputs["next_sentence_logits"],
-                                   batch["next_sentence_labels"])
+  nsp = _next_sentence_sums(outputs, batch)
+  instances = (tf.maximum(global_normalizers["examples"], 1.0)
+               if "examples" in global_normalizers else float(examples_per_update))
   loss = (mlm["nll"] / (global_normalizers["masked_lm_weight"]
                         + losses.MASKED_LM_DENOMINATOR_EPSILON)
-          + nsp["nll"] / float(examples_per_update))
+          + nsp["nll"] / instances)
   sums = dict(mlm_correct=mlm["correct"], mlm_weight=mlm["weight"],
               nsp_correct=nsp["correct"], examples=nsp["examples"])
   return loss, sums
@@ -191,8 +222,7 @@ def train_metrics(totals: Mapping[str, float], good_steps: int) -> Dict[str, flo
 def eval_sums(outputs, batch):
   mlm = losses.masked_lm_sums(outputs["masked_lm_logits"], batch["masked_lm_ids"],
                               batch["masked_lm_weights"])
-  nsp = losses.classification_sums(outputs["next_sentence_logits"],
-                                   batch["next_sentence_labels"])
+  nsp = _next_sentence_sums(outputs, batch)
   return dict(mlm_nll=mlm["nll"], mlm_weight=mlm["weight"], mlm_correct=mlm["correct"],
               nsp_nll=nsp["nll"], nsp_correct=nsp["correct"], examples=nsp["examples"])
 
@@ -225,16 +255,46 @@ TASK = loop.Task(model_inputs=model_inputs, normalizers=normalizers, replica_los
 # === The run ===
 
 
-def _train_dataset_fn(settings: PretrainingSettings, masking):
+def training_packing(settings: PretrainingSettings, per_replica_batch: int
+                     ) -> Optional[input_pipeline.Packing]:
+  """The packing of training batches (None: unpacked). Static packing's rows per replica batch
+  come from the lengths of the first training file's instances (row_packing.static_rows),
+  logged."""
+  mode = row_packing.check_mode(settings.packing)
+  if mode == row_packing.NONE:
+    return None
+  if mode == row_packing.EXACT:
+    logging.info("  Packed rows (exact): %d instances per replica batch in the fewest rows of "
+                 "%d (row counts %s), %d masked-LM slots per row", per_replica_batch,
+                 settings.max_seq_length,
+                 ",".join(map(str, row_packing.row_ladder(per_replica_batch))),
+                 input_pipeline.predictions_per_row(settings.max_predictions_per_seq))
+    return input_pipeline.Packing(mode)
+  first = input_pipeline.expand_file_patterns(settings.input_file)[0]
+  counts = input_pipeline.length_counts(first, settings.max_seq_length)
+  rows = row_packing.static_rows(counts, per_replica_batch, settings.max_seq_length)
+  logging.info("  Packed rows (static): %d rows of %d per replica batch, about %d instances "
+               "on average (fitted to %s), %d masked-LM slots per row", rows,
+               settings.max_seq_length, per_replica_batch, first,
+               input_pipeline.predictions_per_row(settings.max_predictions_per_seq))
+  return input_pipeline.Packing(mode, rows=rows)
+
+
+def _train_dataset_fn(settings: PretrainingSettings, masking, num_replicas: int = 1):
   micro_batch = settings.train_batch_size // settings.gradient_accumulation_steps
+  packing = training_packing(settings, micro_batch // max(num_replicas, 1))
 
   def dataset_fn(ctx):
     dataset = input_pipeline.pretraining_dataset(
         settings.input_file, settings.max_seq_length, settings.max_predictions_per_seq,
         batch_size=micro_batch, is_training=True, input_context=ctx, seed=settings.seed,
-        shuffle_buffer_size=settings.shuffle_buffer_size, dynamic_masking=masking)
+        shuffle_buffer_size=settings.shuffle_buffer_size, dynamic_masking=masking,
+        packing=packing)
     if settings.gradient_accumulation_steps > 1:
-      dataset = dataset.batch(settings.gradient_accumulation_steps, drop_remainder=True)
+      # Packed micro-batches may differ in rows (exact packing): padded to the update's most,
+      # with empty rows (weight 0).
+      dataset = (dataset.padded_batch if packing is not None else dataset.batch)(
+          settings.gradient_accumulation_steps, drop_remainder=True)
     logging.info("*** Features (per replica) ***")
     for name, spec in dataset.element_spec.items():
       logging.info("  name = %s, shape = %s", name, spec.shape)
@@ -247,7 +307,9 @@ def _eval_dataset_fn(settings: PretrainingSettings):
     return input_pipeline.pretraining_dataset(
         settings.eval_input_file or settings.input_file, settings.max_seq_length,
         settings.max_predictions_per_seq, batch_size=settings.eval_batch_size,
-        is_training=False, input_context=ctx, repeat=True)
+        is_training=False, input_context=ctx, repeat=True,
+        packing=(None if row_packing.check_mode(settings.packing) == row_packing.NONE
+                 else input_pipeline.Packing(row_packing.EXACT)))
   return dataset_fn
 
 
@@ -353,9 +415,10 @@ def _run(config, settings, strategy, chief, metadata, export_fn):
         vocab, seed=settings.seed if settings.seed is not None else 12345)
 
   # The last layer runs only at [CLS] and the masked positions: same losses, fewer FLOPs.
-  run = loop.prepare_run(strategy, lambda: build_pretraining_model(config, prune_last_layer=True),
-                         TASK, settings, settings.num_train_steps, settings.num_warmup_steps,
-                         chief)
+  packed = row_packing.check_mode(settings.packing) != row_packing.NONE
+  run = loop.prepare_run(strategy, lambda: build_pretraining_model(
+      config, prune_last_layer=True, packed=packed), TASK, settings, settings.num_train_steps,
+                         settings.num_warmup_steps, chief)
   model, global_step, trainer, state = run.model, run.global_step, run.trainer, run.checkpoint
   restored = set()
   if state.resumed_from is None:
@@ -378,8 +441,9 @@ def _run(config, settings, strategy, chief, metadata, export_fn):
   result: Dict[str, Any] = {"model": model}
   if settings.do_train:
     # Resume by skip: with --seed the resumed run sees the batches an uninterrupted one would.
-    iterator = loop.resumed_iterator(strategy, _train_dataset_fn(settings, masking),
-                                     global_step)
+    iterator = loop.resumed_iterator(
+        strategy, _train_dataset_fn(settings, masking, strategy.num_replicas_in_sync),
+        global_step)
     _log_training(settings, strategy, int(global_step.numpy()))
     on_checkpoint = (export if settings.export_every_checkpoint and chief and export_fn
                      else None)
