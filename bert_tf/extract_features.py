@@ -47,6 +47,17 @@ def define_flags(flag_values=FLAGS) -> None:
                     "the mean over the real tokens, [CLS] and [SEP] included.", **fv)
   cli.define_device_flags(flag_values, what="the forward pass")
   cli.define_length_flags(flag_values)
+  # Not cli.define_packing_flag: there is no static mode here (every batch is --batch_size
+  # lines; exact's row ladder already bounds the shapes), and its help speaks of training steps.
+  # Default none: the original's computation exactly, so the JSON's rounded values are the
+  # original's to the last digit (packed rows agree to float32 rounding, not bit for bit).
+  flags.DEFINE_enum("packing", "none", ["none", "exact"],
+                    "none: one line per row of the batch. exact: the --batch_size lines of each "
+                    "batch share rows (attention within a line, positions restarting at its "
+                    "[CLS]), packed into the fewest rows of a --length_buckets width; the "
+                    "outputs are moved back to each line's tokens, so the files hold the same "
+                    "values (to float32 rounding) for less computed padding. The share of "
+                    "real tokens among the computed positions is logged at the end.", **fv)
   flags.DEFINE_bool("allow_tokenizer_mismatch", False,
                     "Go on (with a warning) when --vocab_file or --do_lower_case contradicts "
                     "what the checkpoint was trained with.", **fv)

@@ -24,6 +24,12 @@ Beyond the original (whose output is about 15 kB of JSON per token, google-resea
   the input's size. Every batch is cut to its longest line rounded up to a length bucket
   (--length_buckets; none: max_seq_length), and the last one filled with dummy rows (dropped),
   so the model sees a few static shapes. Progress is logged with rate and ETA.
+* `packing` (--packing=exact): each batch's lines share rows (bert_tf.row_packing: attention
+  within a line, positions restarting at its [CLS]), packed first-fit decreasing into the
+  fewest rows of the width among the length buckets that computes the fewest positions, the row
+  count rounded up to row_packing.row_ladder(batch_size); the outputs are moved back to each
+  line's own positions, so the files hold the unpacked run's values (to float32 rounding).
+  The share of computed positions that are real tokens is logged at the end of every run.
 * `output_format`: jsonl (the original), npz or tfrecord, both holding the float32 values
   unrounded (layouts below). `pooling`: none (per token, the original), cls (the [CLS] vector)
   or mean (the mean over the real tokens, [CLS] and [SEP] included).
@@ -63,8 +69,8 @@ import tempfile
 import threading
 import time
 import zipfile
-from typing import (Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple,
-                    Union)
+from typing import (Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence,
+                    Tuple, Union)
 
 from absl import logging
 import keras
@@ -74,6 +80,7 @@ import tensorflow as tf
 from bert_tf import io
 from bert_tf import length_buckets as length_buckets_lib
 from bert_tf import record_schema
+from bert_tf import row_packing
 from bert_tf import tokenization
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
@@ -84,6 +91,9 @@ from bert_tf.training import loop
 
 OUTPUT_FORMATS = ("jsonl", "npz", "tfrecord")
 POOLINGS = ("none", "cls", "mean")
+# --packing for extract_features: none or exact. There is no static mode: a batch is exactly
+# --batch_size lines (the last one fewer), and exact's row ladder already bounds the shapes.
+PACKINGS = (row_packing.NONE, row_packing.EXACT)
 DEFAULT_LAYERS = "-1,-2,-3,-4"
 # The original's pair separator; the first group is greedy, so the split is at the last one.
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
@@ -111,7 +121,8 @@ class ExtractFeaturesSettings:
   (jsonl, npz, tfrecord; None: from output_file's extension, else jsonl); pooling (none, cls,
   mean); mixed_precision and jit_compile as for training; allow_tokenizer_mismatch (see
   tasks.common); log_every_seconds (how often progress is logged); length_buckets (each
-  batch runs cut to its longest line rounded up to a bucket; bert_tf.length_buckets).
+  batch runs cut to its longest line rounded up to a bucket; bert_tf.length_buckets); packing
+  (none, exact: each batch's lines share rows; bert_tf.row_packing).
   """
   input_file: str
   output_file: str
@@ -131,6 +142,10 @@ class ExtractFeaturesSettings:
   allow_tokenizer_mismatch: bool = False
   log_every_seconds: float = 30.0
   length_buckets: str = length_buckets_lib.AUTO
+  # none by default: the original's computation exactly, so the JSON's 6-decimal values are the
+  # original's to the last digit; packed rows give the same values to float32 rounding (other
+  # matrix shapes), which can flip a last rounded digit.
+  packing: str = row_packing.NONE
 
   def __post_init__(self):
     # A model folder (Hugging Face's, a release's) as --vocab_file: its vocab.txt.
@@ -158,6 +173,9 @@ class ExtractFeaturesSettings:
                       f"{self.output_format!r}")
     if self.pooling not in POOLINGS:
       problems.append(f"--pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
+    if self.packing not in PACKINGS:
+      problems.append(f"--packing must be one of {', '.join(PACKINGS)} for extract_features, "
+                      f"got {self.packing!r}")
     if self.mixed_precision not in loop.MIXED_PRECISION_POLICIES:
       problems.append(f"--mixed_precision must be one of "
                       f"{', '.join(loop.MIXED_PRECISION_POLICIES)}, got {self.mixed_precision!r}")
@@ -380,14 +398,15 @@ def _prefetch(items: Iterator[Any], depth: int = 2) -> Iterator[Any]:
 # === The model ===
 
 
-def load_encoder(config: BertConfig, init_checkpoint: str) -> keras.Model:
-  """build_encoder(config) with the weights of init_checkpoint (any format load_weights reads).
+def load_encoder(config: BertConfig, init_checkpoint: str, packed: bool = False) -> keras.Model:
+  """build_encoder(config, packed=packed) with the weights of init_checkpoint (any format
+  load_weights reads; a packed encoder has the same weights).
 
   Raises:
     FeatureExtractionError: a checkpoint that lacks encoder weights or has other shapes (only
       the pooler, which extraction does not use, may be missing).
   """
-  encoder = build_encoder(config)
+  encoder = build_encoder(config, packed=packed)
   report = checkpoints.load_weights(encoder, init_checkpoint, strict=False)
   missing = [name for name in report.missing if not name.startswith("bert/pooler/")]
   if missing or report.mismatched:
@@ -397,46 +416,97 @@ def load_encoder(config: BertConfig, init_checkpoint: str) -> keras.Model:
   return encoder
 
 
+def is_packed_encoder(encoder: keras.Model) -> bool:
+  """Whether encoder is a build_encoder(..., packed=True) (it takes packed rows' positions)."""
+  names = encoder.input.keys() if isinstance(encoder.input, dict) else \
+      [tensor.name for tensor in encoder.inputs]
+  return row_packing.POSITION_IDS in names
+
+
+def packed_copy(encoder: keras.Model) -> keras.Model:
+  """build_encoder(config, packed=True) holding encoder's weights (moved by their original
+  names), in encoder's dtype policy."""
+  previous = keras.config.dtype_policy()
+  keras.config.set_dtype_policy(encoder.get_layer("layer_0").dtype_policy.name)
+  try:
+    packed = build_encoder(checkpoints.config_from_model(encoder), name=encoder.name,
+                           packed=True)
+  finally:
+    keras.config.set_dtype_policy(previous)
+  checkpoints.set_original_weights(packed, checkpoints.get_original_weights(encoder),
+                                   strict=False, source=encoder.name)
+  return packed
+
+
 class FeatureExtractor:
-  """Runs the encoder on padded batches and returns the chosen layers (optionally pooled).
+  """Runs the encoder on padded (or packed) batches and returns the chosen layers (optionally
+  pooled).
 
   Only the graph up to the deepest layer asked is computed (no pooler). Inference only:
-  dropout is off (training=False).
+  dropout is off (training=False). real_positions and computed_positions count the real tokens
+  and the positions the model computed (dummy rows and padding included) over every
+  run_features call.
   """
 
   def __init__(self, encoder: keras.Model, layers: Sequence[int], pooling: str = "none",
                strategy: Optional[tf.distribute.Strategy] = None, jit_compile: bool = False,
-               length_buckets: Optional[Sequence[int]] = None):
+               length_buckets: Optional[Sequence[int]] = None, packing: str = row_packing.NONE):
     """Builds the sub-model that ends at the deepest block asked.
 
     Args:
-      encoder: a model from build_encoder (its layers named layer_0 ... layer_{L-1}).
+      encoder: a model from build_encoder (its layers named layer_0 ... layer_{L-1}); packed
+        (build_encoder(..., packed=True)) for packing exact, else a packed copy is made.
       layers: indexes into the block outputs (parse_layers' result).
       pooling: none, cls or mean.
       strategy: where to run (default: the current one); the batch is split over its replicas.
       jit_compile: compile the forward pass with XLA.
       length_buckets: run_features cuts each batch to its longest row rounded up to one of
-        these lengths (bert_tf.length_buckets); None: the features' length.
+        these lengths (bert_tf.length_buckets); None: the features' length. With packing, the
+        row widths to choose from (with the features' length).
+      packing: none (one line per row) or exact (each batch's lines packed into the fewest
+        rows, bert_tf.row_packing).
     """
     self.length_buckets = None if length_buckets is None else tuple(length_buckets)
     if pooling not in POOLINGS:
       raise FeatureExtractionError(f"--pooling must be one of {', '.join(POOLINGS)}")
+    if packing not in PACKINGS:
+      raise FeatureExtractionError(f"--packing must be one of {', '.join(PACKINGS)} for "
+                                   f"extract_features, got {packing!r}")
+    self.packing = packing
+    self.real_positions = 0
+    self.computed_positions = 0
     num_layers = len([layer for layer in encoder.layers if re.fullmatch(r"layer_\d+", layer.name)])
     self.layers = parse_layers(layers, num_layers)
     self.pooling = pooling
     self.strategy = strategy or tf.distribute.get_strategy()
     blocks = sorted({i % num_layers for i in self.layers})
-    outputs = [encoder.get_layer(f"layer_{b}").output for b in blocks]
-    with self.strategy.scope():
-      self._model = keras.Model(encoder.input, outputs, name="feature_extractor")
     self._order = [blocks.index(i % num_layers) for i in self.layers]
-    self._step = tf.function(self._forward, jit_compile=jit_compile, reduce_retracing=True)
+    with self.strategy.scope():
+      if packing == row_packing.EXACT:
+        if not is_packed_encoder(encoder):
+          encoder = packed_copy(encoder)
+        # The [CLS] positions only feed the pooler, which extraction never runs.
+        inputs = {key: value for key, value in encoder.input.items()
+                  if key != row_packing.CLS_POSITIONS}
+        forward = self._packed_forward
+      elif is_packed_encoder(encoder):
+        raise FeatureExtractionError("a packed encoder needs packing=exact")
+      else:
+        inputs = encoder.input
+        forward = self._forward
+      outputs = [encoder.get_layer(f"layer_{b}").output for b in blocks]
+      self._model = keras.Model(inputs, outputs, name="feature_extractor")
+    self._step = tf.function(forward, jit_compile=jit_compile, reduce_retracing=True)
 
-  def _replica_forward(self, inputs):
+  def _block_outputs(self, inputs) -> List[tf.Tensor]:
+    """The asked layers' outputs in the order asked, float32 [B, S, H] each."""
     outputs = self._model(inputs, training=False)
     if not isinstance(outputs, (list, tuple)):
       outputs = [outputs]
-    values = tf.stack([tf.cast(outputs[k], tf.float32) for k in self._order])  # [K, B, S, H]
+    return [tf.cast(outputs[k], tf.float32) for k in self._order]
+
+  def _replica_forward(self, inputs):
+    values = tf.stack(self._block_outputs(inputs))  # [K, B, S, H]
     if self.pooling == "cls":
       return values[:, :, 0]  # [K, B, H]
     if self.pooling == "mean":
@@ -449,18 +519,34 @@ class FeatureExtractor:
     outputs = self.strategy.run(self._replica_forward, args=(inputs,))
     return self.strategy.gather(outputs, axis=1)
 
-  def __call__(self, input_ids: np.ndarray, input_mask: np.ndarray,
-               input_type_ids: np.ndarray) -> np.ndarray:
-    """[B, S] int arrays -> float32 [K, B, S, H], or [K, B, H] with pooling.
+  def _replica_packed_forward(self, inputs):
+    """Packed rows [R, W] -> [K, R, W, H], or [K, R * M, H] pooled per slot (M examples per
+    row at most, slot order)."""
+    inputs = dict(inputs)
+    cls_positions = inputs.pop(row_packing.CLS_POSITIONS)  # [R, M]
+    outputs = self._block_outputs(inputs)
+    if self.pooling == "none":
+      return tf.stack(outputs)
+    if self.pooling == "cls":
+      pooled = [tf.gather(x, cls_positions, batch_dims=1) for x in outputs]  # [R, M, H] each
+    else:  # mean over each slot's positions (input_mask holds the slot, 1..M)
+      slots = tf.range(1, tf.shape(cls_positions)[1] + 1)
+      member = tf.cast(inputs["input_mask"][:, None, :] == slots[None, :, None],
+                       tf.float32)  # [R, M, W]
+      count = tf.maximum(tf.reduce_sum(member, axis=2), 1.0)[:, :, None]  # empty slots: 0
+      pooled = [tf.einsum("rmw,rwh->rmh", member, x) / count for x in outputs]
+    values = tf.stack(pooled)  # [K, R, M, H]
+    shape = tf.shape(values)
+    return tf.reshape(values, [shape[0], shape[1] * shape[2], shape[3]])
 
-    B must be a multiple of the strategy's replicas (run_batches pads every batch to
-    batch_size).
-    """
+  def _packed_forward(self, inputs):
+    outputs = self.strategy.run(self._replica_packed_forward, args=(inputs,))
+    return self.strategy.gather(outputs, axis=1)
+
+  def _distribute(self, batch: Dict[str, np.ndarray]):
+    """The [N, ...] arrays of batch, split over the replicas along N."""
     replicas = self.strategy.num_replicas_in_sync
-    batch = dict(input_word_ids=np.asarray(input_ids, np.int32),
-                 input_mask=np.asarray(input_mask, np.int32),
-                 input_type_ids=np.asarray(input_type_ids, np.int32))
-    size = len(batch["input_word_ids"])
+    size = len(next(iter(batch.values())))
     if size % replicas:
       raise FeatureExtractionError(f"a batch of {size} does not split over {replicas} replicas "
                                    "(--batch_size must be a multiple of them)")
@@ -470,29 +556,110 @@ class FeatureExtractor:
       start = ctx.replica_id_in_sync_group * per
       return {key: value[start:start + per] for key, value in batch.items()}
 
-    inputs = self.strategy.experimental_distribute_values_from_function(part)
+    return self.strategy.experimental_distribute_values_from_function(part)
+
+  def __call__(self, input_ids: np.ndarray, input_mask: np.ndarray,
+               input_type_ids: np.ndarray) -> np.ndarray:
+    """[B, S] int arrays -> float32 [K, B, S, H], or [K, B, H] with pooling.
+
+    B must be a multiple of the strategy's replicas (run_batches pads every batch to
+    batch_size).
+    """
+    if self.packing != row_packing.NONE:
+      raise FeatureExtractionError("a packed FeatureExtractor takes packed rows: call "
+                                   "run_features or run_packed")
+    inputs = self._distribute(dict(input_word_ids=np.asarray(input_ids, np.int32),
+                                   input_mask=np.asarray(input_mask, np.int32),
+                                   input_type_ids=np.asarray(input_type_ids, np.int32)))
     return np.asarray(self._step(inputs))
+
+  def run_packed(self, rows: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Packed rows (row_packing.pack_arrays' input_word_ids, input_mask holding slots,
+    input_type_ids, input_position_ids [R, W] and packed_cls_positions [R, M]) -> float32
+    [K, R, W, H] per position of the rows, or [K, R * M, H] per slot with pooling. R must be
+    a multiple of the strategy's replicas."""
+    keys = ("input_word_ids", "input_mask", "input_type_ids", row_packing.POSITION_IDS,
+            row_packing.CLS_POSITIONS)
+    if self.packing != row_packing.EXACT:
+      raise FeatureExtractionError("packed rows need a FeatureExtractor with packing=exact")
+    inputs = self._distribute({key: np.asarray(rows[key], np.int32) for key in keys})
+    return np.asarray(self._step(inputs))
+
+  def _widths(self, seq_length: int) -> List[int]:
+    """The lengths a batch of features of seq_length may be cut to (seq_length the last)."""
+    if self.length_buckets is None:
+      return [seq_length]
+    return [b for b in self.length_buckets if b < seq_length] + [seq_length]
 
   def run_features(self, features: Sequence[InputFeatures], batch_size: Optional[int] = None
                    ) -> np.ndarray:
-    """The outputs of InputFeatures of one seq_length, the batch padded to batch_size with
-    dummy rows (dropped from the result) so every call has the same batch size. With
-    length_buckets the positions after the bucket of the longest row are not computed: the
-    result's axis 2 is that bucket (every real token is in it)."""
+    """The outputs of n InputFeatures of one seq_length: float32 [K, n, S', H], or [K, n, H]
+    with pooling; each feature's token values at its own positions 0 .. tokens - 1.
+
+    Unpacked, the batch is padded to batch_size with dummy rows (dropped from the result) so
+    every call has the same batch size. With length_buckets the positions after the bucket of
+    the longest row are not computed: S' is that bucket (every real token is in it). Packed
+    (exact), the features are packed into rows (_run_packed_features) and S' is the longest
+    feature's length (zeros past each feature's tokens).
+    """
     size = batch_size or len(features)
     if len(features) > size:
       raise ValueError(f"{len(features)} features in a batch of {size}")
     seq_length = len(features[0].input_ids)
+    lengths = [int(np.count_nonzero(feature.input_mask)) for feature in features]
+    self.real_positions += sum(lengths)
+    if self.packing == row_packing.EXACT:
+      return self._run_packed_features(features, lengths, size)
     if self.length_buckets is not None:
-      longest = max(int(np.count_nonzero(feature.input_mask)) for feature in features)
-      boundaries = [b for b in self.length_buckets if b < seq_length] + [seq_length]
-      seq_length = length_buckets_lib.bucket_for(longest, boundaries)
+      seq_length = length_buckets_lib.bucket_for(max(lengths), self._widths(seq_length))
     arrays = [np.zeros((size, seq_length), np.int32) for _ in range(3)]
     for row, feature in enumerate(features):
       arrays[0][row] = feature.input_ids[:seq_length]
       arrays[1][row] = feature.input_mask[:seq_length]
       arrays[2][row] = feature.input_type_ids[:seq_length]
+    self.computed_positions += size * seq_length
     return self(*arrays)[:, :len(features)]
+
+  def _run_packed_features(self, features: Sequence[InputFeatures], lengths: Sequence[int],
+                           batch_size: int) -> np.ndarray:
+    """run_features on packed rows: the width among the buckets (and seq_length) whose rows,
+    packed first-fit decreasing, compute the fewest positions (row_packing.best_width, as
+    input_pipeline.pack_batch for tf.data), the row count rounded up to the ladder of a full
+    batch (row_packing.ladder_rows: a bounded set of shapes over a run) and then to a multiple
+    of the replicas (each takes whole rows); the outputs moved back to each feature's
+    positions."""
+    seq_length = len(features[0].input_ids)
+    replicas = self.strategy.num_replicas_in_sync
+    per_row = row_packing.MAX_EXAMPLES_PER_ROW
+
+    def row_count(needed: int) -> int:
+      count = row_packing.ladder_rows(needed, batch_size)
+      return -(-count // replicas) * replicas
+
+    width, count = row_packing.best_width(lengths, self._widths(seq_length), per_row, row_count)
+    columns = (("input_word_ids", "input_ids"), ("input_mask", "input_mask"),
+               ("input_type_ids", "input_type_ids"))
+    tokens = {key: np.array([getattr(f, name)[:width] for f in features], np.int32)
+              for key, name in columns}
+    n = len(features)
+    # Which line is in which slot: pack_arrays returns per-example features in slot order.
+    rows = row_packing.pack_arrays(tokens, {"index": np.arange(n)}, width, rows=count,
+                                   max_per_row=per_row, fill={"index": -1})
+    self.computed_positions += count * width
+    values = self.run_packed(rows)  # [K, R, W, H], or [K, R * M, H] pooled
+    filled = np.flatnonzero(rows["index"] >= 0)
+    slot_of = np.empty(n, np.int64)
+    slot_of[rows["index"][filled]] = filled
+    if self.pooling != "none":
+      return values[:, slot_of]
+    row, slot = np.divmod(slot_of, per_row)
+    start = rows[row_packing.CLS_POSITIONS][row, slot]  # each line's first position in its row
+    offsets = np.arange(max(lengths))
+    real = offsets[None, :] < np.asarray(lengths)[:, None]  # [n, S']
+    positions = np.where(real, start[:, None] + offsets[None, :], 0)
+    out = values[:, row[:, None], positions]  # [K, n, S', H]
+    out[:, ~real] = 0.0
+    return out
 
 
 # === Writers ===
@@ -804,7 +971,8 @@ def extract_features(settings: ExtractFeaturesSettings, config: Optional[BertCon
     strategy: where the model runs (default: the current strategy).
 
   Returns:
-    A dict: num_lines, output_file, output_format, layers, seconds, lines_per_second.
+    A dict: num_lines, output_file, output_format, layers, seconds, lines_per_second,
+    real_token_share (real tokens / positions the model computed).
 
   Raises:
     FeatureExtractionError: bad settings (naming the flag), invalid UTF-8 (file and line), a
@@ -840,14 +1008,18 @@ def extract_features(settings: ExtractFeaturesSettings, config: Optional[BertCon
     raise FeatureExtractionError(f"--batch_size={settings.batch_size} must be a multiple of "
                                  f"the {strategy.num_replicas_in_sync} replicas")
   total = count_lines(settings.input_file)
-  logging.info("%d lines in %s; layers %s, pooling %s, %s output", total, settings.input_file,
-               ",".join(map(str, layers)), settings.pooling, output_format)
+  logging.info("%d lines in %s; layers %s, pooling %s, %s output%s", total,
+               settings.input_file, ",".join(map(str, layers)), settings.pooling, output_format,
+               ", packed rows" if settings.packing == row_packing.EXACT else "")
   with loop.dtype_policy(settings.mixed_precision):
     with strategy.scope():
-      encoder = load_encoder(config, settings.init_checkpoint)
+      # Packed: only the packed encoder is built (the same weights; one copy in memory).
+      encoder = load_encoder(config, settings.init_checkpoint,
+                             packed=settings.packing == row_packing.EXACT)
     extractor = FeatureExtractor(
         encoder, layers, settings.pooling, strategy, settings.jit_compile,
-        length_buckets_lib.parse(settings.length_buckets, settings.max_seq_length))
+        length_buckets_lib.parse(settings.length_buckets, settings.max_seq_length),
+        packing=settings.packing)
   io.remove_stale_temp_files(settings.output_file)
   progress = Progress(total, settings.log_every_seconds)
   features = convert_examples_to_features(read_examples(settings.input_file),
@@ -857,5 +1029,10 @@ def extract_features(settings: ExtractFeaturesSettings, config: Optional[BertCon
     count = run_batches(features, extractor, writer, settings.batch_size, progress)
   seconds = time.monotonic() - progress.start
   logging.info("Extracted %s; wrote %s", progress.message(), settings.output_file)
+  share = extractor.real_positions / max(extractor.computed_positions, 1)
+  logging.info("Real tokens: %s of %s computed positions (%.1f%%, --packing=%s)",
+               f"{extractor.real_positions:,}", f"{extractor.computed_positions:,}",
+               100.0 * share, settings.packing)
   return dict(num_lines=count, output_file=settings.output_file, output_format=output_format,
-              layers=layers, seconds=seconds, lines_per_second=count / seconds if seconds else 0.0)
+              layers=layers, seconds=seconds, lines_per_second=count / seconds if seconds else 0.0,
+              real_token_share=share)

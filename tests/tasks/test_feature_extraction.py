@@ -439,7 +439,7 @@ def test_command_defaults_are_the_originals():
   extract_features.define_flags(flag_values)
   expected = dict(layers="-1,-2,-3,-4", do_lower_case=True, max_seq_length=128, batch_size=32,
                   use_tpu=False, master=None, num_tpu_cores=8, use_one_hot_embeddings=False,
-                  output_format=None, pooling="none")
+                  output_format=None, pooling="none", packing="none")
   for name, value in expected.items():
     assert flag_values[name].default == value, name
   names = {field.name for field in dataclasses.fields(fe.ExtractFeaturesSettings)}
@@ -493,17 +493,19 @@ strategy = loop.select_strategy("mirrored")
 assert strategy.num_replicas_in_sync == 2
 input_file, output_prefix, vocab_file, checkpoint = sys.argv[2:6]
 for pooling in ("none", "mean"):
-  settings = fe.ExtractFeaturesSettings(input_file, f"{output_prefix}_{pooling}.npz", vocab_file,
-                                        checkpoint, max_seq_length=12, batch_size=4,
-                                        layers="-1,0", pooling=pooling)
-  fe.extract_features(settings, strategy=strategy)
+  for packing in ("none", "exact"):
+    settings = fe.ExtractFeaturesSettings(
+        input_file, f"{output_prefix}_{pooling}_{packing}.npz", vocab_file, checkpoint,
+        max_seq_length=12, batch_size=4, layers="-1,0", pooling=pooling, packing=packing)
+    fe.extract_features(settings, strategy=strategy)
 """
 
 
 @pytest.mark.slow
 def test_two_replicas_give_the_outputs_of_one(tiny, tmp_path):
   """Mirrored over two logical CPUs, each batch split over the replicas (the last one padded
-  with dummy rows to the batch size): the same arrays as on one device."""
+  with dummy rows to the batch size; packed, an even number of rows): the same arrays as on
+  one device."""
   import subprocess  # pylint: disable=g-import-not-at-top
   import sys  # pylint: disable=g-import-not-at-top
   script = tmp_path / "mirrored.py"
@@ -516,13 +518,16 @@ def test_two_replicas_give_the_outputs_of_one(tiny, tmp_path):
   for pooling in ("none", "mean"):
     one = tmp_path / f"one_{pooling}.npz"
     fe.extract_features(tiny_settings(tiny, one, batch_size=4, pooling=pooling))
-    one, two = np.load(one), np.load(tmp_path / f"two_{pooling}.npz")
-    assert one.files == two.files
-    for key in one.files:
-      if one[key].dtype == np.float32:
-        np.testing.assert_allclose(one[key], two[key], atol=1e-6, err_msg=key)
-      else:
-        np.testing.assert_array_equal(one[key], two[key], err_msg=key)
+    one = np.load(one)
+    for packing in ("none", "exact"):
+      two = np.load(tmp_path / f"two_{pooling}_{packing}.npz")
+      assert one.files == two.files
+      for key in one.files:
+        if one[key].dtype == np.float32:
+          np.testing.assert_allclose(one[key], two[key], atol=1e-6 if packing == "none" else 1e-5,
+                                     err_msg=key)
+        else:
+          np.testing.assert_array_equal(one[key], two[key], err_msg=key)
 
 
 @pytest.mark.parametrize("pooling", [
@@ -572,3 +577,194 @@ def test_the_output_never_replaces_an_input_or_an_existing_file(tiny, tmp_path):
   assert out.read_text() == "old\n"
   assert fe.extract_features(tiny_settings(tiny, out, overwrite=True))["num_lines"] == len(LINES)
   assert len(out.read_text().splitlines()) == len(LINES)
+
+
+# === Packed rows (--packing=exact) ===
+
+# Lines of very different lengths at max_seq_length 16: one longer than a row (cut to exactly
+# 16 positions, alone in its row), a pair cut at 16, one-word and empty lines (3 and 2
+# positions, up to MAX_EXAMPLES_PER_ROW to a row), the pairs of LINES.
+PACKING_SEQ = 16
+PACKING_LINES = ([" ".join(f"w{i}" for i in range(5, 25)), "w5", "w6", "",
+                  "w5 w6 w7 w8 w9 w10 ||| w11 w12 w13 w14 w15 w16 w17 w18"] + LINES
+                 + ["w7", "w8", "w9", "w10 w11", "", "w12"])
+
+
+def packing_input(tiny):
+  path = tiny["root"] / "packing_input.txt"
+  if not path.exists():
+    path.write_text("\n".join(PACKING_LINES) + "\n", encoding="utf-8")
+  return str(path)
+
+
+def extract(tiny, extractor, output_file, output_format, batch_size=5):
+  """PACKING_LINES through `extractor` into output_file."""
+  features = fe.convert_examples_to_features(fe.read_examples(packing_input(tiny)),
+                                             PACKING_SEQ, tiny["tokenizer"])
+  with fe.open_writer(str(output_file), output_format, extractor.layers, CONFIG.hidden_size,
+                      extractor.pooling) as writer:
+    return fe.run_batches(features, extractor, writer, batch_size)
+
+
+def assert_same_outputs(unpacked, packed, output_format, atol=1e-5):
+  """The two files hold the same lines, tokens, ids and layers, the values within atol; JSON
+  lines whose parsed values agree are the same bytes."""
+  if output_format == "npz":
+    a, b = np.load(unpacked), np.load(packed)
+    assert sorted(a.files) == sorted(b.files)
+    for name in a.files:
+      if a[name].dtype.kind == "f":
+        np.testing.assert_allclose(b[name], a[name], rtol=0, atol=atol, err_msg=name)
+      else:
+        np.testing.assert_array_equal(b[name], a[name], err_msg=name)
+    return
+  if output_format == "tfrecord":
+    a, b = read_tfrecord(unpacked), read_tfrecord(packed)
+    assert len(a) == len(b) == len(PACKING_LINES)
+    for line_a, line_b in zip(a, b):
+      assert sorted(line_a) == sorted(line_b)
+      for key in line_a:
+        if key.startswith("layer_"):
+          np.testing.assert_allclose(line_b[key], line_a[key], rtol=0, atol=atol, err_msg=key)
+        else:
+          assert line_b[key] == line_a[key], key
+    return
+  raw_a, raw_b = open(unpacked, "rb").read().splitlines(), open(packed, "rb").read().splitlines()
+  assert len(raw_a) == len(raw_b) == len(PACKING_LINES)
+  same_bytes = 0
+  for bytes_a, bytes_b in zip(raw_a, raw_b):
+    line_a, line_b = json.loads(bytes_a), json.loads(bytes_b)
+    assert line_b["linex_index"] == line_a["linex_index"]
+    if "features" in line_a:
+      assert [e["token"] for e in line_b["features"]] == [e["token"] for e in line_a["features"]]
+      layers_a = [layer for e in line_a["features"] for layer in e["layers"]]
+      layers_b = [layer for e in line_b["features"] for layer in e["layers"]]
+    else:
+      assert line_b["pooling"] == line_a["pooling"]
+      layers_a, layers_b = line_a["layers"], line_b["layers"]
+    assert [layer["index"] for layer in layers_b] == [layer["index"] for layer in layers_a]
+    np.testing.assert_allclose([layer["values"] for layer in layers_b],
+                               [layer["values"] for layer in layers_a], rtol=0, atol=atol)
+    if line_a == line_b:
+      assert bytes_a == bytes_b
+      same_bytes += 1
+  return same_bytes
+
+
+@pytest.mark.parametrize("pooling", [
+    "none", pytest.param("cls", marks=pytest.mark.slow),
+    pytest.param("mean", marks=pytest.mark.slow)])
+def test_packed_rows_write_the_unpacked_outputs(tiny, tmp_path, pooling):
+  """Every output format and pooling: the lines packed into shared rows (row widths among the
+  buckets 4, 8, 16) give the unpacked run's files."""
+  layers = (-1, 0, 1)
+  unpacked = fe.FeatureExtractor(tiny["encoder"], layers, pooling, length_buckets=(4, 8, 16))
+  packed = fe.FeatureExtractor(tiny["encoder"], layers, pooling, length_buckets=(4, 8, 16),
+                               packing="exact")
+  for output_format in fe.OUTPUT_FORMATS:
+    a, b = tmp_path / f"unpacked.{output_format}", tmp_path / f"packed.{output_format}"
+    assert extract(tiny, unpacked, a, output_format) == len(PACKING_LINES)
+    assert extract(tiny, packed, b, output_format) == len(PACKING_LINES)
+    same = assert_same_outputs(str(a), str(b), output_format)
+    if output_format == "jsonl":  # lines whose 6 rounded decimals all agree, as bytes
+      assert same >= 1
+  # 97 real tokens in 4 batches of 5 lines (per output file): 220 positions at one line per
+  # row cut to buckets, 116 packed.
+  assert packed.real_positions == unpacked.real_positions == 3 * 97
+  assert (unpacked.computed_positions, packed.computed_positions) == (3 * 220, 3 * 116)
+
+
+def test_packed_batches_take_the_fewest_rows(tiny):
+  """Shapes of the packed calls: 8 one-piece lines fill one row, a 9th opens another, a line
+  of max_seq_length is alone in its row; the width is the bucket that computes the fewest
+  positions; the outputs are each line's own, past its tokens zero."""
+  calls = []
+
+  class Recording(fe.FeatureExtractor):
+    def run_packed(self, rows):
+      calls.append((rows["input_word_ids"].shape, rows[fe.row_packing.CLS_POSITIONS].shape))
+      return super().run_packed(rows)
+
+  extractor = Recording(tiny["encoder"], (-1,), length_buckets=(4, 8, 16), packing="exact")
+  unpacked = fe.FeatureExtractor(tiny["encoder"], (-1,))
+  empty = features_of([""] * 9, tiny["tokenizer"], PACKING_SEQ)  # 2 positions each
+  long = features_of([PACKING_LINES[0]], tiny["tokenizer"], PACKING_SEQ)[0]
+  assert len(long.tokens) == PACKING_SEQ
+  cases = [
+      (empty[:8], (1, 16)),  # 16 positions: one row of 16 (ties go to the wider rows)
+      (empty, (5, 4)),  # 9 lines: 2 rows of 16 (at most 8 to a row), 3 of 8 or 5 of 4
+      (empty[:2], (1, 4)),
+      ([long] + empty[:1], (2, 16)),
+      ([long], (1, 16)),
+  ]
+  for features, shape in cases:
+    calls.clear()
+    before = extractor.computed_positions
+    values = extractor.run_features(features, 9)
+    assert calls == [(shape, (shape[0], fe.row_packing.MAX_EXAMPLES_PER_ROW))]
+    assert extractor.computed_positions - before == shape[0] * shape[1]
+    longest = max(len(f.tokens) for f in features)
+    assert values.shape == (1, len(features), longest, CONFIG.hidden_size)
+    expected = unpacked.run_features(features, 9)
+    for row, feature in enumerate(features):
+      n = len(feature.tokens)
+      np.testing.assert_allclose(values[0, row, :n], expected[0, row, :n], atol=1e-5)
+      assert not values[0, row, n:].any()
+  assert extractor.real_positions == 2 * (8 + 9 + 2 + 1) + 16 * 2
+  # Without length buckets every row is max_seq_length wide.
+  extractor.length_buckets = None
+  calls.clear()
+  extractor.run_features(empty[:2], 9)
+  assert calls == [((1, 16), (1, fe.row_packing.MAX_EXAMPLES_PER_ROW))]
+  with pytest.raises(fe.FeatureExtractionError, match="run_features or run_packed"):
+    extractor(np.zeros((1, 4)), np.ones((1, 4)), np.zeros((1, 4)))
+
+
+def test_packing_is_none_or_exact(tiny, tmp_path):
+  out = tmp_path / "out.jsonl"
+  for packing in ("static", "yes"):
+    with pytest.raises(fe.FeatureExtractionError, match="--packing must be one of none, exact"):
+      fe.extract_features(tiny_settings(tiny, out, packing=packing))
+  with pytest.raises(fe.FeatureExtractionError, match="--packing"):
+    fe.FeatureExtractor(tiny["encoder"], (-1,), packing="static")
+  assert not out.exists()
+
+
+def test_the_packed_run_logs_its_real_token_share(tiny, tmp_path, caplog):
+  """extract_features with packing builds the packed encoder from the checkpoint, writes the
+  unpacked run's values and logs (and returns) the share of real tokens it computed."""
+  caplog.set_level("INFO")
+  results = {}
+  for packing in ("none", "exact"):
+    results[packing] = fe.extract_features(tiny_settings(
+        tiny, tmp_path / f"{packing}.npz", input_file=packing_input(tiny),
+        max_seq_length=PACKING_SEQ, batch_size=6, packing=packing))
+  assert_same_outputs(str(tmp_path / "none.npz"), str(tmp_path / "exact.npz"), "npz")
+  shares = [record.getMessage() for record in caplog.records
+            if record.getMessage().startswith("Real tokens:")]
+  assert len(shares) == 2 and shares[1].endswith("--packing=exact)"), shares
+  real = sum(len(f.tokens) for f in features_of(PACKING_LINES, tiny["tokenizer"], PACKING_SEQ))
+  assert f"Real tokens: {real:,} of " in shares[1]
+  assert results["exact"]["real_token_share"] > 1.5 * results["none"]["real_token_share"]
+  assert results["exact"]["real_token_share"] <= 1.0
+
+
+@pytest.mark.slow
+def test_the_packed_command_writes_the_unpacked_file(tiny, tmp_path):
+  """python -m bert_tf.extract_features with --packing=none and exact: the same JSON lines
+  (values within 1e-5); --packing=static is a usage error naming the flag."""
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  argv = [sys.executable, "-m", "bert_tf.extract_features", f"--input_file={packing_input(tiny)}",
+          f"--vocab_file={tiny['vocab']}", f"--init_checkpoint={tiny['checkpoint']}",
+          f"--max_seq_length={PACKING_SEQ}", "--batch_size=8", "--layers=-1,0"]
+  stderr = {}
+  for packing in ("none", "exact", "static"):
+    done = subprocess.run(argv + [f"--output_file={tmp_path / packing}.jsonl",
+                                  f"--packing={packing}"], env=helpers.subprocess_env(),
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == (2 if packing == "static" else 0), done.stderr[-3000:]
+    stderr[packing] = done.stderr
+  assert "--packing" in stderr["static"] and not (tmp_path / "static.jsonl").exists()
+  assert_same_outputs(str(tmp_path / "none.jsonl"), str(tmp_path / "exact.jsonl"), "jsonl")
+  assert "Real tokens:" in stderr["exact"] and "--packing=exact" in stderr["exact"]
