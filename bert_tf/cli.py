@@ -449,7 +449,11 @@ def run(main: Callable[[Sequence[str]], Optional[int]],
       logging.error("%s", message)
       print(f"{program}: error: {message}", file=sys.stderr)
       sys.exit(EXIT_FAILURE)
-    sys.exit(EXIT_OK if status is None else int(status))
+    status = EXIT_OK if status is None else int(status)
+    cluster = sys.modules.get("bert_tf.training.cluster")  # loaded by multi-worker runs only
+    if cluster is not None and status == EXIT_OK:
+      cluster.finishing(status)  # its tasks leave together, quietly
+    sys.exit(status)
 
   remaining = parse(argv)
   if flag_values is FLAGS:

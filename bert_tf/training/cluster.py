@@ -20,10 +20,21 @@ So `create_multi_worker_strategy` first waits in Python until the other tasks ar
   for ...").
 
 Once the strategy exists, the SIGTERM action that was there before (by default: terminate) is
-put back in place of TensorFlow's notifier, so a SIGTERM during training stops the run instead
-of being logged and ignored.
+put back in place of TensorFlow's notifier (training then handles SIGTERM itself: see
+loop.train).
+
+A run that ends well leaves quietly: TensorFlow's coordination service lives in the leader task
+(the chief, else worker 0) and watches the others' heartbeats. A task that outlives the leader
+by a few seconds prints "failed to connect to all addresses" errors, and a leader that outlives
+another task by about ten seconds prints "The following tasks are unhealthy (stopped sending
+heartbeats)", though nothing failed. So at exit, once the command says the run ended well
+(`finishing`, called by cli.run and for a preempted run by loop.train), every other task waits
+for the leader to be done (a key of the coordination service, still heartbeating), and the
+leader, once it has set that key, waits until the others have exited (their addresses stop
+answering; at most LEAVE_SECONDS) before it exits itself. A task that fails leaves at once.
 """
 
+import atexit
 import contextlib
 import json
 import os
@@ -231,7 +242,8 @@ def wait_for_tasks(timeout: Optional[float] = None) -> List[Task]:
 def create_multi_worker_strategy(create: Callable[[], Any],
                                  timeout: Optional[float] = None) -> Any:
   """wait_for_tasks(timeout), then `create()` (a MultiWorkerMirroredStrategy), after which a
-  SIGTERM ends the process again (TensorFlow's preemption notifier only logs it)."""
+  SIGTERM ends the process again (TensorFlow's preemption notifier only logs it), and the
+  tasks of a run that ends well leave together (see the module docstring)."""
   wait_for_tasks(timeout)
   main_thread = threading.current_thread() is threading.main_thread()
   previous = signal.getsignal(signal.SIGTERM) if main_thread else None
@@ -239,4 +251,48 @@ def create_multi_worker_strategy(create: Callable[[], Any],
   if main_thread:
     # Python's record of the handler did not see TensorFlow's: set it again for real.
     signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+  tasks, own = cluster_tasks()
+  if own is not None and len(tasks) > 1:
+    atexit.register(_leave_together, own, tasks)
   return strategy
+
+
+# === Leaving together ===
+
+# How long the leader waits at exit for the other tasks to exit (they do as soon as it is done).
+LEAVE_SECONDS = 30.0
+_DONE_KEY = "bert_tf/leader_done"
+# The exit status of a run that ended well (0) or was preempted (75), set by `finishing`.
+_finished_with: Optional[int] = None
+
+
+def finishing(status: int) -> None:
+  """Records that this process ends as planned with `status` (success, or preempted after the
+  save): at exit it then leaves together with the other tasks instead of at once."""
+  global _finished_with
+  _finished_with = status
+
+
+def _leave_together(own: Task, tasks: List[Task]) -> None:
+  """atexit: the leader (tasks[0], TensorFlow's coordination service) says it is done and waits
+  until the others have exited; the others wait until the leader is done."""
+  if _finished_with is None:
+    return  # a failure: leave at once
+  from tensorflow.python.eager import context  # pylint: disable=g-import-not-at-top
+  leader, others = tasks[0], [task for task in tasks[1:]]
+  try:
+    if own == leader:
+      context.context().set_config_key_value(_DONE_KEY, str(_finished_with))
+      deadline = time.monotonic() + LEAVE_SECONDS
+      while others and time.monotonic() < deadline:
+        others = [task for task in others if answers(task[1], timeout=0.5)]
+        if others:
+          time.sleep(0.1)
+      if others:
+        logging.warning("Leaving before %s, still running %g s after this run ended",
+                        _describe(others), LEAVE_SECONDS)
+    else:
+      context.context().get_config_key_value(_DONE_KEY)  # waits for it
+  except Exception as e:  # pylint: disable=broad-except
+    # The leader is gone (it failed): nothing to wait for.
+    logging.warning("Not waiting for the other tasks at exit: %s", " ".join(str(e).split()))

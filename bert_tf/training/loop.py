@@ -850,6 +850,9 @@ def train(trainer: Trainer, iterator, global_step: tf.Variable, manager,
   if not chief:
     io.remove(manager.directory)
   if preempted is not None:
+    if isinstance(trainer.strategy, tf.distribute.MultiWorkerMirroredStrategy):
+      from bert_tf.training import cluster  # pylint: disable=g-import-not-at-top
+      cluster.finishing(EXIT_PREEMPTED)  # the tasks leave together, quietly
     raise preempted
   return last
 

@@ -13,6 +13,7 @@ must agree up to float rounding.
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -184,7 +185,8 @@ def _classifier_command(tmp_path):
   return [sys.executable, "-m", "bert_tf.run_classifier", "--task_name=generic",
           "--text_a_column=text", "--label_column=label", f"--data_dir={tmp_path}",
           f"--output_dir={tmp_path / 'out'}", f"--bert_config_file={config}",
-          f"--vocab_file={helpers.TEST_DATA}/vocab_uncased.txt", "--do_train"]
+          f"--vocab_file={helpers.TEST_DATA}/vocab_uncased.txt", "--do_train",
+          "--max_seq_length=32"]  # flags that pass the checks made before the cluster forms
 
 
 def test_a_task_that_never_appears_ends_the_run_naming_it(tmp_path):
@@ -270,6 +272,70 @@ def test_a_flag_error_ends_a_worker_at_once_not_after_the_cluster_wait(tmp_path,
   assert "Waiting up to" not in done.stderr
   assert elapsed < 120  # the time to import TensorFlow, not the 600 s of the cluster wait
   assert not os.path.exists(tmp_path / "out")
+
+
+# === A clean finish is quiet (issue 38, point 3) ===
+
+# run_pretraining, with one worker still busy for BERT_TF_TEST_LINGER seconds after the run (as a
+# chief exporting a large model is): the others must neither complain nor leave before it.
+_LINGERING_RUN_PRETRAINING = """
+import os, sys, time
+sys.path.insert(0, os.getcwd())
+from bert_tf import cli, run_pretraining
+
+def main(argv):
+  run_pretraining.main(argv)
+  time.sleep(float(os.environ.get("BERT_TF_TEST_LINGER", "0")))
+
+cli.run(main, run_pretraining.define_flags, "run_pretraining")
+"""
+
+
+@pytest.mark.parametrize("lingering", [0, 1])
+def test_a_run_that_ends_well_prints_no_error_on_any_worker(tmp_path, lingering):
+  from tests.helpers import make_records, tiny_config  # pylint: disable=g-import-not-at-top
+  make_records(str(tmp_path / "train.tfrecord"))
+  tiny_config().to_json_file(str(tmp_path / "bert_config.json"))
+  ports = _free_ports(2)
+  cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+  workers, logs = [], []
+  try:
+    for index in range(2):
+      tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+      logs.append(tmp_path / f"worker{index}.log")
+      with open(logs[-1], "w") as log:
+        workers.append(subprocess.Popen(
+            [sys.executable, "-c", _LINGERING_RUN_PRETRAINING,
+             f"--bert_config_file={tmp_path}/bert_config.json",
+             f"--input_file={tmp_path}/train.tfrecord", f"--output_dir={tmp_path}/out",
+             "--max_seq_length=16", "--max_predictions_per_seq=3", "--train_batch_size=8",
+             "--do_train", "--num_train_steps=4", "--save_checkpoints_steps=2",
+             "--noexport_at_end"], cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
+            env=_env(TF_CONFIG=tf_config,
+                     BERT_TF_TEST_LINGER="20" if index == lingering else "0")))
+    ended = [None, None]
+    deadline = time.time() + 300
+    while None in ended and time.time() < deadline:
+      for index, worker in enumerate(workers):
+        if ended[index] is None and worker.poll() is not None:
+          ended[index] = time.time()
+      time.sleep(0.05)
+    codes = [worker.poll() for worker in workers]
+  finally:
+    for worker in workers:
+      if worker.poll() is None:
+        worker.kill()
+  outputs = [log.read_text() for log in logs]
+  assert codes == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
+  for output in outputs:
+    assert "Finished at step 4" in output
+    # Every error-level line: absl's (Python and C++) and TensorFlow's C++ ones.
+    errors = [line for line in output.splitlines()
+              if re.match(r"(E\d{4} |\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [EF] )", line)
+              or "Traceback" in line or ": error:" in line]
+    assert errors == [], output[-3000:]
+  # They left together, the leader (worker 0, TensorFlow's coordination service) last.
+  assert 0 <= ended[0] - ended[1] < 10, ended
 
 
 def test_start_timeout_variable(monkeypatch):

@@ -125,6 +125,29 @@ def test_the_exit_status_is_the_commands_documented_one():
   assert loop.Preempted(3, "ckpt-3").code == 75
 
 
+def test_non_finite_steps_in_a_row_are_counted_across_calls(tmp_path):
+  """Non-finite steps from step 7 on, 5 allowed in a row (float16 loss scaling): calls of 3
+  steps see 3, then 2 of them; the run stops at step 11 as one call of 5 steps would."""
+  trainer, step, state, iterator = _toy_trainer(str(tmp_path))
+  trainer.max_nonfinite_steps = 5
+  done, calls = [0], []
+
+  def train_loop(iterator, num_steps):
+    del iterator
+    first, count = done[0] + 1, int(num_steps)
+    done[0] += count
+    calls.append(count)
+    bad = sum(1 for s in range(first, first + count) if s >= 7)  # all at the call's end
+    return (tf.constant(count), tf.constant(bad),
+            {k: tf.constant(1.0) for k in ("loss", "correct", "examples")})
+
+  trainer.train_loop = train_loop
+  with pytest.raises(loop.TrainingError, match=r"non-finite loss at step 11 \(5 in a row\)"):
+    loop.train(trainer, iterator, step, state.manager, NUM_STEPS, ITERATIONS_PER_LOOP, 100,
+               None, True)
+  assert int(step.numpy()) == 11 and calls[-1] == 2
+
+
 def test_stop_check_seconds_variable(monkeypatch):
   monkeypatch.delenv(loop.STOP_CHECK_ENV, raising=False)
   assert loop.stop_check_seconds() == loop.DEFAULT_STOP_CHECK_SECONDS == 5
