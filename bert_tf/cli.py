@@ -173,21 +173,22 @@ def define_length_flags(flag_values=FLAGS, *, grouping: bool = False) -> None:
                       "epoch still holds every example once; seeded and resumable like the "
                       "plain shuffle. Needs length buckets (ignored with --length_buckets=none).",
                       flag_values=flag_values)
-    define_packing_flag(flag_values)
+    define_packing_flag(flag_values, default="auto")
 
 
-def define_packing_flag(flag_values=FLAGS) -> None:
+def define_packing_flag(flag_values=FLAGS, default: str = "none") -> None:
   """packing: several examples per row (bert_tf.row_packing)."""
   flags.DEFINE_enum(
-      "packing", "none", ["none", "exact", "static"],
+      "packing", default, ["none", "exact", "static", "auto"],
       "Several examples per row of --max_seq_length, kept apart (attention within an example, "
       "positions restarting, each its own [CLS]), so little of what is computed is padding. "
       "none: one example per row. exact: every step holds the --train_batch_size examples "
       "of the unpacked run, packed into the fewest rows (the same optimisation; eval and "
       "predict batches packed too, with the same results). static: a fixed number of rows "
       "per step, about --train_batch_size examples on average (one shape for TPUs and "
-      "--jit_compile; the loss is the mean over the step's examples). Packed rows are cut "
-      "to --length_buckets like unpacked ones (exact); not with --group_by_length.",
+      "--jit_compile; the loss is the mean over the step's examples). auto: exact for "
+      "classification and tagging without --use_tpu or --jit_compile, none otherwise. Packed "
+      "rows take the --length_buckets width that computes least; not with --group_by_length.",
       flag_values=flag_values)
 
 

@@ -12,6 +12,7 @@ Pure Python and NumPy, like length_buckets.py; the tf.data side is in
 training/input_pipeline.py (pack_batch, packed_dataset).
 
 The modes (--packing):
+  auto:   exact where it changes nothing but speed, none elsewhere (resolve).
   none:   one example per row (the original's batches; --length_buckets cuts them).
   exact:  each step holds exactly the train_batch_size examples of the unpacked run, in the
           same order of the data, packed into the fewest rows first-fit decreasing finds; the
@@ -29,8 +30,8 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Uni
 
 import numpy as np
 
-MODES = ("none", "exact", "static")
-NONE, EXACT, STATIC = MODES
+MODES = ("none", "exact", "static", "auto")
+NONE, EXACT, STATIC, AUTO = MODES
 # At most this many examples share a row (a fixed K: the [CLS] positions are a [rows, K] input).
 # Eight costs nothing on short text (mean ~28 pieces in rows of 128 is ~4.5 per row).
 MAX_EXAMPLES_PER_ROW = 8
@@ -53,6 +54,18 @@ def check_mode(mode: str) -> str:
   if value not in MODES:
     raise PackingError(f"--packing must be one of {', '.join(MODES)}, got {mode!r}")
   return value
+
+
+def resolve(mode: str, exact_task: bool, xla: bool) -> str:
+  """--packing=auto made concrete: exact where packing changes nothing but speed (a task
+  whose packed loss is the unpacked one: classification, tagging) and the step is not
+  compiled per shape (no TPU, no --jit_compile: there each row count would be a program);
+  none elsewhere (SQuAD, whose packed softmax leaves out the padding the original's counts;
+  TPUs, which want one shape: choose static there). Other modes are returned as they are."""
+  value = check_mode(mode)
+  if value != AUTO:
+    return value
+  return EXACT if exact_task and not xla else NONE
 
 
 def first_fit_decreasing(lengths: Sequence[int], row_length: int,

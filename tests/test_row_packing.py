@@ -162,3 +162,11 @@ def test_best_width_computes_the_fewest_positions():
       (160, 1)
   with pytest.raises(row_packing.PackingError, match="longer than every row width"):
     row_packing.best_width([70], (32, 64))
+
+
+def test_auto_is_exact_only_where_packing_changes_nothing_but_speed():
+  assert row_packing.resolve("auto", exact_task=True, xla=False) == "exact"
+  assert row_packing.resolve("auto", exact_task=False, xla=False) == "none"  # SQuAD
+  assert row_packing.resolve("auto", exact_task=True, xla=True) == "none"  # TPU, jit_compile
+  assert row_packing.resolve("static", exact_task=False, xla=True) == "static"
+  assert row_packing.resolve("none", exact_task=True, xla=False) == "none"

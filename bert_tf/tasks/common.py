@@ -80,7 +80,7 @@ class FineTuningSettings:
   allow_tokenizer_mismatch: bool = False
   length_buckets: str = length_buckets_lib.AUTO
   group_by_length: bool = False
-  packing: str = "none"
+  packing: str = "auto"
 
   def buckets(self, max_seq_length: int) -> Optional[Tuple[int, ...]]:
     """The --length_buckets boundaries for records of max_seq_length (None: fixed length;

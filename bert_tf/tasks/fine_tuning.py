@@ -42,6 +42,7 @@ from bert_tf import io
 from bert_tf import length_buckets
 from bert_tf import row_packing
 from bert_tf.config import BertConfig
+from bert_tf.model import checkpoints
 from bert_tf.tasks import common
 from bert_tf.training import input_pipeline
 from bert_tf.training import loop
@@ -165,6 +166,7 @@ def run(task: FineTuningTask, config: BertConfig, settings,
   """
   strategy = strategy or loop.select_strategy()
   settings.check(config, strategy.num_replicas_in_sync)
+  settings = resolved_packing(task, settings)
   chief = loop.is_chief(strategy)
   resuming = io.exists(settings.output_dir)  # a run to resume (or to predict with)
   with bad_input_as_training_error():
@@ -184,6 +186,18 @@ def run(task: FineTuningTask, config: BertConfig, settings,
     with loop.dtype_policy(settings.mixed_precision):
       state = RunState(config, settings, strategy, chief, tokenizer, record_dir, inputs)
       return _run(task, state, exporter)
+
+
+def resolved_packing(task: FineTuningTask, settings):
+  """settings with --packing=auto made concrete (row_packing.resolve): exact for the tasks
+  whose packed loss is the unpacked one (all but SQuAD) without XLA, else none; logged."""
+  mode = row_packing.resolve(settings.packing, exact_task=task.head != common.SQUAD_HEAD,
+                             xla=settings.use_tpu or settings.jit_compile)
+  if settings.group_by_length and row_packing.check_mode(settings.packing) == row_packing.AUTO:
+    mode = row_packing.NONE  # length-grouped batches, asked for, instead
+  if row_packing.check_mode(settings.packing) == row_packing.AUTO:
+    logging.info("--packing=auto: %s", mode)
+  return dataclasses.replace(settings, packing=mode)
 
 
 def num_train_steps(count: int, train_batch_size: int, num_train_epochs: float) -> int:
@@ -212,7 +226,7 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
     logging.info("  Batch size = %d", settings.train_batch_size)
     logging.info("  Num steps = %d (warmup %d)", steps, warmup)
 
-  packed = row_packing.check_mode(settings.packing) != row_packing.NONE
+  packed = row_packing.check_mode(settings.packing) in (row_packing.EXACT, row_packing.STATIC)
   run_ = loop.prepare_run(state.strategy,
                           lambda: task.build_model(state.config, state.inputs, packed=packed),
                           task.loss(state.inputs), settings, max(steps, 1),
@@ -242,7 +256,8 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
             batches_per_update=settings.gradient_accumulation_steps, packing=packing),
         steps, state.chief, boundaries, packing))
   result["global_step"] = int(run_.global_step.numpy())
-  result["model"] = run_.model
+  result["model"] = unpacked_model(run_.model, lambda: task.build_model(
+      state.config, state.inputs, packed=False), state.strategy) if packed else run_.model
 
   result.update(task.evaluate(state, result))
   if settings.do_train and settings.export and state.chief and exporter is not None:
@@ -263,7 +278,7 @@ def training_packing(settings, records: str, micro_batch: int
   """The packing of the training batches (None: unpacked); static packing's rows per replica
   batch come from the training records' lengths (row_packing.static_rows), logged."""
   mode = row_packing.check_mode(settings.packing)
-  if mode == row_packing.NONE:
+  if mode in (row_packing.NONE, row_packing.AUTO):  # auto is resolved by run()
     return None
   if mode == row_packing.EXACT:
     widths = settings.buckets(settings.max_seq_length) or (settings.max_seq_length,)
@@ -283,9 +298,21 @@ def training_packing(settings, records: str, micro_batch: int
 def eval_packing(settings) -> Optional[input_pipeline.Packing]:
   """Eval and predict batches are packed exactly (the same examples per batch, so the same
   results) whenever --packing is not none."""
-  if row_packing.check_mode(settings.packing) == row_packing.NONE:
-    return None
+  if row_packing.check_mode(settings.packing) not in (row_packing.EXACT, row_packing.STATIC):
+    return None  # none, or auto not resolved by run() (none)
   return input_pipeline.Packing(row_packing.EXACT)
+
+
+def unpacked_model(model: keras.Model, build: Callable[[], keras.Model],
+                   strategy: tf.distribute.Strategy) -> keras.Model:
+  """The model build() makes (the unpacked one, under the strategy and the current dtype
+  policy) holding `model`'s weights: what a run returns when it trained on packed rows, so
+  that callers feed it the encoder's inputs as before."""
+  with strategy.scope():
+    copy = build()
+  checkpoints.set_original_weights(copy, checkpoints.get_original_weights(model),
+                                   source=model.name)
+  return copy
 
 
 def eval_buckets(settings, path: str, rows: int) -> Optional[Tuple[int, ...]]:
@@ -364,7 +391,8 @@ def fine_tuning_problems(settings, num_replicas: int) -> List[str]:
   except row_packing.PackingError as e:
     problems.append(str(e))
     packing = row_packing.NONE
-  if packing != row_packing.NONE and getattr(settings, "group_by_length", False):
+  if packing in (row_packing.EXACT, row_packing.STATIC) and getattr(settings, "group_by_length",
+                                                                     False):
     problems.append(f"--group_by_length does not apply to packed rows (--packing={packing}): "
                     "packing already leaves almost no padding; drop one of the two")
   if settings.length_buckets and settings.max_seq_length > 0:

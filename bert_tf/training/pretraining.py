@@ -26,6 +26,7 @@ from bert_tf import record_schema
 from bert_tf import row_packing
 from bert_tf import tokenization
 from bert_tf.config import BertConfig
+from bert_tf.model import checkpoints
 from bert_tf.model.encoder import PACKED_INPUTS
 from bert_tf.model.heads import PRETRAINING_INPUTS, build_pretraining_model
 from bert_tf.training import input_pipeline
@@ -87,7 +88,9 @@ class PretrainingSettings:
     packing: several instances per row (bert_tf.row_packing): "none", "exact" (each step the
       train_batch_size instances of the unpacked run in the fewest rows) or "static" (a fixed
       number of rows, about train_batch_size instances on average, one shape for TPUs);
-      evaluation batches are packed exactly whenever it is not "none".
+      evaluation batches are packed exactly whenever it is not "none". "auto" is "none" here:
+      the original's data fills most instances to max_seq_length (short_seq_prob 0.1), where
+      packing saves little; choose it for corpora of short documents.
   """
   input_file: str
   output_dir: str
@@ -255,12 +258,18 @@ TASK = loop.Task(model_inputs=model_inputs, normalizers=normalizers, replica_los
 # === The run ===
 
 
+def packing_mode(settings: PretrainingSettings) -> str:
+  """--packing with auto made concrete: none (see PretrainingSettings.packing)."""
+  mode = row_packing.check_mode(settings.packing)
+  return row_packing.NONE if mode == row_packing.AUTO else mode
+
+
 def training_packing(settings: PretrainingSettings, per_replica_batch: int
                      ) -> Optional[input_pipeline.Packing]:
   """The packing of training batches (None: unpacked). Static packing's rows per replica batch
   come from the lengths of the first training file's instances (row_packing.static_rows),
   logged."""
-  mode = row_packing.check_mode(settings.packing)
+  mode = packing_mode(settings)
   if mode == row_packing.NONE:
     return None
   if mode == row_packing.EXACT:
@@ -308,7 +317,7 @@ def _eval_dataset_fn(settings: PretrainingSettings):
         settings.eval_input_file or settings.input_file, settings.max_seq_length,
         settings.max_predictions_per_seq, batch_size=settings.eval_batch_size,
         is_training=False, input_context=ctx, repeat=True,
-        packing=(None if row_packing.check_mode(settings.packing) == row_packing.NONE
+        packing=(None if packing_mode(settings) == row_packing.NONE
                  else input_pipeline.Packing(row_packing.EXACT)))
   return dataset_fn
 
@@ -415,7 +424,7 @@ def _run(config, settings, strategy, chief, metadata, export_fn):
         vocab, seed=settings.seed if settings.seed is not None else 12345)
 
   # The last layer runs only at [CLS] and the masked positions: same losses, fewer FLOPs.
-  packed = row_packing.check_mode(settings.packing) != row_packing.NONE
+  packed = packing_mode(settings) != row_packing.NONE
   run = loop.prepare_run(strategy, lambda: build_pretraining_model(
       config, prune_last_layer=True, packed=packed), TASK, settings, settings.num_train_steps,
                          settings.num_warmup_steps, chief)
@@ -459,7 +468,18 @@ def _run(config, settings, strategy, chief, metadata, export_fn):
                                 result["global_step"], settings.output_dir, chief))
   if settings.do_train and settings.export_at_end and chief and export_fn is not None:
     result["export_dir"] = export(result["global_step"])
+  if packed:  # callers get the unpacked model (the encoder's inputs) with the trained weights
+    result["model"] = _unpacked_copy(model, config, strategy)
   return result
+
+
+def _unpacked_copy(model, config, strategy):
+  """build_pretraining_model(config) under the strategy, holding `model`'s weights now."""
+  with strategy.scope():
+    copy = build_pretraining_model(config, prune_last_layer=True)
+  checkpoints.set_original_weights(copy, checkpoints.get_original_weights(model),
+                                   source=model.name)
+  return copy
 
 
 @contextlib.contextmanager

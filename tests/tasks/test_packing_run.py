@@ -125,6 +125,8 @@ def runs(tmp_path_factory):
 def test_exact_packing_trains_evaluates_and_predicts_as_unpacked(runs):
   (plain_settings, plain), (exact_settings, exact) = runs["none"], runs["exact"]
   assert exact["global_step"] == plain["global_step"] == 22
+  # The run returns the unpacked model (the encoder's inputs) holding the trained weights.
+  assert sorted(exact["model"].input) == ["input_mask", "input_type_ids", "input_word_ids"]
   a = checkpoints.get_original_weights(plain["model"])
   b = checkpoints.get_original_weights(exact["model"])
   for name in a:
@@ -217,15 +219,33 @@ def test_packed_squad_predictions_equal_unpacked(tmp_path):
   """The same weights predict the same answers with packed eval batches (the logits at every
   real position agree; padding positions are never answers)."""
   import json  # pylint: disable=g-import-not-at-top
+  import keras  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import squad_run  # pylint: disable=g-import-not-at-top
   from tests.tasks import test_squad_run as sq  # pylint: disable=g-import-not-at-top
-  trained = tmp_path / "trained"
-  squad_run.run_squad(sq.CONFIG, sq.squad_settings(trained, do_predict=False))
+  keras.utils.set_random_seed(3)
+  weights = str(tmp_path / "span.keras")  # a span model's weights (random: any will do)
+  heads.build_span_model(sq.CONFIG).save(weights)
   answers = {}
   for mode in ("none", "exact"):
     squad_run.run_squad(sq.CONFIG, sq.squad_settings(
-        tmp_path / mode, do_train=False, init_checkpoint=str(trained), packing=mode))
+        tmp_path / mode, do_train=False, init_checkpoint=weights, packing=mode))
     with open(tmp_path / mode / "predictions.json") as f:
       answers[mode] = json.load(f)
   assert len(answers["none"]) == 120
   assert answers["exact"] == answers["none"]
+
+
+def test_auto_packing_is_resolved_per_task_and_device():
+  from bert_tf.tasks import squad_run  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import tagging_run  # pylint: disable=g-import-not-at-top
+  settings = source_settings("/tmp/unused")
+  assert settings.packing == "auto"
+  assert fine_tuning.resolved_packing(cr.TASK, settings).packing == "exact"
+  assert fine_tuning.resolved_packing(tagging_run.TASK, settings).packing == "exact"
+  assert fine_tuning.resolved_packing(squad_run.TASK, settings).packing == "none"
+  for change in (dict(use_tpu=True), dict(jit_compile=True), dict(group_by_length=True)):
+    assert fine_tuning.resolved_packing(
+        cr.TASK, dataclasses.replace(settings, **change)).packing == "none", change
+  assert fine_tuning.resolved_packing(
+      cr.TASK, dataclasses.replace(settings, packing="static", use_tpu=True)).packing == "static"

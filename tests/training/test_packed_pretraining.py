@@ -102,6 +102,7 @@ def test_exact_packed_pretraining_trains_and_evaluates_as_unpacked(data, tmp_pat
   for key in ("masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
               "next_sentence_loss", "loss", "train_loss"):
     assert results["exact"][key] == pytest.approx(results["none"][key], rel=1e-5), key
+  assert "input_position_ids" not in results["exact"]["model"].input  # the unpacked model
   assert results["static"]["global_step"] == 6
   assert np.isfinite(results["static"]["train_loss"])
 
