@@ -188,7 +188,7 @@ def define_packing_flag(flag_values=FLAGS, default: str = "none") -> None:
       "per step, about --train_batch_size examples on average (one shape for TPUs and "
       "--jit_compile; the loss is the mean over the step's examples). auto: exact for "
       "classification and tagging without --use_tpu or --jit_compile, none otherwise. Packed "
-      "rows take the --length_buckets width that computes least; not with --group_by_length.",
+      "rows narrow to a --length_buckets width when that adds no row; not with --group_by_length.",
       flag_values=flag_values)
 
 

@@ -148,16 +148,14 @@ def test_pack_arrays_row_counts():
     row_packing.pack_arrays(features, {}, 8, rows=1)
 
 
-def test_best_width_computes_the_fewest_positions():
-  # 4 examples of 30: one row of 128 (128 positions) beats two rows of 64 (also 128) by ties
-  # going to fewer rows, and 4 rows of 32 (128): the widest.
+def test_best_width_keeps_the_fewest_rows_in_the_narrowest_width():
+  # 4 examples of 30 fit one row of 128: no narrower row holds them in one.
   assert row_packing.best_width([30] * 4, (32, 64, 128)) == (128, 1)
-  # 3 examples of 50: 3 rows of 64 (192 positions) beat 2 rows of 128 (256).
-  assert row_packing.best_width([50] * 3, (64, 128)) == (64, 3)
-  # The row count's rounding counts: 5 rows of 32 rounded to 8 (256) lose to 2 of 128 (256)
-  # on the tie (fewer rows), and to 1 of 160 outright.
-  assert row_packing.best_width([30] * 5, (32, 128), rows=lambda n: 8 if n > 2 else n) == \
-      (128, 2)
+  # 3 examples of 20 need one row: the narrowest that holds 60 positions.
+  assert row_packing.best_width([20] * 3, (32, 64, 128)) == (64, 1)
+  # 5 examples of 50 need 3 rows of 128 (two a row); rows of 64 would need 5: stay at 128.
+  assert row_packing.best_width([50] * 5, (64, 128)) == (128, 3)
+  # The rounding of the count applies: 5 rows of 30 in rows of 32 would round to 8.
   assert row_packing.best_width([30] * 5, (32, 160), rows=lambda n: 8 if n > 2 else n) == \
       (160, 1)
   with pytest.raises(row_packing.PackingError, match="longer than every row width"):

@@ -26,7 +26,7 @@ Beyond the original (whose output is about 15 kB of JSON per token, google-resea
   so the model sees a few static shapes. Progress is logged with rate and ETA.
 * `packing` (--packing=exact): each batch's lines share rows (bert_tf.row_packing: attention
   within a line, positions restarting at its [CLS]), packed first-fit decreasing into the
-  fewest rows of the width among the length buckets that computes the fewest positions, the row
+  fewest rows, in the narrowest length bucket that needs no more of them, the row
   count rounded up to row_packing.row_ladder(batch_size); the outputs are moved back to each
   line's own positions, so the files hold the unpacked run's values (to float32 rounding).
   The share of computed positions that are real tokens is logged at the end of every run.
@@ -622,9 +622,10 @@ class FeatureExtractor:
 
   def _run_packed_features(self, features: Sequence[InputFeatures], lengths: Sequence[int],
                            batch_size: int) -> np.ndarray:
-    """run_features on packed rows: the width among the buckets (and seq_length) whose rows,
-    packed first-fit decreasing, compute the fewest positions (row_packing.best_width, as
-    input_pipeline.pack_batch for tf.data), the row count rounded up to the ladder of a full
+    """run_features on packed rows: the fewest rows (first-fit decreasing) in the narrowest
+    width among the buckets (and seq_length) that needs no more of them
+    (row_packing.best_width, as input_pipeline.pack_batch for tf.data), the row count rounded
+    up to the ladder of a full
     batch (row_packing.ladder_rows: a bounded set of shapes over a run) and then to a multiple
     of the replicas (each takes whole rows); the outputs moved back to each feature's
     positions."""

@@ -749,9 +749,9 @@ def pack_batch(batch: Mapping[str, tf.Tensor], max_per_row: int = row_packing.MA
   slot holding 0 (example_index -1).
 
   rows: a fixed R (rows of W = L); None for the fewest rows first-fit decreasing finds rounded
-  up to row_packing.row_ladder(B), in rows of the width W among `widths` (length buckets;
-  default L) that computes the fewest positions (row_packing.best_width): at most
-  len(ladder) x len(widths) shapes.
+  up to row_packing.row_ladder(B), in rows of the narrowest width W among `widths` (length
+  buckets; default L) that needs no more of them (row_packing.best_width): at most
+  len(ladder) x len(widths) shapes, in practice a few (full batches keep rows of L).
 
   prediction_keys (pretraining's masked_lm_*, [B, P]) become [R, predictions_per_row]: each
   row's predictions in slot order, positions moved into the row (row_packing.pack_arrays);
@@ -941,8 +941,8 @@ def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batc
 
   With packing (Packing; not with group_by_length), batches are packed rows (pack_batch):
   exact packing packs each batch of the unpacked run (training, eval and predict alike) into
-  the fewest rows (a row_packing.row_ladder count) of the length bucket that computes the
-  fewest positions (rows of max_seq_length without length_buckets); static packing
+  the fewest rows (a row_packing.row_ladder count), of the narrowest length bucket that needs
+  no more rows than max_seq_length does (row_packing.best_width); static packing
   packs windows of the training stream into rows taken packing.rows at a time (one shape, no
   cut), and packs eval and predict batches as exact packing does.
   """

@@ -460,7 +460,7 @@ POSITION_FLAGS = ("train_batch_size", "max_seq_length", "max_predictions_per_seq
 TRAJECTORY_FLAGS = ("seed", "learning_rate", "num_train_steps", "num_train_epochs",
                     "num_warmup_steps", "warmup_proportion", "optimizer",
                     "gradient_accumulation_steps", "input_file", "train_file", "data_dir",
-                    "init_checkpoint")
+                    "init_checkpoint", "packing")
 
 
 def run_directory_lock(output_dir: str, chief: bool, program: str):
