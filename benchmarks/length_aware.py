@@ -1,6 +1,8 @@
-"""Length-aware batches (issue 27): fine-tuning and serving speed on realistic length
-distributions, ours with batches cut to length buckets against ours at fixed length, Hugging
-Face (dynamic padding, group_by_length) and Model Garden (fixed length), on the same batches.
+"""Length-aware and packed batches (issues 27 and 37): fine-tuning and serving speed on
+realistic length distributions, ours with packed rows (exact, static) and with batches cut to
+length buckets against ours at fixed length, Hugging Face (dynamic padding, group_by_length)
+and Model Garden (fixed length). Each system prints real tokens as a share of the positions it
+computes (and the packed ones their number of batch shapes).
 
   python benchmarks/length_aware.py --threads=1
 
@@ -28,6 +30,11 @@ longest row), so every system sees the same examples in the same batches in the 
 Systems (--systems), trained with batch --batch_size, max length --seq_length (--max_seq_length
 for squad), the MiniLM-L6 sizes (L6, H384, A12, I1536, vocabulary 30522; random weights) unless
 --bert_config_file, one device and --threads threads:
+  ours_packed   packed rows, exact (input_pipeline.Packing(EXACT); rows narrowed to the fixed
+                'auto' ladder when no row is added), the packed model (heads.build_*_model(...,
+                packed=True));
+  ours_static   packed rows, static: row_packing.static_rows rows a step fitted to the file;
+                its examples/s count the real examples of each round (they vary per step);
   ours          heads.build_*_model trained by loop.Trainer with the task's TASK (harness.ours),
                 batches in file order cut to --length_buckets (auto: fitted to the
                 file's lengths for batches of --batch_size, as the commands fit their
