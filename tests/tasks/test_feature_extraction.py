@@ -669,15 +669,15 @@ def test_packed_rows_write_the_unpacked_outputs(tiny, tmp_path, pooling):
     if output_format == "jsonl":  # lines whose 6 rounded decimals all agree, as bytes
       assert same >= 1
   # 97 real tokens in 4 batches of 5 lines (per output file): 220 positions at one line per
-  # row cut to buckets, 116 packed.
+  # row cut to buckets, 128 packed (rows narrow only where that adds no row).
   assert packed.real_positions == unpacked.real_positions == 3 * 97
-  assert (unpacked.computed_positions, packed.computed_positions) == (3 * 220, 3 * 116)
+  assert (unpacked.computed_positions, packed.computed_positions) == (3 * 220, 3 * 128)
 
 
 def test_packed_batches_take_the_fewest_rows(tiny):
   """Shapes of the packed calls: 8 one-piece lines fill one row, a 9th opens another, a line
-  of max_seq_length is alone in its row; the width is the bucket that computes the fewest
-  positions; the outputs are each line's own, past its tokens zero."""
+  of max_seq_length is alone in its row; the fewest rows, in the narrowest bucket that needs
+  no more of them; the outputs are each line's own, past its tokens zero."""
   calls = []
 
   class Recording(fe.FeatureExtractor):
@@ -691,8 +691,8 @@ def test_packed_batches_take_the_fewest_rows(tiny):
   long = features_of([PACKING_LINES[0]], tiny["tokenizer"], PACKING_SEQ)[0]
   assert len(long.tokens) == PACKING_SEQ
   cases = [
-      (empty[:8], (1, 16)),  # 16 positions: one row of 16 (ties go to the wider rows)
-      (empty, (5, 4)),  # 9 lines: 2 rows of 16 (at most 8 to a row), 3 of 8 or 5 of 4
+      (empty[:8], (1, 16)),  # 16 positions: one row of 16
+      (empty, (2, 16)),  # 9 lines: 2 rows of 16 (at most 8 to a row); 3 of 8 or 5 of 4 add rows
       (empty[:2], (1, 4)),
       ([long] + empty[:1], (2, 16)),
       ([long], (1, 16)),
