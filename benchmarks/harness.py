@@ -32,7 +32,7 @@ import time
 from absl import app
 from absl import logging
 
-import peers  # benchmarks/peers.py, on the path as this module is; imports bert_tf (oneDNN)
+import peers  # benchmarks/peers.py, on the path as this module is; chooses the kernels (oneDNN)
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

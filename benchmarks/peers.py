@@ -1,10 +1,11 @@
 """Peers built from our BertConfig (Model Garden and Hugging Face), shared by the benchmark
 scripts (imported by path).
 
-Importing this module imports bert_tf, which turns on TensorFlow's oneDNN kernels on x86-64
-unless TF_ENABLE_ONEDNN_OPTS is set. The setting is process-wide and read when TensorFlow is
-first imported, so the scripts import this module before TensorFlow: ours and the peers then run
-on the same kernels, and kernels_text() reports which in each script's table header.
+Importing this module chooses TensorFlow's CPU kernels as the commands do (cli.choose_cpu_kernels:
+oneDNN on x86-64 unless TF_ENABLE_ONEDNN_OPTS is set). The setting is process-wide and read when
+TensorFlow is first imported, so the scripts import this module before TensorFlow: ours and the
+peers then run on the same kernels, and kernels_text() reports which in each script's table
+header.
 """
 
 import os
@@ -14,7 +15,9 @@ import time
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO_ROOT not in sys.path:
   sys.path.insert(0, REPO_ROOT)
-import bert_tf  # pylint: disable=g-import-not-at-top,wrong-import-position,unused-import
+from bert_tf import cli  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+cli.choose_cpu_kernels()  # the commands' kernels, before anything imports TensorFlow
 
 
 def kernels_text():

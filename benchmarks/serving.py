@@ -25,7 +25,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import bert_tf  # pylint: disable=wrong-import-position,unused-import  (oneDNN on; before TF)
+from bert_tf import cli  # pylint: disable=wrong-import-position
+cli.choose_cpu_kernels()  # the commands' kernels (oneDNN on x86-64), before TensorFlow loads
 import keras  # pylint: disable=g-import-not-at-top,wrong-import-position
 import numpy as np  # pylint: disable=wrong-import-position
 import tensorflow as tf  # pylint: disable=wrong-import-position

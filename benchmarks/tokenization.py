@@ -258,6 +258,7 @@ def run_benchmark(lines, vocab_file, do_lower_case, batch_size, num_threads, ski
 
 
 def main(argv=None):
+  cli.choose_cpu_kernels()  # the commands' kernels, before the in-graph tokenizer loads TensorFlow
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--input_files", default="/work/shared/data/corpora/*.txt",
                       help="comma-separated globs of text files, one sentence per line")

@@ -21,7 +21,8 @@ loop.Preempted, a SystemExit with this status: running the same command again re
 BERT_TF_TRACEBACK=1 to see the traceback of a failure.
 
 Logs: a tool's own lines show, TensorFlow's routine ones do not (bert_tf/logs.py);
---verbosity=1 (-v 1) or BERT_TF_VERBOSE=1 shows everything.
+--verbosity=1 (-v 1) or BERT_TF_VERBOSE=1 shows everything. Kernels: a tool runs TensorFlow's
+oneDNN CPU kernels on x86-64 unless TF_ENABLE_ONEDNN_OPTS is set (choose_cpu_kernels).
 """
 
 import dataclasses
@@ -400,6 +401,25 @@ def failure_types() -> Tuple[type, ...]:
   return tuple(types)
 
 
+ONEDNN_MACHINES = ("x86_64", "amd64")
+
+
+def choose_cpu_kernels() -> None:
+  """TensorFlow's oneDNN CPU kernels for this process on x86-64, unless TF_ENABLE_ONEDNN_OPTS is
+  already set (TF_ENABLE_ONEDNN_OPTS=0 keeps Eigen's). Call before TensorFlow is imported: it
+  reads the variable once, then.
+
+  TensorFlow turns oneDNN on by itself only on CPUs with AVX-512 VNNI, BF16 or AMX; on AVX2
+  machines it otherwise runs its Eigen kernels, and there training ran faster with oneDNN
+  (benchmarks/HISTORY.md, "oneDNN (2026-11-23)"). ARM builds decide for themselves; Windows
+  (no os.uname) is left alone. Without AVX-512 TensorFlow then logs one harmless E line per
+  process that transposes int64 values (raw-text graphs do), which logs.py hides.
+  """
+  uname = getattr(os, "uname", None)  # POSIX only
+  if uname is not None and uname().machine.lower() in ONEDNN_MACHINES:
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+
+
 def run(main: Callable[[Sequence[str]], Optional[int]],
         define_flags: Callable[..., None], program: str,
         argv: Optional[Sequence[str]] = None, flag_values=FLAGS) -> None:
@@ -458,6 +478,7 @@ def run(main: Callable[[Sequence[str]], Optional[int]],
 
   remaining = parse(argv)
   if flag_values is FLAGS:
+    choose_cpu_kernels()  # before TensorFlow loads, as the quiet logs below
     logs.quiet_by_default(flag_values)  # before TensorFlow loads; -v 1 or BERT_TF_VERBOSE=1: all
     # absl's app.run sets up logging and its own flags (--run_with_pdb, ...) on FLAGS.
     app.run(guarded, argv=argv, flags_parser=lambda _: remaining)

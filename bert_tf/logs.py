@@ -14,7 +14,7 @@ errors -- and, unless asked for everything, hides what TensorFlow prints on ever
     machine without an NVIDIA driver, and "oneDNN supports DT_INT64 only on platforms with
     AVX-512" (raw-text graphs concatenate ragged tensors, which transposes int64 row indices;
     TensorFlow falls back to its Eigen kernel, once per process, on CPUs without AVX-512 when
-    oneDNN is on, which importing bert_tf turns on). These are removed from file descriptor 2 by
+    oneDNN is on, which the commands choose: cli.choose_cpu_kernels). These are removed from file descriptor 2 by
     a small filter process, so C++ and Python writes alike pass through it; every other line
     (other ERROR lines, FATAL lines, Python tracebacks, partial lines) passes unchanged, and
     when the command dies, the filter still prints everything written before. The filter
@@ -88,7 +88,7 @@ KNOWN_LINES = (
     # failed cuInit is a real error and shows.
     _known("E", "cuda_platform.cc", r"failed call to cuInit: ", only_without_nvidia_driver=True),
     _known("E", "cuda_driver.cc", r"failed call to cuInit: ", only_without_nvidia_driver=True),
-    # oneDNN on a CPU without AVX-512 (importing bert_tf turns oneDNN on): TensorFlow keeps its
+    # oneDNN on a CPU without AVX-512 (the commands turn oneDNN on): TensorFlow keeps its
     # own kernel for int64 transposes (raw-text graphs have them), and says so once.
     _known("E", "util.cc", r"oneDNN supports DT_INT64 only on platforms with AVX-512\. Falling "
            r"back to the default Eigen-based implementation if present\.$"),

@@ -16,9 +16,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO_ROOT not in sys.path:
   sys.path.insert(0, REPO_ROOT)
-# Before any test imports TensorFlow, so tests run on the kernels users get: importing bert_tf
-# turns on TensorFlow's oneDNN kernels on x86-64 unless TF_ENABLE_ONEDNN_OPTS is set.
-import bert_tf  # pylint: disable=g-import-not-at-top,wrong-import-position,unused-import
+# Before any test imports TensorFlow, so tests run on the kernels the commands choose (oneDNN
+# on x86-64 unless TF_ENABLE_ONEDNN_OPTS is set): importing bert_tf changes nothing.
+from bert_tf import cli  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+cli.choose_cpu_kernels()
 
 try:
   from hypothesis import settings as hypothesis_settings

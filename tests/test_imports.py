@@ -20,8 +20,7 @@ import sys
 
 import pytest
 
-import bert_tf
-
+from bert_tf import cli
 from tests.helpers import REPO_ROOT
 
 PACKAGE = os.path.join(REPO_ROOT, "bert_tf")
@@ -127,9 +126,8 @@ def test_import_rules(module):
 def test_package_init_files_import_nothing():
   for module in ("bert_tf.model", "bert_tf.training", "bert_tf.serving", "bert_tf.data"):
     assert [name for name, _, _ in imports_of(MODULES[module])] == [], module
-  # The top package only reads the machine type and sets an environment default (oneDNN),
-  # with `os`, which the interpreter has loaded before any user code.
-  assert [name for name, _, _ in imports_of(MODULES["bert_tf"])] == ["os"]
+  # The top package imports nothing, so importing it changes no environment (issue 39).
+  assert [name for name, _, _ in imports_of(MODULES["bert_tf"])] == []
 
 
 def _environment_after_import(code, **env):
@@ -141,33 +139,30 @@ def _environment_after_import(code, **env):
   return result.stdout.split()
 
 
-ONEDNN_PROBE = ("import os, bert_tf; print(os.environ.get('TF_ENABLE_ONEDNN_OPTS', 'unset'))")
+ONEDNN_PROBE = "print(os.environ.get('TF_ENABLE_ONEDNN_OPTS', 'unset'))"
 MACHINE = os.uname().machine if hasattr(os, "uname") else "non-POSIX"
 ONEDNN_DEFAULT_MACHINE = pytest.mark.skipif(
-    MACHINE.lower() not in bert_tf.ONEDNN_MACHINES,
-    reason=f"bert_tf sets the oneDNN default on x86-64 POSIX machines only; this one is {MACHINE}")
+    MACHINE.lower() not in cli.ONEDNN_MACHINES,
+    reason=f"the commands choose oneDNN on x86-64 POSIX machines only; this one is {MACHINE}")
 
 
-@ONEDNN_DEFAULT_MACHINE
-def test_importing_bert_tf_turns_on_onednn_on_x86_unless_the_user_chose():
-  assert _environment_after_import(ONEDNN_PROBE) == ["1"]
-  assert _environment_after_import(ONEDNN_PROBE, TF_ENABLE_ONEDNN_OPTS="0") == ["0"]
-
-
-def test_importing_bert_tf_leaves_other_machines_alone():
-  code = ("import os, types; os.uname = lambda: types.SimpleNamespace(machine='aarch64'); "
+def test_importing_bert_tf_and_its_commands_changes_no_environment():
+  code = ("import os, bert_tf, bert_tf.cli, bert_tf.run_classifier, bert_tf.logs; "
           + ONEDNN_PROBE)
   assert _environment_after_import(code) == ["unset"]
 
 
-@pytest.mark.slow
 @ONEDNN_DEFAULT_MACHINE
-def test_tensorflow_imported_after_bert_tf_runs_onednn_kernels():
-  code = ("import bert_tf, tensorflow as tf\n"
-          "from tensorflow.python.util import _pywrap_util_port\n"
-          "print(_pywrap_util_port.IsMklEnabled())")
-  assert _environment_after_import(code) == ["True"]
-  assert _environment_after_import(code, TF_ENABLE_ONEDNN_OPTS="0") == ["False"]
+def test_the_commands_choose_onednn_on_x86_unless_the_user_chose():
+  code = "import os; from bert_tf import cli; cli.choose_cpu_kernels(); " + ONEDNN_PROBE
+  assert _environment_after_import(code) == ["1"]
+  assert _environment_after_import(code, TF_ENABLE_ONEDNN_OPTS="0") == ["0"]
+
+
+def test_the_commands_leave_other_machines_alone():
+  code = ("import os, types; os.uname = lambda: types.SimpleNamespace(machine='aarch64'); "
+          "from bert_tf import cli; cli.choose_cpu_kernels(); " + ONEDNN_PROBE)
+  assert _environment_after_import(code) == ["unset"]
 
 
 def test_data_modules_import_no_tensorflow_at_module_level():
