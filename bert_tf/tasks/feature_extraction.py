@@ -84,6 +84,7 @@ from bert_tf import row_packing
 from bert_tf import tokenization
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
+from bert_tf.model import provenance
 from bert_tf.model.encoder import build_encoder
 from bert_tf.tasks import classifier_data
 from bert_tf.tasks import common
@@ -120,7 +121,7 @@ class ExtractFeaturesSettings:
   Additions: bert_config_file (None: the config beside init_checkpoint); output_format
   (jsonl, npz, tfrecord; None: from output_file's extension, else jsonl); pooling (none, cls,
   mean); mixed_precision and jit_compile as for training; allow_tokenizer_mismatch (see
-  tasks.common); log_every_seconds (how often progress is logged); length_buckets (each
+  bert_tf.model.provenance); log_every_seconds (how often progress is logged); length_buckets (each
   batch runs cut to its longest line rounded up to a bucket; bert_tf.length_buckets); packing
   (none, exact: each batch's lines share rows; bert_tf.row_packing).
   """
@@ -149,7 +150,7 @@ class ExtractFeaturesSettings:
 
   def __post_init__(self):
     # A model folder (Hugging Face's, a release's) as --vocab_file: its vocab.txt.
-    object.__setattr__(self, "vocab_file", common.resolve_vocab_file(self.vocab_file))
+    object.__setattr__(self, "vocab_file", provenance.resolve_vocab_file(self.vocab_file))
 
   def resolved_output_format(self) -> str:
     """output_format, or the one output_file's extension names (jsonl when it names none)."""
@@ -624,20 +625,13 @@ class FeatureExtractor:
                            batch_size: int) -> np.ndarray:
     """run_features on packed rows: the fewest rows (first-fit decreasing) in the narrowest
     width among the buckets (and seq_length) that needs no more of them
-    (row_packing.best_width, as input_pipeline.pack_batch for tf.data), the row count rounded
-    up to the ladder of a full
-    batch (row_packing.ladder_rows: a bounded set of shapes over a run) and then to a multiple
-    of the replicas (each takes whole rows); the outputs moved back to each feature's
-    positions."""
+    and the row count rounded up to the ladder of a full batch and then to a multiple of the
+    replicas (row_packing.exact_shape, as input_pipeline.pack_batch for tf.data); the outputs
+    moved back to each feature's positions."""
     seq_length = len(features[0].input_ids)
-    replicas = self.strategy.num_replicas_in_sync
     per_row = row_packing.MAX_EXAMPLES_PER_ROW
-
-    def row_count(needed: int) -> int:
-      count = row_packing.ladder_rows(needed, batch_size)
-      return -(-count // replicas) * replicas
-
-    width, count = row_packing.best_width(lengths, self._widths(seq_length), per_row, row_count)
+    width, count = row_packing.exact_shape(lengths, self._widths(seq_length), batch_size,
+                                           per_row, self.strategy.num_replicas_in_sync)
     columns = (("input_word_ids", "input_ids"), ("input_mask", "input_mask"),
                ("input_type_ids", "input_type_ids"))
     tokens = {key: np.array([getattr(f, name)[:width] for f in features], np.int32)
@@ -646,7 +640,7 @@ class FeatureExtractor:
     # Which line is in which slot: pack_arrays returns per-example features in slot order.
     rows = row_packing.pack_arrays(tokens, {"index": np.arange(n)}, width, rows=count,
                                    max_per_row=per_row, fill={"index": -1})
-    self.computed_positions += count * width
+    self.computed_positions += rows["input_word_ids"].shape[0] * width
     values = self.run_packed(rows)  # [K, R, W, H], or [K, R * M, H] pooled
     filled = np.flatnonzero(rows["index"] >= 0)
     slot_of = np.empty(n, np.int64)
@@ -979,7 +973,8 @@ def extract_features(settings: ExtractFeaturesSettings, config: Optional[BertCon
     FeatureExtractionError: bad settings (naming the flag), invalid UTF-8 (file and line), a
       config the sequence length or vocab does not fit, a checkpoint of another model.
     FileNotFoundError: a missing input file or checkpoint.
-    tasks.common.TokenizerMismatchError: a vocab or casing that contradicts the checkpoint's.
+    provenance.TokenizerMismatchError: a vocab or casing that contradicts the checkpoint's, or
+      a vocab larger than the config's.
   """
   settings.check()
   output_format = settings.resolved_output_format()
@@ -1001,9 +996,10 @@ def extract_features(settings: ExtractFeaturesSettings, config: Optional[BertCon
         f"--max_seq_length={settings.max_seq_length} is longer than the model's "
         f"max_position_embeddings ({config.max_position_embeddings})")
   tokenizer = tokenization.FullTokenizer(settings.vocab_file, settings.do_lower_case)
-  common.check_vocab_fits(settings.vocab_file, len(tokenizer.vocab), config.vocab_size)
-  common.check_tokenizer(settings.init_checkpoint, settings.vocab_file, settings.do_lower_case,
-                         settings.allow_tokenizer_mismatch)
+  provenance.check_tokenizer(settings.vocab_file, settings.do_lower_case,
+                             checkpoints=[settings.init_checkpoint], vocab_size=config.vocab_size,
+                             vocab_tokens=len(tokenizer.vocab),
+                             allow_mismatch=settings.allow_tokenizer_mismatch)
   strategy = strategy or tf.distribute.get_strategy()
   if settings.batch_size % strategy.num_replicas_in_sync:
     raise FeatureExtractionError(f"--batch_size={settings.batch_size} must be a multiple of "

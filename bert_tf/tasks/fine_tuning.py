@@ -43,6 +43,7 @@ from bert_tf import length_buckets
 from bert_tf import row_packing
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
+from bert_tf.model import provenance
 from bert_tf.tasks import common
 from bert_tf.training import input_pipeline
 from bert_tf.training import loop
@@ -108,7 +109,7 @@ class FineTuningTask:
 
   Attributes:
     program: the command ("run_classifier"): the run directory's lock names it.
-    head: its head kind (common.CLASSIFIER_HEAD, TAGGER_HEAD or SQUAD_HEAD).
+    head: its head kind (a row of provenance.HEAD_KINDS: CLASSIFIER, TAGGER, SQUAD).
     head_layer: the head's dense layer in the model (whether init_checkpoint loaded it).
     head_name: the head's original variable names, for messages.
     untrained: the end of the refusal to evaluate or predict with a head never trained.
@@ -191,7 +192,7 @@ def run(task: FineTuningTask, config: BertConfig, settings,
 def resolved_packing(task: FineTuningTask, settings):
   """settings with --packing=auto made concrete (row_packing.resolve): exact for the tasks
   whose packed loss is the unpacked one (all but SQuAD) without XLA, else none; logged."""
-  mode = row_packing.resolve(settings.packing, exact_task=task.head != common.SQUAD_HEAD,
+  mode = row_packing.resolve(settings.packing, exact_task=task.head != provenance.SQUAD,
                              xla=settings.use_tpu or settings.jit_compile)
   if settings.group_by_length and row_packing.check_mode(settings.packing) == row_packing.AUTO:
     mode = row_packing.NONE  # length-grouped batches, asked for, instead

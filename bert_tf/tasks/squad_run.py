@@ -22,8 +22,8 @@ original run_squad.py's main():
   best_f1_thresh and says so.
 
 Beyond the original: resuming from output_dir, the tokenizer check against the checkpoint
-(tasks.common), refusing to predict with a span head that was never trained, and a raw-text
-question-answering export for TF Serving (output_dir/export/squad/<step>/, handed in by the
+(bert_tf.model.provenance), refusing to predict with a span head that was never trained, and a
+raw-text question-answering export for TF Serving (output_dir/export/squad/<step>/, handed in by the
 command: tasks.squad_export).
 
 The run's steps (lock, output_dir, tokenizer checks, resume, init_checkpoint, training, export)
@@ -43,6 +43,7 @@ import tensorflow as tf
 from bert_tf import io
 from bert_tf.config import BertConfig
 from bert_tf.model import heads
+from bert_tf.model import provenance
 from bert_tf.tasks import common
 from bert_tf.tasks import fine_tuning
 from bert_tf.tasks import squad
@@ -129,8 +130,8 @@ def has_answers(articles: List[Dict[str, Any]]) -> bool:
 
 
 def _read(settings: SquadSettings, vocab_md5: str) -> fine_tuning.TaskInputs:
-  start = common.starting_head(settings, common.SQUAD_HEAD, None, "explicit", "")
-  info = dict(task_name=TASK_NAME, head=common.SQUAD_HEAD,
+  start = common.starting_head(settings, provenance.SQUAD, None, "explicit", "")
+  info = dict(task_name=TASK_NAME, head=provenance.SQUAD,
               version_2_with_negative=settings.version_2_with_negative,
               do_lower_case=bool(settings.do_lower_case), vocab_md5=vocab_md5,
               max_seq_length=settings.max_seq_length, doc_stride=settings.doc_stride,
@@ -338,7 +339,7 @@ def write_outputs(examples, eval_features, results, settings: SquadSettings,
 
 
 TASK = fine_tuning.FineTuningTask(
-    program="run_squad", head=common.SQUAD_HEAD, head_layer=heads.SPAN_LAYER,
+    program="run_squad", head=provenance.SQUAD, head_layer=heads.SPAN_LAYER,
     head_name="SQuAD head (cls/squad/output_weights, output_bias)",
     untrained=("predicting with it would give random answers. Add --do_train, or point "
                "--init_checkpoint at a model fine-tuned on SQuAD"),

@@ -35,6 +35,7 @@ import tensorflow as tf
 from bert_tf import io
 from bert_tf.config import BertConfig
 from bert_tf.model import heads
+from bert_tf.model import provenance
 from bert_tf.tasks import common
 from bert_tf.tasks import fine_tuning
 from bert_tf.tasks import tagging
@@ -154,7 +155,7 @@ def _read(settings: NerSettings, vocab_md5: str) -> fine_tuning.TaskInputs:
   info = dict(task_name=TASK_NAME, labels=labels, tag_scheme=scheme,
               document_context=bool(settings.document_context),
               do_lower_case=bool(settings.do_lower_case), vocab_md5=vocab_md5,
-              max_seq_length=settings.max_seq_length, head=common.TAGGER_HEAD)
+              max_seq_length=settings.max_seq_length, head=provenance.TAGGER)
   return fine_tuning.TaskInputs(
       data=data, info=info, fresh_head=start.fresh_head, train_files=[settings.file("train")],
       outputs=[f"{name}{suffix}" for name in ("train", "eval", "test") for suffix in (
@@ -184,12 +185,12 @@ def _labels(settings: NerSettings, data: Mapping[str, Any]) -> common.StartingHe
     labels, how = tagging_data.label_list(train, path=settings.file("train")), "training"
   else:
     labels, how = None, None
-  if how is None and common.head_of(common.starting_record(settings).info) is None:
+  if how is None and provenance.fine_tuned_head(common.starting_record(settings).info) is None:
     raise tagging_data.ConllFormatError(
         "no labels: without --do_train, give --labels or --labels_file (every tag, in the "
         "model's label id order) or an --init_checkpoint / --output_dir whose task_info.json "
         "lists them")
-  return common.starting_head(settings, common.TAGGER_HEAD, labels, how, "--labels")
+  return common.starting_head(settings, provenance.TAGGER, labels, how, "--labels")
 
 
 def _convert(state: fine_tuning.RunState, sentences, path: str, what: str, keep: bool = False):
@@ -332,7 +333,7 @@ def _predict_and_score(state: fine_tuning.RunState, sentences, name: str, batch_
 
 
 TASK = fine_tuning.FineTuningTask(
-    program="run_ner", head=common.TAGGER_HEAD, head_layer=heads.TAGGER_LAYER,
+    program="run_ner", head=provenance.TAGGER, head_layer=heads.TAGGER_LAYER,
     head_name=HEAD_NAME, untrained=UNTRAINED, read=_read, train_records=_train_records,
     build_model=lambda config, inputs, packed=False: heads.build_tagger_model(
         config, len(inputs.data["labels"]), packed=packed),

@@ -23,6 +23,7 @@ from bert_tf import convert_checkpoint
 from bert_tf import record_schema
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
+from bert_tf.model import provenance
 from bert_tf.model import conversion
 from bert_tf.model import heads
 from bert_tf.model.encoder import build_encoder
@@ -182,12 +183,12 @@ def test_classifier_run_to_the_originals_names(classifier_run, tmp_path, capsys)
   assert {k: tuple(v) for k, v in shapes.items()} == dict(expected)
   assert sorted(os.listdir(tmp_path)) == ["bert_config.json", "model.ckpt.data-00000-of-00001",
                                           "model.ckpt.index", "task_info.json"]
-  run_info = common.read_task_info(classifier_run)
+  run_info = provenance.read_task_info(classifier_run)
   info = json.loads((tmp_path / "task_info.json").read_text())
   assert info == dict(run_info, head="classifier")
   # The recorded tokenizer comes along: a contradicting casing is refused as for the run.
-  with pytest.raises(common.TokenizerMismatchError, match="do_lower_case=True"):
-    common.check_tokenizer(str(tf1), VOCAB, do_lower_case=False)
+  with pytest.raises(provenance.TokenizerMismatchError, match="do_lower_case=True"):
+    provenance.check_tokenizer(VOCAB, False, checkpoints=[str(tf1)])
 
 
 @pytest.mark.slow
@@ -266,9 +267,9 @@ def test_tagger_converts_as_bert_for_token_classification(tmp_path, capsys):
   build_tagger = lambda: heads.build_tagger_model(SMALL, len(tags))
   assert_same_logits(logits_after_loading(build_tagger, str(hf_dir), batch), expected)
   # Without our task_info.json the folder is still a tagger's: config.json says so, and gives
-  # the labels to --init_checkpoint (common.read_task_info, as run_ner reads them).
+  # the labels to --init_checkpoint (provenance.read_task_info, as run_ner reads them).
   os.remove(hf_dir / "task_info.json")
-  assert common.read_task_info(str(hf_dir)) == {"head": "tagger", "labels": tags}
+  assert provenance.read_task_info(str(hf_dir)) == {"head": "tagger", "labels": tags}
   classifier = heads.build_classifier_model(SMALL, len(tags))
   report = checkpoints.load_weights(classifier, str(hf_dir))
   assert {"output_weights", "output_bias"} <= set(report.missing)
@@ -425,14 +426,14 @@ def test_an_hf_output_needs_its_tokenizer(tmp_path, capsys):
   too_big.write_text("\n".join(helpers.VOCAB_TOKENS[:21]) + "\n")
   code, line = convert(capsys, f"--from={source}", f"--to={target}", f"--vocab_file={too_big}",
                        "--do_lower_case=true")
-  assert code == 1 and "has 21 tokens but the model's vocab_size is 20" in line
+  assert code == 1 and "has 21 tokens but the config's vocab_size is 20" in line
   # The vocab a fine-tuned run recorded (task_info.json) must be the one given.
   (tmp_path / "renamed_model" / "task_info.json").write_text(json.dumps(dict(
       task_name="generic", do_lower_case=True, vocab_md5=record_schema.vocab_checksum(str(vocab)))))
   code, line = convert(capsys, f"--from={source}", f"--to={target}", f"--vocab_file={too_big}",
                        "--do_lower_case=false")
   assert code == 1 and "is not the vocab the model was trained with" in line
-  assert "--do_lower_case=False contradicts do_lower_case=True" in line
+  assert "--do_lower_case=False but the model was trained with do_lower_case=True" in line
   assert not os.path.exists(tmp_path / "out")
   assert convert(capsys, f"--from={source}", f"--to={target}", f"--vocab_file={vocab}")[0] == 0
   assert sorted(os.listdir(tmp_path / "out")) == HF_FOLDER
@@ -461,10 +462,10 @@ def test_a_hugging_face_folder_is_read_as_init_checkpoint_and_vocab_file(minilm,
   # The folder's tokenizer_config.json says uncased: a cased run is refused, with or without the
   # folder as --init_checkpoint.
   for checkpoint in (minilm, None):
-    with pytest.raises(common.TokenizerMismatchError, match="tokenizer_config.json"):
-      common.check_tokenizer(checkpoint, settings.vocab_file, do_lower_case=False)
-    common.check_tokenizer(checkpoint, settings.vocab_file, do_lower_case=True)
-  assert common.read_task_info(minilm) is None  # a BertModel: no head
+    with pytest.raises(provenance.TokenizerMismatchError, match="tokenizer_config.json"):
+      provenance.check_tokenizer(settings.vocab_file, False, checkpoints=[checkpoint])
+    provenance.check_tokenizer(settings.vocab_file, True, checkpoints=[checkpoint])
+  assert provenance.read_task_info(minilm) is None  # a BertModel: no head
 
 
 @pytest.mark.slow

@@ -19,6 +19,7 @@ import tensorflow as tf
 from bert_tf import record_schema
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
+from bert_tf.model import provenance
 from bert_tf.tasks import classifier
 from bert_tf.tasks import classifier_data as cd
 from bert_tf.tasks import classifier_export
@@ -230,9 +231,9 @@ def test_tokenizer_contradicting_the_checkpoint_is_refused(tmp_path, caplog):
   with pytest.raises(loop.TrainingError, match="md5"):
     cr.run_classifier(CONFIG, settings)
   # The original's release names decide casing as the original did.
-  assert common.recorded_tokenizer("x/cased_L-12_H-768_A-12/bert_model.ckpt")[
+  assert provenance.recorded_tokenizer("x/cased_L-12_H-768_A-12/bert_model.ckpt")[
       "do_lower_case"] is False
-  assert "do_lower_case" not in common.recorded_tokenizer("x/my_model/bert_model.ckpt")
+  assert "do_lower_case" not in provenance.recorded_tokenizer("x/my_model/bert_model.ckpt")
   # Allowed: a warning and the run goes on.
   result = cr.run_classifier(CONFIG, dataclasses.replace(
       settings, allow_tokenizer_mismatch=True, do_predict=False, do_eval=False,
@@ -249,11 +250,11 @@ def test_a_pretraining_run_records_its_data_tokenizer_for_fine_tuning(tmp_path):
   data = make_records(str(tmp_path / "train.tfrecord"))
   run_dir = str(tmp_path / "run")
   pretraining.run_pretraining(tiny_config(), tiny_settings(data, run_dir, num_train_steps=2))
-  recorded = common.recorded_tokenizer(run_dir)
+  recorded = provenance.recorded_tokenizer(run_dir)
   assert recorded["do_lower_case"] is True and recorded["vocab_md5"] == TINY_VOCAB_MD5
   assert recorded["casing_source"] == os.path.join(run_dir, "data_metadata.json")
-  with pytest.raises(common.TokenizerMismatchError, match="do_lower_case=True.*data_metadata"):
-    common.check_tokenizer(run_dir, VOCAB, do_lower_case=False)
+  with pytest.raises(provenance.TokenizerMismatchError, match="do_lower_case=True.*data_metadata"):
+    provenance.check_tokenizer(VOCAB, False, checkpoints=[run_dir])
   # A classifier starts from the run directory: every encoder weight, a fresh head.
   from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
   model = heads.build_classifier_model(tiny_config(), 3)
@@ -698,7 +699,7 @@ def fine_tuned_checkpoint(directory, labels, task_name="generic", seed=0, **info
   values["output_weights"] = rng.standard_normal([len(labels), 32]).astype(np.float32)
   values["output_bias"] = rng.standard_normal([len(labels)]).astype(np.float32)
   prefix = checkpoints.write_tf1_checkpoint(values, str(directory / "model.ckpt"))
-  common.write_task_info(str(directory), dict(
+  provenance.write_task_info(str(directory), dict(
       dict(task_name=task_name, labels=list(labels), regression=False, do_lower_case=True,
            vocab_md5=record_schema.vocab_checksum(VOCAB), max_seq_length=32), **info))
   return prefix, values
