@@ -3,7 +3,8 @@
 Tiers (CONTRIBUTING.md, "Layout and import tiers"):
   foundation  io <- config, tokenization, record_schema; tokenization <- text <- packing;
               length_buckets, logs (import nothing of ours)
-  model/      foundation
+  model/      foundation (provenance, what a model folder records: the foundation only, so that
+              checkpoints, conversion, training and tasks all read it)
   training/   foundation + model (never serving/ or tasks/)
   serving/    foundation + model
   tasks/      foundation + model + training + serving
@@ -36,6 +37,9 @@ FOUNDATION_RULES = {
     "bert_tf.logs": set(),  # standard library only: its filter process imports it alone
 }
 FOUNDATION = set(FOUNDATION_RULES)
+# Modules of a tier that may import less than their tier: provenance sits below every other
+# reader of a model folder (checkpoints, conversion, training, tasks, the commands).
+NARROW_RULES = {"bert_tf.model.provenance": FOUNDATION}
 CLI_MODULES = {"bert_tf.cli", "bert_tf.run_pretraining", "bert_tf.run_classifier",
                "bert_tf.run_squad", "bert_tf.run_ner", "bert_tf.extract_features",
                "bert_tf.convert_checkpoint", "bert_tf.export"}
@@ -96,6 +100,8 @@ def allowed(importer, imported):
     return False
   if importer in FOUNDATION_RULES:
     return imported in FOUNDATION_RULES[importer]
+  if importer in NARROW_RULES:
+    return imported in NARROW_RULES[importer]
   tier, target = _tier(importer), _tier(imported)
   if tier == "data":
     return imported in ("bert_tf.io", "bert_tf.tokenization", "bert_tf.record_schema") or \
@@ -210,6 +216,9 @@ def test_the_rules_catch_violations():
   assert not allowed("bert_tf.data.writer", "bert_tf.model.heads")
   assert not allowed("bert_tf.serving.modules", "bert_tf.cli")
   assert not allowed("bert_tf.io", "bert_tf.config")
+  assert not allowed("bert_tf.model.provenance", "bert_tf.model.checkpoints")
+  assert allowed("bert_tf.model.provenance", "bert_tf.record_schema")
+  assert allowed("bert_tf.model.checkpoints", "bert_tf.model.provenance")
   assert allowed("bert_tf.serving.modules", "bert_tf.packing")
   assert allowed("bert_tf.training.loop", "bert_tf.model.checkpoints")
   assert allowed("bert_tf.run_pretraining", "bert_tf.serving.saved_model")
