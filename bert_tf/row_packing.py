@@ -164,6 +164,30 @@ def ladder_rows(needed: int, max_rows: int) -> int:
   raise PackingError(f"{needed} rows needed but a batch has at most {max_rows}")
 
 
+def exact_shape(lengths: Sequence[int], widths: Sequence[int], max_rows: int,
+                max_per_row: int = MAX_EXAMPLES_PER_ROW, multiple: int = 1
+                ) -> Tuple[int, Union[int, Callable[[int], int]]]:
+  """(row width, rows) of an exactly packed batch (--packing=exact, every task and
+  extract_features): the width best_width picks among `widths` (the longest example must fit),
+  and the row count rounded up to row_ladder(max_rows) and then to a multiple of `multiple`
+  (the replicas: each takes whole rows). With one width the count is returned as the rounding
+  function, for pack_arrays to apply to the rows its own plan needs (no second plan)."""
+
+  def count(needed: int) -> int:
+    rounded = ladder_rows(needed, max_rows)
+    return -(-rounded // multiple) * multiple
+
+  lengths = [int(n) for n in lengths]
+  ordered = sorted(set(widths))
+  if len(ordered) == 1:
+    longest = max(lengths + [1])
+    if longest > ordered[0]:
+      raise PackingError(f"an example of {longest} positions is longer than the row width "
+                         f"{ordered[0]}")
+    return ordered[0], count
+  return best_width(lengths, ordered, max_per_row, count)
+
+
 def expected_rows(length_counts: Sequence[int], batch_size: int, row_length: int,
                   max_per_row: int = MAX_EXAMPLES_PER_ROW, samples: int = 64,
                   seed: int = 0) -> float:

@@ -162,6 +162,24 @@ def test_best_width_keeps_the_fewest_rows_in_the_narrowest_width():
     row_packing.best_width([70], (32, 64))
 
 
+def test_exact_shape_rounds_to_the_ladder_then_to_the_replicas():
+  # 20 examples of 30 positions: 5 rows of 128 (four a row, K=8 allows more but 4*30 fills it);
+  # the ladder of a batch of 20 has 5; two replicas round it to 6.
+  assert row_packing.exact_shape([30] * 20, (64, 128), 20) == (128, 5)
+  assert row_packing.exact_shape([30] * 20, (64, 128), 20, multiple=2) == (128, 6)
+  # A few short examples: one row, narrowed to the bucket that holds them.
+  assert row_packing.exact_shape([10, 12], (32, 64, 128), 20) == (32, 1)
+  # One width: the rounding is handed to pack_arrays, which applies it to its own plan.
+  width, rows = row_packing.exact_shape([30] * 20, (128,), 20, multiple=2)
+  assert width == 128 and rows(5) == 6 and rows(17) == 18
+  features = {"input_mask": np.ones((20, 30), np.int32)}
+  assert row_packing.pack_arrays(features, {}, width, rows=rows)["input_mask"].shape == (6, 128)
+  # The ladder of 32 rows steps by 2 above 16: 17 needed rows become 18.
+  assert row_packing.exact_shape([100] * 17, (128,), 32)[1](17) == 18
+  with pytest.raises(row_packing.PackingError, match="longer than the row width 64"):
+    row_packing.exact_shape([70], (64,), 8)
+
+
 def test_auto_is_exact_only_where_packing_changes_nothing_but_speed():
   assert row_packing.resolve("auto", exact_task=True, xla=False) == "exact"
   assert row_packing.resolve("auto", exact_task=False, xla=False) == "none"  # SQuAD

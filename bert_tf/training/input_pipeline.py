@@ -776,11 +776,9 @@ def pack_batch(batch: Mapping[str, tf.Tensor], max_per_row: int = row_packing.MA
     rest = arrays[len(tokens):]
     width, count = length, rows
     if not rows:
-      count = lambda needed: row_packing.ladder_rows(needed, size or len(arrays[0]))
-      if len(choices) > 1:
-        width, count = row_packing.best_width(
-            [int(n) for n in row_packing.real_lengths(token_arrays["input_mask"])], choices,
-            max_per_row, count)
+      width, count = row_packing.exact_shape(
+          row_packing.real_lengths(token_arrays["input_mask"]), choices,
+          size or len(arrays[0]), max_per_row)
     out = row_packing.pack_arrays(
         {k: v[:, :width] for k, v in token_arrays.items()},
         dict(zip(examples, rest[:len(examples)])), width, rows=count,
