@@ -15,9 +15,12 @@ the original's names; a tool passes its own defaults.
 
 Exit status: 0 on success (and for --help), 1 on a failure, printed as one line
 `<tool>: error: <message>` naming the file or flag, 2 on a usage error (an unknown or
-malformed flag, a missing required flag, flags that contradict each other), 75 when SIGTERM
-stopped training after it saved a checkpoint of the step reached (the library raises
-loop.Preempted, a SystemExit with this status: running the same command again resumes). Set
+malformed flag, a missing required flag, flags that contradict each other), 75 when the run is
+restartable: SIGTERM stopped training after it saved a checkpoint of the step reached (the
+library raises loop.Preempted, a SystemExit with this status: running the same command again
+resumes), or another worker of a multi-worker run was lost during training (loop.WorkerLost,
+after one line naming it: relaunching every worker resumes from the last checkpoint; the
+process ends at once, see _exit_at_once). Set
 BERT_TF_TRACEBACK=1 to see the traceback of a failure.
 
 Logs: a tool's own lines show, TensorFlow's routine ones do not (bert_tf/logs.py);
@@ -420,6 +423,16 @@ def choose_cpu_kernels() -> None:
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 
+def _exit_at_once(status: int) -> None:
+  """Runs the exit handlers (the quiet logs' filter prints what it holds), then ends the process
+  without TensorFlow's teardown, which waits for the tasks of a broken cluster."""
+  import atexit  # pylint: disable=g-import-not-at-top
+  sys.stdout.flush()
+  sys.stderr.flush()
+  atexit._run_exitfuncs()  # pylint: disable=protected-access
+  os._exit(status)  # pylint: disable=protected-access
+
+
 def run(main: Callable[[Sequence[str]], Optional[int]],
         define_flags: Callable[..., None], program: str,
         argv: Optional[Sequence[str]] = None, flag_values=FLAGS) -> None:
@@ -457,6 +470,10 @@ def run(main: Callable[[Sequence[str]], Optional[int]],
   def guarded(args):
     try:
       status = main(args)
+    except SystemExit as e:
+      if getattr(e, "exit_at_once", False) and flag_values is FLAGS:
+        _exit_at_once(e.code)
+      raise
     except (UsageError, app.UsageError) as e:
       print(f"{program}: usage error: {_one_line(e)} (see --help)", file=sys.stderr)
       sys.exit(EXIT_USAGE)

@@ -32,18 +32,27 @@ heartbeats)", though nothing failed. So at exit, once the command says the run e
 for the leader to be done (a key of the coordination service, still heartbeating), and the
 leader, once it has set that key, waits until the others have exited (their addresses stop
 answering; at most LEAVE_SECONDS) before it exits itself. A task that fails leaves at once.
+
+A task lost during the run (killed, frozen, its machine gone) aborts the others' collectives:
+at once when its connections close, else when it has sent no heartbeat to the coordination
+service for BERT_TF_PEER_TIMEOUT_SECONDS (default 10; configured here, before the strategy
+exists, as the strategy would configure the service, with that heartbeat timeout). TensorFlow's
+error names the task in one of a few ways; `lost_tasks` reads it (or, when it names none, asks
+which tasks no longer accept connections) so that training (loop.train) ends with one line
+naming it, e.g. `lost /job:worker/task:1 (10.0.0.2:2222): no heartbeat for 10 s`.
 """
 
 import atexit
 import contextlib
 import json
 import os
+import re
 import selectors
 import signal
 import socket
 import threading
 import time
-from typing import Any, Callable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Tuple
 
 from absl import logging
 
@@ -244,14 +253,16 @@ def create_multi_worker_strategy(create: Callable[[], Any],
   """wait_for_tasks(timeout), then `create()` (a MultiWorkerMirroredStrategy), after which a
   SIGTERM ends the process again (TensorFlow's preemption notifier only logs it), and the
   tasks of a run that ends well leave together (see the module docstring)."""
+  peer_timeout()  # a wrong value fails before the wait
   wait_for_tasks(timeout)
   main_thread = threading.current_thread() is threading.main_thread()
   previous = signal.getsignal(signal.SIGTERM) if main_thread else None
+  tasks, own = cluster_tasks()
+  configure_peer_timeout(tasks, own)
   strategy = create()
   if main_thread:
     # Python's record of the handler did not see TensorFlow's: set it again for real.
     signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
-  tasks, own = cluster_tasks()
   if own is not None and len(tasks) > 1:
     atexit.register(_leave_together, own, tasks)
   return strategy
@@ -296,3 +307,117 @@ def _leave_together(own: Task, tasks: List[Task]) -> None:
   except Exception as e:  # pylint: disable=broad-except
     # The leader is gone (it failed): nothing to wait for.
     logging.warning("Not waiting for the other tasks at exit: %s", " ".join(str(e).split()))
+
+
+# === A lost or frozen worker ===
+
+# A task silent for this long (no heartbeat to TensorFlow's coordination service: killed,
+# frozen, its machine gone or cut off) is lost: the collectives of every other task are aborted
+# and training ends with one line naming it (loop.WorkerLost, exit status 75).
+PEER_TIMEOUT_ENV = "BERT_TF_PEER_TIMEOUT_SECONDS"
+DEFAULT_PEER_TIMEOUT = 10.0  # TensorFlow's own default heartbeat timeout
+# TensorFlow's names of the errors a lost task gives the others: a connection reset or refused
+# (killed), no heartbeat (frozen), a heartbeat that found no coordination service (the leader
+# lost), or the abort the coordination service sends every task then.
+_PEER_ERROR_TYPES = ("UnavailableError", "DeadlineExceededError", "AbortedError",
+                     "CancelledError")
+_PEER_ERROR_MARKERS = ("Collective ops is aborted", "stopped sending heartbeats",
+                       "CoordinationService", "Connection reset", "Connection refused",
+                       "failed to connect to all addresses", "Socket closed", "heartbeat")
+_TASK_NAME = re.compile(r"/job:(chief|worker)(?:/replica:\d+)?/task:(\d+)")
+_UNHEALTHY = re.compile(r"stopped sending heartbeats\):?((?:\s*,?\s*/job:\w+(?:/replica:\d+)?"
+                        r"/task:\d+)+)")
+
+
+def peer_timeout() -> float:
+  """Seconds without a heartbeat after which a task is lost: BERT_TF_PEER_TIMEOUT_SECONDS,
+  default 10."""
+  text = os.environ.get(PEER_TIMEOUT_ENV, "").strip()
+  if not text:
+    return DEFAULT_PEER_TIMEOUT
+  try:
+    value = float(text)
+  except ValueError:
+    value = -1.0
+  if not 1 <= value < 86400:  # also NaN; TensorFlow takes whole milliseconds
+    raise ClusterStartError(f"{PEER_TIMEOUT_ENV}={text!r}: expected a number of seconds from "
+                            "1 to 86400")
+  return value
+
+
+def configure_peer_timeout(tasks: List[Task], own: Optional[Task]) -> None:
+  """Configures TensorFlow's coordination service as MultiWorkerMirroredStrategy would (the
+  chief and worker jobs, the chief or else worker 0 leading), with peer_timeout() as its
+  heartbeat timeout. Call before the strategy is created."""
+  from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2  # pylint: disable=g-import-not-at-top
+  from tensorflow.python.eager import context  # pylint: disable=g-import-not-at-top
+  timeout = peer_timeout()
+  if own is None or len(tasks) < 2 or context.context().coordination_service is not None:
+    return  # not a coordinated task, or configured already (then left as it is)
+  counts = {}
+  for name, _ in tasks:
+    job = _TASK_NAME.match(name).group(1)
+    counts[job] = counts.get(job, 0) + 1
+  leader = _TASK_NAME.match(tasks[0][0])
+  context.context().configure_coordination_service(
+      service_type="standalone",
+      service_leader=f"/job:{leader.group(1)}/replica:0/task:{leader.group(2)}",
+      coordinated_jobs=[coordination_config_pb2.CoordinatedJob(name=job, num_tasks=count)
+                        for job, count in counts.items()],
+      heartbeat_timeout_in_ms=int(timeout * 1000))
+
+
+class LostTasks(NamedTuple):
+  """The tasks a peer failure names (or, when it names none, those not answering), and why."""
+  tasks: List[Task]
+  reason: str
+
+
+def lost_tasks(error: BaseException) -> Optional[LostTasks]:
+  """Which other task of TF_CONFIG an error of a multi-worker run says is lost; None when the
+  error is not about a lost task (or this process has no other task)."""
+  text = " ".join(str(getattr(error, "message", None) or error).split())
+  try:
+    tasks, own = cluster_tasks()
+  except ClusterStartError:
+    return None
+  others = [task for task in tasks if task != own]
+  if not others or not (type(error).__name__ in _PEER_ERROR_TYPES or
+                        any(marker in text for marker in _PEER_ERROR_MARKERS)):
+    return None
+
+  def named(part):
+    names = {f"/job:{m.group(1)}/task:{m.group(2)}" for m in _TASK_NAME.finditer(part)}
+    return [task for task in others if task[0] in names]
+
+  try:
+    timeout = peer_timeout()
+  except ClusterStartError:
+    timeout = DEFAULT_PEER_TIMEOUT
+  unhealthy = _UNHEALTHY.search(text)
+  if unhealthy and named(unhealthy.group(1)):
+    return LostTasks(named(unhealthy.group(1)), f"no heartbeat for {timeout:g} s")
+  if "CoordinationService" in text and own != tasks[0] and not named(text):
+    # This task's heartbeats went unanswered: the leader, which runs the service, is lost.
+    return LostTasks([tasks[0]], "its coordination service stopped answering this task's "
+                     "heartbeats")
+  if named(text):
+    return LostTasks(named(text), "its connection was lost")
+  silent = [task for task in others if not answers(task[1])]
+  if silent:
+    return LostTasks(silent, "it does not answer")
+  return LostTasks([], f"{_first_words(text)}; every other task still accepts connections: "
+                   f"{_describe(others)}")
+
+
+def _first_words(text: str, limit: int = 120) -> str:
+  """The start of TensorFlow's message, without its graph location."""
+  text = re.sub(r"^Graph execution error: Detected at node \S+ defined at \(most recent call "
+                r"last\):(?: File \"[^\"]*\", line \d+, in \S+)*\s*", "", text)
+  text = re.sub(r"\s*\[\[\{\{node \S+\}\}\]\]\s*$", "", text)
+  return text if len(text) <= limit else text[:limit - 3].rstrip() + "..."
+
+
+def describe_tasks(tasks: List[Task]) -> str:
+  """'/job:worker/task:1 (host:port)', joined with commas."""
+  return _describe(tasks)
