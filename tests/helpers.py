@@ -341,3 +341,69 @@ def pretraining_metrics(outputs, features):
   result["masked_lm_weight_sum"] = tf.reduce_sum(
       tf.cast(features["masked_lm_weights"], tf.float32))
   return result
+
+
+# === Localhost workers of run_pretraining (TF_CONFIG) ===
+# The tiny command that the preemption and lost-worker tests run, alone or as two workers.
+
+
+def write_pretraining_inputs(directory: str) -> str:
+  """make_records' train.tfrecord and tiny_config's bert_config.json in directory."""
+  make_records(os.path.join(directory, "train.tfrecord"))
+  tiny_config().to_json_file(os.path.join(directory, "bert_config.json"))
+  return directory
+
+
+def pretraining_command(workdir: str, output_dir: str, *extra: str):
+  """`python -m bert_tf.run_pretraining` on write_pretraining_inputs(workdir)'s files."""
+  import sys  # pylint: disable=g-import-not-at-top
+  return [sys.executable, "-m", "bert_tf.run_pretraining",
+          f"--bert_config_file={workdir}/bert_config.json",
+          f"--input_file={workdir}/train.tfrecord", f"--output_dir={output_dir}",
+          "--max_seq_length=16", "--max_predictions_per_seq=3", "--train_batch_size=8",
+          "--learning_rate=1e-3", "--num_warmup_steps=0", "--seed=7", "--deterministic_ops",
+          "--do_train", "--noexport_at_end", *extra]
+
+
+def start_workers(command, ports, logs, **env):
+  """One process of `command` per port, as the workers of a localhost TF_CONFIG cluster, each
+  writing stdout and stderr to its file of `logs`; env is added to their environment."""
+  import json  # pylint: disable=g-import-not-at-top
+  import subprocess  # pylint: disable=g-import-not-at-top
+  cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+  workers = []
+  for index, log in enumerate(logs):
+    tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+    with open(log, "w") as f:
+      workers.append(subprocess.Popen(
+          command, cwd=REPO_ROOT, stdout=f, stderr=subprocess.STDOUT,
+          env=subprocess_env(TF_CONFIG=tf_config, **env)))
+  return workers
+
+
+def wait_all(workers, timeout=240):
+  """Waits for every process (then kills those still running); returns their exit codes."""
+  try:
+    for worker in workers:
+      worker.wait(timeout=timeout)
+  finally:
+    for worker in workers:
+      if worker.poll() is None:
+        worker.kill()
+        worker.wait()
+  return [worker.returncode for worker in workers]
+
+
+def read_text(path) -> str:
+  with open(path) as f:
+    return f.read()
+
+
+def wait_for_line(path, line_has: str, process, timeout: float = 240) -> None:
+  """Waits until the file `path` (a process's log) holds `line_has`; fails when the process
+  ends first or after timeout seconds."""
+  import time  # pylint: disable=g-import-not-at-top
+  deadline = time.time() + timeout
+  while line_has not in read_text(path):
+    assert time.time() < deadline and process.poll() is None, read_text(path)[-3000:]
+    time.sleep(0.05)

@@ -742,6 +742,73 @@ def _stop_and_save(manager, step: int, num_train_steps: int, chief: bool,
   return Preempted(step, path)
 
 
+# === A lost or frozen worker ===
+
+# A worker lost during training (killed, frozen, its machine gone: see training/cluster.py and
+# BERT_TF_PEER_TIMEOUT_SECONDS) ends the others with the same status as a preemption: the run
+# is restartable, and relaunching every worker with the same command resumes it, from the last
+# periodic checkpoint (the steps after it are lost).
+EXIT_WORKER_LOST = EXIT_PREEMPTED
+
+
+class WorkerLost(SystemExit):
+  """Another worker of a multi-worker run was lost during training; one line said which, the
+  step, the last checkpoint and how to resume. A SystemExit with the status EXIT_WORKER_LOST.
+
+  Attributes:
+    tasks: the lost tasks of TF_CONFIG, [(name, host:port)] (empty when none could be named).
+    step: the step training had reached.
+    checkpoint: the newest checkpoint in output_dir, None when there is none.
+    message: the line.
+  """
+
+  def __init__(self, tasks, step: int, checkpoint: Optional[str], message: str):
+    super().__init__(EXIT_WORKER_LOST)
+    # The command ends the process at once (cli.run): TensorFlow's teardown would wait for the
+    # lost task.
+    self.exit_at_once = True
+    self.tasks = tasks
+    self.step = step
+    self.checkpoint = checkpoint
+    self.message = message
+
+  def __str__(self):
+    return self.message
+
+
+@contextlib.contextmanager
+def _worker_loss(strategy, manager, chief: bool, num_train_steps: int,
+                 reached: Callable[[], int]):
+  """Turns the errors that a lost worker gives the others (a collective aborted, a heartbeat
+  unanswered) into WorkerLost, after one line; other errors pass. Multi-worker runs only."""
+  if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    yield
+    return
+  try:
+    yield
+  except tf.errors.OpError as e:
+    from bert_tf.training import cluster  # pylint: disable=g-import-not-at-top
+    lost = cluster.lost_tasks(e)
+    if lost is None:
+      raise
+    output_dir = manager.directory if chief else os.path.dirname(manager.directory)
+    saved = [path for path in run_checkpoints(output_dir) if io.exists(path + ".index")]
+    checkpoint = saved[0] if saved else None
+    step = reached()
+    who = (f"lost {cluster.describe_tasks(lost.tasks)}: {lost.reason}" if lost.tasks else
+           f"lost a worker ({lost.reason})")
+    resume = (f"the last checkpoint is {checkpoint}: relaunch every worker with the same "
+              f"command to resume from step {_checkpoint_step(checkpoint)}" if checkpoint else
+              "no checkpoint was saved yet: relaunch every worker with the same command to "
+              "start again")
+    message = (f"{who}; training stopped at step {step}/{num_train_steps}; {resume} (exit "
+               f"status {EXIT_WORKER_LOST})")
+    if not chief:
+      io.remove(manager.directory)
+    logging.error("%s", message)
+    raise WorkerLost(lost.tasks, step, checkpoint, message) from None
+
+
 def train(trainer: Trainer, iterator, global_step: tf.Variable, manager,
           num_train_steps: int, iterations_per_loop: int, save_checkpoints_steps: int,
           summary_dir: Optional[str], chief: bool,
@@ -772,6 +839,7 @@ def train(trainer: Trainer, iterator, global_step: tf.Variable, manager,
   Raises:
     TrainingError: non-finite losses (naming the last good checkpoint).
     Preempted: a SIGTERM came (after the checkpoint of the step reached was saved).
+    WorkerLost: another worker of a multi-worker run was lost (one line said which).
   """
   optimizer = trainer.optimizer
   writer = (tf.summary.create_file_writer(summary_dir) if chief and summary_dir
@@ -787,7 +855,8 @@ def train(trainer: Trainer, iterator, global_step: tf.Variable, manager,
   bad = 0
   stopping = False
   stop = _StopRequest()
-  with stop.installed():
+  with stop.installed(), _worker_loss(trainer.strategy, manager, chief, num_train_steps,
+                                         lambda: step):
     while step < num_train_steps:
       next_save = (step // save_checkpoints_steps + 1) * save_checkpoints_steps
       interval = min(iterations_per_loop, num_train_steps - step, next_save - step)
