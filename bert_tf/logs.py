@@ -1,27 +1,30 @@
 """Quiet logs for the commands: TensorFlow's routine lines hidden, everything else shown.
 
 A command (cli.run) prints its own lines -- progress with rate and ETA, results, warnings,
-errors -- and, unless asked for everything, hides what TensorFlow prints on every run:
+errors -- and, unless asked for everything, hides what TensorFlow prints on every run, in three
+ways (KNOWN_LINES is what every command still printed with the first two alone, on x86-64
+without AVX-512 or an NVIDIA driver):
 
-  * TensorFlow's C++ INFO lines (CUDA probing, "oneDNN custom operations are on", the CPU
-    feature notice, XLA service and MLIR lines, ...): TF_CPP_MIN_LOG_LEVEL=1, unless the
-    variable is set. WARNING, ERROR and FATAL lines from C++ still print.
-  * The INFO records of TensorFlow's Python logger (per exported signature: "... with
-    unsupported characters which will be renamed ...", "Sharding callback duration", "Assets
-    written to", "Writing fingerprint to").
-  * The known harmless C++ lines in KNOWN_LINES, some of them WARNING or ERROR: the
-    GeneratorDataset warning of every Keras/`from_generator` input, the failed cuInit of a
-    machine without an NVIDIA driver, and "oneDNN supports DT_INT64 only on platforms with
-    AVX-512" (raw-text graphs concatenate ragged tensors, which transposes int64 row indices;
-    TensorFlow falls back to its Eigen kernel, once per process, on CPUs without AVX-512 when
-    oneDNN is on, which the commands choose: cli.choose_cpu_kernels). These are removed from file descriptor 2 by
-    a small filter process, so C++ and Python writes alike pass through it; every other line
-    (other ERROR lines, FATAL lines, Python tracebacks, partial lines) passes unchanged, and
-    when the command dies, the filter still prints everything written before. The filter
-    matches a line only by its log prefix, level, source file and message together.
+  * TF_CPP_MIN_LOG_LEVEL=1, unless the variable is set: TensorFlow's C++ INFO lines (CUDA
+    probing, the oneDNN and CPU feature notices, XLA service, MLIR, record and iterator lines).
+    WARNING, ERROR and FATAL lines from C++ still print.
+  * The INFO records that TensorFlow's Python code logs (per export: signatures "with unsupported
+    characters which will be renamed", "Sharding callback duration", "Assets written to",
+    "Writing fingerprint to"), through its logger or absl's.
+  * KNOWN_LINES, the harmless lines that the log level does not stop, removed from file
+    descriptor 2 by a small filter process: the failed cuInit of TensorFlow's CUDA build on a
+    machine without an NVIDIA driver (every process), the GeneratorDataset warning of every
+    `from_generator` input, XLA's "Compiled cluster" line and the absl notice before it (absl's
+    C++ logging ignores TF_CPP_MIN_LOG_LEVEL), and "oneDNN supports DT_INT64 only on platforms
+    with AVX-512" (oneDNN, which the commands choose, on a CPU without AVX-512: raw-text graphs
+    concatenate ragged tensors, which transposes int64 row indices, and TensorFlow says once
+    that it keeps its own kernel there). C++ and Python writes alike pass through the filter;
+    every other line (other ERROR lines, FATAL lines, Python tracebacks, partial lines) passes
+    unchanged, and when the command dies, the filter still prints everything written before. A
+    line matches only by its log prefix, level, source file and message together.
 
 Everything back: `--verbosity=1` (`-v 1`: absl's flag, which also turns on DEBUG logging) or
-BERT_TF_VERBOSE=1 in the environment.
+BERT_TF_VERBOSE=1 in the environment; TF_CPP_MIN_LOG_LEVEL=0 brings the C++ INFO lines back.
 
 Only the standard library at module level: the filter process imports this module alone.
 """
@@ -45,51 +48,30 @@ _PREFIX = re.compile(rb"(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: ([IWEF]) (\S+)"
 
 
 class KnownLine(NamedTuple):
-  """A harmless line: its level, its source file (basename), its message and, when TensorFlow
-  writes a second line without a prefix, that line."""
+  """A harmless line: its level, its source file (basename) and its message."""
   level: bytes
   source: bytes
   message: Pattern[bytes]
-  continuation: Optional[Pattern[bytes]] = None
   only_without_nvidia_driver: bool = False
 
 
-def _known(level, source, message, continuation=None, **kwargs):
-  return KnownLine(level.encode(), source.encode(), re.compile(message.encode()),
-                   continuation and re.compile(continuation.encode()), **kwargs)
+def _known(level, source, message, **kwargs):
+  return KnownLine(level.encode(), source.encode(), re.compile(message.encode()), **kwargs)
 
 
+# What TensorFlow 2.20 still prints at TF_CPP_MIN_LOG_LEVEL=1 on a normal run of the commands.
 KNOWN_LINES = (
-    # Start-up notices (INFO; hidden by TF_CPP_MIN_LOG_LEVEL=1 already, listed for when the
-    # user sets the variable to 0 without asking for everything).
-    _known("I", "cudart_stub.cc", r"Could not find cuda drivers on your machine, GPU will not "
-           r"be used\.$"),
-    _known("I", "port.cc", r"oneDNN custom operations are on\. "),
-    _known("I", "cpu_feature_guard.cc", r"This TensorFlow binary is optimized to use available "
-           r"CPU instructions in performance-critical operations\.$",
-           continuation=r"To enable the following instructions: .*, in other operations, "
-           r"rebuild TensorFlow with the appropriate compiler flags\.$"),
-    _known("I", "service.cc", r"XLA service 0x[0-9a-f]+ initialized for platform "),
-    _known("I", "service.cc", r"  StreamExecutor device \(\d+\): "),
-    _known("I", "dump_mlir_util.cc", r"disabling MLIR crash reproducer, set env var "
-           r"`MLIR_CRASH_REPRODUCER_DIRECTORY` to enable\.$"),
-    _known("I", "device_compiler.h", r"Compiled cluster using XLA!  This line is logged at "
-           r"most once for the lifetime of the process\.$"),
-    _known("I", "tf_record_dataset_op.cc", r"TFRecordDataset `buffer_size` is unspecified, "
-           r"default to \d+$"),
-    # The end of every dataset iterator (not other statuses: those are errors).
-    _known("I", "local_rendezvous.cc", r"Local rendezvous is aborting with status: "
-           r"OUT_OF_RANGE: End of sequence$", continuation=r"\t \[\[\{\{node \S+\}\}\]\]$"),
+    # The CUDA build probing for a GPU on a machine without an NVIDIA driver; with a driver, a
+    # failed cuInit is a real error and shows.
+    _known("E", "cuda_platform.cc", r"failed call to cuInit: ", only_without_nvidia_driver=True),
     # A dataset made by from_generator (Keras, our input pipelines) cannot be rewritten.
     _known("W", "dataset.cc", r"Input of GeneratorDatasetOp::Dataset will not be optimized "
            r"because the dataset does not implement the AsGraphDefInternal\(\) method needed "
            r"to apply optimizations\.$"),
-    # The CUDA build probing for a GPU on a machine without an NVIDIA driver; with a driver, a
-    # failed cuInit is a real error and shows.
-    _known("E", "cuda_platform.cc", r"failed call to cuInit: ", only_without_nvidia_driver=True),
-    _known("E", "cuda_driver.cc", r"failed call to cuInit: ", only_without_nvidia_driver=True),
-    # oneDNN on a CPU without AVX-512 (the commands turn oneDNN on): TensorFlow keeps its
-    # own kernel for int64 transposes (raw-text graphs have them), and says so once.
+    # absl's C++ INFO line of the first XLA-compiled kernel (model/fused.py).
+    _known("I", "device_compiler.h", r"Compiled cluster using XLA!  This line is logged at "
+           r"most once for the lifetime of the process\.$"),
+    # oneDNN on a CPU without AVX-512: TensorFlow keeps its own kernel for int64 transposes.
     _known("E", "util.cc", r"oneDNN supports DT_INT64 only on platforms with AVX-512\. Falling "
            r"back to the default Eigen-based implementation if present\.$"),
 )
@@ -104,13 +86,9 @@ class LineFilter:
   def __init__(self, nvidia_driver: Optional[bool] = None):
     self.nvidia_driver = (os.path.exists(NVIDIA_DRIVER) if nvidia_driver is None
                           else nvidia_driver)
-    self._continuation = None
 
   def keep(self, line: bytes) -> bool:
-    continuation, self._continuation = self._continuation, None
     bare = line.rstrip(b"\r")
-    if continuation is not None and continuation.match(bare):
-      return False
     if bare in KNOWN_PLAIN_LINES:
       return False
     prefix = _PREFIX.match(bare)
@@ -119,12 +97,10 @@ class LineFilter:
     level = prefix.group(1) or prefix.group(3)
     source = (prefix.group(2) or prefix.group(4)).rsplit(b"/", 1)[-1]
     message = bare[prefix.end():]
-    for known in KNOWN_LINES:
-      if (known.level == level and known.source == source and known.message.match(message)
-          and not (known.only_without_nvidia_driver and self.nvidia_driver)):
-        self._continuation = known.continuation
-        return False
-    return True
+    return not any(
+        known.level == level and known.source == source and known.message.match(message)
+        and not (known.only_without_nvidia_driver and self.nvidia_driver)
+        for known in KNOWN_LINES)
 
 
 # === The filter process ===
