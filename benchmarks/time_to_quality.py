@@ -1,0 +1,724 @@
+"""Time to quality: masked-LM accuracy on a fixed eval file against minutes of pretraining.
+
+Every system trains BERT (--bert_config_file, BERT-Mini by default) from scratch on the same
+records, made here by our data prep (data_prep/create_pretraining_data.py, sequence 128, 20
+predictions) from --corpus_file, with the same batch size, peak learning rate, warmup and
+linear decay over --schedule_steps, weight decay 0.01 (not on biases and LayerNorm), epsilon
+1e-6 and clipping to a global norm of 1.0:
+
+  ours             bert_tf as run_pretraining runs it (the last layer pruned to the rows the
+                   heads read, its tf.data pipeline with --seed, loop.Trainer, the original's
+                   AdamWeightDecay: no Adam bias correction);
+  ours_dynamic     the same with --dynamic_masking (a new mask every batch);
+  ours_lamb        the same with --optimizer=lamb at --lamb_batch_size and --lamb_learning_rate
+                   (the schedule scaled to the same examples);
+  ours_adam_bc     not run by default: ours with Keras' AdamW (Adam with bias correction, as
+                   Model Garden's and torch's AdamW), everything else the same: measures what
+                   the original's missing bias correction does at the same learning rate;
+  model_garden     Model Garden's BertPretrainerV2 over BertEncoderV2 (tf_keras) with its
+                   OptimizerFactory "adamw" (as benchmarks/pretraining.py and peers.py build
+                   them), on the same tf.data batches as ours;
+  hf               Hugging Face BertForPreTraining (PyTorch) on the same batches (our pipeline's
+                   batches decoded once), masked-LM logits computed at the masked positions
+                   only, the original's loss, torch AdamW and transformers' linear schedule;
+  hf_mlm           Hugging Face as its users pretrain from scratch (run_mlm's way):
+                   BertForMaskedLM, transformers' DataCollatorForLanguageModeling masking the
+                   same sequences anew every batch (15%, 80/10/10), masked LM only (no
+                   next-sentence objective: a different objective, labelled so in the table).
+
+The evaluation file is static-masked once (dupe_factor 1, the original's random seed) from the
+last --eval_documents documents of the corpus, which no system trains on; every system computes
+the original's metric_fn on the same --eval_examples instances: masked-LM accuracy (argmax ==
+label, weighted by masked_lm_weights) and the weighted mean masked-LM cross-entropy, dropout
+off. Each run is its own process (--threads threads; PyTorch and TensorFlow apart) with a
+training clock: a run trains in calls of a few seconds and, when its clock passes one of
+--eval_points points spread evenly over --budget_minutes, it is evaluated with the clock
+stopped (so a point's accuracy is measured at most one call after it; the table gives the
+steps reached). The clock starts after the first step, whose call traces and compiles the
+step (reported beside the table, as process start-up and model building are not counted: on a
+shared machine they vary most).
+A run whose schedule ends before its budget keeps its last weights.
+
+Output: a table (minutes to reach the best accuracy that the slowest system reaches; accuracy
+at each point, median and range over --seeds; accuracy against steps at the steps the slowest
+system reached, so that speed and sample efficiency are told apart), results.json and a PNG
+plot (matplotlib: pip install -e '.[benchmark]') in --output_dir.
+
+Usage (from the repository root):
+  python benchmarks/time_to_quality.py                      # about 45 minutes on 2 cores
+  python benchmarks/time_to_quality.py --budget_minutes=30 --schedule_steps=20000 \
+      --seeds=1,2,3 --output_dir=/tmp/ttq                    # longer runs
+  python benchmarks/time_to_quality.py --systems=ours,model_garden --budget_minutes=1 \
+      --seeds=1 --eval_points=2                              # a smoke run
+"""
+
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from absl import app
+from absl import flags
+from absl import logging
+
+BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.dirname(BENCHMARKS)
+sys.path.insert(0, REPO_ROOT)
+sys.path.insert(0, BENCHMARKS)
+import peers  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+DATA = "/work/shared/data"
+SYSTEMS = ("ours", "ours_dynamic", "ours_lamb", "ours_adam_bc", "model_garden", "hf", "hf_mlm")
+DEFAULT_SYSTEMS = ("ours", "ours_dynamic", "ours_lamb", "model_garden", "hf", "hf_mlm")
+NAMES = {"ours": "ours (run_pretraining defaults)",
+         "ours_dynamic": "ours --dynamic_masking",
+         "ours_lamb": "ours --optimizer=lamb, larger batch",
+         "ours_adam_bc": "ours with Adam bias correction",
+         "model_garden": "Model Garden BertPretrainerV2",
+         "hf": "HF BertForPreTraining (gathered)",
+         "hf_mlm": "HF run_mlm-style (MLM only: other objective)"}
+# Systems whose accuracy sets the target: the faithful objective (masked LM + next sentence).
+TARGET_SYSTEMS = ("ours", "ours_dynamic", "ours_lamb", "ours_adam_bc", "model_garden", "hf")
+
+flags.DEFINE_string("corpus_file", f"{DATA}/corpora/austen_moby.txt",
+                    "Text in the original's format (one sentence per line, blank lines between "
+                    "documents).")
+flags.DEFINE_string("vocab_file", f"{DATA}/vocab/bert-base-uncased-vocab.txt",
+                    "WordPiece vocab (uncased: --do_lower_case=True in the data prep).")
+flags.DEFINE_string("bert_config_file", os.path.join(REPO_ROOT, "configs",
+                                                     "bert_config_mini.json"), "Model config.")
+flags.DEFINE_float("corpus_mb", 0.0, "Use only the first this many MB of the corpus (0: all).")
+flags.DEFINE_integer("eval_documents", 25, "Last documents of the corpus held out for eval.")
+flags.DEFINE_integer("eval_examples", 512, "Eval instances (the first of the eval file).")
+flags.DEFINE_integer("eval_batch_size", 64, "Eval batch size.")
+flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the records.")
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked-LM predictions per sequence.")
+flags.DEFINE_integer("dupe_factor", 5, "dupe_factor of the training records.")
+flags.DEFINE_integer("batch_size", 32, "Global batch size (every system but ours_lamb).")
+flags.DEFINE_float("learning_rate", 1e-3, "Peak learning rate.")
+flags.DEFINE_integer("schedule_steps", 2000,
+                     "Steps of the linear decay to 0 (num_train_steps); a run stops there.")
+flags.DEFINE_integer("num_warmup_steps", 50, "Linear warmup steps.")
+flags.DEFINE_integer("lamb_batch_size", 128, "ours_lamb's batch size.")
+flags.DEFINE_float("lamb_learning_rate", 2e-3, "ours_lamb's peak learning rate.")
+flags.DEFINE_float("budget_minutes", 2.5, "Training-clock minutes per run.")
+flags.DEFINE_integer("eval_points", 5, "Evaluations per run, evenly spread over the budget.")
+flags.DEFINE_list("seeds", ["1", "2"], "Seeds (weights, data order, masks, dropout).")
+flags.DEFINE_list("systems", list(DEFAULT_SYSTEMS), f"Systems, of {', '.join(SYSTEMS)}.")
+flags.DEFINE_integer("threads", 2, "Threads per run (TensorFlow intra/inter-op, torch).")
+flags.DEFINE_float("call_seconds", 4.0, "Training seconds per call between clock checks.")
+flags.DEFINE_string("output_dir", None,
+                    "Records, results.json and time_to_quality.png (default: a new temporary "
+                    "directory, kept). Records already there are reused.")
+flags.DEFINE_string("worker", None, "Internal: run one system from this spec file.")
+FLAGS = flags.FLAGS
+
+
+# === Data (the parent process) ===
+
+
+def split_corpus(directory):
+  """train.txt and eval.txt in directory: the corpus's documents, the last --eval_documents
+  held out. Returns (train documents, eval documents, megabytes used)."""
+  limit = FLAGS.corpus_mb * 1e6 if FLAGS.corpus_mb > 0 else float("inf")
+  documents, current, size = [], [], 0
+  with open(FLAGS.corpus_file, encoding="utf-8") as f:
+    for line in f:
+      if size >= limit:
+        break
+      size += len(line.encode("utf-8"))
+      if line.strip():
+        current.append(line)
+      elif current:
+        documents.append(current)
+        current = []
+  if current:
+    documents.append(current)
+  if len(documents) <= FLAGS.eval_documents:
+    raise app.UsageError(f"--corpus_file has {len(documents)} documents; --eval_documents="
+                         f"{FLAGS.eval_documents} leaves none to train on")
+  held_out = documents[-FLAGS.eval_documents:]
+  for name, docs in (("train.txt", documents[:-FLAGS.eval_documents]), ("eval.txt", held_out)):
+    with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
+      f.write("\n".join("".join(doc) for doc in docs))
+  return len(documents) - len(held_out), len(held_out), size / 1e6
+
+
+def make_records(directory, name, dupe_factor):
+  """Records of directory/<name>.txt by data_prep/create_pretraining_data.py (the original's
+  random seed and masking); reused when present. Returns (path, instances)."""
+  output = os.path.join(directory, f"{name}.tfrecord")
+  if not os.path.exists(output + ".metadata.json"):
+    command = [sys.executable, os.path.join(REPO_ROOT, "data_prep", "create_pretraining_data.py"),
+               f"--input_file={os.path.join(directory, name + '.txt')}",
+               f"--output_file={output}", f"--vocab_file={FLAGS.vocab_file}",
+               "--do_lower_case=True", f"--max_seq_length={FLAGS.max_seq_length}",
+               f"--max_predictions_per_seq={FLAGS.max_predictions_per_seq}",
+               f"--dupe_factor={dupe_factor}"]
+    subprocess.run(command, check=True, capture_output=True)
+  with open(output + ".metadata.json", encoding="utf-8") as f:
+    return output, json.load(f)["counts"]["instances"]
+
+
+def dump_batches(records, path, batch_size, steps, seed=None, count=None):
+  """Our pipeline's batches as numpy (the Hugging Face systems read them, and every system
+  evaluates on the eval file's): training batches (shuffled with seed) for `steps` steps, or
+  with seed None the first `count` instances in file order."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import input_pipeline  # pylint: disable=g-import-not-at-top
+  training = seed is not None
+  dataset = input_pipeline.pretraining_dataset(
+      records, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, batch_size,
+      is_training=training, seed=seed, repeat=training)
+  dataset = dataset.take(steps if training else count // batch_size)
+  chunks = {}
+  for batch in dataset.as_numpy_iterator():
+    for key, value in batch.items():
+      chunks.setdefault(key, []).append(value)
+  arrays = {key: np.concatenate(values) for key, values in chunks.items()}
+  np.savez(path, **arrays)
+  return path
+
+
+# === The training clock (each worker) ===
+
+
+def drive(train, evaluate, spec, batch_size):
+  """Trains with train(n) in calls of about --call_seconds until each evaluation point of the
+  training clock; evaluate() -> (accuracy, loss) runs with the clock stopped. Returns the
+  curve: one dict per point."""
+  points, max_steps = spec["points"], spec["schedule_steps"]
+  clock, steps, per_step, curve = 0.0, 0, None, []
+  first_call = None
+  while len(curve) < len(points):
+    if steps < max_steps:
+      left = points[len(curve)] - clock
+      n = 1 if per_step is None else max(1, min(int(spec["call_seconds"] / per_step),
+                                                math.ceil(left / per_step)))
+      n = min(n, max_steps - steps)
+      start = time.perf_counter()
+      train(n)
+      seconds = time.perf_counter() - start
+      steps += n
+      if first_call is None:
+        first_call = seconds  # one step, tracing and compiling: reported, not on the clock
+        continue
+      clock += seconds
+      per_step = seconds / n
+    if clock < points[len(curve)] and steps < max_steps:
+      continue
+    start = time.perf_counter()
+    accuracy, loss = evaluate()
+    eval_seconds = time.perf_counter() - start
+    point = dict(seconds=clock, steps=steps, examples=steps * batch_size, accuracy=accuracy,
+                 loss=loss, eval_seconds=eval_seconds)
+    # Every point the clock has passed (or all that are left, at the schedule's end) gets it.
+    while len(curve) < len(points) and (clock >= points[len(curve)] or steps >= max_steps):
+      curve.append(dict(point, point=points[len(curve)]))
+    print(f"  {spec['system']} seed {spec['seed']}: {clock / 60:.2f} min, step {steps}, "
+          f"accuracy {accuracy:.4f}, loss {loss:.4f} (eval {eval_seconds:.1f} s)", flush=True)
+  return curve, first_call
+
+
+def _set_tf_threads(threads):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  tf.config.threading.set_intra_op_parallelism_threads(threads)
+  tf.config.threading.set_inter_op_parallelism_threads(threads)
+  return tf
+
+
+def _eval_batches(spec):
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  arrays = dict(np.load(spec["eval_npz"]))
+  n = len(arrays["input_word_ids"])
+  b = spec["eval_batch_size"]
+  return [{k: v[i:i + b] for k, v in arrays.items()} for i in range(0, n, b)]
+
+
+def _metrics(sums):
+  return (sums["correct"] / max(sums["weight"], 1e-5), sums["nll"] / max(sums["weight"], 1e-5))
+
+
+# === ours ===
+
+
+def run_ours(spec):
+  """Our model, optimizer, pipeline and Trainer, as pretraining.run_pretraining builds them."""
+  tf = _set_tf_threads(spec["threads"])
+  import keras  # pylint: disable=g-import-not-at-top
+  from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
+  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
+  from bert_tf.model.heads import build_pretraining_model  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import input_pipeline  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import optimization  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import pretraining  # pylint: disable=g-import-not-at-top
+
+  system, seed = spec["system"], spec["seed"]
+  config = BertConfig.from_dict(spec["config"])
+  keras.utils.set_random_seed(seed)
+  strategy = loop.select_strategy("one_device")
+  batch = spec["batch_size"]
+  with strategy.scope():
+    model = build_pretraining_model(config, prune_last_layer=True)
+    if system == "ours_adam_bc":
+      schedule = optimization.WarmupPolynomialDecay(spec["learning_rate"],
+                                                    spec["schedule_steps"], spec["warmup"])
+      optimizer = keras.optimizers.AdamW(learning_rate=schedule, weight_decay=0.01,
+                                         beta_1=0.9, beta_2=0.999, epsilon=1e-6)
+      optimizer.exclude_from_weight_decay(
+          var_names=list(optimization.DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY))
+    else:
+      optimizer = optimization.create_optimizer(
+          "lamb" if system == "ours_lamb" else "adamw", spec["learning_rate"],
+          spec["schedule_steps"], spec["warmup"])
+    optimizer.build(model.trainable_variables)
+  trainer = loop.Trainer(strategy, model, optimizer, pretraining.TASK, batch)
+  masking = None
+  if system == "ours_dynamic":
+    masking = input_pipeline.DynamicMasking.from_vocab(
+        tokenization.load_vocab(spec["vocab_file"]), seed=seed)
+
+  def dataset_fn(ctx):
+    return input_pipeline.pretraining_dataset(
+        spec["train_records"], spec["max_seq_length"], spec["max_predictions_per_seq"],
+        batch_size=batch, is_training=True, input_context=ctx, seed=seed,
+        dynamic_masking=masking)
+  iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+
+  def train(n):
+    steps, _, _ = trainer.train_loop(iterator, tf.constant(n))
+    if int(steps) != n:
+      raise RuntimeError(f"{system}: non-finite loss")
+
+  batches = _eval_batches(spec)
+  eval_data = strategy.experimental_distribute_dataset(
+      tf.data.Dataset.from_tensor_slices(_concat(batches)).batch(spec["eval_batch_size"]))
+
+  def evaluate():
+    it = iter(eval_data)
+    sums = [{k: v.numpy() for k, v in trainer.eval_step(it).items()} for _ in batches]
+    results = pretraining.eval_metrics_from_sums(sums)
+    return results["masked_lm_accuracy"], results["masked_lm_loss"]
+  params = sum(int(tf.size(v)) for v in model.trainable_variables)
+  return train, evaluate, batch, params
+
+
+def _concat(batches):
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+
+
+# === Model Garden ===
+
+
+def run_model_garden(spec):
+  """BertPretrainerV2 (as benchmarks/pretraining.py) with OptimizerFactory's adamw (peers.py)."""
+  tf = _set_tf_threads(spec["threads"])
+  import tf_keras  # pylint: disable=g-import-not-at-top
+  from official.nlp.modeling import layers as mg_layers  # pylint: disable=g-import-not-at-top
+  from official.nlp.modeling import models as mg_models  # pylint: disable=g-import-not-at-top
+  from official.nlp.modeling import networks as mg_networks  # pylint: disable=g-import-not-at-top
+  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import input_pipeline  # pylint: disable=g-import-not-at-top
+
+  config = BertConfig.from_dict(spec["config"])
+  tf_keras.utils.set_random_seed(spec["seed"])
+  initializer = tf_keras.initializers.TruncatedNormal(stddev=config.initializer_range)
+  encoder = peers.model_garden_encoder(config, mg_networks.BertEncoderV2, initializer)
+  next_sentence = mg_layers.ClassificationHead(
+      inner_dim=config.hidden_size, num_classes=2, initializer=initializer,
+      name="next_sentence")
+  model = mg_models.BertPretrainerV2(encoder_network=encoder, mlm_initializer=initializer,
+                                     classification_heads=[next_sentence])
+  optimizer = peers.model_garden_adamw(spec["learning_rate"], spec["schedule_steps"],
+                                       spec["warmup"])  # clips to 1.0 itself
+  batch = spec["batch_size"]
+  dataset = input_pipeline.pretraining_dataset(
+      spec["train_records"], spec["max_seq_length"], spec["max_predictions_per_seq"], batch,
+      is_training=True, seed=spec["seed"])
+  iterator = iter(dataset)
+  names = ("input_word_ids", "input_mask", "input_type_ids", "masked_lm_positions")
+
+  def losses(batch_, training):
+    outputs = model({k: batch_[k] for k in names}, training=training)
+    weights = tf.cast(batch_["masked_lm_weights"], tf.float32)
+    logits = tf.cast(outputs["mlm_logits"], tf.float32)
+    nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=batch_["masked_lm_ids"],
+                                                         logits=logits)
+    correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
+                               batch_["masked_lm_ids"]), tf.float32)
+    nsp = tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=tf.reshape(batch_["next_sentence_labels"], [-1]),
+        logits=tf.cast(outputs["next_sentence"], tf.float32))
+    loss = tf.reduce_sum(weights * nll) / (tf.reduce_sum(weights) + 1e-5) + tf.reduce_mean(nsp)
+    return loss, dict(nll=tf.reduce_sum(weights * nll), correct=tf.reduce_sum(weights * correct),
+                      weight=tf.reduce_sum(weights))
+
+  def train_step(batch_):
+    with tf.GradientTape() as tape:
+      loss, _ = losses(batch_, True)
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+
+  @tf.function
+  def train_loop(num_steps):
+    loss = tf.constant(0.0)
+    for _ in tf.range(num_steps):
+      loss = train_step(next(iterator))
+    return loss
+
+  eval_step = tf.function(lambda batch_: losses(batch_, False)[1])
+  batches = _eval_batches(spec)
+
+  def train(n):
+    if not math.isfinite(float(train_loop(tf.constant(n)))):
+      raise RuntimeError("model_garden: non-finite loss")
+
+  def evaluate():
+    sums = {"nll": 0.0, "correct": 0.0, "weight": 0.0}
+    for b in batches:
+      for k, v in eval_step({k: tf.constant(v) for k, v in b.items()}).items():
+        sums[k] += float(v)
+    return _metrics(sums)
+  params = sum(int(tf.size(v)) for v in model.trainable_variables)
+  return train, evaluate, batch, params
+
+
+# === Hugging Face (PyTorch) ===
+
+
+def run_hf(spec):
+  """BertForPreTraining (gathered masked-LM logits, the original's loss) or, for hf_mlm,
+  BertForMaskedLM with DataCollatorForLanguageModeling's masks, on our batches' sequences."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import torch  # pylint: disable=g-import-not-at-top
+  import transformers  # pylint: disable=g-import-not-at-top
+  torch.set_num_threads(spec["threads"])
+  torch.manual_seed(spec["seed"])
+  mlm_only = spec["system"] == "hf_mlm"
+  hf_config = peers.hf_bert_config(spec["config"])
+  model = (transformers.BertForMaskedLM(hf_config) if mlm_only
+           else transformers.BertForPreTraining(hf_config))
+  no_decay = ("bias", "LayerNorm.weight")
+  groups = [
+      {"params": [p for n, p in model.named_parameters() if not any(k in n for k in no_decay)],
+       "weight_decay": 0.01},
+      {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)],
+       "weight_decay": 0.0}]
+  optimizer = torch.optim.AdamW(groups, lr=spec["learning_rate"], eps=1e-6)
+  scheduler = transformers.get_linear_schedule_with_warmup(optimizer, spec["warmup"],
+                                                           spec["schedule_steps"])
+  data = dict(np.load(spec["train_npz"]))
+  b = spec["batch_size"]
+  n_batches = len(data["input_word_ids"]) // b
+  position = [0]
+  collator = None
+  if mlm_only:
+    tokenizer = transformers.BertTokenizerFast(vocab_file=spec["vocab_file"], do_lower_case=True)
+    collator = transformers.DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15,
+                                                            seed=spec["seed"])
+    special = torch.as_tensor(sorted(tokenizer.all_special_ids))
+    # The sequences without their static masks: the original tokens back at the masked places.
+    ids = data["input_word_ids"].copy()
+    rows, slots = np.nonzero(data["masked_lm_weights"] > 0)
+    ids[rows, data["masked_lm_positions"][rows, slots]] = data["masked_lm_ids"][rows, slots]
+    data["input_word_ids"] = ids
+
+  def tensors(arrays, i, size):
+    return {k: torch.as_tensor(v[i:i + size]).long() for k, v in arrays.items()
+            if k != "masked_lm_weights"}, torch.as_tensor(arrays["masked_lm_weights"][i:i + size])
+
+  def gathered_logits(batch, positions):
+    hidden = model.bert(input_ids=batch["input_word_ids"], attention_mask=batch["input_mask"],
+                        token_type_ids=batch["input_type_ids"])
+    sequence = hidden.last_hidden_state
+    index = positions.unsqueeze(-1).expand(-1, -1, sequence.shape[-1])
+    at_masks = torch.gather(sequence, 1, index)
+    return model.cls.predictions(at_masks), getattr(hidden, "pooler_output", None)
+
+  def step():
+    batch, weights = tensors(data, (position[0] % n_batches) * b, b)
+    position[0] += 1
+    if mlm_only:
+      mask = torch.isin(batch["input_word_ids"], special)
+      inputs, labels = collator.torch_mask_tokens(batch["input_word_ids"].clone(),
+                                                  special_tokens_mask=mask)
+      loss = model(input_ids=inputs, attention_mask=batch["input_mask"],
+                   token_type_ids=batch["input_type_ids"], labels=labels).loss
+    else:
+      mlm_logits, pooled = gathered_logits(batch, batch["masked_lm_positions"])
+      nll = torch.nn.functional.cross_entropy(mlm_logits.flatten(0, 1),
+                                              batch["masked_lm_ids"].flatten(),
+                                              reduction="none").view(weights.shape)
+      nsp = torch.nn.functional.cross_entropy(model.cls.seq_relationship(pooled),
+                                              batch["next_sentence_labels"].view(-1))
+      loss = (weights * nll).sum() / (weights.sum() + 1e-5) + nsp
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad()
+    return loss
+
+  def train(n):
+    model.train()
+    for _ in range(n):
+      loss = step()
+    if not torch.isfinite(loss):
+      raise RuntimeError(f"{spec['system']}: non-finite loss")
+
+  eval_arrays = dict(np.load(spec["eval_npz"]))
+
+  def evaluate():
+    model.eval()
+    sums = {"nll": 0.0, "correct": 0.0, "weight": 0.0}
+    eb = spec["eval_batch_size"]
+    with torch.no_grad():
+      for i in range(0, len(eval_arrays["input_word_ids"]), eb):
+        batch, weights = tensors(eval_arrays, i, eb)
+        # The same logits as the full model's at the masked positions (hf_mlm's too: its
+        # vocabulary projection is computed where it is read, off the clock either way).
+        logits, _ = gathered_logits(batch, batch["masked_lm_positions"])
+        nll = torch.nn.functional.cross_entropy(logits.flatten(0, 1),
+                                                batch["masked_lm_ids"].flatten(),
+                                                reduction="none").view(weights.shape)
+        correct = (logits.argmax(-1) == batch["masked_lm_ids"]).float()
+        sums["nll"] += float((weights * nll).sum())
+        sums["correct"] += float((weights * correct).sum())
+        sums["weight"] += float(weights.sum())
+    return _metrics(sums)
+  params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+  return train, evaluate, b, params
+
+
+def worker(spec_path):
+  """One (system, seed) run: its curve and facts into spec["output"]."""
+  started = time.perf_counter()
+  with open(spec_path, encoding="utf-8") as f:
+    spec = json.load(f)
+  build = run_hf if spec["system"].startswith("hf") else (
+      run_model_garden if spec["system"] == "model_garden" else run_ours)
+  train, evaluate, batch, params = build(spec)
+  startup = time.perf_counter() - started
+  curve, first_call = drive(train, evaluate, spec, batch)
+  result = dict(system=spec["system"], seed=spec["seed"], batch_size=batch, parameters=params,
+                startup_seconds=startup, first_call_seconds=first_call, curve=curve)
+  with open(spec["output"], "w", encoding="utf-8") as f:
+    json.dump(result, f)
+
+
+# === The table and the plot (the parent) ===
+
+
+def _median_range(values):
+  if not values:
+    return "-"
+  return (f"{statistics.median(values):.4f} ({min(values):.4f}-{max(values):.4f})"
+          if len(values) > 1 else f"{values[0]:.4f}")
+
+
+def _interpolate(curve, x_key, x):
+  """accuracy at x (seconds or steps) by linear interpolation within the curve; None outside."""
+  xs = [0.0] + [p[x_key] for p in curve]
+  if x > xs[-1] + 1e-9:
+    return None
+  previous = (0.0, None)
+  for p in curve:
+    if p[x_key] >= x:
+      if previous[1] is None or p[x_key] == previous[0]:
+        return p["accuracy"]
+      w = (x - previous[0]) / (p[x_key] - previous[0])
+      return previous[1] + w * (p["accuracy"] - previous[1])
+    previous = (p[x_key], p["accuracy"])
+  return None
+
+
+def _minutes_to(curve, target):
+  """Training-clock minutes of the first evaluation at or above target (None: never)."""
+  for p in curve:
+    if p["accuracy"] >= target - 1e-12:
+      return p["seconds"] / 60
+  return None
+
+
+def report(runs, points, settings_text):
+  """Prints the tables; returns the target accuracy."""
+  systems = [s for s in FLAGS.systems if any(r["system"] == s for r in runs)]
+  by_system = {s: [r for r in runs if r["system"] == s] for s in systems}
+  best = {s: statistics.median([max(p["accuracy"] for p in r["curve"]) for r in rs])
+          for s, rs in by_system.items()}
+  faithful = [s for s in systems if s in TARGET_SYSTEMS] or systems
+  slowest = min(faithful, key=lambda s: best[s])
+  target = best[slowest]
+  print(f"\n{settings_text}")
+  print(f"\nTarget: {target:.4f}, the best masked-LM accuracy (median over seeds) of the slowest "
+        f"system, {NAMES[slowest]}.\n")
+  print("| system | minutes to the target (median, range) | best accuracy | steps in budget | "
+        "examples/s (training clock) | tracing + first call (s) |")
+  print("| --- | --: | --: | --: | --: | --: |")
+  for s, rs in by_system.items():
+    minutes = [_minutes_to(r["curve"], target) for r in rs]
+    reached = [m for m in minutes if m is not None]
+    text = (f"{statistics.median(reached):.2f} ({min(reached):.2f}-{max(reached):.2f})"
+            if reached else "not reached")
+    if reached and len(reached) < len(minutes):
+      text += f", {len(reached)} of {len(minutes)} seeds"
+    rate = [(r["curve"][-1]["examples"] - r["batch_size"]) / max(r["curve"][-1]["seconds"], 1e-9)
+            for r in rs]
+    print(f"| {NAMES[s]} | {text} | {_median_range([max(p['accuracy'] for p in r['curve']) for r in rs])} "
+          f"| {statistics.median([r['curve'][-1]['steps'] for r in rs]):.0f} | "
+          f"{statistics.median(rate):.1f} | {statistics.median([r['first_call_seconds'] for r in rs]):.1f} |")
+  print("\nMasked-LM accuracy at each point of the training clock (median, min-max over seeds):\n")
+  print("| system | " + " | ".join(f"{p / 60:.2f} min" for p in points) + " |")
+  print("| --- |" + " --: |" * len(points))
+  for s, rs in by_system.items():
+    cells = [_median_range([r["curve"][i]["accuracy"] for r in rs]) for i in range(len(points))]
+    print(f"| {NAMES[s]} | " + " | ".join(cells) + " |")
+  print("\nMasked-LM loss on the eval file at the last point (median over seeds): " + ", ".join(
+      f"{NAMES[s]} {statistics.median([r['curve'][-1]['loss'] for r in rs]):.3f}"
+      for s, rs in by_system.items()))
+  # Accuracy against steps: at the steps the system with the fewest reached at each point.
+  fewest = min(systems, key=lambda s: statistics.median([r["curve"][-1]["steps"]
+                                                         for r in by_system[s]]))
+  grid = [statistics.median([r["curve"][i]["steps"] for r in by_system[fewest]])
+          for i in range(len(points))]
+  grid = sorted(set(int(g) for g in grid if g > 0))
+  print(f"\nMasked-LM accuracy against steps (interpolated between evaluations; the steps "
+        f"{NAMES[fewest]} reached at the points; ours_lamb's steps are {FLAGS.lamb_batch_size}"
+        f"/{FLAGS.batch_size} times larger):\n")
+  print("| system | " + " | ".join(f"step {g}" for g in grid) + " |")
+  print("| --- |" + " --: |" * len(grid))
+  for s, rs in by_system.items():
+    cells = []
+    for g in grid:
+      values = [v for v in (_interpolate(r["curve"], "steps", g) for r in rs) if v is not None]
+      cells.append(_median_range(values) if len(values) == len(rs) else "-")
+    print(f"| {NAMES[s]} | " + " | ".join(cells) + " |")
+  return target
+
+
+def plot(runs, target, path):
+  """Accuracy against training minutes and against steps, median and range over seeds."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  figure, (by_time, by_steps) = plt.subplots(1, 2, figsize=(12, 4.5))
+  for s in FLAGS.systems:
+    rs = [r for r in runs if r["system"] == s]
+    if not rs:
+      continue
+    n = min(len(r["curve"]) for r in rs)
+    for axis, key, scale in ((by_time, "seconds", 60.0), (by_steps, "steps", 1.0)):
+      xs = [statistics.median([r["curve"][i][key] for r in rs]) / scale for i in range(n)]
+      ys = [[r["curve"][i]["accuracy"] for r in rs] for i in range(n)]
+      line, = axis.plot(xs, [statistics.median(y) for y in ys], marker="o", label=NAMES[s],
+                        linestyle="--" if s == "hf_mlm" else "-")
+      if len(rs) > 1:
+        axis.fill_between(xs, [min(y) for y in ys], [max(y) for y in ys],
+                          color=line.get_color(), alpha=0.15)
+  for axis, label in ((by_time, "training-clock minutes (eval excluded)"),
+                      (by_steps, "steps (ours_lamb: larger batch)")):
+    axis.axhline(target, color="grey", linewidth=0.8, linestyle=":")
+    axis.set_xlabel(label)
+    axis.set_ylabel("masked-LM accuracy (fixed eval file)")
+    axis.grid(alpha=0.3)
+  by_time.legend(fontsize=8)
+  figure.suptitle("Time to quality: BERT pretraining from scratch, median and range over seeds",
+                  fontsize=10)
+  figure.tight_layout()
+  figure.savefig(path, dpi=110)
+  plt.close(figure)
+
+
+def main(argv):
+  del argv
+  if FLAGS.worker:
+    worker(FLAGS.worker)
+    return
+  logging.set_verbosity(logging.WARNING)
+  unknown = [s for s in FLAGS.systems if s not in SYSTEMS]
+  if unknown:
+    raise app.UsageError(f"unknown --systems {unknown}; choose from {', '.join(SYSTEMS)}")
+  seeds = [int(s) for s in FLAGS.seeds]
+  directory = FLAGS.output_dir or tempfile.mkdtemp(prefix="time_to_quality_")
+  os.makedirs(directory, exist_ok=True)
+  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
+  config = BertConfig.from_json_file(FLAGS.bert_config_file)
+  started = time.time()
+  train_docs, eval_docs, megabytes = split_corpus(directory)
+  train_records, train_count = make_records(directory, "train", FLAGS.dupe_factor)
+  eval_records, eval_count = make_records(directory, "eval", 1)
+  if eval_count < FLAGS.eval_examples:
+    raise app.UsageError(f"the eval file holds {eval_count} instances, fewer than "
+                         f"--eval_examples={FLAGS.eval_examples}: raise --eval_documents")
+  eval_npz = dump_batches(eval_records, os.path.join(directory, "eval.npz"),
+                          FLAGS.eval_batch_size, 0, count=FLAGS.eval_examples)
+  print(f"records: {train_count} training instances from {train_docs} documents, "
+        f"{FLAGS.eval_examples} eval instances (of {eval_count}) from {eval_docs} held-out "
+        f"documents; {megabytes:.1f} MB of {FLAGS.corpus_file} "
+        f"({time.time() - started:.0f} s)", flush=True)
+  budget = FLAGS.budget_minutes * 60
+  points = [budget * (i + 1) / FLAGS.eval_points for i in range(FLAGS.eval_points)]
+  runs = []
+  total = len(seeds) * len(FLAGS.systems)
+  bench_start = time.time()
+  # Seeds outermost: the systems take turns, so a change of the machine's load is shared.
+  for seed in seeds:
+    train_npz = None
+    if any(s.startswith("hf") for s in FLAGS.systems):
+      train_npz = dump_batches(train_records, os.path.join(directory, f"train_{seed}.npz"),
+                               FLAGS.batch_size, FLAGS.schedule_steps, seed=seed)
+    for system in FLAGS.systems:
+      lamb = system == "ours_lamb"
+      scale = FLAGS.lamb_batch_size / FLAGS.batch_size if lamb else 1.0
+      spec = dict(system=system, seed=seed, config=config.to_dict(), threads=FLAGS.threads,
+                  train_records=train_records, train_npz=train_npz, eval_npz=eval_npz,
+                  vocab_file=FLAGS.vocab_file, max_seq_length=FLAGS.max_seq_length,
+                  max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+                  batch_size=FLAGS.lamb_batch_size if lamb else FLAGS.batch_size,
+                  learning_rate=FLAGS.lamb_learning_rate if lamb else FLAGS.learning_rate,
+                  schedule_steps=max(1, round(FLAGS.schedule_steps / scale)),
+                  warmup=round(FLAGS.num_warmup_steps / scale), points=points,
+                  call_seconds=FLAGS.call_seconds, eval_batch_size=FLAGS.eval_batch_size,
+                  output=os.path.join(directory, f"run_{system}_{seed}.json"))
+      spec_path = os.path.join(directory, f"spec_{system}_{seed}.json")
+      with open(spec_path, "w", encoding="utf-8") as f:
+        json.dump(spec, f)
+      done = len(runs)
+      elapsed = time.time() - bench_start
+      eta = elapsed / done * (total - done) if done else (budget + 90) * total
+      print(f"run {done + 1}/{total}: {system} seed {seed} (elapsed {elapsed / 60:.1f} min, "
+            f"ETA {eta / 60:.1f} min)", flush=True)
+      subprocess.run([sys.executable, os.path.abspath(__file__), f"--worker={spec_path}"],
+                     check=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+      with open(spec["output"], encoding="utf-8") as f:
+        runs.append(json.load(f))
+  load = os.getloadavg()
+  settings_text = (
+      f"{config.num_hidden_layers} layers, hidden {config.hidden_size} "
+      f"({os.path.basename(FLAGS.bert_config_file)}), seq {FLAGS.max_seq_length}, "
+      f"{FLAGS.max_predictions_per_seq} predictions, batch {FLAGS.batch_size} (LAMB "
+      f"{FLAGS.lamb_batch_size}), peak lr {FLAGS.learning_rate:g} (LAMB "
+      f"{FLAGS.lamb_learning_rate:g}), warmup {FLAGS.num_warmup_steps}, linear decay to 0 at "
+      f"step {FLAGS.schedule_steps}; budget {FLAGS.budget_minutes:g} training-clock minutes per "
+      f"run, {FLAGS.eval_points} evaluations of {FLAGS.eval_examples} held-out instances; seeds "
+      f"{','.join(map(str, seeds))}; {FLAGS.threads} threads per run; {peers.kernels_text()}; "
+      f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
+      f"benchmark wall time {(time.time() - started) / 60:.1f} min")
+  target = report(runs, points, settings_text)
+  results_path = os.path.join(directory, "results.json")
+  with open(results_path, "w", encoding="utf-8") as f:
+    json.dump(dict(settings=settings_text, points=points, target=target, runs=runs), f, indent=1)
+  plot_path = os.path.join(directory, "time_to_quality.png")
+  plot(runs, target, plot_path)
+  print(f"\nresults: {results_path}\nplot: {plot_path}")
+
+
+if __name__ == "__main__":
+  app.run(main)
