@@ -344,7 +344,8 @@ def check_tokenizer(vocab_file: Optional[str], do_lower_case: Optional[bool],
                     data_metadata: Optional[Mapping[str, Any]] = None,
                     data_source: Optional[str] = None, vocab_size: Optional[int] = None,
                     vocab_tokens: Optional[int] = None, allow_mismatch: bool = False,
-                    vocab_md5: Optional[str] = None, override_flag: Optional[str] = OVERRIDE_FLAG) -> None:
+                    vocab_md5: Optional[str] = None,
+                    override_flag: Optional[str] = OVERRIDE_FLAG) -> None:
   """The one tokenizer check: refuses a vocab or casing that contradicts what is recorded
   (tokenizer_problems) and a vocab larger than the config's vocab_size.
 

@@ -17,8 +17,8 @@ from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.model import heads
 from bert_tf.serving import tf_serving
-from bert_tf.tasks import common
 from bert_tf.tasks import fine_tuning
+from bert_tf.tasks import run_folder
 
 MODEL_NAME = "classifier"
 
@@ -45,7 +45,7 @@ def export_classifier(model: keras.Model, config: BertConfig, settings: Any,
       config, None if labels is None else len(labels)))
   path = tf_serving.export_classifier_model(
       float_model, config, settings.vocab_file,
-      export_dir or io.join(settings.output_dir, common.EXPORT_DIR), labels, info["pair"],
+      export_dir or io.join(settings.output_dir, run_folder.EXPORT_DIR), labels, info["pair"],
       do_lower_case=settings.do_lower_case, seq_length=settings.max_seq_length,
       version=version, model_name=MODEL_NAME, task_info=info,
       length_buckets=settings.length_buckets)

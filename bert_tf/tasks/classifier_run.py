@@ -24,7 +24,8 @@ Beyond the original: MNLI is also evaluated and predicted on its mismatched sets
 suffix _mismatched); checkpoints resume like run_pretraining's; evaluating or predicting with a
 classifier head that was never trained is refused (google-research/bert#1037); the tokenizer is
 checked against the checkpoint's (bert_tf.model.provenance); the command exports a trained model
-as a raw-text classifier for TF Serving (output_dir/export/classifier/<step>/, tasks.classifier_export).
+as a raw-text classifier for TF Serving (output_dir/export/classifier/<step>/,
+tasks.classifier_export).
 
 The run's steps (lock, output_dir, tokenizer checks, resume, init_checkpoint, training, export)
 are tasks.fine_tuning's; this module holds what is the classifier's own: its examples and
@@ -47,6 +48,7 @@ from bert_tf.tasks import classifier_data
 from bert_tf.tasks import classifier_processors
 from bert_tf.tasks import common
 from bert_tf.tasks import fine_tuning
+from bert_tf.tasks import start as start_lib
 from bert_tf.training import input_pipeline
 from bert_tf.training import loop
 
@@ -72,7 +74,8 @@ class ClassifierSettings(common.FineTuningSettings):
   original's: task_name, data_dir, output_dir, vocab_file, max_seq_length, do_eval, do_predict,
   eval/predict_batch_size. Additions: xnli_language; the generic task's columns and files
   (text_a_column, text_b_column, label_column, guid_column: names or 0-based indices;
-  has_header; label_list; regression; file_format; delimiter; train_file, dev_file, test_file).
+  has_header; label_list (label_list_file: the file it was read from, named in messages);
+  regression; file_format; delimiter; train_file, dev_file, test_file).
   """
   task_name: str
   data_dir: str
@@ -90,6 +93,7 @@ class ClassifierSettings(common.FineTuningSettings):
   guid_column: Optional[Column] = None
   has_header: Optional[bool] = None
   label_list: Tuple[str, ...] = ()
+  label_list_file: Optional[str] = None  # where label_list was read from (for messages)
   regression: bool = False
   file_format: Optional[str] = None
   delimiter: Optional[str] = None
@@ -106,7 +110,7 @@ class ClassifierSettings(common.FineTuningSettings):
       problems.append(f"Cannot use sequence length {self.max_seq_length} because the BERT "
                       f"model was only trained up to sequence length "
                       f"{config.max_position_embeddings} (--max_seq_length)")
-    problems += fine_tuning.fine_tuning_problems(self, num_replicas)
+    problems += common.fine_tuning_problems(self, num_replicas)
     if not (self.do_train or self.do_eval or self.do_predict):
       problems.append("At least one of `do_train`, `do_eval` or `do_predict' must be True.")
     generic = self.task_name.lower() == GENERIC_TASK
@@ -172,9 +176,10 @@ def _evaluation_sets(processor, data_dir: str, split: str
   return sets
 
 
-def _label_list(processor, settings: ClassifierSettings) -> common.StartingHead:
+def _label_list(processor, settings: ClassifierSettings,
+                start: start_lib.Start) -> start_lib.StartingHead:
   """The labels in id order (None: regression), reconciled with the fine-tuned model the run
-  starts from (common.starting_head: its task_info.json is the truth about its labels). A
+  starts from (start.starting_head: its task_info.json is the truth about its labels). A
   generic task without --label_list takes them from its training file when training, else
   from that model."""
   is_generic = isinstance(processor, classifier_processors.GenericProcessor)
@@ -184,7 +189,7 @@ def _label_list(processor, settings: ClassifierSettings) -> common.StartingHead:
     labels = None if settings.regression else processor.get_labels()
   elif settings.label_list:
     labels = list(settings.label_list)
-  elif settings.do_train or not common.recorded_labels(settings):
+  elif settings.do_train or not start.records_labels:
     try:
       labels, how = processor.get_labels(settings.data_dir), "training"
     except FileNotFoundError as e:
@@ -194,17 +199,19 @@ def _label_list(processor, settings: ClassifierSettings) -> common.StartingHead:
       how = None  # refused by starting_head, naming the flags that give them
   else:
     how = None  # the fine-tuned model's
-  return common.starting_head(settings, provenance.CLASSIFIER, labels, how, "--label_list")
+  return start_lib.starting_head(settings, start, provenance.CLASSIFIER, labels, how,
+                                 "--label_list", settings.label_list_file)
 
 
 # === The run: what run_classifier does around the driver (tasks.fine_tuning) ===
 
 
-def _read(settings: ClassifierSettings, vocab_md5: str) -> fine_tuning.TaskInputs:
+def _read(settings: ClassifierSettings, start: start_lib.Start,
+          vocab_md5: str) -> fine_tuning.TaskInputs:
   """Every example the run needs and its labels, reconciled with the model it starts from."""
   processor = make_processor(settings)
-  start = _label_list(processor, settings)
-  label_list = start.labels
+  head = _label_list(processor, settings, start)
+  label_list = head.labels
   if isinstance(processor, classifier_processors.GenericProcessor):
     # The files are read (and their labels checked) with the labels in the model's order.
     processor = make_processor(dataclasses.replace(
@@ -221,7 +228,7 @@ def _read(settings: ClassifierSettings, vocab_md5: str) -> fine_tuning.TaskInput
   inputs = {f"--{split}_file": _data_file(processor, settings, split)
             for split in ("train", "dev", "test")}
   return fine_tuning.TaskInputs(
-      data=data, info=info, fresh_head=start.fresh_head,
+      data=data, info=info, fresh_head=head.fresh_head,
       train_files=[_data_file(processor, settings, "train")], outputs=outputs, inputs=inputs,
       result={"label_list": label_list})
 

@@ -87,7 +87,7 @@ from bert_tf.model import checkpoints
 from bert_tf.model import provenance
 from bert_tf.model.encoder import build_encoder
 from bert_tf.tasks import classifier_data
-from bert_tf.tasks import common
+from bert_tf.tasks import run_folder
 from bert_tf.training import loop
 
 OUTPUT_FORMATS = ("jsonl", "npz", "tfrecord")
@@ -979,7 +979,7 @@ def extract_features(settings: ExtractFeaturesSettings, config: Optional[BertCon
   settings.check()
   output_format = settings.resolved_output_format()
   # The output never replaces an input, nor (without --overwrite) an existing file.
-  common.check_outputs_not_inputs(
+  run_folder.check_outputs_not_inputs(
       {"--output_file": settings.output_file},
       {"--input_file": settings.input_file, "--vocab_file": settings.vocab_file,
        "--bert_config_file": settings.bert_config_file,

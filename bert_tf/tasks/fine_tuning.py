@@ -3,28 +3,31 @@
 `run(task, config, settings, strategy, exporter)` runs one fine-tuning run, in this order:
 
   1. settings.check(config, replicas): every impossible flag named at once;
-  2. the tokenizer (common.run_tokenizer): the vocab fits the config and agrees with what the
+  2. where the run starts, worked out once (start.find_start: the output_dir it resumes or the
+     --init_checkpoint it starts from, with what is recorded of it), handed to every step below;
+  3. the tokenizer (start.run_tokenizer): the vocab fits the config and agrees with what the
      --init_checkpoint and a resumed --output_dir were trained with;
-  3. task.read: the task reads every file it needs and reconciles its labels and head with the
-     model it starts from (common.starting_head), before anything is written, so a bad row
+  4. an --output_dir holding another command's run is refused (run_folder.check_output_dir_owner);
+  5. task.read: the task reads every file it needs and reconciles its labels and head with the
+     model it starts from (start.starting_head), before anything is written, so a bad row
      stops the run with no output; it also names the files it will write and read;
-  4. the refusals that need nothing written: an output that is an input, a resume on changed
+  6. the refusals that need nothing written: an output that is an input, a resume on changed
      training data, evaluating or predicting with a head that was never trained;
-  5. the run directory (common.OutputDirRun: lock, output_dir, clean-up of a run that fails
+  7. the run directory (run_folder.OutputDirRun: lock, output_dir, clean-up of a run that fails
      before its first checkpoint) under the --mixed_precision dtype policy;
-  6. task.train_records: the training records, and the step count from them;
-  7. the model, optimizer and checkpoint, resuming output_dir's newest (loop.prepare_run);
+  8. task.train_records: the training records, and the step count from them;
+  9. the model, optimizer and checkpoint, resuming output_dir's newest (loop.prepare_run);
      --init_checkpoint when not resuming (init_fine_tuning); the record of the run
-     (bert_config.json, run_settings.json, task_info.json: common.record_run_info);
-  8. training (fine_tune), task.evaluate (evaluation and prediction files), and the export the
-     command hands in (an Exporter), once per step (common.export_once).
+     (bert_config.json, run_settings.json, task_info.json: run_folder.record_run_info);
+  10. training (fine_tune), task.evaluate (evaluation and prediction files), and the export the
+     command hands in (an Exporter), once per step (run_folder.export_once).
 
 A task is a FineTuningTask: its names and the few plain functions that are its own (reading its
 files, writing its records, building its model, its loss, its dataset, its evaluation). A new
 task writes those in its own <task>_run.py and a thin command in bert_tf/ that calls `run`.
 
-Also here, because every fine-tuning command shares them: the checks of the shared flags
-(fine_tuning_problems), --seeds (run_seeds) and the paper's hyperparameter sweep (run_sweep).
+Also here, because every fine-tuning command shares them: --seeds (run_seeds) and the paper's
+hyperparameter sweep (run_sweep). The shared settings and their checks are tasks.common's.
 """
 
 import contextlib
@@ -44,10 +47,10 @@ from bert_tf import row_packing
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.model import provenance
-from bert_tf.tasks import common
+from bert_tf.tasks import run_folder
+from bert_tf.tasks import start as start_lib
 from bert_tf.training import input_pipeline
 from bert_tf.training import loop
-from bert_tf.training import optimization
 
 TRAIN_RECORDS = "train.tf_record"
 
@@ -63,7 +66,7 @@ class TaskInputs:
     data: the task's own (its examples, labels, ...), handed back to its other functions.
     info: the run's task_info.json (labels in id order, head kind, casing, vocab md5, ...).
     fresh_head: why the head of the checkpoint the run starts from is not loaded (None: it is,
-      when there is one), from common.starting_head.
+      when there is one), from start.starting_head.
     train_files: the training files (their md5s are recorded, a resume on changed ones refused).
     outputs: the names of the files the run writes in output_dir (besides the run's record).
     inputs: {flag: path} of the files the run reads (--vocab_file is added): no output may be
@@ -100,6 +103,7 @@ class RunState:
   tokenizer: Any
   record_dir: str
   inputs: TaskInputs
+  start: start_lib.Start = dataclasses.field(default_factory=start_lib.Start)
   trainer: Optional[loop.Trainer] = None
 
 
@@ -113,8 +117,9 @@ class FineTuningTask:
     head_layer: the head's dense layer in the model (whether init_checkpoint loaded it).
     head_name: the head's original variable names, for messages.
     untrained: the end of the refusal to evaluate or predict with a head never trained.
-    read: (settings, vocab md5) -> TaskInputs; reads every input file (records are written
-      later, by train_records and evaluate, once the run directory is taken).
+    read: (settings, start, vocab md5) -> TaskInputs; reads every input file, its labels
+      reconciled with where the run starts (a start.Start); records are written later, by
+      train_records and evaluate, once the run directory is taken.
     train_records: (state, path) -> TrainingRecords; writes the training records to path.
     build_model: (config, inputs, packed=bool) -> the Keras model (built under the strategy's
       scope); packed: it takes packed rows (--packing).
@@ -169,23 +174,23 @@ def run(task: FineTuningTask, config: BertConfig, settings,
   settings.check(config, strategy.num_replicas_in_sync)
   settings = resolved_packing(task, settings)
   chief = loop.is_chief(strategy)
-  resuming = io.exists(settings.output_dir)  # a run to resume (or to predict with)
+  start = start_lib.find_start(settings)  # "does the run resume?", answered once
   with bad_input_as_training_error():
-    tokenizer, vocab_md5 = common.run_tokenizer(config, settings, resuming)
-    inputs = task.read(settings, vocab_md5)
-  common.check_outputs_not_inputs(
-      common.run_outputs(settings.output_dir, list(inputs.outputs)),
+    tokenizer, vocab_md5 = start_lib.run_tokenizer(config, settings, start)
+    run_folder.check_output_dir_owner(settings, start, task.head)
+    inputs = task.read(settings, start, vocab_md5)
+  run_folder.check_outputs_not_inputs(
+      run_folder.run_outputs(settings.output_dir, list(inputs.outputs)),
       dict(inputs.inputs, **{"--vocab_file": settings.vocab_file}))
-  common.note_training_data(settings, inputs.info, list(inputs.train_files))
-  if not settings.do_train and not settings.init_checkpoint and \
-      not common.holds_checkpoints(settings.output_dir):
+  run_folder.note_training_data(settings, start, inputs.info, list(inputs.train_files))
+  if not settings.do_train and start.checkpoint is None:
     # Refused before output_dir is touched (init_fine_tuning refuses the other untrained cases).
     raise loop.TrainingError(
         f"the {task.head_name} was never trained: no --init_checkpoint and no checkpoint in "
         f"--output_dir={settings.output_dir}; {task.untrained}")
-  with common.OutputDirRun(config, settings, strategy, chief, task.program) as record_dir:
+  with run_folder.OutputDirRun(config, settings, strategy, chief, task.program) as record_dir:
     with loop.dtype_policy(settings.mixed_precision):
-      state = RunState(config, settings, strategy, chief, tokenizer, record_dir, inputs)
+      state = RunState(config, settings, strategy, chief, tokenizer, record_dir, inputs, start)
       return _run(task, state, exporter)
 
 
@@ -233,9 +238,9 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
                           task.loss(state.inputs), settings, max(steps, 1),
                           int(steps * settings.warmup_proportion), state.chief)
   state.trainer = run_.trainer
-  init_fine_tuning(run_, settings, task.head_layer, task.head_name, task.untrained,
+  init_fine_tuning(run_, settings, state.start, task.head_layer, task.head_name, task.untrained,
                    fresh_head=state.inputs.fresh_head)
-  common.record_run_info(state.config, settings, state.chief, state.inputs.info)
+  run_folder.record_run_info(state.config, settings, state.start, state.chief, state.inputs.info)
   if settings.do_train:
     grouped = settings.grouped(settings.max_seq_length)
     micro_batch = (settings.train_batch_size // state.strategy.num_replicas_in_sync
@@ -266,7 +271,7 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
     if task.export_info is not None:
       info = task.export_info(settings, info, result)
     step = result["global_step"]
-    result["export_dir"] = common.export_once(
+    result["export_dir"] = run_folder.export_once(
         settings, exporter.model_name, step, lambda: exporter.export(
             run_.model, state.config, settings, info, version=step))
   if not state.chief:
@@ -353,74 +358,18 @@ def bad_input_as_training_error():
     raise loop.TrainingError(str(e)) from None
 
 
-# === The shared flags ===
-
-
-# Counts every fine-tuning run has (common.FineTuningSettings), and the batch sizes some do.
-_POSITIVE_RUN_FLAGS = ("train_batch_size", "eval_batch_size", "predict_batch_size",
-                       "save_checkpoints_steps", "iterations_per_loop",
-                       "gradient_accumulation_steps", "keep_checkpoint_max",
-                       "shuffle_buffer_size")
-
-
-def fine_tuning_problems(settings, num_replicas: int) -> List[str]:
-  """What is wrong with a fine-tuning run's shared flags (the counts, num_train_epochs,
-  warmup_proportion, optimizer, mixed_precision, length_buckets, train_batch_size against
-  replicas x accumulation, eval / predict_batch_size against replicas when evaluating /
-  predicting), one message per flag; empty when nothing is."""
-  problems = []
-  for name in _POSITIVE_RUN_FLAGS:
-    value = getattr(settings, name, None)
-    if value is not None and value <= 0:
-      problems.append(f"--{name} must be positive, got {value}")
-  for flag, phase in (("eval_batch_size", "do_eval"), ("predict_batch_size", "do_predict")):
-    value = getattr(settings, flag, None)
-    if getattr(settings, phase, False) and value and value > 0 and value % num_replicas:
-      problems.append(f"--{flag}={value} must be a multiple of the number of replicas "
-                      f"({num_replicas})")
-  if settings.do_train and settings.num_train_epochs <= 0:
-    problems.append(f"--num_train_epochs must be positive, got {settings.num_train_epochs}")
-  if not 0 <= settings.warmup_proportion <= 1:
-    problems.append(f"--warmup_proportion must be in [0, 1], got {settings.warmup_proportion}")
-  if settings.optimizer not in optimization.OPTIMIZER_NAMES:
-    problems.append(f"--optimizer must be one of {', '.join(optimization.OPTIMIZER_NAMES)}")
-  if settings.mixed_precision not in loop.MIXED_PRECISION_POLICIES:
-    problems.append("--mixed_precision must be one of "
-                    f"{', '.join(loop.MIXED_PRECISION_POLICIES)}")
-  try:
-    packing = row_packing.check_mode(getattr(settings, "packing", row_packing.NONE))
-  except row_packing.PackingError as e:
-    problems.append(str(e))
-    packing = row_packing.NONE
-  if packing in (row_packing.EXACT, row_packing.STATIC) and getattr(settings, "group_by_length",
-                                                                     False):
-    problems.append(f"--group_by_length does not apply to packed rows (--packing={packing}): "
-                    "packing already leaves almost no padding; drop one of the two")
-  if settings.length_buckets and settings.max_seq_length > 0:
-    try:
-      length_buckets.parse(settings.length_buckets, settings.max_seq_length,
-                           use_tpu=settings.use_tpu)
-    except length_buckets.LengthBucketsError as e:
-      problems.append(str(e))
-  split = num_replicas * max(1, settings.gradient_accumulation_steps)
-  if settings.do_train and settings.train_batch_size > 0 and settings.train_batch_size % split:
-    problems.append(f"--train_batch_size={settings.train_batch_size} must be a multiple of "
-                    f"replicas ({num_replicas}) x --gradient_accumulation_steps "
-                    f"({settings.gradient_accumulation_steps})")
-  return problems
-
-
 # === Weights the run starts from, and training ===
 
 
-def init_fine_tuning(run: loop.Run, settings, head_layer: str, head_name: str, refusal: str,
-                     fresh_head: Optional[str] = None) -> Set[str]:
-  """Loads settings.init_checkpoint into a run that did not resume, logs the variables, and
+def init_fine_tuning(run: loop.Run, settings, start: start_lib.Start, head_layer: str,
+                     head_name: str, refusal: str, fresh_head: Optional[str] = None) -> Set[str]:
+  """Loads settings.init_checkpoint into a run that does not resume, logs the variables, and
   refuses to go on without training when the task's head was never trained.
 
   Args:
-    run: from loop.prepare_run.
+    run: from loop.prepare_run (which restored output_dir's newest checkpoint when resuming).
     settings: with init_checkpoint, do_train and output_dir.
+    start: where the run starts (start.find_start).
     head_layer: the head's dense layer (its kernel tells whether the head was loaded).
     head_name: the head's original variable names, for the message.
     refusal: the end of the message: why an untrained head is refused and what to do.
@@ -431,9 +380,9 @@ def init_fine_tuning(run: loop.Run, settings, head_layer: str, head_name: str, r
     The paths of the variables restored from init_checkpoint.
   """
   head = run.model.get_layer(head_layer)
-  head_trained = run.checkpoint.resumed_from is not None
+  head_trained = start.resuming
   restored: Set[str] = set()
-  if run.checkpoint.resumed_from is None and settings.init_checkpoint:
+  if not start.resuming and settings.init_checkpoint:
     target = run.model
     if fresh_head:
       # The layers below the head, sharing the model's variables: the head is not in it.
@@ -652,5 +601,5 @@ def _drop_checkpoints(run_dir: str) -> None:
   for name in io.listdir(run_dir):
     name = name.rstrip("/")
     if name.startswith(("ckpt-", "checkpoint")) or name.endswith(".tf_record") or \
-        name == common.EXPORT_DIR:
+        name == run_folder.EXPORT_DIR:
       io.remove(io.join(run_dir, name))

@@ -19,8 +19,8 @@ from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.model import heads
 from bert_tf.serving import squad_module
-from bert_tf.tasks import common
 from bert_tf.tasks import fine_tuning
+from bert_tf.tasks import run_folder
 from bert_tf.tasks import squad_metrics
 
 MODEL_NAME = "squad"
@@ -67,7 +67,7 @@ def export_squad(model: keras.Model, config: BertConfig, settings: Any,
   float_model = checkpoints.float32_copy(model, lambda: heads.build_span_model(config))
   path = squad_module.export_squad_model(
       float_model, config, settings.vocab_file,
-      export_dir or io.join(settings.output_dir, common.EXPORT_DIR),
+      export_dir or io.join(settings.output_dir, run_folder.EXPORT_DIR),
       do_lower_case=settings.do_lower_case, seq_length=settings.max_seq_length,
       doc_stride=settings.doc_stride, max_query_length=settings.max_query_length,
       n_best_size=settings.n_best_size, max_answer_length=settings.max_answer_length,

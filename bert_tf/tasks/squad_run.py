@@ -46,6 +46,8 @@ from bert_tf.model import heads
 from bert_tf.model import provenance
 from bert_tf.tasks import common
 from bert_tf.tasks import fine_tuning
+from bert_tf.tasks import run_folder
+from bert_tf.tasks import start as start_lib
 from bert_tf.tasks import squad
 from bert_tf.tasks import squad_answers
 from bert_tf.tasks import squad_data
@@ -106,7 +108,7 @@ class SquadSettings(common.FineTuningSettings):
     for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"):
       if getattr(self, name) <= 0:
         problems.append(f"--{name} must be positive, got {getattr(self, name)}")
-    problems += fine_tuning.fine_tuning_problems(self, num_replicas)
+    problems += common.fine_tuning_problems(self, num_replicas)
     if self.null_score_diff_threshold is None and not (self.version_2_with_negative and
                                                        self.do_predict):
       problems.append("--null_score_diff_threshold=auto needs --version_2_with_negative and "
@@ -129,8 +131,9 @@ def has_answers(articles: List[Dict[str, Any]]) -> bool:
 # === The run: what run_squad does around the driver (tasks.fine_tuning) ===
 
 
-def _read(settings: SquadSettings, vocab_md5: str) -> fine_tuning.TaskInputs:
-  start = common.starting_head(settings, provenance.SQUAD, None, "explicit", "")
+def _read(settings: SquadSettings, start: start_lib.Start,
+          vocab_md5: str) -> fine_tuning.TaskInputs:
+  head = start_lib.starting_head(settings, start, provenance.SQUAD, None, "explicit", "")
   info = dict(task_name=TASK_NAME, head=provenance.SQUAD,
               version_2_with_negative=settings.version_2_with_negative,
               do_lower_case=bool(settings.do_lower_case), vocab_md5=vocab_md5,
@@ -138,7 +141,7 @@ def _read(settings: SquadSettings, vocab_md5: str) -> fine_tuning.TaskInputs:
               max_query_length=settings.max_query_length,
               max_answer_length=settings.max_answer_length, n_best_size=settings.n_best_size)
   return fine_tuning.TaskInputs(
-      data=_read_data(settings), info=info, fresh_head=start.fresh_head,
+      data=_read_data(settings), info=info, fresh_head=head.fresh_head,
       train_files=[settings.train_file],
       outputs=["train.tf_record", "eval.tf_record", PREDICTIONS_FILE, NBEST_FILE,
                NULL_ODDS_FILE, squad_metrics.EVAL_RESULTS_FILE],
@@ -322,10 +325,10 @@ def write_outputs(examples, eval_features, results, settings: SquadSettings,
       io.write_text(io.join(out_dir, squad_metrics.EVAL_RESULTS_FILE),
                     json.dumps(scores, indent=2) + "\n")
     else:
-      common.remove_stale_results(out_dir, [squad_metrics.EVAL_RESULTS_FILE], f"--predict_file="
+      run_folder.remove_stale_results(out_dir, [squad_metrics.EVAL_RESULTS_FILE], f"--predict_file="
                                   f"{settings.predict_file} has no answers to score")
     if not v2:
-      common.remove_stale_results(out_dir, [NULL_ODDS_FILE], "SQuAD v1.1 has no null odds")
+      run_folder.remove_stale_results(out_dir, [NULL_ODDS_FILE], "SQuAD v1.1 has no null odds")
   if scores is not None:
     logging.info("***** SQuAD %s scores on %s *****", "v2.0" if v2 else "v1.1",
                  settings.predict_file)

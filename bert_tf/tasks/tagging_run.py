@@ -38,6 +38,8 @@ from bert_tf.model import heads
 from bert_tf.model import provenance
 from bert_tf.tasks import common
 from bert_tf.tasks import fine_tuning
+from bert_tf.tasks import run_folder
+from bert_tf.tasks import start as start_lib
 from bert_tf.tasks import tagging
 from bert_tf.tasks import tagging_data
 from bert_tf.tasks import tagging_metrics
@@ -61,7 +63,8 @@ class NerSettings(common.FineTuningSettings):
   vocab_file, max_seq_length, do_eval, do_predict, eval/predict_batch_size.
 
   Tagging: data_dir (train.txt, dev.txt, test.txt), train_file / eval_file / predict_file,
-  labels (every tag, in id order; default from the training file), tag_scheme (auto, iob1,
+  labels (every tag, in id order; default from the training file; labels_file: the file it
+  was read from, named in messages), tag_scheme (auto, iob1,
   iob2, iobes, plain), eval_mode (conlleval or strict), document_context (fill windows with the
   sentence's document, the paper's setting).
   """
@@ -72,6 +75,7 @@ class NerSettings(common.FineTuningSettings):
   eval_file: Optional[str] = None
   predict_file: Optional[str] = None
   labels: Tuple[str, ...] = ()
+  labels_file: Optional[str] = None  # where labels was read from (for messages)
   tag_scheme: str = "auto"
   eval_mode: str = "conlleval"
   document_context: bool = False
@@ -104,7 +108,7 @@ class NerSettings(common.FineTuningSettings):
                       " (--max_seq_length)")
     if self.max_seq_length < 4:
       problems.append(f"--max_seq_length must be at least 4, got {self.max_seq_length}")
-    problems += fine_tuning.fine_tuning_problems(self, num_replicas)
+    problems += common.fine_tuning_problems(self, num_replicas)
     if self.tag_scheme not in TAG_SCHEMES:
       problems.append(f"--tag_scheme must be one of {', '.join(TAG_SCHEMES)}, got "
                       f"{self.tag_scheme!r}")
@@ -133,16 +137,17 @@ def scheme_of(settings: NerSettings, sentences: Sequence[tagging_data.Sentence],
 # === The run: what run_ner does around the driver (tasks.fine_tuning) ===
 
 
-def _read(settings: NerSettings, vocab_md5: str) -> fine_tuning.TaskInputs:
+def _read(settings: NerSettings, start: start_lib.Start,
+          vocab_md5: str) -> fine_tuning.TaskInputs:
   data = _read_data(settings)
-  start = _labels(settings, data)
-  labels = start.labels
+  head = _labels(settings, start, data)
+  labels = head.labels
   label_map = {tag: i for i, tag in enumerate(labels)}
   for split in ("eval", "predict"):
     if data[split] is not None:
       tagging_data.check_tags(data[split], label_map, settings.file(split))
   every = [s for split in ("train", "eval", "predict") for s in (data[split] or [])]
-  recorded = common.starting_record(settings).info if not start.fresh_head else None
+  recorded = start.info if not head.fresh_head else None
   if settings.tag_scheme == "auto" and not settings.do_train and recorded and \
       recorded.get("tag_scheme") in TAG_SCHEMES:
     scheme = recorded["tag_scheme"]  # the scheme the model was trained with
@@ -157,7 +162,7 @@ def _read(settings: NerSettings, vocab_md5: str) -> fine_tuning.TaskInputs:
               do_lower_case=bool(settings.do_lower_case), vocab_md5=vocab_md5,
               max_seq_length=settings.max_seq_length, head=provenance.TAGGER)
   return fine_tuning.TaskInputs(
-      data=data, info=info, fresh_head=start.fresh_head, train_files=[settings.file("train")],
+      data=data, info=info, fresh_head=head.fresh_head, train_files=[settings.file("train")],
       outputs=[f"{name}{suffix}" for name in ("train", "eval", "test") for suffix in (
           ".tf_record", "_predictions.txt", "_results.txt", "_conlleval.txt")],
       inputs={f"--{split}_file": settings.file(split) for split in ("train", "eval", "predict")},
@@ -174,9 +179,10 @@ def _read_data(settings: NerSettings) -> Dict[str, Any]:
   return data
 
 
-def _labels(settings: NerSettings, data: Mapping[str, Any]) -> common.StartingHead:
-  """--labels, else the training file's tags, else the fine-tuned model's, reconciled with
-  what the model the run starts from was trained with (common.starting_head)."""
+def _labels(settings: NerSettings, start: start_lib.Start,
+            data: Mapping[str, Any]) -> start_lib.StartingHead:
+  """--labels (or --labels_file), else the training file's tags, else the fine-tuned model's,
+  reconciled with what the model the run starts from was trained with (start.starting_head)."""
   train = data["train"]
   if settings.labels:
     labels, how = tagging_data.label_list(train or [], settings.labels,
@@ -185,12 +191,13 @@ def _labels(settings: NerSettings, data: Mapping[str, Any]) -> common.StartingHe
     labels, how = tagging_data.label_list(train, path=settings.file("train")), "training"
   else:
     labels, how = None, None
-  if how is None and provenance.fine_tuned_head(common.starting_record(settings).info) is None:
+  if how is None and start.head is None:
     raise tagging_data.ConllFormatError(
         "no labels: without --do_train, give --labels or --labels_file (every tag, in the "
         "model's label id order) or an --init_checkpoint / --output_dir whose task_info.json "
         "lists them")
-  return common.starting_head(settings, provenance.TAGGER, labels, how, "--labels")
+  return start_lib.starting_head(settings, start, provenance.TAGGER, labels, how, "--labels",
+                                 settings.labels_file)
 
 
 def _convert(state: fine_tuning.RunState, sentences, path: str, what: str, keep: bool = False):
@@ -326,7 +333,7 @@ def _predict_and_score(state: fine_tuning.RunState, sentences, name: str, batch_
       loop.write_eval_results(io.join(out_dir, f"{name}_results.txt"), results)
       io.write_text(io.join(out_dir, f"{name}_conlleval.txt"), report)
     else:
-      common.remove_stale_results(out_dir, [f"{name}_results.txt", f"{name}_conlleval.txt"],
+      run_folder.remove_stale_results(out_dir, [f"{name}_results.txt", f"{name}_conlleval.txt"],
                                   f"{settings.file('predict' if name == 'test' else 'eval')} "
                                   "has no tags to score")
   return predicted, scores

@@ -28,7 +28,7 @@ from bert_tf.model import conversion
 from bert_tf.model import heads
 from bert_tf.model.encoder import build_encoder
 from bert_tf.tasks import classifier_run as cr
-from bert_tf.tasks import common
+from bert_tf.tasks import run_folder
 from bert_tf.tokenization import FullTokenizer
 from tests import helpers
 
@@ -332,7 +332,7 @@ def test_the_task_names_are_the_runs():
   assert checkpoints.head_of_task_info({"task_name": squad_run.TASK_NAME}) == checkpoints.SQUAD
   assert checkpoints.head_of_task_info({"task_name": tagging_run.TASK_NAME}) == checkpoints.TAGGER
   assert checkpoints.head_of_task_info({"task_name": "mrpc"}) == checkpoints.CLASSIFIER
-  assert common.TASK_INFO_FILE == checkpoints.TASK_INFO_FILE
+  assert run_folder.TASK_INFO_FILE == checkpoints.TASK_INFO_FILE
 
 
 # === Refused: a head that would be lost or is not what is recorded ===

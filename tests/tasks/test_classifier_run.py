@@ -24,8 +24,8 @@ from bert_tf.tasks import classifier
 from bert_tf.tasks import classifier_data as cd
 from bert_tf.tasks import classifier_export
 from bert_tf.tasks import classifier_run as cr
-from bert_tf.tasks import common
 from bert_tf.tasks import fine_tuning
+from bert_tf.tasks import run_folder
 from bert_tf.training import loop
 from bert_tf.tokenization import FullTokenizer
 from tests import helpers
@@ -106,7 +106,7 @@ def test_run_writes_the_originals_files(trained):
   assert [p[1] for p in predictions[1:]] == [result["label_list"][i]
                                              for i in values.argmax(1)]
   np.testing.assert_array_equal(np.array([p[2:] for p in predictions[1:]], np.float64), values)
-  info = json.load(open(os.path.join(out, common.TASK_INFO_FILE)))
+  info = json.load(open(os.path.join(out, provenance.TASK_INFO_FILE)))
   assert info["labels"] == ["austen", "bible", "linux"] and info["pair"] is False
   assert info["vocab_md5"] == record_schema.vocab_checksum(VOCAB)
 
@@ -856,7 +856,7 @@ def test_a_resume_on_changed_training_data_is_refused(tmp_path):
   (out / "ckpt-1.index").write_bytes(b"")
   (out / "task_info.json").write_text(json.dumps(dict(
       task_name="generic", labels=["austen", "bible", "linux"], regression=False,
-      head="classifier", train_data=common.training_data([train]))))
+      head="classifier", train_data=run_folder.training_data([train]))))
   before = {p.name: p.read_bytes() for p in out.iterdir()}
   lines = open(train).read().splitlines()
   (data / "train.tsv").write_text("\n".join(lines[:-1]) + "\n")

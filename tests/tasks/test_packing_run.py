@@ -16,6 +16,7 @@ from bert_tf import row_packing
 from bert_tf.model import checkpoints
 from bert_tf.tasks import classifier_run as cr
 from bert_tf.tasks import fine_tuning
+from bert_tf.tasks import start as start_lib
 from bert_tf.training import input_pipeline
 from bert_tf.training import loop
 from tests.tasks.test_classifier_run import CONFIG, source_settings
@@ -27,7 +28,7 @@ NO_DROPOUT = dataclasses.replace(CONFIG, hidden_dropout_prob=0.0,
 def _write_source_records(tmp_path, max_seq_length=32):
   """The source task's training examples as the original's records; (path, count)."""
   settings = source_settings(tmp_path / "unused", max_seq_length=max_seq_length)
-  inputs = cr.TASK.read(settings, None)
+  inputs = cr.TASK.read(settings, start_lib.find_start(settings), None)
   from bert_tf.tasks import classifier_data  # pylint: disable=g-import-not-at-top
   from bert_tf.tokenization import FullTokenizer  # pylint: disable=g-import-not-at-top
   tokenizer = FullTokenizer(settings.vocab_file, do_lower_case=True)

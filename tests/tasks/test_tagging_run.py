@@ -13,6 +13,7 @@ import tensorflow as tf
 from bert_tf import run_ner
 from bert_tf.model import checkpoints
 from bert_tf.model import heads
+from bert_tf.tasks import start as start_lib
 from bert_tf.tasks import tagging_data
 from bert_tf.tasks import tagging_metrics
 from bert_tf.tasks import tagging_export
@@ -312,8 +313,14 @@ def test_reordered_labels_of_a_fine_tuned_tagger_are_refused(tmp_path):
                        r"with \[O, I-LOC, I-PER\]"):
       tagging_run.run_ner(CONFIG, settings(out, do_eval=True, init_checkpoint=prefix,
                                            labels=labels))
+  # Labels read from --labels_file: the messages name that flag and its file.
+  with pytest.raises(loop.TrainingError, match=r"--labels_file=tags.txt gives the labels \[O, "
+                     r"I-PER, I-LOC\].*give --labels=O,I-LOC,I-PER or drop --labels_file$"):
+    tagging_run.run_ner(CONFIG, settings(out, do_eval=True, init_checkpoint=prefix,
+                                         labels=("O", "I-PER", "I-LOC"), labels_file="tags.txt"))
   assert not out.exists()
-  start = tagging_run._labels(settings(out, do_eval=True, init_checkpoint=prefix), dict(
+  given = settings(out, do_eval=True, init_checkpoint=prefix)
+  start = tagging_run._labels(given, start_lib.find_start(given), dict(
       train=None, eval=None, predict=None))
   assert start.labels == ["O", "I-LOC", "I-PER"] and start.fresh_head is None
 
