@@ -27,6 +27,7 @@ from bert_tf import row_packing
 from bert_tf import tokenization
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
+from bert_tf.model import provenance
 from bert_tf.model.encoder import PACKED_INPUTS
 from bert_tf.model.heads import PRETRAINING_INPUTS, build_pretraining_model
 from bert_tf.training import input_pipeline
@@ -35,7 +36,7 @@ from bert_tf.training import losses
 from bert_tf.training import optimization
 
 EXPORT_DIR = "export"
-DATA_METADATA_FILE = "data_metadata.json"
+DATA_METADATA_FILE = provenance.DATA_METADATA_FILE
 
 # The export step: (model, config, export_dir, settings, data metadata) -> None.
 ExportFn = Callable[[keras.Model, BertConfig, str, "PretrainingSettings",
@@ -349,20 +350,16 @@ def _check_data(settings: PretrainingSettings, config: BertConfig, pattern: str,
 
 def _check_vocab(settings: PretrainingSettings, metadata: Optional[Mapping[str, Any]],
                  first_file: str) -> None:
-  """The --vocab_file (copied into the exports, whose tokenizer it becomes) must be the vocab
-  the data was tokenized with: its md5 against the metadata's vocab_md5."""
-  if not settings.vocab_file or not metadata or not metadata.get("vocab_md5"):
-    return
-  md5 = record_schema.vocab_checksum(settings.vocab_file)
-  if md5 == metadata["vocab_md5"]:
-    return
-  message = (f"--vocab_file={settings.vocab_file} (md5 {md5}) is not the vocab the data was "
-             f"made with (md5 {metadata['vocab_md5']}, {record_schema.metadata_path(first_file)}): "
-             "the exports would tokenize text into other ids than training saw")
-  if settings.allow_tokenizer_mismatch:
-    logging.warning("TOKENIZER MISMATCH (allowed by --allow_tokenizer_mismatch): %s", message)
-    return
-  raise input_pipeline.InputError(message + " (--allow_tokenizer_mismatch overrides this check)")
+  """The --vocab_file (copied into the exports, whose tokenizer it becomes, and recorded in
+  output_dir) must be the vocab the data was tokenized with (provenance.check_tokenizer against
+  the data's metadata)."""
+  try:
+    provenance.check_tokenizer(settings.vocab_file, settings.do_lower_case,
+                               data_metadata=metadata,
+                               data_source=record_schema.metadata_path(first_file),
+                               allow_mismatch=settings.allow_tokenizer_mismatch)
+  except provenance.TokenizerMismatchError as e:
+    raise input_pipeline.InputError(str(e)) from None
 
 
 def run_pretraining(config: BertConfig, settings: PretrainingSettings,
@@ -410,6 +407,11 @@ def run_pretraining(config: BertConfig, settings: PretrainingSettings,
         # start from this run's checkpoints.
         io.write_text(io.join(settings.output_dir, DATA_METADATA_FILE),
                       json.dumps(dict(metadata), indent=2) + "\n")
+      # The vocab of the data (the records' metadata names it) or --vocab_file, as the folder's
+      # vocab.txt: export and convert_checkpoint take the folder's tokenizer from it.
+      vocab = settings.vocab_file or provenance.data_vocab(metadata)
+      if vocab:
+        provenance.record_vocab(settings.output_dir, vocab)
     if settings.seed is not None:
       keras.utils.set_random_seed(settings.seed)
     with loop.dtype_policy(settings.mixed_precision):

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -247,7 +248,12 @@ def test_a_pretraining_run_records_its_data_tokenizer_for_fine_tuning(tmp_path):
   from bert_tf.training import pretraining  # pylint: disable=g-import-not-at-top
   from tests.helpers import (TINY_VOCAB_MD5, make_records, tiny_config,  # pylint: disable=g-import-not-at-top
                              tiny_settings)
+  from tests.helpers import write_vocab  # pylint: disable=g-import-not-at-top
   data = make_records(str(tmp_path / "train.tfrecord"))
+  # The records' metadata names the vocab they were made with (create_pretraining_data's flags).
+  metadata = record_schema.read_metadata(record_schema.metadata_path(data))
+  metadata["flags"] = dict(vocab_file=write_vocab(str(tmp_path / "data_vocab.txt")))
+  record_schema.write_metadata(record_schema.metadata_path(data), metadata)
   run_dir = str(tmp_path / "run")
   pretraining.run_pretraining(tiny_config(), tiny_settings(data, run_dir, num_train_steps=2))
   recorded = provenance.recorded_tokenizer(run_dir)
@@ -255,6 +261,19 @@ def test_a_pretraining_run_records_its_data_tokenizer_for_fine_tuning(tmp_path):
   assert recorded["casing_source"] == os.path.join(run_dir, "data_metadata.json")
   with pytest.raises(provenance.TokenizerMismatchError, match="do_lower_case=True.*data_metadata"):
     provenance.check_tokenizer(VOCAB, False, checkpoints=[run_dir])
+  # The folder records the data's vocab: export and convert_checkpoint need no --vocab_file.
+  assert provenance.recorded_vocab(run_dir) == os.path.join(run_dir, "vocab.txt")
+  assert record_schema.vocab_checksum(os.path.join(run_dir, "vocab.txt")) == TINY_VOCAB_MD5
+  from bert_tf import convert_checkpoint, export  # pylint: disable=g-import-not-at-top
+  hf_dir = tmp_path / "hf"
+  assert helpers.run_cli_in_process(convert_checkpoint, [
+      "convert_checkpoint", f"--from={run_dir}", f"--to={hf_dir / 'model.safetensors'}"]) == 0
+  assert json.loads((hf_dir / "tokenizer_config.json").read_text())["do_lower_case"] is True
+  assert record_schema.vocab_checksum(str(hf_dir / "vocab.txt")) == TINY_VOCAB_MD5
+  flags = types.SimpleNamespace(checkpoint=run_dir, vocab_file=None, do_lower_case=None,
+                                data_metadata_file=None, allow_tokenizer_mismatch=False)
+  assert export._tokenizer(flags, tiny_config(), None) == (  # pylint: disable=protected-access
+      os.path.join(run_dir, "vocab.txt"), True)
   # A classifier starts from the run directory: every encoder weight, a fresh head.
   from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
   model = heads.build_classifier_model(tiny_config(), 3)
