@@ -6,12 +6,10 @@ In process (the loop on a toy task, the signal sent to this process) and with th
 `python -m bert_tf.run_pretraining` in a subprocess.
 """
 
-import json
 import os
 import re
 import signal
 import subprocess
-import sys
 import time
 
 import keras
@@ -162,21 +160,12 @@ def test_stop_check_seconds_variable(monkeypatch):
 # === The command, in a subprocess ===
 
 
-def _command(workdir, output_dir, *extra):
-  return [sys.executable, "-m", "bert_tf.run_pretraining",
-          f"--bert_config_file={workdir}/bert_config.json",
-          f"--input_file={workdir}/train.tfrecord", f"--output_dir={output_dir}",
-          "--max_seq_length=16", "--max_predictions_per_seq=3", "--train_batch_size=8",
-          "--learning_rate=1e-3", "--num_warmup_steps=0", "--seed=7", "--deterministic_ops",
-          "--do_train", "--noexport_at_end", *extra]
+_command = helpers.pretraining_command
 
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
-  path = tmp_path_factory.mktemp("preemption")
-  helpers.make_records(str(path / "train.tfrecord"))
-  helpers.tiny_config().to_json_file(str(path / "bert_config.json"))
-  return str(path)
+  return helpers.write_pretraining_inputs(str(tmp_path_factory.mktemp("preemption")))
 
 
 def _read_until(process, line_has, lines, timeout=240):
@@ -295,31 +284,11 @@ def test_sigterm_is_seen_within_the_stop_check_time_with_long_loops(workdir, tmp
 
 
 def _start_workers(workdir, output_dir, ports, logs, *extra):
-  cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
-  workers = []
-  for index, log in enumerate(logs):
-    tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
-    with open(log, "w") as f:
-      workers.append(subprocess.Popen(
-          _command(workdir, output_dir, *extra), cwd=helpers.REPO_ROOT, stdout=f,
-          stderr=subprocess.STDOUT, env=helpers.subprocess_env(TF_CONFIG=tf_config)))
-  return workers
+  return helpers.start_workers(_command(workdir, output_dir, *extra), ports, logs)
 
 
-def _wait_all(workers, timeout=240):
-  try:
-    for worker in workers:
-      worker.wait(timeout=timeout)
-  finally:
-    for worker in workers:
-      if worker.poll() is None:
-        worker.kill()
-  return [worker.returncode for worker in workers]
-
-
-def _read(path):
-  with open(path) as f:
-    return f.read()
+_wait_all = helpers.wait_all
+_read = helpers.read_text
 
 
 @pytest.mark.slow
@@ -330,10 +299,7 @@ def test_sigterm_to_one_of_two_workers_stops_both_at_the_same_step(workdir, tmp_
   ports = _free_ports(2)
   workers = _start_workers(workdir, run_dir, ports, logs, *PREEMPTED_RUN)
   try:
-    deadline = time.time() + 240
-    while f"step 25/{COMMAND_STEPS} " not in _read(logs[0]):
-      assert time.time() < deadline and workers[0].poll() is None, _read(logs[0])[-3000:]
-      time.sleep(0.05)
+    helpers.wait_for_line(logs[0], f"step 25/{COMMAND_STEPS} ", workers[0])
     workers[1].send_signal(signal.SIGTERM)  # the other worker is not signalled
   finally:
     codes = _wait_all(workers)
