@@ -792,19 +792,27 @@ def _worker_loss(strategy, manager, chief: bool, num_train_steps: int,
     if lost is None:
       raise
     output_dir = manager.directory if chief else os.path.dirname(manager.directory)
-    saved = [path for path in run_checkpoints(output_dir) if io.exists(path + ".index")]
+    try:
+      saved = [path for path in run_checkpoints(output_dir) if io.exists(path + ".index")]
+    except (OSError, tf.errors.OpError) as listing:
+      logging.warning("Cannot list the checkpoints in %s: %s", output_dir, listing)
+      saved = None
     checkpoint = saved[0] if saved else None
     step = reached()
     who = (f"lost {cluster.describe_tasks(lost.tasks)}: {lost.reason}" if lost.tasks else
            f"lost a worker ({lost.reason})")
-    resume = (f"the last checkpoint is {checkpoint}: relaunch every worker with the same "
-              f"command to resume from step {_checkpoint_step(checkpoint)}" if checkpoint else
-              "no checkpoint was saved yet: relaunch every worker with the same command to "
-              "start again")
+    relaunch = "relaunch every worker with the same command to"
+    resume = (f"the last checkpoint is {checkpoint}: {relaunch} resume from step "
+              f"{_checkpoint_step(checkpoint)}" if checkpoint else
+              f"{relaunch} resume from the newest checkpoint in {output_dir}" if saved is None
+              else f"no checkpoint was saved yet: {relaunch} start again")
     message = (f"{who}; training stopped at step {step}/{num_train_steps}; {resume} (exit "
                f"status {EXIT_WORKER_LOST})")
     if not chief:
-      io.remove(manager.directory)
+      try:
+        io.remove(manager.directory)
+      except (OSError, tf.errors.OpError) as removing:  # the line matters more than the copies
+        logging.warning("Cannot remove %s: %s", manager.directory, removing)
     logging.error("%s", message)
     raise WorkerLost(lost.tasks, step, checkpoint, message) from None
 

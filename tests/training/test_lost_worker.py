@@ -194,6 +194,24 @@ def test_other_errors_in_training_pass_and_one_process_runs_are_left_alone(monke
       raise tf.errors.UnavailableError(None, None, FROZEN)
 
 
+def test_checkpoints_that_cannot_be_listed_still_give_the_line(monkeypatch, tmp_path):
+  _set_cluster(monkeypatch, _free_ports(2), 1)
+
+  def unreachable(output_dir):
+    raise tf.errors.UnavailableError(None, None, f"{output_dir}: the bucket does not answer")
+
+  monkeypatch.setattr(loop, "run_checkpoints", unreachable)
+  scratch = tmp_path / ".worker_1_tmp"
+  with pytest.raises(loop.WorkerLost) as lost:
+    with loop._worker_loss(_multi_worker_strategy(), _Manager(str(scratch)), False, 100,
+                           lambda: 8):
+      raise tf.errors.UnavailableError(None, None, FROZEN.replace("task:1", "task:0"))
+  assert lost.value.checkpoint is None
+  assert lost.value.message.endswith(
+      f"training stopped at step 8/100; relaunch every worker with the same command to resume "
+      f"from the newest checkpoint in {tmp_path} (exit status 75)")
+
+
 # === Two workers of the command, one lost ===
 
 PEER_TIMEOUT = 3
