@@ -42,6 +42,12 @@ def define_flags(flag_values=FLAGS) -> None:
                        "(calls are cut to BERT_TF_STOP_CHECK_SECONDS, default 5, so that "
                        "SIGTERM saves the step reached soon).", **fv)
   flags.DEFINE_integer("max_eval_steps", 100, "Number of eval batches.", **fv)
+  flags.DEFINE_integer("eval_every_n_steps", 0,
+                       "With --do_train, also evaluate every this many steps (--max_eval_steps "
+                       "batches of the eval data, the same ones each time), off the training "
+                       "clock: a log line and TensorBoard summaries in output_dir/eval "
+                       "(tensorboard --logdir=output_dir). 0: only at the end, with --do_eval.",
+                       **fv)
   cli.define_tpu_flags(flag_values)
   # === Additions ===
   cli.define_runtime_flags(flag_values)

@@ -820,7 +820,9 @@ def _worker_loss(strategy, manager, chief: bool, num_train_steps: int,
 def train(trainer: Trainer, iterator, global_step: tf.Variable, manager,
           num_train_steps: int, iterations_per_loop: int, save_checkpoints_steps: int,
           summary_dir: Optional[str], chief: bool,
-          on_checkpoint: Optional[Callable[[int], None]] = None) -> Dict[str, float]:
+          on_checkpoint: Optional[Callable[[int], None]] = None,
+          eval_every_n_steps: int = 0,
+          on_eval: Optional[Callable[[int], Any]] = None) -> Dict[str, float]:
   """Trains from global_step to num_train_steps, logging, summarising and checkpointing.
 
   Metrics are logged and summarised every iterations_per_loop steps (and at each checkpoint);
@@ -839,6 +841,10 @@ def train(trainer: Trainer, iterator, global_step: tf.Variable, manager,
     summary_dir: where the chief writes TensorBoard summaries (None: none).
     chief: whether this process writes summaries.
     on_checkpoint: called with the step after each checkpoint before the last one.
+    eval_every_n_steps, on_eval: on_eval(step) is called at every multiple of
+      eval_every_n_steps (the last step included; steps per call end there), after that
+      step's log line and checkpoint; its time is kept off the training clock (examples/s
+      and the ETA's seconds per step).
 
   Returns:
     The last logged metrics, each prefixed "train_", plus learning_rate and
@@ -859,6 +865,7 @@ def train(trainer: Trainer, iterator, global_step: tf.Variable, manager,
   start_time = time.time()
   step = start_step
   seconds_per_step = None
+  eval_seconds, evals = 0.0, 0
   # Non-finite steps in a row, across calls (Trainer.train_loop counts within one call).
   bad = 0
   stopping = False
@@ -868,6 +875,8 @@ def train(trainer: Trainer, iterator, global_step: tf.Variable, manager,
     while step < num_train_steps:
       next_save = (step // save_checkpoints_steps + 1) * save_checkpoints_steps
       interval = min(iterations_per_loop, num_train_steps - step, next_save - step)
+      if on_eval is not None and eval_every_n_steps > 0:
+        interval = min(interval, (step // eval_every_n_steps + 1) * eval_every_n_steps - step)
       done, elapsed, totals = 0, 0.0, None
       while done < interval:
         stopping, call_steps = agree(stop.requested, _call_steps(seconds_per_step, budget))
@@ -899,7 +908,12 @@ def train(trainer: Trainer, iterator, global_step: tf.Variable, manager,
         metrics = trainer.task.train_metrics(totals, max(1, done - min(bad, done)))
         metrics["learning_rate"] = float(optimizer.learning_rate)
         metrics["examples_per_second"] = totals["examples"] / max(elapsed, 1e-9)
-        eta = (time.time() - start_time) / (step - start_step) * (num_train_steps - step)
+        # Evaluations are off the training clock; the ETA adds the ones still to come.
+        eta = ((time.time() - start_time - eval_seconds) / (step - start_step)
+               * (num_train_steps - step))
+        if on_eval is not None and eval_every_n_steps > 0 and evals:
+          eta += (num_train_steps // eval_every_n_steps - step // eval_every_n_steps) * (
+              eval_seconds / evals)
         shown = " ".join(f"{k} = {v:.4f}" for k, v in metrics.items()
                          if k not in ("learning_rate", "examples_per_second"))
         logging.info("step %d/%d %s learning_rate = %.3g examples/s = %.1f ETA %s", step,
@@ -917,6 +931,11 @@ def train(trainer: Trainer, iterator, global_step: tf.Variable, manager,
         logging.info("Saved checkpoint %s", path)
         if on_checkpoint is not None and step < num_train_steps:
           on_checkpoint(step)
+      if on_eval is not None and eval_every_n_steps > 0 and step % eval_every_n_steps == 0:
+        eval_start = time.time()
+        on_eval(step)
+        eval_seconds += time.time() - eval_start
+        evals += 1
     if not stopping:
       # A signal during the last call (every worker takes part, signalled or not): the run
       # stops before evaluating and exporting, its final checkpoint being the step reached.
@@ -935,22 +954,58 @@ def train(trainer: Trainer, iterator, global_step: tf.Variable, manager,
 
 
 def evaluate(trainer: Trainer, iterator, num_steps: int, global_step: int,
-             output_dir: Optional[str], chief: bool) -> Dict[str, float]:
-  """Runs num_steps eval batches; the chief writes eval_results.txt and eval summaries."""
-  batch_sums = [{k: v.numpy() for k, v in trainer.eval_step(iterator).items()}
-                for _ in range(num_steps)]
+             output_dir: Optional[str], chief: bool, results_file: bool = True,
+             log_every_seconds: float = 10.0) -> Dict[str, float]:
+  """Runs num_steps eval batches; the chief writes eval summaries (output_dir/eval) and, with
+  results_file, eval_results.txt.
+
+  Progress (batches, batches/s, ETA) is logged every log_every_seconds and at the end; the
+  first batch of a run also traces and compiles the eval step (Trainer.eval_step is one
+  tf.function for the run: later evaluations, on new iterators of the same dataset, reuse it),
+  so the rate counts the batches after it. With results_file the results are logged one per
+  line (the original's format), otherwise on one line (evaluations during training).
+  """
+  logging.info("Evaluating %d batches at step %d", num_steps, global_step)
+  start = time.time()
+  last_log = start
+  first_seconds = 0.0
+  batch_sums = []
+  for i in range(num_steps):
+    batch_sums.append({k: v.numpy() for k, v in trainer.eval_step(iterator).items()})
+    now = time.time()
+    if i == 0:
+      first_seconds = now - start
+    if now - last_log >= log_every_seconds or i + 1 == num_steps:
+      last_log = now
+      rate = i / max(now - start - first_seconds, 1e-9) if i else 1 / max(first_seconds, 1e-9)
+      logging.info("eval %d/%d batches, %.1f batches/s (first %.1f s), ETA %s", i + 1,
+                   num_steps, rate, first_seconds, format_eta((num_steps - i - 1) / rate))
   results = trainer.task.eval_results(batch_sums)
   results["global_step"] = int(global_step)
+  if results_file:
+    report_eval_results(results, output_dir, chief)
+  else:
+    logging.info("eval at step %d: %s (%.1f s, off the training clock)", global_step,
+                 " ".join(f"{key} = {results[key]:.4f}" for key in sorted(results)
+                          if key != "global_step"), time.time() - start)
+  if chief and output_dir:
+    writer = tf.summary.create_file_writer(os.path.join(output_dir, "eval"))
+    with writer.as_default():
+      for key, value in results.items():
+        if key != "global_step":
+          tf.summary.scalar(key, value, step=results["global_step"])
+    writer.close()  # written now: TensorBoard shows each evaluation of a running job
+  return results
+
+
+def report_eval_results(results: Mapping[str, Any], output_dir: Optional[str],
+                        chief: bool) -> None:
+  """Logs the final results one per line and the chief writes eval_results.txt."""
   logging.info("***** Eval results *****")
   for key in sorted(results):
     logging.info("  %s = %s", key, results[key])
   if chief and output_dir:
     write_eval_results(os.path.join(output_dir, EVAL_RESULTS_FILE), results)
-    with tf.summary.create_file_writer(os.path.join(output_dir, "eval")).as_default():
-      for key, value in results.items():
-        if key != "global_step":
-          tf.summary.scalar(key, value, step=results["global_step"])
-  return results
 
 
 def predict(trainer: Trainer, iterator, num_steps: int, index_key: str = "example_index",

@@ -67,6 +67,9 @@ class PretrainingSettings:
       tf.function call runs at most this many (fewer when they would outlast
       loop.stop_check_seconds(), so that a SIGTERM is seen soon).
     max_eval_steps: eval batches (the eval data repeats, as in the original).
+    eval_every_n_steps: also evaluate (max_eval_steps batches of the eval data, the same
+      batches every time) every this many training steps, off the training clock: a log line
+      and TensorBoard summaries under output_dir/eval; 0: only at the end (--do_eval).
     optimizer: "adamw" (the original) or "lamb".
     mixed_precision: "none", "bfloat16" or "float16" (with dynamic loss scaling).
     jit_compile: compile the replica step with XLA.
@@ -109,6 +112,7 @@ class PretrainingSettings:
   save_checkpoints_steps: int = 1000
   iterations_per_loop: int = 1000
   max_eval_steps: int = 100
+  eval_every_n_steps: int = 0
   optimizer: str = "adamw"
   mixed_precision: str = "none"
   jit_compile: bool = False
@@ -137,6 +141,10 @@ class PretrainingSettings:
         problems.append(f"--{name} must be positive, got {getattr(self, name)}")
     if self.num_warmup_steps < 0:
       problems.append(f"--num_warmup_steps must be >= 0, got {self.num_warmup_steps}")
+    if self.eval_every_n_steps < 0:
+      problems.append(f"--eval_every_n_steps must be >= 0, got {self.eval_every_n_steps}")
+    elif self.eval_every_n_steps and not self.do_train:
+      problems.append("--eval_every_n_steps evaluates during training: it needs --do_train")
     if self.optimizer not in optimization.OPTIMIZER_NAMES:
       problems.append(f"--optimizer must be one of {', '.join(optimization.OPTIMIZER_NAMES)}, "
                       f"got {self.optimizer!r}")
@@ -148,7 +156,8 @@ class PretrainingSettings:
       problems.append(f"--train_batch_size={self.train_batch_size} must be a multiple of "
                       f"replicas ({num_replicas}) x --gradient_accumulation_steps "
                       f"({self.gradient_accumulation_steps})")
-    if self.do_eval and self.eval_batch_size > 0 and self.eval_batch_size % num_replicas:
+    if ((self.do_eval or self.eval_every_n_steps) and self.eval_batch_size > 0
+        and self.eval_batch_size % num_replicas):
       problems.append(f"--eval_batch_size={self.eval_batch_size} must be a multiple of the "
                       f"number of replicas ({num_replicas})")
     if self.dynamic_masking and not self.vocab_file:
@@ -450,6 +459,20 @@ def _run(config, settings, strategy, chief, metadata, export_fn):
     return export_dir
 
   result: Dict[str, Any] = {"model": model}
+  # One eval dataset and one traced eval step for every evaluation of the run; each
+  # evaluation reads the same batches from a new iterator.
+  evaluations: Dict[int, Dict[str, float]] = {}
+  eval_data = None
+  if settings.do_eval or (settings.do_train and settings.eval_every_n_steps):
+    eval_data = strategy.distribute_datasets_from_function(_eval_dataset_fn(settings))
+
+  def evaluate(step, final=False):
+    with _naming_corrupt_files(settings.eval_input_file or settings.input_file,
+                               "eval_input_file" if settings.eval_input_file else "input_file"):
+      evaluations[step] = loop.evaluate(trainer, iter(eval_data), settings.max_eval_steps, step,
+                                        settings.output_dir, chief, results_file=final)
+    return evaluations[step]
+
   if settings.do_train:
     # Resume by skip: with --seed the resumed run sees the batches an uninterrupted one would.
     iterator = loop.resumed_iterator(
@@ -462,12 +485,19 @@ def _run(config, settings, strategy, chief, metadata, export_fn):
       result.update(loop.train(
           trainer, iterator, global_step, state.manager, settings.num_train_steps,
           settings.iterations_per_loop, settings.save_checkpoints_steps, settings.output_dir,
-          chief, on_checkpoint=on_checkpoint))
+          chief, on_checkpoint=on_checkpoint, eval_every_n_steps=settings.eval_every_n_steps,
+          on_eval=evaluate if settings.eval_every_n_steps else None))
   result["global_step"] = int(global_step.numpy())
+  if evaluations:
+    result["evaluations"] = evaluations
   if settings.do_eval:
-    iterator = iter(strategy.distribute_datasets_from_function(_eval_dataset_fn(settings)))
-    result.update(loop.evaluate(trainer, iterator, settings.max_eval_steps,
-                                result["global_step"], settings.output_dir, chief))
+    step = result["global_step"]
+    if step in evaluations:
+      # The last evaluation during training was of these weights, on the same batches.
+      loop.report_eval_results(evaluations[step], settings.output_dir, chief)
+      result.update(evaluations[step])
+    else:
+      result.update(evaluate(step, final=True))
   if settings.do_train and settings.export_at_end and chief and export_fn is not None:
     result["export_dir"] = export(result["global_step"])
   if packed:  # callers get the unpacked model (the encoder's inputs) with the trained weights

@@ -38,28 +38,65 @@ def full_run(data, tmp_path_factory):
   return output_dir, result
 
 
+def _summary_points(pattern):
+  """{tag: [(step, value)]} of the TensorBoard event files matching pattern, by step."""
+  points = {}
+  for path in tf.io.gfile.glob(pattern):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        number = (value.simple_value if value.HasField("simple_value")
+                  else float(tf.make_ndarray(value.tensor)))
+        points.setdefault(value.tag, []).append((event.step, number))
+  return {tag: sorted(values) for tag, values in points.items()}
+
+
 @pytest.mark.slow
-def test_training_lowers_eval_loss_and_raises_accuracy(data, tmp_path):
+def test_training_lowers_eval_loss_and_raises_accuracy(data, tmp_path, monkeypatch, caplog):
   config = tiny_config()
   before = pretraining.run_pretraining(config, tiny_settings(
       data, str(tmp_path / "before"), do_train=False, do_eval=True))
-  after = pretraining.run_pretraining(config, tiny_settings(
-      data, str(tmp_path / "after"), do_eval=True, num_train_steps=60,
-      iterations_per_loop=20, save_checkpoints_steps=60))
+  # Count the model builds and the traces of the eval step (its Python body runs only when
+  # traced) of the run that also evaluates every 20 steps.
+  builds, traces = [], []
+  build = pretraining.build_pretraining_model
+  monkeypatch.setattr(pretraining, "build_pretraining_model",
+                      lambda *a, **k: builds.append(1) or build(*a, **k))
+  eval_step_fn = loop.Trainer._eval_step_fn
+  monkeypatch.setattr(loop.Trainer, "_eval_step_fn",
+                      lambda self, iterator: traces.append(1) or eval_step_fn(self, iterator))
+  with caplog.at_level(logging.INFO):
+    after = pretraining.run_pretraining(config, tiny_settings(
+        data, str(tmp_path / "after"), do_eval=True, num_train_steps=60,
+        iterations_per_loop=20, save_checkpoints_steps=60, eval_every_n_steps=20))
   assert before["global_step"] == 0 and after["global_step"] == 60
   assert after["loss"] < before["loss"] - 0.5, (before["loss"], after["loss"])
   assert after["masked_lm_loss"] < before["masked_lm_loss"] - 0.3
   # The next-sentence rule (short A <=> random next) is learnable within 60 steps.
   assert after["next_sentence_accuracy"] > 0.75
   # TensorBoard summaries of the logged metrics, one point per tf.function call (3 x 20 steps).
-  points = {}
-  for path in tf.io.gfile.glob(str(tmp_path / "after" / "events.out.tfevents.*")):
-    for event in tf.compat.v1.train.summary_iterator(path):
-      for value in event.summary.value:
-        points.setdefault(value.tag, []).append(event.step)
-  assert {tag: sorted(steps) for tag, steps in points.items()} == {
+  points = _summary_points(str(tmp_path / "after" / "events.out.tfevents.*"))
+  assert {tag: [s for s, _ in values] for tag, values in points.items()} == {
       tag: [20, 40, 60] for tag in ("loss", "masked_lm_accuracy", "next_sentence_accuracy",
                                     "learning_rate", "examples_per_second")}
+  # --eval_every_n_steps: evaluations at 20, 40 and 60 on the same eval batches; the final
+  # --do_eval is the one of step 60 (not run again), one model and one eval trace for all.
+  evaluations = after["evaluations"]
+  assert sorted(evaluations) == [20, 40, 60]
+  assert evaluations[20]["masked_lm_loss"] > evaluations[60]["masked_lm_loss"]
+  assert {k: after[k] for k in evaluations[60]} == evaluations[60]
+  assert len(builds) == 1 and len(traces) == 1, (builds, traces)
+  assert loop.read_eval_results(str(tmp_path / "after" / "eval_results.txt")) == pytest.approx(
+      evaluations[60])
+  eval_points = _summary_points(str(tmp_path / "after" / "eval" / "events.out.tfevents.*"))
+  for tag in ("masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy", "loss"):
+    assert eval_points[tag] == [(step, pytest.approx(evaluations[step][tag], rel=1e-6))
+                                for step in (20, 40, 60)], tag
+  lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("eval at step")]
+  assert [line.split(":")[0] for line in lines] == [f"eval at step {s}" for s in (20, 40, 60)]
+  assert f"masked_lm_accuracy = {evaluations[40]['masked_lm_accuracy']:.4f}" in lines[1]
+  assert "off the training clock" in lines[0]
+  assert any(re.match(r"eval 4/4 batches, [0-9.]+ batches/s \(first [0-9.]+ s\), ETA 0:00:00",
+                      r.getMessage()) for r in caplog.records)
 
 
 @pytest.mark.slow
@@ -180,18 +217,25 @@ def test_init_checkpoint_loads_original_tf1_weights(data, tmp_path, caplog):
 
 
 @pytest.mark.slow
-def test_init_checkpoint_from_our_training_checkpoint(data, full_run, tmp_path):
+def test_init_checkpoint_from_our_training_checkpoint(full_run, tmp_path):
+  """The two-phase recipe: phase 2 at twice phase 1's length, packed, from phase 1's run
+  directory (--init_checkpoint): its weights, a fresh optimizer and schedule."""
   config = tiny_config()
-  full_dir, _ = full_run
+  full_dir, _ = full_run  # phase 1: sequence 16
   trained = checkpoint_values(os.path.join(full_dir, "ckpt-6"))
-  pretraining.run_pretraining(config, tiny_settings(
-      data, str(tmp_path / "b"), init_checkpoint=full_dir, learning_rate=0.0,
-      num_train_steps=1, save_checkpoints_steps=1, seed=99))
+  long_data = helpers.make_records(str(tmp_path / "long.tfrecord"), seq=2 * SEQ)
+  phase2 = pretraining.run_pretraining(config, tiny_settings(
+      long_data, str(tmp_path / "b"), init_checkpoint=full_dir, learning_rate=0.0,
+      max_seq_length=2 * SEQ, packing="exact", do_eval=True,
+      max_eval_steps=2, num_train_steps=1, save_checkpoints_steps=1, seed=99))
   loaded = checkpoint_values(str(tmp_path / "b" / "ckpt-1"))
   assert_same_weights(trained, loaded, rtol=0, atol=0)
-  # Weights only: the new run starts at step 0 with fresh optimizer state.
+  # Weights only: the new run starts at step 0 with fresh optimizer state (one update, where
+  # phase 1's optimizer had made 6), and it evaluates on the long records.
   reader = tf.train.load_checkpoint(str(tmp_path / "b" / "ckpt-1"))
   assert int(reader.get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE")) == 1
+  assert int(reader.get_tensor("optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE")) == 1
+  assert phase2["global_step"] == 1 and np.isfinite(phase2["masked_lm_loss"])
 
 
 def test_metadata_mismatch_and_empty_glob_are_clear_errors(data, tmp_path):
