@@ -308,8 +308,19 @@ def _features(converter: _Converter, example: InputExample) -> InputFeatures:
 # the map entries by key, which is what is written; tests compare with
 # tf.train.Example(...).SerializeToString(deterministic=True).
 
-INPUT_IDS, INPUT_MASK, SEGMENT_IDS = "input_ids", "input_mask", "segment_ids"
+# The record's features, written by _RecordEncoder and read through record_spec.
+INPUT_IDS, INPUT_MASK, SEGMENT_IDS = (record_schema.INPUT_IDS, record_schema.INPUT_MASK,
+                                      record_schema.SEGMENT_IDS)
 LABEL_IDS, IS_REAL_EXAMPLE = "label_ids", "is_real_example"
+
+
+def record_spec(max_seq_length: int, regression: bool = False
+                ) -> Dict[str, Tuple[Tuple[int, ...], str]]:
+  """The original run_classifier.py's record schema, as {feature: (shape, dtype)} for the
+  input pipeline's reader (input_pipeline.parsing_spec): label_ids is a float for regression."""
+  sequence = ((max_seq_length,), "int64")
+  return {INPUT_IDS: sequence, INPUT_MASK: sequence, SEGMENT_IDS: sequence,
+          LABEL_IDS: ((), "float32" if regression else "int64"), IS_REAL_EXAMPLE: ((), "int64")}
 
 
 class _RecordEncoder:

@@ -296,9 +296,9 @@ def _loss(inputs: fine_tuning.TaskInputs):
   return classifier.REGRESSION_TASK if inputs.data["labels"] is None else classifier.TASK
 
 
-def _dataset(inputs: fine_tuning.TaskInputs, *args, **kwargs):
-  return input_pipeline.classifier_dataset(*args, regression=inputs.data["labels"] is None,
-                                           **kwargs)
+def _record_spec(inputs: fine_tuning.TaskInputs, max_seq_length: int, is_training: bool):
+  del is_training  # the same records for training, evaluation and prediction
+  return classifier_data.record_spec(max_seq_length, regression=inputs.data["labels"] is None)
 
 
 def _evaluate(state: fine_tuning.RunState, result: Dict[str, Any]) -> Dict[str, Any]:
@@ -324,8 +324,8 @@ def _predictions(state: fine_tuning.RunState, examples, name: str, batch_size: i
   logging.info("  Num examples = %d (%d actual, %d padding)", count, len(examples),
                count - len(examples))
   logging.info("  Batch size = %d, %d batches", batch_size, num_steps)
-  iterator = fine_tuning.eval_dataset(TASK, state, path, batch_size, count)
-  out = loop.predict(state.trainer, iterator, num_steps, keep=("label_ids", "is_real_example"))
+  out = fine_tuning.predict(TASK, state, path, batch_size, count,
+                           keep=(classifier_data.LABEL_IDS, classifier_data.IS_REAL_EXAMPLE))
   real = out["is_real_example"] > 0
   if int(real.sum()) != len(examples):
     raise loop.TrainingError(f"{path}: {int(real.sum())} real examples predicted, "
@@ -392,7 +392,7 @@ TASK = fine_tuning.FineTuningTask(
                "(google-research/bert#1037). Add --do_train, or point --init_checkpoint at a "
                "fine-tuned classifier"),
     read=_read, train_records=_train_records, build_model=_build_model, loss=_loss,
-    dataset=_dataset, evaluate=_evaluate)
+    record_spec=_record_spec, evaluate=_evaluate)
 
 
 def run_classifier(config: BertConfig, settings: ClassifierSettings,

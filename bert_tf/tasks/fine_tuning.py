@@ -124,9 +124,9 @@ class FineTuningTask:
     build_model: (config, inputs, packed=bool) -> the Keras model (built under the strategy's
       scope); packed: it takes packed rows (--packing).
     loss: inputs -> the loop.Task (loss and metric sums) the model trains with.
-    dataset: (inputs, path, max_seq_length, batch_size, **options) -> the tf.data pipeline of
-      the task's records (input_pipeline.classifier_dataset / squad_dataset / tagging_dataset;
-      options include packing, an input_pipeline.Packing or None).
+    record_spec: (inputs, max_seq_length, is_training) -> the task's record spec, from its
+      data module (classifier_data / squad_data / tagging_data `record_spec`): the driver reads
+      every batch of the task's records with it (dataset, predict).
     evaluate: (state, result so far) -> result entries; evaluates and predicts, writing the
       task's result and prediction files.
     export_info: (settings, info, result) -> the task_info the export records (default: info).
@@ -140,7 +140,7 @@ class FineTuningTask:
   train_records: Callable[[RunState, str], TrainingRecords]
   build_model: Callable[[BertConfig, TaskInputs], keras.Model]
   loss: Callable[[TaskInputs], loop.Task]
-  dataset: Callable[..., tf.data.Dataset]
+  record_spec: Callable[[TaskInputs, int, bool], input_pipeline.RecordSpec]
   evaluate: Callable[[RunState, Dict[str, Any]], Dict[str, Any]]
   export_info: Optional[Callable[[Any, Dict[str, Any], Dict[str, Any]], Dict[str, Any]]] = None
 
@@ -254,8 +254,8 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
     elif packing.mode == row_packing.EXACT:
       boundaries = settings.buckets(settings.max_seq_length)  # the row widths to choose from
     result.update(fine_tune(
-        run_, settings, lambda batch, ctx: task.dataset(
-            state.inputs, train_path, settings.max_seq_length, batch, is_training=True,
+        run_, settings, lambda batch, ctx: dataset(
+            task, state, train_path, batch, is_training=True,
             input_context=ctx, seed=settings.seed,
             shuffle_buffer_size=settings.shuffle_buffer_size, length_buckets=boundaries,
             group_by_length=grouped,
@@ -330,6 +330,15 @@ def eval_buckets(settings, path: str, rows: int) -> Optional[Tuple[int, ...]]:
   return settings.record_buckets(path, settings.max_seq_length, rows)
 
 
+def dataset(task: FineTuningTask, state: RunState, path: str, batch_size: int,
+            is_training: bool, **options) -> tf.data.Dataset:
+  """The batches of one of the task's record files (input_pipeline.record_dataset with the
+  task's record spec; options are record_dataset's)."""
+  spec = task.record_spec(state.inputs, state.settings.max_seq_length, is_training)
+  return input_pipeline.record_dataset(path, input_pipeline.parsing_spec(spec), batch_size,
+                                       is_training, **options)
+
+
 def eval_dataset(task: FineTuningTask, state: RunState, path: str, batch_size: int,
                  num_examples: int):
   """A distributed iterator over every record of an eval or predict file, each exactly once
@@ -339,11 +348,26 @@ def eval_dataset(task: FineTuningTask, state: RunState, path: str, batch_size: i
   boundaries = eval_buckets(settings, path, batch_size // state.strategy.num_replicas_in_sync)
 
   def dataset_fn(ctx):
-    return task.dataset(state.inputs, path, settings.max_seq_length, batch_size,
-                        is_training=False, input_context=ctx, num_examples=num_examples,
-                        length_buckets=boundaries, packing=eval_packing(settings))
+    return dataset(task, state, path, batch_size, is_training=False, input_context=ctx,
+                   num_examples=num_examples, length_buckets=boundaries,
+                   packing=eval_packing(settings))
 
   return iter(state.strategy.distribute_datasets_from_function(dataset_fn))
+
+
+def predict(task: FineTuningTask, state: RunState, path: str, batch_size: int,
+            num_examples: int, keep: Tuple[str, ...] = (),
+            sequence_length: Optional[int] = None) -> Dict[str, np.ndarray]:
+  """The trained model's outputs for every record of an eval or predict file, in file order
+  (loop.predict over eval_dataset: every task's eval and predict batches come through here).
+
+  Args:
+    keep: batch entries returned beside the outputs (e.g. label_ids).
+    sequence_length: pad per-position outputs of cut batches back to it (loop.predict).
+  """
+  return loop.predict(state.trainer, eval_dataset(task, state, path, batch_size, num_examples),
+                      input_pipeline.eval_steps(num_examples, batch_size), keep=keep,
+                      sequence_length=sequence_length)
 
 
 @contextlib.contextmanager

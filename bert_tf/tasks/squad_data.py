@@ -705,9 +705,23 @@ def _log_feature(feature: InputFeatures, example: SquadExample, is_training: boo
 
 # === Records ===
 
+# The record's features, written by serialize_feature and read through record_spec.
 UNIQUE_IDS, START_POSITIONS, END_POSITIONS, IS_IMPOSSIBLE = (
     "unique_ids", "start_positions", "end_positions", "is_impossible")
-SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids")
+SEQUENCE_FEATURES = (record_schema.INPUT_IDS, record_schema.INPUT_MASK,
+                     record_schema.SEGMENT_IDS)
+
+
+def record_spec(max_seq_length: int, is_training: bool
+                ) -> Dict[str, Tuple[Tuple[int, ...], str]]:
+  """The original run_squad.py's record schema, as {feature: (shape, dtype)} for the input
+  pipeline's reader (input_pipeline.parsing_spec): unique_ids and the three sequences, plus
+  start_positions and end_positions for training (is_impossible is written, not read)."""
+  spec = {UNIQUE_IDS: ((), "int64")}
+  spec.update((name, ((max_seq_length,), "int64")) for name in SEQUENCE_FEATURES)
+  if is_training:
+    spec.update({START_POSITIONS: ((), "int64"), END_POSITIONS: ((), "int64")})
+  return spec
 
 
 def serialize_feature(feature: InputFeatures, is_training: bool) -> bytes:

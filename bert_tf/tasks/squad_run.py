@@ -52,7 +52,6 @@ from bert_tf.tasks import squad
 from bert_tf.tasks import squad_answers
 from bert_tf.tasks import squad_data
 from bert_tf.tasks import squad_metrics
-from bert_tf.training import input_pipeline
 from bert_tf.training import loop
 
 TASK_NAME = "squad"
@@ -203,9 +202,9 @@ def _train_records(state: fine_tuning.RunState, path: str) -> fine_tuning.Traini
                   train_stats=dict(state.inputs.data["train_stats"], **stats)))
 
 
-def _dataset(inputs: fine_tuning.TaskInputs, *args, **kwargs):
+def _record_spec(inputs: fine_tuning.TaskInputs, max_seq_length: int, is_training: bool):
   del inputs
-  return input_pipeline.squad_dataset(*args, **kwargs)
+  return squad_data.record_spec(max_seq_length, is_training)
 
 
 def _evaluate(state: fine_tuning.RunState, result: Dict[str, Any]) -> Dict[str, Any]:
@@ -232,27 +231,17 @@ def _log_stats(stats: Dict[str, int], what: str) -> None:
                     stats["without_window"], what)
 
 
-def predict_logits(trainer: loop.Trainer, record_file: str, num_features: int,
-                   settings: SquadSettings) -> Dict[str, np.ndarray]:
+def predict_logits(state: fine_tuning.RunState, record_file: str, num_features: int
+                   ) -> Dict[str, np.ndarray]:
   """{"unique_ids", "start_logits", "end_logits"} for every record of an eval.tf_record, in
-  file order."""
-  batch_size = settings.predict_batch_size
-  num_steps = input_pipeline.eval_steps(num_features, batch_size)
-  boundaries = fine_tuning.eval_buckets(settings, record_file,
-                                        batch_size // trainer.strategy.num_replicas_in_sync)
-
-  def dataset_fn(ctx):
-    return input_pipeline.squad_dataset(
-        record_file, settings.max_seq_length, batch_size, is_training=False, input_context=ctx,
-        num_examples=num_features, length_buckets=boundaries,
-        packing=fine_tuning.eval_packing(settings))
-
-  iterator = iter(trainer.strategy.distribute_datasets_from_function(dataset_fn))
-  out = loop.predict(trainer, iterator, num_steps, keep=("unique_ids",),
-                     sequence_length=settings.max_seq_length)
-  if len(out["unique_ids"]) != num_features:
-    raise loop.TrainingError(f"{record_file}: {len(out['unique_ids'])} windows predicted, "
-                             f"expected {num_features}")
+  file order (through the driver: fine_tuning.predict)."""
+  settings = state.settings
+  out = fine_tuning.predict(TASK, state, record_file, settings.predict_batch_size, num_features,
+                            keep=(squad_data.UNIQUE_IDS,),
+                            sequence_length=settings.max_seq_length)
+  if len(out[squad_data.UNIQUE_IDS]) != num_features:
+    raise loop.TrainingError(f"{record_file}: {len(out[squad_data.UNIQUE_IDS])} windows "
+                             f"predicted, expected {num_features}")
   return out
 
 
@@ -276,10 +265,10 @@ def _predict(state: fine_tuning.RunState) -> Dict[str, Any]:
   logging.info("  Num split examples = %d", len(eval_features))
   logging.info("  Batch size = %d", settings.predict_batch_size)
   _log_stats(stats, "predict")
-  out = predict_logits(state.trainer, record_file, len(eval_features), settings) \
-      if eval_features else {"unique_ids": np.zeros([0], np.int64)}
+  out = predict_logits(state, record_file, len(eval_features)) \
+      if eval_features else {squad_data.UNIQUE_IDS: np.zeros([0], np.int64)}
   expected = [f.unique_id for f in eval_features]
-  if out["unique_ids"].tolist() != expected:
+  if out[squad_data.UNIQUE_IDS].tolist() != expected:
     raise loop.TrainingError(f"{record_file}: the predicted windows' unique_ids do not match "
                              "the converted features")
   results = [squad_answers.RawResult(uid, out["start_logits"][i].tolist(),
@@ -349,7 +338,7 @@ TASK = fine_tuning.FineTuningTask(
     read=_read, train_records=_train_records,
     build_model=lambda config, inputs, packed=False: heads.build_span_model(
         config, packed=packed),
-    loss=lambda inputs: squad.TASK, dataset=_dataset, evaluate=_evaluate,
+    loss=lambda inputs: squad.TASK, record_spec=_record_spec, evaluate=_evaluate,
     export_info=_export_info)
 
 

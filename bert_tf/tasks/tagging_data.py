@@ -43,7 +43,11 @@ from bert_tf.tasks import tagging_metrics
 
 DOCSTART = "-DOCSTART-"
 OUTSIDE = "O"
-RECORD_FIELDS = ("input_ids", "input_mask", "segment_ids", "label_ids", "label_mask")
+# The record's features (InputFeatures' fields of the same names), written by
+# serialize_feature and read through record_spec.
+LABEL_IDS, LABEL_MASK = "label_ids", "label_mask"
+RECORD_FIELDS = (record_schema.INPUT_IDS, record_schema.INPUT_MASK, record_schema.SEGMENT_IDS,
+                 LABEL_IDS, LABEL_MASK)
 _COLUMNS = re.compile(r"[ \t]+")
 
 
@@ -380,6 +384,12 @@ def _context_groups(sentences: Sequence[Sentence], document_context: bool
 
 
 # === Records ===
+
+
+def record_spec(max_seq_length: int) -> Dict[str, Tuple[Tuple[int, ...], str]]:
+  """run_ner's record schema, as {feature: (shape, dtype)} for the input pipeline's reader
+  (input_pipeline.parsing_spec): RECORD_FIELDS, max_seq_length int64 each."""
+  return {name: ((max_seq_length,), "int64") for name in RECORD_FIELDS}
 
 
 def serialize_feature(feature: InputFeatures) -> bytes:

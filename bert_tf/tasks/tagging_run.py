@@ -43,7 +43,6 @@ from bert_tf.tasks import start as start_lib
 from bert_tf.tasks import tagging
 from bert_tf.tasks import tagging_data
 from bert_tf.tasks import tagging_metrics
-from bert_tf.training import input_pipeline
 from bert_tf.training import loop
 
 TASK_NAME = "ner"
@@ -221,9 +220,9 @@ def _train_records(state: fine_tuning.RunState, path: str) -> fine_tuning.Traini
       result={"train_windows": writer.num_features})
 
 
-def _dataset(inputs: fine_tuning.TaskInputs, *args, **kwargs):
-  del inputs
-  return input_pipeline.tagging_dataset(*args, **kwargs)
+def _record_spec(inputs: fine_tuning.TaskInputs, max_seq_length: int, is_training: bool):
+  del inputs, is_training  # the same records for training, evaluation and prediction
+  return tagging_data.record_spec(max_seq_length)
 
 
 def _evaluate(state: fine_tuning.RunState, result: Dict[str, Any]) -> Dict[str, Any]:
@@ -244,23 +243,14 @@ def _evaluate(state: fine_tuning.RunState, result: Dict[str, Any]) -> Dict[str, 
   return out
 
 
-def predict_windows(trainer: loop.Trainer, record_file: str, num_windows: int,
-                    max_seq_length: int, batch_size: int,
-                    length_buckets: Optional[Sequence[int]] = None,
-                    packing: Optional[input_pipeline.Packing] = None) -> np.ndarray:
+def predict_windows(state: fine_tuning.RunState, record_file: str, num_windows: int,
+                    batch_size: int) -> np.ndarray:
   """The logits [windows, max_seq_length, labels] of every record of a tagging record file,
-  in file order, on any strategy (with length_buckets or packing, the positions past a
-  window's end may hold input_pipeline.PADDED_LOGIT: they are padding, never read)."""
-
-  def dataset_fn(ctx):
-    return input_pipeline.tagging_dataset(record_file, max_seq_length, batch_size,
-                                          is_training=False, input_context=ctx,
-                                          num_examples=num_windows,
-                                          length_buckets=length_buckets, packing=packing)
-
-  iterator = iter(trainer.strategy.distribute_datasets_from_function(dataset_fn))
-  out = loop.predict(trainer, iterator, input_pipeline.eval_steps(num_windows, batch_size),
-                     sequence_length=max_seq_length)
+  in file order, through the driver (fine_tuning.predict: with length buckets or packing, the
+  positions past a window's end may hold input_pipeline.PADDED_LOGIT: they are padding, never
+  read)."""
+  out = fine_tuning.predict(TASK, state, record_file, batch_size, num_windows,
+                            sequence_length=state.settings.max_seq_length)
   if len(out["logits"]) != num_windows:
     raise loop.TrainingError(f"{record_file}: {len(out['logits'])} windows predicted, expected "
                              f"{num_windows}")
@@ -302,10 +292,7 @@ def _predict_and_score(state: fine_tuning.RunState, sentences, name: str, batch_
       state.inputs.data["scheme"]
   path = io.join(state.record_dir, f"{name}.tf_record")
   writer = _convert(state, sentences, path, name, keep=True)
-  logits = predict_windows(state.trainer, path, writer.num_features, settings.max_seq_length,
-                           batch_size, fine_tuning.eval_buckets(
-                               settings, path, batch_size // state.strategy.num_replicas_in_sync),
-                           fine_tuning.eval_packing(settings))
+  logits = predict_windows(state, path, writer.num_features, batch_size)
   predicted = tagging_data.word_predictions(writer.features, np.argmax(logits, axis=-1),
                                             sentences, labels)
   out_dir = settings.output_dir
@@ -344,7 +331,7 @@ TASK = fine_tuning.FineTuningTask(
     head_name=HEAD_NAME, untrained=UNTRAINED, read=_read, train_records=_train_records,
     build_model=lambda config, inputs, packed=False: heads.build_tagger_model(
         config, len(inputs.data["labels"]), packed=packed),
-    loss=lambda inputs: tagging.TASK, dataset=_dataset, evaluate=_evaluate)
+    loss=lambda inputs: tagging.TASK, record_spec=_record_spec, evaluate=_evaluate)
 
 
 def run_ner(config: BertConfig, settings: NerSettings,

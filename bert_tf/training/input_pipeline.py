@@ -585,18 +585,19 @@ class Packing:
   max_per_row: int = row_packing.MAX_EXAMPLES_PER_ROW
 
 
-# === Fine-tuning records (run_classifier's schema) ===
+# === Fine-tuning records (each task's data module owns its record spec) ===
 
 EXAMPLE_INDEX = "example_index"
 
+# A record spec, as a task's data module gives it (without TensorFlow): {feature name:
+# (shape, dtype name)}, e.g. {"input_ids": ((128,), "int64"), "label_ids": ((), "float32")}.
+RecordSpec = Mapping[str, Tuple[Tuple[int, ...], str]]
 
-def classifier_parsing_spec(max_seq_length: int, regression: bool = False
-                            ) -> Dict[str, tf.io.FixedLenFeature]:
-  """The original run_classifier.py's record schema (label_ids is a float for regression)."""
-  ids = tf.io.FixedLenFeature([max_seq_length], tf.int64)
-  return dict(input_ids=ids, input_mask=ids, segment_ids=ids,
-              label_ids=tf.io.FixedLenFeature([], tf.float32 if regression else tf.int64),
-              is_real_example=tf.io.FixedLenFeature([], tf.int64))
+
+def parsing_spec(spec: RecordSpec) -> Dict[str, tf.io.FixedLenFeature]:
+  """A task's record spec (its data module's `record_spec`) as tf.io parsing features."""
+  return {name: tf.io.FixedLenFeature(list(shape), tf.as_dtype(dtype))
+          for name, (shape, dtype) in spec.items()}
 
 
 def _parse_records(serialized, spec):
@@ -608,58 +609,6 @@ def _parse_records(serialized, spec):
 def eval_steps(num_examples: int, global_batch_size: int) -> int:
   """Batches that cover num_examples once when the last one is padded (at least one)."""
   return max(1, -(-num_examples // global_batch_size))
-
-
-def classifier_dataset(input_file: str, max_seq_length: int, batch_size: int, is_training: bool,
-                       input_context: Optional[tf.distribute.InputContext] = None,
-                       regression: bool = False, num_examples: Optional[int] = None,
-                       seed: Optional[int] = None, shuffle_buffer_size: int = 100,
-                       length_buckets: Optional[Sequence[int]] = None,
-                       group_by_length: bool = False, batches_per_update: int = 1,
-                       packing: Optional[Packing] = None) -> tf.data.Dataset:
-  """Batches of run_classifier records (train.tf_record, eval.tf_record, predict.tf_record).
-
-  Training follows the original's input_fn: repeat, shuffle in a buffer of 100 records (its
-  value; data order is close to file order), drop the last partial batch. Evaluation and
-  prediction read every record once, in order, each with its position as `example_index`,
-  and pad the data with examples of weight 0 (is_real_example 0, example_index -1) up to a
-  multiple of the global batch, so no example is dropped or counted twice, on any strategy.
-  The eval/predict dataset then has exactly eval_steps(num_examples, batch_size) batches per
-  replica.
-
-  With length_buckets each batch is cut to its longest real row rounded up to a boundary
-  (cut_to_bucket); without, every batch has the static length max_seq_length. With
-  group_by_length, training batches are made of examples of similar length (see
-  record_dataset).
-
-  With an input_context the batch is the per-replica share of the global `batch_size` and
-  each input pipeline reads every n-th record.
-
-  Args:
-    input_file: a TFRecord file written by classifier_data.file_based_convert_examples_to_features.
-    max_seq_length: the records' sequence length.
-    batch_size: the global batch size (the per-replica size without an input_context).
-    is_training: training (see above) or eval/predict.
-    input_context: from strategy.distribute_datasets_from_function, or None.
-    regression: the records' label_ids are floats.
-    num_examples: the number of records; required for eval/predict (the padding).
-    seed: makes the training shuffle deterministic.
-    shuffle_buffer_size: records in the training shuffle buffer.
-    length_buckets: boundaries from bert_tf.length_buckets.parse, or None.
-    group_by_length: group training batches by length.
-    batches_per_update: micro-batches per update (gradient accumulation), for the grouping.
-    packing: packed rows (see record_dataset), or None.
-
-  Returns:
-    Dicts of input_word_ids, input_mask, input_type_ids [B, L] int32 (L = max_seq_length, or a
-    boundary), label_ids [B] (int32, float32 for regression), is_real_example [B] int32, and
-    for eval/predict example_index [B] int64. Packed: [R, L] rows, input_position_ids [R, L],
-    packed_cls_positions [R, K], and the per-example features [R * K] in slot order.
-  """
-  return record_dataset(input_file, classifier_parsing_spec(max_seq_length, regression),
-                        batch_size, is_training, input_context, num_examples, seed,
-                        shuffle_buffer_size, length_buckets, group_by_length, batches_per_update,
-                        packing)
 
 
 # Training batches per length-grouping window (group_by_length): examples are sorted by length
@@ -921,12 +870,14 @@ def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batc
                    length_buckets: Optional[Sequence[int]] = None,
                    group_by_length: bool = False, batches_per_update: int = 1,
                    packing: Optional[Packing] = None) -> tf.data.Dataset:
-  """The body of classifier_dataset, squad_dataset and tagging_dataset for any fixed-length
-  record schema (int64 features become int32; the original's names become the models' input
-  names).
+  """Batches of a fine-tuning record file of any fixed-length schema: the task's data module
+  gives its record spec (classifier_data, squad_data, tagging_data: `record_spec`, through
+  parsing_spec), and the fine-tuning driver reads every task's records here (int64 features
+  become int32; the original's names become the models' input names).
 
-  Training without group_by_length is the original's: repeat, shuffle in a buffer across
-  the repeat, batch. With group_by_length the file is shuffled within each pass (so each
+  Training without group_by_length is the original's input_fn: repeat, shuffle in a buffer
+  across the repeat (100 records, the original's value: data order is close to file order),
+  batch, drop the last partial batch. With group_by_length the file is shuffled within each pass (so each
   epoch of the stream holds every example exactly once) in a buffer of at least
   GROUP_SHUFFLE_RECORDS records (the whole file, for most fine-tuning sets), and the stream
   read in windows of GROUP_WINDOW_BATCHES updates; each window's examples are ordered by length
@@ -937,12 +888,42 @@ def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batc
   An example moves only within its window, so an epoch's end is blurred by at most one window.
   Deterministic with a seed, so resume-by-skip is exact.
 
-  With packing (Packing; not with group_by_length), batches are packed rows (pack_batch):
+  Evaluation and prediction read every record once, in order, each with its position as
+  `example_index`, and pad the data with all-zero records (weight 0: is_real_example 0,
+  label_mask 0; example_index -1) up to a multiple of the global batch, so no example is dropped
+  or counted twice, on any strategy: exactly eval_steps(num_examples, batch_size) batches per
+  replica.
+
+  With length_buckets each batch is cut to its longest real row rounded up to a boundary
+  (cut_to_bucket); without, every batch has the records' static length. With packing
+  (Packing; not with group_by_length), batches are packed rows (pack_batch):
   exact packing packs each batch of the unpacked run (training, eval and predict alike) into
   the fewest rows (a row_packing.row_ladder count), of the narrowest length bucket that needs
   no more rows than max_seq_length does (row_packing.best_width); static packing
   packs windows of the training stream into rows taken packing.rows at a time (one shape, no
   cut), and packs eval and predict batches as exact packing does.
+
+  Args:
+    input_file: a TFRecord file written by a task's data module.
+    spec: its parsing features (parsing_spec of the module's record_spec).
+    batch_size: the global batch size (the per-replica size without an input_context).
+    is_training: training (see above) or eval/predict.
+    input_context: from strategy.distribute_datasets_from_function (each input pipeline reads
+      every n-th record; the batch is the per-replica share of `batch_size`), or None.
+    num_examples: the number of records; required for eval/predict (the padding).
+    seed: makes the training shuffle deterministic.
+    shuffle_buffer_size: records in the training shuffle buffer.
+    length_buckets: boundaries from bert_tf.length_buckets.parse, or None.
+    group_by_length: group training batches by length.
+    batches_per_update: micro-batches per update (gradient accumulation), for the grouping.
+    packing: packed rows, or None.
+
+  Returns:
+    Dicts of the spec's features under the models' input names (input_word_ids, input_mask,
+    input_type_ids [B, L] int32, L = the records' length or a boundary; the task's own, e.g.
+    label_ids [B]), and for eval/predict example_index [B] int64. Packed: [R, L] rows,
+    input_position_ids [R, L], packed_cls_positions [R, K], and the per-example features
+    [R * K] in slot order.
   """
   if packing is not None and group_by_length:
     raise ValueError("packed rows are not grouped by length: give packing or group_by_length")
@@ -1012,69 +993,3 @@ def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batc
     dataset = dataset.map(lambda batch: cut(pack(batch)), num_parallel_calls=tf.data.AUTOTUNE,
                           deterministic=True)
   return dataset.prefetch(tf.data.AUTOTUNE)
-
-
-# === SQuAD records (run_squad's schema) ===
-
-
-def squad_parsing_spec(max_seq_length: int, is_training: bool
-                       ) -> Dict[str, tf.io.FixedLenFeature]:
-  """The original run_squad.py's record schema: unique_ids and the three sequences, plus
-  start_positions and end_positions for training (is_impossible is written, not read)."""
-  ids = tf.io.FixedLenFeature([max_seq_length], tf.int64)
-  scalar = tf.io.FixedLenFeature([], tf.int64)
-  spec = dict(unique_ids=scalar, input_ids=ids, input_mask=ids, segment_ids=ids)
-  if is_training:
-    spec.update(start_positions=scalar, end_positions=scalar)
-  return spec
-
-
-def squad_dataset(input_file: str, max_seq_length: int, batch_size: int, is_training: bool,
-                  input_context: Optional[tf.distribute.InputContext] = None,
-                  num_examples: Optional[int] = None, seed: Optional[int] = None,
-                  shuffle_buffer_size: int = 100,
-                  length_buckets: Optional[Sequence[int]] = None,
-                  group_by_length: bool = False, batches_per_update: int = 1,
-                  packing: Optional[Packing] = None) -> tf.data.Dataset:
-  """Batches of run_squad records (train.tf_record, eval.tf_record): training as the
-  original's input_fn (repeat, shuffle buffer 100, drop the last partial batch); prediction
-  reads every feature once with its position as example_index, padded as classifier_dataset.
-
-  Returns:
-    Dicts of input_word_ids, input_mask, input_type_ids [B, L] int32, unique_ids [B] int32 (the
-    ids count from 1000000000, within int32), start_positions / end_positions [B] int32 when
-    training, example_index [B] int64 when predicting.
-  """
-  return record_dataset(input_file, squad_parsing_spec(max_seq_length, is_training), batch_size,
-                        is_training, input_context, num_examples, seed, shuffle_buffer_size,
-                        length_buckets, group_by_length, batches_per_update, packing)
-
-
-# === Token classification records (run_ner's schema) ===
-
-
-def tagging_parsing_spec(max_seq_length: int) -> Dict[str, tf.io.FixedLenFeature]:
-  """run_ner's record schema (tasks/tagging_data.py): the three sequences, label_ids and
-  label_mask, max_seq_length int64 each."""
-  ids = tf.io.FixedLenFeature([max_seq_length], tf.int64)
-  return dict(input_ids=ids, input_mask=ids, segment_ids=ids, label_ids=ids, label_mask=ids)
-
-
-def tagging_dataset(input_file: str, max_seq_length: int, batch_size: int, is_training: bool,
-                    input_context: Optional[tf.distribute.InputContext] = None,
-                    num_examples: Optional[int] = None, seed: Optional[int] = None,
-                    shuffle_buffer_size: int = 100,
-                    length_buckets: Optional[Sequence[int]] = None,
-                    group_by_length: bool = False, batches_per_update: int = 1,
-                    packing: Optional[Packing] = None) -> tf.data.Dataset:
-  """Batches of run_ner windows: training repeats, shuffles and drops the last partial batch;
-  prediction reads every window once with its position as example_index, padded with windows of
-  label_mask 0 as classifier_dataset.
-
-  Returns:
-    Dicts of input_word_ids, input_mask, input_type_ids, label_ids, label_mask [B, L] int32, and
-    example_index [B] int64 when predicting.
-  """
-  return record_dataset(input_file, tagging_parsing_spec(max_seq_length), batch_size,
-                        is_training, input_context, num_examples, seed, shuffle_buffer_size,
-                        length_buckets, group_by_length, batches_per_update, packing)

@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from bert_tf import row_packing
 from bert_tf.model import checkpoints
+from bert_tf.tasks import classifier_data
 from bert_tf.tasks import classifier_run as cr
 from bert_tf.tasks import fine_tuning
 from bert_tf.tasks import start as start_lib
@@ -25,11 +26,15 @@ NO_DROPOUT = dataclasses.replace(CONFIG, hidden_dropout_prob=0.0,
                                  attention_probs_dropout_prob=0.0)
 
 
+def _classifier_dataset(path, max_seq_length, batch_size, is_training, **options):
+  spec = input_pipeline.parsing_spec(classifier_data.record_spec(max_seq_length))
+  return input_pipeline.record_dataset(path, spec, batch_size, is_training, **options)
+
+
 def _write_source_records(tmp_path, max_seq_length=32):
   """The source task's training examples as the original's records; (path, count)."""
   settings = source_settings(tmp_path / "unused", max_seq_length=max_seq_length)
   inputs = cr.TASK.read(settings, start_lib.find_start(settings), None)
-  from bert_tf.tasks import classifier_data  # pylint: disable=g-import-not-at-top
   from bert_tf.tokenization import FullTokenizer  # pylint: disable=g-import-not-at-top
   tokenizer = FullTokenizer(settings.vocab_file, do_lower_case=True)
   path = str(tmp_path / "train.tf_record")
@@ -60,7 +65,7 @@ def _examples_of(batch):
 def test_exact_batches_hold_the_unpacked_examples_in_fewer_rows(tmp_path):
   path, count = _write_source_records(tmp_path)
   def batches(packing, buckets):
-    return list(input_pipeline.classifier_dataset(
+    return list(_classifier_dataset(
         path, 32, 16, is_training=True, seed=5, length_buckets=buckets,
         packing=packing).take(6))
   plain = batches(None, None)
@@ -81,7 +86,7 @@ def test_exact_batches_hold_the_unpacked_examples_in_fewer_rows(tmp_path):
 
 def test_eval_batches_packed_keep_every_example_once(tmp_path):
   path, count = _write_source_records(tmp_path)
-  batches = list(input_pipeline.classifier_dataset(
+  batches = list(_classifier_dataset(
       path, 32, 7, is_training=False, num_examples=count,
       packing=input_pipeline.Packing(row_packing.EXACT)))
   assert len(batches) == input_pipeline.eval_steps(count, 7)
@@ -94,8 +99,8 @@ def test_static_batches_have_one_shape_and_the_batch_on_average(tmp_path):
   counts = input_pipeline.length_counts(path, 32)
   rows = row_packing.static_rows(counts, 16, 32)
   packing = input_pipeline.Packing(row_packing.STATIC, rows=rows)
-  batches = list(input_pipeline.classifier_dataset(path, 32, 16, is_training=True, seed=1,
-                                                   packing=packing).take(40))
+  batches = list(_classifier_dataset(path, 32, 16, is_training=True, seed=1,
+                                     packing=packing).take(40))
   shapes = {tuple(b["input_word_ids"].shape) for b in batches}
   assert shapes == {(rows, 32)}
   per_step = [int(b["is_real_example"].numpy().sum()) for b in batches]

@@ -241,14 +241,14 @@ def test_records_hold_the_features(tmp_path, tokenizer):
   with tagging_data.FeatureWriter(path, keep=True) as writer:
     tagging_data.convert_sentences_to_features(sentences, labels, 32, tokenizer, writer)
   assert writer.num_features == len(writer.features) >= 10
-  spec = input_pipeline.tagging_parsing_spec(32)
+  spec = input_pipeline.parsing_spec(tagging_data.record_spec(32))
   for record, feature in zip(tf.data.TFRecordDataset(path), writer.features):
     parsed = tf.io.parse_single_example(record, spec)
     for name in tagging_data.RECORD_FIELDS:
       assert parsed[name].numpy().tolist() == getattr(feature, name)
     assert record.numpy() == tagging_data.serialize_feature(feature)
-  batches = list(input_pipeline.tagging_dataset(path, 32, 4, is_training=False,
-                                                num_examples=writer.num_features))
+  batches = list(input_pipeline.record_dataset(path, spec, 4, is_training=False,
+                                               num_examples=writer.num_features))
   index = np.concatenate([b["example_index"].numpy() for b in batches])
   assert index.tolist() == list(range(writer.num_features)) + [-1] * (-writer.num_features % 4)
 
