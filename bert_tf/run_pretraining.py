@@ -3,7 +3,7 @@
 Takes the original run_pretraining.py's flags, with the same names and defaults, plus the
 options of this reimplementation (strategy, optimizer, precision, accumulation, ...).
 Flags -> BertConfig + PretrainingSettings -> training.pretraining.run_pretraining, with
-serving.saved_model.export_trained_model as the export step.
+serving.saved_model.EXPORTER as its export (bert_tf.model.exporting).
 """
 
 from absl import flags
@@ -93,7 +93,7 @@ def main(argv):
     raise cli.UsageError(str(e)) from None
   strategy = cli.select_strategy_from_flags(FLAGS)
   result = pretraining.run_pretraining(config, settings, strategy,
-                                       export_fn=saved_model.export_step)
+                                       exporter=saved_model.EXPORTER)
   logging.info("Finished at step %d", result["global_step"])
   if "export_dir" in result:
     logging.info("Exported models: %s", result["export_dir"])

@@ -26,6 +26,7 @@ from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from bert_tf import io
 from bert_tf.config import BertConfig, activation_from_hf
+from bert_tf.model import layers
 from bert_tf.model.encoder import build_encoder
 from bert_tf.model.heads import (CLASSIFIER_LAYER, SPAN_LAYER, build_classifier_model,
                                  build_pretraining_model, build_span_model, build_tagger_model)
@@ -254,12 +255,8 @@ def set_original_weights(model, values: Mapping[str, np.ndarray], strict: bool =
 def float32_copy(model, build: Callable[[], Any]):
   """A float32 copy of `model` for SavedModels: build() run under the float32 policy (outside
   any strategy), holding model's weights (matched by their original names)."""
-  previous = keras.config.dtype_policy()
-  keras.config.set_dtype_policy("float32")
-  try:
+  with layers.dtype_policy("float32"):
     copy_model = build()
-  finally:
-    keras.config.set_dtype_policy(previous)
   set_original_weights(copy_model, get_original_weights(model), source=model.name)
   return copy_model
 

@@ -8,6 +8,7 @@ Shape legend used in comments:
   D = head size (H / N), I = intermediate size, V = vocab size.
 """
 
+import contextlib
 import math
 
 import keras
@@ -54,6 +55,19 @@ def float32_policy(policy):
   if policy.compute_dtype in ("float16", "bfloat16"):
     return "float32"
   return policy
+
+
+@contextlib.contextmanager
+def dtype_policy(policy):
+  """Keras' global dtype policy set to `policy` (a name or a policy) inside the block, the
+  previous one restored afterwards: how every float32 export copy is built (float32_copy,
+  serving.modules.float32_models) and every copy in another model's policy."""
+  previous = keras.config.dtype_policy()
+  keras.config.set_dtype_policy(policy)
+  try:
+    yield
+  finally:
+    keras.config.set_dtype_policy(previous)
 
 
 def layer_norm(name, policy):

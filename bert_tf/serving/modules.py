@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
+from bert_tf.model import layers
 from bert_tf.model.encoder import ENCODER_INPUTS, build_encoder
 from bert_tf.model.heads import build_pretraining_model
 from bert_tf.packing import Packer
@@ -408,18 +409,19 @@ class ClassifierModule(ReusableModule):
                 label_names=tf.tile(self.label_names[tf.newaxis], [rows, 1]))
 
 
-def float32_models(config: BertConfig, weights: Mapping[str, np.ndarray]):
-  """(encoder, pretraining model or None) in float32 holding `weights`; one set of variables.
+def float32_models(config: BertConfig, weights: Mapping[str, np.ndarray],
+                   source: str = "checkpoint"):
+  """(encoder, pretraining model or None) in float32 holding `weights` (named `source` in
+  messages); one set of variables, built outside any strategy: every pretraining export's models
+  (the plain SavedModels of serving.saved_model and the TF Serving models), built once.
 
   The encoder is a view of the pretraining model's graph when there are heads, so the text model
   stores the encoder weights once.
   """
-  previous = keras.config.dtype_policy()
-  keras.config.set_dtype_policy("float32")
-  try:
+  with layers.dtype_policy("float32"):
     if any(name.startswith("cls/") for name in weights):
       pretraining = build_pretraining_model(config)
-      checkpoints.set_original_weights(pretraining, weights, source="checkpoint")
+      checkpoints.set_original_weights(pretraining, weights, source=source)
       inputs = pretraining.input
       encoder = keras.Model(
           inputs={key: inputs[key] for key in ENCODER_INPUTS},
@@ -432,7 +434,5 @@ def float32_models(config: BertConfig, weights: Mapping[str, np.ndarray]):
     else:
       pretraining = None
       encoder = build_encoder(config)
-      checkpoints.set_original_weights(encoder, weights, source="checkpoint")
-  finally:
-    keras.config.set_dtype_policy(previous)
+      checkpoints.set_original_weights(encoder, weights, source=source)
   return encoder, pretraining

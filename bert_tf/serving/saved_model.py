@@ -12,8 +12,10 @@ Layout written by export_saved_models(model, config, export_dir):
   (when given).
 The exported models compute in float32 whatever precision training used.
 
-`export_trained_model` is what run_pretraining hands to training as its export step: these
-plain SavedModels and, with a vocab, the TF Serving models of serving/tf_serving.py.
+`EXPORTER` (exporting.Exporter of `export_pretraining`) is what run_pretraining hands to
+training: at <output_dir>/export/<step>/, these plain SavedModels and, with a vocab, the TF
+Serving models of serving/tf_serving.py under serving/, all from one float32 copy of the trained
+model (modules.float32_models).
 """
 
 import json
@@ -26,30 +28,12 @@ import tensorflow as tf
 
 from bert_tf import io
 from bert_tf.model import checkpoints
+from bert_tf.model import exporting
 from bert_tf.serving import modules
 from bert_tf.serving import tf_serving
 from bert_tf.config import BertConfig
-from bert_tf.model.encoder import ENCODER_INPUTS, build_encoder
-from bert_tf.model.heads import PRETRAINING_INPUTS, build_pretraining_model
-
-
-def _float32_copies(model, config: BertConfig):
-  """Fresh float32 encoder and pretraining models holding `model`'s weights.
-
-  Built outside any distribution strategy, so that the SavedModels hold plain variables.
-  """
-  previous = keras.config.dtype_policy()
-  keras.config.set_dtype_policy("float32")
-  try:
-    pretraining = build_pretraining_model(config)
-    encoder = build_encoder(config)
-  finally:
-    keras.config.set_dtype_policy(previous)
-  values = checkpoints.get_original_weights(model)
-  checkpoints.set_original_weights(pretraining, values, source=model.name)
-  # The encoder lacks the cls/ heads: they are reported as unexpected, not an error.
-  checkpoints.set_original_weights(encoder, values, source=model.name)
-  return encoder, pretraining
+from bert_tf.model.encoder import ENCODER_INPUTS
+from bert_tf.model.heads import PRETRAINING_INPUTS
 
 
 def _save(model, names, outputs, path, call=None):
@@ -88,8 +72,17 @@ def export_saved_models(model: keras.Model, config: BertConfig, export_dir: str,
   Returns:
     export_dir.
   """
+  encoder, pretraining = modules.float32_models(
+      config, checkpoints.get_original_weights(model), source=model.name)
+  return _write_saved_models(encoder, pretraining, config, export_dir, vocab_file,
+                             data_metadata)
+
+
+def _write_saved_models(encoder: keras.Model, pretraining: keras.Model, config: BertConfig,
+                        export_dir: str, vocab_file: Optional[str],
+                        data_metadata: Optional[Mapping[str, Any]]) -> str:
+  """export_saved_models of the float32 models (modules.float32_models) already built."""
   io.makedirs(export_dir)
-  encoder, pretraining = _float32_copies(model, config)
   # call_encoder: a sequence length of 0 gives empty outputs, as in the serving exports.
   _save(encoder, ENCODER_INPUTS, ("sequence_output", "pooled_output"),
         os.path.join(export_dir, "encoder"), call=modules.call_encoder)
@@ -108,7 +101,8 @@ def export_trained_model(model: keras.Model, config: BertConfig, export_dir: str
                          vocab_file: Optional[str] = None, do_lower_case: Optional[bool] = None,
                          seq_length: int = 128, data_metadata: Optional[Mapping[str, Any]] = None,
                          serving: bool = True) -> str:
-  """The exports at the end of pretraining: plain SavedModels, and TF Serving models.
+  """The exports at the end of pretraining: plain SavedModels, and TF Serving models, of one
+  float32 copy of the model.
 
   Args:
     model: the trained pretraining model.
@@ -124,25 +118,31 @@ def export_trained_model(model: keras.Model, config: BertConfig, export_dir: str
   Returns:
     export_dir.
   """
-  export_saved_models(model, config, export_dir, vocab_file=vocab_file,
-                      data_metadata=data_metadata)
+  weights = checkpoints.get_original_weights(model)
+  models = modules.float32_models(config, weights, source=model.name)
+  _write_saved_models(*models, config, export_dir, vocab_file, data_metadata)
   logging.info("Exported the encoder and the pretraining model to %s", export_dir)
   if serving and vocab_file:
     if do_lower_case is None:
       do_lower_case = bool((data_metadata or {}).get("do_lower_case", True))
     paths = tf_serving.export_serving_models(
-        config, checkpoints.get_original_weights(model), vocab_file,
-        os.path.join(export_dir, "serving"), do_lower_case=do_lower_case,
-        seq_length=seq_length, data_metadata=data_metadata)
+        config, weights, vocab_file, os.path.join(export_dir, "serving"),
+        do_lower_case=do_lower_case, seq_length=seq_length, data_metadata=data_metadata,
+        models=models)
     logging.info("Exported the TF Serving models to %s", ", ".join(sorted(paths.values())))
   return export_dir
 
 
-def export_step(model: keras.Model, config: BertConfig, export_dir: str, settings,
-                data_metadata: Optional[Mapping[str, Any]] = None) -> None:
-  """run_pretraining's export step (its export_fn): export_trained_model with the run's
-  vocab_file, do_lower_case, max_seq_length and export_serving settings."""
-  export_trained_model(model, config, export_dir, vocab_file=settings.vocab_file,
-                       do_lower_case=settings.do_lower_case,
-                       seq_length=settings.max_seq_length, data_metadata=data_metadata,
-                       serving=settings.export_serving)
+def export_pretraining(model: keras.Model, config: BertConfig, settings,
+                       info: Optional[Mapping[str, Any]] = None,
+                       version: Optional[int] = None) -> str:
+  """run_pretraining's export (exporting.Exporter's `export`): export_trained_model to
+  <output_dir>/export/<version>/ with the run's vocab_file, do_lower_case, max_seq_length and
+  export_serving settings; `info` is the training data's metadata."""
+  return export_trained_model(
+      model, config, exporting.export_path(settings.output_dir, EXPORTER.model_name, version),
+      vocab_file=settings.vocab_file, do_lower_case=settings.do_lower_case,
+      seq_length=settings.max_seq_length, data_metadata=info, serving=settings.export_serving)
+
+
+EXPORTER = exporting.Exporter("", export_pretraining)

@@ -37,7 +37,8 @@ Contexts and questions are read as UTF-8 with invalid bytes dropped (the offsets
 points of the context after that, i.e. of the context itself when it is valid UTF-8).
 """
 
-from typing import Any, Mapping, Optional, Union
+import dataclasses
+from typing import Any, Mapping, NamedTuple, Optional, Union
 
 import keras
 import numpy as np
@@ -166,18 +167,32 @@ class QuestionAnsweringModule(ReusableModule):
     return words, word_row, word_start, word_length
 
   def _answer(self, question, context):
-    S = self.seq_length  # pylint: disable=invalid-name
-    K = min(self.n_best_size, S)  # pylint: disable=invalid-name
+    """The answer of every (question, context) row: the module's steps 1-8, one method each."""
     question = _valid_utf8(question)
     context = _valid_utf8(context)
-    batch = tf.shape(context, out_type=tf.int64)[0]
+    windows = self._windows(question, context)  # 1-3
+    grid, start_logits, end_logits = self._window_logits(windows)  # 4
+    max_context = self._max_context(windows, grid)  # 5
+    best = self._best_spans(windows, grid, max_context, start_logits, end_logits)  # 6
+    has_answer = best.has_candidate
+    if self.version_2_with_negative:
+      has_answer, score_diff = self._null_answer(windows, best, start_logits, end_logits)  # 7
+    text, start, end = self._answer_text(windows, best)  # 8
+    result = dict(answer=tf.where(has_answer, text,
+                                  "" if self.version_2_with_negative else EMPTY_ANSWER),
+                  score=tf.where(best.has_candidate, best.score, 0.0),
+                  start=tf.where(has_answer, start, -1), end=tf.where(has_answer, end, -1))
+    if self.version_2_with_negative:
+      result.update(null_score_diff=score_diff, has_answer=has_answer)
+    return result
 
-    # 1-2. Words, pieces, the word of each piece; the question's pieces.
+  def _windows(self, question, context) -> "_Windows":
+    """Steps 1-3: words, their pieces and the word of each piece, the question's pieces, and
+    the windows (doc_spans) of every row."""
+    batch = tf.shape(context, out_type=tf.int64)[0]
     words, word_row, word_start, word_length = self._words(context)
-    num_words = tf.shape(words, out_type=tf.int64)[0]
     pieces = self.tokenizer.tokenize(words)  # [N words, (pieces)]
     doc_ids = tf.cast(pieces.flat_values, tf.int32)  # [N pieces]
-    piece_word = pieces.value_rowids()  # global word index of each piece
     word_splits = tf.RaggedTensor.from_value_rowids(word_row, word_row, nrows=batch).row_splits
     doc_splits = tf.gather(pieces.row_splits, word_splits)  # [B + 1]
     doc_start = doc_splits[:-1]
@@ -186,32 +201,39 @@ class QuestionAnsweringModule(ReusableModule):
     query_len = tf.minimum(query.row_lengths(), self.max_query_length)
     query_ids = tf.cast(query.to_tensor(default_value=0, shape=[None, self.max_query_length]),
                         tf.int32)
-
-    # 3. Windows (doc_spans).
-    max_tokens = S - query_len - 3
+    max_tokens = self.seq_length - query_len - 3
     step = tf.minimum(max_tokens, self.doc_stride)
     extra = tf.maximum(num_doc - max_tokens, 0)
     num_windows = tf.where(num_doc > 0, 1 + (extra + step - 1) // step, 0)
     windows = tf.ragged.range(num_windows)  # [B, (W)]
     win_row = windows.value_rowids()  # [T]
-    win_index = windows.flat_values
-    total_windows = tf.shape(win_row, out_type=tf.int64)[0]
-    win_start = win_index * tf.gather(step, win_row)
+    win_start = windows.flat_values * tf.gather(step, win_row)
     win_len = tf.minimum(tf.gather(num_doc, win_row) - win_start, tf.gather(max_tokens, win_row))
-    doc_offset = tf.gather(query_len, win_row) + 2  # [T]
+    return _Windows(
+        batch=batch, words=words, word_start=word_start, word_length=word_length,
+        doc_ids=doc_ids, piece_word=pieces.value_rowids(),  # global word index of each piece
+        doc_start=doc_start, query_ids=query_ids, num_windows=num_windows, win_row=win_row,
+        win_start=win_start, win_len=win_len,
+        doc_offset=tf.gather(query_len, win_row) + 2)  # [T]
 
-    # 4. [CLS] question [SEP] window [SEP], padded with 0, through the model.
+  def _window_logits(self, w: "_Windows"):
+    """Step 4: [CLS] question [SEP] window [SEP], padded with 0, through the model.
+
+    Returns:
+      (the windows' _Grid, start_logits [T, S] float32, end_logits [T, S] float32).
+    """
+    S = self.seq_length  # pylint: disable=invalid-name
     p = tf.range(S, dtype=tf.int64)[tf.newaxis, :]  # [1, S]
-    q_len = doc_offset[:, tf.newaxis] - 2
-    off = doc_offset[:, tf.newaxis]
-    length = win_len[:, tf.newaxis]
+    q_len = w.doc_offset[:, tf.newaxis] - 2
+    off = w.doc_offset[:, tf.newaxis]
+    length = w.win_len[:, tf.newaxis]
     in_doc = (p >= off) & (p < off + length)  # [T, S]
-    q_ids = tf.gather(tf.gather(query_ids, win_row),
+    q_ids = tf.gather(tf.gather(w.query_ids, w.win_row),
                       tf.clip_by_value(p - 1, 0, self.max_query_length - 1) +
                       tf.zeros_like(off), batch_dims=1)
-    token_index = (tf.gather(doc_start, win_row) + win_start)[:, tf.newaxis] + p - off
-    num_pieces = tf.shape(doc_ids, out_type=tf.int64)[0]
-    d_ids = tf.gather(_padded(doc_ids, 0), tf.clip_by_value(token_index, 0, num_pieces))
+    token_index = (tf.gather(w.doc_start, w.win_row) + w.win_start)[:, tf.newaxis] + p - off
+    num_pieces = tf.shape(w.doc_ids, out_type=tf.int64)[0]
+    d_ids = tf.gather(_padded(w.doc_ids, 0), tf.clip_by_value(token_index, 0, num_pieces))
     zeros = tf.zeros_like(d_ids)
     ids = tf.where(in_doc, d_ids, zeros)
     ids = tf.where(tf.equal(p, off + length) | tf.equal(p, q_len + 1), self._sep_id, ids)
@@ -223,8 +245,14 @@ class QuestionAnsweringModule(ReusableModule):
                        self._width, S)
     start_logits = tf.ensure_shape(tf.cast(outputs["start_logits"], tf.float32), [None, S])
     end_logits = tf.ensure_shape(tf.cast(outputs["end_logits"], tf.float32), [None, S])
+    return _Grid(p, off, length, in_doc, token_index), start_logits, end_logits
 
-    # 5. Max context: the first window with the highest score for each piece.
+  def _max_context(self, w: "_Windows", grid: "_Grid") -> tf.Tensor:
+    """Step 5: [T, S] whether a position's piece has its max context in that window (the first
+    window with the highest score for each piece)."""
+    p, off, length, in_doc, token_index = grid
+    num_pieces = tf.shape(w.doc_ids, out_type=tf.int64)[0]
+    total_windows = tf.shape(w.win_row, out_type=tf.int64)[0]
     j = p - off
     context_score = (tf.cast(tf.minimum(j, length - 1 - j), tf.float64) +
                      0.01 * tf.cast(length, tf.float64))  # [T, S]
@@ -236,15 +264,20 @@ class QuestionAnsweringModule(ReusableModule):
     first_best = tf.math.unsorted_segment_min(
         tf.reshape(tf.where(reaches_best, window_id, total_windows), [-1]),
         tf.reshape(segment, [-1]), num_pieces + 1)
-    max_context = in_doc & tf.equal(tf.gather(first_best, segment), window_id)  # [T, S]
+    return in_doc & tf.equal(tf.gather(first_best, segment), window_id)  # [T, S]
 
-    # 6. Candidates: top starts x top ends of every window.
+  def _best_spans(self, w: "_Windows", grid: "_Grid", max_context, start_logits, end_logits
+                  ) -> "_Best":
+    """Step 6: the best valid span of every row among the top starts x top ends of each of
+    its windows."""
+    K = min(self.n_best_size, self.seq_length)  # pylint: disable=invalid-name
+    batch, win_row = w.batch, w.win_row
     start_values, start_top = tf.math.top_k(start_logits, k=K)  # [T, K]
     end_values, end_top = tf.math.top_k(end_logits, k=K)
     start_top = tf.cast(start_top, tf.int64)
     end_top = tf.cast(end_top, tf.int64)
     start_ok = tf.gather(max_context, start_top, batch_dims=1)  # max context implies in_doc
-    end_ok = tf.gather(in_doc, end_top, batch_dims=1)
+    end_ok = tf.gather(grid.in_doc, end_top, batch_dims=1)
     s = start_top[:, :, tf.newaxis]
     e = end_top[:, tf.newaxis, :]
     valid = (start_ok[:, :, tf.newaxis] & end_ok[:, tf.newaxis, :] & (e >= s) &
@@ -267,60 +300,60 @@ class QuestionAnsweringModule(ReusableModule):
         tf.where(is_best, flat_index, num_candidates), candidate_row, batch)
     best_index = tf.where(has_candidate, best_index, 0)
     best_window = best_index // (K * K)
-    best_start_rank = (best_index // K) % K
-    best_end_rank = best_index % K
-    padded_start_top = _padded(start_top, 0)
-    padded_end_top = _padded(end_top, 0)
-    best_s = tf.gather_nd(padded_start_top, tf.stack([best_window, best_start_rank], axis=1))
-    best_e = tf.gather_nd(padded_end_top, tf.stack([best_window, best_end_rank], axis=1))
-    best_start_logit = tf.where(has_candidate, tf.gather_nd(
-        _padded(start64, 0.0), tf.stack([best_window, best_start_rank], axis=1)), 0.0)
-    best_end_logit = tf.where(has_candidate, tf.gather_nd(
-        _padded(end64, 0.0), tf.stack([best_window, best_end_rank], axis=1)), 0.0)
-    best_score_out = best_start_logit + best_end_logit
+    start_at = tf.stack([best_window, (best_index // K) % K], axis=1)
+    end_at = tf.stack([best_window, best_index % K], axis=1)
+    start_logit = tf.where(has_candidate, tf.gather_nd(_padded(start64, 0.0), start_at), 0.0)
+    end_logit = tf.where(has_candidate, tf.gather_nd(_padded(end64, 0.0), end_at), 0.0)
+    return _Best(has_candidate=has_candidate, best=best, window=best_window,
+                 start=tf.gather_nd(_padded(start_top, 0), start_at),
+                 end=tf.gather_nd(_padded(end_top, 0), end_at),
+                 start_logit=start_logit, end_logit=end_logit, score=start_logit + end_logit)
 
-    # 7. The null answer (SQuAD 2.0).
-    answer_found = has_candidate
-    if self.version_2_with_negative:
-      null_scores = (tf.cast(start_logits[:, 0], tf.float64) +
-                     tf.cast(end_logits[:, 0], tf.float64))
-      min_null = tf.math.unsorted_segment_min(null_scores, win_row, batch)
-      # postprocess starts from NO_ANSWER_SCORE_DIFF and keeps a window's null score only when
-      # it is strictly lower; its null candidate then has that window's logits (else 0, 0).
-      lower = min_null < NO_ANSWER_SCORE_DIFF
-      score_null = tf.where(lower, min_null, NO_ANSWER_SCORE_DIFF)
-      if self.n_best_size == 1:
-        # A one-entry n-best holds the null answer alone when it sorts first (strictly higher:
-        # it is appended last, and the sort is stable).
-        null_candidate = tf.where(lower, min_null, 0.0)
-        answer_found &= ~((num_windows > 0) & (null_candidate > best))
-      score_diff = tf.where(answer_found,
-                            (score_null - best_start_logit) - best_end_logit,
-                            NO_ANSWER_SCORE_DIFF)
-      has_answer = answer_found & ~(score_diff > self.null_score_diff_threshold)
-    else:
-      has_answer = answer_found
+  def _null_answer(self, w: "_Windows", best: "_Best", start_logits, end_logits):
+    """Step 7 (SQuAD 2.0): (has_answer [B], null_score_diff [B] float64)."""
+    answer_found = best.has_candidate
+    null_scores = (tf.cast(start_logits[:, 0], tf.float64) +
+                   tf.cast(end_logits[:, 0], tf.float64))
+    min_null = tf.math.unsorted_segment_min(null_scores, w.win_row, w.batch)
+    # postprocess starts from NO_ANSWER_SCORE_DIFF and keeps a window's null score only when
+    # it is strictly lower; its null candidate then has that window's logits (else 0, 0).
+    lower = min_null < NO_ANSWER_SCORE_DIFF
+    score_null = tf.where(lower, min_null, NO_ANSWER_SCORE_DIFF)
+    if self.n_best_size == 1:
+      # A one-entry n-best holds the null answer alone when it sorts first (strictly higher:
+      # it is appended last, and the sort is stable).
+      null_candidate = tf.where(lower, min_null, 0.0)
+      answer_found &= ~((w.num_windows > 0) & (null_candidate > best.best))
+    score_diff = tf.where(answer_found,
+                          (score_null - best.start_logit) - best.end_logit,
+                          NO_ANSWER_SCORE_DIFF)
+    return answer_found & ~(score_diff > self.null_score_diff_threshold), score_diff
 
-    # 8. get_final_text for the best span of every row.
-    base = tf.gather(_padded(tf.gather(doc_start, win_row) + win_start - doc_offset, 0),
-                     best_window)
-    piece_first = tf.where(has_candidate, base + best_s, 0)  # global piece indexes
-    piece_last = tf.where(has_candidate, base + best_e, -1)
-    span_pieces = tf.gather(doc_ids, tf.ragged.range(piece_first, piece_last + 1))
+  def _answer_text(self, w: "_Windows", best: "_Best"):
+    """Step 8: get_final_text of every row's best span, and its code point offsets in the
+    context: (text [B], start [B] int32, end [B] int32, one past the last character)."""
+    has_candidate = best.has_candidate
+    num_pieces = tf.shape(w.doc_ids, out_type=tf.int64)[0]
+    num_words = tf.shape(w.words, out_type=tf.int64)[0]
+    base = tf.gather(_padded(tf.gather(w.doc_start, w.win_row) + w.win_start - w.doc_offset, 0),
+                     best.window)
+    piece_first = tf.where(has_candidate, base + best.start, 0)  # global piece indexes
+    piece_last = tf.where(has_candidate, base + best.end, -1)
+    span_pieces = tf.gather(w.doc_ids, tf.ragged.range(piece_first, piece_last + 1))
     vocab = tf.constant(self._vocab, tf.string)
     pred_text = tf.strings.reduce_join(tf.gather(vocab, span_pieces), axis=1, separator=" ")
     pred_text = tf.strings.regex_replace(pred_text, " ##", "", replace_global=True)
     pred_text = tf.strings.regex_replace(pred_text, "##", "", replace_global=True)
     pred_text = tf.strings.regex_replace(pred_text, "^ +| +$", "", replace_global=True)
     pred_text = tf.strings.regex_replace(pred_text, " +", " ", replace_global=True)
-    padded_piece_word = _padded(piece_word, 0)
+    padded_piece_word = _padded(w.piece_word, 0)
     first_word = tf.where(has_candidate,
                           tf.gather(padded_piece_word, tf.minimum(piece_first, num_pieces)), 0)
     last_word = tf.where(has_candidate,
                          tf.gather(padded_piece_word, tf.clip_by_value(piece_last, 0, num_pieces)),
                          -1)
-    orig_text = tf.strings.reduce_join(tf.gather(words, tf.ragged.range(first_word,
-                                                                        last_word + 1)),
+    orig_text = tf.strings.reduce_join(tf.gather(w.words, tf.ragged.range(first_word,
+                                                                          last_word + 1)),
                                        axis=1, separator=" ")
     tok_text = tf.strings.reduce_join(self.tokenizer.split_words(orig_text), axis=1,
                                       separator=" ")
@@ -331,7 +364,7 @@ class QuestionAnsweringModule(ReusableModule):
                              unit="UTF8_CHAR")
 
     # Offsets in the context: char c of the k-th word of orig_text is word_start + c.
-    g = tf.math.cumsum(word_length, exclusive=True) + tf.range(num_words)  # strictly rising
+    g = tf.math.cumsum(w.word_length, exclusive=True) + tf.range(num_words)  # strictly rising
     padded_g = _padded(g, 0)
     g_first = tf.gather(padded_g, tf.minimum(first_word, num_words))
 
@@ -340,19 +373,50 @@ class QuestionAnsweringModule(ReusableModule):
       word = tf.searchsorted(g[tf.newaxis], target[tf.newaxis], side="right",
                              out_type=tf.int64)[0] - 1
       word = tf.clip_by_value(word, 0, num_words)
-      return tf.gather(_padded(word_start, 0), word) + target - tf.gather(padded_g, word)
+      return tf.gather(_padded(w.word_start, 0), word) + target - tf.gather(padded_g, word)
 
     start = tf.cast(context_offset(first_char), tf.int32)
     end = tf.cast(context_offset(last_char) + 1, tf.int32)
-    if self.version_2_with_negative:
-      answer = tf.where(has_answer, text, "")
-    else:
-      answer = tf.where(has_answer, text, EMPTY_ANSWER)
-    result = dict(answer=answer, score=tf.where(has_candidate, best_score_out, 0.0),
-                  start=tf.where(has_answer, start, -1), end=tf.where(has_answer, end, -1))
-    if self.version_2_with_negative:
-      result.update(null_score_diff=score_diff, has_answer=has_answer)
-    return result
+    return text, start, end
+
+
+class _Windows(NamedTuple):
+  """Steps 1-3 of a batch: words (N), pieces, the question's ids and the windows (T)."""
+  batch: tf.Tensor  # B
+  words: tf.Tensor  # [N] string
+  word_start: tf.Tensor  # [N] code point offset in its context
+  word_length: tf.Tensor  # [N] code points
+  doc_ids: tf.Tensor  # [pieces] int32, every context's pieces one after the other
+  piece_word: tf.Tensor  # [pieces] the word of each piece
+  doc_start: tf.Tensor  # [B] each row's first piece
+  query_ids: tf.Tensor  # [B, max_query_length] int32
+  num_windows: tf.Tensor  # [B]
+  win_row: tf.Tensor  # [T] the row of each window
+  win_start: tf.Tensor  # [T] its first piece within its row's context
+  win_len: tf.Tensor  # [T] its context pieces
+  doc_offset: tf.Tensor  # [T] the position of its first context piece
+
+
+class _Grid(NamedTuple):
+  """The windows' positions [T, S] (step 4)."""
+  p: tf.Tensor  # [1, S] position
+  off: tf.Tensor  # [T, 1] doc_offset
+  length: tf.Tensor  # [T, 1] win_len
+  in_doc: tf.Tensor  # [T, S] a context piece of the window
+  token_index: tf.Tensor  # [T, S] its global piece index
+
+
+class _Best(NamedTuple):
+  """The best span of every row (step 6): its window (a global window index) and its start
+  and end positions in that window."""
+  has_candidate: tf.Tensor  # [B] bool
+  best: tf.Tensor  # [B] float64, -inf without a candidate
+  window: tf.Tensor  # [B] global window index
+  start: tf.Tensor  # [B] position in the window
+  end: tf.Tensor  # [B]
+  start_logit: tf.Tensor  # [B] float64, 0 without a candidate
+  end_logit: tf.Tensor
+  score: tf.Tensor
 
 
 def _num_chars(text: tf.Tensor) -> tf.Tensor:
@@ -395,12 +459,24 @@ def _project(args):
   return tf.where(ok, first, 0), tf.where(ok, last, orig_len - 1)
 
 
+@dataclasses.dataclass(frozen=True)
+class AnswerSettings:
+  """What a question-answering export fixes in its graph: run_squad's flags of the same names
+  (seq_length is its max_seq_length); QuestionAnsweringModule's arguments besides the tokenizer
+  and the model."""
+  do_lower_case: bool
+  seq_length: int
+  doc_stride: int
+  max_query_length: int
+  n_best_size: int
+  max_answer_length: int
+  version_2_with_negative: bool
+  null_score_diff_threshold: float
+
+
 def export_squad_model(model: keras.Model, config: BertConfig, vocab_file: str, export_dir: str,
-                       *, do_lower_case: bool, seq_length: int, doc_stride: int,
-                       max_query_length: int, n_best_size: int, max_answer_length: int,
-                       version_2_with_negative: bool, null_score_diff_threshold: float,
-                       version: Optional[int] = None, model_name: str = "squad",
-                       task_info: Optional[Mapping[str, Any]] = None,
+                       answers: AnswerSettings, *, version: Optional[int] = None,
+                       model_name: str = "squad", task_info: Optional[Mapping[str, Any]] = None,
                        warmup: bool = True, length_buckets: Optional[str] = "auto") -> str:
   """Writes a raw-text question-answering SavedModel in TF Serving's layout.
 
@@ -410,9 +486,7 @@ def export_squad_model(model: keras.Model, config: BertConfig, vocab_file: str, 
     config: its BertConfig.
     vocab_file: the vocab it was fine-tuned with (an asset of the export).
     export_dir: the model base directory; the version goes to <export_dir>/<model_name>/<v>/.
-    do_lower_case, seq_length (max_seq_length), doc_stride, max_query_length, n_best_size,
-      max_answer_length, version_2_with_negative, null_score_diff_threshold: run_squad's flags,
-      fixed in the graph.
+    answers: run_squad's flags that the graph fixes (AnswerSettings).
     version: default one more than the largest already there.
     model_name: the directory name under export_dir.
     task_info: written as assets/task_info.json.
@@ -423,19 +497,17 @@ def export_squad_model(model: keras.Model, config: BertConfig, vocab_file: str, 
   Returns:
     The version directory written.
   """
-  info = dict(kind="squad", doc_stride=int(doc_stride), max_query_length=int(max_query_length),
-              n_best_size=int(n_best_size), max_answer_length=int(max_answer_length),
-              version_2_with_negative=bool(version_2_with_negative),
-              null_score_diff_threshold=float(null_score_diff_threshold))
+  info = dict(kind="squad", doc_stride=int(answers.doc_stride),
+              max_query_length=int(answers.max_query_length),
+              n_best_size=int(answers.n_best_size),
+              max_answer_length=int(answers.max_answer_length),
+              version_2_with_negative=bool(answers.version_2_with_negative),
+              null_score_diff_threshold=float(answers.null_score_diff_threshold))
   inputs = dict(question=np.array([q.encode("utf-8") for q in WARMUP_QUESTIONS], object),
                 context=np.array([c.encode("utf-8") for c in WARMUP_CONTEXTS], object))
   return tf_serving.export_task_module(
-      lambda packer: QuestionAnsweringModule(
-          packer, model, seq_length=seq_length, doc_stride=doc_stride,
-          max_query_length=max_query_length, n_best_size=n_best_size,
-          max_answer_length=max_answer_length, do_lower_case=do_lower_case,
-          version_2_with_negative=version_2_with_negative,
-          null_score_diff_threshold=null_score_diff_threshold),
-      config, vocab_file, export_dir, do_lower_case=do_lower_case, seq_length=seq_length,
-      version=version, model_name=model_name, info=info, task_info=task_info,
-      warmup_inputs=lambda name: inputs, warmup=warmup, length_buckets=length_buckets)
+      lambda packer: QuestionAnsweringModule(packer, model, **dataclasses.asdict(answers)),
+      config, vocab_file, export_dir, do_lower_case=answers.do_lower_case,
+      seq_length=answers.seq_length, version=version, model_name=model_name, info=info,
+      task_info=task_info, warmup_inputs=lambda name: inputs, warmup=warmup,
+      length_buckets=length_buckets)

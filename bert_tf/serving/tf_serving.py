@@ -45,7 +45,7 @@ import os
 import re
 import shutil
 import tempfile
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from absl import logging
 import numpy as np
@@ -225,9 +225,12 @@ def export_serving_models(config: BertConfig, weights: Mapping[str, np.ndarray],
                           version: Optional[int] = None, model_name: str = "bert",
                           data_metadata: Optional[Mapping[str, Any]] = None,
                           warmup: bool = True,
-                          length_buckets: Optional[str] = length_buckets_lib.AUTO
-                          ) -> Dict[str, str]:
+                          length_buckets: Optional[str] = length_buckets_lib.AUTO,
+                          models: Optional[Tuple[Any, Any]] = None) -> Dict[str, str]:
   """Writes the encoder, preprocessor and text SavedModels in TF Serving's layout.
+
+  Size: thirteen parameters, the `export` command's flags one each, and the models a caller already
+  built.
 
   Args:
     config: the model's config.
@@ -245,6 +248,9 @@ def export_serving_models(config: BertConfig, weights: Mapping[str, np.ndarray],
     warmup: write assets.extra/tf_serving_warmup_requests.
     length_buckets: --length_buckets: the raw-text signatures pad a request to its longest text
       rounded up to one of these lengths ("auto", "none": always seq_length, or a list).
+    models: modules.float32_models(config, weights) when the caller has built them already
+      (run_pretraining's export writes its plain SavedModels from the same ones), else built
+      here.
 
   Returns:
     {"encoder": path, "preprocessor": path, "text": path} of the version directories written.
@@ -255,13 +261,18 @@ def export_serving_models(config: BertConfig, weights: Mapping[str, np.ndarray],
   if version is not None and version < 1:
     raise ValueError(f"version must be a positive integer, got {version}")
   with _staged_vocab(vocab_file) as local_vocab:
-    return _export(config, weights, local_vocab, export_dir, do_lower_case, seq_length, top_k,
-                   version, model_name, data_metadata, warmup, length_buckets)
+    return _export(config, models or float32_models(config, weights), local_vocab, export_dir,
+                   do_lower_case, seq_length, top_k, version, model_name, data_metadata, warmup,
+                   length_buckets)
 
 
-def _export(config, weights, vocab_file, export_dir, do_lower_case, seq_length, top_k, version,
+def _export(config, models, vocab_file, export_dir, do_lower_case, seq_length, top_k, version,
             model_name, data_metadata, warmup, length_buckets):
-  encoder, pretraining = float32_models(config, weights)
+  """export_serving_models' body, with the vocab staged locally and the float32 models built.
+
+  Size: twelve parameters, export_serving_models' own, passed on.
+  """
+  encoder, pretraining = models
   buckets = length_buckets_lib.parse(length_buckets, seq_length)
   packer = Packer(vocab_file, do_lower_case, config.max_position_embeddings,
                   length_buckets=buckets)
@@ -332,6 +343,8 @@ def export_classifier_model(model, config: BertConfig, vocab_file: str, export_d
                             length_buckets: Optional[str] = length_buckets_lib.AUTO) -> str:
   """Writes a raw-text classifier SavedModel in TF Serving's layout (ClassifierModule).
 
+  Size: thirteen parameters, the export's settings as run_classifier's flags give them, one each.
+
   Args:
     model: the trained classifier (model.heads.build_classifier_model) in float32, built
       outside any distribution strategy (so the SavedModel holds plain variables).
@@ -370,6 +383,8 @@ def export_task_module(make_module: Callable[[Packer], tf.Module], config: BertC
                        length_buckets: Optional[str] = length_buckets_lib.AUTO) -> str:
   """What every fine-tuned raw-text export shares: checks, the vocab asset, the files beside
   the graph and the versioned save.
+
+  Size: thirteen parameters, what every task's export passes on, one each.
 
   Args:
     make_module: builds the signature module from the export's Packer (its tokenizer reads the

@@ -4,7 +4,7 @@
 <output_dir>/export/classifier/<version>/ (TF Serving's layout) with
 `bert_tf.serving.tf_serving.export_classifier_model`: texts (and pairs) in; labels,
 probabilities and logits out, with the run's labels, casing, max_seq_length and length buckets.
-The command hands EXPORTER to the run (tasks.fine_tuning.run).
+The command hands EXPORTER (a model.exporting.Exporter) to the run (tasks.fine_tuning.run).
 """
 
 from typing import Any, Mapping, Optional
@@ -15,10 +15,9 @@ import keras
 from bert_tf import io
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
+from bert_tf.model import exporting
 from bert_tf.model import heads
 from bert_tf.serving import tf_serving
-from bert_tf.tasks import fine_tuning
-from bert_tf.tasks import run_folder
 
 MODEL_NAME = "classifier"
 
@@ -45,7 +44,7 @@ def export_classifier(model: keras.Model, config: BertConfig, settings: Any,
       config, None if labels is None else len(labels)))
   path = tf_serving.export_classifier_model(
       float_model, config, settings.vocab_file,
-      export_dir or io.join(settings.output_dir, run_folder.EXPORT_DIR), labels, info["pair"],
+      export_dir or io.join(settings.output_dir, exporting.EXPORT_DIR), labels, info["pair"],
       do_lower_case=settings.do_lower_case, seq_length=settings.max_seq_length,
       version=version, model_name=MODEL_NAME, task_info=info,
       length_buckets=settings.length_buckets)
@@ -53,4 +52,4 @@ def export_classifier(model: keras.Model, config: BertConfig, settings: Any,
   return path
 
 
-EXPORTER = fine_tuning.Exporter(MODEL_NAME, export_classifier)
+EXPORTER = exporting.Exporter(MODEL_NAME, export_classifier)

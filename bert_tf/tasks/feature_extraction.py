@@ -86,6 +86,7 @@ from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.model import provenance
 from bert_tf.model.encoder import build_encoder
+from bert_tf.model.layers import dtype_policy
 from bert_tf.tasks import classifier_data
 from bert_tf.tasks import run_folder
 from bert_tf.training import loop
@@ -427,13 +428,9 @@ def is_packed_encoder(encoder: keras.Model) -> bool:
 def packed_copy(encoder: keras.Model) -> keras.Model:
   """build_encoder(config, packed=True) holding encoder's weights (moved by their original
   names), in encoder's dtype policy."""
-  previous = keras.config.dtype_policy()
-  keras.config.set_dtype_policy(encoder.get_layer("layer_0").dtype_policy.name)
-  try:
+  with dtype_policy(encoder.get_layer("layer_0").dtype_policy.name):
     packed = build_encoder(checkpoints.config_from_model(encoder), name=encoder.name,
                            packed=True)
-  finally:
-    keras.config.set_dtype_policy(previous)
   checkpoints.set_original_weights(packed, checkpoints.get_original_weights(encoder),
                                    strict=False, source=encoder.name)
   return packed

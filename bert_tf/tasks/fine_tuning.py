@@ -34,7 +34,7 @@ import contextlib
 import dataclasses
 import json
 import math
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from absl import logging
 import keras
@@ -46,6 +46,7 @@ from bert_tf import length_buckets
 from bert_tf import row_packing
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
+from bert_tf.model import exporting
 from bert_tf.model import provenance
 from bert_tf.tasks import run_folder
 from bert_tf.tasks import start as start_lib
@@ -145,11 +146,10 @@ class FineTuningTask:
   export_info: Optional[Callable[[Any, Dict[str, Any], Dict[str, Any]], Dict[str, Any]]] = None
 
 
-class Exporter(NamedTuple):
-  """The export a command hands in: after training, `export(model, config, settings, info,
-  version=step)` writes <output_dir>/export/<model_name>/<step>/ and returns its path."""
-  model_name: str
-  export: Callable[..., str]
+# The export a command hands in (model.exporting's convention, shared with run_pretraining):
+# after training, `export(model, config, settings, info, version=step)` writes
+# <output_dir>/export/<model_name>/<step>/ and returns its path.
+Exporter = exporting.Exporter
 
 
 # === The run ===
@@ -625,5 +625,5 @@ def _drop_checkpoints(run_dir: str) -> None:
   for name in io.listdir(run_dir):
     name = name.rstrip("/")
     if name.startswith(("ckpt-", "checkpoint")) or name.endswith(".tf_record") or \
-        name == run_folder.EXPORT_DIR:
+        name == exporting.EXPORT_DIR:
       io.remove(io.join(run_dir, name))

@@ -23,12 +23,12 @@ from typing import Any, Callable, Dict, List, Optional
 from absl import logging
 
 from bert_tf import io
+from bert_tf.model import exporting
 from bert_tf.model import provenance
 from bert_tf.training import loop
 
 TASK_INFO_FILE = provenance.TASK_INFO_FILE
 # A run's exports: <output_dir>/export/<model name>/<version>/ (TF Serving's layout).
-EXPORT_DIR = "export"
 # Files of a run that hold no result: a folder with only these (a failed run's) is no run.
 _RUN_RECORDS = (TASK_INFO_FILE, "bert_config.json", loop.RUN_SETTINGS_FILE)
 
@@ -258,7 +258,7 @@ def export_once(settings, model_name: str, version: int, export: Callable[[], st
   """The run's export <output_dir>/export/<model_name>/<version>/: export() writes it, unless a
   rerun of a finished run finds it there already (versions are immutable, and the same step
   holds the same weights): then it is kept, and its path returned."""
-  path = io.join(io.join(io.join(settings.output_dir, EXPORT_DIR), model_name), str(version))
+  path = exporting.export_path(settings.output_dir, model_name, version)
   if io.exists(path):
     logging.info("%s exists already (the run had finished): not exported again", path)
     return path

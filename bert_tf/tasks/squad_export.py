@@ -17,10 +17,9 @@ import keras
 from bert_tf import io
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
+from bert_tf.model import exporting
 from bert_tf.model import heads
 from bert_tf.serving import squad_module
-from bert_tf.tasks import fine_tuning
-from bert_tf.tasks import run_folder
 from bert_tf.tasks import squad_metrics
 
 MODEL_NAME = "squad"
@@ -67,16 +66,17 @@ def export_squad(model: keras.Model, config: BertConfig, settings: Any,
   float_model = checkpoints.float32_copy(model, lambda: heads.build_span_model(config))
   path = squad_module.export_squad_model(
       float_model, config, settings.vocab_file,
-      export_dir or io.join(settings.output_dir, run_folder.EXPORT_DIR),
-      do_lower_case=settings.do_lower_case, seq_length=settings.max_seq_length,
-      doc_stride=settings.doc_stride, max_query_length=settings.max_query_length,
-      n_best_size=settings.n_best_size, max_answer_length=settings.max_answer_length,
-      version_2_with_negative=settings.version_2_with_negative,
-      null_score_diff_threshold=null_score_diff_threshold(settings, info),
+      export_dir or io.join(settings.output_dir, exporting.EXPORT_DIR),
+      squad_module.AnswerSettings(
+          do_lower_case=settings.do_lower_case, seq_length=settings.max_seq_length,
+          doc_stride=settings.doc_stride, max_query_length=settings.max_query_length,
+          n_best_size=settings.n_best_size, max_answer_length=settings.max_answer_length,
+          version_2_with_negative=settings.version_2_with_negative,
+          null_score_diff_threshold=null_score_diff_threshold(settings, info)),
       version=version, model_name=MODEL_NAME, task_info=info,
       length_buckets=settings.length_buckets)
   logging.info("Exported the question-answering model for TF Serving to %s", path)
   return path
 
 
-EXPORTER = fine_tuning.Exporter(MODEL_NAME, export_squad)
+EXPORTER = exporting.Exporter(MODEL_NAME, export_squad)

@@ -13,10 +13,9 @@ import keras
 from bert_tf import io
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
+from bert_tf.model import exporting
 from bert_tf.model import heads
 from bert_tf.serving import tagger_module
-from bert_tf.tasks import fine_tuning
-from bert_tf.tasks import run_folder
 
 MODEL_NAME = "ner"
 
@@ -42,7 +41,7 @@ def export_tagger(model: keras.Model, config: BertConfig, settings: Any,
       model, lambda: heads.build_tagger_model(config, len(labels)))
   path = tagger_module.export_tagger_model(
       float_model, config, settings.vocab_file,
-      export_dir or io.join(settings.output_dir, run_folder.EXPORT_DIR), labels,
+      export_dir or io.join(settings.output_dir, exporting.EXPORT_DIR), labels,
       do_lower_case=settings.do_lower_case, seq_length=settings.max_seq_length,
       version=version, model_name=MODEL_NAME, task_info=info,
       length_buckets=settings.length_buckets)
@@ -50,4 +49,4 @@ def export_tagger(model: keras.Model, config: BertConfig, settings: Any,
   return path
 
 
-EXPORTER = fine_tuning.Exporter(MODEL_NAME, export_tagger)
+EXPORTER = exporting.Exporter(MODEL_NAME, export_tagger)

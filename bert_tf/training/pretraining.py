@@ -4,7 +4,7 @@
 it checks the data against the flags, builds the model (the last layer pruned to the rows the
 heads read) and the optimizer under the strategy, resumes from output_dir or loads
 init_checkpoint, trains and evaluates with loop.Trainer, and hands the trained model to the
-export step it is given (training never imports serving).
+exporter it is given (model.exporting; training never imports serving).
 
 The loss of an update is the original's (run_pretraining.py:get_masked_lm_output and
 get_next_sentence_output) evaluated on the whole global batch: sum(w * nll) / (sum(w) + 1e-5)
@@ -14,7 +14,7 @@ with the sums over every replica and micro-batch, plus the mean next-sentence cr
 import contextlib
 import dataclasses
 import json
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 from absl import logging
 import keras
@@ -27,6 +27,7 @@ from bert_tf import row_packing
 from bert_tf import tokenization
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
+from bert_tf.model import exporting
 from bert_tf.model import provenance
 from bert_tf.model.encoder import PACKED_INPUTS
 from bert_tf.model.heads import PRETRAINING_INPUTS, build_pretraining_model
@@ -35,12 +36,7 @@ from bert_tf.training import loop
 from bert_tf.training import losses
 from bert_tf.training import optimization
 
-EXPORT_DIR = "export"
 DATA_METADATA_FILE = provenance.DATA_METADATA_FILE
-
-# The export step: (model, config, export_dir, settings, data metadata) -> None.
-ExportFn = Callable[[keras.Model, BertConfig, str, "PretrainingSettings",
-                     Optional[Mapping[str, Any]]], None]
 
 
 # === Settings ===
@@ -373,18 +369,18 @@ def _check_vocab(settings: PretrainingSettings, metadata: Optional[Mapping[str, 
 
 def run_pretraining(config: BertConfig, settings: PretrainingSettings,
                     strategy: Optional[tf.distribute.Strategy] = None,
-                    export_fn: Optional[ExportFn] = None) -> Dict[str, Any]:
+                    exporter: Optional[exporting.Exporter] = None) -> Dict[str, Any]:
   """Trains and/or evaluates a BERT pretraining model; resumes from output_dir if possible.
 
   Args:
     config: the model config.
     settings: the run (see PretrainingSettings).
     strategy: a tf.distribute strategy (loop.select_strategy()); None uses the default.
-    export_fn: the export step, called by the chief with (model, config, export_dir,
-      settings, data metadata) at the end of training (settings.export_at_end) and at every
-      checkpoint (settings.export_every_checkpoint); export_dir is
-      output_dir/export/<step>. None exports nothing (the command passes
-      serving.saved_model.export_trained_model).
+    exporter: the export (model.exporting's convention), called by the chief with (model,
+      config, settings, the data's metadata, version=step) at the end of training
+      (settings.export_at_end) and at every checkpoint (settings.export_every_checkpoint); it
+      writes exporting.export_path(output_dir, exporter.model_name, step). None exports
+      nothing (the command passes serving.saved_model.EXPORTER).
 
   Returns:
     A dict with global_step, model (the trained keras.Model), the last logged train metrics
@@ -424,10 +420,10 @@ def run_pretraining(config: BertConfig, settings: PretrainingSettings,
     if settings.seed is not None:
       keras.utils.set_random_seed(settings.seed)
     with loop.dtype_policy(settings.mixed_precision):
-      return _run(config, settings, strategy, chief, metadata, export_fn)
+      return _run(config, settings, strategy, chief, metadata, exporter)
 
 
-def _run(config, settings, strategy, chief, metadata, export_fn):
+def _run(config, settings, strategy, chief, metadata, exporter):
   masking = None
   if settings.dynamic_masking:
     vocab = tokenization.load_vocab(settings.vocab_file)
@@ -450,13 +446,12 @@ def _run(config, settings, strategy, chief, metadata, export_fn):
   loop.log_variables(model, restored)
 
   def export(step):
-    export_dir = io.join(settings.output_dir, f"{EXPORT_DIR}/{step}")
+    export_dir = exporting.export_path(settings.output_dir, exporter.model_name, step)
     if io.exists(export_dir):
       # A resumed run that lost the checkpoint of this step trained it again.
       logging.warning("Replacing the existing export %s with this run's weights of step %d",
                       export_dir, step)
-    export_fn(model, config, export_dir, settings, metadata)
-    return export_dir
+    return exporter.export(model, config, settings, metadata, version=step)
 
   result: Dict[str, Any] = {"model": model}
   # One eval dataset and one traced eval step for every evaluation of the run; each
@@ -479,7 +474,7 @@ def _run(config, settings, strategy, chief, metadata, export_fn):
         strategy, _train_dataset_fn(settings, masking, strategy.num_replicas_in_sync),
         global_step)
     _log_training(settings, strategy, int(global_step.numpy()))
-    on_checkpoint = (export if settings.export_every_checkpoint and chief and export_fn
+    on_checkpoint = (export if settings.export_every_checkpoint and chief and exporter
                      else None)
     with _naming_corrupt_files(settings.input_file, "input_file"):
       result.update(loop.train(
@@ -498,7 +493,7 @@ def _run(config, settings, strategy, chief, metadata, export_fn):
       result.update(evaluations[step])
     else:
       result.update(evaluate(step, final=True))
-  if settings.do_train and settings.export_at_end and chief and export_fn is not None:
+  if settings.do_train and settings.export_at_end and chief and exporter is not None:
     result["export_dir"] = export(result["global_step"])
   if packed:  # callers get the unpacked model (the encoder's inputs) with the trained weights
     result["model"] = _unpacked_copy(model, config, strategy)

@@ -303,10 +303,10 @@ def v1_export(span_model, tmp_path_factory):
   ref = reference(span_model, examples, False)
   export_dir = str(tmp_path_factory.mktemp("squad_v1"))
   path = squad_module.export_squad_model(
-      span_model, CONFIG, VOCAB, export_dir, do_lower_case=True, seq_length=SEQ,
-      doc_stride=STRIDE, max_query_length=QUERY, n_best_size=NBEST,
-      max_answer_length=MAX_ANSWER, version_2_with_negative=False,
-      null_score_diff_threshold=0.0, warmup=False)
+      span_model, CONFIG, VOCAB, export_dir, squad_module.AnswerSettings(
+          do_lower_case=True, seq_length=SEQ, doc_stride=STRIDE, max_query_length=QUERY,
+          n_best_size=NBEST, max_answer_length=MAX_ANSWER, version_2_with_negative=False,
+          null_score_diff_threshold=0.0), warmup=False)
   assert path == os.path.join(export_dir, "squad", "1")
   return path, examples, contexts, ref
 

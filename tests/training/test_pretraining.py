@@ -34,7 +34,7 @@ def full_run(data, tmp_path_factory):
   vocab = write_vocab(os.path.join(output_dir, "vocab.txt"))
   result = pretraining.run_pretraining(tiny_config(), tiny_settings(
       data, output_dir, do_eval=True, max_eval_steps=10, export_at_end=True, vocab_file=vocab),
-      export_fn=saved_model.export_step)
+      exporter=saved_model.EXPORTER)
   return output_dir, result
 
 
@@ -171,7 +171,7 @@ def test_gradient_accumulation_matches_the_full_batch(data, full_run, tmp_path):
   full_dir, full = full_run
   two = pretraining.run_pretraining(tiny_config(), tiny_settings(
       data, str(tmp_path / "two"), gradient_accumulation_steps=2, export_every_checkpoint=True),
-      export_fn=saved_model.export_step)
+      exporter=saved_model.EXPORTER)
   assert two["global_step"] == 6
   # Exports at the checkpoints before the last (export_at_end is off here).
   assert sorted(os.listdir(tmp_path / "two" / "export")) == ["2", "4"]
