@@ -480,7 +480,10 @@ def make_metadata(*, max_seq_length: int, max_predictions_per_seq: int,
                   do_lower_case: bool, do_whole_word_mask: bool, flags: Mapping[str, Any],
                   counts: Mapping[str, Any], program_version: str,
                   compression: Optional[str] = None) -> Dict[str, Any]:
-  """Builds the metadata dictionary (JSON-serialisable) for one output file."""
+  """Builds the metadata dictionary (JSON-serialisable) for one output file.
+
+  Size: eleven keyword-only parameters, one per field of the metadata file it makes.
+  """
   names = feature_names(use_v2_feature_names)
   lengths = feature_lengths(max_seq_length, max_predictions_per_seq)
   return collections.OrderedDict([

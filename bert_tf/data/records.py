@@ -130,6 +130,9 @@ def inspect_file(path: str, vocab_file: Optional[str] = None, num_examples: int 
                  out=None) -> int:
   """Checks and summarises one file, printing to `out`; returns the number of problems found.
 
+  Size: one pass over a record file whose checks share its per-record state; split, each part would
+  take that state as a dozen parameters.
+
   The problems are the invalid records (a read error counts as one and ends the reading: the
   records after it, and so the file's total, are unknown) and the file's other errors.
 

@@ -277,6 +277,8 @@ def export_tagger_model(model: keras.Model, config: BertConfig, vocab_file: str,
                         warmup: bool = True, length_buckets: Optional[str] = "auto") -> str:
   """Writes a raw-text tagger SavedModel in TF Serving's layout.
 
+  Size: twelve parameters, the export's settings as run_ner's flags give them, one each.
+
   Args:
     model: the trained tagger (model.heads.build_tagger_model) in float32, built outside any
       distribution strategy.

@@ -1,4 +1,4 @@
-"""The model half of the original run_classifier.py: the classifier and its task for the loop.
+"""Classification as a task of the generic loop: the original run_classifier.py's loss and sums.
 
 `build_classifier_model(config, num_labels)` (in model/heads.py, so that checkpoints of every
 task are read by one reader) is the original's create_model: the encoder's pooled

@@ -548,6 +548,9 @@ class GenericProcessor(DataProcessor):
   newlines); ".jsonl"/".json" one JSON object (columns by key) or array (by index) per line,
   blank lines ignored.
 
+  Size: thirteen parameters, one per run_classifier flag that describes the files (--text_a_column,
+  --label_column, --train_file, ...).
+
   Args:
     text_a_column: the first text: a column name (needs a header, or JSONL objects) or a 0-based
       index (negative counts from the end).

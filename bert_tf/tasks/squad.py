@@ -1,4 +1,4 @@
-"""The model half of the original run_squad.py: the span labeler's loss for the generic loop.
+"""SQuAD's loss as a task of the generic loop: the original run_squad.py's span loss and sums.
 
 The model is heads.build_span_model (the head's dense layer, "squad_logits", is the original's
 cls/squad/output_weights [2, H] and output_bias in the checkpoint name table). The original's

@@ -371,58 +371,12 @@ def postprocess(all_examples: Sequence[squad_data.SquadExample],
 def _postprocess(all_examples, all_features, all_results, n_best_size, max_answer_length,
                  do_lower_case, version_2_with_negative, null_score_diff_threshold,
                  verbose_logging):
-  example_index_to_features = collections.defaultdict(list)
-  for feature in all_features:
-    example_index_to_features[feature.example_index].append(feature)
-  unique_id_to_result = {result.unique_id: result for result in all_results}
-
-  # Every example's windows, in order, flattened: window w is windows[w], of example
-  # window_example[w]. v2's null answer per example: the window with the lowest [CLS] score.
-  windows, results, window_example = [], [], []
-  first_window = []  # per example, the index of its first window
-  nulls = []  # per example: (null score, window, start logit, end logit)
-  for example_index, example in enumerate(all_examples):
-    features = example_index_to_features[example_index]
-    first_window.append(len(windows))
-    score_null = NO_ANSWER_SCORE_DIFF  # the original's "large and positive" start value
-    null = (score_null, len(windows), 0.0, 0.0)
-    for feature in features:
-      result = unique_id_to_result.get(feature.unique_id)
-      if result is None:
-        raise KeyError(f"no result for feature unique_id {feature.unique_id} (question "
-                       f"{example.qas_id!r}, window {feature.doc_span_index})")
-      if version_2_with_negative:
-        start0, end0 = float(result.start_logits[0]), float(result.end_logits[0])
-        if start0 + end0 < score_null:
-          score_null = start0 + end0
-          null = (score_null, len(windows), start0, end0)
-      windows.append(feature)
-      results.append(result)
-      window_example.append(example_index)
-    nulls.append(null)
-  first_window.append(len(windows))
-
-  parts = _doc_parts(windows)
-  window_ids, starts, ends, start_values, end_values = _window_candidates(
-      windows, results, n_best_size, max_answer_length, parts)
-  candidate_example = np.asarray(window_example, np.int64)[window_ids]
-  if version_2_with_negative:
-    # The null answer joins the candidates of each example that has a window, after them.
-    has_window = [e for e in range(len(all_examples)) if first_window[e] < first_window[e + 1]]
-    window_ids = np.concatenate([window_ids, [nulls[e][1] for e in has_window]]).astype(np.int64)
-    starts = np.concatenate([starts, np.zeros(len(has_window), np.int64)])
-    ends = np.concatenate([ends, np.zeros(len(has_window), np.int64)])
-    start_values = np.concatenate([start_values, [nulls[e][2] for e in has_window]])
-    end_values = np.concatenate([end_values, [nulls[e][3] for e in has_window]])
-    candidate_example = np.concatenate([candidate_example, has_window]).astype(np.int64)
-  # The original sorts each example's candidates by start + end logit, highest first, stable
-  # (windows in order, then start rank, end rank, the null answer last): one lexsort by
-  # (example, -score, position in that order) does every example's sort.
-  order = np.lexsort((np.arange(len(starts)), -(start_values + end_values), candidate_example))
-  bounds = np.searchsorted(candidate_example[order], np.arange(len(all_examples) + 1)).tolist()
-  window_ids, starts, ends = (a[order].tolist() for a in (window_ids, starts, ends))
-  start_values, end_values = start_values[order].tolist(), end_values[order].tolist()
-
+  """postprocess's body: every example's windows (_example_windows), their candidates sorted
+  as the original sorts them (_sorted_candidates), then each example's n-best (_nbest) and its
+  prediction. Nine parameters: postprocess's, the original's write_predictions' own."""
+  windows = _example_windows(all_examples, all_features, all_results, version_2_with_negative)
+  candidates = _sorted_candidates(windows, len(all_examples), n_best_size, max_answer_length,
+                                  version_2_with_negative)
   all_predictions = collections.OrderedDict()
   all_nbest_json = collections.OrderedDict()
   scores_diff_json = collections.OrderedDict()
@@ -436,39 +390,14 @@ def _postprocess(all_examples, all_features, all_results, n_best_size, max_answe
   basic_words = _Cache(basic_text)
   contexts = {}  # id(doc_tokens) -> _AnswerContext, shared by the questions of a paragraph
   for example_index, example in enumerate(all_examples):
-    score_null, _, null_start_logit, null_end_logit = nulls[example_index]
+    score_null, _, null_start_logit, null_end_logit = windows.nulls[example_index]
     context = contexts.get(id(example.doc_tokens))
     if context is None or context.doc_tokens is not example.doc_tokens:
       context = contexts[id(example.doc_tokens)] = _AnswerContext(example.doc_tokens,
                                                                   basic_words)
-    seen_predictions = set()
-    nbest: List[tuple] = []  # (text, start logit, end logit)
-    for i in range(bounds[example_index], bounds[example_index + 1]):
-      if len(nbest) >= n_best_size:
-        break
-      start_index, end_index = starts[i], ends[i]
-      if start_index > 0:  # a non-null prediction
-        part = parts[window_ids[i]]
-        if part is not None:  # both ends are context positions of the window
-          first, window_tokens, window_words, _ = part
-          tok_text = detokenize(window_tokens[start_index - first:end_index - first + 1])
-          first_word, last_word = window_words[start_index - first], \
-              window_words[end_index - first]
-        else:
-          feature = windows[window_ids[i]]
-          tok_text = detokenize(feature.tokens[start_index:(end_index + 1)])
-          first_word, last_word = feature.token_to_orig_map[start_index], \
-              feature.token_to_orig_map[end_index]
-        final_text = context.final_text(tok_text, first_word, last_word, verbose_logging)
-        if final_text in seen_predictions:
-          continue
-      else:
-        final_text = ""
-      seen_predictions.add(final_text)
-      nbest.append((final_text, start_values[i], end_values[i]))
-
+    nbest = _nbest(windows, candidates, example_index, context, n_best_size, verbose_logging)
     # The null answer is always among SQuAD 2.0's n-best.
-    if version_2_with_negative and "" not in seen_predictions:
+    if version_2_with_negative and not any(text == "" for text, _, _ in nbest):
       nbest.append(("", null_start_logit, null_end_logit))
     # No valid span at all (SQuAD 1.1): the original's placeholder.
     if not nbest:
@@ -494,6 +423,120 @@ def _postprocess(all_examples, all_features, all_results, n_best_size, max_answe
   return all_predictions, all_nbest_json, scores_diff_json
 
 
+class _ExampleWindows(NamedTuple):
+  """Every example's windows, in order, flattened: window w is windows[w] with results[w], of
+  example window_example[w]; first_window[e] is example e's first window (one entry more at
+  the end); nulls[e] is v2's null answer of example e, the window with the lowest [CLS] score:
+  (null score, window, start logit, end logit)."""
+  windows: List[squad_data.InputFeatures]
+  results: List[RawResult]
+  window_example: List[int]
+  first_window: List[int]
+  nulls: List[Tuple[float, int, float, float]]
+  parts: list  # _doc_parts(windows)
+
+
+def _example_windows(all_examples, all_features, all_results, version_2_with_negative
+                     ) -> _ExampleWindows:
+  """The windows of every example with their results (a KeyError names a window without)."""
+  example_index_to_features = collections.defaultdict(list)
+  for feature in all_features:
+    example_index_to_features[feature.example_index].append(feature)
+  unique_id_to_result = {result.unique_id: result for result in all_results}
+  windows, results, window_example, first_window, nulls = [], [], [], [], []
+  for example_index, example in enumerate(all_examples):
+    first_window.append(len(windows))
+    score_null = NO_ANSWER_SCORE_DIFF  # the original's "large and positive" start value
+    null = (score_null, len(windows), 0.0, 0.0)
+    for feature in example_index_to_features[example_index]:
+      result = unique_id_to_result.get(feature.unique_id)
+      if result is None:
+        raise KeyError(f"no result for feature unique_id {feature.unique_id} (question "
+                       f"{example.qas_id!r}, window {feature.doc_span_index})")
+      if version_2_with_negative:
+        start0, end0 = float(result.start_logits[0]), float(result.end_logits[0])
+        if start0 + end0 < score_null:
+          score_null = start0 + end0
+          null = (score_null, len(windows), start0, end0)
+      windows.append(feature)
+      results.append(result)
+      window_example.append(example_index)
+    nulls.append(null)
+  first_window.append(len(windows))
+  return _ExampleWindows(windows, results, window_example, first_window, nulls,
+                         _doc_parts(windows))
+
+
+class _Candidates(NamedTuple):
+  """Every example's candidate spans in the original's order: example e's are the entries
+  bounds[e]:bounds[e + 1] of the lists (window index, start, end, start logit, end logit)."""
+  bounds: List[int]
+  window_ids: List[int]
+  starts: List[int]
+  ends: List[int]
+  start_values: List[float]
+  end_values: List[float]
+
+
+def _sorted_candidates(w: _ExampleWindows, num_examples: int, n_best_size: int,
+                       max_answer_length: int, version_2_with_negative: bool) -> _Candidates:
+  """The valid spans of every window (_window_candidates), v2's null answers after them, each
+  example's sorted by start + end logit, highest first, stable."""
+  window_ids, starts, ends, start_values, end_values = _window_candidates(
+      w.windows, w.results, n_best_size, max_answer_length, w.parts)
+  candidate_example = np.asarray(w.window_example, np.int64)[window_ids]
+  if version_2_with_negative:
+    # The null answer joins the candidates of each example that has a window, after them.
+    has_window = [e for e in range(num_examples) if w.first_window[e] < w.first_window[e + 1]]
+    window_ids = np.concatenate([window_ids, [w.nulls[e][1] for e in has_window]]
+                                ).astype(np.int64)
+    starts = np.concatenate([starts, np.zeros(len(has_window), np.int64)])
+    ends = np.concatenate([ends, np.zeros(len(has_window), np.int64)])
+    start_values = np.concatenate([start_values, [w.nulls[e][2] for e in has_window]])
+    end_values = np.concatenate([end_values, [w.nulls[e][3] for e in has_window]])
+    candidate_example = np.concatenate([candidate_example, has_window]).astype(np.int64)
+  # The original sorts each example's candidates by start + end logit, highest first, stable
+  # (windows in order, then start rank, end rank, the null answer last): one lexsort by
+  # (example, -score, position in that order) does every example's sort.
+  order = np.lexsort((np.arange(len(starts)), -(start_values + end_values), candidate_example))
+  bounds = np.searchsorted(candidate_example[order], np.arange(num_examples + 1)).tolist()
+  return _Candidates(bounds, *(a[order].tolist() for a in (window_ids, starts, ends,
+                                                            start_values, end_values)))
+
+
+def _nbest(w: _ExampleWindows, candidates: _Candidates, example_index: int,
+           context: "_AnswerContext", n_best_size: int, verbose_logging: bool) -> List[tuple]:
+  """The original's n-best of one example before the null answer is added: up to n_best_size
+  (text, start logit, end logit), de-duplicated by text, in candidate order."""
+  c = candidates
+  seen_predictions = set()
+  nbest: List[tuple] = []
+  for i in range(c.bounds[example_index], c.bounds[example_index + 1]):
+    if len(nbest) >= n_best_size:
+      break
+    start_index, end_index = c.starts[i], c.ends[i]
+    if start_index > 0:  # a non-null prediction
+      part = w.parts[c.window_ids[i]]
+      if part is not None:  # both ends are context positions of the window
+        first, window_tokens, window_words, _ = part
+        tok_text = detokenize(window_tokens[start_index - first:end_index - first + 1])
+        first_word, last_word = window_words[start_index - first], \
+            window_words[end_index - first]
+      else:
+        feature = w.windows[c.window_ids[i]]
+        tok_text = detokenize(feature.tokens[start_index:(end_index + 1)])
+        first_word, last_word = feature.token_to_orig_map[start_index], \
+            feature.token_to_orig_map[end_index]
+      final_text = context.final_text(tok_text, first_word, last_word, verbose_logging)
+      if final_text in seen_predictions:
+        continue
+    else:
+      final_text = ""
+    seen_predictions.add(final_text)
+    nbest.append((final_text, c.start_values[i], c.end_values[i]))
+  return nbest
+
+
 # === Prediction files ===
 
 
@@ -502,6 +545,9 @@ def write_predictions(all_examples, all_features, all_results, n_best_size, max_
                       output_null_log_odds_file, version_2_with_negative=False,
                       null_score_diff_threshold=0.0, verbose_logging=False):
   """Writes predictions.json, nbest_predictions.json and (SQuAD 2.0) null_odds.json.
+
+  Size: twelve parameters: the original run_squad.py's write_predictions, same names and
+  order, so its callers port unchanged.
 
   The original's files for the same logits: each is json.dumps(obj, indent=4) plus a newline,
   keyed by qas_id in example order. predictions: the best answer text (v2: "" when the null

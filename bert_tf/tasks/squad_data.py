@@ -252,6 +252,8 @@ class InputFeatures:
   feature position -> whether this window gives that token its most central context;
   input_ids / input_mask / segment_ids: padded to max_seq_length; start_position /
   end_position: the answer's feature positions when training (0, 0 for none).
+
+  Size: twelve parameters, the original's InputFeatures field for field.
   """
 
   def __init__(self, unique_id, example_index, doc_span_index, tokens, token_to_orig_map,

@@ -1,4 +1,4 @@
-"""The model half of token classification: the tagger's loss and metrics for the generic loop.
+"""Token classification's loss as a task of the generic loop: the tagger's loss and sums.
 
 The model is heads.build_tagger_model (dropout and a dense layer on every position's final
 hidden state). The loss is Hugging Face's BertForTokenClassification loss and the usual BERT NER

@@ -420,6 +420,9 @@ def pretraining_dataset(input_files: Union[str, Sequence[str]], max_seq_length: 
                         packing: Optional["Packing"] = None) -> tf.data.Dataset:
   """Batches of pretraining features for training or evaluation.
 
+  Size: fourteen parameters, the pretraining flags that shape its data (files, lengths, batch,
+  shuffle, length buckets, dynamic masking, packing), passed by run_pretraining as they are.
+
   Training: files are sharded (see below), shuffled, repeated and interleaved `cycle_length`
   at a time; records are shuffled in a buffer of `shuffle_buffer_size`. Evaluation: files are
   read in order, once (unless `repeat`), without shuffling. Both drop the last partial batch.
@@ -875,10 +878,13 @@ def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batc
   parsing_spec), and the fine-tuning driver reads every task's records here (int64 features
   become int32; the original's names become the models' input names).
 
+  Size: twelve parameters, the tf.data options of a fine-tuning run's flags (batch, shuffle,
+  length buckets, grouping, accumulation, packing) that the driver passes through.
+
   Training without group_by_length is the original's input_fn: repeat, shuffle in a buffer
   across the repeat (100 records, the original's value: data order is close to file order),
-  batch, drop the last partial batch. With group_by_length the file is shuffled within each pass (so each
-  epoch of the stream holds every example exactly once) in a buffer of at least
+  batch, drop the last partial batch. With group_by_length the file is shuffled within each
+  pass (so each epoch of the stream holds every example exactly once) in a buffer of at least
   GROUP_SHUFFLE_RECORDS records (the whole file, for most fine-tuning sets), and the stream
   read in windows of GROUP_WINDOW_BATCHES updates; each window's examples are ordered by length
   bucket (random order within a bucket; the 'auto' buckets when length_buckets is None), cut

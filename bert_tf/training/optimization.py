@@ -401,6 +401,8 @@ def create_optimizer(name: str, learning_rate: float, num_train_steps: int,
                      loss_scale: bool = False, **kwargs) -> keras.optimizers.Optimizer:
   """The optimizer of the original release ("adamw") or LAMB ("lamb") with its schedule.
 
+  Size: twelve parameters, the optimizer flags of the commands, one each.
+
   Args:
     name: "adamw" or "lamb".
     learning_rate: peak learning rate.
