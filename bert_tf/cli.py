@@ -59,10 +59,18 @@ class UsageError(ValueError):
 # === Shared flags ===
 
 
+# --do_lower_case of the fine-tuning commands, which default it from the model they start from.
+RECORDED_CASING_HELP = ("; default: what the model the run starts from records (a resumed "
+                        "--output_dir, else --init_checkpoint: task_info.json, "
+                        "data_metadata.json, tokenizer_config.json or the original's release "
+                        "name), else True.")
+
+
 def define_model_flags(flag_values=FLAGS, *, do_lower_case: Optional[bool] = True,
                        max_seq_length: int = 128, vocab_help: str = "The WordPiece vocab "
                        "the model was trained on (one token per line).",
-                       init_checkpoint_help: Optional[str] = None) -> None:
+                       init_checkpoint_help: Optional[str] = None,
+                       do_lower_case_help: Optional[str] = None) -> None:
   """bert_config_file, vocab_file, do_lower_case, init_checkpoint, max_seq_length."""
   flags.DEFINE_string("bert_config_file", None,
                       "The config json file of the BERT model (the original's "
@@ -70,8 +78,9 @@ def define_model_flags(flag_values=FLAGS, *, do_lower_case: Optional[bool] = Tru
   flags.DEFINE_string("vocab_file", None, vocab_help, flag_values=flag_values)
   flags.DEFINE_bool("do_lower_case", do_lower_case,
                     "Lower-case the input and strip accents (True for uncased models)"
-                    + ("; if given, checked against the data's metadata."
-                       if do_lower_case is None else "."), flag_values=flag_values)
+                    + (do_lower_case_help or ("; if given, checked against the data's metadata."
+                                              if do_lower_case is None else ".")),
+                    flag_values=flag_values)
   flags.DEFINE_string("init_checkpoint", None, init_checkpoint_help or (
       "Initial weights: one of our checkpoints (file prefix or run directory), an original "
       "TF1 checkpoint, a Model Garden checkpoint, Hugging Face .safetensors or a .keras "

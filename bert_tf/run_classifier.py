@@ -31,7 +31,8 @@ def define_flags(flag_values=FLAGS) -> None:
   flags.DEFINE_string("task_name", None, "The task: cola, mnli, mrpc, xnli, sst-2, qqp, qnli, "
                       "rte, wnli, sts-b, or generic.", **fv)
   flags.DEFINE_string("output_dir", None, "Where records, checkpoints and results go.", **fv)
-  cli.define_model_flags(flag_values, init_checkpoint_help=(
+  cli.define_model_flags(flag_values, do_lower_case=None,
+                         do_lower_case_help=cli.RECORDED_CASING_HELP, init_checkpoint_help=(
       "Initial weights: a pretrained or fine-tuned checkpoint in any format the converters read "
       "(original TF1, Model Garden, Hugging Face .safetensors, a run_pretraining or "
       "run_classifier output_dir)."))

@@ -33,7 +33,8 @@ def define_flags(flag_values=FLAGS) -> None:
                       **fv)
   flags.DEFINE_string("output_dir", None, "Where records, checkpoints, predictions and results "
                       "go.", **fv)
-  cli.define_model_flags(flag_values, init_checkpoint_help=(
+  cli.define_model_flags(flag_values, do_lower_case=None,
+                         do_lower_case_help=cli.RECORDED_CASING_HELP, init_checkpoint_help=(
       "Initial weights: a pretrained or fine-tuned checkpoint in any format the converters read "
       "(original TF1, Model Garden, Hugging Face .safetensors including BertForTokenClassification"
       ", a run_pretraining or run_ner output_dir)."))

@@ -32,7 +32,8 @@ def define_flags(flag_values=FLAGS) -> None:
                       **fv)
   flags.DEFINE_string("predict_file", None, "SQuAD json for predictions, e.g. dev-v1.1.json "
                       "(scored with the official rules when it has answers).", **fv)
-  cli.define_model_flags(flag_values, max_seq_length=384, init_checkpoint_help=(
+  cli.define_model_flags(flag_values, max_seq_length=384, do_lower_case=None,
+                         do_lower_case_help=cli.RECORDED_CASING_HELP, init_checkpoint_help=(
       "Initial weights: a pretrained or fine-tuned checkpoint in any format the converters read "
       "(original TF1, Model Garden, Hugging Face .safetensors, a run_pretraining or run_squad "
       "output_dir)."))

@@ -32,7 +32,7 @@ class FineTuningSettings:
   allow_tokenizer_mismatch.
   """
   init_checkpoint: Optional[str] = None
-  do_lower_case: bool = True
+  do_lower_case: Optional[bool] = True  # None: what the starting model records, else True
   do_train: bool = False
   train_batch_size: int = 32
   learning_rate: float = 5e-5

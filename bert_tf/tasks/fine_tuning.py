@@ -5,8 +5,9 @@
   1. settings.check(config, replicas): every impossible flag named at once;
   2. where the run starts, worked out once (start.find_start: the output_dir it resumes or the
      --init_checkpoint it starts from, with what is recorded of it), handed to every step below;
-  3. the tokenizer (start.run_tokenizer): the vocab fits the config and agrees with what the
-     --init_checkpoint and a resumed --output_dir were trained with;
+  3. the tokenizer (start.run_tokenizer): --do_lower_case, when not given, from what the model
+     the run starts from records (start.resolved_casing); the vocab fits the config and agrees
+     with what the --init_checkpoint and a resumed --output_dir were trained with;
   4. an --output_dir holding another command's run is refused (run_folder.check_output_dir_owner);
   5. task.read: the task reads every file it needs and reconciles its labels and head with the
      model it starts from (start.starting_head), before anything is written, so a bad row
@@ -175,6 +176,7 @@ def run(task: FineTuningTask, config: BertConfig, settings,
   settings = resolved_packing(task, settings)
   chief = loop.is_chief(strategy)
   start = start_lib.find_start(settings)  # "does the run resume?", answered once
+  settings = start_lib.resolved_casing(settings, start)  # --do_lower_case by default recorded
   with bad_input_as_training_error():
     tokenizer, vocab_md5 = start_lib.run_tokenizer(config, settings, start)
     run_folder.check_output_dir_owner(settings, start, task.head)

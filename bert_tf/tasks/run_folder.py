@@ -30,7 +30,7 @@ from bert_tf.training import loop
 TASK_INFO_FILE = provenance.TASK_INFO_FILE
 # A run's exports: <output_dir>/export/<model name>/<version>/ (TF Serving's layout).
 # Files of a run that hold no result: a folder with only these (a failed run's) is no run.
-_RUN_RECORDS = (TASK_INFO_FILE, "bert_config.json", loop.RUN_SETTINGS_FILE)
+_RUN_RECORDS = (TASK_INFO_FILE, "bert_config.json", loop.RUN_SETTINGS_FILE, provenance.VOCAB_FILE)
 
 
 def holds_checkpoints(directory: str) -> bool:
@@ -106,7 +106,7 @@ class OutputDirRun:
 
 def record_run_info(config, settings, start, chief: bool, info: Dict[str, Any]) -> None:
   """Writes the record of how the run's model was trained (bert_config.json, run_settings.json
-  when training, task_info.json) once the run's checks passed: the model is built, its
+  when training, task_info.json, vocab.txt) once the run's checks passed: the model is built, its
   checkpoint restored or init_checkpoint loaded.
 
   A run that does not train leaves the record beside the checkpoints it resumes (start, a
@@ -119,6 +119,11 @@ def record_run_info(config, settings, start, chief: bool, info: Dict[str, Any]) 
     return
   loop.record_run(settings.output_dir, config, settings)
   provenance.write_task_info(settings.output_dir, info)
+  # The vocab beside the checkpoints, as run_pretraining's folders hold it: what export and
+  # convert_checkpoint of this run read by default.
+  vocab = io.join(settings.output_dir, provenance.VOCAB_FILE)
+  if settings.vocab_file and settings.vocab_file != vocab:
+    provenance.record_vocab(settings.output_dir, settings.vocab_file)
 
 
 def training_data(paths: List[str]) -> Dict[str, str]:

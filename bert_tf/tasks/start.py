@@ -69,6 +69,27 @@ def find_start(settings) -> Start:
                f"{flag}={checkpoint}")
 
 
+def resolved_casing(settings, start: Start):
+  """settings with do_lower_case decided: --do_lower_case when given, else (None) what the model
+  the run starts from records (provenance.recorded_tokenizer: its task_info.json,
+  data_metadata.json, tokenizer_config.json or the original's release name), else True, the
+  original's default; as export does."""
+  if settings.do_lower_case is not None:
+    return settings
+  recorded: Dict[str, Any] = {}
+  for checkpoint in (start.checkpoint, settings.init_checkpoint):
+    if checkpoint and "do_lower_case" not in recorded:
+      recorded = provenance.recorded_tokenizer(checkpoint)
+  casing = recorded.get("do_lower_case")
+  if casing is None:
+    logging.info("--do_lower_case=True (the default: nothing the run starts from records its "
+                 "casing)")
+    casing = True
+  else:
+    logging.info("--do_lower_case=%s, as %s records", bool(casing), recorded["casing_source"])
+  return dataclasses.replace(settings, do_lower_case=bool(casing))
+
+
 def run_tokenizer(config, settings, start: Start):
   """The FullTokenizer of a fine-tuning run (settings.vocab_file, settings.do_lower_case) and
   the vocab's md5, after checking that the vocab fits the config and agrees with what

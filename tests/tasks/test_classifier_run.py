@@ -577,7 +577,9 @@ def test_command_defaults_are_the_originals():
   from bert_tf import run_classifier  # pylint: disable=g-import-not-at-top
   flag_values = flags.FlagValues()
   run_classifier.define_flags(flag_values)
-  expected = dict(do_lower_case=True, max_seq_length=128, do_train=False, do_eval=False,
+  # do_lower_case: None is the original's True unless the starting model records its casing
+  # (test_do_lower_case_defaults_to_what_the_starting_model_records).
+  expected = dict(do_lower_case=None, max_seq_length=128, do_train=False, do_eval=False,
                   do_predict=False, train_batch_size=32, eval_batch_size=8,
                   predict_batch_size=8, learning_rate=5e-5, num_train_epochs=3.0,
                   warmup_proportion=0.1, save_checkpoints_steps=1000, iterations_per_loop=1000,
@@ -589,6 +591,26 @@ def test_command_defaults_are_the_originals():
   names = {f.name for f in dataclasses.fields(cr.ClassifierSettings)} - {
       "max_nonfinite_steps", "shuffle_buffer_size"}
   assert names <= set(flag_values), names - set(flag_values)
+
+
+def test_do_lower_case_defaults_to_what_the_starting_model_records(tmp_path):
+  from bert_tf.tasks import start as start_lib  # pylint: disable=g-import-not-at-top
+  cased = tmp_path / "cased_model"
+  cased.mkdir()
+  provenance.write_task_info(str(cased), {"task_name": "generic", "do_lower_case": False})
+  checkpoint = str(cased / "ckpt-1")
+  unknown = str(tmp_path / "my_model" / "bert_model.ckpt")
+
+  def resolved(init_checkpoint, do_lower_case):
+    settings = source_settings(tmp_path / "out", init_checkpoint=init_checkpoint,
+                               do_lower_case=do_lower_case)
+    start = start_lib.Start(checkpoint=init_checkpoint)
+    return start_lib.resolved_casing(settings, start).do_lower_case
+
+  assert resolved(checkpoint, None) is False  # the record's
+  assert resolved(unknown, None) is True  # nothing recorded: the original's default
+  assert resolved(None, None) is True
+  assert resolved(checkpoint, True) is True  # given: kept (and then checked against the record)
 
 
 @pytest.mark.slow

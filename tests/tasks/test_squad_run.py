@@ -254,7 +254,9 @@ def test_command_defaults_are_the_originals():
   from bert_tf import run_squad  # pylint: disable=g-import-not-at-top
   flag_values = flags.FlagValues()
   run_squad.define_flags(flag_values)
-  expected = dict(do_lower_case=True, max_seq_length=384, doc_stride=128, max_query_length=64,
+  # do_lower_case: None is the original's True unless the starting model records its casing
+  # (test_classifier_run.test_do_lower_case_defaults_to_what_the_starting_model_records).
+  expected = dict(do_lower_case=None, max_seq_length=384, doc_stride=128, max_query_length=64,
                   do_train=False, do_predict=False, train_batch_size=32, predict_batch_size=8,
                   learning_rate=5e-5, num_train_epochs=3.0, warmup_proportion=0.1,
                   save_checkpoints_steps=1000, iterations_per_loop=1000, n_best_size=20,
