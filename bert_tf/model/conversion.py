@@ -6,8 +6,8 @@ pretraining or fine-tuned, is kept in every output format (the model holding it 
 see source_head), and a conversion refuses to drop one it cannot hold unless told to
 (drop_head). What the model has is written; what the target layout expects but the model never
 had (the pooler of a tagger or span model, in the TF1 layout) is logged in one line
-(report_layout_gaps). python -m bert_tf.convert_checkpoint is convert_resolved with errors naming
-its flags.
+(report_layout_gaps). python -m bert_tf.convert_checkpoint is convert_resolved with its inputs
+resolved and its errors naming its flags (model.conversion_inputs.convert).
 """
 
 import dataclasses
@@ -456,9 +456,9 @@ def convert_checkpoint(source: str, target: str, source_format: Optional[str] = 
 
   What is written beside the output: see write_converted (config; for hf the tokenizer files;
   task_info.json with a fine-tuned head). Outputs are checked before the weights are read and
-  written atomically; python -m bert_tf.convert_checkpoint resolves its flags with one-line
-  errors naming them (and the casing looked up in every file that records it) and then runs
-  convert_resolved, as this function does.
+  written atomically; python -m bert_tf.convert_checkpoint (conversion_inputs.convert) resolves
+  its flags with one-line errors naming them (and the casing looked up in every file that
+  records it) and then runs convert_resolved, as this function does.
 
   Args:
     source: input path (TF checkpoint prefix, .safetensors or .keras file, a run directory for

@@ -24,7 +24,7 @@
      command hands in (an Exporter), once per step (run_folder.export_once).
 
 A task is a FineTuningTask: its names and the few plain functions that are its own (reading its
-files, writing its records, building its model, its loss, its dataset, its evaluation). A new
+files, writing its records, building its model, its loss, its record spec, its evaluation). A new
 task writes those in its own <task>_run.py and a thin command in bert_tf/ that calls `run`.
 
 Also here, because every fine-tuning command shares them: --seeds (run_seeds) and the paper's
