@@ -21,7 +21,7 @@ WordPiece lengths resemble the tasks' (the mean, p50 and p90 are printed):
 Our records are written by the library's converters (classifier_data.
 file_based_convert_examples_to_features, tagging_data.convert_sentences_to_features,
 squad_data.convert_examples_to_features) and read by input_pipeline's dataset functions
-(classifier_dataset, tagging_dataset, squad_dataset) with shuffle_buffer_size=1, i.e. in file
+(record_dataset with each task's record_spec) with shuffle_buffer_size=1, i.e. in file
 order, or with group_by_length=True (the file shuffled, windows of 50 batches ordered by
 length bucket with a random order within a bucket, the batches shuffled; seed 0). The batches every system runs are those datasets' batches read without
 length buckets (checked against the bucketed ones: the same rows, cut to the bucket of their
@@ -262,14 +262,20 @@ def write_records(task, corpora, tokenizer, directory, rng):
 def dataset_function(task, path, seq, buckets, grouped, packing=None):
   """input_pipeline's training dataset of the task's records (file order: shuffle buffer 1),
   as a tf.distribute dataset function."""
+  from bert_tf.tasks import classifier_data  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import squad_data  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import tagging_data  # pylint: disable=g-import-not-at-top
   from bert_tf.training import input_pipeline  # pylint: disable=g-import-not-at-top
-  read = {"short": input_pipeline.classifier_dataset, "pairs": input_pipeline.classifier_dataset,
-          "tagging": input_pipeline.tagging_dataset, "squad": input_pipeline.squad_dataset}[task]
+  spec = input_pipeline.parsing_spec(
+      {"short": lambda: classifier_data.record_spec(seq),
+       "pairs": lambda: classifier_data.record_spec(seq),
+       "tagging": lambda: tagging_data.record_spec(seq),
+       "squad": lambda: squad_data.record_spec(seq, is_training=True)}[task]())
 
   def make(ctx):
-    return read(path, seq, FLAGS.batch_size, True, input_context=ctx, seed=0,
-                shuffle_buffer_size=1, length_buckets=buckets, group_by_length=grouped,
-                packing=packing)
+    return input_pipeline.record_dataset(
+        path, spec, FLAGS.batch_size, True, input_context=ctx, seed=0, shuffle_buffer_size=1,
+        length_buckets=buckets, group_by_length=grouped, packing=packing)
   return make
 
 

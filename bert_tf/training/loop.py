@@ -1014,7 +1014,7 @@ def predict(trainer: Trainer, iterator, num_steps: int, index_key: str = "exampl
   """Per-example outputs over num_steps batches, in example order, without padding.
 
   The batches must carry `index_key` (the example's position; negative for padding, see
-  input_pipeline.classifier_dataset), so the order is restored whatever the strategy's
+  input_pipeline.record_dataset), so the order is restored whatever the strategy's
   distribution of batches over replicas and workers. With sequence_length (the records'
   length), per-position outputs of batches cut to a length bucket come back padded to it (the
   cut positions hold input_pipeline.PADDED_LOGIT).
