@@ -180,20 +180,12 @@ def hf_torch_model(spec, pool, build_model, labels, dynamic_padding=False):
   input_mask 1), as transformers' DataCollatorWithPadding pads. Returns (run, trainable
   parameters)."""
   import torch  # pylint: disable=g-import-not-at-top
-  import transformers  # pylint: disable=g-import-not-at-top
   torch.set_num_threads(spec["threads"])
   torch.manual_seed(0)
   model = build_model()
   model.train()
-  no_decay = ("bias", "LayerNorm.weight")
-  groups = [
-      {"params": [p for n, p in model.named_parameters() if not any(k in n for k in no_decay)],
-       "weight_decay": 0.01},
-      {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)],
-       "weight_decay": 0.0}]
-  optimizer = torch.optim.AdamW(groups, lr=spec["learning_rate"], eps=1e-6)
-  scheduler = transformers.get_linear_schedule_with_warmup(optimizer, spec["warmup"],
-                                                           spec["total_steps"])
+  optimizer, scheduler = peers.hf_adamw(model, spec["learning_rate"], spec["warmup"],
+                                        spec["total_steps"])
   b = spec["batch_size"]
   arguments = dict(input_ids="input_word_ids", attention_mask="input_mask",
                    token_type_ids="input_type_ids", **labels)

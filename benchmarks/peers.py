@@ -63,6 +63,36 @@ def model_garden_adamw(learning_rate, total_steps, warmup):
   return factory.build_optimizer(factory.build_learning_rate())
 
 
+def model_garden_pretrainer(config, initializer):
+  """Model Garden's BertPretrainerV2 on our config's sizes (a BertConfig), with the
+  next-sentence head as its users add it (a ClassificationHead named next_sentence)."""
+  from official.nlp.modeling import layers as mg_layers  # pylint: disable=g-import-not-at-top
+  from official.nlp.modeling import models as mg_models  # pylint: disable=g-import-not-at-top
+  from official.nlp.modeling import networks as mg_networks  # pylint: disable=g-import-not-at-top
+  encoder = model_garden_encoder(config, mg_networks.BertEncoderV2, initializer)
+  next_sentence = mg_layers.ClassificationHead(
+      inner_dim=config.hidden_size, num_classes=2, initializer=initializer,
+      name="next_sentence")
+  return mg_models.BertPretrainerV2(encoder_network=encoder, mlm_initializer=initializer,
+                                    classification_heads=[next_sentence])
+
+
+def hf_adamw(model, learning_rate, warmup, total_steps):
+  """(optimizer, scheduler) as Hugging Face's examples set them up: torch AdamW with weight
+  decay 0.01 but on biases and LayerNorm weights, epsilon 1e-6 (the original's), and a linear
+  warm-up and decay."""
+  import torch  # pylint: disable=g-import-not-at-top
+  import transformers  # pylint: disable=g-import-not-at-top
+  no_decay = ("bias", "LayerNorm.weight")
+  groups = [
+      {"params": [p for n, p in model.named_parameters() if not any(k in n for k in no_decay)],
+       "weight_decay": 0.01},
+      {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)],
+       "weight_decay": 0.0}]
+  optimizer = torch.optim.AdamW(groups, lr=learning_rate, eps=1e-6)
+  return optimizer, transformers.get_linear_schedule_with_warmup(optimizer, warmup, total_steps)
+
+
 def hf_bert_config(config, **extra):
   """transformers.BertConfig of our config's sizes (`config` as BertConfig.to_dict()), with the
   original's tanh GELU ("gelu_new"), dropouts and initializer range; `extra` adds head settings

@@ -236,20 +236,12 @@ def model_garden(config, input_file: str):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tf_keras  # pylint: disable=g-import-not-at-top
   from official.modeling.optimization import legacy_adamw  # pylint: disable=g-import-not-at-top
-  from official.nlp.modeling import layers as mg_layers  # pylint: disable=g-import-not-at-top
-  from official.nlp.modeling import models as mg_models  # pylint: disable=g-import-not-at-top
-  from official.nlp.modeling import networks as mg_networks  # pylint: disable=g-import-not-at-top
   from bert_tf.training import input_pipeline  # pylint: disable=g-import-not-at-top
 
   if FLAGS.mixed_precision == "bfloat16":
     tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
   initializer = tf_keras.initializers.TruncatedNormal(stddev=config.initializer_range)
-  encoder = peers.model_garden_encoder(config, mg_networks.BertEncoderV2, initializer)
-  next_sentence = mg_layers.ClassificationHead(
-      inner_dim=config.hidden_size, num_classes=2, initializer=initializer,
-      name="next_sentence")
-  model = mg_models.BertPretrainerV2(encoder_network=encoder, mlm_initializer=initializer,
-                                     classification_heads=[next_sentence])
+  model = peers.model_garden_pretrainer(config, initializer)
   total_steps = FLAGS.steps * (FLAGS.rounds + 1)
   schedule = tf_keras.optimizers.schedules.PolynomialDecay(1e-4, total_steps, 0.0)
   optimizer = legacy_adamw.AdamWeightDecay(

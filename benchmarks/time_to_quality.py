@@ -322,21 +322,13 @@ def run_model_garden(spec):
   """BertPretrainerV2 (as benchmarks/pretraining.py) with OptimizerFactory's adamw (peers.py)."""
   tf = _set_tf_threads(spec["threads"])
   import tf_keras  # pylint: disable=g-import-not-at-top
-  from official.nlp.modeling import layers as mg_layers  # pylint: disable=g-import-not-at-top
-  from official.nlp.modeling import models as mg_models  # pylint: disable=g-import-not-at-top
-  from official.nlp.modeling import networks as mg_networks  # pylint: disable=g-import-not-at-top
   from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
   from bert_tf.training import input_pipeline  # pylint: disable=g-import-not-at-top
 
   config = BertConfig.from_dict(spec["config"])
   tf_keras.utils.set_random_seed(spec["seed"])
   initializer = tf_keras.initializers.TruncatedNormal(stddev=config.initializer_range)
-  encoder = peers.model_garden_encoder(config, mg_networks.BertEncoderV2, initializer)
-  next_sentence = mg_layers.ClassificationHead(
-      inner_dim=config.hidden_size, num_classes=2, initializer=initializer,
-      name="next_sentence")
-  model = mg_models.BertPretrainerV2(encoder_network=encoder, mlm_initializer=initializer,
-                                     classification_heads=[next_sentence])
+  model = peers.model_garden_pretrainer(config, initializer)
   optimizer = peers.model_garden_adamw(spec["learning_rate"], spec["schedule_steps"],
                                        spec["warmup"])  # clips to 1.0 itself
   batch = spec["batch_size"]
@@ -407,15 +399,8 @@ def run_hf(spec):
   hf_config = peers.hf_bert_config(spec["config"])
   model = (transformers.BertForMaskedLM(hf_config) if mlm_only
            else transformers.BertForPreTraining(hf_config))
-  no_decay = ("bias", "LayerNorm.weight")
-  groups = [
-      {"params": [p for n, p in model.named_parameters() if not any(k in n for k in no_decay)],
-       "weight_decay": 0.01},
-      {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)],
-       "weight_decay": 0.0}]
-  optimizer = torch.optim.AdamW(groups, lr=spec["learning_rate"], eps=1e-6)
-  scheduler = transformers.get_linear_schedule_with_warmup(optimizer, spec["warmup"],
-                                                           spec["schedule_steps"])
+  optimizer, scheduler = peers.hf_adamw(model, spec["learning_rate"], spec["warmup"],
+                                        spec["schedule_steps"])
   data = dict(np.load(spec["train_npz"]))
   b = spec["batch_size"]
   n_batches = len(data["input_word_ids"]) // b
