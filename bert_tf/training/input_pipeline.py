@@ -816,13 +816,13 @@ def static_rows_dataset(parsed_windows: tf.data.Dataset, packing: Packing,
   """Static packing of a stream: each parsed window of examples packed into rows (as many as
   it needs), the rows taken packing.rows at a time (the last partial batch dropped)."""
   k = packing.max_per_row
-  per_example: List[str] = []
+  # The window's per-example features (labels, indices, weights) stay per-example in the rows.
+  per_example = [key for key in _split_features(parsed_windows.element_spec)[1]
+                 if key not in prediction_keys]
 
   def window_rows(window):
     packed = pack_batch(window, k, prediction_keys=prediction_keys,
                         predictions_per_row=predictions_per_row)
-    per_example.extend(key for key in _per_example_keys(packed)
-                       if key not in per_example and key not in prediction_keys)
     return tf.data.Dataset.from_tensor_slices(_rows_of(packed, k, prediction_keys))
 
   dataset = parsed_windows.flat_map(window_rows)
