@@ -61,9 +61,13 @@ def read_json_object(path: str, consequence: str = "ignored") -> Optional[Dict[s
   return value if isinstance(value, dict) else None
 
 
-def join(directory: str, name: str) -> str:
-  """directory/name with "/" (every filesystem here, gs:// included); name alone for ""."""
-  return f"{directory.rstrip('/')}/{name}" if directory else name
+def join(directory: str, *names: str) -> str:
+  """directory/name/... with "/" (every filesystem here, gs:// included); the names alone for
+  a directory ""."""
+  path = directory
+  for name in names:
+    path = f"{path.rstrip('/')}/{name}" if path else name
+  return path
 
 
 def dirname(path: str) -> str:

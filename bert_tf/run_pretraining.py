@@ -62,12 +62,13 @@ def define_flags(flag_values=FLAGS) -> None:
                     "Re-mask every batch on the fly (RoBERTa-style) from the same records; "
                     "needs --vocab_file.", **fv)
   flags.DEFINE_bool("export_at_end", True,
-                    "Export the encoder and pretraining SavedModels to output_dir/export/<step> "
-                    "at the end of training.", **fv)
+                    "Export the encoder and pretraining SavedModels to output_dir/export/"
+                    "{encoder,pretraining}/<step>/ at the end of training.", **fv)
   flags.DEFINE_bool("export_every_checkpoint", False, "Also export at every checkpoint.", **fv)
   flags.DEFINE_bool("export_serving", True,
                     "With --vocab_file, exports also include the TF Serving models (raw text "
-                    "in) under export/<step>/serving/; see python -m bert_tf.export.", **fv)
+                    "in) at export/{bert,bert_encoder,bert_preprocessor}/<step>/; see python -m "
+                    "bert_tf.export.", **fv)
   flags.DEFINE_bool("allow_tokenizer_mismatch", False,
                     "Run even when --vocab_file is not the vocab the data was made with (its md5 "
                     "differs from the data's metadata); logged as a warning.", **fv)

@@ -279,7 +279,7 @@ def main():
       capture=True)
   pretraining = read_results(os.path.join(train_dir, "eval_results.txt"))
   step_seconds = seconds_per_step(lines, PRETRAINING_BATCH_SIZE)
-  text_model = os.path.join(train_dir, "export", str(steps), "serving", "bert", "1")
+  text_model = os.path.join(train_dir, "export", "bert", str(steps))
   lines = run_step("ask the exported text model (TensorFlow + tensorflow-text only) to fill masks",
                    [python, "-c", QUERY_EXPORT, text_model, json.dumps(FILL_MASK_TEXTS)],
                    capture=True, plain_tensorflow=True)

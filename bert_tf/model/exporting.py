@@ -10,12 +10,17 @@ stay below it), and after training the run's chief calls
 with the trained model (any dtype policy, possibly under a strategy: the export builds its own
 float32 copy, once), the run's config and settings, what the run records (`info`: the
 task_info.json of a fine-tuning run, the data's metadata of a pretraining run) and the global
-step as the version. Every export goes under <output_dir>/EXPORT_DIR/ at `export_path`:
+step as the version. Every export of every command has one layout, TF Serving's: a model base
+directory per model under <output_dir>/EXPORT_DIR/, a version directory per step,
 
-    <output_dir>/export/<model_name>/<step>/   a fine-tuned model, in TF Serving's layout
-    <output_dir>/export/<step>/                run_pretraining's exports (model_name ""): its
-                                               plain SavedModels, and its TF Serving models
-                                               under serving/
+    <output_dir>/export/<model_name>/<step>/
+
+so `tensorflow_model_server --model_base_path=<output_dir>/export/<model_name>` serves the
+newest step of any of them. A fine-tuning command writes one model ("classifier", "squad",
+"ner"); run_pretraining writes the plain SavedModels "encoder" (its Exporter's model_name,
+always written) and "pretraining", and with a vocab the raw-text TF Serving models "bert",
+"bert_encoder" and "bert_preprocessor", all at the same step. Each version directory holds
+its bert_config.json (and vocab.txt, data_metadata.json or task_info.json) in assets/.
 
 docs/export.md describes what each holds.
 
@@ -34,7 +39,8 @@ class Exporter(NamedTuple):
 
   Attributes:
     model_name: the folder under <output_dir>/export/ that the versions go to ("classifier",
-      "squad", "ner"); "" for run_pretraining, whose exports go to <output_dir>/export/<step>/.
+      "squad", "ner"; "encoder" for run_pretraining, whose other models are written beside it
+      at the same version).
     export: (model, config, settings, info, version) -> the directory written, which is
       export_path(settings.output_dir, model_name, version).
   """
@@ -43,9 +49,8 @@ class Exporter(NamedTuple):
 
 
 def export_path(output_dir: str, model_name: str, version: Any) -> str:
-  """<output_dir>/export/<model_name>/<version> (<output_dir>/export/<version> without a
-  model name): where an Exporter writes the export of a run's step `version`."""
-  path = io.join(output_dir, EXPORT_DIR)
-  if model_name:
-    path = io.join(path, model_name)
-  return io.join(path, str(version))
+  """<output_dir>/export/<model_name>/<version>: where an Exporter writes the export of a run's
+  step `version`."""
+  if not model_name:
+    raise ValueError("every export has a model name (the folder under export/)")
+  return io.join(output_dir, EXPORT_DIR, model_name, str(version))

@@ -80,9 +80,13 @@ def test_plain_saved_models_of_a_killed_pretraining_export_are_removed(tmp_path)
   from bert_tf.model.heads import build_pretraining_model  # pylint: disable=g-import-not-at-top
   from bert_tf.serving import saved_model  # pylint: disable=g-import-not-at-top
   dead = _dead_pid()
-  export_dir = tmp_path / "export" / "40"
-  stale = [_leftover(str(export_dir / f"encoder.incomplete-{dead}")),
-           _leftover(str(export_dir / f"pretraining.incomplete-{dead}"))]
-  saved_model.export_saved_models(build_pretraining_model(CONFIG), CONFIG, str(export_dir))
+  export_dir = tmp_path / "export"
+  stale = [_leftover(str(export_dir / "encoder" / f"40.incomplete-{dead}")),
+           _leftover(str(export_dir / "pretraining" / f"40.incomplete-{dead}"))]
+  written = saved_model.export_saved_models(build_pretraining_model(CONFIG), CONFIG,
+                                            str(export_dir), version=40)
+  assert written == str(export_dir / "encoder" / "40")
   assert not any(os.path.exists(p) for p in stale)
-  assert sorted(os.listdir(export_dir)) == ["bert_config.json", "encoder", "pretraining"]
+  for name in ("encoder", "pretraining"):
+    assert os.listdir(export_dir / name) == ["40"]
+    assert os.listdir(export_dir / name / "40" / "assets") == ["bert_config.json"]

@@ -174,7 +174,7 @@ def test_gradient_accumulation_matches_the_full_batch(data, full_run, tmp_path):
       exporter=saved_model.EXPORTER)
   assert two["global_step"] == 6
   # Exports at the checkpoints before the last (export_at_end is off here).
-  assert sorted(os.listdir(tmp_path / "two" / "export")) == ["2", "4"]
+  assert sorted(os.listdir(tmp_path / "two" / "export" / "encoder")) == ["2", "4"]
   assert two["train_loss"] == pytest.approx(full["train_loss"], rel=1e-5)
   # Float sums in another order: agreement to ~1e-6 relative after 6 Adam steps.
   assert_same_weights(checkpoint_values(os.path.join(full_dir, "ckpt-6")),
@@ -296,21 +296,28 @@ def test_dynamic_masking_with_lamb_trains(data, tmp_path):
 def test_export_reloads_with_the_same_outputs(data, full_run):
   output_dir, result = full_run
   export_dir = result["export_dir"]
-  assert export_dir == os.path.join(output_dir, "export", "6")
-  assert BertConfig.from_json_file(os.path.join(export_dir, "bert_config.json")) == tiny_config()
-  with open(os.path.join(export_dir, "vocab.txt")) as f:
-    assert f.read().split() == VOCAB_TOKENS
-  with open(os.path.join(export_dir, "data_metadata.json")) as f:
-    assert '"max_seq_length": 16' in f.read()
+  base_dir = os.path.join(output_dir, "export")
+  assert export_dir == os.path.join(base_dir, "encoder", "6")
+  # One layout for every export: <output_dir>/export/<model>/<step>/, assets inside.
+  assert sorted(os.listdir(base_dir)) == ["bert", "bert_encoder", "bert_preprocessor", "encoder",
+                                          "pretraining"]
+  assert all(os.listdir(os.path.join(base_dir, name)) == ["6"] for name in os.listdir(base_dir))
+  for name in ("encoder", "pretraining"):
+    assets = os.path.join(base_dir, name, "6", "assets")
+    assert BertConfig.from_json_file(os.path.join(assets, "bert_config.json")) == tiny_config()
+    with open(os.path.join(assets, "vocab.txt")) as f:
+      assert f.read().split() == VOCAB_TOKENS
+    with open(os.path.join(assets, "data_metadata.json")) as f:
+      assert '"max_seq_length": 16' in f.read()
   model = result["model"]
   batch = next(iter(input_pipeline.pretraining_dataset(data, SEQ, PREDS, 4, is_training=False)))
   inputs = {k: batch[k] for k in PRETRAINING_INPUTS}
   expected = model(inputs, training=False)
-  exported = tf.saved_model.load(os.path.join(export_dir, "pretraining"))
+  exported = tf.saved_model.load(os.path.join(base_dir, "pretraining", "6"))
   got = exported.signatures["serving_default"](**inputs)
   for key in ("masked_lm_logits", "next_sentence_logits"):
     np.testing.assert_allclose(got[key].numpy(), expected[key].numpy(), rtol=1e-5, atol=1e-5)
-  encoder = tf.saved_model.load(os.path.join(export_dir, "encoder"))
+  encoder = tf.saved_model.load(export_dir)
   encoded = encoder.signatures["serving_default"](
       input_word_ids=inputs["input_word_ids"], input_mask=inputs["input_mask"],
       input_type_ids=inputs["input_type_ids"])
@@ -324,17 +331,15 @@ def test_export_reloads_with_the_same_outputs(data, full_run):
               + reference["bert/pooler/dense/bias"]), rtol=1e-4, atol=1e-5)
   # 0 rows, and sequence length 0, give empty outputs (reliability probe item 17).
   assert helpers.assert_empty_requests_give_empty_results(encoder) == 2
-  # With a vocab, the export also holds the TF Serving models (raw text in), consistent with
-  # the plain encoder export.
-  serving_dir = os.path.join(export_dir, "serving")
-  assert sorted(os.listdir(serving_dir)) == ["bert", "bert_encoder", "bert_preprocessor"]
+  # With a vocab, the export also holds the TF Serving models (raw text in) at the same step,
+  # consistent with the plain encoder export.
   words = [t for t in VOCAB_TOKENS if not t.startswith(("[", "##"))][:5]
   texts = tf.constant([" ".join(words), words[0]])
-  packed = tf.saved_model.load(os.path.join(serving_dir, "bert_preprocessor", "1")).signatures[
+  packed = tf.saved_model.load(os.path.join(base_dir, "bert_preprocessor", "6")).signatures[
       "serving_default"](text=texts)
   # 5 words + [CLS] + [SEP] = 7 pieces: padded to the length bucket 8, not to SEQ (16).
   assert packed["input_word_ids"].shape == (2, 8)
-  served = tf.saved_model.load(os.path.join(serving_dir, "bert", "1")).signatures[
+  served = tf.saved_model.load(os.path.join(base_dir, "bert", "6")).signatures[
       "serving_default"](text=texts)
   np.testing.assert_allclose(served["pooled_output"].numpy(),
                              encoder.signatures["serving_default"](**packed)["pooled_output"],
