@@ -40,9 +40,12 @@ shared machine they vary most).
 A run whose schedule ends before its budget keeps its last weights.
 
 Output: a table (minutes to reach the best accuracy that the slowest system reaches; accuracy
-at each point, median and range over --seeds; accuracy against steps at the steps the slowest
-system reached, so that speed and sample efficiency are told apart), results.json and a PNG
-plot (matplotlib: pip install -e '.[benchmark]') in --output_dir.
+at each point, median and range over --seeds; accuracy and eval loss against steps at the steps
+the slowest system reached, so that speed and sample efficiency are told apart), the goals
+(minutes for ours to reach Model Garden's and Hugging Face's final accuracy and final eval loss,
+against theirs, flagged when the peer's final accuracy is still its first evaluation's: the
+first plateau, where a ratio says nothing), results.json and a PNG plot of accuracy and loss
+against minutes and steps (matplotlib: pip install -e '.[benchmark]') in --output_dir.
 
 Usage (from the repository root):
   python benchmarks/time_to_quality.py                      # about 45 minutes on 2 cores
@@ -92,8 +95,9 @@ flags.DEFINE_string("vocab_file", f"{DATA}/vocab/bert-base-uncased-vocab.txt",
 flags.DEFINE_string("bert_config_file", os.path.join(REPO_ROOT, "configs",
                                                      "bert_config_mini.json"), "Model config.")
 flags.DEFINE_float("corpus_mb", 0.0, "Use only the first this many MB of the corpus (0: all).")
-flags.DEFINE_integer("eval_documents", 25, "Last documents of the corpus held out for eval.")
-flags.DEFINE_integer("eval_examples", 512, "Eval instances (the first of the eval file).")
+flags.DEFINE_integer("eval_documents", 30, "Last documents of the corpus held out for eval.")
+flags.DEFINE_integer("eval_examples", 512, "At most this many eval instances (the first of the "
+                     "eval file, in whole eval batches).")
 flags.DEFINE_integer("eval_batch_size", 64, "Eval batch size.")
 flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the records.")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked-LM predictions per sequence.")
@@ -510,27 +514,87 @@ def _median_range(values):
           if len(values) > 1 else f"{values[0]:.4f}")
 
 
-def _interpolate(curve, x_key, x):
-  """accuracy at x (seconds or steps) by linear interpolation within the curve; None outside."""
+def _interpolate(curve, x_key, x, y_key="accuracy"):
+  """y_key at x (seconds or steps) by linear interpolation within the curve; None outside."""
   if not curve or x > curve[-1][x_key] + 1e-9 or x < curve[0][x_key] - 1e-9:
     return None
   previous = (0.0, None)
   for p in curve:
     if p[x_key] >= x:
       if previous[1] is None or p[x_key] == previous[0]:
-        return p["accuracy"]
+        return p[y_key]
       w = (x - previous[0]) / (p[x_key] - previous[0])
-      return previous[1] + w * (p["accuracy"] - previous[1])
-    previous = (p[x_key], p["accuracy"])
+      return previous[1] + w * (p[y_key] - previous[1])
+    previous = (p[x_key], p[y_key])
   return None
 
 
-def _minutes_to(curve, target):
-  """Training-clock minutes of the first evaluation at or above target (None: never)."""
+def _reaches(value, target, lower_is_better):
+  return value <= target + 1e-12 if lower_is_better else value >= target - 1e-12
+
+
+def _minutes_to(curve, target, key="accuracy", lower_is_better=False):
+  """Training-clock minutes of the first evaluation at or past target (None: never)."""
   for p in curve:
-    if p["accuracy"] >= target - 1e-12:
+    if _reaches(p[key], target, lower_is_better):
       return p["seconds"] / 60
   return None
+
+
+def _crossing_minutes(curve, target, key, lower_is_better):
+  """Training-clock minutes at which the curve of `key` first reaches target, interpolated
+  linearly between the evaluations around the crossing (the first evaluation's time when it is
+  reached there already); None: never."""
+  previous = None
+  for p in curve:
+    if _reaches(p[key], target, lower_is_better):
+      if previous is None or p[key] == previous[key]:
+        return p["seconds"] / 60
+      w = (target - previous[key]) / (p[key] - previous[key])
+      return (previous["seconds"] + w * (p["seconds"] - previous["seconds"])) / 60
+    previous = p
+  return None
+
+
+# The issue's goals: ours reaches a peer's final quality in at most this share of its time.
+GOALS = (("model_garden", 0.7), ("hf", 0.85))
+METRICS = (("accuracy", False, "masked-LM accuracy"), ("loss", True, "eval masked-LM loss"))
+
+
+def report_goals(by_system):
+  """Prints, for each peer of GOALS that ran and each metric, the peer's final quality (median
+  over seeds), the minutes the peer and ours took to reach it (interpolated, median over seeds)
+  and their ratio against the goal. A peer's final accuracy that its first evaluation already
+  had (the first plateau: the commonest token) is flagged: its ratio says nothing."""
+  if "ours" not in by_system:
+    return
+  print("\nGoals: minutes for ours to reach a peer's final quality, against the peer's own "
+        "(interpolated between evaluations; median over seeds):\n")
+  print("| peer | metric | peer's final (median) | peer's minutes to it | ours' minutes to it | "
+        "ratio | goal | verdict |")
+  print("| --- | --- | --: | --: | --: | --: | --: | --- |")
+  for peer, bound in GOALS:
+    if peer not in by_system:
+      continue
+    for key, lower, label in METRICS:
+      final = statistics.median([r["curve"][-1][key] for r in by_system[peer]])
+      times = {}
+      for system in (peer, "ours"):
+        reached = [_crossing_minutes(r["curve"], final, key, lower) for r in by_system[system]]
+        times[system] = (statistics.median([m for m in reached if m is not None])
+                         if any(m is not None for m in reached) else None)
+      if times["ours"] is None or times[peer] is None:
+        ratio, verdict = "-", "ours did not reach it" if times["ours"] is None else "-"
+      else:
+        ratio = f"{times['ours'] / times[peer]:.2f}"
+        first = statistics.median([r["curve"][0][key] for r in by_system[peer]])
+        if _reaches(first, final, lower):
+          verdict = "reached at the first evaluation: not resolved by this run"
+        else:
+          verdict = "met" if times["ours"] <= bound * times[peer] else "missed"
+      fmt = lambda m: "-" if m is None else f"{m:.2f}"  # pylint: disable=unnecessary-lambda-assignment
+      print(f"| {NAMES[peer]} | {label} | {final:.4f} | {fmt(times[peer])} | "
+            f"{fmt(times['ours'])} | {ratio} | <= {bound:g} | {verdict} |")
 
 
 def report(runs, points, settings_text):
@@ -576,17 +640,20 @@ def report(runs, points, settings_text):
   grid = [statistics.median([r["curve"][i]["steps"] for r in by_system[fewest]])
           for i in range(len(points))]
   grid = sorted(set(int(g) for g in grid if g > 0))
-  print(f"\nMasked-LM accuracy against steps (interpolated between evaluations; the steps "
-        f"{NAMES[fewest]} reached at the points; ours_lamb's steps are {FLAGS.lamb_batch_size}"
-        f"/{FLAGS.batch_size} times larger):\n")
-  print("| system | " + " | ".join(f"step {g}" for g in grid) + " |")
-  print("| --- |" + " --: |" * len(grid))
-  for s, rs in by_system.items():
-    cells = []
-    for g in grid:
-      values = [v for v in (_interpolate(r["curve"], "steps", g) for r in rs) if v is not None]
-      cells.append(_median_range(values) if len(values) == len(rs) else "-")
-    print(f"| {NAMES[s]} | " + " | ".join(cells) + " |")
+  for key, _, label in METRICS:
+    print(f"\n{label[0].upper() + label[1:]} against steps (interpolated between evaluations; "
+          f"the steps {NAMES[fewest]} reached at the points; ours_lamb's steps are "
+          f"{FLAGS.lamb_batch_size}/{FLAGS.batch_size} times larger):\n")
+    print("| system | " + " | ".join(f"step {g}" for g in grid) + " |")
+    print("| --- |" + " --: |" * len(grid))
+    for s, rs in by_system.items():
+      cells = []
+      for g in grid:
+        values = [v for v in (_interpolate(r["curve"], "steps", g, key) for r in rs)
+                  if v is not None]
+        cells.append(_median_range(values) if len(values) == len(rs) else "-")
+      print(f"| {NAMES[s]} | " + " | ".join(cells) + " |")
+  report_goals(by_system)
   return target
 
 
@@ -595,26 +662,32 @@ def plot(runs, target, path):
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  figure, (by_time, by_steps) = plt.subplots(1, 2, figsize=(12, 4.5))
+  figure, axes = plt.subplots(2, 2, figsize=(12, 8.5))
   for s in FLAGS.systems:
     rs = [r for r in runs if r["system"] == s]
     if not rs:
       continue
     n = min(len(r["curve"]) for r in rs)
-    for axis, key, scale in ((by_time, "seconds", 60.0), (by_steps, "steps", 1.0)):
-      xs = [statistics.median([r["curve"][i][key] for r in rs]) / scale for i in range(n)]
-      ys = [[r["curve"][i]["accuracy"] for r in rs] for i in range(n)]
-      line, = axis.plot(xs, [statistics.median(y) for y in ys], marker="o", label=NAMES[s],
-                        linestyle="--" if s == "hf_mlm" else "-")
-      if len(rs) > 1:
-        axis.fill_between(xs, [min(y) for y in ys], [max(y) for y in ys],
-                          color=line.get_color(), alpha=0.15)
-  for axis, label in ((by_time, "training-clock minutes (eval excluded)"),
-                      (by_steps, "steps (ours_lamb: larger batch)")):
-    axis.axhline(target, color="grey", linewidth=0.8, linestyle=":")
-    axis.set_xlabel(label)
-    axis.set_ylabel("masked-LM accuracy (fixed eval file)")
-    axis.grid(alpha=0.3)
+    for row, (metric, _, _) in enumerate(METRICS):
+      for column, (key, scale) in enumerate((("seconds", 60.0), ("steps", 1.0))):
+        axis = axes[row][column]
+        xs = [statistics.median([r["curve"][i][key] for r in rs]) / scale for i in range(n)]
+        ys = [[r["curve"][i][metric] for r in rs] for i in range(n)]
+        line, = axis.plot(xs, [statistics.median(y) for y in ys], marker="o", label=NAMES[s],
+                          linestyle="--" if s == "hf_mlm" else "-")
+        if len(rs) > 1:
+          axis.fill_between(xs, [min(y) for y in ys], [max(y) for y in ys],
+                            color=line.get_color(), alpha=0.15)
+  for row, (metric, _, label) in enumerate(METRICS):
+    for column, x_label in enumerate(("training-clock minutes (eval excluded)",
+                                      "steps (ours_lamb: larger batch)")):
+      axis = axes[row][column]
+      if metric == "accuracy":
+        axis.axhline(target, color="grey", linewidth=0.8, linestyle=":")
+      axis.set_xlabel(x_label)
+      axis.set_ylabel(f"{label} (fixed eval file)")
+      axis.grid(alpha=0.3)
+  by_time = axes[0][0]
   by_time.legend(fontsize=8)
   figure.suptitle("Time to quality: BERT pretraining from scratch, median and range over seeds",
                   fontsize=10)
@@ -649,13 +722,17 @@ def main(argv):
   train_docs, eval_docs, megabytes = split_corpus(directory)
   train_records, train_count = make_records(directory, "train", FLAGS.dupe_factor)
   eval_records, eval_count = make_records(directory, "eval", 1)
-  if eval_count < FLAGS.eval_examples:
-    raise app.UsageError(f"the eval file holds {eval_count} instances, fewer than "
-                         f"--eval_examples={FLAGS.eval_examples}: raise --eval_documents")
+  # --eval_examples is a cap: a corpus whose held-out documents make fewer instances is
+  # evaluated on all of them (whole eval batches), and says so.
+  eval_examples = min(FLAGS.eval_examples, eval_count)
+  eval_examples -= eval_examples % FLAGS.eval_batch_size
+  if not eval_examples:
+    raise app.UsageError(f"the eval file holds {eval_count} instances, fewer than one "
+                         f"--eval_batch_size={FLAGS.eval_batch_size}: raise --eval_documents")
   eval_npz = dump_batches(eval_records, os.path.join(directory, "eval.npz"),
-                          FLAGS.eval_batch_size, 0, count=FLAGS.eval_examples)
+                          FLAGS.eval_batch_size, 0, count=eval_examples)
   print(f"records: {train_count} training instances from {train_docs} documents, "
-        f"{FLAGS.eval_examples} eval instances (of {eval_count}) from {eval_docs} held-out "
+        f"{eval_examples} eval instances (of {eval_count}) from {eval_docs} held-out "
         f"documents; {megabytes:.1f} MB of {FLAGS.corpus_file} "
         f"({time.time() - started:.0f} s)", flush=True)
   budget = FLAGS.budget_minutes * 60
@@ -702,7 +779,7 @@ def main(argv):
       f"{FLAGS.lamb_batch_size}), peak lr {FLAGS.learning_rate:g} (LAMB "
       f"{FLAGS.lamb_learning_rate:g}), warmup {FLAGS.num_warmup_steps}, linear decay to 0 at "
       f"step {FLAGS.schedule_steps}; budget {FLAGS.budget_minutes:g} training-clock minutes per "
-      f"run, {FLAGS.eval_points} evaluations of {FLAGS.eval_examples} held-out instances; seeds "
+      f"run, {FLAGS.eval_points} evaluations of {eval_examples} held-out instances; seeds "
       f"{','.join(map(str, seeds))}; {FLAGS.threads} threads per run; {peers.kernels_text()}; "
       f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
       f"benchmark wall time {(time.time() - started) / 60:.1f} min")
