@@ -432,6 +432,35 @@ def choose_cpu_kernels() -> None:
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 
+def _lost_worker_line(error: BaseException, flag_values) -> Optional[str]:
+  """The one line for an error that says another worker of a multi-worker run was lost
+  outside training (while the model is built, evaluated or exported; training itself raises
+  loop.WorkerLost): which task, the newest checkpoint of --output_dir and how to resume.
+  None for any other error, and in runs of one worker (the cluster module is not loaded)."""
+  cluster = sys.modules.get("bert_tf.training.cluster")
+  if cluster is None:
+    return None
+  try:
+    lost = cluster.lost_tasks(error)
+  except Exception:  # pylint: disable=broad-except
+    return None  # naming the task is a courtesy: the error itself is then shown
+  if lost is None:
+    return None
+  checkpoint = None
+  output_dir = flag_values["output_dir"].value if "output_dir" in flag_values else None
+  if output_dir:
+    try:
+      import tensorflow as tf  # pylint: disable=g-import-not-at-top
+      checkpoint = tf.train.latest_checkpoint(output_dir)
+    except Exception:  # pylint: disable=broad-except
+      checkpoint = None
+  resume = (f"the last checkpoint is {checkpoint}: relaunch every worker with the same command "
+            f"to resume from it" if checkpoint else
+            "relaunch every worker with the same command to run it again")
+  return (f"{cluster.describe_loss(lost)}; the run stopped outside training (while building, "
+          f"evaluating or exporting the model); {resume} (exit status {EXIT_PREEMPTED})")
+
+
 def _exit_at_once(status: int) -> None:
   """Runs the exit handlers (the quiet logs' filter prints what it holds), then ends the process
   without TensorFlow's teardown, which waits for the tasks of a broken cluster."""
@@ -489,6 +518,12 @@ def run(main: Callable[[Sequence[str]], Optional[int]],
     except failure_types() as e:  # pylint: disable=catching-non-exception
       if os.environ.get("BERT_TF_TRACEBACK"):
         raise
+      lost = _lost_worker_line(e, flag_values)
+      if lost:  # a worker lost outside training: restartable, as in training (loop.WorkerLost)
+        logging.error("%s", lost)
+        if flag_values is FLAGS:
+          _exit_at_once(EXIT_PREEMPTED)
+        sys.exit(EXIT_PREEMPTED)
       try:
         message = describe_failure(e, flag_values)
       except Exception:  # pylint: disable=broad-except

@@ -17,8 +17,9 @@ import json
 import os
 import shutil
 import socket
+import threading
 import time
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence
 
 from absl import logging
 
@@ -274,28 +275,60 @@ def remove_stale_temp_files(path: str) -> List[str]:
 # === One writer per run directory ===
 
 LOCK_NAME = ".bert_tf.lock"
+# A lock of another host is taken over when its holder has not refreshed it for this long
+# (seconds; BERT_TF_LOCK_STALE_SECONDS): a chief relaunched on a new machine, as Kubernetes and
+# managed instance groups do after a preemption, resumes its run instead of being refused. The
+# holder refreshes its lock every quarter of it.
+DEFAULT_LOCK_STALE_SECONDS = 60.0
 
 
 class DirectoryInUseError(OSError):
   """Another live process holds the lock of a run directory."""
 
 
+def lock_stale_seconds() -> float:
+  """BERT_TF_LOCK_STALE_SECONDS (a positive number), else DEFAULT_LOCK_STALE_SECONDS."""
+  text = os.environ.get("BERT_TF_LOCK_STALE_SECONDS", "")
+  try:
+    value = float(text) if text else DEFAULT_LOCK_STALE_SECONDS
+  except ValueError:
+    value = 0.0
+  if not value > 0:
+    raise ValueError(f"BERT_TF_LOCK_STALE_SECONDS must be a positive number of seconds, got "
+                     f"{text!r}")
+  return value
+
+
+def _lock_owner(text: str) -> Dict[str, Any]:
+  try:
+    owner = json.loads(text)
+  except ValueError:
+    return {}
+  return owner if isinstance(owner, dict) else {}
+
+
 def _describe_lock(text: str) -> str:
-  try:
-    owner = json.loads(text)
-    return (f"{owner.get('program', 'a bert_tf run')} (pid {owner.get('pid')} on "
-            f"{owner.get('host')}, since {owner.get('started')})")
-  except ValueError:
+  owner = _lock_owner(text)
+  if not owner:
     return "another run"
+  return (f"{owner.get('program', 'a bert_tf run')} (pid {owner.get('pid')} on "
+          f"{owner.get('host')}, since {owner.get('started')})")
 
 
-def _lock_is_stale(text: str) -> bool:
-  """True when the lock's owner is a process of this host that is gone."""
-  try:
-    owner = json.loads(text)
-  except ValueError:
-    return False
-  if owner.get("host") != socket.gethostname() or not isinstance(owner.get("pid"), int):
+def _heartbeat_age(owner: Mapping[str, Any]) -> Optional[float]:
+  """Seconds since the holder last refreshed its lock (None: a lock without heartbeats)."""
+  beat = owner.get("heartbeat")
+  return time.time() - beat if isinstance(beat, (int, float)) else None
+
+
+def _lock_is_stale(text: str, stale_seconds: float) -> bool:
+  """True when the lock's owner is gone: a process of this host whose pid is gone, or a
+  process of another host that has not refreshed the lock for stale_seconds."""
+  owner = _lock_owner(text)
+  if owner.get("host") != socket.gethostname():
+    age = _heartbeat_age(owner)
+    return age is not None and age > stale_seconds
+  if not isinstance(owner.get("pid"), int):
     return False
   try:
     os.kill(owner["pid"], 0)
@@ -306,22 +339,87 @@ def _lock_is_stale(text: str) -> bool:
   return False
 
 
+def _wait_for_stale_lock(path: str, text: str, stale_seconds: float) -> str:
+  """For another host's lock that is still refreshed: waits until it has gone unrefreshed for
+  stale_seconds (its holder stopped) or until it has been refreshed for that long (its holder
+  runs). Returns the lock's text at the end (unchanged when the holder stopped)."""
+  owner = _lock_owner(text)
+  if (owner.get("host") == socket.gethostname() or _heartbeat_age(owner) is None
+      or _lock_is_stale(text, stale_seconds)):
+    return text
+  logging.warning("%s is locked by %s on another host, refreshed %.0f s ago: waiting up to "
+                  "%.0f s for it to stop (a relaunched run takes over a lock left unrefreshed "
+                  "that long)", dirname(path), _describe_lock(text), _heartbeat_age(owner),
+                  stale_seconds)
+  deadline = time.time() + stale_seconds + 1.0
+  while time.time() < deadline:
+    if _lock_is_stale(text, stale_seconds):
+      return text
+    time.sleep(min(1.0, stale_seconds / 8))
+    if not exists(path):
+      return ""  # released
+    try:
+      latest = read_text(path)
+    except Exception:  # pylint: disable=broad-except
+      continue  # replaced while read, a transient error of the filesystem: read it again
+    if _lock_owner(latest):  # a record being rewritten reads as nothing: keep the last one
+      text = latest
+  return text
+
+
+class _Heartbeat:
+  """Refreshes a held lock file's heartbeat every interval seconds in a daemon thread, as long
+  as the file still names this holder (a lock taken over while this process was frozen is
+  left to its new holder, with an error logged)."""
+
+  def __init__(self, path: str, record: Dict[str, Any], interval: float):
+    self._path, self._record, self._interval = path, dict(record), interval
+    self._stop = threading.Event()
+    self._thread = threading.Thread(target=self._run, name="bert_tf lock heartbeat", daemon=True)
+    self._thread.start()
+
+  def _run(self):
+    while not self._stop.wait(self._interval):
+      try:
+        owner = _lock_owner(read_text(self._path))
+        if (owner.get("pid"), owner.get("host"), owner.get("started")) != (
+            self._record["pid"], self._record["host"], self._record["started"]):
+          logging.error("The lock %s was taken over by %s while this run held it", self._path,
+                        _describe_lock(json.dumps(owner)))
+          return
+        self._record["heartbeat"] = time.time()
+        write_text(self._path, json.dumps(self._record) + "\n")
+      except (OSError, ValueError) as e:  # a transient filesystem error: try again next time
+        logging.warning("Could not refresh the lock %s: %s", self._path, e)
+
+  def stop(self):
+    self._stop.set()
+    self._thread.join()
+
+
 @contextlib.contextmanager
 def directory_lock(directory: str, program: str) -> Iterator[None]:
   """Holds `<directory>/.bert_tf.lock` for the block: one writer per run directory.
 
-  The lock file records the program, pid, host and start time. A second run on the same
-  directory fails at once with DirectoryInUseError naming the holder; a lock left by a killed
-  process of this host (its pid is gone) is taken over with a warning. The same process may
-  take a lock it already holds (a run that trains, then predicts). Locally the file is created
-  atomically (O_EXCL); on other filesystems (gs://) existence is checked before writing, which
-  stops a second run started after the first but not two started within the same moment.
-  A lock of another host is never taken over: delete the file when that run is known to be gone.
+  The lock file records the program, pid, host, start time and a heartbeat: the holder
+  rewrites it every quarter of lock_stale_seconds() (BERT_TF_LOCK_STALE_SECONDS, default
+  60 s). A second run on the same directory fails with DirectoryInUseError naming the holder.
+  A lock left by a killed process of this host (its pid is gone) is taken over at once with a
+  warning; a lock of another host is taken over, with a warning, once its heartbeat is older
+  than lock_stale_seconds() (a run relaunched on a new machine waits that long at most for the
+  old holder's heartbeat to stop; a holder that keeps refreshing it refuses the newcomer). A
+  lock without a heartbeat (older versions) of another host is never taken over: delete the file
+  when that run is known to be gone. The same process may take a lock it already holds (a run
+  that trains, then predicts). Locally the file is created atomically (O_EXCL); on other
+  filesystems (gs://) existence is checked before writing, which stops a second run started
+  after the first but not two started within the same moment.
   """
+  stale_seconds = lock_stale_seconds()
   makedirs(directory)
   path = join(directory, LOCK_NAME)
-  record = json.dumps(dict(program=program, pid=os.getpid(), host=socket.gethostname(),
-                           started=time.strftime("%Y-%m-%d %H:%M:%S"))) + "\n"
+  owner_record = dict(program=program, pid=os.getpid(), host=socket.gethostname(),
+                      started=time.strftime("%Y-%m-%d %H:%M:%S"), heartbeat=time.time())
+  record = json.dumps(owner_record) + "\n"
   held_here = acquired = False
   for _ in range(2):
     try:
@@ -340,14 +438,14 @@ def directory_lock(directory: str, program: str) -> Iterator[None]:
         text = read_text(path)
       except (OSError, ValueError):
         text = ""
-      try:
-        owner = json.loads(text)
-      except ValueError:
-        owner = {}
+      owner = _lock_owner(text)
       if owner.get("pid") == os.getpid() and owner.get("host") == socket.gethostname():
         held_here = True
         break
-      if not _lock_is_stale(text):
+      text = _wait_for_stale_lock(path, text, stale_seconds)
+      if not _lock_is_stale(text, stale_seconds):
+        if not text:
+          continue  # released while we waited: try again
         raise DirectoryInUseError(
             f"{directory} is in use by {_describe_lock(text)}: one run per directory; wait "
             f"for it to finish or choose another directory (if that run is gone, delete "
@@ -358,9 +456,12 @@ def directory_lock(directory: str, program: str) -> Iterator[None]:
   if not (acquired or held_here):
     raise DirectoryInUseError(f"{directory}: could not take {path}; another run keeps "
                               "creating it")
+  heartbeat = _Heartbeat(path, owner_record, stale_seconds / 4) if acquired else None
   try:
     yield
   finally:
+    if heartbeat is not None:
+      heartbeat.stop()
     if not held_here:
       try:
         remove_if_exists(path)

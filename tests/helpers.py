@@ -294,15 +294,19 @@ def assert_empty_requests_give_empty_results(loaded) -> int:
   return calls
 
 
-def write_lock(directory, pid, host=None):
-  """A run-directory lock file (io.directory_lock's) naming pid on host (default: this one)."""
+def write_lock(directory, pid, host=None, heartbeat=None):
+  """A run-directory lock file (io.directory_lock's) naming pid on host (default: this one),
+  with a heartbeat (seconds since the epoch) when given."""
   import json  # pylint: disable=g-import-not-at-top
   import socket  # pylint: disable=g-import-not-at-top
   os.makedirs(directory, exist_ok=True)
   from bert_tf.io import LOCK_NAME  # pylint: disable=g-import-not-at-top
+  record = dict(program="run_pretraining", pid=pid, host=host or socket.gethostname(),
+                started="2026-01-01 00:00:00")
+  if heartbeat is not None:
+    record["heartbeat"] = heartbeat
   with open(os.path.join(directory, LOCK_NAME), "w") as f:
-    json.dump(dict(program="run_pretraining", pid=pid, host=host or socket.gethostname(),
-                   started="2026-01-01 00:00:00"), f)
+    json.dump(record, f)
 
 
 # === Quiet logs ===

@@ -114,11 +114,75 @@ def test_a_live_lock_refuses_a_second_writer(tmp_path):
                                                    r"on .*one run per directory"):
     with io.directory_lock(directory, "run_classifier"):
       pass
-  # Another host's lock is never taken over, whatever its pid.
+  # Another host's lock without a heartbeat (older versions) is never taken over.
   helpers.write_lock(directory, _dead_pid(), host="elsewhere")
   with pytest.raises(io.DirectoryInUseError, match="on elsewhere"):
     with io.directory_lock(directory, "export"):
       pass
+
+
+def test_another_hosts_lock_is_taken_over_once_its_heartbeat_stops(tmp_path, monkeypatch, caplog):
+  """A chief relaunched on a new machine (Kubernetes, managed instance groups) resumes its run:
+  the old holder's lock is taken over once unrefreshed for BERT_TF_LOCK_STALE_SECONDS; while
+  its holder refreshes it, the newcomer waits that long and is refused."""
+  import threading  # pylint: disable=g-import-not-at-top
+  import time  # pylint: disable=g-import-not-at-top
+  directory = str(tmp_path / "run")
+  monkeypatch.setenv("BERT_TF_LOCK_STALE_SECONDS", "1.5")
+  helpers.write_lock(directory, 7, host="old-pod", heartbeat=time.time() - 5)
+  with io.directory_lock(directory, "run_pretraining"):
+    with open(os.path.join(directory, io.LOCK_NAME)) as f:
+      assert f'"pid": {os.getpid()}' in f.read()
+  assert any("Taking over the lock of" in r.getMessage() and "on old-pod" in r.getMessage()
+             for r in caplog.records)
+  # Stopped less than 1.5 s ago: the newcomer waits for it to go stale, then takes it over.
+  beat = time.time() - 0.5
+  helpers.write_lock(directory, 7, host="old-pod", heartbeat=beat)
+  with io.directory_lock(directory, "run_pretraining"):
+    taken = time.time()
+  assert beat + 1.5 < taken < beat + 1.5 + 2.0, taken - beat
+  # A holder that keeps refreshing its lock refuses the newcomer after the wait.
+  stop = threading.Event()
+
+  def refresh():  # as the holder does: a new record renamed over the old one
+    while not stop.is_set():
+      helpers.write_lock(str(tmp_path / "next"), 7, host="live-pod", heartbeat=time.time())
+      os.replace(tmp_path / "next" / io.LOCK_NAME, os.path.join(directory, io.LOCK_NAME))
+      stop.wait(0.2)
+
+  helpers.write_lock(directory, 7, host="live-pod", heartbeat=time.time())
+  refresher = threading.Thread(target=refresh)
+  refresher.start()
+  try:
+    with pytest.raises(io.DirectoryInUseError, match="in use by run_pretraining \\(pid 7 on "
+                                                     "live-pod"):
+      with io.directory_lock(directory, "run_pretraining"):
+        pass
+  finally:
+    stop.set()
+    refresher.join()
+
+
+def test_the_holder_refreshes_its_lock_and_the_variable_is_checked(tmp_path, monkeypatch):
+  import json  # pylint: disable=g-import-not-at-top
+  import time  # pylint: disable=g-import-not-at-top
+  directory = str(tmp_path / "run")
+  path = os.path.join(directory, io.LOCK_NAME)
+  monkeypatch.setenv("BERT_TF_LOCK_STALE_SECONDS", "0.4")  # a refresh every 0.1 s
+  with io.directory_lock(directory, "run_pretraining"):
+    with open(path) as f:
+      first = json.load(f)["heartbeat"]
+    time.sleep(0.5)
+    with open(path) as f:
+      record = json.load(f)
+    assert record["heartbeat"] > first + 0.2 and record["pid"] == os.getpid()
+  assert not os.path.exists(path)
+  assert not [n for n in os.listdir(directory) if n.startswith(io.LOCK_NAME)]
+  for bad in ("0", "-3", "soon"):
+    monkeypatch.setenv("BERT_TF_LOCK_STALE_SECONDS", bad)
+    with pytest.raises(ValueError, match="BERT_TF_LOCK_STALE_SECONDS must be a positive"):
+      with io.directory_lock(directory, "run_pretraining"):
+        pass
 
 
 def test_a_killed_runs_lock_is_taken_over_and_released(tmp_path):

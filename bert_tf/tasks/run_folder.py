@@ -90,7 +90,8 @@ class OutputDirRun:
       output_dir = self._args[1].output_dir
       # Asked when the run fails: whether it (or an earlier run) has saved a checkpoint by now.
       if kind is not None and self._before is not None and not holds_checkpoints(output_dir):
-        created = set(io.listdir(output_dir)) - self._before - {io.LOCK_NAME}
+        created = {name for name in set(io.listdir(output_dir)) - self._before
+                   if not name.startswith(io.LOCK_NAME)}  # the lock and its heartbeat's
         for name in sorted(created):
           io.remove(io.join(output_dir, name))
         if created:

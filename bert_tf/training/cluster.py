@@ -421,3 +421,9 @@ def _first_words(text: str, limit: int = 120) -> str:
 def describe_tasks(tasks: List[Task]) -> str:
   """'/job:worker/task:1 (host:port)', joined with commas."""
   return _describe(tasks)
+
+
+def describe_loss(lost: LostTasks) -> str:
+  """'lost /job:worker/task:1 (host:port): <why>', the start of a lost worker's line."""
+  return (f"lost {_describe(lost.tasks)}: {lost.reason}" if lost.tasks else
+          f"lost a worker ({lost.reason})")

@@ -36,6 +36,7 @@ import tensorflow as tf
 
 from bert_tf import io
 from bert_tf.model import checkpoints
+from bert_tf.model import layers
 from bert_tf.training import input_pipeline
 from bert_tf.training import optimization
 
@@ -799,8 +800,7 @@ def _worker_loss(strategy, manager, chief: bool, num_train_steps: int,
       saved = None
     checkpoint = saved[0] if saved else None
     step = reached()
-    who = (f"lost {cluster.describe_tasks(lost.tasks)}: {lost.reason}" if lost.tasks else
-           f"lost a worker ({lost.reason})")
+    who = cluster.describe_loss(lost)
     relaunch = "relaunch every worker with the same command to"
     resume = (f"the last checkpoint is {checkpoint}: {relaunch} resume from step "
               f"{_checkpoint_step(checkpoint)}" if checkpoint else
@@ -824,6 +824,10 @@ def train(trainer: Trainer, iterator, global_step: tf.Variable, manager,
           eval_every_n_steps: int = 0,
           on_eval: Optional[Callable[[int], Any]] = None) -> Dict[str, float]:
   """Trains from global_step to num_train_steps, logging, summarising and checkpointing.
+
+  Size: the loop's one entry point, shared by pretraining and fine-tuning: the trainer, the
+  data, the step counter, the checkpoint manager and the run's schedule flags come in, and the
+  preemption, lost-worker, non-finite-step and evaluation checks of every call live here.
 
   Metrics are logged and summarised every iterations_per_loop steps (and at each checkpoint);
   a call of the step runs at most that many, fewer when they would take longer than
@@ -1103,12 +1107,7 @@ def log_variables(model, restored: Set[str] = frozenset()) -> None:
     logging.info("  name = %s, shape = %s%s", variable.path, tuple(variable.shape), mark)
 
 
-@contextlib.contextmanager
 def dtype_policy(mixed_precision: str):
-  """Keras' dtype policy for a run (--mixed_precision), the previous one restored afterwards."""
-  previous = keras.config.dtype_policy()
-  keras.config.set_dtype_policy(MIXED_PRECISION_POLICIES[mixed_precision])
-  try:
-    yield
-  finally:
-    keras.config.set_dtype_policy(previous)
+  """Keras' dtype policy for a run (--mixed_precision) inside a `with` block, the previous one
+  restored afterwards (model.layers.dtype_policy, the one helper)."""
+  return layers.dtype_policy(MIXED_PRECISION_POLICIES[mixed_precision])

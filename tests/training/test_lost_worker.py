@@ -267,3 +267,77 @@ def test_a_lost_worker_ends_the_other_with_one_line_naming_it(workdir, tmp_path,
       rf"\] lost /job:worker/task:1 \(127\.0\.0\.1:{ports[1]}\): {why}; training stopped at step "
       rf"{step}/{STEPS}; the last checkpoint is {re.escape(checkpoint)}: relaunch every worker "
       rf"with the same command to resume from step {saved} \(exit status 75\)$", last), last
+
+
+# === Outside training (while the model is built, evaluated or exported) ===
+
+
+def test_a_worker_lost_outside_training_is_one_restartable_line(monkeypatch, tmp_path, caplog):
+  """cli.run turns the error a lost worker gives outside training into the same kind of line
+  and exit status 75; other errors keep their message and status 1."""
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  from bert_tf import cli  # pylint: disable=g-import-not-at-top
+  ports = _free_ports(2)
+  _set_cluster(monkeypatch, ports, 0)
+  run_dir = tmp_path / "run"
+  run_dir.mkdir()
+  (run_dir / "checkpoint").write_text('model_checkpoint_path: "ckpt-20"\n')
+  (run_dir / "ckpt-20.index").write_text("")
+
+  def define(flag_values):
+    flags.DEFINE_string("output_dir", None, "", flag_values=flag_values)
+
+  def run(error):
+    def main(argv):
+      del argv
+      raise error
+    with pytest.raises(SystemExit) as ended:
+      cli.run(main, define, "run_pretraining", argv=["run_pretraining",
+                                                     f"--output_dir={run_dir}"],
+              flag_values=flags.FlagValues())
+    return ended.value.code
+
+  assert run(tf.errors.UnavailableError(None, None, KILLED)) == 75
+  assert caplog.records[-1].getMessage() == (
+      f"lost /job:worker/task:1 (127.0.0.1:{ports[1]}): its connection was lost; the run "
+      f"stopped outside training (while building, evaluating or exporting the model); the "
+      f"last checkpoint is {run_dir / 'ckpt-20'}: relaunch every worker with the same command "
+      f"to resume from it (exit status 75)")
+  assert run(tf.errors.InvalidArgumentError(None, None, "Expected int64, got float")) == 1
+
+
+@pytest.mark.slow
+def test_a_worker_lost_during_the_final_evaluation_ends_the_other_with_one_line(workdir,
+                                                                                 tmp_path):
+  run_dir = str(tmp_path / "run")
+  logs = [str(tmp_path / "worker0.log"), str(tmp_path / "worker1.log")]
+  ports = _free_ports(2)
+  workers = helpers.start_workers(
+      helpers.pretraining_command(workdir, run_dir, "--num_train_steps=4",
+                                  "--save_checkpoints_steps=2", "--do_eval",
+                                  f"--max_eval_steps={STEPS}", "--eval_batch_size=8"),
+      ports, logs, BERT_TF_PEER_TIMEOUT_SECONDS=str(PEER_TIMEOUT))
+  try:
+    helpers.wait_for_line(logs[0], "Evaluating ", workers[0])
+    time.sleep(2)  # into the evaluation's batches
+    workers[1].kill()
+    sent = time.time()
+    try:
+      workers[0].wait(timeout=60)
+    except subprocess.TimeoutExpired:
+      pass
+    ended = time.time() - sent
+  finally:
+    for worker in workers:
+      if worker.poll() is None:
+        worker.kill()
+        worker.wait()
+  output = helpers.read_text(logs[0])
+  assert workers[0].returncode == 75, output[-3000:]
+  assert ended < 30, (ended, output[-3000:])
+  assert "Graph execution error" not in output.splitlines()[-1]
+  assert re.search(
+      rf"\] lost /job:worker/task:1 \(127\.0\.0\.1:{ports[1]}\): [^;]+; the run stopped outside "
+      rf"training \(while building, evaluating or exporting the model\); the last checkpoint is "
+      rf"{re.escape(os.path.join(run_dir, 'ckpt-4'))}: relaunch every worker with the same "
+      rf"command to resume from it \(exit status 75\)$", output.splitlines()[-1]), output[-3000:]
