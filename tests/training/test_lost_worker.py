@@ -225,18 +225,17 @@ def workdir(tmp_path_factory):
   return helpers.write_pretraining_inputs(str(tmp_path_factory.mktemp("lost_worker")))
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGSTOP"])
-def test_a_lost_worker_ends_the_other_with_one_line_naming_it(workdir, tmp_path, signal_name):
-  run_dir = str(tmp_path / "run")
-  logs = [str(tmp_path / "worker0.log"), str(tmp_path / "worker1.log")]
+def _lose_worker_1(workdir, run_dir, logs, command_flags, when_line, signal_name, after=0.0):
+  """Two localhost workers of run_pretraining; once worker 0 logs when_line (and `after`
+  seconds more), worker 1 gets signal_name. Returns (worker 0's exit status, seconds from the
+  signal to its end, worker 0's output, the ports)."""
   ports = _free_ports(2)
   workers = helpers.start_workers(
-      helpers.pretraining_command(workdir, run_dir, f"--num_train_steps={STEPS}",
-                                  "--save_checkpoints_steps=5", "--iterations_per_loop=5"),
-      ports, logs, BERT_TF_PEER_TIMEOUT_SECONDS=str(PEER_TIMEOUT))
+      helpers.pretraining_command(workdir, run_dir, *command_flags), ports, logs,
+      BERT_TF_PEER_TIMEOUT_SECONDS=str(PEER_TIMEOUT))
   try:
-    helpers.wait_for_line(logs[0], "Saved checkpoint", workers[0])
+    helpers.wait_for_line(logs[0], when_line, workers[0])
+    time.sleep(after)
     workers[1].send_signal(getattr(signal, signal_name))
     sent = time.time()
     try:
@@ -249,8 +248,18 @@ def test_a_lost_worker_ends_the_other_with_one_line_naming_it(workdir, tmp_path,
       if worker.poll() is None:
         worker.kill()
         worker.wait()
-  output = helpers.read_text(logs[0])
-  assert workers[0].returncode == loop.EXIT_WORKER_LOST == 75, output[-3000:]
+  return workers[0].returncode, ended, helpers.read_text(logs[0]), ports
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGSTOP"])
+def test_a_lost_worker_ends_the_other_with_one_line_naming_it(workdir, tmp_path, signal_name):
+  run_dir = str(tmp_path / "run")
+  logs = [str(tmp_path / "worker0.log"), str(tmp_path / "worker1.log")]
+  code, ended, output, ports = _lose_worker_1(
+      workdir, run_dir, logs, (f"--num_train_steps={STEPS}", "--save_checkpoints_steps=5",
+                               "--iterations_per_loop=5"), "Saved checkpoint", signal_name)
+  assert code == loop.EXIT_WORKER_LOST == 75, output[-3000:]
   assert ended < BOUND, (ended, output[-3000:])
   assert "Graph execution error" not in output
   last = output.splitlines()[-1]
@@ -311,29 +320,11 @@ def test_a_worker_lost_during_the_final_evaluation_ends_the_other_with_one_line(
                                                                                  tmp_path):
   run_dir = str(tmp_path / "run")
   logs = [str(tmp_path / "worker0.log"), str(tmp_path / "worker1.log")]
-  ports = _free_ports(2)
-  workers = helpers.start_workers(
-      helpers.pretraining_command(workdir, run_dir, "--num_train_steps=4",
-                                  "--save_checkpoints_steps=2", "--do_eval",
-                                  f"--max_eval_steps={STEPS}", "--eval_batch_size=8"),
-      ports, logs, BERT_TF_PEER_TIMEOUT_SECONDS=str(PEER_TIMEOUT))
-  try:
-    helpers.wait_for_line(logs[0], "Evaluating ", workers[0])
-    time.sleep(2)  # into the evaluation's batches
-    workers[1].kill()
-    sent = time.time()
-    try:
-      workers[0].wait(timeout=60)
-    except subprocess.TimeoutExpired:
-      pass
-    ended = time.time() - sent
-  finally:
-    for worker in workers:
-      if worker.poll() is None:
-        worker.kill()
-        worker.wait()
-  output = helpers.read_text(logs[0])
-  assert workers[0].returncode == 75, output[-3000:]
+  code, ended, output, ports = _lose_worker_1(
+      workdir, run_dir, logs, ("--num_train_steps=4", "--save_checkpoints_steps=2", "--do_eval",
+                               f"--max_eval_steps={STEPS}", "--eval_batch_size=8"),
+      "Evaluating ", "SIGKILL", after=2.0)  # into the evaluation's batches
+  assert code == 75, output[-3000:]
   assert ended < 30, (ended, output[-3000:])
   assert "Graph execution error" not in output.splitlines()[-1]
   assert re.search(
