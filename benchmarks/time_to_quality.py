@@ -285,17 +285,10 @@ def run_ours(spec):
   batch = spec["batch_size"]
   with strategy.scope():
     model = build_pretraining_model(config, prune_last_layer=True)
-    if system == "ours_adam_bc":
-      schedule = optimization.WarmupPolynomialDecay(spec["learning_rate"],
-                                                    spec["schedule_steps"], spec["warmup"])
-      optimizer = keras.optimizers.AdamW(learning_rate=schedule, weight_decay=0.01,
-                                         beta_1=0.9, beta_2=0.999, epsilon=1e-6)
-      optimizer.exclude_from_weight_decay(
-          var_names=list(optimization.DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY))
-    else:
-      optimizer = optimization.create_optimizer(
-          "lamb" if system == "ours_lamb" else "adamw", spec["learning_rate"],
-          spec["schedule_steps"], spec["warmup"])
+    optimizer = optimization.create_optimizer(
+        "lamb" if system == "ours_lamb" else "adamw", spec["learning_rate"],
+        spec["schedule_steps"], spec["warmup"],
+        adam_bias_correction=system == "ours_adam_bc")
     optimizer.build(model.trainable_variables)
   trainer = loop.Trainer(strategy, model, optimizer, pretraining.TASK, batch)
   masking = None

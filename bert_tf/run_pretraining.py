@@ -53,6 +53,7 @@ def define_flags(flag_values=FLAGS) -> None:
   cli.define_runtime_flags(flag_values)
   flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"],
                     "adamw: the original AdamWeightDecay; lamb: LAMB for large batches.", **fv)
+  cli.define_bias_correction_flag(flag_values)
   flags.DEFINE_string("eval_input_file", None,
                       "Eval TFRecords. Default: --input_file (the original evaluated on its "
                       "training data).", **fv)

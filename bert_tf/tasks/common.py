@@ -25,7 +25,8 @@ class FineTuningSettings:
 
   The original's: init_checkpoint, do_lower_case, do_train, train_batch_size, learning_rate,
   num_train_epochs, warmup_proportion, save_checkpoints_steps, iterations_per_loop, use_tpu.
-  Additions: optimizer ("adamw" as the original, or "lamb"); mixed_precision, jit_compile,
+  Additions: optimizer ("adamw" as the original, or "lamb") and adam_bias_correction;
+  mixed_precision, jit_compile,
   gradient_accumulation_steps, seed (weights of the head, dropout and the data order),
   keep_checkpoint_max, max_nonfinite_steps and shuffle_buffer_size (the original's 100) as in
   run_pretraining; export (a TF Serving model at the end of training);
@@ -42,6 +43,7 @@ class FineTuningSettings:
   iterations_per_loop: int = 1000
   use_tpu: bool = False
   optimizer: str = "adamw"
+  adam_bias_correction: bool = False
   mixed_precision: str = "none"
   jit_compile: bool = False
   gradient_accumulation_steps: int = 1

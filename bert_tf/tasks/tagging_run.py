@@ -26,7 +26,7 @@ scheme, its windows and records, and its prediction and score files.
 """
 
 import dataclasses
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from absl import logging
 import numpy as np

@@ -459,7 +459,7 @@ POSITION_FLAGS = ("train_batch_size", "max_seq_length", "max_predictions_per_seq
 # Flags recorded too, whose change on resume is allowed but warned about: the resumed run then
 # differs from an uninterrupted one (another data order, schedule or data).
 TRAJECTORY_FLAGS = ("seed", "learning_rate", "num_train_steps", "num_train_epochs",
-                    "num_warmup_steps", "warmup_proportion", "optimizer",
+                    "num_warmup_steps", "warmup_proportion", "optimizer", "adam_bias_correction",
                     "gradient_accumulation_steps", "input_file", "train_file", "data_dir",
                     "init_checkpoint", "packing")
 
@@ -540,14 +540,15 @@ def prepare_run(strategy, build_model: Callable[[], keras.Model], task: Task, se
   Trainer, and the checkpoint, resuming from settings.output_dir when it holds one.
 
   `settings` needs the run fields every task shares: do_train (a run that does not train
-  restores only the newest checkpoint), optimizer, learning_rate, mixed_precision,
-  train_batch_size, gradient_accumulation_steps, jit_compile, max_nonfinite_steps, output_dir,
-  keep_checkpoint_max.
+  restores only the newest checkpoint), optimizer, adam_bias_correction, learning_rate,
+  mixed_precision, train_batch_size, gradient_accumulation_steps, jit_compile,
+  max_nonfinite_steps, output_dir, keep_checkpoint_max.
   """
   with strategy.scope():
     model = build_model()
     optimizer = optimization.create_optimizer(
         settings.optimizer, settings.learning_rate, num_train_steps, num_warmup_steps,
+        adam_bias_correction=settings.adam_bias_correction,
         loss_scale=settings.mixed_precision == "float16")
     optimizer.build(model.trainable_variables)
     global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",

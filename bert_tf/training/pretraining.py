@@ -110,6 +110,7 @@ class PretrainingSettings:
   max_eval_steps: int = 100
   eval_every_n_steps: int = 0
   optimizer: str = "adamw"
+  adam_bias_correction: bool = False
   mixed_precision: str = "none"
   jit_compile: bool = False
   gradient_accumulation_steps: int = 1
@@ -537,4 +538,8 @@ def _log_training(settings, strategy, step):
                settings.train_batch_size // num_replicas,
                (f" in {settings.gradient_accumulation_steps} micro-batches of {micro_batch}"
                 if settings.gradient_accumulation_steps > 1 else ""),
-               settings.num_train_steps, step, settings.optimizer, settings.mixed_precision)
+               settings.num_train_steps, step,
+               settings.optimizer + (" with Adam's bias correction"
+                                     if settings.adam_bias_correction and
+                                     settings.optimizer == "adamw" else ""),
+               settings.mixed_precision)

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 
+from absl import flags
 import keras
 import numpy as np
 import pytest
@@ -213,6 +214,34 @@ def test_adamw_first_step_without_warmup_is_sign_step():
                                            -0.1 * np.sqrt(10)], rtol=1e-5)
 
 
+def test_adamw_with_bias_correction_matches_keras_adamw():
+  """--adam_bias_correction: the update of Keras' AdamW (as Model Garden's and torch's AdamW:
+  Adam's corrected moments, decoupled decay lr * rate * p), the same exclusions."""
+  model_a, model_b = small_model(), small_model()
+  schedule = optimization.WarmupPolynomialDecay(1e-2, 8, 2)
+  grads = random_grads(model_a, 6, seed=4)
+  got = run_optimizer(optimization.create_optimizer("adamw", 1e-2, 8, 2,
+                                                    adam_bias_correction=True), model_a, grads)
+  keras_adamw = keras.optimizers.AdamW(learning_rate=schedule, weight_decay=0.01, beta_1=0.9,
+                                       beta_2=0.999, epsilon=1e-6)
+  keras_adamw.exclude_from_weight_decay(var_names=["LayerNorm", "bias"])
+  want = run_optimizer(keras_adamw, model_b, grads)
+  uncorrected = run_optimizer(optimization.AdamWeightDecay(schedule), small_model(), grads)
+  for path in want:
+    np.testing.assert_allclose(got[path], want[path], rtol=1e-5, atol=1e-7, err_msg=path)
+    # Not the original's update: its first steps are larger.
+    assert np.abs(uncorrected[path] - got[path]).max() > 1e-3, path
+
+
+def test_adamw_with_bias_correction_first_step_is_lr_times_sign():
+  # m_hat / sqrt(v_hat) = g / |g| at the first step: lr * sign(g), sqrt(10) times smaller than
+  # the original's (test_adamw_first_step_without_warmup_is_sign_step).
+  var = keras.Variable(np.zeros(3, np.float32), name="bias")
+  optimizer = optimization.AdamWeightDecay(0.1, epsilon=0.0, bias_correction=True)
+  optimizer.apply([tf.constant([2.0, -3.0, 0.5])], [var])
+  np.testing.assert_allclose(var.numpy(), [-0.1, 0.1, -0.1], rtol=1e-5)
+
+
 def test_lamb_matches_reference():
   model = small_model()
   initial = {v.path: v.numpy() for v in model.trainable_variables}
@@ -235,6 +264,8 @@ def test_lamb_trust_ratio_is_one_for_zero_weights():
 
 def test_optimizers_serialization_round_trip():
   for optimizer in [optimization.create_optimizer("adamw", 1e-3, 20, 5, weight_decay_rate=0.02),
+                    optimization.create_optimizer("adamw", 1e-3, 20, 5,
+                                                  adam_bias_correction=True),
                     optimization.create_optimizer("lamb", 1e-3, 20, 5,
                                                   exclude_from_layer_adaptation=["bias"])]:
     config = keras.optimizers.serialize(optimizer)
@@ -452,3 +483,36 @@ def test_keras_weight_decay_configuration_is_refused_not_ignored():
     opt = cls(learning_rate=1e-3)
     with pytest.raises(TypeError, match="pass exclude_from_weight_decay"):
       opt.exclude_from_weight_decay(var_names=["bias"])
+
+
+def test_every_training_command_passes_adam_bias_correction_to_its_optimizer(tmp_path):
+  from bert_tf import cli  # pylint: disable=g-import-not-at-top
+  from bert_tf import run_classifier, run_ner, run_pretraining, run_squad  # pylint: disable=g-import-not-at-top
+  from bert_tf.model.heads import build_pretraining_model  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import squad_run  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import loop, pretraining  # pylint: disable=g-import-not-at-top
+  required = {run_pretraining: ["--input_file=i", "--output_dir=o", "--bert_config_file=c"],
+              run_classifier: ["--task_name=generic", "--data_dir=d", "--vocab_file=v",
+                               "--output_dir=o", "--label_list=a,b"],
+              run_squad: ["--vocab_file=v", "--output_dir=o"],
+              run_ner: ["--vocab_file=v", "--output_dir=o"]}
+  settings_of = {run_pretraining: lambda f: cli.settings_from_flags(
+                     pretraining.PretrainingSettings, f),
+                 run_classifier: run_classifier.settings_from_flags,
+                 run_squad: lambda f: cli.settings_from_flags(squad_run.SquadSettings, f),
+                 run_ner: run_ner.settings_from_flags}
+  for module, args in required.items():
+    for extra, want in (([], False), (["--adam_bias_correction"], True)):
+      flag_values = flags.FlagValues()
+      module.define_flags(flag_values)
+      flag_values([module.__name__, *args, *extra])
+      assert settings_of[module](flag_values).adam_bias_correction is want, module.__name__
+
+  for want in (False, True):
+    settings = helpers.tiny_settings(str(tmp_path / "data"), str(tmp_path / f"run_{want}"),
+                                     adam_bias_correction=want)
+    run = loop.prepare_run(loop.select_strategy("one_device"),
+                           lambda: build_pretraining_model(helpers.tiny_config()),
+                           pretraining.TASK, settings, 10, 2, chief=True)
+    assert isinstance(run.optimizer, optimization.AdamWeightDecay)
+    assert run.optimizer.bias_correction is want
