@@ -12,9 +12,9 @@ linear decay over --schedule_steps, weight decay 0.01 (not on biases and LayerNo
   ours_dynamic     the same with --dynamic_masking (a new mask every batch);
   ours_lamb        the same with --optimizer=lamb at --lamb_batch_size and --lamb_learning_rate
                    (the schedule scaled to the same examples);
-  ours_adam_bc     not run by default: ours with Keras' AdamW (Adam with bias correction, as
-                   Model Garden's and torch's AdamW), everything else the same: measures what
-                   the original's missing bias correction does at the same learning rate;
+  ours_adam_bc     not run by default: ours with --adam_bias_correction (Adam's bias
+                   correction, as Model Garden's, Keras' and torch's AdamW), everything else the
+                   same: what the original's missing correction does at the same learning rate;
   model_garden     Model Garden's BertPretrainerV2 over BertEncoderV2 (tf_keras) with its
                    OptimizerFactory "adamw" (as benchmarks/pretraining.py and peers.py build
                    them), on the same tf.data batches as ours;

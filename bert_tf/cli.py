@@ -178,9 +178,8 @@ def define_bias_correction_flag(flag_values=FLAGS) -> None:
       "Adam's bias correction in --optimizer=adamw (the original has none; Model Garden's, "
       "Keras' and torch's AdamW have it). Without it the early steps are larger at the same "
       "--learning_rate: 6.5x at step 10, 3.2x at step 100, 1.26x at step 1,000. Set it to use "
-      "a learning rate tuned in those frameworks, or to pretrain from scratch with a short "
-      "warmup (benchmarks/README.md: there the original's optimizer stayed on the first "
-      "plateau, and this one left it as Model Garden did). LAMB always corrects.",
+      "a learning rate tuned in those frameworks (benchmarks/README.md, time to quality: its "
+      "effect on pretraining from scratch there is unsettled). LAMB always corrects.",
       flag_values=flag_values)
 
 

@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 
 import keras
@@ -331,3 +332,48 @@ def test_sigterm_to_one_of_two_workers_stops_both_at_the_same_step(workdir, tmp_
     assert f"steps (from step {reached})" in output
     assert f"Finished at step {COMMAND_STEPS}" in output
   assert tf.train.latest_checkpoint(run_dir) == os.path.join(run_dir, f"ckpt-{COMMAND_STEPS}")
+
+
+def _classifier_command(output_dir, config_file):
+  return [sys.executable, "-m", "bert_tf.run_classifier", "--task_name=generic",
+          f"--data_dir={os.path.join(helpers.TEST_DATA, 'classifier', 'source')}",
+          f"--vocab_file={os.path.join(helpers.TEST_DATA, 'vocab_uncased.txt')}",
+          f"--bert_config_file={config_file}", f"--output_dir={output_dir}",
+          "--text_a_column=sentence", "--label_column=label", "--max_seq_length=32",
+          "--do_train", "--train_batch_size=16", "--num_train_epochs=2", "--seed=3",
+          "--iterations_per_loop=5", "--save_checkpoints_steps=1000", "--export=false"]
+
+
+@pytest.mark.slow
+def test_sigterm_to_run_classifier_saves_exits_75_and_the_same_command_resumes(tmp_path):
+  """A fine-tuning command takes the signal as run_pretraining does: the step reached is saved
+  (no periodic checkpoint before it here), exit 75, and the same command resumes from it to
+  the end. (That the resumed weights equal an uninterrupted run's is tested in process:
+  test_classifier_run.py, test_an_interrupted_fine_tuning_resumes_to_the_same_weights.)"""
+  config_file = tmp_path / "bert_config.json"
+  config_file.write_text('{"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2, '
+                         '"num_attention_heads": 2, "intermediate_size": 37, '
+                         '"max_position_embeddings": 64}')
+  total = int(360 / 16 * 2)  # the original's count: train examples / batch * epochs
+  run_dir = str(tmp_path / "run")
+  lines = []
+  process = _popen(_classifier_command(run_dir, config_file))
+  _read_until(process, f"step 10/{total} ", lines)
+  process.send_signal(signal.SIGTERM)
+  output = _finish(process, lines)
+  assert process.returncode == 75, output[-3000:]
+  stopped = [line for line in output.splitlines() if "SIGTERM: stopped at step" in line]
+  assert len(stopped) == 1, output[-3000:]
+  reached = int(stopped[0].split("SIGTERM: stopped at step ")[1].split("/")[0])
+  assert 10 <= reached < total
+  latest = os.path.join(run_dir, f"ckpt-{reached}")
+  assert tf.train.latest_checkpoint(run_dir) == latest
+  assert error_lines(output) == [], output[-3000:]
+
+  resumed = subprocess.run(_classifier_command(run_dir, config_file), cwd=helpers.REPO_ROOT,
+                           env=helpers.subprocess_env(), capture_output=True, text=True,
+                           timeout=240)
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert f"Resuming from {latest}" in resumed.stderr
+  assert f"step {total}/{total} loss = " in resumed.stderr
+  assert tf.train.latest_checkpoint(run_dir) == os.path.join(run_dir, f"ckpt-{total}")
