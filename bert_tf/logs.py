@@ -237,11 +237,13 @@ def filter_stderr() -> bool:
   except (OSError, ValueError, subprocess.SubprocessError):
     return False
   import atexit  # pylint: disable=g-import-not-at-top
-  atexit.register(_restore_stderr)
+  atexit.register(restore_stderr)
   return True
 
 
-def _restore_stderr() -> None:
+def restore_stderr() -> None:
+  """Ends the filter (it prints what it holds) and puts stderr back; at exit, or before a
+  process ends without exit handlers (os._exit)."""
   global _active_filter
   if _active_filter is not None:
     _active_filter.restore()

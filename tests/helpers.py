@@ -369,6 +369,23 @@ def pretraining_command(workdir: str, output_dir: str, *extra: str):
           "--do_train", "--noexport_at_end", *extra]
 
 
+def tiny_classifier_command(directory, output_dir, *flags):
+  """`python -m bert_tf.run_classifier` on the classifier source fixture (tests/data/classifier/
+  source: 360 train lines, 3 labels) with a tiny config written to `directory`, sequences of
+  32, batch 16; `flags` add to it (--do_train, epochs, ...)."""
+  import sys  # pylint: disable=g-import-not-at-top
+  config = os.path.join(str(directory), "bert_config.json")
+  with open(config, "w") as f:
+    f.write('{"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2, '
+            '"num_attention_heads": 2, "intermediate_size": 37, "max_position_embeddings": 64}')
+  return [sys.executable, "-m", "bert_tf.run_classifier", "--task_name=generic",
+          f"--data_dir={os.path.join(TEST_DATA, 'classifier', 'source')}",
+          f"--vocab_file={os.path.join(TEST_DATA, 'vocab_uncased.txt')}",
+          f"--bert_config_file={config}", f"--output_dir={output_dir}",
+          "--text_a_column=sentence", "--label_column=label", "--max_seq_length=32",
+          "--train_batch_size=16", *flags]
+
+
 def start_workers(command, ports, logs, **env):
   """One process of `command` per port, as the workers of a localhost TF_CONFIG cluster, each
   writing stdout and stderr to its file of `logs`; env is added to their environment."""

@@ -307,19 +307,11 @@ def test_tensorflow_start_up_lines_hidden_its_output_and_errors_shown(tmp_path):
 def test_run_classifier_prints_only_its_own_lines(tmp_path):
   """Train, eval, predict and export in one real run: its stderr has progress, results and the
   export, and none of TensorFlow's routine lines."""
-  config = tmp_path / "bert_config.json"
-  config.write_text('{"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2, '
-                    '"num_attention_heads": 2, "intermediate_size": 37, '
-                    '"max_position_embeddings": 64}')
   out = tmp_path / "out"
   done = subprocess.run(
-      [sys.executable, "-m", "bert_tf.run_classifier", "--task_name=generic",
-       f"--data_dir={os.path.join(helpers.TEST_DATA, 'classifier', 'source')}",
-       f"--vocab_file={os.path.join(helpers.TEST_DATA, 'vocab_uncased.txt')}",
-       f"--bert_config_file={config}", f"--output_dir={out}", "--text_a_column=sentence",
-       "--label_column=label", "--max_seq_length=32", "--do_train", "--do_eval", "--do_predict",
-       "--train_batch_size=16", "--num_train_epochs=1", "--iterations_per_loop=10",
-       "--save_checkpoints_steps=10"],
+      helpers.tiny_classifier_command(tmp_path, out, "--do_train", "--do_eval", "--do_predict",
+                                      "--num_train_epochs=1", "--iterations_per_loop=10",
+                                      "--save_checkpoints_steps=10"),
       cwd=helpers.REPO_ROOT, env=_clean_env(), capture_output=True, text=True, timeout=900,
       check=False)
   assert done.returncode == 0, done.stderr[-3000:]

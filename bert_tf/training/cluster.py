@@ -326,7 +326,7 @@ def _end_now(status: int) -> None:
       pass
   logs = sys.modules.get("bert_tf.logs")
   if logs is not None:
-    logs._restore_stderr()  # pylint: disable=protected-access  # the filter prints what it holds
+    logs.restore_stderr()  # the filter prints what it holds
   os._exit(status)  # pylint: disable=protected-access
 
 

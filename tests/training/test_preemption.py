@@ -10,7 +10,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 
 import keras
@@ -334,14 +333,10 @@ def test_sigterm_to_one_of_two_workers_stops_both_at_the_same_step(workdir, tmp_
   assert tf.train.latest_checkpoint(run_dir) == os.path.join(run_dir, f"ckpt-{COMMAND_STEPS}")
 
 
-def _classifier_command(output_dir, config_file):
-  return [sys.executable, "-m", "bert_tf.run_classifier", "--task_name=generic",
-          f"--data_dir={os.path.join(helpers.TEST_DATA, 'classifier', 'source')}",
-          f"--vocab_file={os.path.join(helpers.TEST_DATA, 'vocab_uncased.txt')}",
-          f"--bert_config_file={config_file}", f"--output_dir={output_dir}",
-          "--text_a_column=sentence", "--label_column=label", "--max_seq_length=32",
-          "--do_train", "--train_batch_size=16", "--num_train_epochs=2", "--seed=3",
-          "--iterations_per_loop=5", "--save_checkpoints_steps=1000", "--export=false"]
+def _classifier_command(directory, output_dir):
+  return helpers.tiny_classifier_command(
+      directory, output_dir, "--do_train", "--num_train_epochs=2", "--seed=3",
+      "--iterations_per_loop=5", "--save_checkpoints_steps=1000", "--export=false")
 
 
 @pytest.mark.slow
@@ -350,14 +345,10 @@ def test_sigterm_to_run_classifier_saves_exits_75_and_the_same_command_resumes(t
   (no periodic checkpoint before it here), exit 75, and the same command resumes from it to
   the end. (That the resumed weights equal an uninterrupted run's is tested in process:
   test_classifier_run.py, test_an_interrupted_fine_tuning_resumes_to_the_same_weights.)"""
-  config_file = tmp_path / "bert_config.json"
-  config_file.write_text('{"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2, '
-                         '"num_attention_heads": 2, "intermediate_size": 37, '
-                         '"max_position_embeddings": 64}')
   total = int(360 / 16 * 2)  # the original's count: train examples / batch * epochs
   run_dir = str(tmp_path / "run")
   lines = []
-  process = _popen(_classifier_command(run_dir, config_file))
+  process = _popen(_classifier_command(tmp_path, run_dir))
   _read_until(process, f"step 10/{total} ", lines)
   process.send_signal(signal.SIGTERM)
   output = _finish(process, lines)
@@ -370,7 +361,7 @@ def test_sigterm_to_run_classifier_saves_exits_75_and_the_same_command_resumes(t
   assert tf.train.latest_checkpoint(run_dir) == latest
   assert error_lines(output) == [], output[-3000:]
 
-  resumed = subprocess.run(_classifier_command(run_dir, config_file), cwd=helpers.REPO_ROOT,
+  resumed = subprocess.run(_classifier_command(tmp_path, run_dir), cwd=helpers.REPO_ROOT,
                            env=helpers.subprocess_env(), capture_output=True, text=True,
                            timeout=240)
   assert resumed.returncode == 0, resumed.stderr[-3000:]
