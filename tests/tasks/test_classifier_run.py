@@ -561,11 +561,11 @@ def test_minilm_learns_which_corpus_a_sentence_comes_from(tmp_path):
   settings = source_settings(
       tmp_path / "out", vocab_file=os.path.join(MINILM, "vocab.txt"),
       init_checkpoint=os.path.join(MINILM, "model.safetensors"), max_seq_length=48,
-      train_batch_size=16, eval_batch_size=8, learning_rate=1e-4, num_train_epochs=2.0,
+      train_batch_size=16, eval_batch_size=8, learning_rate=1e-4, num_train_epochs=1.0,
       do_predict=True, iterations_per_loop=45, save_checkpoints_steps=100)
   result = cr.run_classifier(config, settings)
-  assert result["global_step"] == 45
-  assert result["eval_accuracy"] > 0.85, result
+  assert result["global_step"] == 22  # int(360 / 16)
+  assert result["eval_accuracy"] > 0.85, result  # measured: 0.925 (one run)
   # The test split's labels are known by construction.
   gold = [row[1] for row in read_tsv(os.path.join(SOURCE, "test_labels.tsv"))[1:]]
   predicted = [row[1] for row in read_tsv(tmp_path / "out" / "test_predictions.tsv")[1:]]
@@ -722,11 +722,12 @@ def test_minilm_learns_a_sentence_pair_task(tmp_path):
       text_b_column="sentence_b", label_column="label",
       vocab_file=os.path.join(minilm, "vocab.txt"),
       init_checkpoint=os.path.join(minilm, "model.safetensors"), max_seq_length=64,
-      train_batch_size=16, eval_batch_size=8, learning_rate=5e-5, num_train_epochs=2.0,
+      train_batch_size=16, eval_batch_size=8, learning_rate=1e-4, num_train_epochs=1.0,
       do_predict=False, iterations_per_loop=45, save_checkpoints_steps=100)
   result = cr.run_classifier(config, settings)
-  assert result["global_step"] == 45
-  assert result["eval_accuracy"] > 0.8, result  # majority class: 0.5
+  assert result["global_step"] == 22  # int(360 / 16)
+  # Measured: 0.817 (one run); majority class: 0.5.
+  assert result["eval_accuracy"] > 0.75, result
 
 
 # === A fine-tuned model is used with its own labels and head (issue 28) ===
