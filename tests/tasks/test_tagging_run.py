@@ -33,7 +33,7 @@ SEQ = 32
 def settings(output_dir, **changes):
   values = dict(output_dir=str(output_dir), vocab_file=VOCAB, data_dir=NER,
                 max_seq_length=SEQ, train_batch_size=16, eval_batch_size=16,
-                predict_batch_size=16, learning_rate=1e-3, num_train_epochs=12.0, seed=3,
+                predict_batch_size=16, learning_rate=1e-3, num_train_epochs=6.0, seed=3,
                 iterations_per_loop=100, save_checkpoints_steps=10000)
   values.update(changes)
   return tagging_run.NerSettings(**values)

@@ -368,3 +368,86 @@ def test_sigterm_to_run_classifier_saves_exits_75_and_the_same_command_resumes(t
   assert f"Resuming from {latest}" in resumed.stderr
   assert f"step {total}/{total} loss = " in resumed.stderr
   assert tf.train.latest_checkpoint(run_dir) == os.path.join(run_dir, f"ckpt-{total}")
+
+
+# === Every fine-tuning command, in process ===
+
+
+def _span_run(output_dir):
+  from tests.tasks import test_squad_run  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import squad_run  # pylint: disable=g-import-not-at-top
+  config = test_squad_run.CONFIG.replace(hidden_dropout_prob=0.0,
+                                         attention_probs_dropout_prob=0.0)
+  settings = test_squad_run.squad_settings(output_dir, do_predict=False, num_train_epochs=2.0,
+                                           iterations_per_loop=4)
+  return lambda: squad_run.run_squad(config, settings)
+
+
+def _tagging_run(output_dir):
+  from tests.tasks import test_tagging_run  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import tagging_run  # pylint: disable=g-import-not-at-top
+  config = test_tagging_run.CONFIG.replace(hidden_dropout_prob=0.0,
+                                           attention_probs_dropout_prob=0.0)
+  settings = test_tagging_run.settings(output_dir, do_train=True, num_train_epochs=1.0,
+                                       iterations_per_loop=4, save_checkpoints_steps=20)
+  return lambda: tagging_run.run_ner(config, settings)
+
+
+def _signalling_trainer(steps, sent):
+  """loop.Trainer, but this process gets a SIGTERM at the end of the first call of the step
+  that reaches `steps` steps in all (the step count is appended to `sent`)."""
+
+  class SignallingTrainer(loop.Trainer):
+
+    def __init__(self, *args, **kwargs):
+      super().__init__(*args, **kwargs)
+      original = self.train_loop
+
+      def train_loop(iterator, num_steps):
+        result = original(iterator, num_steps)
+        total = int(self.optimizer.iterations.numpy())
+        if total >= steps and not sent:
+          sent.append(total)
+          os.kill(os.getpid(), signal.SIGTERM)
+        return result
+
+      self.train_loop = train_loop
+
+  return SignallingTrainer
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["run_squad", "run_ner"])
+def test_sigterm_to_a_fine_tuning_run_saves_the_step_and_the_resumed_run_ends_the_same(
+    tmp_path, monkeypatch, command):
+  """run_squad and run_ner take the signal as run_classifier does (its subprocess test above):
+  the step reached is saved between two periodic checkpoints, the run stops with exit status
+  75 and leaves its folder, and running it again ends with the uninterrupted run's weights
+  (dropout off)."""
+  from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
+  make = _span_run if command == "run_squad" else _tagging_run
+  whole = make(str(tmp_path / "whole"))()
+  total = whole["global_step"]
+  assert total > 20  # past the periodic checkpoint at step 20
+
+  sent = []
+  run_dir = str(tmp_path / "run")
+  with monkeypatch.context() as patch:
+    patch.setattr(loop, "Trainer", _signalling_trainer(21, sent))
+    with pytest.raises(loop.Preempted) as stopped:
+      make(run_dir)()
+  reached = sent[0]
+  assert 21 <= reached < total and reached % 20
+  assert stopped.value.code == loop.EXIT_PREEMPTED == 75
+  latest = os.path.join(run_dir, f"ckpt-{reached}")
+  assert (stopped.value.step, stopped.value.checkpoint) == (reached, latest)
+  assert tf.train.latest_checkpoint(run_dir) == latest
+  assert os.path.exists(os.path.join(run_dir, "task_info.json"))  # the folder is kept
+
+  resumed = make(run_dir)()
+  assert resumed["global_step"] == total
+  expected = checkpoints.get_original_weights(whole["model"])
+  got = checkpoints.get_original_weights(resumed["model"])
+  assert sorted(got) == sorted(expected)
+  for name, value in expected.items():
+    np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
