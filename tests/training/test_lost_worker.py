@@ -225,14 +225,13 @@ def workdir(tmp_path_factory):
   return helpers.write_pretraining_inputs(str(tmp_path_factory.mktemp("lost_worker")))
 
 
-def _lose_worker_1(workdir, run_dir, logs, command_flags, when_line, signal_name, after=0.0):
-  """Two localhost workers of run_pretraining; once worker 0 logs when_line (and `after`
-  seconds more), worker 1 gets signal_name. Returns (worker 0's exit status, seconds from the
-  signal to its end, worker 0's output, the ports)."""
+def _lose_worker_1(command, logs, when_line, signal_name, after=0.0):
+  """Two localhost workers of `command`; once worker 0 logs when_line (and `after` seconds
+  more), worker 1 gets signal_name. Returns (worker 0's exit status, seconds from the signal to
+  its end, worker 0's output, the ports)."""
   ports = _free_ports(2)
-  workers = helpers.start_workers(
-      helpers.pretraining_command(workdir, run_dir, *command_flags), ports, logs,
-      BERT_TF_PEER_TIMEOUT_SECONDS=str(PEER_TIMEOUT))
+  workers = helpers.start_workers(command, ports, logs,
+                                  BERT_TF_PEER_TIMEOUT_SECONDS=str(PEER_TIMEOUT))
   try:
     helpers.wait_for_line(logs[0], when_line, workers[0])
     time.sleep(after)
@@ -251,14 +250,28 @@ def _lose_worker_1(workdir, run_dir, logs, command_flags, when_line, signal_name
   return workers[0].returncode, ended, helpers.read_text(logs[0]), ports
 
 
+# A fine-tuning command's run: the classifier fixture (360 examples, batch 16) for 1,000 epochs.
+CLASSIFIER_STEPS = int(360 / 16 * 1000)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGSTOP"])
-def test_a_lost_worker_ends_the_other_with_one_line_naming_it(workdir, tmp_path, signal_name):
+@pytest.mark.parametrize("command,signal_name", [("run_pretraining", "SIGKILL"),
+                                                 ("run_pretraining", "SIGSTOP"),
+                                                 ("run_classifier", "SIGKILL")])
+def test_a_lost_worker_ends_the_other_with_one_line_naming_it(workdir, tmp_path, command,
+                                                              signal_name):
   run_dir = str(tmp_path / "run")
   logs = [str(tmp_path / "worker0.log"), str(tmp_path / "worker1.log")]
-  code, ended, output, ports = _lose_worker_1(
-      workdir, run_dir, logs, (f"--num_train_steps={STEPS}", "--save_checkpoints_steps=5",
-                               "--iterations_per_loop=5"), "Saved checkpoint", signal_name)
+  every_5 = ("--save_checkpoints_steps=5", "--iterations_per_loop=5")
+  if command == "run_pretraining":
+    steps = STEPS
+    args = helpers.pretraining_command(workdir, run_dir, f"--num_train_steps={STEPS}", *every_5)
+  else:
+    steps = CLASSIFIER_STEPS
+    args = helpers.tiny_classifier_command(tmp_path, run_dir, "--do_train",
+                                           "--num_train_epochs=1000", "--export=false",
+                                           *every_5)
+  code, ended, output, ports = _lose_worker_1(args, logs, "Saved checkpoint", signal_name)
   assert code == loop.EXIT_WORKER_LOST == 75, output[-3000:]
   assert ended < BOUND, (ended, output[-3000:])
   assert "Graph execution error" not in output
@@ -267,14 +280,14 @@ def test_a_lost_worker_ends_the_other_with_one_line_naming_it(workdir, tmp_path,
   assert found, output[-3000:]
   step, checkpoint = int(found.group(1)), found.group(3)
   saved = int(checkpoint.rsplit("-", 1)[1])
-  assert int(found.group(2)) == STEPS and 5 <= saved <= step and saved % 5 == 0
+  assert int(found.group(2)) == steps and 5 <= saved <= step and saved % 5 == 0
   assert checkpoint == os.path.join(run_dir, f"ckpt-{saved}")
   assert tf.train.latest_checkpoint(run_dir) == checkpoint
   why = "no heartbeat for 3 s" if signal_name == "SIGSTOP" else \
       "(its connection was lost|no heartbeat for 3 s|it does not answer)"
   assert re.search(
       rf"\] lost /job:worker/task:1 \(127\.0\.0\.1:{ports[1]}\): {why}; training stopped at step "
-      rf"{step}/{STEPS}; the last checkpoint is {re.escape(checkpoint)}: relaunch every worker "
+      rf"{step}/{steps}; the last checkpoint is {re.escape(checkpoint)}: relaunch every worker "
       rf"with the same command to resume from step {saved} \(exit status 75\)$", last), last
 
 
@@ -321,9 +334,10 @@ def test_a_worker_lost_during_the_final_evaluation_ends_the_other_with_one_line(
   run_dir = str(tmp_path / "run")
   logs = [str(tmp_path / "worker0.log"), str(tmp_path / "worker1.log")]
   code, ended, output, ports = _lose_worker_1(
-      workdir, run_dir, logs, ("--num_train_steps=4", "--save_checkpoints_steps=2", "--do_eval",
-                               f"--max_eval_steps={STEPS}", "--eval_batch_size=8"),
-      "Evaluating ", "SIGKILL", after=2.0)  # into the evaluation's batches
+      helpers.pretraining_command(workdir, run_dir, "--num_train_steps=4",
+                                  "--save_checkpoints_steps=2", "--do_eval",
+                                  f"--max_eval_steps={STEPS}", "--eval_batch_size=8"),
+      logs, "Evaluating ", "SIGKILL", after=2.0)  # into the evaluation's batches
   assert code == 75, output[-3000:]
   assert ended < 30, (ended, output[-3000:])
   assert "Graph execution error" not in output.splitlines()[-1]
