@@ -49,12 +49,26 @@ def export_with_the_command_line(root):
   result = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True,
                           timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
-  paths = dict(encoder=str(export_dir / "bert_encoder" / "3"),
-               preprocessor=str(export_dir / "bert_preprocessor" / "3"),
-               text=str(export_dir / "bert" / "3"))
+  paths = _paths(export_dir)
   for kind, path in paths.items():
     assert f"{kind}: {path}" in result.stdout
   tokenizer = tokenization.FullTokenizer(VOCAB, do_lower_case=True)
   return paths, model, tokenizer, root
+
+
+def _paths(export_dir):
+  return dict(encoder=str(export_dir / "bert_encoder" / "3"),
+              preprocessor=str(export_dir / "bert_preprocessor" / "3"),
+              text=str(export_dir / "bert" / "3"))
+
+
+def read_export(root):
+  """What export_with_the_command_line(root) returned, read back from root once it is written:
+  the model's weights come from the checkpoint the export was made from."""
+  model = build_pretraining_model(CONFIG)
+  report = checkpoints.load_weights(model, str(root / "ckpt" / "bert_model.ckpt"), strict=True)
+  assert report.loaded and not report.missing, report
+  tokenizer = tokenization.FullTokenizer(VOCAB, do_lower_case=True)
+  return _paths(root / "export"), model, tokenizer, root
 
 
