@@ -47,10 +47,12 @@ def _train(trainer, step, state, iterator):
                     SAVE_STEPS, None, True)
 
 
-def _sigterm_after(trainer, steps):
+def _sigterm_after(trainer, steps, sent=None):
   """Sends this process a SIGTERM at the end of the first call of the step that reaches
-  `steps` steps in all; returns a list that receives the step count at that moment."""
-  original, sent = trainer.train_loop, []
+  `steps` steps in all; returns a list (`sent`, or a new one) that receives the step count at
+  that moment."""
+  original = trainer.train_loop
+  sent = [] if sent is None else sent
 
   def train_loop(iterator, num_steps):
     result = original(iterator, num_steps)
@@ -401,17 +403,7 @@ def _signalling_trainer(steps, sent):
 
     def __init__(self, *args, **kwargs):
       super().__init__(*args, **kwargs)
-      original = self.train_loop
-
-      def train_loop(iterator, num_steps):
-        result = original(iterator, num_steps)
-        total = int(self.optimizer.iterations.numpy())
-        if total >= steps and not sent:
-          sent.append(total)
-          os.kill(os.getpid(), signal.SIGTERM)
-        return result
-
-      self.train_loop = train_loop
+      _sigterm_after(self, steps, sent)
 
   return SignallingTrainer
 
