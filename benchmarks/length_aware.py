@@ -516,7 +516,7 @@ def training_rows(np, task, config, corpora, tokenizer, directory, peak):
       goal_text = f"real-token FLOPs >= {REAL_FLOP_GOAL:.0%} of peak: " + (
           "met" if share >= REAL_FLOP_GOAL else "NOT met")
     if task in ("short", "tagging") and system == "ours_packed" and system in shares:
-      goal_text += f"; real tokens >= {REAL_TOKEN_GOAL:.0%}: " + (
+      goal_text += ("; " if goal_text else "") + f"real tokens >= {REAL_TOKEN_GOAL:.0%}: " + (
           "met" if shares[system][0] >= REAL_TOKEN_GOAL else "NOT met")
     rows.append((label, NAMES[system], spread(rates[system]), ratio_text, goal_text,
                  flop_text))
