@@ -250,8 +250,9 @@ def _lose_worker_1(command, logs, when_line, signal_name, after=0.0):
   return workers[0].returncode, ended, helpers.read_text(logs[0]), ports
 
 
-# A fine-tuning command's run: the classifier fixture (360 examples, batch 16) for 1,000 epochs.
-CLASSIFIER_STEPS = int(360 / 16 * 1000)
+# A fine-tuning command's run: the classifier fixture (360 examples, batch 16), long enough.
+CLASSIFIER_EPOCHS = 1000
+CLASSIFIER_STEPS = int(360 / 16 * CLASSIFIER_EPOCHS)
 
 
 @pytest.mark.slow
@@ -269,8 +270,8 @@ def test_a_lost_worker_ends_the_other_with_one_line_naming_it(workdir, tmp_path,
   else:
     steps = CLASSIFIER_STEPS
     args = helpers.tiny_classifier_command(tmp_path, run_dir, "--do_train",
-                                           "--num_train_epochs=1000", "--export=false",
-                                           *every_5)
+                                           f"--num_train_epochs={CLASSIFIER_EPOCHS}",
+                                           "--export=false", *every_5)
   code, ended, output, ports = _lose_worker_1(args, logs, "Saved checkpoint", signal_name)
   assert code == loop.EXIT_WORKER_LOST == 75, output[-3000:]
   assert ended < BOUND, (ended, output[-3000:])

@@ -375,24 +375,25 @@ def test_sigterm_to_run_classifier_saves_exits_75_and_the_same_command_resumes(t
 # === Every fine-tuning command, in process ===
 
 
-def _span_run(output_dir):
+def _run_squad(output_dir):
+  """The SQuAD tests' tiny run without dropout: 2 epochs, 50 steps, a checkpoint every 20."""
   from tests.tasks import test_squad_run  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import squad_run  # pylint: disable=g-import-not-at-top
   config = test_squad_run.CONFIG.replace(hidden_dropout_prob=0.0,
                                          attention_probs_dropout_prob=0.0)
-  settings = test_squad_run.squad_settings(output_dir, do_predict=False, num_train_epochs=2.0,
-                                           iterations_per_loop=4)
-  return lambda: squad_run.run_squad(config, settings)
+  return squad_run.run_squad(config, test_squad_run.squad_settings(
+      output_dir, do_predict=False, num_train_epochs=2.0, iterations_per_loop=4))
 
 
-def _tagging_run(output_dir):
+def _run_ner(output_dir):
+  """The tagging tests' tiny run without dropout: 1 epoch, 46 steps, a checkpoint every 20."""
   from tests.tasks import test_tagging_run  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import tagging_run  # pylint: disable=g-import-not-at-top
   config = test_tagging_run.CONFIG.replace(hidden_dropout_prob=0.0,
                                            attention_probs_dropout_prob=0.0)
-  settings = test_tagging_run.settings(output_dir, do_train=True, num_train_epochs=1.0,
-                                       iterations_per_loop=4, save_checkpoints_steps=20)
-  return lambda: tagging_run.run_ner(config, settings)
+  return tagging_run.run_ner(config, test_tagging_run.settings(
+      output_dir, do_train=True, num_train_epochs=1.0, iterations_per_loop=4,
+      save_checkpoints_steps=20))
 
 
 def _signalling_trainer(steps, sent):
@@ -409,16 +410,15 @@ def _signalling_trainer(steps, sent):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("command", ["run_squad", "run_ner"])
+@pytest.mark.parametrize("run", [_run_squad, _run_ner], ids=["run_squad", "run_ner"])
 def test_sigterm_to_a_fine_tuning_run_saves_the_step_and_the_resumed_run_ends_the_same(
-    tmp_path, monkeypatch, command):
+    tmp_path, monkeypatch, run):
   """run_squad and run_ner take the signal as run_classifier does (its subprocess test above):
   the step reached is saved between two periodic checkpoints, the run stops with exit status
   75 and leaves its folder, and running it again ends with the uninterrupted run's weights
   (dropout off)."""
   from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
-  make = _span_run if command == "run_squad" else _tagging_run
-  whole = make(str(tmp_path / "whole"))()
+  whole = run(str(tmp_path / "whole"))
   total = whole["global_step"]
   assert total > 20  # past the periodic checkpoint at step 20
 
@@ -427,7 +427,7 @@ def test_sigterm_to_a_fine_tuning_run_saves_the_step_and_the_resumed_run_ends_th
   with monkeypatch.context() as patch:
     patch.setattr(loop, "Trainer", _signalling_trainer(21, sent))
     with pytest.raises(loop.Preempted) as stopped:
-      make(run_dir)()
+      run(run_dir)
   reached = sent[0]
   assert 21 <= reached < total and reached % 20
   assert stopped.value.code == loop.EXIT_PREEMPTED == 75
@@ -436,7 +436,7 @@ def test_sigterm_to_a_fine_tuning_run_saves_the_step_and_the_resumed_run_ends_th
   assert tf.train.latest_checkpoint(run_dir) == latest
   assert os.path.exists(os.path.join(run_dir, "task_info.json"))  # the folder is kept
 
-  resumed = make(run_dir)()
+  resumed = run(run_dir)
   assert resumed["global_step"] == total
   expected = checkpoints.get_original_weights(whole["model"])
   got = checkpoints.get_original_weights(resumed["model"])
