@@ -26,8 +26,14 @@ ENABLED = os.environ.get("BERT_TF_FUSED", "1") != "0"
 GELU_TANH_COEFFICIENT = math.sqrt(2.0 / math.pi)
 GELU_CUBIC = 0.044715
 
-# Dropout keep decisions: one 32-bit random word serves two elements, each 16-bit half compared
-# with round(rate * 2^16); the drop probability is that over 2^16 (0.1 -> 0.1000061).
+# Dropout keep decisions: each element has its own 32-bit random word, whose low 16 bits are
+# compared with round(rate * 2^16); the drop probability is that over 2^16 (0.1 -> 0.1000061).
+# One word per element, indexed by the element's flat position, keeps the mask one elementwise
+# expression in the output's own layout: sharing a word between two elements (its two 16-bit
+# halves) needs a [2, size / 2] layout that XLA's CPU code does not vectorise, and cost three
+# times the whole masked softmax (benchmarks/README.md, packed rows). The backward passes
+# recompute the mask from the seed rather than keep it: the hash is cheaper than a
+# float mask's write and read.
 DROPOUT_LEVELS = 1 << 16
 
 
@@ -75,27 +81,16 @@ def int32_seed(seed):
 
 
 def dropout_mask(shape, seed, threshold, scale, dtype):
-  """A [shape] tensor of 0 (dropped) and `scale` (kept) values for int32 `seed` [2].
-
-  The flat mask is laid out as [2, size / 2]: row 0 uses the low 16 bits of the random words,
-  row 1 the high 16 bits. Written with a broadcast shift (not a concatenation) it stays one
-  elementwise expression, which XLA fuses into the consumer.
-  """
-  size = tf.reduce_prod(shape)
-  words = random_words((size + 1) // 2, seed)
-  shifts = tf.constant([[0], [16]], tf.uint32)
-  halves = tf.bitwise.bitwise_and(tf.bitwise.right_shift(words, shifts), 0xFFFF)  # [2, half]
-  keep = tf.cast(halves >= threshold, dtype) * tf.cast(scale, dtype)
-  static_size = tf.get_static_value(size)
-  if static_size is not None and static_size % 2 == 0:
-    return tf.reshape(keep, shape)  # no slice: the usual case (B * S * H is even)
-  return tf.reshape(tf.reshape(keep, [-1])[:size], shape)
+  """A [shape] tensor of 0 (dropped) and `scale` (kept) values for int32 `seed` [2]: element i
+  of the flat mask is kept when the low 16 bits of random word i are >= threshold."""
+  words = random_words(tf.reduce_prod(shape), seed)
+  keep = tf.bitwise.bitwise_and(words, 0xFFFF) >= threshold
+  return tf.reshape(tf.cast(keep, dtype) * tf.cast(scale, dtype), shape)
 
 
 @tf.function(jit_compile=True, autograph=False)
 def _dropout_forward(x, seed, threshold, scale):
-  mask = dropout_mask(tf.shape(x), seed, threshold, scale, x.dtype)
-  return x * mask, mask
+  return x * dropout_mask(tf.shape(x), seed, threshold, scale, x.dtype)
 
 
 def dropout(x, rate, seed):
@@ -104,8 +99,9 @@ def dropout(x, rate, seed):
 
   @tf.custom_gradient
   def fused(x):
-    y, mask = _dropout_forward(x, seed, threshold, scale)
-    return y, lambda dy: dy * mask
+    # The backward is the forward applied to dy: the same seed draws the same mask.
+    return (_dropout_forward(x, seed, threshold, scale),
+            lambda dy: _dropout_forward(dy, seed, threshold, scale))
 
   return fused(x)
 
@@ -145,12 +141,12 @@ def _attention_forward(scores, adder, seed, threshold, scale):
   logits = tf.cast(scores, tf.float32) + broadcast_adder(adder)
   probs = tf.nn.softmax(logits, axis=-1)
   mask = dropout_mask(tf.shape(scores), seed, threshold, scale, scores.dtype)
-  return tf.cast(probs, scores.dtype) * mask, probs, mask
+  return tf.cast(probs, scores.dtype) * mask, probs
 
 
 @tf.function(jit_compile=True, autograph=False)
-def _attention_backward(probs, mask, dy):
-  d = tf.cast(dy * mask, tf.float32)
+def _attention_backward(probs, dy, seed, threshold, scale):
+  d = tf.cast(dy * dropout_mask(tf.shape(dy), seed, threshold, scale, dy.dtype), tf.float32)
   ds = probs * (d - tf.reduce_sum(d * probs, axis=-1, keepdims=True))
   return tf.cast(ds, dy.dtype)
 
@@ -172,8 +168,8 @@ def attention_probs(scores, adder, rate, seed):
 
   @tf.custom_gradient
   def fused(scores):
-    out, probs, mask = _attention_forward(scores, adder, seed, threshold, scale)
-    return out, lambda dy: _attention_backward(probs, mask, dy)
+    out, probs = _attention_forward(scores, adder, seed, threshold, scale)
+    return out, lambda dy: _attention_backward(probs, dy, seed, threshold, scale)
 
   return fused(scores)
 
@@ -230,17 +226,18 @@ def _layer_norm_forward(x, residual, gamma, beta, seed, threshold, scale, epsilo
   variance = tf.reduce_mean(centered * centered, axis=-1, keepdims=True)
   rstd = tf.math.rsqrt(variance + epsilon)
   normalized = centered * rstd
-  return normalized * gamma + beta, normalized, rstd, mask
+  return normalized * gamma + beta, normalized, rstd
 
 
 @tf.function(jit_compile=True, autograph=False)
-def _layer_norm_backward(dy, normalized, rstd, gamma, mask):
+def _layer_norm_backward(dy, normalized, rstd, gamma, seed, threshold, scale, dtype):
+  """(dx, dresidual, dy * normalized); dtype is x's, the mask drawn again from the seed."""
   dy = tf.cast(dy, tf.float32)
   g = dy * gamma
   dz = rstd * (g - tf.reduce_mean(g, axis=-1, keepdims=True)
                - normalized * tf.reduce_mean(g * normalized, axis=-1, keepdims=True))
-  dz = tf.cast(dz, mask.dtype)
-  return dz * mask, dz, dy * normalized
+  dz = tf.cast(dz, dtype)
+  return dz * dropout_mask(tf.shape(dz), seed, threshold, scale, dtype), dz, dy * normalized
 
 
 def dropout_add_layer_norm(x, residual, gamma, beta, rate, seed, epsilon):
@@ -262,11 +259,12 @@ def dropout_add_layer_norm(x, residual, gamma, beta, rate, seed, epsilon):
 
   @tf.custom_gradient
   def fused(x, residual, gamma, beta):
-    y, normalized, rstd, mask = _layer_norm_forward(x, residual, gamma, beta, seed, threshold,
-                                                    scale, epsilon)
+    y, normalized, rstd = _layer_norm_forward(x, residual, gamma, beta, seed, threshold, scale,
+                                              epsilon)
 
     def grad(dy):
-      dx, dresidual, dy_normalized = _layer_norm_backward(dy, normalized, rstd, gamma, mask)
+      dx, dresidual, dy_normalized = _layer_norm_backward(dy, normalized, rstd, gamma, seed,
+                                                          threshold, scale, x.dtype)
       rows = tf.range(tf.rank(dy) - 1)
       return (dx, tf.cast(dresidual, residual.dtype), tf.reduce_sum(dy_normalized, rows),
               tf.reduce_sum(tf.cast(dy, tf.float32), rows))

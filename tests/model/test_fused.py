@@ -152,6 +152,15 @@ def test_dropout_layer_rate_scale_and_reproducibility():
   np.testing.assert_array_equal(again, y)  # same seed, same first mask
   np.testing.assert_array_equal(layer(x, training=False).numpy(), x.numpy())
   np.testing.assert_array_equal(layers.Dropout(1.0)(x, training=True).numpy(), 0.0)
+  # The backward draws the mask again from the seed: the gradient is upstream * the mask the
+  # forward used.
+  upstream = tf.constant(np.random.default_rng(0).normal(size=(1000, 1000)), tf.float32)
+  seeded = layers.Dropout(0.1, seed=7)
+  with tf.GradientTape() as tape:
+    tape.watch(x)
+    y = seeded(x, training=True)
+  np.testing.assert_array_equal(tape.gradient(y, x, output_gradients=upstream).numpy(),
+                                upstream.numpy() * y.numpy())  # y = x * mask, x all ones
   with pytest.raises(ValueError, match="noise_shape"):
     layers.Dropout(0.1, noise_shape=(1, 1000))
 
