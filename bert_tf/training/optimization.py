@@ -243,12 +243,14 @@ class AdamWeightDecay(_DecoupledDecayOptimizer):
     # decoupled decay does not depend on the moments, so it is applied first as
     # p -= lr * weight_decay_rate * p; the sum equals the original's single update
     # p -= lr * (m / (sqrt(v) + epsilon) + weight_decay_rate * p) up to float rounding.
+    # The decay is written p = p * (1 - lr * weight_decay_rate): an assignment of a fresh
+    # tensor hands its buffer to the variable, half the time of assign_sub's second pass.
     dtype = variable.dtype
     gradient = _dense(gradient, dtype)
     lr = tf.cast(learning_rate, dtype)
     index = self._get_variable_index(variable)
     if self.decays_variable(variable):
-      self.assign_sub(variable, lr * tf.cast(self.weight_decay_rate, dtype) * variable)
+      self.assign(variable, variable * (1 - lr * tf.cast(self.weight_decay_rate, dtype)))
     if self.bias_correction:
       t = tf.cast(self.iterations + 1, dtype)
       beta1_power = tf.pow(tf.cast(self.beta_1, dtype), t)
