@@ -1,21 +1,38 @@
-"""The tf.Modules behind the exports: encoder, preprocessor and text model signatures.
+"""The tf.Modules behind the exports, and what an export of pretrained weights writes.
+
+One place builds what is exported, one place writes it. `pretraining_exports` builds, from one
+float32 copy of the weights (float32_models), every SavedModel of an export of pretrained
+weights: the plain SavedModels of serving/saved_model.py and the TF Serving models of
+serving/tf_serving.py, as a list of `Export`s, each a module with its signatures, the files
+beside its graph and its warm-up requests. tf_serving.save_exports writes such a list at one
+version and builds nothing; a fine-tuned model's export (tf_serving.export_task_module) hands it
+a list of one. So an export runs one way: its entry point (saved_model.export_trained_model,
+tf_serving.export_serving_models) stages the vocab, this module checks the settings and builds
+(calling down to the model tier and the Packer), tf_serving writes. Nothing is written before
+everything is built, so a bad setting fails before any version exists, and no module is built
+between two writes.
 
 Shape legend: B = batch, S = padded sequence length, H = hidden size, L = layers, M = [MASK]s
 per row, K = top_k, V = vocab size.
 """
 
-from typing import Any, Mapping, Optional, Sequence
+import dataclasses
+import json
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
+from absl import logging
 import keras
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import io
+from bert_tf import length_buckets as length_buckets_lib
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.model import layers
 from bert_tf.model.encoder import ENCODER_INPUTS, build_encoder
-from bert_tf.model.heads import build_pretraining_model
-from bert_tf.packing import Packer
+from bert_tf.model.heads import PRETRAINING_INPUTS, build_pretraining_model
+from bert_tf.packing import MASK_TOKEN, Packer
 
 
 _STRINGS = tf.TensorSpec([None], tf.string)
@@ -409,30 +426,217 @@ class ClassifierModule(ReusableModule):
                 label_names=tf.tile(self.label_names[tf.newaxis], [rows, 1]))
 
 
+# === What an export writes ===
+
+# Texts of the warm-up requests: one short and one long enough to fill most of a sequence, so
+# the first real requests of either kind find the kernels and buffers already made.
+WARMUP_TEXTS = ("The man went to the store.",
+                "He bought a gallon of milk, " * 12)
+# The plain SavedModels' folders under an export's base directory (serving/saved_model.py); the
+# TF Serving models' are named after ServingSettings.model_name.
+PLAIN_ENCODER, PLAIN_PRETRAINING = "encoder", "pretraining"
+
+
+def text_inputs(texts: Sequence[str], pair: bool) -> Dict[str, np.ndarray]:
+  """A warm-up batch: text, and text_b (the texts in reverse order) for pair signatures."""
+  text = np.array([t.encode("utf-8") for t in texts], dtype=object)
+  return dict(text=text, text_b=text[::-1].copy()) if pair else dict(text=text)
+
+
+def _warmup_inputs(signature_name: str, seq_length: int) -> Dict[str, np.ndarray]:
+  """The warm-up inputs of a raw-text signature of the preprocessor or the text model."""
+  if signature_name == "fill_mask":
+    return text_inputs([t.replace("milk", MASK_TOKEN, 1) for t in WARMUP_TEXTS], pair=False)
+  if signature_name == "serving_default":
+    return text_inputs(WARMUP_TEXTS, pair=False)
+  inputs = text_inputs(WARMUP_TEXTS, pair=True)
+  if signature_name != "next_sentence":
+    inputs["seq_length"] = np.full([len(WARMUP_TEXTS)], seq_length, np.int32)
+  return inputs
+
+
+class Export(NamedTuple):
+  """One SavedModel of an export, written by tf_serving.save_exports to
+  <base directory>/<name>/<version>/.
+
+  kind: what it is (a TF Serving model's "preprocessor", "encoder" or "text"; a plain
+    SavedModel's folder name; a fine-tuned model's task).
+  name: the model's folder, also the model name of its warm-up requests.
+  module, signatures: the tf.Module saved and its signature functions by name.
+  files: file name -> text, written to assets/ beside the graph's own assets.
+  warmup: the warm-up requests, (signature name, inputs) each; none when empty.
+  replace: an existing version is replaced (the plain SavedModels, which a resumed run writes
+    again) instead of refused (TF Serving's versions are immutable).
+  """
+  kind: str
+  name: str
+  module: tf.Module
+  signatures: Mapping[str, Any]
+  files: Mapping[str, str]
+  warmup: Sequence[Tuple[str, Mapping[str, np.ndarray]]] = ()
+  replace: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class ServingSettings:
+  """How the TF Serving models are made (tf_serving.export_serving_models' arguments).
+
+  vocab_file is the local copy named vocab.txt (tf_serving.staged_vocab): each module carries
+  it as an asset, so it must exist until the modules are written.
+  """
+  vocab_file: str
+  do_lower_case: bool
+  seq_length: int
+  top_k: int
+  model_name: str
+  length_buckets: Optional[str]
+  warmup: bool
+
+
+def check_seq_length(seq_length: int, config: BertConfig) -> None:
+  if not 2 <= seq_length <= config.max_position_embeddings:
+    raise ValueError(f"seq_length must be in [2, {config.max_position_embeddings}] "
+                     f"(max_position_embeddings), got {seq_length}")
+
+
 def float32_models(config: BertConfig, weights: Mapping[str, np.ndarray],
                    source: str = "checkpoint"):
   """(encoder, pretraining model or None) in float32 holding `weights` (named `source` in
   messages); one set of variables, built outside any strategy: every pretraining export's models
   (the plain SavedModels of serving.saved_model and the TF Serving models), built once.
 
-  The encoder is a view of the pretraining model's graph when there are heads, so the text model
-  stores the encoder weights once.
+  One model is built and loaded: the pretraining model when the weights have its heads (cls/),
+  else the encoder. With heads the encoder is a view of the pretraining model's graph, so the
+  text model stores the encoder weights once.
   """
+  heads = any(name.startswith("cls/") for name in weights)
   with layers.dtype_policy("float32"):
-    if any(name.startswith("cls/") for name in weights):
-      pretraining = build_pretraining_model(config)
-      checkpoints.set_original_weights(pretraining, weights, source=source)
-      inputs = pretraining.input
-      encoder = keras.Model(
-          inputs={key: inputs[key] for key in ENCODER_INPUTS},
-          outputs=dict(
-              sequence_output=pretraining.get_layer(f"layer_{config.num_hidden_layers - 1}").output,
-              pooled_output=pretraining.get_layer("pooler").output,
-              encoder_outputs=[pretraining.get_layer(f"layer_{i}").output
-                               for i in range(config.num_hidden_layers)]),
-          name="bert_encoder")
-    else:
-      pretraining = None
-      encoder = build_encoder(config)
-      checkpoints.set_original_weights(encoder, weights, source=source)
-  return encoder, pretraining
+    model = build_pretraining_model(config) if heads else build_encoder(config)
+    checkpoints.set_original_weights(model, weights, source=source)
+    if not heads:
+      return model, None
+    inputs = model.input
+    encoder = keras.Model(
+        inputs={key: inputs[key] for key in ENCODER_INPUTS},
+        outputs=dict(
+            sequence_output=model.get_layer(f"layer_{config.num_hidden_layers - 1}").output,
+            pooled_output=model.get_layer("pooler").output,
+            encoder_outputs=[model.get_layer(f"layer_{i}").output
+                             for i in range(config.num_hidden_layers)]),
+        name="bert_encoder")
+  return encoder, model
+
+
+def pretraining_exports(config: BertConfig, weights: Mapping[str, np.ndarray],
+                        source: str = "checkpoint", saved_models: bool = True,
+                        vocab_file: Optional[str] = None,
+                        data_metadata: Optional[Mapping[str, Any]] = None,
+                        serving: Optional[ServingSettings] = None) -> List[Export]:
+  """Every SavedModel of an export of pretrained weights, from one float32 copy of them.
+
+  Args:
+    config: the model's config (assets/bert_config.json of every SavedModel).
+    weights: name -> array under the original TF1 names; with cls/ names the text model also
+      gets fill_mask and next_sentence (and there is a pretraining model to save).
+    source: what the weights came from, named in messages.
+    saved_models: the plain SavedModels (serving/saved_model.py): encoder/ and pretraining/.
+    vocab_file: copied into the plain SavedModels' assets/vocab.txt when given.
+    data_metadata: the training data's metadata, assets/data_metadata.json of every SavedModel.
+    serving: the TF Serving models' settings (preprocessor, encoder and text model), or None
+      for none. They are checked against the config before anything is built.
+
+  Returns:
+    The Exports: the plain SavedModels first, then the TF Serving models.
+  """
+  if serving:
+    check_seq_length(serving.seq_length, config)
+    if not 1 <= serving.top_k <= config.vocab_size:
+      raise ValueError(f"top_k must be in [1, {config.vocab_size}], got {serving.top_k}")
+  encoder, pretraining = float32_models(config, weights, source=source)
+  if serving:
+    packer = Packer(serving.vocab_file, serving.do_lower_case, config.max_position_embeddings,
+                    length_buckets=length_buckets_lib.parse(serving.length_buckets,
+                                                            serving.seq_length))
+    if packer.tokenizer.vocab_size != config.vocab_size:
+      raise ValueError(f"vocab file {serving.vocab_file} has {packer.tokenizer.vocab_size} "
+                       f"tokens but the config's vocab_size is {config.vocab_size}")
+  files = {"bert_config.json": config.to_json_string()}
+  if data_metadata is not None:
+    files["data_metadata.json"] = json.dumps(dict(data_metadata), indent=2) + "\n"
+  exports = []
+  if saved_models:
+    plain_files = dict(files)
+    if vocab_file:
+      plain_files["vocab.txt"] = io.read_text(vocab_file)
+    # call_encoder: a sequence length of 0 gives empty outputs, as in the serving exports.
+    exports += [_plain_export(PLAIN_ENCODER, encoder, ENCODER_INPUTS,
+                              ("sequence_output", "pooled_output"), plain_files, call_encoder),
+                _plain_export(PLAIN_PRETRAINING, pretraining, PRETRAINING_INPUTS,
+                              ("masked_lm_logits", "next_sentence_logits"), plain_files)]
+  if serving:
+    exports += _serving_exports(packer, encoder, pretraining, serving, files)
+  return exports
+
+
+def _plain_export(name: str, model: keras.Model, input_names: Sequence[str],
+                  outputs: Sequence[str], files: Mapping[str, str], call=None) -> Export:
+  """A plain SavedModel of `model`: its serving signature takes int32 [B, None] `input_names`
+  and returns `outputs` of call(model, inputs) (default: model(inputs, training=False))."""
+  module = tf.Module()
+  module.model = model
+  spec = {key: tf.TensorSpec([None, None], tf.int32, name=key) for key in input_names}
+
+  @tf.function(input_signature=[spec])
+  def serve(inputs):
+    result = call(model, inputs) if call else model(inputs, training=False)
+    return {key: result[key] for key in outputs}
+
+  module.serve = serve
+  return Export(name, name, module, {"serving_default": serve}, files, replace=True)
+
+
+def _serving_exports(packer: Packer, encoder: keras.Model, pretraining: Optional[keras.Model],
+                     settings: ServingSettings, files: Mapping[str, str]) -> List[Export]:
+  """The TF Serving models (tf_serving.py): preprocessor, encoder and text model.
+
+  Each carries the vocab as an asset (the tokenizer's table is built into the graph; the asset
+  is what the id -> token table reads, and what clients can fetch), and its settings and
+  signatures in assets/export_info.json.
+  """
+  seq_length, vocab = settings.seq_length, settings.vocab_file
+  preprocessor = PreprocessorModule(packer, seq_length)
+  preprocessor.vocab_file = tf.saved_model.Asset(vocab)
+  encoder_module = EncoderModule(encoder)
+  encoder_module.vocab_file = tf.saved_model.Asset(vocab)
+  text_module = TextModule(packer, encoder, pretraining, vocab, seq_length, settings.top_k)
+  if pretraining is None:
+    logging.warning("The checkpoint has no pretraining heads (cls/...): the text model has no "
+                    "fill_mask or next_sentence signature.")
+
+  def text_requests(signatures):
+    return [(signature, _warmup_inputs(signature, seq_length)) for signature in signatures]
+
+  def encoder_requests(signatures):
+    # What the preprocessor makes of the raw-text requests.
+    packed = preprocessor.serving_default(tf.constant(WARMUP_TEXTS))
+    return [(signature, {key: value.numpy() for key, value in packed.items()})
+            for signature in signatures]
+
+  name = settings.model_name
+  built = [("preprocessor", f"{name}_preprocessor", preprocessor,
+            dict(serving_default=preprocessor.serving_default,
+                 preprocess=preprocessor.preprocess), text_requests),
+           ("encoder", f"{name}_encoder", encoder_module,
+            dict(serving_default=encoder_module.serving_default), encoder_requests),
+           ("text", name, text_module, text_module.signature_functions, text_requests)]
+  info = dict(seq_length=seq_length, do_lower_case=bool(settings.do_lower_case),
+              top_k=settings.top_k, model_name=name,
+              length_buckets=None if packer.length_buckets is None else list(packer.length_buckets))
+  exports = []
+  for kind, folder, module, signatures, requests in built:
+    export_info = dict(info, kind=kind, signatures=sorted(signatures))
+    own_files = dict(files)
+    own_files["export_info.json"] = json.dumps(export_info, indent=2, sort_keys=True) + "\n"
+    exports.append(Export(kind, folder, module, signatures, own_files,
+                          requests(signatures) if settings.warmup else ()))
+  return exports

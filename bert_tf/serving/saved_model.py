@@ -17,56 +17,33 @@ The exported models compute in float32 whatever precision training used.
 `EXPORTER` (exporting.Exporter of `export_pretraining`) is what run_pretraining hands to
 training: at <output_dir>/export/, these plain SavedModels and, with a vocab, the TF Serving
 models of serving/tf_serving.py (bert, bert_encoder, bert_preprocessor), every one at version
-<step> and all from one float32 copy of the trained model (modules.float32_models).
+<step> and all from one float32 copy of the trained model: modules.pretraining_exports builds
+them all, tf_serving.save_exports writes them.
 """
 
-import json
+import contextlib
 import os
 from typing import Any, Mapping, Optional
 
 from absl import logging
 import keras
-import tensorflow as tf
 
 from bert_tf import io
+from bert_tf import length_buckets as length_buckets_lib
 from bert_tf.model import checkpoints
 from bert_tf.model import exporting
 from bert_tf.serving import modules
 from bert_tf.serving import tf_serving
 from bert_tf.config import BertConfig
-from bert_tf.model.encoder import ENCODER_INPUTS
-from bert_tf.model.heads import PRETRAINING_INPUTS
 
 
 # The plain SavedModels' folders under the export base directory, and every model a
-# pretraining export writes there (the TF Serving ones with serving/tf_serving.py's names).
-ENCODER, PRETRAINING = "encoder", "pretraining"
-MODEL_NAMES = (ENCODER, PRETRAINING, "bert", "bert_encoder", "bert_preprocessor")
-
-
-def _save(model, names, outputs, path, assets, call=None):
-  """Saves `model` as a SavedModel whose serving signature takes int32 [B, None] `names`, with
-  `assets` ({file name: text}) in its assets/ folder.
-
-  call(model, inputs) runs the model (default: model(inputs, training=False)).
-  """
-  module = tf.Module()
-  module.model = model
-  spec = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in names}
-
-  @tf.function(input_signature=[spec])
-  def serve(inputs):
-    result = call(model, inputs) if call else model(inputs, training=False)
-    return {key: result[key] for key in outputs}
-
-  module.serve = serve
-  tf_serving.remove_stale_exports(os.path.dirname(path))  # what a killed export left
-  # A version appears under its number only when complete, assets included.
-  with io.atomic_path(path) as tmp:
-    tf.saved_model.save(module, tmp, signatures={"serving_default": serve})
-    io.makedirs(io.join(tmp, "assets"))
-    for name, text in assets.items():
-      io.write_text(io.join(tmp, "assets", name), text)
+# pretraining export writes there (the TF Serving ones named after SERVING_NAME, as by
+# serving/tf_serving.py's export_serving_models).
+ENCODER, PRETRAINING = modules.PLAIN_ENCODER, modules.PLAIN_PRETRAINING
+SERVING_NAME = "bert"
+SERVING_NAMES = (SERVING_NAME, f"{SERVING_NAME}_encoder", f"{SERVING_NAME}_preprocessor")
+MODEL_NAMES = (ENCODER, PRETRAINING) + SERVING_NAMES
 
 
 def export_saved_models(model: keras.Model, config: BertConfig, base_dir: str,
@@ -89,32 +66,8 @@ def export_saved_models(model: keras.Model, config: BertConfig, base_dir: str,
   Returns:
     The encoder's version directory.
   """
-  encoder, pretraining = modules.float32_models(
-      config, checkpoints.get_original_weights(model), source=model.name)
-  return _write_saved_models(encoder, pretraining, config, base_dir, vocab_file, data_metadata,
-                             version)
-
-
-def _write_saved_models(encoder: keras.Model, pretraining: keras.Model, config: BertConfig,
-                        base_dir: str, vocab_file: Optional[str],
-                        data_metadata: Optional[Mapping[str, Any]],
-                        version: Optional[int]) -> str:
-  """export_saved_models of the float32 models (modules.float32_models) already built."""
-  if version is None:
-    version = max(tf_serving.next_version(io.join(base_dir, name))
-                  for name in (ENCODER, PRETRAINING))
-  assets = {"bert_config.json": config.to_json_string()}
-  if vocab_file:
-    assets["vocab.txt"] = io.read_text(vocab_file)
-  if data_metadata is not None:
-    assets["data_metadata.json"] = json.dumps(dict(data_metadata), indent=2) + "\n"
-  # call_encoder: a sequence length of 0 gives empty outputs, as in the serving exports.
-  encoder_dir = io.join(base_dir, ENCODER, str(version))
-  _save(encoder, ENCODER_INPUTS, ("sequence_output", "pooled_output"), encoder_dir, assets,
-        call=modules.call_encoder)
-  _save(pretraining, PRETRAINING_INPUTS, ("masked_lm_logits", "next_sentence_logits"),
-        io.join(base_dir, PRETRAINING, str(version)), assets)
-  return encoder_dir
+  return export_trained_model(model, config, base_dir, vocab_file=vocab_file,
+                              data_metadata=data_metadata, serving=False, version=version)
 
 
 def export_trained_model(model: keras.Model, config: BertConfig, base_dir: str,
@@ -136,25 +89,41 @@ def export_trained_model(model: keras.Model, config: BertConfig, base_dir: str,
     data_metadata: the training data's metadata, copied into the exports.
     serving: also write the TF Serving models (raw text in).
     version: the version (run_pretraining: the global step); default one more than the largest
-      of the plain SavedModels.
+      of the models written.
 
   Returns:
     The encoder's version directory, base_dir/encoder/<version>.
   """
+  tf_serving.check_version(version)
   weights = checkpoints.get_original_weights(model)
-  models = modules.float32_models(config, weights, source=model.name)
-  encoder_dir = _write_saved_models(*models, config, base_dir, vocab_file, data_metadata, version)
-  version = int(os.path.basename(encoder_dir))
-  logging.info("Exported the encoder and the pretraining model to %s/{%s,%s}/%d", base_dir,
-               ENCODER, PRETRAINING, version)
-  if serving and vocab_file:
-    if do_lower_case is None:
-      do_lower_case = bool((data_metadata or {}).get("do_lower_case", True))
-    paths = tf_serving.export_serving_models(
-        config, weights, vocab_file, base_dir, do_lower_case=do_lower_case,
-        seq_length=seq_length, data_metadata=data_metadata, models=models, version=version)
-    logging.info("Exported the TF Serving models to %s", ", ".join(sorted(paths.values())))
-  return encoder_dir
+  with _serving_settings(vocab_file if serving else None, do_lower_case, seq_length,
+                         data_metadata) as settings:
+    exports = modules.pretraining_exports(config, weights, source=model.name,
+                                          vocab_file=vocab_file, data_metadata=data_metadata,
+                                          serving=settings)
+    paths = tf_serving.save_exports(exports, base_dir, version)
+  logging.info("Exported the encoder and the pretraining model to %s/{%s,%s}/%s", base_dir,
+               ENCODER, PRETRAINING, os.path.basename(paths[ENCODER]))
+  if settings:
+    logging.info("Exported the TF Serving models to %s",
+                 ", ".join(sorted(paths[name] for name in SERVING_NAMES)))
+  return paths[ENCODER]
+
+
+@contextlib.contextmanager
+def _serving_settings(vocab_file: Optional[str], do_lower_case: Optional[bool],
+                      seq_length: int, data_metadata: Optional[Mapping[str, Any]]):
+  """The TF Serving models' settings (modules.ServingSettings) while their vocab is staged, or
+  None without a vocab_file; do_lower_case None takes the data's metadata (default True)."""
+  if not vocab_file:
+    yield None
+    return
+  if do_lower_case is None:
+    do_lower_case = bool((data_metadata or {}).get("do_lower_case", True))
+  with tf_serving.staged_vocab(vocab_file) as local_vocab:
+    yield modules.ServingSettings(local_vocab, bool(do_lower_case), seq_length,
+                                  tf_serving.DEFAULT_TOP_K, SERVING_NAME,
+                                  length_buckets_lib.AUTO, warmup=True)
 
 
 def export_pretraining(model: keras.Model, config: BertConfig, settings,

@@ -34,6 +34,11 @@ for two; a pair over the budget (seq_length - 3) loses tokens from the end of th
 one at a time (B when they tie), a single text keeps its first seq_length - 2 tokens. Invalid
 UTF-8 bytes are dropped (like the original's decode("utf-8", "ignore")), never an error.
 
+serving/modules.py builds what each version holds (pretraining_exports: these three models and
+the plain SavedModels of serving/saved_model.py; the fine-tuned tasks' modules); this module
+stages the vocab they carry and writes them: save_exports, the one writer of every export of the
+package, saves a list of modules.Export at one version.
+
 Every op in the exports is a core TensorFlow op or a tensorflow-text op (tests check this), so
 the stock tensorflow/serving binary, which links tensorflow-text's ops, serves them; loading them
 in Python needs `import tensorflow_text` and nothing of bert_tf.
@@ -45,7 +50,7 @@ import os
 import re
 import shutil
 import tempfile
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
 from absl import logging
 import numpy as np
@@ -55,17 +60,13 @@ from bert_tf import io
 from bert_tf import length_buckets as length_buckets_lib
 from bert_tf import record_schema
 from bert_tf.config import BertConfig
-from bert_tf.packing import MASK_TOKEN, Packer
-from bert_tf.serving.modules import (ClassifierModule, EncoderModule, PreprocessorModule,
-                                     TextModule, float32_models)
+from bert_tf.packing import Packer
+from bert_tf.serving.modules import (WARMUP_TEXTS, ClassifierModule, Export, ServingSettings,
+                                     check_seq_length, pretraining_exports, text_inputs)
 
 DEFAULT_SEQ_LENGTH = 128
 DEFAULT_TOP_K = 5
 WARMUP_FILE = "tf_serving_warmup_requests"
-# Texts of the warm-up requests: one short and one long enough to fill most of a sequence, so
-# the first real requests of either kind find the kernels and buffers already made.
-WARMUP_TEXTS = ("The man went to the store.",
-                "He bought a gallon of milk, " * 12)
 
 
 # === Warm-up records ===
@@ -88,24 +89,6 @@ def prediction_log(model_name: str, signature_name: str,
     tensor = tf.make_tensor_proto(inputs[key]).SerializeToString(deterministic=True)
     request += field(2, field(1, key.encode("utf-8")) + field(2, tensor))
   return field(6, field(1, request))
-
-
-def _text_inputs(texts: Sequence[str], pair: bool) -> Dict[str, np.ndarray]:
-  """A warm-up batch: text, and text_b (the texts in reverse order) for pair signatures."""
-  text = np.array([t.encode("utf-8") for t in texts], dtype=object)
-  return dict(text=text, text_b=text[::-1].copy()) if pair else dict(text=text)
-
-
-def _warmup_inputs(signature_name: str, seq_length: int, texts: Sequence[str]
-                   ) -> Dict[str, np.ndarray]:
-  if signature_name == "fill_mask":
-    return _text_inputs([t.replace("milk", MASK_TOKEN, 1) for t in texts], pair=False)
-  if signature_name == "serving_default":
-    return _text_inputs(texts, pair=False)
-  inputs = _text_inputs(texts, pair=True)
-  if signature_name != "next_sentence":
-    inputs["seq_length"] = np.full([len(texts)], seq_length, np.int32)
-  return inputs
 
 
 def _write_warmup(path: str, model_name: str, requests: Sequence[tuple]) -> None:
@@ -143,18 +126,41 @@ def remove_stale_exports(directory: str) -> list:
   return removed
 
 
+def save_exports(exports: Sequence[Export], export_dir: str,
+                 version: Optional[int] = None) -> Dict[str, str]:
+  """Writes every export (modules.Export) to <export_dir>/<its name>/<version>/.
+
+  Args:
+    exports: what to write, in order.
+    export_dir: the model base directory.
+    version: the version of them all; default: one more than the largest of any of them.
+
+  Returns:
+    {export name: its version directory}.
+  """
+  model_dirs = [os.path.join(export_dir, export.name) for export in exports]
+  if version is None:
+    version = max(next_version(model_dir) for model_dir in model_dirs)
+  return {export.name: _save_version(export.module, export.signatures, model_dir, version,
+                                     export.files, export.warmup, export.name,
+                                     replace=export.replace)
+          for export, model_dir in zip(exports, model_dirs)}
+
+
 def _save_version(module: tf.Module, signatures: Mapping[str, Any], model_dir: str,
                   version: int, extra_files: Mapping[str, str], warmup: Sequence[tuple],
-                  model_name: str) -> str:
-  """Saves `module` as model_dir/version, written under a temporary name and renamed."""
+                  model_name: str, replace: bool = False) -> str:
+  """Saves `module` as model_dir/version, written under a temporary name and renamed; an
+  existing version is an error, or with `replace` replaced."""
   final = os.path.join(model_dir, str(version))
   remove_stale_exports(model_dir)
-  if io.exists(final):
+  if io.exists(final) and not replace:
     raise FileExistsError(f"{final} already exists; TF Serving versions are immutable, so "
                           "choose another --version (or leave it unset for the next one)")
   # TF Serving watches model_dir: a version appears under its number only when complete.
-  with io.atomic_path(final, overwrite=False) as tmp:
+  with io.atomic_path(final, overwrite=replace) as tmp:
     tf.saved_model.save(module, tmp, signatures=dict(signatures))
+    io.makedirs(os.path.join(tmp, "assets"))  # none yet when the module has no asset
     for name, text in extra_files.items():
       io.write_text(os.path.join(tmp, "assets", name), text)
     if warmup:
@@ -163,10 +169,9 @@ def _save_version(module: tf.Module, signatures: Mapping[str, Any], model_dir: s
   return final
 
 
-def _check_seq_length(seq_length: int, config: BertConfig) -> None:
-  if not 2 <= seq_length <= config.max_position_embeddings:
-    raise ValueError(f"seq_length must be in [2, {config.max_position_embeddings}] "
-                     f"(max_position_embeddings), got {seq_length}")
+def check_version(version: Optional[int]) -> None:
+  if version is not None and version < 1:
+    raise ValueError(f"version must be a positive integer, got {version}")
 
 
 # Staging folders are named <prefix><pid>_<random>, so that the next export can tell the ones
@@ -195,7 +200,7 @@ def _remove_stale_staging() -> None:
 
 
 @contextlib.contextmanager
-def _staged_vocab(vocab_file: str):
+def staged_vocab(vocab_file: str):
   """A local copy of the vocab named vocab.txt, removed afterwards.
 
   Assets keep their file's base name: the copy gives every export the same asset name, whatever
@@ -225,12 +230,11 @@ def export_serving_models(config: BertConfig, weights: Mapping[str, np.ndarray],
                           version: Optional[int] = None, model_name: str = "bert",
                           data_metadata: Optional[Mapping[str, Any]] = None,
                           warmup: bool = True,
-                          length_buckets: Optional[str] = length_buckets_lib.AUTO,
-                          models: Optional[Tuple[Any, Any]] = None) -> Dict[str, str]:
+                          length_buckets: Optional[str] = length_buckets_lib.AUTO
+                          ) -> Dict[str, str]:
   """Writes the encoder, preprocessor and text SavedModels in TF Serving's layout.
 
-  Size: thirteen parameters, the `export` command's flags one each, and the models a caller already
-  built.
+  Size: twelve parameters, the `export` command's flags one each.
 
   Args:
     config: the model's config.
@@ -248,87 +252,18 @@ def export_serving_models(config: BertConfig, weights: Mapping[str, np.ndarray],
     warmup: write assets.extra/tf_serving_warmup_requests.
     length_buckets: --length_buckets: the raw-text signatures pad a request to its longest text
       rounded up to one of these lengths ("auto", "none": always seq_length, or a list).
-    models: modules.float32_models(config, weights) when the caller has built them already
-      (run_pretraining's export writes its plain SavedModels from the same ones), else built
-      here.
 
   Returns:
-    {"encoder": path, "preprocessor": path, "text": path} of the version directories written.
+    {"preprocessor": path, "encoder": path, "text": path} of the version directories written.
   """
-  _check_seq_length(seq_length, config)
-  if not 1 <= top_k <= config.vocab_size:
-    raise ValueError(f"top_k must be in [1, {config.vocab_size}], got {top_k}")
-  if version is not None and version < 1:
-    raise ValueError(f"version must be a positive integer, got {version}")
-  with _staged_vocab(vocab_file) as local_vocab:
-    return _export(config, models or float32_models(config, weights), local_vocab, export_dir,
-                   do_lower_case, seq_length, top_k, version, model_name, data_metadata, warmup,
-                   length_buckets)
-
-
-def _export(config, models, vocab_file, export_dir, do_lower_case, seq_length, top_k, version,
-            model_name, data_metadata, warmup, length_buckets):
-  """export_serving_models' body, with the vocab staged locally and the float32 models built.
-
-  Size: twelve parameters, export_serving_models' own, passed on.
-  """
-  encoder, pretraining = models
-  buckets = length_buckets_lib.parse(length_buckets, seq_length)
-  packer = Packer(vocab_file, do_lower_case, config.max_position_embeddings,
-                  length_buckets=buckets)
-  if packer.tokenizer.vocab_size != config.vocab_size:
-    raise ValueError(f"vocab file {vocab_file} has {packer.tokenizer.vocab_size} tokens but "
-                     f"the config's vocab_size is {config.vocab_size}")
-  export_info = dict(seq_length=seq_length, do_lower_case=bool(do_lower_case), top_k=top_k,
-                     model_name=model_name,
-                     length_buckets=None if buckets is None else list(buckets))
-  extra = {"bert_config.json": config.to_json_string()}
-  if data_metadata is not None:
-    extra["data_metadata.json"] = json.dumps(dict(data_metadata), indent=2) + "\n"
-  texts = list(WARMUP_TEXTS)
-  names = dict(encoder=f"{model_name}_encoder", preprocessor=f"{model_name}_preprocessor",
-               text=model_name)
-  if version is None:
-    version = max(next_version(os.path.join(export_dir, n)) for n in names.values())
-
-  def info(kind, signature_names):
-    return json.dumps(dict(export_info, kind=kind, signatures=sorted(signature_names)),
-                      indent=2, sort_keys=True) + "\n"
-
-  paths = {}
-  # Each module carries the vocab as an asset (the tokenizer's table is built into the graph;
-  # the asset is what the id -> token table reads, and what clients can fetch).
-  preprocessor = PreprocessorModule(packer, seq_length)
-  preprocessor.vocab_file = tf.saved_model.Asset(vocab_file)
-  signatures = dict(serving_default=preprocessor.serving_default,
-                    preprocess=preprocessor.preprocess)
-  warm = [(n, _warmup_inputs(n, seq_length, texts)) for n in signatures]
-  paths["preprocessor"] = _save_version(
-      preprocessor, signatures, os.path.join(export_dir, names["preprocessor"]), version,
-      dict(extra, **{"export_info.json": info("preprocessor", signatures)}), warm if warmup
-      else (), names["preprocessor"])
-
-  encoder_module = EncoderModule(encoder)
-  encoder_module.vocab_file = tf.saved_model.Asset(vocab_file)
-  signatures = dict(serving_default=encoder_module.serving_default)
-  sample = preprocessor.serving_default(tf.constant(texts))
-  warm = [("serving_default", {k: v.numpy() for k, v in sample.items()})]
-  paths["encoder"] = _save_version(
-      encoder_module, signatures, os.path.join(export_dir, names["encoder"]), version,
-      dict(extra, **{"export_info.json": info("encoder", signatures)}), warm if warmup else (),
-      names["encoder"])
-
-  text_module = TextModule(packer, encoder, pretraining, vocab_file, seq_length, top_k)
-  signatures = text_module.signature_functions
-  warm = [(n, _warmup_inputs(n, seq_length, texts)) for n in signatures]
-  paths["text"] = _save_version(
-      text_module, signatures, os.path.join(export_dir, names["text"]), version,
-      dict(extra, **{"export_info.json": info("text", signatures)}), warm if warmup else (),
-      names["text"])
-  if pretraining is None:
-    logging.warning("The checkpoint has no pretraining heads (cls/...): the text model has no "
-                    "fill_mask or next_sentence signature.")
-  return paths
+  check_version(version)
+  with staged_vocab(vocab_file) as local_vocab:
+    settings = ServingSettings(local_vocab, do_lower_case, seq_length, top_k, model_name,
+                               length_buckets, warmup)
+    exports = pretraining_exports(config, weights, saved_models=False,
+                                  data_metadata=data_metadata, serving=settings)
+    paths = save_exports(exports, export_dir, version)
+  return {export.kind: paths[export.name] for export in exports}
 
 
 # === Fine-tuned models ===
@@ -370,7 +305,7 @@ def export_classifier_model(model, config: BertConfig, vocab_file: str, export_d
       lambda packer: ClassifierModule(packer, model, seq_length, label_names, pair), config,
       vocab_file, export_dir, do_lower_case=do_lower_case, seq_length=seq_length,
       version=version, model_name=model_name, info=info, task_info=task_info,
-      warmup_inputs=lambda name: _text_inputs(WARMUP_TEXTS, pair=pair or name == "classify"),
+      warmup_inputs=lambda name: text_inputs(WARMUP_TEXTS, pair=pair or name == "classify"),
       warmup=warmup, length_buckets=length_buckets)
 
 
@@ -399,10 +334,9 @@ def export_task_module(make_module: Callable[[Packer], tf.Module], config: BertC
   Returns:
     The version directory written.
   """
-  _check_seq_length(seq_length, config)
-  if version is not None and version < 1:
-    raise ValueError(f"version must be a positive integer, got {version}")
-  with _staged_vocab(vocab_file) as local_vocab:
+  check_seq_length(seq_length, config)
+  check_version(version)
+  with staged_vocab(vocab_file) as local_vocab:
     buckets = length_buckets_lib.parse(length_buckets, seq_length)
     packer = Packer(local_vocab, do_lower_case, config.max_position_embeddings,
                     length_buckets=buckets)
@@ -412,16 +346,13 @@ def export_task_module(make_module: Callable[[Packer], tf.Module], config: BertC
     module = make_module(packer)
     module.vocab_file = tf.saved_model.Asset(local_vocab)
     signatures = module.signature_functions
-    model_dir = io.join(export_dir, model_name)
-    if version is None:
-      version = next_version(model_dir)
     info = dict(info, seq_length=int(seq_length), do_lower_case=bool(do_lower_case),
                 model_name=model_name, signatures=sorted(signatures),
                 length_buckets=None if buckets is None else list(buckets))
-    extra = {"bert_config.json": config.to_json_string(),
+    files = {"bert_config.json": config.to_json_string(),
              "export_info.json": json.dumps(info, indent=2, sort_keys=True) + "\n"}
     if task_info is not None:
-      extra["task_info.json"] = json.dumps(dict(task_info), indent=2) + "\n"
-    warm = [(name, warmup_inputs(name)) for name in signatures]
-    return _save_version(module, signatures, model_dir, version, extra,
-                         warm if warmup else (), model_name)
+      files["task_info.json"] = json.dumps(dict(task_info), indent=2) + "\n"
+    warm = [(name, warmup_inputs(name)) for name in signatures] if warmup else ()
+    export = Export(info.get("kind", model_name), model_name, module, signatures, files, warm)
+    return save_exports([export], export_dir, version)[model_name]
