@@ -1,0 +1,150 @@
+"""Where a training step's time goes: a TensorFlow profile of our systems of length_aware.py.
+
+For one task of length_aware.py (its records, model sizes and batches), each system named in
+--profile_systems trains --warmup_steps steps, then --steps steps untraced (the rate printed) and
+--steps steps under tf.profiler. From the trace of TensorFlow's compute thread it prints the
+time per step by kind of op (self time: a TensorFlow kernel, or one fusion of an XLA kernel)
+and by XLA-compiled function (bert_tf/model/fused.py's forward and backward kernels), so the
+matmuls, the optimizer, the fused elementwise kernels and the executor's own work are told
+apart. The profile stays in --profile_dir (open it with TensorBoard's profile plugin).
+
+  python benchmarks/profile_step.py --threads=1 --profile_task=short --examples=480 \\
+      --warmup_steps=15 --steps=5
+
+The trace slows the step somewhat (the untraced rate is printed beside it): compare shares
+within one profile, and rates with length_aware.py.
+"""
+
+import collections
+import glob
+import gzip
+import json
+import os
+import random
+import re
+import tempfile
+import time
+import types
+
+from absl import flags
+
+import harness
+import length_aware
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list("profile_systems", ["ours_packed", "ours"],
+                  "Our systems of length_aware.py to profile (ours, ours_fixed, ours_packed, "
+                  "ours_static, ours_grouped).")
+flags.DEFINE_enum("profile_task", "short", list(length_aware.TASKS), "The task profiled.")
+flags.DEFINE_string("profile_dir", "", "Where the profiles go; default a temporary folder.")
+flags.DEFINE_integer("op_rows", 25, "Op kinds printed per system.")
+
+OURS = ("ours", "ours_fixed", "ours_packed", "ours_static", "ours_grouped")
+
+
+def trace_events(profile_dir):
+  """The trace viewer's events of the profile in profile_dir (its newest xplane file)."""
+  # pylint: disable=g-import-not-at-top
+  from tensorflow.python.profiler.internal import _pywrap_profiler_plugin as plugin
+  paths = sorted(glob.glob(os.path.join(profile_dir, "**", "*.xplane.pb"), recursive=True),
+                 key=os.path.getmtime)
+  if not paths:
+    raise RuntimeError(f"no profile was written under {profile_dir}")
+  data, ok = plugin.xspace_to_tools_data(paths[-1:], "trace_viewer@", {})
+  if not ok:
+    raise RuntimeError(f"the profiler could not read {paths[-1]}")
+  if data[:2] == b"\x1f\x8b":
+    data = gzip.decompress(data)
+  return json.loads(data)["traceEvents"]
+
+
+def compute_thread_times(events):
+  """({op kind: self microseconds}, {XLA function: microseconds}, span in microseconds) of the
+  complete events on TensorFlow's compute threads (tf_Compute*)."""
+  names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+           if e.get("ph") == "M" and e.get("name") == "thread_name"}
+  spans = sorted((e for e in events if e.get("ph") == "X"
+                  and names.get((e["pid"], e["tid"]), "").startswith("tf_Compute")),
+                 key=lambda e: (e["pid"], e["tid"], e["ts"], -e["dur"]))
+  if not spans:
+    raise RuntimeError("the profile has no events on TensorFlow's compute thread")
+  own = collections.Counter()  # an event's duration less its children's
+  stack = []
+  for index, event in enumerate(spans):
+    while stack and (spans[stack[-1]]["tid"] != event["tid"]
+                     or spans[stack[-1]]["ts"] + spans[stack[-1]]["dur"] <= event["ts"]):
+      stack.pop()
+    if stack:
+      own[stack[-1]] -= event["dur"]
+    own[index] += event["dur"]
+    stack.append(index)
+  kinds, functions = collections.Counter(), collections.Counter()
+  for index, event in enumerate(spans):
+    # Names: "scope/.../Kind" for TensorFlow kernels, "kind_fusion.3" inside XLA functions,
+    # "ExecutorState::..." for the executor's own work (e.g. calling an XLA function).
+    name = event["name"] if "::" in event["name"] else event["name"].split("/")[-1]
+    kinds[re.sub(r"\.\d+$", "", name.split(":")[-1] if "::" not in name else name)] += own[index]
+    module = event.get("args", {}).get("hlo_module")
+    if module and event["name"] != module:  # an XLA op; its module is the compiled function
+      functions[re.sub(r"^a_inference_|_\d+__\.\d+$", "", module)] += own[index]
+  start = min(e["ts"] for e in spans)
+  return kinds, functions, max(e["ts"] + e["dur"] for e in spans) - start
+
+
+def print_profile(system, rate, traced_seconds, steps, events):
+  kinds, functions, span = compute_thread_times(events)
+  per_step = lambda micros: micros / 1e3 / steps
+  total = sum(kinds.values())
+  print(f"\n{system}: {rate:.2f} examples/s untraced; traced {traced_seconds / steps * 1e3:.0f} "
+        f"ms a step, the compute thread busy {per_step(total):.0f} ms of its "
+        f"{per_step(span):.0f} ms span")
+  print("| op (self time) | ms a step | share |")
+  print("| --- | --: | --: |")
+  for kind, micros in kinds.most_common(FLAGS.op_rows):
+    print(f"| {kind} | {per_step(micros):.1f} | {100 * micros / total:.1f}% |")
+  if functions:
+    print(f"| XLA functions (fused.py), all | {per_step(sum(functions.values())):.1f} | "
+          f"{100 * sum(functions.values()) / total:.1f}% |")
+    for function, micros in functions.most_common():
+      print(f"| - {function} | {per_step(micros):.1f} | {100 * micros / total:.1f}% |")
+
+
+def main():
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from bert_tf import length_buckets  # pylint: disable=g-import-not-at-top
+  from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import input_pipeline  # pylint: disable=g-import-not-at-top
+  unknown = sorted(set(FLAGS.profile_systems) - set(OURS))
+  if unknown:
+    raise ValueError(f"--profile_systems: {', '.join(unknown)} not among {', '.join(OURS)}")
+  corpora = length_aware.corpus_documents(FLAGS.corpora)
+  tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, do_lower_case=True)
+  config = length_aware.model_config()
+  task = FLAGS.profile_task
+  with tempfile.TemporaryDirectory() as directory:
+    profile_root = FLAGS.profile_dir or os.path.join(directory, "profiles")
+    rng = random.Random(f"{FLAGS.data_seed}-{task}")
+    path, seq, what = length_aware.write_records(task, corpora, tokenizer, directory, rng)
+    print(f"{task}: {what}", flush=True)
+    buckets = length_buckets.parse(FLAGS.length_buckets, seq)
+    fitted = input_pipeline.fitted_buckets(path, seq, FLAGS.batch_size)
+    settings = types.SimpleNamespace(batch_size=FLAGS.batch_size,
+                                     learning_rate=FLAGS.learning_rate)
+    systems = length_aware.task_systems(task, path, seq, buckets, {}, settings, fitted)
+    for system in FLAGS.profile_systems:
+      run, _ = systems[system](config, None, FLAGS.warmup_steps + 2 * FLAGS.steps, 2)
+      run(FLAGS.warmup_steps)
+      started = time.perf_counter()
+      examples = run(FLAGS.steps)
+      rate = examples / (time.perf_counter() - started)
+      profile_dir = os.path.join(profile_root, system)
+      tf.profiler.experimental.start(profile_dir)
+      started = time.perf_counter()
+      run(FLAGS.steps)
+      traced = time.perf_counter() - started
+      tf.profiler.experimental.stop()
+      print_profile(system, rate, traced, FLAGS.steps, trace_events(profile_dir))
+
+
+if __name__ == "__main__":
+  harness.run(main, FLAGS, length_aware.hf_model)
