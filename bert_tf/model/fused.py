@@ -88,9 +88,16 @@ def dropout_mask(shape, seed, threshold, scale, dtype):
   return tf.reshape(tf.cast(keep, dtype) * tf.cast(scale, dtype), shape)
 
 
+def _masked(x, seed, threshold, scale):
+  """x times its dropout mask (dropout_mask of x's shape and dtype); inside XLA kernels, where
+  the mask fuses into the product. Forward and backward passes both call it, so the backward
+  draws the forward's mask again from the same seed."""
+  return x * dropout_mask(tf.shape(x), seed, threshold, scale, x.dtype)
+
+
 @tf.function(jit_compile=True, autograph=False)
 def _dropout_forward(x, seed, threshold, scale):
-  return x * dropout_mask(tf.shape(x), seed, threshold, scale, x.dtype)
+  return _masked(x, seed, threshold, scale)
 
 
 def dropout(x, rate, seed):
@@ -140,13 +147,12 @@ def broadcast_adder(adder):
 def _attention_forward(scores, adder, seed, threshold, scale):
   logits = tf.cast(scores, tf.float32) + broadcast_adder(adder)
   probs = tf.nn.softmax(logits, axis=-1)
-  mask = dropout_mask(tf.shape(scores), seed, threshold, scale, scores.dtype)
-  return tf.cast(probs, scores.dtype) * mask, probs
+  return _masked(tf.cast(probs, scores.dtype), seed, threshold, scale), probs
 
 
 @tf.function(jit_compile=True, autograph=False)
 def _attention_backward(probs, dy, seed, threshold, scale):
-  d = tf.cast(dy * dropout_mask(tf.shape(dy), seed, threshold, scale, dy.dtype), tf.float32)
+  d = tf.cast(_masked(dy, seed, threshold, scale), tf.float32)
   ds = probs * (d - tf.reduce_sum(d * probs, axis=-1, keepdims=True))
   return tf.cast(ds, dy.dtype)
 
@@ -219,8 +225,7 @@ def sparse_softmax_nll(logits, labels):
 # === Dropout + residual + LayerNorm ===
 @tf.function(jit_compile=True, autograph=False)
 def _layer_norm_forward(x, residual, gamma, beta, seed, threshold, scale, epsilon):
-  mask = dropout_mask(tf.shape(x), seed, threshold, scale, x.dtype)
-  z = tf.cast(x * mask + residual, tf.float32)
+  z = tf.cast(_masked(x, seed, threshold, scale) + residual, tf.float32)
   mean = tf.reduce_mean(z, axis=-1, keepdims=True)
   centered = z - mean
   variance = tf.reduce_mean(centered * centered, axis=-1, keepdims=True)
@@ -237,7 +242,7 @@ def _layer_norm_backward(dy, normalized, rstd, gamma, seed, threshold, scale, dt
   dz = rstd * (g - tf.reduce_mean(g, axis=-1, keepdims=True)
                - normalized * tf.reduce_mean(g * normalized, axis=-1, keepdims=True))
   dz = tf.cast(dz, dtype)
-  return dz * dropout_mask(tf.shape(dz), seed, threshold, scale, dtype), dz, dy * normalized
+  return _masked(dz, seed, threshold, scale), dz, dy * normalized
 
 
 def dropout_add_layer_norm(x, residual, gamma, beta, rate, seed, epsilon):
