@@ -247,6 +247,21 @@ def write_text(path: str, text: str) -> None:
     f.write(text)
 
 
+def write_bytes(path: str, data: bytes) -> None:
+  """Writes a binary file atomically."""
+  with atomic_write(path, "wb") as f:
+    f.write(data)
+
+
+def write_records(path: str, records: Sequence[bytes]) -> None:
+  """Writes a TFRecord file of `records` atomically (imports TensorFlow)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  with atomic_path(path) as tmp:
+    with tf.io.TFRecordWriter(tmp) as writer:
+      for record in records:
+        writer.write(record)
+
+
 def remove_stale_temp_files(path: str) -> List[str]:
   """Deletes `<path>.incomplete-<pid>*` left by killed runs (local paths whose pid is gone).
 

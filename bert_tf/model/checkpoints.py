@@ -692,8 +692,7 @@ def write_hf_safetensors(values: Mapping[str, np.ndarray], path: str, prefix: st
   from safetensors import numpy as safetensors_numpy
   data = safetensors_numpy.save(original_to_hf(values, prefix=prefix),
                                 metadata={"format": "pt"})
-  with io.atomic_write(path, "wb") as f:
-    f.write(data)
+  io.write_bytes(path, data)
   return path
 
 

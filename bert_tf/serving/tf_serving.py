@@ -91,10 +91,11 @@ def prediction_log(model_name: str, signature_name: str,
   return field(6, field(1, request))
 
 
-def _write_warmup(path: str, model_name: str, requests: Sequence[tuple]) -> None:
-  with tf.io.TFRecordWriter(path) as writer:
-    for signature_name, inputs in requests:
-      writer.write(prediction_log(model_name, signature_name, inputs))
+def warmup_records(model_name: str, requests: Sequence[tuple]) -> list:
+  """The records of assets.extra/tf_serving_warmup_requests: one serialized PredictionLog per
+  (signature name, inputs) request."""
+  return [prediction_log(model_name, signature_name, inputs)
+          for signature_name, inputs in requests]
 
 
 # === Writing ===
@@ -153,6 +154,7 @@ def _save_version(module: tf.Module, signatures: Mapping[str, Any], model_dir: s
   """Saves `module` as model_dir/version, written under a temporary name and renamed; an
   existing version is an error, or with `replace` replaced."""
   final = os.path.join(model_dir, str(version))
+  records = warmup_records(model_name, warmup)
   remove_stale_exports(model_dir)
   if io.exists(final) and not replace:
     raise FileExistsError(f"{final} already exists; TF Serving versions are immutable, so "
@@ -163,9 +165,8 @@ def _save_version(module: tf.Module, signatures: Mapping[str, Any], model_dir: s
     io.makedirs(os.path.join(tmp, "assets"))  # none yet when the module has no asset
     for name, text in extra_files.items():
       io.write_text(os.path.join(tmp, "assets", name), text)
-    if warmup:
-      io.makedirs(os.path.join(tmp, "assets.extra"))
-      _write_warmup(os.path.join(tmp, "assets.extra", WARMUP_FILE), model_name, warmup)
+    if records:
+      io.write_records(os.path.join(tmp, "assets.extra", WARMUP_FILE), records)
   return final
 
 
