@@ -32,6 +32,18 @@ def subprocess_env(**extra):
   return env
 
 
+def user_env(**extra):
+  """subprocess_env as a user's shell has it: no TF_CPP_MIN_LOG_LEVEL, no verbose logs, no
+  tracebacks (unless `extra` sets them), so the command's own log filter (bert_tf/logs.py) is
+  what keeps TensorFlow's routine lines out of its output."""
+  from bert_tf import logs  # pylint: disable=g-import-not-at-top
+  env = subprocess_env(**extra)
+  for name in ("TF_CPP_MIN_LOG_LEVEL", logs.VERBOSE_ENV, "BERT_TF_TRACEBACK"):
+    if name not in extra:
+      env.pop(name, None)
+  return env
+
+
 def load_script(name: str):
   """data_prep/<name>.py loaded as a module (the scripts are not an installed package)."""
   import importlib.util  # pylint: disable=g-import-not-at-top

@@ -197,14 +197,6 @@ if __name__ == "__main__":
 """
 
 
-def _clean_env(**extra):
-  env = helpers.subprocess_env(**extra)
-  for name in ("TF_CPP_MIN_LOG_LEVEL", logs.VERBOSE_ENV, "BERT_TF_TRACEBACK"):
-    if name not in extra:
-      env.pop(name, None)
-  return env
-
-
 @pytest.fixture(scope="module")
 def command(tmp_path_factory):
   root = tmp_path_factory.mktemp("logs")
@@ -214,7 +206,7 @@ def command(tmp_path_factory):
   def run(*args, **env):
     return subprocess.run(
         [sys.executable, str(root / "command.py"), helpers.REPO_ROOT, str(root / "lines.txt"),
-         *args], env=_clean_env(**env), capture_output=True, text=True, timeout=120,
+         *args], env=helpers.user_env(**env), capture_output=True, text=True, timeout=120,
         check=False)
   return run
 
@@ -284,7 +276,7 @@ def test_tensorflow_start_up_lines_hidden_its_output_and_errors_shown(tmp_path):
 
   def run(**env):
     return subprocess.run([sys.executable, str(script), helpers.REPO_ROOT],
-                          env=_clean_env(**env), capture_output=True, text=True, timeout=300,
+                          env=helpers.user_env(**env), capture_output=True, text=True, timeout=300,
                           check=False)
   quiet = run()
   assert quiet.returncode == 1, quiet.stderr
@@ -303,21 +295,6 @@ def test_tensorflow_start_up_lines_hidden_its_output_and_errors_shown(tmp_path):
         assert "oneDNN supports DT_INT64 only on platforms with AVX-512" in loud.stderr
 
 
-@pytest.mark.slow
-def test_run_classifier_prints_only_its_own_lines(tmp_path):
-  """Train, eval, predict and export in one real run: its stderr has progress, results and the
-  export, and none of TensorFlow's routine lines."""
-  out = tmp_path / "out"
-  done = subprocess.run(
-      helpers.tiny_classifier_command(tmp_path, out, "--do_train", "--do_eval", "--do_predict",
-                                      "--num_train_epochs=1", "--iterations_per_loop=10",
-                                      "--save_checkpoints_steps=10"),
-      cwd=helpers.REPO_ROOT, env=_clean_env(), capture_output=True, text=True, timeout=900,
-      check=False)
-  assert done.returncode == 0, done.stderr[-3000:]
-  assert helpers.noise_lines(done.stderr) == [], done.stderr[-3000:]
-  for ours in ("step 22/22 loss = ", "examples/s = ", "ETA ", "] ***** Eval results *****",
-               "]   eval_accuracy = ", "] Wrote 60 predictions to ",
-               "] Exported the classifier for TF Serving to "):
-    assert ours in done.stderr, ours
-  assert os.path.isdir(out / "export" / "classifier" / "22")
+# A real run_classifier (train, eval, predict, export) prints only its own lines: the resumed run
+# of tests/training/test_preemption.py,
+# test_sigterm_to_run_classifier_saves_exits_75_and_the_same_command_resumes, checks it.

@@ -337,16 +337,18 @@ def test_sigterm_to_one_of_two_workers_stops_both_at_the_same_step(workdir, tmp_
 
 def _classifier_command(directory, output_dir):
   return helpers.tiny_classifier_command(
-      directory, output_dir, "--do_train", "--num_train_epochs=2", "--seed=3",
-      "--iterations_per_loop=5", "--save_checkpoints_steps=1000", "--export=false")
+      directory, output_dir, "--do_train", "--do_eval", "--do_predict", "--num_train_epochs=2",
+      "--seed=3", "--iterations_per_loop=5", "--save_checkpoints_steps=1000")
 
 
 @pytest.mark.slow
 def test_sigterm_to_run_classifier_saves_exits_75_and_the_same_command_resumes(tmp_path):
   """A fine-tuning command takes the signal as run_pretraining does: the step reached is saved
   (no periodic checkpoint before it here), exit 75, and the same command resumes from it to
-  the end. (That the resumed weights equal an uninterrupted run's is tested in process:
-  test_classifier_run.py, test_an_interrupted_fine_tuning_resumes_to_the_same_weights.)"""
+  the end, evaluates, predicts and exports. (That the resumed weights equal an uninterrupted
+  run's is tested in process: test_classifier_run.py,
+  test_an_interrupted_fine_tuning_resumes_to_the_same_weights.) The resumed run, in a user's
+  environment, also shows that a whole run prints only its own lines (bert_tf/logs.py)."""
   total = int(360 / 16 * 2)  # the original's count: train examples / batch * epochs
   run_dir = str(tmp_path / "run")
   lines = []
@@ -364,12 +366,17 @@ def test_sigterm_to_run_classifier_saves_exits_75_and_the_same_command_resumes(t
   assert error_lines(output) == [], output[-3000:]
 
   resumed = subprocess.run(_classifier_command(tmp_path, run_dir), cwd=helpers.REPO_ROOT,
-                           env=helpers.subprocess_env(), capture_output=True, text=True,
-                           timeout=240)
+                           env=helpers.user_env(), capture_output=True, text=True, timeout=240)
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert f"Resuming from {latest}" in resumed.stderr
-  assert f"step {total}/{total} loss = " in resumed.stderr
   assert tf.train.latest_checkpoint(run_dir) == os.path.join(run_dir, f"ckpt-{total}")
+  # Progress, results and the export, and none of TensorFlow's routine lines.
+  assert helpers.noise_lines(resumed.stderr) == [], resumed.stderr[-3000:]
+  for ours in (f"step {total}/{total} loss = ", "examples/s = ", "ETA ",
+               "] ***** Eval results *****", "]   eval_accuracy = ",
+               "] Wrote 60 predictions to ", "] Exported the classifier for TF Serving to "):
+    assert ours in resumed.stderr, ours
+  assert os.path.isdir(os.path.join(run_dir, "export", "classifier", str(total)))
 
 
 # === Every fine-tuning command, in process ===
