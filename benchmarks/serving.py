@@ -1,6 +1,6 @@
 """Serving speed: the exported text model (in-graph tokenization) vs the encoder fed by Python.
 
-For each model size, exports random weights with bert_tf.serving.tf_serving (the speed does not
+For each model size, exports random weights with bert_tf.serving.saved_model (the speed does not
 depend on the weights), loads the SavedModels back and times, on real sentences:
   text model     the `serving_default` signature of <name>/<version>: raw strings in
   python+encoder bert_tf.tokenization.FullTokenizer and the original packing in Python, then the
@@ -33,7 +33,7 @@ import tensorflow as tf  # pylint: disable=wrong-import-position
 
 from bert_tf.model import checkpoints  # pylint: disable=wrong-import-position
 from bert_tf import config as config_lib  # pylint: disable=wrong-import-position
-from bert_tf.serving import tf_serving  # pylint: disable=wrong-import-position
+from bert_tf.serving import saved_model  # pylint: disable=wrong-import-position
 from bert_tf import tokenization  # pylint: disable=wrong-import-position
 from bert_tf.model.heads import build_pretraining_model  # pylint: disable=wrong-import-position
 
@@ -98,7 +98,7 @@ def main():
     keras.utils.set_random_seed(0)
     weights = checkpoints.get_original_weights(build_pretraining_model(config))
     with tempfile.TemporaryDirectory() as export_dir:
-      paths = tf_serving.export_serving_models(config, weights, args.vocab_file, export_dir,
+      paths = saved_model.export_serving_models(config, weights, args.vocab_file, export_dir,
                                             seq_length=args.seq_length, warmup=False)
       text_fn = tf.saved_model.load(paths["text"]).signatures["serving_default"]
       encoder_fn = tf.saved_model.load(paths["encoder"]).signatures["serving_default"]

@@ -66,7 +66,7 @@ def main(argv):
   from bert_tf import io  # pylint: disable=g-import-not-at-top
   from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
   from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
-  from bert_tf.serving import tf_serving  # pylint: disable=g-import-not-at-top
+  from bert_tf.serving import saved_model  # pylint: disable=g-import-not-at-top
   f = FLAGS
   config_file = f.bert_config_file
   if config_file is None:
@@ -92,7 +92,7 @@ def main(argv):
   vocab_file, do_lower_case = _tokenizer(f, config, metadata)
   # One export at a time per export_dir: two would pick the same next version.
   with io.directory_lock(f.export_dir, "export"):
-    paths = tf_serving.export_serving_models(
+    paths = saved_model.export_serving_models(
         config, weights, vocab_file, f.export_dir, do_lower_case=do_lower_case,
         seq_length=f.seq_length, top_k=f.top_k, version=f.version, model_name=f.model_name,
         data_metadata=metadata, warmup=f.warmup, length_buckets=f.length_buckets)

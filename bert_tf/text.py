@@ -152,25 +152,38 @@ def _untailor(text: str) -> str:
   return text.replace("I", "i")
 
 
+_SEPARATOR = "\x01"  # lowercase_mismatches' separator, a character cleaning deletes
+
+
 @functools.lru_cache(maxsize=None)
 def lowercase_mismatches() -> Tuple[Tuple[str, str], ...]:
   """Characters whose `tf.strings.lower` differs from Python's `str.lower`, with Python's result.
 
-  Every code point is compared once per process (about a second). Characters the cleaning step
-  deletes are left out, since lower-casing never sees them.
+  Every code point is compared once per process, except those the cleaning step deletes (lower-
+  casing never sees them). Each side lower-cases all of them in one call, as one string with
+  U+0001 between the characters: a control character is neither cased nor case-ignorable, so no
+  character's lower case depends on its neighbours there (final sigma and the locale rules see it
+  alone, as in a one-character string), and cleaning deletes it, so it is never one of the
+  characters compared. (Not NUL: tf.strings.lower stops at the first NUL.)
 
   Returns:
     (character, python_lowercase) pairs, in code point order.
   """
-  chars = [chr(cp) for cp in range(sys.maxunicode + 1)
-           if not 0xD800 <= cp <= 0xDFFF]
-  chars = [c for c in chars if not tokenization.is_removed_when_cleaning(c)]
-  lowered = tf.strings.lower(
-      tf.constant([_untailor(c) for c in chars]), encoding="utf-8").numpy()
-  mismatches = []
-  for char, tf_lower in zip(chars, lowered):
-    if tf_lower.decode("utf-8") != char.lower():
-      mismatches.append((char, char.lower()))
+  excluded = sorted(tokenization.codepoint_ranges(tokenization.is_removed_when_cleaning) +
+                    ((0xD800, 0xDFFF),))
+  chars, start = [], 0
+  for lo, hi in excluded:
+    chars.extend(map(chr, range(start, lo)))
+    start = hi + 1
+  chars.extend(map(chr, range(start, sys.maxunicode + 1)))
+  joined = _SEPARATOR.join(chars)
+  python_lower = joined.lower().split(_SEPARATOR)
+  icu_lower = tf.strings.lower(_untailor(joined), encoding="utf-8").numpy().decode(
+      "utf-8").split(_SEPARATOR)
+  if not len(chars) == len(python_lower) == len(icu_lower):
+    raise ValueError("lower-casing changed the number of U+0001 separators: cannot compare "
+                     "tf.strings.lower with str.lower character by character")
+  mismatches = [(char, py) for char, py, icu in zip(chars, python_lower, icu_lower) if py != icu]
   # The fix-up replaces each character by Python's lower case before ICU lower-casing runs, so
   # ICU must leave those replacements alone.
   if mismatches:

@@ -1,5 +1,7 @@
-"""The heads: pretraining (masked LM, next sentence) and the fine-tuning classifier and span
-(SQuAD) and token classification (tagger) models.
+"""The models with heads: pretraining (masked LM, next sentence) and the fine-tuning classifier
+and span (SQuAD) and token classification (tagger) models, each the encoder graph
+(encoder.encoder_graph) with its head's layers (layers.py: MaskedLMTransform and OutputBias for
+the masked LM, Keras Dense layers for the others).
 
 build_pretraining_model(config), build_classifier_model(config, num_labels),
 build_span_model(config) and build_tagger_model(config, num_labels).
@@ -12,7 +14,6 @@ from typing import Optional
 
 import keras
 from keras import ops
-import tensorflow as tf
 
 from bert_tf import row_packing
 from bert_tf.model import layers
@@ -32,74 +33,6 @@ CLASSIFIER_LAYER = "classifier"
 TAGGER_LAYER = CLASSIFIER_LAYER
 # The span head's dense layer ([H, 2]): cls/squad/output_weights ([2, H]) and output_bias.
 SPAN_LAYER = "squad_logits"
-
-
-# === Layers ===
-@keras.saving.register_keras_serializable(package="bert_tf")
-class MaskedLMTransform(keras.layers.Layer):
-  """Gathers the masked positions and applies dense + activation + LayerNorm.
-
-  Inputs: sequence_output [B, S, H], masked_lm_positions [B, P]. Output: [B, P, H].
-  The projection to the vocabulary (tied to the word embeddings) and the output bias follow in
-  WordEmbedding(reverse=True) and OutputBias.
-  """
-
-  def __init__(self, hidden_size, hidden_act="gelu", initializer_range=0.02, **kwargs):
-    super().__init__(**kwargs)
-    self.hidden_size = hidden_size
-    self.hidden_act = hidden_act
-    self.initializer_range = initializer_range
-    self.dense = keras.layers.Dense(
-        hidden_size, kernel_initializer=layers.truncated_normal(initializer_range),
-        name="dense", dtype=self.dtype_policy)
-    layers.get_activation(hidden_act)  # fails early on an unknown name
-    self.layer_norm = layers.layer_norm("LayerNorm", self.dtype_policy)
-
-  def build(self, sequence_output_shape, masked_lm_positions_shape=None):
-    self.dense.build((None, None, self.hidden_size))
-    self.layer_norm.build((None, None, self.hidden_size))
-    self.built = True
-
-  def call(self, sequence_output, masked_lm_positions=None, training=None):
-    # Only the P gathered positions reach the [H, V] matmul: the vocabulary projection of all
-    # S positions would cost S / P times more. Without positions the input is already
-    # gathered ([B, P, H], from a pruned last layer).
-    x = sequence_output
-    if masked_lm_positions is not None:
-      x = tf.gather(sequence_output, ops.cast(masked_lm_positions, "int32"), batch_dims=1)
-    x = layers.get_activation(self.hidden_act, training)(self.dense(x))
-    return ops.cast(self.layer_norm(x), self.compute_dtype)
-
-  def get_config(self):
-    config = super().get_config()
-    config.update(hidden_size=self.hidden_size, hidden_act=self.hidden_act,
-                  initializer_range=self.initializer_range)
-    return config
-
-
-@keras.saving.register_keras_serializable(package="bert_tf")
-class OutputBias(keras.layers.Layer):
-  """Adds a learned bias [units] (zeros at init) to the last axis, in the layer's dtype.
-
-  Used as the masked LM output bias (cls/predictions/output_bias) with a float32 policy so that
-  the logits handed to the loss are float32 under mixed precision.
-  """
-
-  def __init__(self, units, **kwargs):
-    super().__init__(**kwargs)
-    self.units = units
-
-  def build(self, input_shape):
-    self.bias = self.add_weight(name="bias", shape=(self.units,), initializer="zeros")
-    self.built = True
-
-  def call(self, inputs):
-    return ops.cast(inputs, self.compute_dtype) + ops.cast(self.bias, self.compute_dtype)
-
-  def get_config(self):
-    config = super().get_config()
-    config.update(units=self.units)
-    return config
 
 
 # === Functional Model ===
@@ -147,15 +80,15 @@ def build_pretraining_model(config: BertConfig, name: str = "bert_pretraining",
     encoded, word_embedding = encoder_graph(config, inputs["input_word_ids"], inputs["input_mask"],
                                             inputs["input_type_ids"], **_packed_args(inputs))
     masked = None
-  transform = MaskedLMTransform(config.hidden_size, config.hidden_act,
-                                config.initializer_range, name="predictions_transform")
+  transform = layers.MaskedLMTransform(config.hidden_size, config.hidden_act,
+                                       config.initializer_range, name="predictions_transform")
   if masked is None:
     x = transform(encoded["sequence_output"], positions)
   else:
     x = transform(masked)
   x = word_embedding(x, reverse=True)  # tied to the input embeddings: [B, P, V]
-  mlm_logits = OutputBias(config.vocab_size, name="predictions_output_bias",
-                          dtype=layers.float32_policy(keras.config.dtype_policy()))(x)
+  mlm_logits = layers.OutputBias(config.vocab_size, name="predictions_output_bias",
+                                 dtype=layers.float32_policy(keras.config.dtype_policy()))(x)
   # Two outputs only: computing this in float32 costs nothing and keeps the logits float32.
   nsp_logits = keras.layers.Dense(
       2, kernel_initializer=layers.truncated_normal(config.initializer_range),

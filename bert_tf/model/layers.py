@@ -1,4 +1,5 @@
-"""Keras 3 layers of the BERT encoder, named like the original checkpoint scopes.
+"""Keras 3 layers of the BERT encoder and of its masked-LM head, named like the original
+checkpoint scopes.
 
 Every layer follows the Keras dtype policy for its matmuls; softmax and LayerNorm run in float32
 under the mixed policies because their reductions lose too much precision in 16 bits.
@@ -61,7 +62,7 @@ def float32_policy(policy):
 def dtype_policy(policy):
   """Keras' global dtype policy set to `policy` (a name or a policy) inside the block, the
   previous one restored afterwards: how every float32 export copy is built (float32_copy,
-  serving.modules.float32_models) and every copy in another model's policy."""
+  serving.pretrained.float32_models) and every copy in another model's policy."""
   previous = keras.config.dtype_policy()
   keras.config.set_dtype_policy(policy)
   try:
@@ -426,3 +427,71 @@ class PackedAttentionMask(keras.layers.Layer):
     query, key = slots[:, :, None], slots[:, None, :]
     visible = (key != 0) & ((query == key) | (query == 0))
     return ops.cast(visible, "int32")
+
+
+# === Head layers (heads.build_pretraining_model) ===
+@keras.saving.register_keras_serializable(package="bert_tf")
+class MaskedLMTransform(keras.layers.Layer):
+  """Gathers the masked positions and applies dense + activation + LayerNorm.
+
+  Inputs: sequence_output [B, S, H], masked_lm_positions [B, P]. Output: [B, P, H].
+  The projection to the vocabulary (tied to the word embeddings) and the output bias follow in
+  WordEmbedding(reverse=True) and OutputBias.
+  """
+
+  def __init__(self, hidden_size, hidden_act="gelu", initializer_range=0.02, **kwargs):
+    super().__init__(**kwargs)
+    self.hidden_size = hidden_size
+    self.hidden_act = hidden_act
+    self.initializer_range = initializer_range
+    self.dense = keras.layers.Dense(
+        hidden_size, kernel_initializer=truncated_normal(initializer_range),
+        name="dense", dtype=self.dtype_policy)
+    get_activation(hidden_act)  # fails early on an unknown name
+    self.layer_norm = layer_norm("LayerNorm", self.dtype_policy)
+
+  def build(self, sequence_output_shape, masked_lm_positions_shape=None):
+    self.dense.build((None, None, self.hidden_size))
+    self.layer_norm.build((None, None, self.hidden_size))
+    self.built = True
+
+  def call(self, sequence_output, masked_lm_positions=None, training=None):
+    # Only the P gathered positions reach the [H, V] matmul: the vocabulary projection of all
+    # S positions would cost S / P times more. Without positions the input is already
+    # gathered ([B, P, H], from a pruned last layer).
+    x = sequence_output
+    if masked_lm_positions is not None:
+      x = tf.gather(sequence_output, ops.cast(masked_lm_positions, "int32"), batch_dims=1)
+    x = get_activation(self.hidden_act, training)(self.dense(x))
+    return ops.cast(self.layer_norm(x), self.compute_dtype)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(hidden_size=self.hidden_size, hidden_act=self.hidden_act,
+                  initializer_range=self.initializer_range)
+    return config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class OutputBias(keras.layers.Layer):
+  """Adds a learned bias [units] (zeros at init) to the last axis, in the layer's dtype.
+
+  Used as the masked LM output bias (cls/predictions/output_bias) with a float32 policy so that
+  the logits handed to the loss are float32 under mixed precision.
+  """
+
+  def __init__(self, units, **kwargs):
+    super().__init__(**kwargs)
+    self.units = units
+
+  def build(self, input_shape):
+    self.bias = self.add_weight(name="bias", shape=(self.units,), initializer="zeros")
+    self.built = True
+
+  def call(self, inputs):
+    return ops.cast(inputs, self.compute_dtype) + ops.cast(self.bias, self.compute_dtype)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(units=self.units)
+    return config

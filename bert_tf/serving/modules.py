@@ -1,16 +1,16 @@
-"""The tf.Modules behind the exports, and what an export of pretrained weights writes.
+"""The tf.Modules behind the exports and the Export each SavedModel is written as.
 
-One place builds what is exported, one place writes it. `pretraining_exports` builds, from one
-float32 copy of the weights (float32_models), every SavedModel of an export of pretrained
-weights: the plain SavedModels of serving/saved_model.py and the TF Serving models of
-serving/tf_serving.py, as a list of `Export`s, each a module with its signatures, the files
-beside its graph and its warm-up requests. tf_serving.save_exports writes such a list at one
-version and builds nothing; a fine-tuned model's export (tf_serving.export_task_module) hands it
-a list of one. So an export runs one way: its entry point (saved_model.export_trained_model,
-tf_serving.export_serving_models) stages the vocab, this module checks the settings and builds
-(calling down to the model tier and the Packer), tf_serving writes. Nothing is written before
-everything is built, so a bad setting fails before any version exists, and no module is built
-between two writes.
+serving/pretrained.py builds an export of pretrained weights (its float32 models, once) and
+hands them here: plain_export wraps a model in a plain SavedModel's module, serving_exports
+makes the TF Serving models (preprocessor, encoder and text model) with their assets/ files and
+warm-up requests. A fine-tuned model's export (tf_serving.export_task_module) makes its one
+module here too (ClassifierModule; serving/squad_module.py and tagger_module.py for the others).
+tf_serving.save_exports writes a list of Exports at one version and builds nothing. So an export
+runs one way: its entry point (saved_model.export_trained_model,
+saved_model.export_serving_models) stages the vocab, pretrained.py checks the settings and builds
+(calling down to the model tier and the Packer), this module wraps, tf_serving writes. Nothing
+is written before everything is built, so a bad setting fails before any version exists, and no
+module is built between two writes.
 
 Shape legend: B = batch, S = padded sequence length, H = hidden size, L = layers, M = [MASK]s
 per row, K = top_k, V = vocab size.
@@ -25,13 +25,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import io
-from bert_tf import length_buckets as length_buckets_lib
-from bert_tf.config import BertConfig
-from bert_tf.model import checkpoints
-from bert_tf.model import layers
-from bert_tf.model.encoder import ENCODER_INPUTS, build_encoder
-from bert_tf.model.heads import PRETRAINING_INPUTS, build_pretraining_model
+from bert_tf.model.encoder import ENCODER_INPUTS
 from bert_tf.packing import MASK_TOKEN, Packer
 
 
@@ -479,7 +473,7 @@ class Export(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class ServingSettings:
-  """How the TF Serving models are made (tf_serving.export_serving_models' arguments).
+  """How the TF Serving models are made (saved_model.export_serving_models' arguments).
 
   vocab_file is the local copy named vocab.txt (tf_serving.staged_vocab): each module carries
   it as an asset, so it must exist until the modules are written.
@@ -493,92 +487,7 @@ class ServingSettings:
   warmup: bool
 
 
-def check_seq_length(seq_length: int, config: BertConfig) -> None:
-  if not 2 <= seq_length <= config.max_position_embeddings:
-    raise ValueError(f"seq_length must be in [2, {config.max_position_embeddings}] "
-                     f"(max_position_embeddings), got {seq_length}")
-
-
-def float32_models(config: BertConfig, weights: Mapping[str, np.ndarray],
-                   source: str = "checkpoint"):
-  """(encoder, pretraining model or None) in float32 holding `weights` (named `source` in
-  messages); one set of variables, built outside any strategy: every pretraining export's models
-  (the plain SavedModels of serving.saved_model and the TF Serving models), built once.
-
-  One model is built and loaded: the pretraining model when the weights have its heads (cls/),
-  else the encoder. With heads the encoder is a view of the pretraining model's graph, so the
-  text model stores the encoder weights once.
-  """
-  heads = any(name.startswith("cls/") for name in weights)
-  with layers.dtype_policy("float32"):
-    model = build_pretraining_model(config) if heads else build_encoder(config)
-    checkpoints.set_original_weights(model, weights, source=source)
-    if not heads:
-      return model, None
-    inputs = model.input
-    encoder = keras.Model(
-        inputs={key: inputs[key] for key in ENCODER_INPUTS},
-        outputs=dict(
-            sequence_output=model.get_layer(f"layer_{config.num_hidden_layers - 1}").output,
-            pooled_output=model.get_layer("pooler").output,
-            encoder_outputs=[model.get_layer(f"layer_{i}").output
-                             for i in range(config.num_hidden_layers)]),
-        name="bert_encoder")
-  return encoder, model
-
-
-def pretraining_exports(config: BertConfig, weights: Mapping[str, np.ndarray],
-                        source: str = "checkpoint", saved_models: bool = True,
-                        vocab_file: Optional[str] = None,
-                        data_metadata: Optional[Mapping[str, Any]] = None,
-                        serving: Optional[ServingSettings] = None) -> List[Export]:
-  """Every SavedModel of an export of pretrained weights, from one float32 copy of them.
-
-  Args:
-    config: the model's config (assets/bert_config.json of every SavedModel).
-    weights: name -> array under the original TF1 names; with cls/ names the text model also
-      gets fill_mask and next_sentence (and there is a pretraining model to save).
-    source: what the weights came from, named in messages.
-    saved_models: the plain SavedModels (serving/saved_model.py): encoder/ and pretraining/.
-    vocab_file: copied into the plain SavedModels' assets/vocab.txt when given.
-    data_metadata: the training data's metadata, assets/data_metadata.json of every SavedModel.
-    serving: the TF Serving models' settings (preprocessor, encoder and text model), or None
-      for none. They are checked against the config before anything is built.
-
-  Returns:
-    The Exports: the plain SavedModels first, then the TF Serving models.
-  """
-  if serving:
-    check_seq_length(serving.seq_length, config)
-    if not 1 <= serving.top_k <= config.vocab_size:
-      raise ValueError(f"top_k must be in [1, {config.vocab_size}], got {serving.top_k}")
-  encoder, pretraining = float32_models(config, weights, source=source)
-  if serving:
-    packer = Packer(serving.vocab_file, serving.do_lower_case, config.max_position_embeddings,
-                    length_buckets=length_buckets_lib.parse(serving.length_buckets,
-                                                            serving.seq_length))
-    if packer.tokenizer.vocab_size != config.vocab_size:
-      raise ValueError(f"vocab file {serving.vocab_file} has {packer.tokenizer.vocab_size} "
-                       f"tokens but the config's vocab_size is {config.vocab_size}")
-  files = {"bert_config.json": config.to_json_string()}
-  if data_metadata is not None:
-    files["data_metadata.json"] = json.dumps(dict(data_metadata), indent=2) + "\n"
-  exports = []
-  if saved_models:
-    plain_files = dict(files)
-    if vocab_file:
-      plain_files["vocab.txt"] = io.read_text(vocab_file)
-    # call_encoder: a sequence length of 0 gives empty outputs, as in the serving exports.
-    exports += [_plain_export(PLAIN_ENCODER, encoder, ENCODER_INPUTS,
-                              ("sequence_output", "pooled_output"), plain_files, call_encoder),
-                _plain_export(PLAIN_PRETRAINING, pretraining, PRETRAINING_INPUTS,
-                              ("masked_lm_logits", "next_sentence_logits"), plain_files)]
-  if serving:
-    exports += _serving_exports(packer, encoder, pretraining, serving, files)
-  return exports
-
-
-def _plain_export(name: str, model: keras.Model, input_names: Sequence[str],
+def plain_export(name: str, model: keras.Model, input_names: Sequence[str],
                   outputs: Sequence[str], files: Mapping[str, str], call=None) -> Export:
   """A plain SavedModel of `model`: its serving signature takes int32 [B, None] `input_names`
   and returns `outputs` of call(model, inputs) (default: model(inputs, training=False))."""
@@ -595,7 +504,7 @@ def _plain_export(name: str, model: keras.Model, input_names: Sequence[str],
   return Export(name, name, module, {"serving_default": serve}, files, replace=True)
 
 
-def _serving_exports(packer: Packer, encoder: keras.Model, pretraining: Optional[keras.Model],
+def serving_exports(packer: Packer, encoder: keras.Model, pretraining: Optional[keras.Model],
                      settings: ServingSettings, files: Mapping[str, str]) -> List[Export]:
   """The TF Serving models (tf_serving.py): preprocessor, encoder and text model.
 

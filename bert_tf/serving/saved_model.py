@@ -1,4 +1,7 @@
-"""Exports a trained pretraining model as plain SavedModels with serving signatures.
+"""The entry points of an export of pretrained weights: a trained pretraining model's
+(export_trained_model: plain SavedModels with serving signatures, and the TF Serving models) and
+the `export` command's (export_serving_models: the TF Serving models of weights read from a
+checkpoint, in the layout serving/tf_serving.py describes).
 
 Every export of a training run goes to <output_dir>/export/<model name>/<step>/
 (model.exporting: TF Serving's layout, the one convention of every command). Written by
@@ -17,29 +20,31 @@ The exported models compute in float32 whatever precision training used.
 `EXPORTER` (exporting.Exporter of `export_pretraining`) is what run_pretraining hands to
 training: at <output_dir>/export/, these plain SavedModels and, with a vocab, the TF Serving
 models of serving/tf_serving.py (bert, bert_encoder, bert_preprocessor), every one at version
-<step> and all from one float32 copy of the trained model: modules.pretraining_exports builds
+<step> and all from one float32 copy of the trained model: pretrained.pretraining_exports builds
 them all, tf_serving.save_exports writes them.
 """
 
 import contextlib
 import os
-from typing import Any, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional
 
 from absl import logging
 import keras
+import numpy as np
 
 from bert_tf import io
 from bert_tf import length_buckets as length_buckets_lib
 from bert_tf.model import checkpoints
 from bert_tf.model import exporting
 from bert_tf.serving import modules
+from bert_tf.serving import pretrained
 from bert_tf.serving import tf_serving
 from bert_tf.config import BertConfig
 
 
 # The plain SavedModels' folders under the export base directory, and every model a
 # pretraining export writes there (the TF Serving ones named after SERVING_NAME, as by
-# serving/tf_serving.py's export_serving_models).
+# export_serving_models).
 ENCODER, PRETRAINING = modules.PLAIN_ENCODER, modules.PLAIN_PRETRAINING
 SERVING_NAME = "bert"
 SERVING_NAMES = (SERVING_NAME, f"{SERVING_NAME}_encoder", f"{SERVING_NAME}_preprocessor")
@@ -98,9 +103,9 @@ def export_trained_model(model: keras.Model, config: BertConfig, base_dir: str,
   weights = checkpoints.get_original_weights(model)
   with _serving_settings(vocab_file if serving else None, do_lower_case, seq_length,
                          data_metadata) as settings:
-    exports = modules.pretraining_exports(config, weights, source=model.name,
-                                          vocab_file=vocab_file, data_metadata=data_metadata,
-                                          serving=settings)
+    exports = pretrained.pretraining_exports(config, weights, source=model.name,
+                                             vocab_file=vocab_file,
+                                             data_metadata=data_metadata, serving=settings)
     paths = tf_serving.save_exports(exports, base_dir, version)
   logging.info("Exported the encoder and the pretraining model to %s/{%s,%s}/%s", base_dir,
                ENCODER, PRETRAINING, os.path.basename(paths[ENCODER]))
@@ -108,6 +113,50 @@ def export_trained_model(model: keras.Model, config: BertConfig, base_dir: str,
     logging.info("Exported the TF Serving models to %s",
                  ", ".join(sorted(paths[name] for name in SERVING_NAMES)))
   return paths[ENCODER]
+
+
+def export_serving_models(config: BertConfig, weights: Mapping[str, np.ndarray],
+                          vocab_file: str, export_dir: str, do_lower_case: bool = True,
+                          seq_length: int = tf_serving.DEFAULT_SEQ_LENGTH,
+                          top_k: int = tf_serving.DEFAULT_TOP_K,
+                          version: Optional[int] = None, model_name: str = "bert",
+                          data_metadata: Optional[Mapping[str, Any]] = None,
+                          warmup: bool = True,
+                          length_buckets: Optional[str] = length_buckets_lib.AUTO
+                          ) -> Dict[str, str]:
+  """Writes the encoder, preprocessor and text SavedModels in TF Serving's layout
+  (serving/tf_serving.py describes them): the `export` command's export.
+
+  Size: twelve parameters, the `export` command's flags one each.
+
+  Args:
+    config: the model's config.
+    weights: name -> array under the original TF1 names (checkpoints.get_original_weights, or
+      read_weights); with cls/ names the text model also gets fill_mask and next_sentence.
+    vocab_file: the WordPiece vocab the model was trained with.
+    export_dir: the model base directory; models go to <export_dir>/<name>/<version>/.
+    do_lower_case: the tokenizer's flag (must match training).
+    seq_length: the packed length of the serving_default / fill_mask / next_sentence signatures.
+    top_k: tokens returned per [MASK] by fill_mask.
+    version: the version number; default: one more than the largest already there.
+    model_name: the text model's name; the others are <model_name>_encoder and
+      <model_name>_preprocessor.
+    data_metadata: the training data's metadata, written as assets/data_metadata.json.
+    warmup: write assets.extra/tf_serving_warmup_requests.
+    length_buckets: --length_buckets: the raw-text signatures pad a request to its longest text
+      rounded up to one of these lengths ("auto", "none": always seq_length, or a list).
+
+  Returns:
+    {"preprocessor": path, "encoder": path, "text": path} of the version directories written.
+  """
+  tf_serving.check_version(version)
+  with tf_serving.staged_vocab(vocab_file) as local_vocab:
+    settings = modules.ServingSettings(local_vocab, do_lower_case, seq_length, top_k, model_name,
+                                       length_buckets, warmup)
+    exports = pretrained.pretraining_exports(config, weights, saved_models=False,
+                                             data_metadata=data_metadata, serving=settings)
+    paths = tf_serving.save_exports(exports, export_dir, version)
+  return {export.kind: paths[export.name] for export in exports}
 
 
 @contextlib.contextmanager

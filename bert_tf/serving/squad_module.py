@@ -492,7 +492,7 @@ def export_squad_model(model: keras.Model, config: BertConfig, vocab_file: str, 
     task_info: written as assets/task_info.json.
     warmup: write TF Serving warm-up requests.
     length_buckets: --length_buckets: windows run cut to the longest one rounded up to a
-      bucket (tf_serving.export_serving_models).
+      bucket (saved_model.export_serving_models).
 
   Returns:
     The version directory written.

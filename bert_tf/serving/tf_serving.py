@@ -1,6 +1,6 @@
 """SavedModels for TensorFlow Serving: raw text in, embeddings / fill-mask / next sentence out.
 
-`export_serving_models(...)` writes three models in the versioned layout TF Serving watches
+`saved_model.export_serving_models(...)` writes three models in the versioned layout TF Serving watches
 (`<export_dir>/<name>/<version>/`, the highest integer version is served):
 
   <model_name>_encoder       token ids in, TF Hub BERT encoder conventions. Signature
@@ -34,8 +34,9 @@ for two; a pair over the budget (seq_length - 3) loses tokens from the end of th
 one at a time (B when they tie), a single text keeps its first seq_length - 2 tokens. Invalid
 UTF-8 bytes are dropped (like the original's decode("utf-8", "ignore")), never an error.
 
-serving/modules.py builds what each version holds (pretraining_exports: these three models and
-the plain SavedModels of serving/saved_model.py; the fine-tuned tasks' modules); this module
+serving/pretrained.py builds what an export of pretrained weights holds (pretraining_exports:
+these three models and the plain SavedModels of serving/saved_model.py) and serving/modules.py
+the fine-tuned tasks' modules; this module
 stages the vocab they carry and writes them: save_exports, the one writer of every export of the
 package, saves a list of modules.Export at one version.
 
@@ -61,8 +62,8 @@ from bert_tf import length_buckets as length_buckets_lib
 from bert_tf import record_schema
 from bert_tf.config import BertConfig
 from bert_tf.packing import Packer
-from bert_tf.serving.modules import (WARMUP_TEXTS, ClassifierModule, Export, ServingSettings,
-                                     check_seq_length, pretraining_exports, text_inputs)
+from bert_tf.serving.modules import WARMUP_TEXTS, ClassifierModule, Export, text_inputs
+from bert_tf.serving.pretrained import check_seq_length
 
 DEFAULT_SEQ_LENGTH = 128
 DEFAULT_TOP_K = 5
@@ -225,48 +226,6 @@ def staged_vocab(vocab_file: str):
     shutil.rmtree(staging, ignore_errors=True)
 
 
-def export_serving_models(config: BertConfig, weights: Mapping[str, np.ndarray],
-                          vocab_file: str, export_dir: str, do_lower_case: bool = True,
-                          seq_length: int = DEFAULT_SEQ_LENGTH, top_k: int = DEFAULT_TOP_K,
-                          version: Optional[int] = None, model_name: str = "bert",
-                          data_metadata: Optional[Mapping[str, Any]] = None,
-                          warmup: bool = True,
-                          length_buckets: Optional[str] = length_buckets_lib.AUTO
-                          ) -> Dict[str, str]:
-  """Writes the encoder, preprocessor and text SavedModels in TF Serving's layout.
-
-  Size: twelve parameters, the `export` command's flags one each.
-
-  Args:
-    config: the model's config.
-    weights: name -> array under the original TF1 names (checkpoints.get_original_weights, or
-      read_weights); with cls/ names the text model also gets fill_mask and next_sentence.
-    vocab_file: the WordPiece vocab the model was trained with.
-    export_dir: the model base directory; models go to <export_dir>/<name>/<version>/.
-    do_lower_case: the tokenizer's flag (must match training).
-    seq_length: the packed length of the serving_default / fill_mask / next_sentence signatures.
-    top_k: tokens returned per [MASK] by fill_mask.
-    version: the version number; default: one more than the largest already there.
-    model_name: the text model's name; the others are <model_name>_encoder and
-      <model_name>_preprocessor.
-    data_metadata: the training data's metadata, written as assets/data_metadata.json.
-    warmup: write assets.extra/tf_serving_warmup_requests.
-    length_buckets: --length_buckets: the raw-text signatures pad a request to its longest text
-      rounded up to one of these lengths ("auto", "none": always seq_length, or a list).
-
-  Returns:
-    {"preprocessor": path, "encoder": path, "text": path} of the version directories written.
-  """
-  check_version(version)
-  with staged_vocab(vocab_file) as local_vocab:
-    settings = ServingSettings(local_vocab, do_lower_case, seq_length, top_k, model_name,
-                               length_buckets, warmup)
-    exports = pretraining_exports(config, weights, saved_models=False,
-                                  data_metadata=data_metadata, serving=settings)
-    paths = save_exports(exports, export_dir, version)
-  return {export.kind: paths[export.name] for export in exports}
-
-
 # === Fine-tuned models ===
 
 
@@ -295,7 +254,7 @@ def export_classifier_model(model, config: BertConfig, vocab_file: str, export_d
     model_name: the directory name under export_dir.
     task_info: written as assets/task_info.json (labels, task, casing, vocab checksum).
     warmup: write TF Serving warm-up requests.
-    length_buckets: as for export_serving_models.
+    length_buckets: as for saved_model.export_serving_models.
 
   Returns:
     The version directory written.
@@ -330,7 +289,7 @@ def export_task_module(make_module: Callable[[Packer], tf.Module], config: BertC
     info: the export's own settings for assets/export_info.json (seq_length, do_lower_case,
       model_name and the signatures are added).
     warmup_inputs: signature name -> the inputs of its warm-up request.
-    length_buckets: --length_buckets (see export_serving_models).
+    length_buckets: --length_buckets (see saved_model.export_serving_models).
 
   Returns:
     The version directory written.

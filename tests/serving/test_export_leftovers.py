@@ -15,6 +15,7 @@ import pytest
 
 from bert_tf import io
 from bert_tf.config import BertConfig
+from bert_tf.serving import saved_model
 from bert_tf.serving import tf_serving
 from tests import helpers
 
@@ -63,7 +64,7 @@ def test_the_next_export_removes_a_killed_exports_leftovers(tmp_path):
     # The encoder alone (no cls/ heads: no fill_mask and next_sentence signatures to trace).
     weights = {k: v for k, v in helpers.random_original_weights(CONFIG, rng).items()
                if not k.startswith("cls/")}
-    paths = tf_serving.export_serving_models(CONFIG, weights, VOCAB, str(tmp_path / "export"),
+    paths = saved_model.export_serving_models(CONFIG, weights, VOCAB, str(tmp_path / "export"),
                                              seq_length=16, warmup=False,
                                              length_buckets="none")  # fewer signatures to trace
     assert paths["encoder"] == str(model_dir / "1")

@@ -19,6 +19,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import packing
+from bert_tf.serving import saved_model
 from bert_tf.serving import tf_serving
 from bert_tf.config import BertConfig
 
@@ -489,9 +490,9 @@ def test_bad_inputs(exported, loaded_text):
 def test_export_argument_errors(tmp_path):
   weights = {}
   with pytest.raises(ValueError, match="seq_length must be in"):
-    tf_serving.export_serving_models(CONFIG, weights, VOCAB, str(tmp_path), seq_length=65)
+    saved_model.export_serving_models(CONFIG, weights, VOCAB, str(tmp_path), seq_length=65)
   with pytest.raises(FileNotFoundError, match="vocab file not found"):
-    tf_serving.export_serving_models(CONFIG, weights, str(tmp_path / "none.txt"), str(tmp_path),
+    saved_model.export_serving_models(CONFIG, weights, str(tmp_path / "none.txt"), str(tmp_path),
                                   seq_length=16)
 
 

@@ -20,7 +20,7 @@ from bert_tf.model import checkpoints
 from bert_tf.model.encoder import ENCODER_INPUTS
 from bert_tf.model.heads import build_classifier_model
 from bert_tf.serving import tf_serving
-from bert_tf.serving.modules import float32_models
+from bert_tf.serving.pretrained import float32_models
 
 from tests.helpers import REPO_ROOT
 from tests.serving.shared import CONFIG, SEQ_LENGTH, VOCAB
