@@ -105,7 +105,7 @@ def re2_class(ranges: Iterable[Tuple[int, int]]) -> str:
   return "[" + "".join(parts) + "]"
 
 
-def _is_python_space(char: str) -> bool:
+def is_python_space(char: str) -> bool:
   # What str.split() splits on: after cleaning this is " ", U+2028 and U+2029 in practice.
   return char.isspace()
 
@@ -132,7 +132,7 @@ def _patterns() -> dict:
   # Cleaning's whitespace (\t \n \r, Zs) plus what str.split() also splits on (U+2028 ...).
   # " " itself is left out: rewriting every space to itself costs more than all other steps.
   space = re2_class(_without_space(sorted(t.codepoint_ranges(t.is_whitespace) +
-                                          t.codepoint_ranges(_is_python_space))))
+                                          t.codepoint_ranges(is_python_space))))
   return {
       "remove": remove,
       "mark": mark,

@@ -14,6 +14,7 @@ import unicodedata
 from typing import Any, Callable, Iterable, List, Mapping, Sequence, Tuple
 
 from bert_tf import io
+from bert_tf import unicode_tables
 
 # === Character classes (the original tokenization.py: _is_whitespace, _is_control,
 # _is_punctuation, BasicTokenizer._is_chinese_char) ===
@@ -76,9 +77,21 @@ def is_mark_nonspacing(char: str) -> bool:
 def codepoint_ranges(predicate: Callable[[str], bool]) -> Tuple[Tuple[int, int], ...]:
   """All code points (surrogates excluded) where predicate holds, as inclusive (lo, hi) ranges.
 
-  Computed from this Python's Unicode database and cached; used to build regular expressions
-  that match exactly the characters the predicate accepts.
+  What scan_codepoints(predicate) gives, cached; for the tokenizers' own predicates under the
+  Unicode version of bert_tf/unicode_tables.py, that table (a scan costs about half a second per
+  predicate; tests/test_unicode_tables.py checks that the tables equal the scans). Used to build
+  regular expressions that match exactly the characters the predicate accepts.
   """
+  key = f"{predicate.__module__}.{predicate.__qualname__}"
+  if (unicodedata.unidata_version == unicode_tables.UNIDATA_VERSION and
+      sys.maxunicode == unicode_tables.MAXUNICODE and key in unicode_tables.RANGES):
+    return unicode_tables.RANGES[key]
+  return scan_codepoints(predicate)
+
+
+def scan_codepoints(predicate: Callable[[str], bool]) -> Tuple[Tuple[int, int], ...]:
+  """codepoint_ranges from this Python's Unicode database: the predicate asked of every code
+  point."""
   ranges: List[Tuple[int, int]] = []
   start = None
   for cp in range(sys.maxunicode + 1):

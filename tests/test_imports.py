@@ -2,7 +2,7 @@
 
 Tiers (CONTRIBUTING.md, "Layout and import tiers"):
   foundation  io <- config, tokenization, record_schema; tokenization <- text <- packing;
-              length_buckets, logs (import nothing of ours)
+              unicode_tables <- tokenization; length_buckets, logs (import nothing of ours)
   model/      foundation (provenance, what a model folder records: the foundation only, so that
               checkpoints, conversion, training and tasks all read it)
   training/   foundation + model (never serving/ or tasks/)
@@ -28,13 +28,14 @@ PACKAGE = os.path.join(REPO_ROOT, "bert_tf")
 FOUNDATION_RULES = {
     "bert_tf.io": set(),
     "bert_tf.config": {"bert_tf.io"},
-    "bert_tf.tokenization": {"bert_tf.io"},
+    "bert_tf.tokenization": {"bert_tf.io", "bert_tf.unicode_tables"},
     "bert_tf.text": {"bert_tf.tokenization"},
     "bert_tf.packing": {"bert_tf.text", "bert_tf.length_buckets"},
     "bert_tf.record_schema": {"bert_tf.io"},
     "bert_tf.length_buckets": set(),
     "bert_tf.row_packing": set(),  # NumPy only, like length_buckets
     "bert_tf.logs": set(),  # standard library only: its filter process imports it alone
+    "bert_tf.unicode_tables": set(),  # generated data (tests/test_unicode_tables.py)
 }
 FOUNDATION = set(FOUNDATION_RULES)
 # Modules of a tier that may import less than their tier: provenance sits below every other

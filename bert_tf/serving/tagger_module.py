@@ -62,16 +62,19 @@ def split_tag(tag: str):
   return (prefix, kind) if sep else (tag, "")
 
 
+def is_word_delimiter(char: str) -> bool:
+  """What the reference's word split splits on in raw text: its whitespace (cleaning's and
+  str.split's), minus the characters cleaning deletes, which stay inside words."""
+  t = tokenization
+  return (t.is_whitespace(char) or char.isspace()) and not t.is_removed_when_cleaning(char)
+
+
 def _word_split_patterns():
   """RE2 patterns: (delimiters, delimiters kept as words) of the BasicTokenizer's word split on
   raw text: whitespace (what the reference splits on, minus the characters its cleaning
   deletes, which stay inside words) and the characters that are words of their own."""
   t = tokenization
-
-  def is_delimiter(char):
-    return (t.is_whitespace(char) or char.isspace()) and not t.is_removed_when_cleaning(char)
-
-  space = text_lib.re2_class(t.codepoint_ranges(is_delimiter))
+  space = text_lib.re2_class(t.codepoint_ranges(is_word_delimiter))
   alone = text_lib.re2_class(sorted(t.codepoint_ranges(t.is_punctuation) +
                                     tuple(t.CJK_RANGES)))
   return f"{space}|{alone}", alone
