@@ -119,8 +119,14 @@ flags.DEFINE_string("output_dir", None,
                     "Records, results.json and time_to_quality.png (default: a new temporary "
                     "directory, kept). Records already there are reused.")
 flags.DEFINE_string("worker", None, "Internal: run one system from this spec file.")
-flags.DEFINE_string("from_results", None,
-                    "Print the tables and draw the plot of an earlier run's results.json.")
+flags.DEFINE_list("from_results", None,
+                  "Print the tables and draw the plot of earlier runs: one results.json, or "
+                  "several (comma-separated; made with the same --budget_minutes and "
+                  "--eval_points) whose runs are joined, e.g. seeds or systems run apart. The "
+                  "plot is written beside the first.")
+flags.DEFINE_list("goal_systems", ["ours", "ours_adam_bc"],
+                  "Our systems that the goal table compares with the peers (a table for each "
+                  "that ran).")
 FLAGS = flags.FLAGS
 
 
@@ -568,8 +574,9 @@ GOALS = (("model_garden", 0.7), ("hf", 0.85))
 METRICS = (("accuracy", False, "masked-LM accuracy"), ("loss", True, "eval masked-LM loss"))
 
 
-def report_goals(by_system):
-  """Prints, for each peer of GOALS that ran and each metric, the minutes the peer and ours took
+def report_goals(by_system, ours="ours"):
+  """Prints, for each peer of GOALS that ran and each metric, the minutes the peer and `ours`
+  (one of our systems) took
   to reach the peer's final quality (median over seeds; interpolated between evaluations) and
   their ratio against the goal; then the same for the point halfway from the peer's first
   evaluation to its final quality, which lies on the curve's slope when the final one is on a
@@ -577,10 +584,10 @@ def report_goals(by_system):
   plateau: the commonest token) and a final value the peer's curve reached in its first half
   and kept within 1% (a plateau: the ratio is then within the noise), and targets that ours
   had reached by its first evaluation (its time is then an upper bound)."""
-  if "ours" not in by_system:
+  if ours not in by_system:
     return
-  print("\nGoals: minutes for ours to reach a peer's quality, against the peer's own "
-        "(interpolated between evaluations; median over seeds):\n")
+  print(f"\nGoals: minutes for {NAMES[ours]} to reach a peer's quality, against the peer's "
+        "own (interpolated between evaluations; median over seeds):\n")
   print("| peer | target | value | peer's minutes to it | ours' minutes to it | ratio | goal | "
         "verdict |")
   print("| --- | --- | --: | --: | --: | --: | --: | --- |")
@@ -603,23 +610,51 @@ def report_goals(by_system):
                            (f"halfway to it ({label})", (first + final) / 2)):
         if name.startswith("halfway") and _reaches(first, final, lower):
           continue  # the final value at the first evaluation: no slope to time
-        times = {s: minutes(s, target, key, lower) for s in (peer, "ours")}
-        if times["ours"] is None or times[peer] is None:
+        times = {s: minutes(s, target, key, lower) for s in (peer, ours)}
+        if times[ours] is None or times[peer] is None:
           print(f"| {NAMES[peer]} | {name} | {target:.4f} | {fmt(times[peer])} | "
-                f"{fmt(times['ours'])} | - | <= {bound:g} | "
-                f"{'ours did not reach it' if times['ours'] is None else '-'} |")
+                f"{fmt(times[ours])} | - | <= {bound:g} | "
+                f"{'ours did not reach it' if times[ours] is None else '-'} |")
           continue
-        ratio = times["ours"] / times[peer]
+        ratio = times[ours] / times[peer]
         verdict = "met" if ratio <= bound else "missed"
+        if f"{ratio:.2f}" == f"{bound:.2f}":
+          verdict += f" ({ratio:.4f})"  # at the bound to two places: the deciding digits
         if target == final and _reaches(first, final, lower):
           verdict = "not resolved: the peer's first evaluation had it (the first plateau)"
         elif target == final and abs(middle - final) <= 0.01 * abs(final):
           verdict += " (on a plateau: within the noise)"
-        ours_first = statistics.median([r["curve"][0]["seconds"] / 60 for r in by_system["ours"]])
-        if abs(times["ours"] - ours_first) < 1e-9:
+        ours_first = statistics.median([r["curve"][0]["seconds"] / 60 for r in by_system[ours]])
+        if abs(times[ours] - ours_first) < 1e-9:
           verdict += "; ours had it at its first evaluation (its time is an upper bound)"
         print(f"| {NAMES[peer]} | {name} | {target:.4f} | {fmt(times[peer])} | "
-              f"{fmt(times['ours'])} | {ratio:.2f} | <= {bound:g} | {verdict} |")
+              f"{fmt(times[ours])} | {ratio:.2f} | <= {bound:g} | {verdict} |")
+
+
+def joined_results(paths):
+  """The runs of several results.json files as one: their evaluation points must be the same,
+  and no system and seed may come twice (app.UsageError naming the files)."""
+  joined, origin = None, {}
+  for path in paths:
+    with open(path, encoding="utf-8") as f:
+      saved = json.load(f)
+    if joined is None:
+      joined = dict(saved, runs=[], settings=[])
+    elif saved["points"] != joined["points"]:
+      raise app.UsageError(f"--from_results: {path} was evaluated at other points than "
+                           f"{paths[0]} (another --budget_minutes or --eval_points): its runs "
+                           "cannot share a table")
+    for run in saved["runs"]:
+      key = (run["system"], run["seed"])
+      if key in origin:
+        raise app.UsageError(f"--from_results: {run['system']} seed {run['seed']} is in both "
+                             f"{origin[key]} and {path}; give each run once")
+      origin[key] = path
+      joined["runs"].append(run)
+    joined["settings"].append(saved["settings"] if len(paths) == 1 else
+                              f"{path}: {saved['settings']}")
+  joined["settings"] = "\n".join(joined["settings"])
+  return joined
 
 
 def report(runs, points, settings_text):
@@ -678,7 +713,8 @@ def report(runs, points, settings_text):
                   if v is not None]
         cells.append(_median_range(values) if len(values) == len(rs) else "-")
       print(f"| {NAMES[s]} | " + " | ".join(cells) + " |")
-  report_goals(by_system)
+  for ours in FLAGS.goal_systems:
+    report_goals(by_system, ours)
   return target
 
 
@@ -727,11 +763,10 @@ def main(argv):
     worker(FLAGS.worker)
     return
   if FLAGS.from_results:
-    with open(FLAGS.from_results, encoding="utf-8") as f:
-      saved = json.load(f)
+    saved = joined_results(FLAGS.from_results)
     FLAGS.systems = [s for s in SYSTEMS if any(r["system"] == s for r in saved["runs"])]
     target = report(saved["runs"], saved["points"], saved["settings"])
-    plot(saved["runs"], target, os.path.join(os.path.dirname(FLAGS.from_results),
+    plot(saved["runs"], target, os.path.join(os.path.dirname(FLAGS.from_results[0]),
                                              "time_to_quality.png"))
     return
   logging.set_verbosity(logging.WARNING)
