@@ -575,14 +575,14 @@ METRICS = (("accuracy", False, "masked-LM accuracy"), ("loss", True, "eval maske
 
 
 def report_goals(by_system, ours="ours"):
-  """Prints, for each peer of GOALS that ran and each metric, the minutes the peer and `ours`
-  (one of our systems) took to reach the peer's final quality (median over seeds; interpolated
-  between evaluations) and their ratio against the goal; then the same for the point halfway
-  from the peer's first evaluation to its final quality, which lies on the curve's slope when
-  the final one is on a plateau. Flagged: a final accuracy the peer's first evaluation already had (the first
-  plateau: the commonest token) and a final value the peer's curve reached in its first half
-  and kept within 1% (a plateau: the ratio is then within the noise), and targets that ours
-  had reached by its first evaluation (its time is then an upper bound)."""
+  """Prints, for each peer of GOALS that ran and each metric, the minutes the peer and `ours` (one
+  of our systems) took to reach the peer's final quality (median over seeds; interpolated between
+  evaluations) and their ratio against the goal; then the same for the point halfway from the
+  peer's first evaluation to its final quality, which lies on the curve's slope when the final one
+  is on a plateau. Flagged: a final accuracy the peer's first evaluation already had (the first
+  plateau: the commonest token) and a final value the peer's curve reached in its first half and
+  kept within 1% (a plateau: the ratio is then within the noise), and targets that ours had
+  reached by its first evaluation (its time is then an upper bound)."""
   if ours not in by_system:
     return
   print(f"\nGoals: minutes for {NAMES[ours]} to reach a peer's quality, against the peer's "
