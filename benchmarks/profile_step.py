@@ -1,15 +1,23 @@
-"""Where a training step's time goes: a TensorFlow profile of our systems of length_aware.py.
+"""Where a training step's time goes: a TensorFlow profile of our systems of length_aware.py,
+or of our pretraining step.
 
 For one task of length_aware.py (its records, model sizes and batches), each system named in
 --profile_systems trains --warmup_steps steps, then --steps steps untraced (the rate printed) and
---steps steps under tf.profiler. From the trace of TensorFlow's compute thread it prints the
-time per step by kind of op (self time: a TensorFlow kernel, or one fusion of an XLA kernel)
-and by XLA-compiled function (bert_tf/model/fused.py's forward and backward kernels), so the
-matmuls, the optimizer, the fused elementwise kernels and the executor's own work are told
-apart. The profile stays in --profile_dir (open it with TensorBoard's profile plugin).
+--steps steps under tf.profiler. --profile_task=pretraining profiles instead the pretraining
+step that run_pretraining and time_to_quality.py's "ours" train (--pretraining_preset, BERT-Mini
+by default, the last layer pruned, loop.Trainer with the original's AdamWeightDecay) on one
+random batch of --batch_size rows of --pretraining_seq_length tokens with
+--pretraining_predictions masked positions, repeated (benchmarks/pretraining.py shows that
+records and a repeated batch train at the same rate). From the trace of TensorFlow's compute
+thread it prints the time per step by kind of op (self time: a TensorFlow kernel, or one
+fusion of an XLA kernel) and by XLA-compiled function (bert_tf/model/fused.py's forward and
+backward kernels), so the matmuls, the optimizer, the fused elementwise kernels and the
+executor's own work are told apart. The profile stays in --profile_dir (open it with
+TensorBoard's profile plugin).
 
   python benchmarks/profile_step.py --threads=1 --profile_task=short --examples=480 \\
       --warmup_steps=15 --steps=5
+  python benchmarks/profile_step.py --threads=2 --profile_task=pretraining --steps=10
 
 The trace slows the step somewhat (the untraced rate is printed beside it): compare shares
 within one profile, and rates with length_aware.py.
@@ -35,7 +43,13 @@ FLAGS = flags.FLAGS
 flags.DEFINE_list("profile_systems", ["ours_packed", "ours"],
                   "Our systems of length_aware.py to profile (ours, ours_fixed, ours_packed, "
                   "ours_static, ours_grouped).")
-flags.DEFINE_enum("profile_task", "short", list(length_aware.TASKS), "The task profiled.")
+PRETRAINING = "pretraining"
+flags.DEFINE_enum("profile_task", "short", list(length_aware.TASKS) + [PRETRAINING],
+                  "The task profiled.")
+flags.DEFINE_string("pretraining_preset", "mini", "Model size of --profile_task=pretraining "
+                    "(bert_tf.config.PRESETS).")
+flags.DEFINE_integer("pretraining_seq_length", 128, "Sequence length of the pretraining rows.")
+flags.DEFINE_integer("pretraining_predictions", 20, "Masked positions per pretraining row.")
 flags.DEFINE_string("profile_dir", "", "Where the profiles go; default a temporary folder.")
 flags.DEFINE_integer("op_rows", 25, "Op kinds printed per system.")
 
@@ -109,8 +123,66 @@ def print_profile(system, rate, traced_seconds, steps, events):
       print(f"| - {function} | {per_step(micros):.1f} | {100 * micros / total:.1f}% |")
 
 
+def pretraining_run(tf):
+  """run(steps) -> examples of our pretraining step (see the module docstring), and its name."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from bert_tf.config import preset  # pylint: disable=g-import-not-at-top
+  from bert_tf.model.heads import build_pretraining_model  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import optimization  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import pretraining  # pylint: disable=g-import-not-at-top
+  config = preset(FLAGS.pretraining_preset)
+  b, s, p = FLAGS.batch_size, FLAGS.pretraining_seq_length, FLAGS.pretraining_predictions
+  if not 0 < p < s:
+    raise ValueError(f"--pretraining_predictions must be in [1, {s - 1}], got {p}")
+  strategy = loop.select_strategy("one_device")
+  with strategy.scope():
+    model = build_pretraining_model(config, prune_last_layer=True)
+    optimizer = optimization.create_optimizer("adamw", FLAGS.learning_rate, 10 ** 6, 100)
+    optimizer.build(model.trainable_variables)
+  trainer = loop.Trainer(strategy, model, optimizer, pretraining.TASK, b)
+  rng = np.random.default_rng(FLAGS.data_seed)
+  first_segment = np.arange(s) < s // 2
+  batch = dict(
+      input_word_ids=rng.integers(1000, config.vocab_size, (b, s)).astype(np.int32),
+      input_mask=np.ones((b, s), np.int32),
+      input_type_ids=np.tile(np.where(first_segment, 0, 1), (b, 1)).astype(np.int32),
+      masked_lm_positions=np.sort(np.stack([rng.choice(np.arange(1, s), p, replace=False)
+                                            for _ in range(b)]), axis=1).astype(np.int32),
+      masked_lm_ids=rng.integers(1000, config.vocab_size, (b, p)).astype(np.int32),
+      masked_lm_weights=np.ones((b, p), np.float32),
+      next_sentence_labels=rng.integers(0, 2, (b, 1)).astype(np.int32))
+  iterator = iter(strategy.experimental_distribute_dataset(
+      tf.data.Dataset.from_tensors(batch).repeat()))
+
+  def run(steps):
+    trainer.train_loop(iterator, tf.constant(steps))
+    return steps * b
+  return run, (f"ours, pretraining {FLAGS.pretraining_preset} (batch {b}, sequence {s}, "
+                f"{p} predictions)")
+
+
+def profile(tf, run, name, profile_dir):
+  """Warms run up, times --steps untraced, traces --steps more and prints the profile."""
+  run(FLAGS.warmup_steps)
+  started = time.perf_counter()
+  examples = run(FLAGS.steps)
+  rate = examples / (time.perf_counter() - started)
+  tf.profiler.experimental.start(profile_dir)
+  started = time.perf_counter()
+  run(FLAGS.steps)
+  traced = time.perf_counter() - started
+  tf.profiler.experimental.stop()
+  print_profile(name, rate, traced, FLAGS.steps, trace_events(profile_dir))
+
+
 def main():
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  if FLAGS.profile_task == PRETRAINING:
+    with tempfile.TemporaryDirectory() as directory:
+      run, name = pretraining_run(tf)
+      profile(tf, run, name, FLAGS.profile_dir or os.path.join(directory, PRETRAINING))
+    return
   from bert_tf import length_buckets  # pylint: disable=g-import-not-at-top
   from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
   from bert_tf.training import input_pipeline  # pylint: disable=g-import-not-at-top
@@ -133,17 +205,7 @@ def main():
     systems = length_aware.task_systems(task, path, seq, buckets, {}, settings, fitted)
     for system in FLAGS.profile_systems:
       run, _ = systems[system](config, None, FLAGS.warmup_steps + 2 * FLAGS.steps, 2)
-      run(FLAGS.warmup_steps)
-      started = time.perf_counter()
-      examples = run(FLAGS.steps)
-      rate = examples / (time.perf_counter() - started)
-      profile_dir = os.path.join(profile_root, system)
-      tf.profiler.experimental.start(profile_dir)
-      started = time.perf_counter()
-      run(FLAGS.steps)
-      traced = time.perf_counter() - started
-      tf.profiler.experimental.stop()
-      print_profile(system, rate, traced, FLAGS.steps, trace_events(profile_dir))
+      profile(tf, run, system, os.path.join(profile_root, system))
 
 
 if __name__ == "__main__":
