@@ -179,6 +179,9 @@ def profile(tf, run, name, profile_dir):
 def main():
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   if FLAGS.profile_task == PRETRAINING:
+    if FLAGS["profile_systems"].present:
+      raise ValueError("--profile_systems names systems of length_aware.py's tasks; "
+                       "--profile_task=pretraining profiles our pretraining step only")
     with tempfile.TemporaryDirectory() as directory:
       run, name = pretraining_run(tf)
       profile(tf, run, name, FLAGS.profile_dir or os.path.join(directory, PRETRAINING))
