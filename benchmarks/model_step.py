@@ -43,20 +43,7 @@ FLAGS = flags.FLAGS
 # Shared with length_aware.py (the FLOP count above and the peak it is compared with).
 model_flops = peers.model_flops
 matmul_peak_gflops = peers.matmul_peak_gflops
-
-
-def random_batch(np, config, batch, seq, predictions, rng):
-  lengths = rng.integers(seq // 2, seq + 1, size=batch)
-  mask = (np.arange(seq)[None, :] < lengths[:, None]).astype(np.int32)
-  ids = rng.integers(1, config.vocab_size, size=(batch, seq)).astype(np.int32) * mask
-  types = (np.arange(seq)[None, :] >= (lengths // 2)[:, None]).astype(np.int32) * mask
-  positions = np.sort(rng.integers(1, seq // 2, size=(batch, predictions)), axis=1)
-  return dict(
-      input_word_ids=ids, input_mask=mask, input_type_ids=types,
-      masked_lm_positions=positions.astype(np.int32),
-      masked_lm_ids=rng.integers(0, config.vocab_size, (batch, predictions)).astype(np.int32),
-      masked_lm_weights=np.ones((batch, predictions), np.float32),
-      next_sentence_labels=rng.integers(0, 2, (batch, 1)).astype(np.int32))
+random_batch = peers.random_batch
 
 
 def time_interleaved(steps_by_system, batch, rounds):

@@ -121,6 +121,22 @@ def model_flops(config, seq, predictions):
   return config.num_hidden_layers * per_layer + heads
 
 
+def random_batch(np, config, batch, seq, predictions, rng):
+  """A random pretraining batch (numpy): rows of seq // 2 to seq real tokens in two segments,
+  `predictions` masked positions in each row's first half."""
+  lengths = rng.integers(seq // 2, seq + 1, size=batch)
+  mask = (np.arange(seq)[None, :] < lengths[:, None]).astype(np.int32)
+  ids = rng.integers(1, config.vocab_size, size=(batch, seq)).astype(np.int32) * mask
+  types = (np.arange(seq)[None, :] >= (lengths // 2)[:, None]).astype(np.int32) * mask
+  positions = np.sort(rng.integers(1, seq // 2, size=(batch, predictions)), axis=1)
+  return dict(
+      input_word_ids=ids, input_mask=mask, input_type_ids=types,
+      masked_lm_positions=positions.astype(np.int32),
+      masked_lm_ids=rng.integers(0, config.vocab_size, (batch, predictions)).astype(np.int32),
+      masked_lm_weights=np.ones((batch, predictions), np.float32),
+      next_sentence_labels=rng.integers(0, 2, (batch, 1)).astype(np.int32))
+
+
 def matmul_peak_gflops(tf):
   """Best float32 matmul rate (GFLOP/s) of 1024^3 products at the configured thread count."""
   a = tf.random.normal((1024, 1024))

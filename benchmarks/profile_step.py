@@ -7,8 +7,8 @@ For one task of length_aware.py (its records, model sizes and batches), each sys
 step that run_pretraining and time_to_quality.py's "ours" train (--pretraining_preset, BERT-Mini
 by default, the last layer pruned, loop.Trainer with the original's AdamWeightDecay) on one
 random batch of --batch_size rows of --pretraining_seq_length tokens with
---pretraining_predictions masked positions, repeated (benchmarks/pretraining.py shows that
-records and a repeated batch train at the same rate). From the trace of TensorFlow's compute
+--pretraining_predictions masked positions (peers.random_batch, model_step.py's), repeated
+(benchmarks/pretraining.py shows that records and a repeated batch train at the same rate). From the trace of TensorFlow's compute
 thread it prints the time per step by kind of op (self time: a TensorFlow kernel, or one
 fusion of an XLA kernel) and by XLA-compiled function (bert_tf/model/fused.py's forward and
 backward kernels), so the matmuls, the optimizer, the fused elementwise kernels and the
@@ -38,6 +38,7 @@ from absl import flags
 
 import harness
 import length_aware
+import peers
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("profile_systems", ["ours_packed", "ours"],
@@ -133,25 +134,16 @@ def pretraining_run(tf):
   from bert_tf.training import pretraining  # pylint: disable=g-import-not-at-top
   config = preset(FLAGS.pretraining_preset)
   b, s, p = FLAGS.batch_size, FLAGS.pretraining_seq_length, FLAGS.pretraining_predictions
-  if not 0 < p < s:
-    raise ValueError(f"--pretraining_predictions must be in [1, {s - 1}], got {p}")
+  if not 0 < p or s < 4:
+    raise ValueError(f"--pretraining_predictions must be positive and "
+                     f"--pretraining_seq_length at least 4, got {p} and {s}")
   strategy = loop.select_strategy("one_device")
   with strategy.scope():
     model = build_pretraining_model(config, prune_last_layer=True)
     optimizer = optimization.create_optimizer("adamw", FLAGS.learning_rate, 10 ** 6, 100)
     optimizer.build(model.trainable_variables)
   trainer = loop.Trainer(strategy, model, optimizer, pretraining.TASK, b)
-  rng = np.random.default_rng(FLAGS.data_seed)
-  first_segment = np.arange(s) < s // 2
-  batch = dict(
-      input_word_ids=rng.integers(1000, config.vocab_size, (b, s)).astype(np.int32),
-      input_mask=np.ones((b, s), np.int32),
-      input_type_ids=np.tile(np.where(first_segment, 0, 1), (b, 1)).astype(np.int32),
-      masked_lm_positions=np.sort(np.stack([rng.choice(np.arange(1, s), p, replace=False)
-                                            for _ in range(b)]), axis=1).astype(np.int32),
-      masked_lm_ids=rng.integers(1000, config.vocab_size, (b, p)).astype(np.int32),
-      masked_lm_weights=np.ones((b, p), np.float32),
-      next_sentence_labels=rng.integers(0, 2, (b, 1)).astype(np.int32))
+  batch = peers.random_batch(np, config, b, s, p, np.random.default_rng(FLAGS.data_seed))
   iterator = iter(strategy.experimental_distribute_dataset(
       tf.data.Dataset.from_tensors(batch).repeat()))
 

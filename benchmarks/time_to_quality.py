@@ -590,6 +590,7 @@ def report_goals(by_system, ours="ours"):
   print("| peer | target | value | peer's minutes to it | ours' minutes to it | ratio | goal | "
         "verdict |")
   print("| --- | --- | --: | --: | --: | --: | --: | --- |")
+  ours_first = statistics.median([r["curve"][0]["seconds"] / 60 for r in by_system[ours]])
 
   def minutes(system, target, key, lower):
     reached = [_crossing_minutes(r["curve"], target, key, lower) for r in by_system[system]]
@@ -623,7 +624,6 @@ def report_goals(by_system, ours="ours"):
           verdict = "not resolved: the peer's first evaluation had it (the first plateau)"
         elif target == final and abs(middle - final) <= 0.01 * abs(final):
           verdict += " (on a plateau: within the noise)"
-        ours_first = statistics.median([r["curve"][0]["seconds"] / 60 for r in by_system[ours]])
         if abs(times[ours] - ours_first) < 1e-9:
           verdict += "; ours had it at its first evaluation (its time is an upper bound)"
         print(f"| {NAMES[peer]} | {name} | {target:.4f} | {fmt(times[peer])} | "
@@ -633,12 +633,12 @@ def report_goals(by_system, ours="ours"):
 def joined_results(paths):
   """The runs of several results.json files as one: their evaluation points must be the same,
   and no system and seed may come twice (app.UsageError naming the files)."""
-  joined, origin = None, {}
+  joined, origin, settings = None, {}, []
   for path in paths:
     with open(path, encoding="utf-8") as f:
       saved = json.load(f)
     if joined is None:
-      joined = dict(saved, runs=[], settings=[])
+      joined = dict(saved, runs=[])
     elif saved["points"] != joined["points"]:
       raise app.UsageError(f"--from_results: {path} was evaluated at other points than "
                            f"{paths[0]} (another --budget_minutes or --eval_points): its runs "
@@ -650,9 +650,8 @@ def joined_results(paths):
                              f"{origin[key]} and {path}; give each run once")
       origin[key] = path
       joined["runs"].append(run)
-    joined["settings"].append(saved["settings"] if len(paths) == 1 else
-                              f"{path}: {saved['settings']}")
-  joined["settings"] = "\n".join(joined["settings"])
+    settings.append(saved["settings"] if len(paths) == 1 else f"{path}: {saved['settings']}")
+  joined["settings"] = "\n".join(settings)
   return joined
 
 
