@@ -3,17 +3,16 @@ or of our pretraining step.
 
 For one task of length_aware.py (its records, model sizes and batches), each system named in
 --profile_systems trains --warmup_steps steps, then --steps steps untraced (the rate printed) and
---steps steps under tf.profiler. --profile_task=pretraining profiles instead the pretraining
-step that run_pretraining and time_to_quality.py's "ours" train (--pretraining_preset, BERT-Mini
-by default, the last layer pruned, loop.Trainer with the original's AdamWeightDecay) on one
-random batch of --batch_size rows of --pretraining_seq_length tokens with
---pretraining_predictions masked positions (peers.random_batch, model_step.py's), repeated
-(benchmarks/pretraining.py shows that records and a repeated batch train at the same rate). From the trace of TensorFlow's compute
-thread it prints the time per step by kind of op (self time: a TensorFlow kernel, or one
-fusion of an XLA kernel) and by XLA-compiled function (bert_tf/model/fused.py's forward and
-backward kernels), so the matmuls, the optimizer, the fused elementwise kernels and the
-executor's own work are told apart. The profile stays in --profile_dir (open it with
-TensorBoard's profile plugin).
+--steps steps under tf.profiler. --profile_task=pretraining profiles instead the pretraining step
+that run_pretraining and time_to_quality.py's "ours" train (--pretraining_preset, BERT-Mini by
+default, the last layer pruned, loop.Trainer with the original's AdamWeightDecay) on one random
+batch of --batch_size rows of --pretraining_seq_length tokens with --pretraining_predictions masked
+positions (peers.random_batch, model_step.py's), repeated (benchmarks/pretraining.py shows that
+records and a repeated batch train at the same rate). From the trace of TensorFlow's compute thread
+it prints the time per step by kind of op (self time: a TensorFlow kernel, or one fusion of an XLA
+kernel) and by XLA-compiled function (bert_tf/model/fused.py's forward and backward kernels), so the
+matmuls, the optimizer, the fused elementwise kernels and the executor's own work are told apart.
+The profile stays in --profile_dir (open it with TensorBoard's profile plugin).
 
   python benchmarks/profile_step.py --threads=1 --profile_task=short --examples=480 \\
       --warmup_steps=15 --steps=5
