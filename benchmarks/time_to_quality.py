@@ -55,6 +55,7 @@ Usage (from the repository root):
       --seeds=1 --eval_points=2                              # a smoke run
 """
 
+import contextlib
 import json
 import math
 import os
@@ -84,6 +85,8 @@ NAMES = {"ours": "ours (run_pretraining defaults)",
          "model_garden": "Model Garden BertPretrainerV2",
          "hf": "HF BertForPreTraining (gathered)",
          "hf_mlm": "HF run_mlm-style (MLM only: other objective)"}
+PRECISION_TEXT = {"none": "float32",
+                  "bfloat16": "mixed bfloat16 (float32 weights and optimizer)"}
 # Systems whose accuracy sets the target: the faithful objective (masked LM + next sentence).
 TARGET_SYSTEMS = ("ours", "ours_dynamic", "ours_lamb", "ours_adam_bc", "model_garden", "hf")
 
@@ -114,6 +117,12 @@ flags.DEFINE_integer("eval_points", 5, "Evaluations per run, evenly spread over 
 flags.DEFINE_list("seeds", ["1", "2"], "Seeds (weights, data order, masks, dropout).")
 flags.DEFINE_list("systems", list(DEFAULT_SYSTEMS), f"Systems, of {', '.join(SYSTEMS)}.")
 flags.DEFINE_integer("threads", 2, "Threads per run (TensorFlow intra/inter-op, torch).")
+flags.DEFINE_enum("mixed_precision", "none", ["none", "bfloat16"],
+                  "Compute dtype of every system, each the way its users ask for it: ours "
+                  "run_pretraining's --mixed_precision (Keras' mixed_bfloat16), Model Garden "
+                  "tf_keras' mixed_bfloat16 global policy (its trainer's "
+                  "mixed_precision_dtype), Hugging Face torch.autocast to bfloat16 around the "
+                  "forward pass (its Trainer's --bf16); weights and optimizer in float32.")
 flags.DEFINE_float("call_seconds", 4.0, "Training seconds per call between clock checks.")
 flags.DEFINE_string("output_dir", None,
                     "Records, results.json and time_to_quality.png (default: a new temporary "
@@ -413,6 +422,8 @@ def run_hf(spec):
   torch.set_num_threads(spec["threads"])
   torch.manual_seed(spec["seed"])
   mlm_only = spec["system"] == "hf_mlm"
+  bf16 = spec["mixed_precision"] == "bfloat16"
+  autocast = lambda: torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16)
   hf_config = peers.hf_bert_config(spec["config"])
   model = (transformers.BertForMaskedLM(hf_config) if mlm_only
            else transformers.BertForPreTraining(hf_config))
@@ -449,20 +460,21 @@ def run_hf(spec):
   def step():
     batch, weights = tensors(data, (position[0] % n_batches) * b, b)
     position[0] += 1
-    if mlm_only:
-      mask = torch.isin(batch["input_word_ids"], special)
-      inputs, labels = collator.torch_mask_tokens(batch["input_word_ids"].clone(),
-                                                  special_tokens_mask=mask)
-      loss = model(input_ids=inputs, attention_mask=batch["input_mask"],
-                   token_type_ids=batch["input_type_ids"], labels=labels).loss
-    else:
-      mlm_logits, pooled = gathered_logits(batch, batch["masked_lm_positions"])
-      nll = torch.nn.functional.cross_entropy(mlm_logits.flatten(0, 1),
-                                              batch["masked_lm_ids"].flatten(),
-                                              reduction="none").view(weights.shape)
-      nsp = torch.nn.functional.cross_entropy(model.cls.seq_relationship(pooled),
-                                              batch["next_sentence_labels"].view(-1))
-      loss = (weights * nll).sum() / (weights.sum() + 1e-5) + nsp
+    with autocast():  # the forward pass and the loss; backward outside, as autocast asks
+      if mlm_only:
+        mask = torch.isin(batch["input_word_ids"], special)
+        inputs, labels = collator.torch_mask_tokens(batch["input_word_ids"].clone(),
+                                                    special_tokens_mask=mask)
+        loss = model(input_ids=inputs, attention_mask=batch["input_mask"],
+                     token_type_ids=batch["input_type_ids"], labels=labels).loss
+      else:
+        mlm_logits, pooled = gathered_logits(batch, batch["masked_lm_positions"])
+        nll = torch.nn.functional.cross_entropy(mlm_logits.flatten(0, 1).float(),
+                                                batch["masked_lm_ids"].flatten(),
+                                                reduction="none").view(weights.shape)
+        nsp = torch.nn.functional.cross_entropy(model.cls.seq_relationship(pooled).float(),
+                                                batch["next_sentence_labels"].view(-1))
+        loss = (weights * nll).sum() / (weights.sum() + 1e-5) + nsp
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     optimizer.step()
@@ -483,12 +495,13 @@ def run_hf(spec):
     model.eval()
     sums = {"nll": 0.0, "correct": 0.0, "weight": 0.0}
     eb = spec["eval_batch_size"]
-    with torch.no_grad():
+    with torch.no_grad(), autocast():
       for i in range(0, len(eval_arrays["input_word_ids"]), eb):
         batch, weights = tensors(eval_arrays, i, eb)
         # The same logits as the full model's at the masked positions (hf_mlm's too: its
         # vocabulary projection is computed where it is read, off the clock either way).
         logits, _ = gathered_logits(batch, batch["masked_lm_positions"])
+        logits = logits.float()
         nll = torch.nn.functional.cross_entropy(logits.flatten(0, 1),
                                                 batch["masked_lm_ids"].flatten(),
                                                 reduction="none").view(weights.shape)
@@ -501,6 +514,26 @@ def run_hf(spec):
   return train, evaluate, b, params
 
 
+@contextlib.contextmanager
+def precision(spec):
+  """The run's --mixed_precision for a TensorFlow system, around its building and training
+  (Hugging Face's autocast is entered around its forward passes, in run_hf)."""
+  mixed = spec["mixed_precision"]
+  if spec["system"].startswith("hf") or mixed == "none":
+    yield
+  elif spec["system"] == "model_garden":
+    import tf_keras  # pylint: disable=g-import-not-at-top
+    tf_keras.mixed_precision.set_global_policy(f"mixed_{mixed}")
+    try:
+      yield
+    finally:
+      tf_keras.mixed_precision.set_global_policy("float32")
+  else:
+    from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
+    with loop.dtype_policy(mixed):
+      yield
+
+
 def worker(spec_path):
   """One (system, seed) run: its curve and facts into spec["output"]."""
   started = time.perf_counter()
@@ -508,9 +541,10 @@ def worker(spec_path):
     spec = json.load(f)
   build = run_hf if spec["system"].startswith("hf") else (
       run_model_garden if spec["system"] == "model_garden" else run_ours)
-  train, evaluate, batch, params = build(spec)
-  startup = time.perf_counter() - started
-  curve, first_call = drive(train, evaluate, spec, batch)
+  with precision(spec):
+    train, evaluate, batch, params = build(spec)
+    startup = time.perf_counter() - started
+    curve, first_call = drive(train, evaluate, spec, batch)
   result = dict(system=spec["system"], seed=spec["seed"], batch_size=batch, parameters=params,
                 startup_seconds=startup, first_call_seconds=first_call, curve=curve)
   with open(spec["output"], "w", encoding="utf-8") as f:
@@ -643,6 +677,11 @@ def joined_results(paths):
       raise app.UsageError(f"--from_results: {path} was evaluated at other points than "
                            f"{paths[0]} (another --budget_minutes or --eval_points): its runs "
                            "cannot share a table")
+    elif saved.get("mixed_precision", "none") != joined.get("mixed_precision", "none"):
+      raise app.UsageError(f"--from_results: {path} ran with --mixed_precision="
+                           f"{saved.get('mixed_precision', 'none')}, {paths[0]} with "
+                           f"{joined.get('mixed_precision', 'none')}: its runs cannot share a "
+                           "table")
     for run in saved["runs"]:
       key = (run["system"], run["seed"])
       if key in origin:
@@ -716,7 +755,7 @@ def report(runs, points, settings_text):
   return target
 
 
-def plot(runs, target, path):
+def plot(runs, target, path, mixed_precision):
   """Accuracy against training minutes and against steps, median and range over seeds."""
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
@@ -748,8 +787,8 @@ def plot(runs, target, path):
       axis.grid(alpha=0.3)
   by_time = axes[0][0]
   by_time.legend(fontsize=8)
-  figure.suptitle("Time to quality: BERT pretraining from scratch, median and range over seeds",
-                  fontsize=10)
+  figure.suptitle("Time to quality: BERT pretraining from scratch, median and range over seeds; "
+                  f"{PRECISION_TEXT[mixed_precision]}", fontsize=10)
   figure.tight_layout()
   figure.savefig(path, dpi=110)
   plt.close(figure)
@@ -765,7 +804,8 @@ def main(argv):
     FLAGS.systems = [s for s in SYSTEMS if any(r["system"] == s for r in saved["runs"])]
     target = report(saved["runs"], saved["points"], saved["settings"])
     plot(saved["runs"], target, os.path.join(os.path.dirname(FLAGS.from_results[0]),
-                                             "time_to_quality.png"))
+                                             "time_to_quality.png"),
+         saved.get("mixed_precision", "none"))
     return
   logging.set_verbosity(logging.WARNING)
   unknown = [s for s in FLAGS.systems if s not in SYSTEMS]
@@ -816,6 +856,7 @@ def main(argv):
                   schedule_steps=max(1, round(FLAGS.schedule_steps / scale)),
                   warmup=round(FLAGS.num_warmup_steps / scale), points=points,
                   call_seconds=FLAGS.call_seconds, eval_batch_size=FLAGS.eval_batch_size,
+                  mixed_precision=FLAGS.mixed_precision,
                   output=os.path.join(directory, f"run_{system}_{seed}.json"))
       spec_path = os.path.join(directory, f"spec_{system}_{seed}.json")
       with open(spec_path, "w", encoding="utf-8") as f:
@@ -836,7 +877,7 @@ def main(argv):
       f"{FLAGS.max_predictions_per_seq} predictions, batch {FLAGS.batch_size} (LAMB "
       f"{FLAGS.lamb_batch_size}), peak lr {FLAGS.learning_rate:g} (LAMB "
       f"{FLAGS.lamb_learning_rate:g}), warmup {FLAGS.num_warmup_steps}, linear decay to 0 at "
-      f"step {FLAGS.schedule_steps}; budget {FLAGS.budget_minutes:g} training-clock minutes per "
+      f"step {FLAGS.schedule_steps}; {PRECISION_TEXT[FLAGS.mixed_precision]}; budget {FLAGS.budget_minutes:g} training-clock minutes per "
       f"run, {FLAGS.eval_points} evaluations of {eval_examples} held-out instances; seeds "
       f"{','.join(map(str, seeds))}; {FLAGS.threads} threads per run; {peers.kernels_text()}; "
       f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
@@ -844,9 +885,10 @@ def main(argv):
   target = report(runs, points, settings_text)
   results_path = os.path.join(directory, "results.json")
   with open(results_path, "w", encoding="utf-8") as f:
-    json.dump(dict(settings=settings_text, points=points, target=target, runs=runs), f, indent=1)
+    json.dump(dict(settings=settings_text, points=points, target=target,
+                   mixed_precision=FLAGS.mixed_precision, runs=runs), f, indent=1)
   plot_path = os.path.join(directory, "time_to_quality.png")
-  plot(runs, target, plot_path)
+  plot(runs, target, plot_path, FLAGS.mixed_precision)
   print(f"\nresults: {results_path}\nplot: {plot_path}")
 
 
