@@ -8,10 +8,11 @@ that run_pretraining and time_to_quality.py's "ours" train (--pretraining_preset
 default, the last layer pruned, loop.Trainer with the original's AdamWeightDecay) on one random
 batch of --batch_size rows of --pretraining_seq_length tokens with --pretraining_predictions masked
 positions (peers.random_batch, model_step.py's), repeated (benchmarks/pretraining.py shows that
-records and a repeated batch train at the same rate). From the trace of TensorFlow's compute thread
-it prints the time per step by kind of op (self time: a TensorFlow kernel, or one fusion of an XLA
-kernel) and by XLA-compiled function (bert_tf/model/fused.py's forward and backward kernels), so the
-matmuls, the optimizer, the fused elementwise kernels and the executor's own work are told apart.
+records and a repeated batch train at the same rate), in float32 or --pretraining_mixed_precision.
+From the trace of TensorFlow's compute thread it prints the time per step by kind of op (self
+time: a TensorFlow kernel, or one fusion of an XLA kernel) and by XLA-compiled function
+(bert_tf/model/fused.py's forward and backward kernels), so the matmuls, the optimizer, the fused
+elementwise kernels and the executor's own work are told apart.
 The profile stays in --profile_dir (open it with TensorBoard's profile plugin).
 
   python benchmarks/profile_step.py --threads=1 --profile_task=short --examples=480 \\
@@ -50,6 +51,9 @@ flags.DEFINE_string("pretraining_preset", "mini", "Model size of --profile_task=
                     "(bert_tf.config.PRESETS).")
 flags.DEFINE_integer("pretraining_seq_length", 128, "Sequence length of the pretraining rows.")
 flags.DEFINE_integer("pretraining_predictions", 20, "Masked positions per pretraining row.")
+flags.DEFINE_enum("pretraining_mixed_precision", "none", ["none", "bfloat16"],
+                  "Compute dtype of --profile_task=pretraining (run_pretraining's "
+                  "--mixed_precision).")
 flags.DEFINE_string("profile_dir", "", "Where the profiles go; default a temporary folder.")
 flags.DEFINE_integer("op_rows", 25, "Op kinds printed per system.")
 
@@ -149,8 +153,10 @@ def pretraining_run(tf):
   def run(steps):
     trainer.train_loop(iterator, tf.constant(steps))
     return steps * b
+  precision = ("" if FLAGS.pretraining_mixed_precision == "none"
+               else f", mixed {FLAGS.pretraining_mixed_precision}")
   return run, (f"ours, pretraining {FLAGS.pretraining_preset} (batch {b}, sequence {s}, "
-                f"{p} predictions)")
+                f"{p} predictions{precision})")
 
 
 def profile(tf, run, name, profile_dir):
@@ -173,7 +179,9 @@ def main():
     if FLAGS["profile_systems"].present:
       raise ValueError("--profile_systems names systems of length_aware.py's tasks; "
                        "--profile_task=pretraining profiles our pretraining step only")
-    with tempfile.TemporaryDirectory() as directory:
+    from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
+    with tempfile.TemporaryDirectory() as directory, loop.dtype_policy(
+        FLAGS.pretraining_mixed_precision):
       run, name = pretraining_run(tf)
       profile(tf, run, name, FLAGS.profile_dir or os.path.join(directory, PRETRAINING))
     return

@@ -53,6 +53,9 @@ Usage (from the repository root):
       --seeds=1,2,3 --output_dir=/tmp/ttq                    # longer runs
   python benchmarks/time_to_quality.py --systems=ours,model_garden --budget_minutes=1 \
       --seeds=1 --eval_points=2                              # a smoke run
+  python benchmarks/time_to_quality.py --systems=ours_adam_bc,model_garden \
+      --mixed_precision=bfloat16 --budget_minutes=15 --seeds=1,2,3 --eval_points=6
+                                          # every system in mixed bfloat16 (AMX, TPU, GPUs)
 """
 
 import contextlib
@@ -877,8 +880,9 @@ def main(argv):
       f"{FLAGS.max_predictions_per_seq} predictions, batch {FLAGS.batch_size} (LAMB "
       f"{FLAGS.lamb_batch_size}), peak lr {FLAGS.learning_rate:g} (LAMB "
       f"{FLAGS.lamb_learning_rate:g}), warmup {FLAGS.num_warmup_steps}, linear decay to 0 at "
-      f"step {FLAGS.schedule_steps}; {PRECISION_TEXT[FLAGS.mixed_precision]}; budget {FLAGS.budget_minutes:g} training-clock minutes per "
-      f"run, {FLAGS.eval_points} evaluations of {eval_examples} held-out instances; seeds "
+      f"step {FLAGS.schedule_steps}; {PRECISION_TEXT[FLAGS.mixed_precision]}; budget "
+      f"{FLAGS.budget_minutes:g} training-clock minutes per run, {FLAGS.eval_points} "
+      f"evaluations of {eval_examples} held-out instances; seeds "
       f"{','.join(map(str, seeds))}; {FLAGS.threads} threads per run; {peers.kernels_text()}; "
       f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
       f"benchmark wall time {(time.time() - started) / 60:.1f} min")

@@ -114,18 +114,24 @@ def dropout(x, rate, seed):
 
 
 # === GELU (tanh form, the original's "gelu") ===
+# Computed in float32 whatever the input's dtype, rounded once at the end: in bfloat16, XLA on CPU
+# rounds every intermediate back to bfloat16, and those conversions made the two kernels 4x
+# slower than in float32 (benchmarks/README.md, "Time to quality", the bfloat16 profile).
 @tf.function(jit_compile=True, autograph=False)
 def _gelu_forward(x):
-  return 0.5 * x * (1.0 + tf.tanh(GELU_TANH_COEFFICIENT * (x + GELU_CUBIC * x * x * x)))
+  x32 = tf.cast(x, tf.float32)
+  y = 0.5 * x32 * (1.0 + tf.tanh(GELU_TANH_COEFFICIENT * (x32 + GELU_CUBIC * x32 * x32 * x32)))
+  return tf.cast(y, x.dtype)
 
 
 @tf.function(jit_compile=True, autograph=False)
 def _gelu_backward(x, dy):
-  x2 = x * x
-  t = tf.tanh(GELU_TANH_COEFFICIENT * x * (1.0 + GELU_CUBIC * x2))
+  x32 = tf.cast(x, tf.float32)
+  x2 = x32 * x32
+  t = tf.tanh(GELU_TANH_COEFFICIENT * x32 * (1.0 + GELU_CUBIC * x2))
   slope = (0.5 * (1.0 + t)
-           + 0.5 * x * (1.0 - t * t) * GELU_TANH_COEFFICIENT * (1.0 + 3.0 * GELU_CUBIC * x2))
-  return dy * slope
+           + 0.5 * x32 * (1.0 - t * t) * GELU_TANH_COEFFICIENT * (1.0 + 3.0 * GELU_CUBIC * x2))
+  return tf.cast(tf.cast(dy, tf.float32) * slope, dy.dtype)
 
 
 @tf.custom_gradient

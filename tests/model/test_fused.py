@@ -56,6 +56,13 @@ def test_gelu_in_bfloat16():
   assert y.dtype == tf.bfloat16 and g.dtype == tf.bfloat16
   want = tf.nn.gelu(tf.cast(x, tf.float32), approximate=True)
   np.testing.assert_allclose(tf.cast(y, tf.float32).numpy(), want.numpy(), rtol=1e-2, atol=1e-2)
+  # Computed in float32 and rounded once: the float32 kernel's values and gradients, rounded.
+  x = tf.cast(tf.constant(np.random.default_rng(4).normal(0, 3, 4096), tf.float32), tf.bfloat16)
+  dy = tf.cast(tf.constant(np.random.default_rng(5).normal(0, 1, 4096), tf.float32), tf.bfloat16)
+  y, g = _value_and_grad(fused.gelu_tanh, x, dy)
+  y32, g32 = _value_and_grad(fused.gelu_tanh, tf.cast(x, tf.float32), tf.cast(dy, tf.float32))
+  np.testing.assert_array_equal(y.numpy(), tf.cast(y32, tf.bfloat16).numpy())
+  np.testing.assert_array_equal(g.numpy(), tf.cast(g32, tf.bfloat16).numpy())
 
 
 def _attention_inputs(rng, dtype=tf.float32):
