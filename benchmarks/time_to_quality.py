@@ -120,7 +120,7 @@ flags.DEFINE_integer("eval_points", 5, "Evaluations per run, evenly spread over 
 flags.DEFINE_list("seeds", ["1", "2"], "Seeds (weights, data order, masks, dropout).")
 flags.DEFINE_list("systems", list(DEFAULT_SYSTEMS), f"Systems, of {', '.join(SYSTEMS)}.")
 flags.DEFINE_integer("threads", 2, "Threads per run (TensorFlow intra/inter-op, torch).")
-flags.DEFINE_enum("mixed_precision", "none", ["none", "bfloat16"],
+flags.DEFINE_enum("mixed_precision", "none", list(PRECISION_TEXT),
                   "Compute dtype of every system, each the way its users ask for it: ours "
                   "run_pretraining's --mixed_precision (Keras' mixed_bfloat16), Model Garden "
                   "tf_keras' mixed_bfloat16 global policy (its trainer's "
