@@ -88,16 +88,22 @@ def dropout_mask(shape, seed, threshold, scale, dtype):
   return tf.reshape(tf.cast(keep, dtype) * tf.cast(scale, dtype), shape)
 
 
-def _masked(x, seed, threshold, scale):
-  """x times its dropout mask (dropout_mask of x's shape and dtype); inside XLA kernels, where
-  the mask fuses into the product. Forward and backward passes both call it, so the backward
-  draws the forward's mask again from the same seed."""
-  return x * dropout_mask(tf.shape(x), seed, threshold, scale, x.dtype)
+def _masked32(x, seed, threshold, scale):
+  """float32(x) times its dropout mask (dropout_mask of x's shape), in float32; inside XLA
+  kernels, where the mask fuses into the product. Forward and backward passes both call it, so
+  the backward draws the forward's mask again from the same seed.
+
+  Every kernel here computes in float32 whatever its inputs' dtype and rounds once at the end:
+  in bfloat16, XLA on CPU rounds every intermediate back to bfloat16, and those conversions
+  made the kernels several times slower than in float32 (benchmarks/README.md, "Time to
+  quality", the bfloat16 profile). In float32 the casts are no-ops.
+  """
+  return tf.cast(x, tf.float32) * dropout_mask(tf.shape(x), seed, threshold, scale, tf.float32)
 
 
 @tf.function(jit_compile=True, autograph=False)
 def _dropout_forward(x, seed, threshold, scale):
-  return _masked(x, seed, threshold, scale)
+  return tf.cast(_masked32(x, seed, threshold, scale), x.dtype)
 
 
 def dropout(x, rate, seed):
@@ -114,9 +120,7 @@ def dropout(x, rate, seed):
 
 
 # === GELU (tanh form, the original's "gelu") ===
-# Computed in float32 whatever the input's dtype, rounded once at the end: in bfloat16, XLA on CPU
-# rounds every intermediate back to bfloat16, and those conversions made the two kernels 4x
-# slower than in float32 (benchmarks/README.md, "Time to quality", the bfloat16 profile).
+# Computed in float32 whatever the input's dtype, rounded once at the end (see _masked32).
 @tf.function(jit_compile=True, autograph=False)
 def _gelu_forward(x):
   x32 = tf.cast(x, tf.float32)
@@ -153,12 +157,12 @@ def broadcast_adder(adder):
 def _attention_forward(scores, adder, seed, threshold, scale):
   logits = tf.cast(scores, tf.float32) + broadcast_adder(adder)
   probs = tf.nn.softmax(logits, axis=-1)
-  return _masked(tf.cast(probs, scores.dtype), seed, threshold, scale), probs
+  return tf.cast(_masked32(probs, seed, threshold, scale), scores.dtype), probs
 
 
 @tf.function(jit_compile=True, autograph=False)
 def _attention_backward(probs, dy, seed, threshold, scale):
-  d = tf.cast(_masked(dy, seed, threshold, scale), tf.float32)
+  d = _masked32(dy, seed, threshold, scale)
   ds = probs * (d - tf.reduce_sum(d * probs, axis=-1, keepdims=True))
   return tf.cast(ds, dy.dtype)
 
@@ -231,7 +235,7 @@ def sparse_softmax_nll(logits, labels):
 # === Dropout + residual + LayerNorm ===
 @tf.function(jit_compile=True, autograph=False)
 def _layer_norm_forward(x, residual, gamma, beta, seed, threshold, scale, epsilon):
-  z = tf.cast(_masked(x, seed, threshold, scale) + residual, tf.float32)
+  z = _masked32(x, seed, threshold, scale) + tf.cast(residual, tf.float32)
   mean = tf.reduce_mean(z, axis=-1, keepdims=True)
   centered = z - mean
   variance = tf.reduce_mean(centered * centered, axis=-1, keepdims=True)
@@ -247,8 +251,8 @@ def _layer_norm_backward(dy, normalized, rstd, gamma, seed, threshold, scale, dt
   g = dy * gamma
   dz = rstd * (g - tf.reduce_mean(g, axis=-1, keepdims=True)
                - normalized * tf.reduce_mean(g * normalized, axis=-1, keepdims=True))
-  dz = tf.cast(dz, dtype)
-  return _masked(dz, seed, threshold, scale), dz, dy * normalized
+  dx = tf.cast(_masked32(dz, seed, threshold, scale), dtype)
+  return dx, tf.cast(dz, dtype), dy * normalized
 
 
 def dropout_add_layer_norm(x, residual, gamma, beta, rate, seed, epsilon):

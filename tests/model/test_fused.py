@@ -312,6 +312,48 @@ def test_dropout_add_layer_norm_matches_keras_layer_norm_and_autodiff(rate):
     np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
 
 
+def test_dropout_kernels_in_bfloat16_are_the_float32_kernels_rounded_once():
+  # bfloat16 inputs are computed in float32 and rounded once at the end (the old kernels masked
+  # and added in bfloat16, rounding at every step).
+  rng = np.random.default_rng(9)
+  as_bf16 = lambda shape, sd=1.0: tf.cast(tf.constant(rng.normal(0, sd, shape), tf.float32),
+                                          tf.bfloat16)
+  as_f32 = lambda t: tf.cast(t, tf.float32)
+  rounded = lambda t: tf.cast(t, tf.bfloat16).numpy()
+  seed = tf.constant([3, 4], tf.int32)
+  x, dy = as_bf16((4, 8, 64)), as_bf16((4, 8, 64))
+  y, g = _value_and_grad(lambda t: fused.dropout(t, 0.1, seed), x, dy)
+  y32, g32 = _value_and_grad(lambda t: fused.dropout(t, 0.1, seed), as_f32(x), as_f32(dy))
+  assert y.dtype == tf.bfloat16 and g.dtype == tf.bfloat16
+  np.testing.assert_array_equal(y.numpy(), rounded(y32))
+  np.testing.assert_array_equal(g.numpy(), rounded(g32))
+  scores, upstream = as_bf16((2, 2, 16, 16), 2.0), as_bf16((2, 2, 16, 16))
+  adder = tf.constant(np.where(rng.random((2, 16)) < 0.2, -10000.0, 0.0), tf.float32)
+  probs = lambda t: fused.attention_probs(t, adder, 0.1, seed)
+  y, g = _value_and_grad(probs, scores, upstream)
+  y32, g32 = _value_and_grad(probs, as_f32(scores), as_f32(upstream))
+  assert y.dtype == tf.bfloat16 and g.dtype == tf.bfloat16
+  np.testing.assert_array_equal(y.numpy(), rounded(y32))
+  np.testing.assert_array_equal(g.numpy(), rounded(g32))
+  residual = as_bf16((4, 8, 64))
+  gamma = tf.constant(rng.uniform(0.5, 1.5, 64), tf.float32)
+  beta = tf.constant(rng.normal(0, 0.1, 64), tf.float32)
+  upstream = tf.constant(rng.normal(0, 1, (4, 8, 64)), tf.float32)
+
+  def norm_and_grads(x, residual):
+    with tf.GradientTape() as tape:
+      tape.watch([x, residual])
+      y = fused.dropout_add_layer_norm(x, residual, gamma, beta, 0.1, seed, 1e-12)
+    return y, tape.gradient(y, [x, residual], output_gradients=upstream)
+
+  y, (dx, dresidual) = norm_and_grads(x, residual)
+  y32, (dx32, dresidual32) = norm_and_grads(as_f32(x), as_f32(residual))
+  assert y.dtype == tf.float32 and dx.dtype == tf.bfloat16 and dresidual.dtype == tf.bfloat16
+  np.testing.assert_array_equal(y.numpy(), y32.numpy())
+  np.testing.assert_array_equal(dx.numpy(), rounded(dx32))
+  np.testing.assert_array_equal(dresidual.numpy(), rounded(dresidual32))
+
+
 def test_hashed_dropout_draws_look_independent():
   """Bit balance, neighbours and consecutive seeds of the hashed 16-bit draws."""
   draw = tf.function(lambda seed: fused.dropout_mask(tf.constant([400, 1000]), seed, 6554, 1.0,
