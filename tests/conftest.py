@@ -71,5 +71,7 @@ def pytest_collection_modifyitems(config, items):
   for item in items:
     weight = SLOW_TEST_WEIGHT if item.get_closest_marker("slow") else QUICK_TEST_WEIGHT
     cost[item.path] = cost.get(item.path, 0.0) + weight
-  first_seen = {path: i for i, path in reversed(list(enumerate(i.path for i in items)))}
+  first_seen = {}
+  for index, item in enumerate(items):
+    first_seen.setdefault(item.path, index)
   items.sort(key=lambda item: (-cost[item.path], first_seen[item.path]))
