@@ -3,12 +3,6 @@
 Under CI (CI=true) Hypothesis runs derandomized: the same examples on every run, so a red CI
 means a change broke something, not an unlucky draw. `pytest -m "not slow"` is the fast subset
 for the edit loop (subprocess, CLI and learning tests carry the `slow` marker; CI runs all).
-
-Under `-n 3 --dist loadfile` each file runs whole in one process, files handed out in the order
-of the collection. The heaviest files go first (pytest_collection_modifyitems), so the last ones
-to start are short and the processes finish together; xdist's own reordering (files with the most
-tests first) is turned off, since our heaviest files hold a few long tests, and that order left
-them for the end: one process ran them alone for the suite's last minutes.
 """
 
 import logging
@@ -51,27 +45,3 @@ def _absl_logs_reach_caplog():
   logger.setLevel(logging.NOTSET)
   yield
   logger.setLevel(level)
-
-
-# The estimated cost of a test for the file order above: a `slow` test takes 10 s to minutes, the
-# others well under a second. A rough weight is enough to put the long files first.
-SLOW_TEST_WEIGHT = 30.0
-QUICK_TEST_WEIGHT = 0.3
-
-
-def pytest_configure(config):
-  if hasattr(config.option, "loadscopereorder"):  # pytest-xdist: keep the collection's order
-    config.option.loadscopereorder = False
-
-
-def pytest_collection_modifyitems(config, items):
-  """Files by their estimated cost, heaviest first; the tests of a file keep their order."""
-  del config
-  cost = {}
-  for item in items:
-    weight = SLOW_TEST_WEIGHT if item.get_closest_marker("slow") else QUICK_TEST_WEIGHT
-    cost[item.path] = cost.get(item.path, 0.0) + weight
-  first_seen = {}
-  for index, item in enumerate(items):
-    first_seen.setdefault(item.path, index)
-  items.sort(key=lambda item: (-cost[item.path], first_seen[item.path]))
