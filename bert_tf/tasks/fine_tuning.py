@@ -343,9 +343,9 @@ def dataset(task: FineTuningTask, state: RunState, path: str, batch_size: int,
 
 def eval_dataset(task: FineTuningTask, state: RunState, path: str, batch_size: int,
                  num_examples: int):
-  """A distributed iterator over every record of an eval or predict file, each exactly once
-  (the last batch padded with weight-0 rows), cut to --length_buckets (packed with
-  --packing)."""
+  """An iterator (loop.data_iterator) over every record of an eval or predict file, each
+  exactly once (the last batch padded with weight-0 rows), cut to --length_buckets (packed
+  with --packing)."""
   settings = state.settings
   boundaries = eval_buckets(settings, path, batch_size // state.strategy.num_replicas_in_sync)
 
@@ -354,7 +354,7 @@ def eval_dataset(task: FineTuningTask, state: RunState, path: str, batch_size: i
                    num_examples=num_examples, length_buckets=boundaries,
                    packing=eval_packing(settings))
 
-  return iter(state.strategy.distribute_datasets_from_function(dataset_fn))
+  return loop.data_iterator(state.strategy, dataset_fn)
 
 
 def predict(task: FineTuningTask, state: RunState, path: str, batch_size: int,

@@ -580,7 +580,26 @@ def resumed_iterator(strategy, dataset_fn: Callable[[tf.distribute.InputContext]
     dataset = dataset_fn(ctx)
     return dataset.skip(skip) if skip else dataset
 
-  return iter(strategy.distribute_datasets_from_function(positioned))
+  return data_iterator(strategy, positioned)
+
+
+def data_iterator(strategy, dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset]):
+  """An iterator over dataset_fn's batches for the replicas of `strategy`: every training,
+  eval and predict loop of the package reads its data through one.
+
+  A OneDeviceStrategy (one CPU or one GPU) gets the dataset's own iterator, made on the host
+  CPU; the step copies each batch to the device, a few hundred kilobytes for BERT's int32
+  features. Other strategies get strategy.distribute_datasets_from_function's. The reason is
+  a stall in TensorFlow 2.20: a distributed iterator wraps each device's share in a dataset
+  of its own, whose options turn tf.data's autotuning model on, and deleting an iterator with
+  that model can block for up to a minute (input_pipeline._prefetched says why; the
+  pipelines of input_pipeline turn it off, but that cannot reach the wrapper). One device is
+  how most runs train; with several the stall can still happen when an iterator is deleted.
+  """
+  if isinstance(strategy, tf.distribute.OneDeviceStrategy):
+    with tf.device("/cpu:0"):
+      return iter(dataset_fn(tf.distribute.InputContext()))
+  return iter(strategy.distribute_datasets_from_function(dataset_fn))
 
 
 # === Stopping on SIGTERM (preemption) ===

@@ -455,17 +455,15 @@ def _run(config, settings, strategy, chief, metadata, exporter):
     return exporter.export(model, config, settings, metadata, version=step)
 
   result: Dict[str, Any] = {"model": model}
-  # One eval dataset and one traced eval step for every evaluation of the run; each
-  # evaluation reads the same batches from a new iterator.
+  # One traced eval step for every evaluation of the run; each evaluation reads the same
+  # batches from a new iterator.
   evaluations: Dict[int, Dict[str, float]] = {}
-  eval_data = None
-  if settings.do_eval or (settings.do_train and settings.eval_every_n_steps):
-    eval_data = strategy.distribute_datasets_from_function(_eval_dataset_fn(settings))
 
   def evaluate(step, final=False):
     with _naming_corrupt_files(settings.eval_input_file or settings.input_file,
                                "eval_input_file" if settings.eval_input_file else "input_file"):
-      evaluations[step] = loop.evaluate(trainer, iter(eval_data), settings.max_eval_steps, step,
+      batches = loop.data_iterator(strategy, _eval_dataset_fn(settings))
+      evaluations[step] = loop.evaluate(trainer, batches, settings.max_eval_steps, step,
                                         settings.output_dir, chief, results_file=final)
     return evaluations[step]
 

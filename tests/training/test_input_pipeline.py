@@ -317,3 +317,14 @@ def test_dynamic_masking_rounds_half_to_even_and_respects_max_predictions():
   positions = out["masked_lm_positions"].numpy()
   assert positions[0, :4].min() >= 1 and positions[0, :4].max() <= 28
   assert positions[1].min() >= 1 and positions[1].max() <= 68
+
+
+def test_the_pipelines_prefetch_with_tf_datas_autotuning_model_off(tmp_path):
+  """input_pipeline._prefetched: deleting an iterator whose autotuning model is on can block
+  for up to a minute in TensorFlow 2.20, so every pipeline turns it off, and still
+  prefetches."""
+  for is_training in (True, False):
+    dataset = input_pipeline.pretraining_dataset(ORIGINAL_RECORDS, 128, 20, 4,
+                                                 is_training=is_training)
+    assert dataset.options().autotune.enabled is False
+    assert "Prefetch" in type(dataset._input_dataset).__name__  # pylint: disable=protected-access

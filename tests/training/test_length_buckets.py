@@ -215,6 +215,18 @@ def test_eval_batches_hold_the_same_examples_in_order_cut_to_their_bucket(tmp_pa
                                     if a[key].shape.rank == 2 else a[key].numpy())
 
 
+def test_fine_tuning_pipelines_turn_tf_datas_autotuning_model_off(tmp_path):
+  """As the pretraining pipeline (input_pipeline._prefetched): training, grouped and
+  eval/predict datasets alike."""
+  spec = _write_records(tmp_path / "r.tfrecord", _lengths(20))
+  path = str(tmp_path / "r.tfrecord")
+  for dataset in (input_pipeline.record_dataset(path, spec, 4, True, seed=1),
+                  input_pipeline.record_dataset(path, spec, 4, True, seed=1,
+                                                length_buckets=BUCKETS, group_by_length=True),
+                  input_pipeline.record_dataset(path, spec, 4, False, num_examples=20)):
+    assert dataset.options().autotune.enabled is False
+    next(iter(dataset))
+
 def _training_examples(dataset, batches):
   """(label id, width) of each example of the first `batches` batches."""
   out = []

@@ -175,3 +175,28 @@ def test_select_strategy():
   # No TPU here: the resolver fails and the message names the flags.
   with pytest.raises(loop.TrainingError, match=r"--use_tpu.*cannot reach a TPU.*my-tpu"):
     loop.select_strategy(use_tpu=True, tpu_name="my-tpu")
+
+
+def test_one_device_reads_the_datasets_own_iterator_and_the_same_batches(tmp_path):
+  """loop.data_iterator: a OneDeviceStrategy gets the dataset's own iterator (no
+  tf.distribute wrapper, whose per-device datasets turn tf.data's autotuning model back on;
+  input_pipeline._prefetched says why that matters) holding the batches the distributed
+  iterator gives; other strategies get the distributed iterator."""
+  data = make_records(str(tmp_path / "train.tfrecord"), num_examples=24)
+
+  def dataset_fn(ctx):
+    return input_pipeline.pretraining_dataset(data, SEQ, PREDS, 8, is_training=False,
+                                              input_context=ctx)
+
+  one = loop.select_strategy("one_device")
+  plain = loop.data_iterator(one, dataset_fn)
+  assert isinstance(plain, tf.data.Iterator)
+  assert not isinstance(plain, tf.distribute.DistributedIterator)
+  distributed = iter(one.distribute_datasets_from_function(dataset_fn))
+  for _ in range(3):
+    a, b = next(plain), next(distributed)
+    assert sorted(a) == sorted(b)
+    for key in a:
+      np.testing.assert_array_equal(a[key].numpy(), b[key].numpy())
+  mirrored = loop.data_iterator(loop.select_strategy("mirrored"), dataset_fn)
+  assert isinstance(mirrored, tf.distribute.DistributedIterator)
