@@ -319,7 +319,7 @@ def run_ours(spec):
         spec["train_records"], spec["max_seq_length"], spec["max_predictions_per_seq"],
         batch_size=batch, is_training=True, input_context=ctx, seed=seed,
         dynamic_masking=masking)
-  iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+  iterator = loop.data_iterator(strategy, dataset_fn)
 
   def train(n):
     steps, _, _ = trainer.train_loop(iterator, tf.constant(n))
