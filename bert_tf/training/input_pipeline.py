@@ -48,8 +48,9 @@ def _prefetched(dataset: tf.data.Dataset) -> tf.data.Dataset:
   Without the model, a map's num_parallel_calls=AUTOTUNE runs as many calls as the machine has
   cores (what the autotuner raises it to when the step waits for data), and
   prefetch(AUTOTUNE) still fills its buffer while the step runs. A map of 10 ms calls ran at
-  the same 5.4 ms an element either way on 2 cores, and the pretraining pipeline at the same
-  batches/s.
+  the same 5.4 ms an element either way on 2 cores, and the pretraining pipeline of the test
+  records gave 1,150-1,900 batches of 32 a second either way, against about one a second
+  that a BERT-Mini step takes there.
   """
   options = tf.data.Options()
   options.autotune.enabled = False

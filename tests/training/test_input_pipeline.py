@@ -319,7 +319,7 @@ def test_dynamic_masking_rounds_half_to_even_and_respects_max_predictions():
   assert positions[1].min() >= 1 and positions[1].max() <= 68
 
 
-def test_the_pipelines_prefetch_with_tf_datas_autotuning_model_off(tmp_path):
+def test_the_pipelines_prefetch_with_tf_datas_autotuning_model_off():
   """input_pipeline._prefetched: deleting an iterator whose autotuning model is on can block
   for up to a minute in TensorFlow 2.20, so every pipeline turns it off, and still
   prefetches."""

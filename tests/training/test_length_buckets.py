@@ -227,6 +227,7 @@ def test_fine_tuning_pipelines_turn_tf_datas_autotuning_model_off(tmp_path):
     assert dataset.options().autotune.enabled is False
     next(iter(dataset))
 
+
 def _training_examples(dataset, batches):
   """(label id, width) of each example of the first `batches` batches."""
   out = []
