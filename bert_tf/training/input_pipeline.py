@@ -455,10 +455,10 @@ def pretraining_dataset(input_files: Union[str, Sequence[str]], max_seq_length: 
   at a time; records are shuffled in a buffer of `shuffle_buffer_size`. Evaluation: files are
   read in order, once (unless `repeat`), without shuffling. Both drop the last partial batch.
 
-  With a `tf.distribute.InputContext` (from `strategy.distribute_datasets_from_function`), the
-  batch is the per-replica share of the global `batch_size`, and each input pipeline reads a
-  disjoint part of the data: whole files when there are at least as many files as pipelines,
-  otherwise every n-th record (which reads all the data in every pipeline).
+  With a `tf.distribute.InputContext` (from `loop.data_iterator`), the batch is the
+  per-replica share of the global `batch_size`, and each input pipeline reads a disjoint part
+  of the data: whole files when there are at least as many files as pipelines, otherwise every
+  n-th record (which reads all the data in every pipeline).
 
   Args:
     input_files: comma-separated paths/globs, or a list of them.
@@ -942,7 +942,7 @@ def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batc
     spec: its parsing features (parsing_spec of the module's record_spec).
     batch_size: the global batch size (the per-replica size without an input_context).
     is_training: training (see above) or eval/predict.
-    input_context: from strategy.distribute_datasets_from_function (each input pipeline reads
+    input_context: from loop.data_iterator (each input pipeline reads
       every n-th record; the batch is the per-replica share of `batch_size`), or None.
     num_examples: the number of records; required for eval/predict (the padding).
     seed: makes the training shuffle deterministic.

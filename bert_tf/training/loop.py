@@ -563,7 +563,8 @@ def prepare_run(strategy, build_model: Callable[[], keras.Model], task: Task, se
 
 def resumed_iterator(strategy, dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset],
                      global_step: tf.Variable):
-  """A distributed iterator over dataset_fn's batches, positioned at global_step (resume by skip).
+  """An iterator (data_iterator) over dataset_fn's batches, positioned at global_step
+  (resume by skip).
 
   tf.distribute iterators cannot be checkpointed (TF 2.20), so the data position is the step: a
   resumed run skips the batches (updates) already used. With a seeded, deterministic dataset
@@ -857,7 +858,7 @@ def train(trainer: Trainer, iterator, global_step: tf.Variable, manager,
 
   Args:
     trainer: the distributed steps.
-    iterator: a distributed iterator positioned at global_step (resume-by-skip: the caller
+    iterator: an iterator (data_iterator) positioned at global_step (resume-by-skip: the caller
       skips the batches already used).
     global_step: the step variable (saved in the checkpoint).
     manager: the checkpoint manager.
