@@ -942,8 +942,8 @@ def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batc
     spec: its parsing features (parsing_spec of the module's record_spec).
     batch_size: the global batch size (the per-replica size without an input_context).
     is_training: training (see above) or eval/predict.
-    input_context: from loop.data_iterator (each input pipeline reads
-      every n-th record; the batch is the per-replica share of `batch_size`), or None.
+    input_context: from loop.data_iterator (each input pipeline reads every n-th record;
+      the batch is the per-replica share of `batch_size`), or None.
     num_examples: the number of records; required for eval/predict (the padding).
     seed: makes the training shuffle deterministic.
     shuffle_buffer_size: records in the training shuffle buffer.
