@@ -9,6 +9,7 @@ functions.
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorflow.python.data.ops import multi_device_iterator_ops
 
 from bert_tf.model import fused
 from bert_tf.model.heads import PRETRAINING_INPUTS, build_pretraining_model
@@ -177,11 +178,11 @@ def test_select_strategy():
     loop.select_strategy(use_tpu=True, tpu_name="my-tpu")
 
 
-def test_one_device_reads_the_datasets_own_iterator_and_the_same_batches(tmp_path):
-  """loop.data_iterator: a OneDeviceStrategy gets the dataset's own iterator (no
-  tf.distribute wrapper, whose per-device datasets turn tf.data's autotuning model back on;
-  input_pipeline._prefetched says why that matters) holding the batches the distributed
-  iterator gives; other strategies get the distributed iterator."""
+def test_data_iterators_keep_tf_datas_autotuning_model_off_and_give_the_same_batches(tmp_path):
+  """loop.data_iterator (input_pipeline._prefetched says why the model must be off): a
+  OneDeviceStrategy gets the dataset's own iterator, holding the batches tf.distribute's
+  iterator gives; other strategies get tf.distribute's iterator, whose per-device datasets
+  have the model off too."""
   data = make_records(str(tmp_path / "train.tfrecord"), num_examples=24)
 
   def dataset_fn(ctx):
@@ -193,10 +194,24 @@ def test_one_device_reads_the_datasets_own_iterator_and_the_same_batches(tmp_pat
   assert isinstance(plain, tf.data.Iterator)
   assert not isinstance(plain, tf.distribute.DistributedIterator)
   distributed = iter(one.distribute_datasets_from_function(dataset_fn))
-  for _ in range(3):
+  for index in range(3):
     a, b = next(plain), next(distributed)
+    if index == 0:
+      first = a
     assert sorted(a) == sorted(b)
     for key in a:
       np.testing.assert_array_equal(a[key].numpy(), b[key].numpy())
   mirrored = loop.data_iterator(loop.select_strategy("mirrored"), dataset_fn)
   assert isinstance(mirrored, tf.distribute.DistributedIterator)
+  # Its per-device datasets (TensorFlow's, reached through private attributes) have the model
+  # off too, and TensorFlow's helper is itself again afterwards.
+  # pylint: disable=protected-access
+  assert multi_device_iterator_ops._create_device_dataset.__name__ == "_create_device_dataset"
+  device_iterators = [device for worker in mirrored._iterators
+                      for device in worker._iterator._device_iterators]
+  assert device_iterators
+  assert all(device._dataset.options().autotune.enabled is False for device in device_iterators)
+  plain_again = loop.data_iterator(one, dataset_fn)
+  for batch in (next(mirrored), next(plain_again)):
+    np.testing.assert_array_equal(batch["input_word_ids"].numpy(),
+                                  first["input_word_ids"].numpy())
