@@ -319,13 +319,21 @@ def _train_dataset_fn(settings: PretrainingSettings, masking, num_replicas: int 
 
 
 def _eval_dataset_fn(settings: PretrainingSettings):
+  """The eval data's dataset_fn; each input pipeline's dataset is built once (its files
+  found and their metadata read once) and read again from a new iterator by every
+  evaluation of the run."""
+  datasets = {}
+
   def dataset_fn(ctx):
-    return input_pipeline.pretraining_dataset(
-        settings.eval_input_file or settings.input_file, settings.max_seq_length,
-        settings.max_predictions_per_seq, batch_size=settings.eval_batch_size,
-        is_training=False, input_context=ctx, repeat=True,
-        packing=(None if packing_mode(settings) == row_packing.NONE
-                 else input_pipeline.Packing(row_packing.EXACT)))
+    key = (ctx.num_input_pipelines, ctx.input_pipeline_id)
+    if key not in datasets:
+      datasets[key] = input_pipeline.pretraining_dataset(
+          settings.eval_input_file or settings.input_file, settings.max_seq_length,
+          settings.max_predictions_per_seq, batch_size=settings.eval_batch_size,
+          is_training=False, input_context=ctx, repeat=True,
+          packing=(None if packing_mode(settings) == row_packing.NONE
+                   else input_pipeline.Packing(row_packing.EXACT)))
+    return datasets[key]
   return dataset_fn
 
 
@@ -455,14 +463,15 @@ def _run(config, settings, strategy, chief, metadata, exporter):
     return exporter.export(model, config, settings, metadata, version=step)
 
   result: Dict[str, Any] = {"model": model}
-  # One traced eval step for every evaluation of the run; each evaluation reads the same
-  # batches from a new iterator.
+  # One eval dataset and one traced eval step for every evaluation of the run; each
+  # evaluation reads the same batches from a new iterator.
   evaluations: Dict[int, Dict[str, float]] = {}
+  eval_dataset_fn = _eval_dataset_fn(settings)
 
   def evaluate(step, final=False):
     with _naming_corrupt_files(settings.eval_input_file or settings.input_file,
                                "eval_input_file" if settings.eval_input_file else "input_file"):
-      batches = loop.data_iterator(strategy, _eval_dataset_fn(settings))
+      batches = loop.data_iterator(strategy, eval_dataset_fn)
       evaluations[step] = loop.evaluate(trainer, batches, settings.max_eval_steps, step,
                                         settings.output_dir, chief, results_file=final)
     return evaluations[step]
