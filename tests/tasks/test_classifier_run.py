@@ -171,8 +171,14 @@ def test_predict_only_with_the_trained_run_reproduces_its_outputs(trained, tmp_p
   assert counts == {"eval": 126, "predict": 64}
   assert padded["eval_accuracy"] == result["eval_accuracy"]
   assert padded["eval_loss"] == pytest.approx(result["eval_loss"], rel=1e-6)
-  assert open(padded_dir / "test_results.tsv").read() == \
-      open(os.path.join(settings.output_dir, "test_results.tsv")).read()
+  # The same 60 rows, equal to float rounding only: the batches take other shapes (the last
+  # holds 4 real and 4 padding rows, against 4 alone), so the matmuls block differently and
+  # the last digit written can differ (0.322514 against 0.32251403, seen once in CI).
+  padded_rows = read_tsv(padded_dir / "test_results.tsv")
+  assert len(padded_rows) == 60
+  np.testing.assert_allclose(np.array(padded_rows, np.float64),
+                             np.array(read_tsv(copy_dir / "test_results.tsv"), np.float64),
+                             atol=1e-6)
   # Every batch at max_seq_length (--length_buckets=none, the original's shapes): the same
   # results as the default batches cut to their length buckets.
   fixed_dir = tmp_path / "fixed"
