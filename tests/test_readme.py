@@ -87,3 +87,43 @@ def test_the_readme_contents_list_every_section():
   contents = readme.split("## Contents", 1)[1].split("\n## ", 1)[0]
   listed = re.findall(r"\]\(#([^)]+)\)", contents)
   assert listed == [_anchor(h) for h in headings]
+
+
+# Each command's flags, and the page that documents them (README.md's "Commands and their pages").
+COMMAND_PAGES = {
+    "bert_tf/run_pretraining.py": "docs/run_pretraining.md",
+    "bert_tf/run_classifier.py": "docs/run_classifier.md",
+    "bert_tf/run_squad.py": "docs/run_squad.md",
+    "bert_tf/run_ner.py": "docs/run_ner.md",
+    "bert_tf/extract_features.py": "docs/extract_features.md",
+    "bert_tf/convert_checkpoint.py": "docs/convert_checkpoint.md",
+    "bert_tf/export.py": "docs/export.md",
+    "data_prep/build_vocab.py": "docs/data_prep.md",
+    "data_prep/tokenize_text.py": "docs/data_prep.md",
+    "data_prep/create_pretraining_data.py": "docs/data_prep.md",
+    "data_prep/inspect_records.py": "docs/data_prep.md",
+}
+
+
+def test_every_flag_of_every_command_is_on_its_page_or_in_the_readme():
+  """A flag a command takes is named (`--name`, `--noname` or `name` in backquotes) on the
+  command's page or in README.md, so a new flag cannot land undocumented."""
+  import importlib.util  # pylint: disable=g-import-not-at-top
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  readme = _read("README.md")
+  missing = []
+  for path, page in COMMAND_PAGES.items():
+    spec = importlib.util.spec_from_file_location(
+        "command_" + path.replace("/", "_")[:-3], os.path.join(REPO_ROOT, path))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    flag_values = flags.FlagValues()
+    module.define_flags(flag_values)
+    names = [name for name, flag in flag_values._flags().items()  # pylint: disable=protected-access
+             if name == flag.name]
+    assert len(names) > 3, path
+    text = _read(page) + readme
+    for name in names:
+      if not re.search(rf"--(no)?{name}\b|`{name}`", text):
+        missing.append(f"{path}: --{name} (not in {page} or README.md)")
+  assert missing == []
