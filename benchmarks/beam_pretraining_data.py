@@ -11,7 +11,7 @@ overhead). Both runs make the same multiset of records (checked when --check is 
 
 Usage (from the repository root):
   python benchmarks/beam_pretraining_data.py --size_mb=20 \
-      --vocab_file=/work/shared/data/vocab/bert-base-uncased-vocab.txt
+      --vocab_file=../shared/data/vocab/bert-base-uncased-vocab.txt
 """
 
 import argparse
@@ -65,7 +65,7 @@ def main():
   parser.add_argument("--input_files", default=base.DEFAULT_INPUTS,
                       help="Comma-separated files or globs, concatenated (and repeated).")
   parser.add_argument("--vocab_file",
-                      default="/work/shared/data/vocab/bert-base-uncased-vocab.txt")
+                      default=os.path.join(base.DATA, "vocab", "bert-base-uncased-vocab.txt"))
   parser.add_argument("--size_mb", type=float, default=20)
   parser.add_argument("--max_seq_length", type=int, default=128)
   parser.add_argument("--max_predictions_per_seq", type=int, default=20)

@@ -93,7 +93,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # pylint: disable=g-import-not-at-top,wrong-import-position
 import peers  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-DATA = "/work/shared/data"
+DATA = os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")  # ../shared/data
 flags.DEFINE_list("presets", ["mini", "small"],
                   "Model sizes; configs/bert_config_<preset>.json is used.")
 flags.DEFINE_integer("batch_size", 32, "Training examples per step.")
@@ -435,7 +435,6 @@ def conversion_rows():
 def extract_features_rows():
   """Sequences/s of extract_features per preset: the model alone, and the whole command to
   JSONL and to npz (table rows as the others)."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
   from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top

@@ -53,7 +53,7 @@ sys.path.insert(0, REPO_ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import peers  # pylint: disable=g-import-not-at-top,wrong-import-position  (before TensorFlow)
 
-DATA = "/work/shared/data"
+DATA = os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")  # ../shared/data
 flags.DEFINE_string("input_file", None,
                     "Existing pretraining TFRecords (comma-separated/globs); their sequence "
                     "length and predictions must match the flags. Made from --corpus_file when "

@@ -10,8 +10,8 @@ figures of ORIGINAL_RELEASE.md section 9 (max_seq_length 128, dupe_factor 5).
 
 Usage (from the repository root):
   python benchmarks/pretraining_data.py --sizes_mb=5,20 \
-      --input_files='/work/shared/data/corpora/austen_moby.txt,...' \
-      --vocab_file=/work/shared/data/vocab/bert-base-uncased-vocab.txt
+      --input_files='../shared/data/corpora/austen_moby.txt,...' \
+      --vocab_file=../shared/data/vocab/bert-base-uncased-vocab.txt
 
 The machine may be shared: CPU seconds are less sensitive to load than wall time.
 """
@@ -27,13 +27,14 @@ import threading
 import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")  # ../shared/data
 SCRIPT = os.path.join(REPO_ROOT, "data_prep", "create_pretraining_data.py")
 
 # ORIGINAL_RELEASE.md section 9: input MB -> (instances, wall seconds, peak RSS MB).
 ORIGINAL = {1: (13393, 21.5, 756), 5: (66973, 72.1, 951), 20: (269974, 257.7, 1678)}
 
 DEFAULT_INPUTS = ",".join(
-    os.path.join("/work/shared/data/corpora", name)
+    os.path.join(DATA, "corpora", name)
     for name in ("austen_moby.txt", "web_bible_books.txt", "linux_doc_en.txt"))
 
 SUMMARY_PATTERNS = {
@@ -159,7 +160,7 @@ def main():
   parser.add_argument("--input_files", default=DEFAULT_INPUTS,
                       help="Comma-separated files or globs, concatenated in this order.")
   parser.add_argument("--vocab_file",
-                      default="/work/shared/data/vocab/bert-base-uncased-vocab.txt")
+                      default=os.path.join(DATA, "vocab", "bert-base-uncased-vocab.txt"))
   parser.add_argument("--sizes_mb", default="5,20", help="Comma-separated corpus sizes in MB.")
   parser.add_argument("--modes", default="reference,default",
                       help="reference, default, or both (comma-separated).")

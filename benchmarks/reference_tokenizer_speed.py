@@ -5,7 +5,7 @@ a time, as the original does, so its speed stands in for the original's. With --
 of every file must also give identical tokens, uncased and cased.
 
   .venv/bin/python benchmarks/reference_tokenizer_speed.py \
-      --vocab tests/data/vocab_uncased.txt /work/shared/data/corpora/austen_moby.txt
+      --vocab tests/data/vocab_uncased.txt ../shared/data/corpora/austen_moby.txt
 """
 
 import argparse

@@ -11,8 +11,8 @@ at batch 1 (median latency over the requests) and batch 32 (texts per second), b
 
 Usage (from the repository root):
   python benchmarks/serving.py --sizes=mini,small \\
-      --corpus=/work/shared/data/corpora/austen_moby.txt \\
-      --vocab_file=/work/shared/data/vocab/bert-base-uncased-vocab.txt
+      --corpus=../shared/data/corpora/austen_moby.txt \\
+      --vocab_file=../shared/data/vocab/bert-base-uncased-vocab.txt
 """
 
 import argparse
@@ -22,7 +22,9 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)
+DATA = os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")  # ../shared/data
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from bert_tf import cli  # pylint: disable=wrong-import-position
@@ -78,9 +80,9 @@ def time_calls(fn, batches, warmup=2):
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--sizes", default="mini,small", help="Presets of bert_tf.config.")
-  parser.add_argument("--corpus", default="/work/shared/data/corpora/austen_moby.txt")
+  parser.add_argument("--corpus", default=os.path.join(DATA, "corpora", "austen_moby.txt"))
   parser.add_argument("--vocab_file",
-                      default="/work/shared/data/vocab/bert-base-uncased-vocab.txt")
+                      default=os.path.join(DATA, "vocab", "bert-base-uncased-vocab.txt"))
   parser.add_argument("--seq_length", type=int, default=128)
   parser.add_argument("--rounds", type=int, default=3,
                       help="Alternating timing rounds; each path keeps its best.")

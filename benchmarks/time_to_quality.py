@@ -78,7 +78,7 @@ sys.path.insert(0, REPO_ROOT)
 sys.path.insert(0, BENCHMARKS)
 import peers  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-DATA = "/work/shared/data"
+DATA = os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")  # ../shared/data
 SYSTEMS = ("ours", "ours_dynamic", "ours_lamb", "ours_adam_bc", "model_garden", "hf", "hf_mlm")
 DEFAULT_SYSTEMS = ("ours", "ours_dynamic", "ours_lamb", "model_garden", "hf", "hf_mlm")
 NAMES = {"ours": "ours (run_pretraining defaults)",

@@ -14,7 +14,6 @@ import tensorflow as tf
 
 from bert_tf import tokenization
 from bert_tf.model import checkpoints
-from bert_tf.model.encoder import build_encoder
 from bert_tf.tasks import feature_extraction as fe
 from tests import helpers
 

@@ -3,7 +3,6 @@ masked positions, the heads per instance, and training equal to the unpacked run
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from bert_tf import row_packing
 from bert_tf.model import checkpoints

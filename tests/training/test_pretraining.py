@@ -16,7 +16,6 @@ import tensorflow as tf
 
 from bert_tf.model import checkpoints
 from bert_tf.training import input_pipeline
-from bert_tf.training import losses
 from bert_tf.serving import saved_model
 from bert_tf.training import loop
 from bert_tf.training import pretraining
