@@ -234,6 +234,12 @@ class InGraphTokenizer(tf.Module):
     tokenizer.tokenize_lines(["Hello, world!"])                  # [[7592, 1010, 2088, 999]]
   """
 
+  # tf.Module's variables, trainable_variables and submodules walk every attribute, and
+  # tf.saved_model.save reads them on each module it saves: the vocabulary's tens of
+  # thousands of entries made that about 2 s per export of a model that holds a tokenizer.
+  _TF_MODULE_IGNORED_PROPERTIES = tf.Module._TF_MODULE_IGNORED_PROPERTIES | {
+      "vocab", "_token_to_id"}
+
   def __init__(self,
                vocab: Union[str, Sequence[str]],
                do_lower_case: bool = True,
@@ -258,8 +264,10 @@ class InGraphTokenizer(tf.Module):
     self.do_lower_case = bool(do_lower_case)
     self.out_type = out_type
     self.drop_invalid_utf8 = bool(drop_invalid_utf8)
-    self.vocab = _vocab_list(vocab)
-    self._token_to_id = {token: i for i, token in enumerate(self.vocab)}
+    # Plain Python data, kept out of TensorFlow's object tracking (see
+    # _TF_MODULE_IGNORED_PROPERTIES): a list or dict attribute would be wrapped and tracked.
+    self.vocab = self._no_dependency(_vocab_list(vocab))
+    self._token_to_id = self._no_dependency({token: i for i, token in enumerate(self.vocab)})
     if "[UNK]" not in self._token_to_id:
       raise ValueError("The vocab %s has no [UNK] token" %
                        (vocab if isinstance(vocab, str) else "list"))

@@ -308,6 +308,17 @@ def test_saved_model_round_trip(tmp_path):
   assert words == [[b"hello", b",", b"world"]]
 
 
+def test_the_vocabulary_is_plain_data_that_saving_does_not_walk():
+  """The tokens and their ids stay Python data: not wrapped or tracked by TensorFlow (so
+  tf.saved_model.save does not visit every entry), and not walked by tf.Module's properties."""
+  tokenizer = text.InGraphTokenizer(VOCAB, do_lower_case=True)
+  children = tf.train.TrackableView(tokenizer).children(tokenizer)
+  assert not {"vocab", "_token_to_id"} & set(children), sorted(children)
+  assert type(tokenizer.vocab) is list and len(tokenizer.vocab) == tokenizer.vocab_size
+  assert tokenizer.token_to_id(tokenizer.vocab[7]) == 7
+  assert all(isinstance(module, tf.Module) for module in tokenizer.submodules)
+
+
 # === Vocab handling and errors ===
 
 

@@ -89,6 +89,8 @@ class QuestionAnsweringModule(ReusableModule):
       version_2_with_negative also null_score_diff [B] float64, has_answer [B] bool.
   """
 
+  _TF_MODULE_IGNORED_PROPERTIES = ReusableModule._TF_MODULE_IGNORED_PROPERTIES | {"_vocab"}
+
   def __init__(self, tokenizer: Union[InGraphTokenizer, Packer], model: keras.Model,
                seq_length: int, doc_stride: int, max_query_length: int, n_best_size: int,
                max_answer_length: int, do_lower_case: bool, version_2_with_negative: bool,
@@ -124,7 +126,7 @@ class QuestionAnsweringModule(ReusableModule):
     self.null_score_diff_threshold = float(null_score_diff_threshold)
     self._cls_id = int(tokenizer.cls_id)
     self._sep_id = int(tokenizer.sep_id)
-    self._vocab = list(tokenizer.vocab)
+    self._vocab = self._no_dependency(list(tokenizer.vocab))  # untracked (text.py says why)
     self.answer = tf.function(self._answer, input_signature=[_STRINGS, _STRINGS],
                               autograph=False)
     self.serving_default = tf.function(self._answer, input_signature=[_STRINGS, _STRINGS],
