@@ -66,18 +66,22 @@ def call_encoder(encoder: keras.Model, inputs: Mapping[str, tf.Tensor], training
 CUT_LOGIT = -1e9
 
 
-def call_cut(model: keras.Model, inputs: Mapping[str, tf.Tensor], width_fn, seq_length: int
-             ) -> Mapping[str, tf.Tensor]:
+def call_cut(model: keras.Model, inputs: Mapping[str, tf.Tensor], width_fn, seq_length: int,
+             infer=None) -> Mapping[str, tf.Tensor]:
   """The model on [T, seq_length] inputs whose padding is a suffix of every row, computed on
   the inputs cut to width_fn(longest real row, seq_length) (Packer.width: a length bucket) and
   the per-position outputs padded back to seq_length with CUT_LOGIT. The real positions' outputs
-  are those of the uncut inputs. width_fn None: the model on the inputs as they are."""
+  are those of the uncut inputs. width_fn None: the model on the inputs as they are. `infer`
+  runs the model without dropout (default model(inputs, training=False); a module passes its
+  ReusableModule.infer)."""
+  def run(values):
+    return model(values, training=False) if infer is None else infer(values)
   if width_fn is None:
-    return model(inputs, training=False)
+    return run(inputs)
   longest = tf.reduce_max(tf.concat([tf.reduce_sum(tf.cast(inputs["input_mask"], tf.int32),
                                                    axis=1), [0]], axis=0))
   width = width_fn(longest, seq_length)
-  outputs = model({key: value[:, :width] for key, value in inputs.items()}, training=False)
+  outputs = run({key: value[:, :width] for key, value in inputs.items()})
   # Per-position outputs: a length axis the model leaves open (its symbolic shape).
   per_position = {key for key, value in model.output.items()
                   if len(value.shape) >= 2 and value.shape[1] is None}
@@ -133,11 +137,21 @@ class ReusableModule(tf.Module):
 
   def make_reusable_on_ids(self, model: keras.Model) -> None:
     """make_reusable for a fine-tuned model on the encoder's three inputs (what the
-    bert_preprocessor's bert_pack_inputs gives): __call__ returns its outputs in float32."""
+    bert_preprocessor's bert_pack_inputs gives): __call__ returns its outputs in float32.
+    Without dropout it runs self.infer (set_inference first)."""
     def call(inputs, training):
-      outputs = model({key: inputs[key] for key in ENCODER_INPUTS}, training=training)
+      inputs = {key: inputs[key] for key in ENCODER_INPUTS}
+      outputs = model(inputs, training=True) if training else self.infer(inputs)
       return {key: tf.cast(value, tf.float32) for key, value in outputs.items()}
     self.make_reusable(model, call, [ENCODER_SPEC])
+
+  def set_inference(self, model: keras.Model) -> None:
+    """self.infer(inputs) = model(inputs, training=False) on the encoder's three int32 inputs
+    of any shape, as one function: every entry point without dropout (each signature, each
+    length bucket, __call__ with training=False) calls it, so saving traces the model once
+    for them instead of once each (tracing is most of an export's time)."""
+    self.infer = tf.function(lambda inputs: model(inputs, training=False),
+                             input_signature=[ENCODER_SPEC], autograph=False)
 
 
 def _unique(variables) -> list:
@@ -374,6 +388,7 @@ class ClassifierModule(ReusableModule):
     self.seq_length = seq_length
     self.regression = label_names is None
     self.label_names = tf.constant(list(label_names or [""]), tf.string)
+    self.set_inference(model)
     # Traced once and called by every entry point (tracing the packing is the slow part).
     self._pack_texts = tf.function(self._pack, input_signature=[_STRINGS, _STRINGS],
                                    autograph=False)
@@ -395,8 +410,9 @@ class ClassifierModule(ReusableModule):
 
   def _logits(self, text, text_b, training=False):
     inputs = self._pack_texts(text, text_b)
-    return tf.cast(self.model({key: inputs[key] for key in ENCODER_INPUTS},
-                              training=training)["logits"], tf.float32)
+    inputs = {key: inputs[key] for key in ENCODER_INPUTS}
+    outputs = self.model(inputs, training=True) if training else self.infer(inputs)
+    return tf.cast(outputs["logits"], tf.float32)
 
   def _call(self, inputs, training):
     if isinstance(inputs, Mapping):

@@ -116,6 +116,7 @@ class QuestionAnsweringModule(ReusableModule):
         raise ValueError(f"the vocab has no {token} token, needed for the windows")
     self.tokenizer = tokenizer
     self.model = model
+    self.set_inference(model)
     self.seq_length = int(seq_length)
     self.doc_stride = int(doc_stride)
     self.max_query_length = int(max_query_length)
@@ -244,7 +245,7 @@ class QuestionAnsweringModule(ReusableModule):
     input_mask = tf.cast(p <= off + length, tf.int32)
     type_ids = tf.cast((p >= off) & (p <= off + length), tf.int32)
     outputs = call_cut(self.model, dict(zip(ENCODER_INPUTS, (ids, input_mask, type_ids))),
-                       self._width, S)
+                       self._width, S, infer=self.infer)
     start_logits = tf.ensure_shape(tf.cast(outputs["start_logits"], tf.float32), [None, S])
     end_logits = tf.ensure_shape(tf.cast(outputs["end_logits"], tf.float32), [None, S])
     return _Grid(p, off, length, in_doc, token_index), start_logits, end_logits

@@ -102,6 +102,7 @@ class TaggerModule(ReusableModule):
       raise ValueError("a tagger needs its labels")
     self.tokenizer = tokenizer
     self.model = model
+    self.set_inference(model)
     self.seq_length = int(seq_length)
     self.labels = [str(label) for label in labels]
     types = sorted({split_tag(label)[1] for label in self.labels})
@@ -189,7 +190,7 @@ class TaggerModule(ReusableModule):
     mask = tf.cast(position <= length[:, tf.newaxis] + 1, tf.int32)
     logits = call_cut(self.model, dict(input_word_ids=tf.cast(ids, tf.int32), input_mask=mask,
                                        input_type_ids=tf.zeros_like(mask)),
-                      self._width, S)["logits"]
+                      self._width, S, infer=self.infer)["logits"]
     logits = tf.cast(logits, tf.float32)
     # Each word's logits: in the window that owns its first piece.
     word_long = tf.gather(long_text, word_text)

@@ -63,3 +63,34 @@ def test_windows_run_cut_and_come_back_at_full_length():
     np.testing.assert_allclose(b[:, :24], a[:, :24], rtol=1e-5, atol=1e-5)
   same = modules.call_cut(model, inputs, None, SEQ)
   np.testing.assert_array_equal(same["start_logits"].numpy(), full["start_logits"].numpy())
+
+
+def test_the_signatures_and_buckets_share_one_traced_model_without_dropout():
+  """Every entry point of a fine-tuned export that runs the model without dropout (both
+  signatures, every length bucket, __call__ with training=False on either input structure)
+  calls ReusableModule.infer, so the model is traced once for them all; __call__ with
+  training=True traces it once per input structure. The outputs are the model's."""
+  _, bucketed = _packers()
+  config = helpers.tiny_config(max_position_embeddings=SEQ,
+                               vocab_size=bucketed.tokenizer.vocab_size)
+  tf.keras.utils.set_random_seed(4)
+  model = heads.build_classifier_model(config, 2)
+  traced = []
+  call = model.call
+
+  def counting_call(inputs, training=None, **kwargs):
+    traced.append(bool(training))
+    return call(inputs, training=training, **kwargs)
+  model.call = counting_call
+  module = modules.ClassifierModule(bucketed, model, SEQ, ["no", "yes"], pair=True)
+  assert traced == [False, True, True]  # make_reusable traces __call__ at once
+  for function in (module.classify, module.serving_default):
+    function.get_concrete_function()
+  assert traced == [False, True, True]
+  text, text_b = tf.constant(TEXTS), tf.constant(TEXTS[::-1])
+  inputs = bucketed.pack(bucketed.tokenize(text), bucketed.tokenize(text_b),
+                         tf.fill([len(TEXTS)], SEQ), pad_to=SEQ)
+  expected = tf.nn.softmax(call({key: inputs[key] for key in modules.ENCODER_INPUTS},
+                                training=False)["logits"]).numpy()
+  np.testing.assert_allclose(module.classify(text, text_b)["probabilities"].numpy(), expected,
+                             rtol=1e-5, atol=1e-6)
