@@ -327,11 +327,13 @@ def run_ours(spec):
       raise RuntimeError(f"{system}: non-finite loss")
 
   batches = _eval_batches(spec)
-  eval_data = strategy.experimental_distribute_dataset(
+  eval_data = input_pipeline.autotuning_off(
       tf.data.Dataset.from_tensor_slices(_concat(batches)).batch(spec["eval_batch_size"]))
 
   def evaluate():
-    it = iter(eval_data)
+    # Read as run_pretraining reads its eval data (loop.data_iterator: deleting the iterator
+    # does not wait for tf.data's autotuning thread).
+    it = loop.data_iterator(strategy, lambda ctx: eval_data)
     sums = [{k: v.numpy() for k, v in trainer.eval_step(it).items()} for _ in batches]
     results = pretraining.eval_metrics_from_sums(sums)
     return results["masked_lm_accuracy"], results["masked_lm_loss"]
