@@ -138,7 +138,9 @@ class ReusableModule(tf.Module):
   def make_reusable_on_ids(self, model: keras.Model) -> None:
     """make_reusable for a fine-tuned model on the encoder's three inputs (what the
     bert_preprocessor's bert_pack_inputs gives): __call__ returns its outputs in float32.
-    Without dropout it runs self.infer (set_inference first)."""
+    Without dropout it runs self.infer, made here unless set_inference already made it."""
+    if "infer" not in self.__dict__:
+      self.set_inference(model)
     def call(inputs, training):
       inputs = {key: inputs[key] for key in ENCODER_INPUTS}
       outputs = model(inputs, training=True) if training else self.infer(inputs)

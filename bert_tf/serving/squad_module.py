@@ -116,7 +116,6 @@ class QuestionAnsweringModule(ReusableModule):
         raise ValueError(f"the vocab has no {token} token, needed for the windows")
     self.tokenizer = tokenizer
     self.model = model
-    self.set_inference(model)
     self.seq_length = int(seq_length)
     self.doc_stride = int(doc_stride)
     self.max_query_length = int(max_query_length)

@@ -102,7 +102,6 @@ class TaggerModule(ReusableModule):
       raise ValueError("a tagger needs its labels")
     self.tokenizer = tokenizer
     self.model = model
-    self.set_inference(model)
     self.seq_length = int(seq_length)
     self.labels = [str(label) for label in labels]
     types = sorted({split_tag(label)[1] for label in self.labels})
