@@ -145,7 +145,8 @@ class _ReadWindows(beam.DoFn):
     blocks = instances_lib.cut_window(documents, self._block_bytes, self._random_seed,
                                       window_index)
     counts = {name: getattr(report, name) for name in (
-        "files", "lines", "bytes", "invalid_utf8_lines", "skipped_lines")}
+        "files", "lines", "bytes", "invalid_utf8_lines", "skipped_lines",
+        "carriage_return_lines")}
     yield beam.pvalue.TaggedOutput(COUNTS, dict(counts, long_lines=long_lines.count,
                                                 blocks=len(blocks)))
     for block_index, block in enumerate(blocks):
@@ -313,6 +314,7 @@ def run(config: pretraining_data.DataConfig, beam_args: Sequence[str]) -> Dict[s
           lines=totals.get("lines", 0), bytes=totals.get("bytes", 0),
           invalid_utf8_lines=totals.get("invalid_utf8_lines", 0),
           skipped_lines=totals.get("skipped_lines", 0),
+          carriage_return_lines=totals.get("carriage_return_lines", 0),
           documents=totals.get("documents", 0), segments=totals.get("segments", 0),
           tokens=totals.get("tokens", 0))
       stats = writer_lib.InstanceStats(

@@ -30,6 +30,7 @@ class ReadReport:
   bytes: int = 0
   invalid_utf8_lines: int = 0
   skipped_lines: int = 0
+  carriage_return_lines: int = 0
   documents: int = 0
   segments: int = 0
   tokens: int = 0
@@ -45,7 +46,8 @@ LongLineCallback = Callable[[str, Callable[[], int], int], None]
 
 def iter_lines(path: str, errors: str, report: ReadReport, max_line_bytes: int = 0,
                on_long_line: Optional[LongLineCallback] = None) -> Iterator[str]:
-  """Yields the decoded lines of one file (split on "\\n" only, like the original's readline).
+  """Yields the decoded lines of one file as the original's readline gives them: split on "\\n"
+  only, every "\\r" deleted.
 
   Args:
     path: a local path, or any tf.io.gfile path (gs://, ram://, ...).
@@ -72,9 +74,21 @@ def iter_lines(path: str, errors: str, report: ReadReport, max_line_bytes: int =
       except UnicodeDecodeError as e:
         line = _undecodable(raw, e, errors, report, f"{path}:{line_number}")
       if line is not None:
-        yield line
+        yield _as_original_reads(line, raw, report)
   if empty:
     report.empty_files.append(path)
+
+
+def _as_original_reads(line: str, raw: bytes, report: ReadReport) -> str:
+  """The line as the original's reader gives it: TensorFlow's readline (tf.gfile.GFile), which
+  create_pretraining_data.py reads with, deletes every "\\r", so a "\\r" between two words
+  joins them into one. A line with a "\\r" before the end of its text (old Mac line ends, a
+  stray carriage return; not a CRLF ending) is counted in the report, for a warning."""
+  if "\r" not in line:
+    return line
+  if b"\r" in raw.rstrip(b"\r\n"):
+    report.carriage_return_lines += 1
+  return line.replace("\r", "")
 
 
 def _undecodable(raw: bytes, error: UnicodeDecodeError, errors: str, report: ReadReport,
@@ -180,7 +194,7 @@ def iter_piece_lines(path: str, start: int, end: int, errors: str, report: ReadR
         line = _undecodable(raw, e, errors, report,
                             f"{path}:{line_number_at(path, line_start)}")
       if line is not None:
-        yield line
+        yield _as_original_reads(line, raw, report)
 
 
 def expand_input_files(patterns, sort: bool = False) -> List[str]:

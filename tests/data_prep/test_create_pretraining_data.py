@@ -120,6 +120,34 @@ def test_cli_exit_codes_and_one_line_errors(tmp_path, capsys):
   assert os.listdir(tmp_path) == []
 
 
+# The original script's outputs on tests/data/cpd_adversarial.txt (Unicode edge cases, control
+# characters, CRLF, carriage returns inside lines and old Mac line ends; tests/data/README.md),
+# with the bert-base-uncased vocab and seed 12345 unless given: (flags, instances, content md5).
+ADVERSARIAL_GOLDEN = [
+    (dict(max_seq_length=128, max_predictions_per_seq=20, dupe_factor=2),
+     61, "f40d1c7db30bf2da3b822b47890740ef"),
+    (dict(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=3, do_whole_word_mask=True,
+          random_seed=7, masked_lm_prob=0.2, short_seq_prob=0.3),
+     155, "cc9b2a0934b056f66af7814e8fa6868f"),
+    (dict(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=1, do_lower_case=False),
+     42, "f7ae0a2612c1c3ac801e199915fe5fb3"),
+]
+
+
+@pytest.mark.parametrize("flags, instances, md5", ADVERSARIAL_GOLDEN)
+def test_adversarial_text_gives_the_originals_records(flags, instances, md5, caplog):
+  """Every "\\r" is deleted as the original's reader (TensorFlow's readline) deletes it, so
+  "line\\rwith" is one word, as there; the lines where that joins text are warned about."""
+  out = f"{_ram_dir()}/adversarial.tfrecord"
+  with caplog.at_level(logging.WARNING):
+    summary = cpd.run(_config([out], inputs=[os.path.join(TEST_DATA, "cpd_adversarial.txt")],
+                              **flags))
+  records = _records(out)
+  assert summary["instances"] == len(records) == instances
+  assert _content_md5(records) == md5
+  assert "2 line(s) hold a carriage return (\\r) inside their text" in caplog.text
+
+
 def test_round_robin_gzip_v2_and_stable_bytes():
   base = _ram_dir()
   single = f"{base}/all.tfrecord"

@@ -387,6 +387,32 @@ def test_read_documents_follows_the_original(tmp_path, tokenizer):
   assert (report.files, report.documents, report.segments, report.lines) == (2, 3, 5, 10)
 
 
+def test_lines_are_tensorflows_readline_lines(tmp_path):
+  """The original reads its corpus with tf.gfile.GFile.readline: lines end at "\\n" and lose
+  every "\\r" (so "a\\rb" is one word there). Both readers give exactly its lines, the byte-range
+  one from any split point, and count the lines where a "\\r" sits inside the text."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  data = (b"Hello world.\r\n\r\nA line\rwith text.\nOld\rMac\r\r ends.\r\r\n\n"
+          b"\xc3\xa9t\xc3\xa9\r\xe2\x80\xa8x\n\nlast\rline\r")
+  path = str(tmp_path / "cr.txt")
+  with open(path, "wb") as f:
+    f.write(data)
+  with tf.io.gfile.GFile(path, "r") as f:
+    original = list(f)
+  assert "A linewith text.\n" in original  # TensorFlow's behaviour, which this test relies on
+  report = corpus.ReadReport()
+  assert list(corpus.iter_lines(path, "strict", report)) == original
+  assert report.carriage_return_lines == 4
+  for split in range(1, len(data)):
+    lines, report = [], corpus.ReadReport()
+    for start, end in ((0, split), (split, len(data))):
+      lines += [line.strip() for line in corpus.iter_piece_lines(path, start, end, "strict",
+                                                                  report)]
+    kept = [line.strip() for line in original]
+    assert [line for line in lines if line] == [line for line in kept if line], split
+    assert report.carriage_return_lines == 4, split
+
+
 def test_invalid_utf8_strict_names_file_and_line(tmp_path, tokenizer):
   path = tmp_path / "bad.txt"
   path.write_bytes(b"good line\nsecond\nbad \xff byte\n")

@@ -89,6 +89,27 @@ def test_lines_are_read_lazily_as_the_original(tmp_path):
     next(fe.read_examples(str(tmp_path / "missing.txt")))
 
 
+def test_carriage_returns_are_deleted_as_the_originals_reader_deletes_them(tmp_path, caplog):
+  """The original reads with tf.gfile.GFile.readline, which drops every "\\r": the examples
+  equal its lines, stripped, and the first "\\r" inside a line is warned about."""
+  path = tmp_path / "in.txt"
+  path.write_bytes(b"a line\rwith text ||| b\r\n\r\nold\rmac\r\r ends\r\nplain\rlast")
+  original = []
+  with tf.io.gfile.GFile(str(path), "r") as reader:
+    while True:
+      line = reader.readline()
+      if not line:
+        break
+      original.append(line.strip())
+  with caplog.at_level(logging.WARNING):
+    examples = list(fe.read_examples(str(path)))
+  assert [fe.example_from_line(i, line) for i, line in enumerate(original)] == examples
+  assert examples[0] == fe.InputExample(0, "a linewith text", "b")
+  assert [e.text_a for e in examples[1:]] == ["", "oldmac ends", "plainlast"]
+  assert caplog.text.count("a carriage return (\\r) inside the line is deleted") == 1
+  assert f"{path}:1: a carriage return" in caplog.text
+
+
 def test_the_readme_example_gives_the_golden_features(uncased):
   [feature] = features_of(["Who was Jim Henson ? ||| Jim Henson was a puppeteer"], uncased, 16)
   assert feature.tokens == ["[CLS]", "who", "was", "jim", "henson", "?", "[SEP]", "jim",
