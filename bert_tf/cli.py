@@ -541,7 +541,7 @@ def run(main: Callable[[Sequence[str]], Optional[int]],
         message = describe_failure(e, flag_values)
       except Exception:  # pylint: disable=broad-except
         message = _one_line(e)  # the error itself matters more than naming its flag
-      logging.error("%s", message)
+      # One line, not also as a log line: absl logs to the same stderr.
       print(f"{program}: error: {message}", file=sys.stderr)
       sys.exit(EXIT_FAILURE)
     status = EXIT_OK if status is None else int(status)

@@ -135,11 +135,40 @@ class BertConfig:
     return dataclasses.asdict(self)
 
   @classmethod
+  def from_hf_dict(cls, values: Mapping[str, Any], source: str = "config.json") -> "BertConfig":
+    """A config from a Hugging Face BERT config.json dict (its other keys are ignored).
+
+    Raises:
+      ConfigError: the config describes something this model cannot reproduce (another
+        LayerNorm epsilon, relative positions, an activation without an equivalent).
+    """
+    act = values.get("hidden_act", "gelu")
+    hidden_act = activation_from_hf(act)  # their "gelu" is the exact erf form
+    if hidden_act is None:
+      raise ConfigError(f"{source}: hidden_act {act!r} has no equivalent here")
+    if float(values.get("layer_norm_eps", 1e-12)) != 1e-12:
+      raise ConfigError(f"{source}: layer_norm_eps {values['layer_norm_eps']} is not BERT's "
+                        "1e-12")
+    if values.get("position_embedding_type", "absolute") != "absolute":
+      raise ConfigError(f"{source}: position_embedding_type "
+                        f"{values['position_embedding_type']!r} is not supported")
+    keys = [f.name for f in dataclasses.fields(cls) if f.name != "hidden_act"]
+    return cls.from_dict(dict({k: values[k] for k in keys if k in values},
+                              hidden_act=hidden_act), source=source)
+
+  @classmethod
   def from_json_string(cls, text: str, source: str = "config") -> "BertConfig":
+    """The config of a bert_config.json's text, or of a Hugging Face config.json's (told apart
+    by its "model_type" key)."""
     try:
       values = json.loads(text)
     except json.JSONDecodeError as e:
       raise ConfigError(f"{source}: not valid JSON ({e})") from None
+    if isinstance(values, Mapping) and "model_type" in values:
+      if values["model_type"] != "bert":
+        raise ConfigError(f"{source}: a Hugging Face config of model_type "
+                          f"{values['model_type']!r}; only \"bert\" is read here")
+      return cls.from_hf_dict(values, source=source)
     return cls.from_dict(values, source=source)
 
   def to_json_string(self) -> str:

@@ -11,7 +11,6 @@ folder records (its vocab.txt and casing: bert_tf.model.provenance) unless --voc
 """
 
 import json
-import os
 
 from absl import flags
 
@@ -68,15 +67,14 @@ def main(argv):
   from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
   from bert_tf.serving import saved_model  # pylint: disable=g-import-not-at-top
   f = FLAGS
-  config_file = f.bert_config_file
-  if config_file is None:
-    base = f.checkpoint.rstrip("/")
-    directory = base if io.isdir(base) else os.path.dirname(base) or "."
-    config_file = os.path.join(directory, "bert_config.json")
-    if not io.exists(config_file):
-      raise cli.UsageError(f"--bert_config_file not given and no bert_config.json beside "
-                           f"--checkpoint={f.checkpoint}")
-  config = BertConfig.from_json_file(config_file)
+  if f.bert_config_file:
+    config = BertConfig.from_json_file(f.bert_config_file)
+  else:  # bert_config.json beside it, or a Hugging Face folder's config.json
+    try:
+      config = checkpoints.config_beside(checkpoints.resolve_checkpoint(f.checkpoint))
+    except FileNotFoundError as e:
+      raise cli.UsageError(f"--checkpoint={f.checkpoint}: {e} (--bert_config_file not "
+                           "given)") from None
   try:
     weights = checkpoints.read_weights(f.checkpoint, config)
   except Exception as e:  # pylint: disable=broad-except

@@ -16,7 +16,7 @@ import collections
 import dataclasses
 import json
 import re
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from absl import logging
 import keras
@@ -94,16 +94,61 @@ class LoadReport:
   unexpected: List[str] = dataclasses.field(default_factory=list)    # source has, model lacks
   mismatched: List[str] = dataclasses.field(default_factory=list)    # "name: source vs model"
   skipped: List[str] = dataclasses.field(default_factory=list)       # optimizer slots, step
+  sizes: str = ""  # the sizes of the weights and of the model, where they differ
 
   def summary(self) -> str:
     parts = [f"loaded {len(self.loaded)}"]
     for field in ("missing", "unexpected", "mismatched"):
       names = getattr(self, field)
       if names:
-        parts.append(f"{field} {len(names)}: {', '.join(names)}")
+        parts.append(f"{field} {len(names)}: {_first_few(names)}")
     if self.skipped:
       parts.append(f"skipped {len(self.skipped)} optimizer/step variables")
+    if self.sizes:
+      parts.append(self.sizes)
     return "; ".join(parts)
+
+  def mismatch_summary(self) -> str:
+    """The shape mismatches in a line a user can read: the sizes that differ, then a few."""
+    shown = f"{len(self.mismatched)} variables, e.g. {_first_few(self.mismatched, 2, '; ')}"
+    return f"{self.sizes}; {shown}" if self.sizes else shown
+
+
+def _first_few(items: Sequence[str], count: int = 3, separator: str = ", ") -> str:
+  more = f" and {len(items) - count} more" if len(items) > count else ""
+  return separator.join(items[:count]) + more
+
+
+_LAYER = re.compile(r"(?:^|/)layer_(\d+)/")
+
+
+def model_sizes(shapes: Mapping[str, Sequence[int]]) -> Dict[str, int]:
+  """The BERT sizes that weights under the original names imply (those it can tell)."""
+  sizes = {}
+  for key, name, axis in (("vocab_size", "bert/embeddings/word_embeddings", 0),
+                          ("hidden_size", "bert/embeddings/word_embeddings", 1),
+                          ("max_position_embeddings", "bert/embeddings/position_embeddings", 0),
+                          ("type_vocab_size", "bert/embeddings/token_type_embeddings", 0),
+                          ("intermediate_size",
+                           "bert/encoder/layer_0/intermediate/dense/kernel", 1)):
+    if name in shapes and len(shapes[name]) > axis:
+      sizes[key] = int(shapes[name][axis])
+  layers = {int(m.group(1)) for m in map(_LAYER.search, shapes) if m}
+  if layers:
+    sizes["num_hidden_layers"] = max(layers) + 1
+  return sizes
+
+
+def describe_sizes(weights: Mapping[str, Sequence[int]], model: Mapping[str, Sequence[int]],
+                   source: str = "the weights") -> str:
+  """"<source> has hidden_size 384, ...; the model 256, ..." over the sizes that differ ("" if
+  none does)."""
+  ours, theirs = model_sizes(model), model_sizes(weights)
+  differ = [key for key in theirs if key in ours and theirs[key] != ours[key]]
+  if not differ:
+    return ""
+  return (f"{source} has {', '.join(f'{k} {theirs[k]}' for k in differ)}, the config "
+          f"{', '.join(str(ours[k]) for k in differ)}")
 
 
 # === Names ===
@@ -238,11 +283,16 @@ def set_original_weights(model, values: Mapping[str, np.ndarray], strict: bool =
     if tuple(value.shape) != tuple(variable.shape):
       shown = value.T.shape if transpose else value.shape
       expected = tuple(reversed(variable.shape)) if transpose else tuple(variable.shape)
-      report.mismatched.append(f"{name}: {source} has {tuple(shown)}, model wants {expected}")
+      report.mismatched.append(f"{name}: {tuple(shown)} in the weights, {expected} in the model")
       continue
     assignments.append((variable, value))
     report.loaded.append(name)
   required_missing = [n for n in report.missing if not n.startswith(tuple(optional))]
+  if report.mismatched or required_missing or report.unexpected:
+    report.sizes = describe_sizes(
+        {n: np.shape(v) for n, v in values.items()},
+        {n: tuple(reversed(v.shape)) if t else tuple(v.shape) for n, (v, t) in table.items()},
+        "the checkpoint")
   if strict and (required_missing or report.mismatched):
     raise CheckpointMismatchError(f"cannot load {source} into {model.name}: {report.summary()}")
   for variable, value in assignments:
@@ -598,24 +648,8 @@ def _hf_name_map(name: str, hf_to_original: bool) -> Optional[Tuple[str, bool]]:
 
 
 def bert_config_from_hf(values: Mapping[str, object], source: str = "config.json") -> BertConfig:
-  """A BertConfig from a Hugging Face BERT config.json dict (extra keys are ignored).
-
-  Raises:
-    ValueError: the config describes something our model cannot reproduce (another LayerNorm
-      epsilon, relative positions, an unknown activation).
-  """
-  act = values.get("hidden_act", "gelu")
-  hidden_act = activation_from_hf(act)  # their "gelu" is the exact erf form
-  if hidden_act is None:
-    raise ValueError(f"{source}: hidden_act {act!r} has no equivalent here")
-  if float(values.get("layer_norm_eps", 1e-12)) != 1e-12:
-    raise ValueError(f"{source}: layer_norm_eps {values['layer_norm_eps']} is not BERT's 1e-12")
-  if values.get("position_embedding_type", "absolute") != "absolute":
-    raise ValueError(f"{source}: position_embedding_type "
-                     f"{values['position_embedding_type']!r} is not supported")
-  keys = [f.name for f in dataclasses.fields(BertConfig) if f.name != "hidden_act"]
-  return BertConfig.from_dict(dict({k: values[k] for k in keys if k in values},
-                                   hidden_act=hidden_act), source=source)
+  """A BertConfig from a Hugging Face BERT config.json dict: BertConfig.from_hf_dict."""
+  return BertConfig.from_hf_dict(values, source=source)
 
 
 def hf_to_original(tensors: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:

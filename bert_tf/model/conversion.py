@@ -22,7 +22,7 @@ import numpy as np
 from bert_tf import io
 from bert_tf.config import BertConfig, hf_activation
 from bert_tf.model.checkpoints import (
-    CLASSIFIER, CLASSIFIER_NAMES, FORMATS, HF_ARCHITECTURES, HF_SPECIAL_TOKENS_FILE,
+    CLASSIFIER, CLASSIFIER_NAMES, FORMATS, CheckpointMismatchError, describe_sizes, HF_ARCHITECTURES, HF_SPECIAL_TOKENS_FILE,
     HF_TOKENIZER_CONFIG_FILE, HF_VOCAB_FILE, HF_WEIGHTS_FILE, PRETRAINING, SQUAD, SQUAD_NAMES,
     TAGGER, TASK_INFO_FILE, TF_CHECKPOINT_PARTS, config_beside, detect_format, head_of_task_info,
     model_garden_head_variables, model_head, original_name, original_variable_shapes,
@@ -397,6 +397,17 @@ def converted_model(config: BertConfig, values: Mapping[str, np.ndarray], source
   left_out = [name for name in values if name not in held]
   dropped = [name for name in left_out if not (head in (SQUAD, TAGGER) and
                                                name in _NOT_IN_SEQUENCE_MODELS)]
+  encoder_left_out = [name for name in dropped if name.startswith("bert/")]
+  if encoder_left_out:  # the encoder itself does not fit: no head flag can help
+    shapes = {}
+    for variable in model.weights:
+      name, transpose = original_name(variable.path)
+      shapes[name] = tuple(reversed(variable.shape)) if transpose else tuple(variable.shape)
+    detail = (describe_sizes({n: np.shape(v) for n, v in values.items()}, shapes, "it")
+              or "its encoder has variables the config has no place for")
+    raise CheckpointMismatchError(
+        f"{detail}; {len(encoder_left_out)} encoder variables left over, e.g. "
+        f"{', '.join(sorted(encoder_left_out)[:2])}")
   if dropped and not drop_head:
     raise HeadError(f"{source}: {', '.join(dropped)} would be dropped (a {head or 'encoder'} "
                     "model has no such weights)")

@@ -72,6 +72,7 @@ class OutputDirRun:
 
   def __init__(self, config, settings, strategy, chief: bool, program: str):
     self._args = (config, settings, strategy, chief)
+    self._new_folder = chief and not io.exists(settings.output_dir)
     self._lock = loop.run_directory_lock(settings.output_dir, chief, program)
     self._before = None
 
@@ -99,6 +100,10 @@ class OutputDirRun:
                        "%s (%s)", output_dir, ", ".join(sorted(created)))
     finally:
       self._lock.__exit__(kind, value, traceback)
+    output_dir = self._args[1].output_dir
+    if (kind is not None and self._new_folder and io.isdir(output_dir)
+        and not io.listdir(output_dir)):
+      io.remove(output_dir)  # the failed run made the folder and left nothing in it
     return False
 
 

@@ -1138,7 +1138,7 @@ def load_init_checkpoint(model, path: str) -> Set[str]:
                         f"({reason})") from None
   if report.mismatched:
     raise TrainingError(f"--init_checkpoint={path}: shapes differ from the model built from "
-                        f"--bert_config_file: {'; '.join(report.mismatched)}")
+                        f"--bert_config_file: {report.mismatch_summary()}")
   loaded = set(report.loaded)
   restored = {v.path for v in model.weights if checkpoints.original_name(v.path)[0] in loaded}
   if not restored:
