@@ -89,7 +89,9 @@ def main(argv):
   result = tagging_run.run_ner(config, settings, strategy, exporter=tagging_export.EXPORTER)
   logging.info("Finished at step %d", result["global_step"])
   for name in ("eval", "test"):
-    if name in result:
+    if name in result and result[name].get("tag_scheme") == "plain":  # no entities to count
+      logging.info("%s: token accuracy %.4f", name, result[name]["accuracy"])
+    elif name in result:
       logging.info("%s: precision %.4f recall %.4f F1 %.4f token accuracy %.4f", name,
                    result[name]["precision"], result[name]["recall"], result[name]["f1"],
                    result[name]["accuracy"])

@@ -36,6 +36,7 @@ from bert_tf import io
 from bert_tf import length_buckets as length_buckets_lib
 from bert_tf.model import checkpoints
 from bert_tf.model import exporting
+from bert_tf.model import provenance
 from bert_tf.serving import modules
 from bert_tf.serving import pretrained
 from bert_tf.serving import tf_serving
@@ -187,9 +188,19 @@ def export_pretraining(model: keras.Model, config: BertConfig, settings,
   # warns): this export replaces every model of the earlier attempt at that step.
   for name in MODEL_NAMES:
     io.remove_if_exists(io.join(base_dir, name, str(version)))
+  # Without --vocab_file, the vocab the run recorded from the data's metadata (its vocab.txt).
+  vocab_file = settings.vocab_file
+  recorded = io.join(settings.output_dir, provenance.VOCAB_FILE)
+  if not vocab_file and io.exists(recorded):
+    vocab_file = recorded
+  if settings.export_serving and not vocab_file:
+    logging.warning("No --vocab_file, and the data's metadata names no vocab that is still "
+                    "there: the export holds the ids-in models only (encoder, pretraining), "
+                    "not the raw-text ones for TF Serving (bert, bert_encoder, "
+                    "bert_preprocessor); give --vocab_file for those")
   return export_trained_model(
       model, config, base_dir,
-      vocab_file=settings.vocab_file, do_lower_case=settings.do_lower_case,
+      vocab_file=vocab_file, do_lower_case=settings.do_lower_case,
       seq_length=settings.max_seq_length, data_metadata=info, serving=settings.export_serving,
       version=version)
 

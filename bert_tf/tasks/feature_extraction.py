@@ -1010,6 +1010,9 @@ def extract_features(settings: ExtractFeaturesSettings, config: Optional[BertCon
     raise FeatureExtractionError(f"--batch_size={settings.batch_size} must be a multiple of "
                                  f"the {strategy.num_replicas_in_sync} replicas")
   total = count_lines(settings.input_file)
+  if not total:
+    logging.warning("--input_file=%s is empty: the output holds no example",
+                    settings.input_file)
   logging.info("%d lines in %s; layers %s, pooling %s, %s output%s", total,
                settings.input_file, ",".join(map(str, layers)), settings.pooling, output_format,
                ", packed rows" if settings.packing == row_packing.EXACT else "")

@@ -312,7 +312,7 @@ def _predict_and_score(state: fine_tuning.RunState, sentences, name: str, batch_
     if scheme == "plain":
       logging.info("  %s tags are plain (no entities): token accuracy %.4f", name,
                    scores["accuracy"])
-    scores = dict(scores, loss=results[f"{name}_loss"])
+    scores = dict(scores, loss=results[f"{name}_loss"], tag_scheme=scheme)
   if state.chief:
     io.write_text(io.join(out_dir, f"{name}_predictions.txt"),
                   tagging_data.format_predictions(sentences, predicted))

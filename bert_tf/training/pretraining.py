@@ -356,6 +356,14 @@ def _check_data(settings: PretrainingSettings, config: BertConfig, pattern: str,
         files, input_pipeline.detect_compression(files, metadata), flag, lengths,
         vocab_size=config.vocab_size)
     _check_vocab(settings, metadata, files[0])
+    data_vocab_size = (metadata or {}).get("vocab_size")
+    if isinstance(data_vocab_size, int) and data_vocab_size < config.vocab_size:
+      logging.warning(
+          "The config's vocab_size is %d but the %s data was made with a vocabulary of %d "
+          "tokens: %d rows of the embedding table and of the masked-LM output are never used; "
+          "set vocab_size to %d in --bert_config_file unless the padding is meant",
+          config.vocab_size, flag, data_vocab_size, config.vocab_size - data_vocab_size,
+          data_vocab_size)
     return metadata
   except (input_pipeline.InputError, record_schema.MetadataError) as e:
     # Both errors already name the flag and the file.

@@ -521,3 +521,29 @@ def test_export_refuses_a_tokenizer_the_data_was_not_made_with(exported, tmp_pat
     err = capsys.readouterr().err
     assert re.search(message, err) and "--allow_tokenizer_mismatch" in err, err
     assert not os.path.exists(tmp_path / "out" / "bert")
+
+
+def test_a_pretraining_export_without_vocab_file_uses_the_runs_recorded_vocab(tmp_path,
+                                                                             monkeypatch,
+                                                                             caplog):
+  """run_pretraining records the data's vocab as output_dir/vocab.txt; its export takes that
+  vocab for the raw-text models when --vocab_file is not given, and says when it has none."""
+  import dataclasses  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import pretraining  # pylint: disable=g-import-not-at-top
+  calls = []
+  monkeypatch.setattr(saved_model, "export_trained_model",
+                      lambda *args, **kwargs: calls.append(kwargs) or "done")
+  settings = pretraining.PretrainingSettings(input_file="x.tfrecord",
+                                             output_dir=str(tmp_path), do_train=True)
+  with caplog.at_level("WARNING"):
+    saved_model.export_pretraining(None, CONFIG, settings, version=3)
+  assert calls[-1]["vocab_file"] is None and calls[-1]["serving"] is True
+  assert "the export holds the ids-in models only" in caplog.text
+  recorded = tmp_path / "vocab.txt"
+  recorded.write_text("[PAD]\n")
+  caplog.clear()
+  saved_model.export_pretraining(None, CONFIG, settings, version=3)
+  assert calls[-1]["vocab_file"] == str(recorded) and caplog.text == ""
+  given = dataclasses.replace(settings, vocab_file=VOCAB)
+  saved_model.export_pretraining(None, CONFIG, given, version=3)
+  assert calls[-1]["vocab_file"] == VOCAB

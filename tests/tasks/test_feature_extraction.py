@@ -790,3 +790,13 @@ def test_the_packed_command_writes_the_unpacked_file(tiny, tmp_path, capsys, cap
   assert "--packing" in capsys.readouterr().err and not (tmp_path / "static.jsonl").exists()
   assert_same_outputs(str(tmp_path / "none.jsonl"), str(tmp_path / "exact.jsonl"), "jsonl")
   assert "Real tokens:" in logged["exact"] and "--packing=exact" in logged["exact"]
+
+
+def test_an_empty_input_writes_an_empty_output_with_a_warning(tiny, tmp_path, caplog):
+  empty = tmp_path / "empty.txt"
+  empty.write_bytes(b"")
+  out = tmp_path / "out.jsonl"
+  with caplog.at_level(logging.WARNING):
+    result = fe.extract_features(tiny_settings(tiny, out, input_file=str(empty)))
+  assert result["num_lines"] == 0 and out.read_bytes() == b""
+  assert f"--input_file={empty} is empty: the output holds no example" in caplog.text

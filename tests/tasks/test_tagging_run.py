@@ -2,7 +2,9 @@
 command line and bad input."""
 
 import json
+import logging
 import os
+import re
 import subprocess
 import sys
 
@@ -72,7 +74,7 @@ def test_learns_the_names_and_writes_what_it_scores(trained):
 
 
 @pytest.mark.slow
-def test_predicting_with_the_trained_run_from_the_command_line(trained, tmp_path):
+def test_predicting_with_the_trained_run_from_the_command_line(trained, tmp_path, caplog):
   """Labels come from the run's task_info.json; a predict file without tags gets `word tag`
   lines equal to the trained run's predictions."""
   out, result = trained
@@ -98,6 +100,13 @@ def test_predicting_with_the_trained_run_from_the_command_line(trained, tmp_path
   assert fixed["test_predictions"] == result["test_predictions"]
   assert fixed["eval_predictions"] == result["eval_predictions"]
   assert fixed["eval"]["f1"] == result["eval"]["f1"]
+  # Plain tags (POS-like: no entities): the summary gives the token accuracy only.
+  with caplog.at_level(logging.INFO):
+    assert helpers.run_cli_in_process(run_ner, argv[:4] + [
+        f"--data_dir={NER}", "--do_eval", "--tag_scheme=plain", f"--max_seq_length={SEQ}",
+        f"--output_dir={tmp_path / 'plain'}"]) == 0
+  assert re.search(r"eval: token accuracy 0\.\d{4}$", caplog.text, re.M), caplog.text[-2000:]
+  assert "eval: precision" not in caplog.text
 
 
 def test_bad_input_stops_before_anything_is_written(tmp_path):

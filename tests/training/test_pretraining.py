@@ -343,3 +343,20 @@ def test_export_reloads_with_the_same_outputs(data, full_run):
   np.testing.assert_allclose(served["pooled_output"].numpy(),
                              encoder.signatures["serving_default"](**packed)["pooled_output"],
                              rtol=1e-5, atol=1e-5)
+
+
+def test_a_config_vocab_larger_than_the_datas_is_warned_about(data, tmp_path, caplog):
+  """Ids beyond the config's vocab are refused (check_metadata); a config vocab larger than
+  the data's trains, with a warning giving both sizes."""
+  settings = tiny_settings(data, str(tmp_path / "run"))
+  with caplog.at_level(logging.WARNING):
+    pretraining._check_data(settings, tiny_config(), data, "input_file")  # pylint: disable=protected-access
+  assert "vocab_size" not in caplog.text
+  larger = tiny_config(vocab_size=helpers.VOCAB + 8)
+  with caplog.at_level(logging.WARNING):
+    pretraining._check_data(settings, larger, data, "input_file")  # pylint: disable=protected-access
+  assert (f"The config's vocab_size is {helpers.VOCAB + 8} but the input_file data was made "
+          f"with a vocabulary of {helpers.VOCAB} tokens: 8 rows") in caplog.text
+  with pytest.raises(loop.TrainingError, match="vocab_size"):
+    pretraining._check_data(settings, tiny_config(vocab_size=helpers.VOCAB - 1), data,  # pylint: disable=protected-access
+                            "input_file")
