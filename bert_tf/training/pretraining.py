@@ -418,26 +418,54 @@ def run_pretraining(config: BertConfig, settings: PretrainingSettings,
   if settings.do_eval and settings.eval_input_file:
     _check_data(settings, config, settings.eval_input_file, "eval_input_file")
   chief = loop.is_chief(strategy)
-  with loop.run_directory_lock(settings.output_dir, chief, "run_pretraining"):
-    # Nothing is written to output_dir before a resume is known to fit its checkpoints.
-    loop.check_resume_compatible(settings.output_dir, config, settings)
-    io.makedirs(settings.output_dir)
-    if chief:
-      loop.record_run(settings.output_dir, config, settings)
-      if metadata is not None:
-        # The data's tokenizer (casing, vocab checksum), checked by fine-tuning commands that
-        # start from this run's checkpoints.
-        io.write_text(io.join(settings.output_dir, DATA_METADATA_FILE),
-                      json.dumps(dict(metadata), indent=2) + "\n")
-      # The vocab of the data (the records' metadata names it) or --vocab_file, as the folder's
-      # vocab.txt: export and convert_checkpoint take the folder's tokenizer from it.
-      vocab = settings.vocab_file or provenance.data_vocab(metadata)
-      if vocab:
-        provenance.record_vocab(settings.output_dir, vocab)
-    if settings.seed is not None:
-      keras.utils.set_random_seed(settings.seed)
-    with loop.dtype_policy(settings.mixed_precision):
-      return _run(config, settings, strategy, chief, metadata, exporter)
+  new_folder = chief and not io.exists(settings.output_dir)
+  try:
+    with loop.run_directory_lock(settings.output_dir, chief, "run_pretraining"):
+      # Nothing is written to output_dir before a resume is known to fit its checkpoints.
+      loop.check_resume_compatible(settings.output_dir, config, settings)
+      before = set(io.listdir(settings.output_dir))
+      try:
+        return _start(config, settings, strategy, chief, metadata, exporter)
+      except BaseException:
+        if chief and not loop.run_checkpoints(settings.output_dir):
+          _remove_new_files(settings.output_dir, before)
+        raise
+  finally:
+    if new_folder and io.isdir(settings.output_dir) and not io.listdir(settings.output_dir):
+      io.remove(settings.output_dir)  # a failed run made it and left nothing in it
+
+
+def _remove_new_files(output_dir: str, before) -> None:
+  """What a run that failed before its first checkpoint wrote in output_dir (the record of the
+  run, TensorBoard events), so that the folder is as it was."""
+  created = sorted(name for name in set(io.listdir(output_dir)) - before
+                   if not name.startswith(io.LOCK_NAME))
+  for name in created:
+    io.remove(io.join(output_dir, name))
+  if created:
+    logging.info("The run failed before its first checkpoint: removed what it wrote to %s (%s)",
+                 output_dir, ", ".join(created))
+
+
+def _start(config, settings, strategy, chief, metadata, exporter):
+  """Records the run in output_dir (the chief), then trains and evaluates."""
+  io.makedirs(settings.output_dir)
+  if chief:
+    loop.record_run(settings.output_dir, config, settings)
+    if metadata is not None:
+      # The data's tokenizer (casing, vocab checksum), checked by fine-tuning commands that
+      # start from this run's checkpoints.
+      io.write_text(io.join(settings.output_dir, DATA_METADATA_FILE),
+                    json.dumps(dict(metadata), indent=2) + "\n")
+    # The vocab of the data (the records' metadata names it) or --vocab_file, as the folder's
+    # vocab.txt: export and convert_checkpoint take the folder's tokenizer from it.
+    vocab = settings.vocab_file or provenance.data_vocab(metadata)
+    if vocab:
+      provenance.record_vocab(settings.output_dir, vocab)
+  if settings.seed is not None:
+    keras.utils.set_random_seed(settings.seed)
+  with loop.dtype_policy(settings.mixed_precision):
+    return _run(config, settings, strategy, chief, metadata, exporter)
 
 
 def _run(config, settings, strategy, chief, metadata, exporter):

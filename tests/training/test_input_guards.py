@@ -7,16 +7,20 @@ a corrupt or truncated file stopped training with a DataLossError naming no file
 
 import gzip
 import os
+import re
 import shutil
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
 from bert_tf import record_schema
+from bert_tf.model import checkpoints
 from bert_tf.training import input_pipeline
 from bert_tf.training import loop
 from bert_tf.training import pretraining
 
+from tests import helpers
 from tests.helpers import PREDS, SEQ, make_records, tiny_config, tiny_settings
 
 
@@ -168,3 +172,23 @@ def test_an_unreadable_init_checkpoint_is_one_line_naming_the_flag(good, tmp_pat
                        match=rf"^--init_checkpoint={path}: .*{reason}") as raised:
       _run(good, tmp_path / "run", init_checkpoint=str(path))
     assert "\n" not in str(raised.value)
+    # The failed run leaves nothing: no record of the run, not even the folder it made.
+    assert not (tmp_path / "run" / "out").exists()
+  # Weights of another size: the sizes that differ, in one short line; an existing folder keeps
+  # what it held, and only that.
+  other = tmp_path / "other"
+  checkpoints.write_tf1_checkpoint(helpers.random_original_weights(
+      tiny_config(hidden_size=32, num_hidden_layers=3, intermediate_size=48),
+      np.random.default_rng(0)), str(other / "model.ckpt"))
+  (tmp_path / "kept").mkdir()
+  (tmp_path / "kept" / "notes.txt").write_text("mine")
+  with pytest.raises(loop.TrainingError) as raised:
+    pretraining.run_pretraining(tiny_config(), tiny_settings(
+        good, str(tmp_path / "kept"), num_train_steps=2,
+        init_checkpoint=str(other / "model.ckpt")))
+  message = str(raised.value)
+  assert re.search(r"shapes differ from the model built from --bert_config_file: the "
+                   r"checkpoint has hidden_size 32, intermediate_size 48, num_hidden_layers 3, "
+                   r"the config 64, \d+, 2; \d+ variables, e.g. ", message), message
+  assert len(message) < 700 and message.endswith(" more")
+  assert os.listdir(tmp_path / "kept") == ["notes.txt"]
