@@ -666,6 +666,11 @@ class Preempted(SystemExit):
     self.checkpoint = checkpoint
 
 
+# The longest training goes without a progress line (a line ends every --iterations_per_loop
+# steps; a longer interval also gets lines on the way, the metrics of its steps so far).
+PROGRESS_SECONDS = 30.0
+
+
 def stop_check_seconds() -> float:
   """BERT_TF_STOP_CHECK_SECONDS (default 5): the longest a call of the training step runs
   before the loop looks for a SIGTERM again."""
@@ -917,6 +922,26 @@ def train(trainer: Trainer, iterator, global_step: tf.Variable, manager,
   step = start_step
   seconds_per_step = None
   eval_seconds, evals = 0.0, 0
+  last_line = time.time()
+
+  def progress(totals, done, elapsed):
+    """Logs a progress line for the steps `done` so far in this interval; their metrics."""
+    metrics = trainer.task.train_metrics(totals, max(1, done - min(bad, done)))
+    metrics["learning_rate"] = float(optimizer.learning_rate)
+    metrics["examples_per_second"] = totals["examples"] / max(elapsed, 1e-9)
+    # Evaluations are off the training clock; the ETA adds the ones still to come.
+    eta = ((time.time() - start_time - eval_seconds) / max(step - start_step, 1)
+           * (num_train_steps - step))
+    if on_eval is not None and eval_every_n_steps > 0 and evals:
+      eta += (num_train_steps // eval_every_n_steps - step // eval_every_n_steps) * (
+          eval_seconds / evals)
+    shown = " ".join(f"{k} = {v:.4f}" for k, v in metrics.items()
+                     if k not in ("learning_rate", "examples_per_second"))
+    logging.info("step %d/%d %s learning_rate = %.3g examples/s = %.1f ETA %s", step,
+                 num_train_steps, shown, metrics["learning_rate"],
+                 metrics["examples_per_second"], format_eta(eta))
+    return metrics
+
   # Non-finite steps in a row, across calls (Trainer.train_loop counts within one call).
   bad = 0
   stopping = False
@@ -955,21 +980,13 @@ def train(trainer: Trainer, iterator, global_step: tf.Variable, manager,
               f"non-finite loss at step {step} ({bad} in a row); the last good checkpoint is "
               f"{manager.latest_checkpoint or 'none (no checkpoint was written)'}. Lower "
               "--learning_rate, check the data, or use --mixed_precision=float16 loss scaling")
+        if done < interval and time.time() - last_line >= PROGRESS_SECONDS:
+          # A long interval (--iterations_per_loop) shows its progress so far on the way.
+          progress(totals, done, elapsed)
+          last_line = time.time()
       if done:
-        metrics = trainer.task.train_metrics(totals, max(1, done - min(bad, done)))
-        metrics["learning_rate"] = float(optimizer.learning_rate)
-        metrics["examples_per_second"] = totals["examples"] / max(elapsed, 1e-9)
-        # Evaluations are off the training clock; the ETA adds the ones still to come.
-        eta = ((time.time() - start_time - eval_seconds) / (step - start_step)
-               * (num_train_steps - step))
-        if on_eval is not None and eval_every_n_steps > 0 and evals:
-          eta += (num_train_steps // eval_every_n_steps - step // eval_every_n_steps) * (
-              eval_seconds / evals)
-        shown = " ".join(f"{k} = {v:.4f}" for k, v in metrics.items()
-                         if k not in ("learning_rate", "examples_per_second"))
-        logging.info("step %d/%d %s learning_rate = %.3g examples/s = %.1f ETA %s", step,
-                     num_train_steps, shown, metrics["learning_rate"],
-                     metrics["examples_per_second"], format_eta(eta))
+        metrics = progress(totals, done, elapsed)
+        last_line = time.time()
         with writer.as_default():
           for key, value in metrics.items():
             tf.summary.scalar(key, value, step=step)

@@ -6,6 +6,8 @@ In process (the loop on a toy task, the signal sent to this process) and with th
 `python -m bert_tf.run_pretraining` in a subprocess.
 """
 
+import itertools
+import logging
 import os
 import re
 import signal
@@ -100,8 +102,9 @@ def test_sigterm_saves_the_step_reached_and_a_resumed_run_ends_as_an_uninterrupt
     np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
 
 
-def test_a_call_of_the_step_is_cut_to_the_stop_check_time(tmp_path, monkeypatch):
-  """iterations_per_loop far above the run's length: calls still end every few steps."""
+def test_a_call_of_the_step_is_cut_to_the_stop_check_time(tmp_path, monkeypatch, caplog):
+  """iterations_per_loop far above the run's length: calls still end every few steps, and
+  progress lines come on the way (every PROGRESS_SECONDS; here every call)."""
   calls = []
   trainer, step, state, iterator = _toy_trainer(str(tmp_path))
   original = trainer.train_loop
@@ -113,9 +116,15 @@ def test_a_call_of_the_step_is_cut_to_the_stop_check_time(tmp_path, monkeypatch)
 
   trainer.train_loop = train_loop
   monkeypatch.setenv(loop.STOP_CHECK_ENV, "0.2")
-  loop.train(trainer, iterator, step, state.manager, NUM_STEPS, 10 ** 6, 10 ** 6, None, True)
+  monkeypatch.setattr(loop, "PROGRESS_SECONDS", 0.0)
+  with caplog.at_level(logging.INFO):
+    loop.train(trainer, iterator, step, state.manager, NUM_STEPS, 10 ** 6, 10 ** 6, None, True)
   assert int(step.numpy()) == NUM_STEPS == sum(calls)
   assert calls[0] == 1 and max(calls) <= 4  # at most 4 steps of 0.05 s in 0.2 s
+  lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step ")]
+  reached = [int(line.split()[1].split("/")[0]) for line in lines]
+  assert reached == list(itertools.accumulate(calls)), lines  # one line per call, in order
+  assert all(f"/{NUM_STEPS} loss = " in line and " ETA " in line for line in lines)
   assert tf.train.latest_checkpoint(str(tmp_path)).endswith(f"ckpt-{NUM_STEPS}")
 
 
