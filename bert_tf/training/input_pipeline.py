@@ -10,6 +10,7 @@ Shape legend: B = per-replica batch, L = max_seq_length, P = max_predictions_per
 
 import concurrent.futures
 import dataclasses
+import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from absl import logging
@@ -260,7 +261,7 @@ def check_record_files(files: Sequence[str], compression: str, flag_name: str,
         first = [r.numpy() for r in tf.data.TFRecordDataset(
             path, compression_type=compression or None).take(1)]
     except tf.errors.OpError as e:
-      reason = (e.message or type(e).__name__).strip().splitlines()[0]
+      reason = _reason(e)
       raise InputError(f"--{flag_name}: {path} cannot be read as a "
                        f"{'GZIP ' if compression else ''}TFRecord file ({reason}); "
                        f"{_inspect_hint(path)}") from None
@@ -313,8 +314,19 @@ def first_unreadable_file(files: Sequence[str], compression: str) -> Optional[Tu
       for _ in tf.data.TFRecordDataset(path, compression_type=compression or None):
         pass
     except tf.errors.OpError as e:
-      return path, (e.message or type(e).__name__).strip().splitlines()[0]
+      return path, _reason(e)
   return None
+
+
+# TensorFlow's wrapping of a reader's message: the function it ran in, the op, an empty name.
+_OP_NOISE = re.compile(r"\{\{function_node [^}]*\}\}\s*|\s*\[Op:\w+\](\s*name:\s*$)?")
+
+
+def _reason(error: "tf.errors.OpError") -> str:
+  """The first line of a TensorFlow error's message without TensorFlow's wrapping (e.g.
+  "truncated record at 999810' failed with Read less bytes than requested")."""
+  text = (error.message or "").strip().splitlines()
+  return _OP_NOISE.sub("", text[0]).strip() if text else type(error).__name__
 
 
 # === Dynamic masking ===
