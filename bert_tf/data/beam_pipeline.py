@@ -276,7 +276,12 @@ def run(config: pretraining_data.DataConfig, beam_args: Sequence[str]) -> Dict[s
         "--reproduce_original shuffles the whole corpus in one process; it has no Beam "
         "pipeline (drop --runner, or drop --reproduce_original)")
   pretraining_data.validate(config)
-  options = pipeline_options(beam_args)
+  quiet = []  # not recorded in the metadata, which keeps the options the user gave
+  if logging.get_verbosity() < logging.DEBUG and not any(
+      arg.startswith("--default_sdk_harness_log_level") for arg in beam_args):
+    # The workers' own INFO lines (each one's start-up and shut-down) go with the runner's.
+    quiet = ["--default_sdk_harness_log_level=WARNING"]
+  options = pipeline_options(list(beam_args) + quiet)
   input_files, output_files, flag = pretraining_data.resolve_files(config)
   with pretraining_data.output_locks(config, output_files, flag):
     stale_shards = pretraining_data.check_outputs(config, output_files, flag)

@@ -409,3 +409,29 @@ def test_an_invalid_line_in_a_range_is_named_with_its_line_number(tmp_path):
   path.write_bytes(b"one\n\ntwo\nthree\n\n\xc3\x28 four\n")
   with pytest.raises(corpus.InputError, match=r"bad\.txt:6: invalid UTF-8"):
     I.read_window([str(path)], [(0, 0, 8), (0, 8, 30)], "strict", corpus.ReadReport())
+
+
+def test_the_workers_log_warnings_only_unless_verbose(tmp_path, monkeypatch):
+  """Beam's workers get --default_sdk_harness_log_level=WARNING at the default verbosity,
+  unless the command line gives a level; -v 1 leaves them theirs."""
+  from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
+  given = []
+
+  def stop(args):
+    given.append(list(args))
+    raise RuntimeError("stop here")
+
+  monkeypatch.setattr(beam_pipeline, "pipeline_options", stop)
+  config = _config([os.path.join(TEST_DATA, "cpd_austen_100k.txt")],
+                   output_dir=str(tmp_path / "out"))
+  level = "--default_sdk_harness_log_level"
+  verbosity = absl_logging.get_verbosity()
+  try:
+    for args, verbose in ((IN_MEMORY, False), (IN_MEMORY + [f"{level}=DEBUG"], False),
+                          (IN_MEMORY, True)):
+      absl_logging.set_verbosity(absl_logging.DEBUG if verbose else absl_logging.INFO)
+      with pytest.raises(RuntimeError, match="stop here"):
+        beam_pipeline.run(config, args)
+  finally:
+    absl_logging.set_verbosity(verbosity)
+  assert given == [IN_MEMORY + [f"{level}=WARNING"], IN_MEMORY + [f"{level}=DEBUG"], IN_MEMORY]
