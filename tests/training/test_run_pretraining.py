@@ -117,5 +117,7 @@ def test_metadata_mismatch_is_a_message_not_a_traceback(workdir, tmp_path):
   assert "run_pretraining: error:" in result.stderr
   assert "--max_predictions_per_seq=20 but the data was made with max_predictions_per_seq=3" \
       in result.stderr
+  # Once, as the one line "run_pretraining: error: ..." (not also as an absl ERROR log line).
+  assert result.stderr.count("but the data was made with max_predictions_per_seq=3") == 1
   assert "Traceback" not in result.stderr
   assert not tf.io.gfile.glob(str(tmp_path / "out" / "ckpt-*"))
