@@ -25,7 +25,7 @@ import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from bert_tf import io
-from bert_tf.config import BertConfig, activation_from_hf
+from bert_tf.config import BertConfig
 from bert_tf.model import layers
 from bert_tf.model.encoder import build_encoder
 from bert_tf.model.heads import (CLASSIFIER_LAYER, SPAN_LAYER, build_classifier_model,
@@ -97,15 +97,14 @@ class LoadReport:
   sizes: str = ""  # the sizes of the weights and of the model, where they differ
 
   def summary(self) -> str:
-    parts = [f"loaded {len(self.loaded)}"]
+    parts = [self.sizes] if self.sizes else []
+    parts.append(f"loaded {len(self.loaded)}")
     for field in ("missing", "unexpected", "mismatched"):
       names = getattr(self, field)
       if names:
         parts.append(f"{field} {len(names)}: {_first_few(names)}")
     if self.skipped:
       parts.append(f"skipped {len(self.skipped)} optimizer/step variables")
-    if self.sizes:
-      parts.append(self.sizes)
     return "; ".join(parts)
 
   def mismatch_summary(self) -> str:

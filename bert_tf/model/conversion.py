@@ -22,8 +22,8 @@ import numpy as np
 from bert_tf import io
 from bert_tf.config import BertConfig, hf_activation
 from bert_tf.model.checkpoints import (
-    CLASSIFIER, CLASSIFIER_NAMES, FORMATS, CheckpointMismatchError, describe_sizes, HF_ARCHITECTURES, HF_SPECIAL_TOKENS_FILE,
-    HF_TOKENIZER_CONFIG_FILE, HF_VOCAB_FILE, HF_WEIGHTS_FILE, PRETRAINING, SQUAD, SQUAD_NAMES,
+    CLASSIFIER, CLASSIFIER_NAMES, FORMATS, HF_ARCHITECTURES, HF_SPECIAL_TOKENS_FILE,
+    CheckpointMismatchError, describe_sizes, HF_TOKENIZER_CONFIG_FILE, HF_VOCAB_FILE, HF_WEIGHTS_FILE, PRETRAINING, SQUAD, SQUAD_NAMES,
     TAGGER, TASK_INFO_FILE, TF_CHECKPOINT_PARTS, config_beside, detect_format, head_of_task_info,
     model_garden_head_variables, model_head, original_name, original_variable_shapes,
     read_hf_casing, read_weights, recorded_task_info, resolve_checkpoint, save_hf_safetensors,
@@ -399,11 +399,8 @@ def converted_model(config: BertConfig, values: Mapping[str, np.ndarray], source
                                                name in _NOT_IN_SEQUENCE_MODELS)]
   encoder_left_out = [name for name in dropped if name.startswith("bert/")]
   if encoder_left_out:  # the encoder itself does not fit: no head flag can help
-    shapes = {}
-    for variable in model.weights:
-      name, transpose = original_name(variable.path)
-      shapes[name] = tuple(reversed(variable.shape)) if transpose else tuple(variable.shape)
-    detail = (describe_sizes({n: np.shape(v) for n, v in values.items()}, shapes, "it")
+    detail = (describe_sizes({n: np.shape(v) for n, v in values.items()},
+                             original_variable_shapes(config, heads=False), "it")
               or "its encoder has variables the config has no place for")
     raise CheckpointMismatchError(
         f"{detail}; {len(encoder_left_out)} encoder variables left over, e.g. "

@@ -205,3 +205,36 @@ def test_config_file_errors_name_the_flag(tmp_path, sources, capsys):
   assert (code, line) == (2, f"{PROGRAM}: usage error: --from={bare}: no config.json beside it; "
                           "pass --bert_config_file (see --help)")
   assert files_in(tmp_path / "out") == []
+
+
+@pytest.mark.parametrize("changes, sizes", [
+    (dict(num_hidden_layers=2), "has num_hidden_layers 1, the config 2"),
+    (dict(hidden_size=8, num_attention_heads=2), "has hidden_size 16, the config 8"),
+])
+def test_weights_of_another_size_name_the_sizes_that_differ(tmp_path, sources, capsys, changes,
+                                                            sizes):
+  """A config of another size: the sizes that differ and a few variables, in one short line
+  (not every variable, nor a --drop_head that cannot help)."""
+  config = tmp_path / "other.json"
+  TINY.replace(**changes).to_json_file(str(config))
+  code, line = convert(capsys, f"--from={sources['tf1']}", f"--bert_config_file={config}",
+                       f"--to={tmp_path / 'out' / 'model.safetensors'}")
+  assert code == 1
+  assert line.startswith(f"{PROGRAM}: error: --from={sources['tf1']}: the weights do not fit "
+                         f"--bert_config_file={config} ("), line
+  assert sizes in line and len(line) < 800 and "--drop_head" not in line, line
+  if "num_hidden_layers" not in changes:
+    return
+  # The source has more layers than the config: its extra layers are named, not dropped.
+  bigger = tmp_path / "bigger"
+  big = TINY.replace(num_hidden_layers=2)
+  prefix = checkpoints.write_tf1_checkpoint(
+      helpers.random_original_weights(big, np.random.default_rng(4), heads=False),
+      str(bigger / "bert_model.ckpt"))
+  (bigger / "vocab.txt").write_text("\n".join(helpers.VOCAB_TOKENS[:TINY.vocab_size]) + "\n")
+  code, line = convert(capsys, f"--from={prefix}", f"--bert_config_file={sources['config']}",
+                       f"--to={tmp_path / 'out2' / 'model.safetensors'}", "--drop_head",
+                       "--do_lower_case=true")
+  assert code == 1 and "it has num_hidden_layers 2, the config 1" in line, line
+  assert "encoder variables left over, e.g. bert/encoder/layer_1/" in line, line
+  assert files_in(tmp_path / "out") == files_in(tmp_path / "out2") == []
