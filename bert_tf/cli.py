@@ -376,9 +376,6 @@ def _path_flags(flag_values) -> Iterable[Tuple[str, str]]:
         yield name, value.strip()
 
 
-_TF_OP_NOISE = re.compile(r"\{\{function_node [^}]*\}\}\s*|\s*\[Op:\w+\]")
-
-
 def describe_failure(error: BaseException, flag_values=FLAGS) -> str:
   """An OS or TensorFlow error as one line naming the flag whose path it is about.
 
@@ -395,7 +392,7 @@ def describe_failure(error: BaseException, flag_values=FLAGS) -> str:
     return text
   filename = getattr(error, "filename", None)
   if op_error:
-    text = _one_line(_TF_OP_NOISE.sub(" ", getattr(error, "message", "") or text))
+    text = _one_line(logs.without_tf_wrapping(getattr(error, "message", "") or text))
   elif filename and getattr(error, "strerror", None):
     text = str(error.strerror)
   best, inside = None, []

@@ -19,7 +19,7 @@ import shutil
 import socket
 import threading
 import time
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from absl import logging
 
@@ -41,6 +41,15 @@ def open_file(path: str, mode: str = "r"):
   if is_local(path):
     return open(path, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
   return _gfile().GFile(path, mode)
+
+
+def as_tf_readline(line: str) -> Tuple[str, bool]:
+  """A line as TensorFlow's readline (the original's tf.gfile reader) gives it, every "\\r"
+  deleted, and whether a "\\r" sat inside its text (not only at its end, as in CRLF), which
+  joins the text either side of it ("a\\rb" is the word "ab" there)."""
+  if "\r" not in line:
+    return line, False
+  return line.replace("\r", ""), "\r" in line.rstrip("\r\n")
 
 
 def read_text(path: str) -> str:

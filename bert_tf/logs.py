@@ -47,6 +47,16 @@ _PREFIX = re.compile(rb"(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: ([IWEF]) (\S+)"
                      rb"|([IWEF])\d{4} \d\d:\d\d:\d+\.\d+ +\d+ (\S+)):\d+\] ")
 
 
+# How TensorFlow wraps an op's error message: the function it ran in, the op, an empty name.
+_TF_OP_WRAPPING = re.compile(r"\{\{function_node [^}]*\}\}\s*|\s*\[Op:\w+\](\s*name:\s*$)?")
+
+
+def without_tf_wrapping(message: str) -> str:
+  """A TensorFlow error message without its wrapping ("{{function_node ...}}", "[Op:SaveV2]",
+  a trailing empty "name:"), e.g. "truncated record at 999810' failed with ..."."""
+  return _TF_OP_WRAPPING.sub(" ", message).strip()
+
+
 class KnownLine(NamedTuple):
   """A harmless line: its level, its source file (basename) and its message."""
   level: bytes

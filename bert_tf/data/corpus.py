@@ -74,21 +74,17 @@ def iter_lines(path: str, errors: str, report: ReadReport, max_line_bytes: int =
       except UnicodeDecodeError as e:
         line = _undecodable(raw, e, errors, report, f"{path}:{line_number}")
       if line is not None:
-        yield _as_original_reads(line, raw, report)
+        yield _as_original_reads(line, report)
   if empty:
     report.empty_files.append(path)
 
 
-def _as_original_reads(line: str, raw: bytes, report: ReadReport) -> str:
-  """The line as the original's reader gives it: TensorFlow's readline (tf.gfile.GFile), which
-  create_pretraining_data.py reads with, deletes every "\\r", so a "\\r" between two words
-  joins them into one. A line with a "\\r" before the end of its text (old Mac line ends, a
-  stray carriage return; not a CRLF ending) is counted in the report, for a warning."""
-  if "\r" not in line:
-    return line
-  if b"\r" in raw.rstrip(b"\r\n"):
-    report.carriage_return_lines += 1
-  return line.replace("\r", "")
+def _as_original_reads(line: str, report: ReadReport) -> str:
+  """The line as the original's reader gives it (io.as_tf_readline); a line whose "\\r" joins
+  text is counted in the report, for a warning."""
+  line, joined = io.as_tf_readline(line)
+  report.carriage_return_lines += joined
+  return line
 
 
 def _undecodable(raw: bytes, error: UnicodeDecodeError, errors: str, report: ReadReport,
@@ -194,7 +190,7 @@ def iter_piece_lines(path: str, start: int, end: int, errors: str, report: ReadR
         line = _undecodable(raw, e, errors, report,
                             f"{path}:{line_number_at(path, line_start)}")
       if line is not None:
-        yield _as_original_reads(line, raw, report)
+        yield _as_original_reads(line, report)
 
 
 def expand_input_files(patterns, sort: bool = False) -> List[str]:

@@ -79,13 +79,13 @@ def _csv_rows(path: str, text: str, delimiter: str, quoting: bool) -> List[Tuple
     # The original's reading: quoting off, so '"' is ordinary text, and lines split at "\n"
     # only, each without any "\r" (tf.gfile's readline drops them: "a\rb" is read as "ab").
     if "\r" in text:
-      inside = [number for number, line in enumerate(text.split("\n"), start=1)
-                if "\r" in line.rstrip("\r")]
+      lines = [io.as_tf_readline(line) for line in text.split("\n")]
+      inside = [number for number, (_, joined) in enumerate(lines, start=1) if joined]
       if inside:
         logging.warning("%s: %d line(s) hold a carriage return (\\r) inside their text, first "
                         "line %d: it is deleted, as the original's reader deletes it, joining "
                         "the text either side", path, len(inside), inside[0])
-      text = text.replace("\r", "")
+      text = "\n".join(line for line, _ in lines)
     reader = csv.reader(io_lib.StringIO(text, newline="\n"), delimiter=delimiter, quotechar=None)
   rows = []
   start = 1

@@ -264,19 +264,18 @@ def read_examples(input_file: str) -> Iterator[InputExample]:
   _check_input_file(input_file)
   warned = False
   with io.open_file(input_file, "rb") as f:
-    # Binary lines end at b"\n" only, and lose every b"\r", as the original's GFile.readline.
+    # Binary lines end at b"\n" only, as the original's GFile.readline.
     for unique_id, raw in enumerate(f):
-      if b"\r" in raw:
-        if not warned and b"\r" in raw.rstrip(b"\r\n"):
-          warned = True
-          logging.warning("%s:%d: a carriage return (\\r) inside the line is deleted, as the "
-                          "original's reader deletes it, joining the text either side (so is "
-                          "every later one)", input_file, unique_id + 1)
-        raw = raw.replace(b"\r", b"")
       try:
         line = tokenization.convert_to_unicode(raw)
       except ValueError as e:
         raise FeatureExtractionError(f"{input_file}:{unique_id + 1}: {e}") from None
+      line, joined = io.as_tf_readline(line)
+      if joined and not warned:
+        warned = True
+        logging.warning("%s:%d: a carriage return (\\r) inside the line is deleted, as the "
+                        "original's reader deletes it, joining the text either side (so is "
+                        "every later one)", input_file, unique_id + 1)
       yield example_from_line(unique_id, line.strip())
 
 

@@ -87,23 +87,15 @@ class OutputDirRun:
       raise
 
   def __exit__(self, kind, value, traceback):
+    output_dir = self._args[1].output_dir
     try:
-      output_dir = self._args[1].output_dir
       # Asked when the run fails: whether it (or an earlier run) has saved a checkpoint by now.
-      if kind is not None and self._before is not None and not holds_checkpoints(output_dir):
-        created = {name for name in set(io.listdir(output_dir)) - self._before
-                   if not name.startswith(io.LOCK_NAME)}  # the lock and its heartbeat's
-        for name in sorted(created):
-          io.remove(io.join(output_dir, name))
-        if created:
-          logging.info("The run failed before its first checkpoint: removed what it wrote to "
-                       "%s (%s)", output_dir, ", ".join(sorted(created)))
+      if kind is not None and self._before is not None:
+        loop.remove_failed_run_files(output_dir, self._before)
     finally:
       self._lock.__exit__(kind, value, traceback)
-    output_dir = self._args[1].output_dir
-    if (kind is not None and self._new_folder and io.isdir(output_dir)
-        and not io.listdir(output_dir)):
-      io.remove(output_dir)  # the failed run made the folder and left nothing in it
+    if kind is not None and self._new_folder:
+      loop.remove_if_empty(output_dir)
     return False
 
 

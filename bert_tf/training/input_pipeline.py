@@ -10,13 +10,13 @@ Shape legend: B = per-replica batch, L = max_seq_length, P = max_predictions_per
 
 import concurrent.futures
 import dataclasses
-import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from absl import logging
 import tensorflow as tf
 
 from bert_tf import io
+from bert_tf import logs
 from bert_tf import length_buckets
 from bert_tf.length_buckets import auto_buckets
 from bert_tf import record_schema
@@ -318,15 +318,11 @@ def first_unreadable_file(files: Sequence[str], compression: str) -> Optional[Tu
   return None
 
 
-# TensorFlow's wrapping of a reader's message: the function it ran in, the op, an empty name.
-_OP_NOISE = re.compile(r"\{\{function_node [^}]*\}\}\s*|\s*\[Op:\w+\](\s*name:\s*$)?")
-
-
 def _reason(error: "tf.errors.OpError") -> str:
   """The first line of a TensorFlow error's message without TensorFlow's wrapping (e.g.
   "truncated record at 999810' failed with Read less bytes than requested")."""
   text = (error.message or "").strip().splitlines()
-  return _OP_NOISE.sub("", text[0]).strip() if text else type(error).__name__
+  return logs.without_tf_wrapping(text[0]) if text else type(error).__name__
 
 
 # === Dynamic masking ===

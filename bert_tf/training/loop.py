@@ -368,6 +368,27 @@ def _has_dropout_seeds(path: str) -> bool:
   return any(name.startswith(prefix) for name, _ in tf.train.list_variables(path))
 
 
+def remove_failed_run_files(output_dir: str, before: Set[str]) -> None:
+  """After a run failed: when output_dir holds no checkpoint, removes what the run wrote there
+  (every name not in `before`, the lock's files excepted), so that a failed run leaves the
+  folder as it was."""
+  if not io.isdir(output_dir) or run_checkpoints(output_dir):
+    return
+  created = sorted(name for name in set(io.listdir(output_dir)) - before
+                   if not name.startswith(io.LOCK_NAME))  # the lock and its heartbeat's
+  for name in created:
+    io.remove(io.join(output_dir, name))
+  if created:
+    logging.info("The run failed before its first checkpoint: removed what it wrote to %s (%s)",
+                 output_dir, ", ".join(created))
+
+
+def remove_if_empty(folder: str) -> None:
+  """Removes a folder that holds nothing (one a failed run made and left empty)."""
+  if io.isdir(folder) and not io.listdir(folder):
+    io.remove(folder)
+
+
 def _checkpoint_step(path: str) -> int:
   match = re.search(r"-(\d+)$", path)
   return int(match.group(1)) if match else -1

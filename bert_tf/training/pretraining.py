@@ -427,24 +427,12 @@ def run_pretraining(config: BertConfig, settings: PretrainingSettings,
       try:
         return _start(config, settings, strategy, chief, metadata, exporter)
       except BaseException:
-        if chief and not loop.run_checkpoints(settings.output_dir):
-          _remove_new_files(settings.output_dir, before)
+        if chief:
+          loop.remove_failed_run_files(settings.output_dir, before)
         raise
   finally:
-    if new_folder and io.isdir(settings.output_dir) and not io.listdir(settings.output_dir):
-      io.remove(settings.output_dir)  # a failed run made it and left nothing in it
-
-
-def _remove_new_files(output_dir: str, before) -> None:
-  """What a run that failed before its first checkpoint wrote in output_dir (the record of the
-  run, TensorBoard events), so that the folder is as it was."""
-  created = sorted(name for name in set(io.listdir(output_dir)) - before
-                   if not name.startswith(io.LOCK_NAME))
-  for name in created:
-    io.remove(io.join(output_dir, name))
-  if created:
-    logging.info("The run failed before its first checkpoint: removed what it wrote to %s (%s)",
-                 output_dir, ", ".join(created))
+    if new_folder:
+      loop.remove_if_empty(settings.output_dir)  # made here, and left empty by a failure
 
 
 def _start(config, settings, strategy, chief, metadata, exporter):
