@@ -180,7 +180,7 @@ class EncoderModule(ReusableModule):
     super().__init__(name="bert_encoder")
     self.encoder = encoder
     self.make_reusable(encoder, self._call, [ENCODER_SPEC])
-    self.serving_default = tf.function(self._serve, input_signature=[ENCODER_SPEC])
+    self.serving_default = tf.function(self._serve, input_signature=[ENCODER_SPEC], autograph=False)
 
   def _call(self, inputs, training):
     outputs = call_encoder(self.encoder, inputs, training)
@@ -220,9 +220,9 @@ class PreprocessorModule(tf.Module):
     super().__init__(name="bert_preprocessor")
     self.packer = packer
     self.seq_length = seq_length
-    self.serving_default = tf.function(self._serve, input_signature=[_STRINGS])
+    self.serving_default = tf.function(self._serve, input_signature=[_STRINGS], autograph=False)
     self.preprocess = tf.function(self._preprocess,
-                                  input_signature=[_STRINGS, _STRINGS, _LENGTHS])
+                                  input_signature=[_STRINGS, _STRINGS, _LENGTHS], autograph=False)
     self.__call__ = self.serving_default
     self.tokenize = packer.tokenizer.tokenize_words
     # One packing graph (two rank-1 int32 segments; an empty B row is a single segment) that the
@@ -292,14 +292,15 @@ class TextModule(ReusableModule):
         default_value="")
     # Traced once and called by serving_default and __call__.
     self._pack_single = tf.function(self._pack, input_signature=[_STRINGS], autograph=False)
-    self.serving_default = tf.function(self._serve, input_signature=[_STRINGS])
-    self.encode = tf.function(self._encode, input_signature=[_STRINGS, _STRINGS, _LENGTHS])
+    self.serving_default = tf.function(self._serve, input_signature=[_STRINGS], autograph=False)
+    self.encode = tf.function(self._encode, input_signature=[_STRINGS, _STRINGS, _LENGTHS],
+                              autograph=False)
     self.make_reusable(encoder, self._call, [_STRINGS])
     self.signature_functions = {"serving_default": self.serving_default, "encode": self.encode}
     if pretraining is not None:
-      self.fill_mask = tf.function(self._fill_mask, input_signature=[_STRINGS])
+      self.fill_mask = tf.function(self._fill_mask, input_signature=[_STRINGS], autograph=False)
       self.next_sentence = tf.function(self._next_sentence,
-                                       input_signature=[_STRINGS, _STRINGS])
+                                       input_signature=[_STRINGS, _STRINGS], autograph=False)
       self.signature_functions.update(fill_mask=self.fill_mask, next_sentence=self.next_sentence)
 
   def _tokens(self, ids: tf.Tensor) -> tf.Tensor:
@@ -394,11 +395,14 @@ class ClassifierModule(ReusableModule):
     # Traced once and called by every entry point (tracing the packing is the slow part).
     self._pack_texts = tf.function(self._pack, input_signature=[_STRINGS, _STRINGS],
                                    autograph=False)
-    self.classify = tf.function(self._classify, input_signature=[_STRINGS, _STRINGS])
+    self.classify = tf.function(self._classify, input_signature=[_STRINGS, _STRINGS],
+                                autograph=False)
     if pair:
-      self.serving_default = tf.function(self._classify, input_signature=[_STRINGS, _STRINGS])
+      self.serving_default = tf.function(self._classify, input_signature=[_STRINGS, _STRINGS],
+                                         autograph=False)
     else:
-      self.serving_default = tf.function(self._serve_single, input_signature=[_STRINGS])
+      self.serving_default = tf.function(self._serve_single, input_signature=[_STRINGS],
+                                         autograph=False)
     self.signature_functions = {"serving_default": self.serving_default,
                                 "classify": self.classify}
     self.make_reusable(model, self._call, [_STRINGS, dict(text=_STRINGS, text_b=_STRINGS)])
@@ -513,7 +517,7 @@ def plain_export(name: str, model: keras.Model, input_names: Sequence[str],
   module.model = model
   spec = {key: tf.TensorSpec([None, None], tf.int32, name=key) for key in input_names}
 
-  @tf.function(input_signature=[spec])
+  @tf.function(input_signature=[spec], autograph=False)
   def serve(inputs):
     result = call(model, inputs) if call else model(inputs, training=False)
     return {key: result[key] for key in outputs}

@@ -501,7 +501,8 @@ class FeatureExtractor:
         forward = self._forward
       outputs = [encoder.get_layer(f"layer_{b}").output for b in blocks]
       self._model = keras.Model(inputs, outputs, name="feature_extractor")
-    self._step = tf.function(forward, jit_compile=jit_compile, reduce_retracing=True)
+    self._step = tf.function(forward, jit_compile=jit_compile, reduce_retracing=True,
+                             autograph=False)
 
   def _block_outputs(self, inputs) -> List[tf.Tensor]:
     """The asked layers' outputs in the order asked, float32 [B, S, H] each."""

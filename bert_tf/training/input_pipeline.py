@@ -33,6 +33,13 @@ class InputError(ValueError):
 # === The end of every pipeline ===
 
 
+def _as_written(fn):
+  """fn for a tf.data transformation, traced without AutoGraph: every branch on a tensor in
+  this pipeline is tf.cond or tf.where already, and converting the functions (all they call
+  included) takes longer than tracing them."""
+  return tf.autograph.experimental.do_not_convert(fn)
+
+
 def _prefetched(dataset: tf.data.Dataset) -> tf.data.Dataset:
   """What ends every training, eval and predict pipeline: prefetching, with tf.data's
   autotuning model turned off.
@@ -246,8 +253,9 @@ def check_record_files(files: Sequence[str], compression: str, flag_name: str,
     # One pipeline reads every file's first record (a dataset per file would add a dataset's
     # start-up cost per shard, which thousands of shards turn into minutes).
     firsts = tf.data.Dataset.from_tensor_slices(list(files)).interleave(
-        lambda path: tf.data.TFRecordDataset(path, compression_type=compression or None)
-        .take(1).map(lambda record: (path, record)),
+        _as_written(lambda path: tf.data.TFRecordDataset(
+            path, compression_type=compression or None).take(1).map(
+                _as_written(lambda record: (path, record)))),
         cycle_length=_CHECK_THREADS, num_parallel_calls=_CHECK_THREADS, deterministic=True)
     found = {path.numpy().decode("utf-8"): record.numpy() for path, record in firsts}
   except tf.errors.OpError:
@@ -547,11 +555,12 @@ def pretraining_dataset(input_files: Union[str, Sequence[str]], max_seq_length: 
     return tf.data.TFRecordDataset(path, compression_type=compression)
 
   if is_training:
-    dataset = dataset.interleave(read, cycle_length=max(1, min(cycle_length, num_files)),
+    dataset = dataset.interleave(_as_written(read),
+                                 cycle_length=max(1, min(cycle_length, num_files)),
                                  num_parallel_calls=tf.data.AUTOTUNE,
                                  deterministic=deterministic)
   else:
-    dataset = dataset.flat_map(read)
+    dataset = dataset.flat_map(_as_written(read))
   if shard_by_record:
     dataset = dataset.shard(num_pipelines, pipeline_id)
   if is_training:
@@ -565,28 +574,30 @@ def pretraining_dataset(input_files: Union[str, Sequence[str]], max_seq_length: 
       drop_remainder=True)
   if dynamic_masking is None:
     dataset = dataset.map(
-        lambda records: record_schema.to_model_names(_parse_batch(records, spec, names)),
+        _as_written(lambda records: record_schema.to_model_names(
+            _parse_batch(records, spec, names))),
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
   else:
     masking = dynamic_masking
-    dataset = dataset.map(lambda records: _parse_batch(records, spec, names),
+    dataset = dataset.map(_as_written(lambda records: _parse_batch(records, spec, names)),
                           num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
     dataset = dataset.enumerate().map(
-        lambda index, batch: record_schema.to_model_names(apply_dynamic_masking(
+        _as_written(lambda index, batch: record_schema.to_model_names(apply_dynamic_masking(
             batch, masking,
             tf.stack([tf.constant(masking.seed, tf.int64),
-                      index * num_pipelines + pipeline_id]))),
+                      index * num_pipelines + pipeline_id])))),
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   if packing is not None:
     extra = predictions_per_row(max_predictions_per_seq, packing.max_per_row)
-    dataset = dataset.map(_with_next_sentence_weights, num_parallel_calls=tf.data.AUTOTUNE,
-                          deterministic=True)
+    dataset = dataset.map(_as_written(_with_next_sentence_weights),
+                          num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     if static:
       dataset = static_rows_dataset(dataset, packing, MASKED_LM_KEYS, extra)
     else:
       dataset = dataset.map(
-          lambda batch: pack_batch(batch, packing.max_per_row, prediction_keys=MASKED_LM_KEYS,
-                                   predictions_per_row=extra),
+          _as_written(lambda batch: pack_batch(
+              batch, packing.max_per_row, prediction_keys=MASKED_LM_KEYS,
+              predictions_per_row=extra)),
           num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   return _prefetched(dataset)
 
@@ -691,11 +702,12 @@ def length_counts(input_file: str, max_seq_length: int) -> List[int]:
   spec = {"input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64)}
   counts = (tf.data.TFRecordDataset(input_file)
             .batch(4096)
-            .map(lambda serialized: tf.math.bincount(
+            .map(_as_written(lambda serialized: tf.math.bincount(
                 real_length(tf.io.parse_example(serialized, spec)["input_mask"]),
-                minlength=max_seq_length + 1, maxlength=max_seq_length + 1, dtype=tf.int64),
+                minlength=max_seq_length + 1, maxlength=max_seq_length + 1, dtype=tf.int64)),
                  num_parallel_calls=tf.data.AUTOTUNE)
-            .reduce(tf.zeros([max_seq_length + 1], tf.int64), lambda total, c: total + c))
+            .reduce(tf.zeros([max_seq_length + 1], tf.int64),
+                    _as_written(lambda total, c: total + c)))
   return [int(c) for c in counts.numpy()]
 
 
@@ -866,9 +878,9 @@ def static_rows_dataset(parsed_windows: tf.data.Dataset, packing: Packing,
                         predictions_per_row=predictions_per_row)
     return tf.data.Dataset.from_tensor_slices(_rows_of(packed, k, prediction_keys))
 
-  dataset = parsed_windows.flat_map(window_rows)
+  dataset = parsed_windows.flat_map(_as_written(window_rows))
   dataset = dataset.batch(packing.rows, drop_remainder=True)
-  return dataset.map(lambda rows: _examples_of(rows, per_example),
+  return dataset.map(_as_written(lambda rows: _examples_of(rows, per_example)),
                      num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
@@ -1002,31 +1014,34 @@ def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batc
       group_boundaries = length_buckets or auto_buckets(spec["input_mask"].shape[0])
       dataset = dataset.batch(per_replica_batch * batches_per_group * GROUP_WINDOW_BATCHES,
                               drop_remainder=True)
-      dataset = dataset.map(lambda records: _parse_records(records, spec),
+      dataset = dataset.map(_as_written(lambda records: _parse_records(records, spec)),
                             num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
       dataset = dataset.enumerate().flat_map(
-          lambda index, window: _length_grouped(window, index, per_replica_batch,
-                                                batches_per_group, seed, group_boundaries))
-      dataset = dataset.map(cut, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+          _as_written(lambda index, window: _length_grouped(window, index, per_replica_batch,
+                                                batches_per_group, seed, group_boundaries)))
+      dataset = dataset.map(_as_written(cut), num_parallel_calls=tf.data.AUTOTUNE,
+                            deterministic=True)
     elif packing is not None and packing.mode == row_packing.STATIC:
       dataset = dataset.repeat().shuffle(shuffle_buffer_size, seed=seed,
                                          reshuffle_each_iteration=True)
       window = packing.window or 8 * per_replica_batch
       dataset = dataset.batch(window, drop_remainder=True)
-      dataset = dataset.map(lambda records: _parse_records(records, spec),
+      dataset = dataset.map(_as_written(lambda records: _parse_records(records, spec)),
                             num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
       dataset = static_rows_dataset(dataset, packing)
     else:
       dataset = dataset.repeat().shuffle(shuffle_buffer_size, seed=seed,
                                          reshuffle_each_iteration=True)
       dataset = dataset.batch(per_replica_batch, drop_remainder=True)
-      dataset = dataset.map(lambda records: cut(pack(_parse_records(records, spec))),
+      dataset = dataset.map(_as_written(lambda records: cut(pack(_parse_records(records, spec)))),
                             num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return _prefetched(dataset)
   if num_examples is None:
     raise ValueError("num_examples is needed to pad the eval/predict data")
-  dataset = dataset.batch(256).map(lambda records: _parse_records(records, spec)).unbatch()
-  dataset = dataset.enumerate().map(lambda i, example: dict(example, **{EXAMPLE_INDEX: i}))
+  dataset = dataset.batch(256).map(
+      _as_written(lambda records: _parse_records(records, spec))).unbatch()
+  dataset = dataset.enumerate().map(
+      _as_written(lambda i, example: dict(example, **{EXAMPLE_INDEX: i})))
   num_padding = eval_steps(num_examples, batch_size) * batch_size - num_examples
   if num_padding:
     padding = {name: tf.zeros(spec.shape, spec.dtype)
@@ -1037,6 +1052,6 @@ def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batc
     dataset = dataset.shard(num_pipelines, pipeline_id)
   dataset = dataset.batch(per_replica_batch, drop_remainder=True)
   if length_buckets is not None or packing is not None:
-    dataset = dataset.map(lambda batch: cut(pack(batch)), num_parallel_calls=tf.data.AUTOTUNE,
-                          deterministic=True)
+    dataset = dataset.map(_as_written(lambda batch: cut(pack(batch))),
+                          num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   return _prefetched(dataset)

@@ -197,10 +197,14 @@ class Trainer:
     self.loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
     # A float16 loss scaler skips overflowing steps itself; otherwise one non-finite loss stops.
     self.max_nonfinite_steps = max_nonfinite_steps if self.loss_scaled else 1
-    self._replica_step = tf.function(self._replica_step_fn, jit_compile=jit_compile)
-    self.train_loop = tf.function(self._train_loop_fn)
-    self.eval_step = tf.function(self._eval_step_fn)
-    self.predict_step = tf.function(self._predict_step_fn)
+    # Without AutoGraph: the loops are tf.while_loop and every branch on a tensor is tf.cond
+    # or tf.where, so tracing runs the model's Python as written (converting it, every layer
+    # call included, costs more than the trace itself for small models).
+    self._replica_step = tf.function(self._replica_step_fn, jit_compile=jit_compile,
+                                     autograph=False)
+    self.train_loop = tf.function(self._train_loop_fn, autograph=False)
+    self.eval_step = tf.function(self._eval_step_fn, autograph=False)
+    self.predict_step = tf.function(self._predict_step_fn, autograph=False)
 
   def replica_loss(self, batch, normalizers, training: bool = True):
     """The task's loss and sums of this replica's (micro-)batch, given global normalizers."""
@@ -228,16 +232,17 @@ class Trainer:
       loss, sums, grads = self._gradients(batch, normalizers)
     else:
       # batch holds [k, b, ...]: k micro-batches, gradients summed in-graph, clipped once below.
-      variables = self.model.trainable_variables
-      grads = [tf.zeros(v.shape, v.dtype) for v in variables]
-      loss = tf.constant(0.0)
-      sums = {k: tf.constant(0.0) for k in self.task.sum_names}
-      for i in tf.range(self.accumulation):
+      def accumulate(i, loss, sums, grads):
         micro = {key: value[i] for key, value in batch.items()}
         micro_loss, micro_sums, micro_grads = self._gradients(micro, normalizers)
-        grads = [a + tf.cast(g, a.dtype) for a, g in zip(grads, micro_grads)]
-        loss += micro_loss
-        sums = {k: sums[k] + micro_sums[k] for k in sums}
+        return (i + 1, loss + micro_loss, {k: sums[k] + micro_sums[k] for k in sums},
+                [a + tf.cast(g, a.dtype) for a, g in zip(grads, micro_grads)])
+      start = (tf.constant(0), tf.constant(0.0),
+               {k: tf.constant(0.0) for k in self.task.sum_names},
+               [tf.zeros(v.shape, v.dtype) for v in self.model.trainable_variables])
+      _, loss, sums, grads = tf.while_loop(
+          lambda i, *_: i < self.accumulation, accumulate, start,
+          maximum_iterations=self.accumulation)
     scale = self.optimizer.dynamic_scale if self.loss_scaled else None
     grads, grad_norm = optimization.clip_by_global_norm(grads, self.clip_norm, loss_scale=scale)
     self.optimizer.apply(grads, self.model.trainable_variables)
@@ -255,22 +260,23 @@ class Trainer:
     Returns:
       (steps run, the number of consecutive non-finite losses at the end, summed metrics).
     """
-    totals = {k: tf.constant(0.0) for k in ("loss",) + tuple(self.task.sum_names)}
-    steps = tf.constant(0)
-    bad = tf.constant(0)
-    for _ in tf.range(num_steps):
+    def step(steps, bad, totals):
       per_replica = self.strategy.run(self._replica_step, args=(next(iterator),))
       step_sums = {k: self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
                    for k, v in per_replica.items()}
       finite = tf.math.is_finite(step_sums["loss"]) & (step_sums["bad_gradients"] == 0.0)
-      bad = tf.where(finite, 0, bad + 1)
       # Non-finite losses would poison the logged mean; they are counted instead.
       step_sums["loss"] = tf.where(finite, step_sums["loss"], 0.0)
-      totals = {k: totals[k] + step_sums[k] for k in totals}
-      steps += 1
-      if bad >= self.max_nonfinite_steps:
-        break
-    return steps, bad, totals
+      return (steps + 1, tf.where(finite, 0, bad + 1),
+              {k: totals[k] + step_sums[k] for k in totals})
+
+    def more(steps, bad, totals):
+      del totals
+      return (steps < num_steps) & (bad < self.max_nonfinite_steps)
+
+    start = (tf.constant(0), tf.constant(0),
+             {k: tf.constant(0.0) for k in ("loss",) + tuple(self.task.sum_names)})
+    return tf.while_loop(more, step, start, maximum_iterations=num_steps)
 
   def _eval_step_fn(self, iterator):
     def replica_eval(batch):
@@ -777,7 +783,7 @@ def _agreement(strategy) -> Callable[[bool, int], Tuple[bool, int]]:
     return lambda stop, steps: (stop, steps)
   replicas = strategy.num_replicas_in_sync
 
-  @tf.function
+  @tf.function(autograph=False)
   def agree(values):
     per_replica = strategy.run(lambda: tf.identity(values))
     return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
