@@ -16,6 +16,8 @@ import types
 import numpy as np
 import pytest
 import tensorflow as tf
+# AutoGraph's converter, watched by test_a_run_traces_its_python_as_written.
+from tensorflow.python.autograph.impl import api as autograph_api  # pylint: disable=g-direct-tensorflow-import
 
 from bert_tf import record_schema
 from bert_tf.config import BertConfig
@@ -60,8 +62,26 @@ def trained(tmp_path_factory):
   """A tiny classifier trained one epoch on the source task, with eval, predict and export."""
   output_dir = tmp_path_factory.mktemp("source_run")
   settings = source_settings(output_dir, export=True)
-  result = cr.run_classifier(CONFIG, settings, exporter=classifier_export.EXPORTER)
-  return settings, result
+  converted = []  # what AutoGraph converts, for test_a_run_traces_its_python_as_written
+  original = autograph_api._convert_actual  # pylint: disable=protected-access
+  with pytest.MonkeyPatch.context() as patch:
+    patch.setattr(autograph_api, "_convert_actual", lambda entity, program_ctx: (
+        converted.append(f"{getattr(entity, '__module__', '')}."
+                         f"{getattr(entity, '__qualname__', repr(entity))}"),
+        original(entity, program_ctx))[1])
+    result = cr.run_classifier(CONFIG, settings, exporter=classifier_export.EXPORTER)
+  return settings, dict(result, converted=converted)
+
+
+@pytest.mark.slow
+def test_a_run_traces_its_python_as_written(trained):
+  """No function of ours in a fine-tuning run (training, evaluation, prediction, the tf.data
+  pipelines and the export) goes through AutoGraph, so neither does anything they call (the
+  model's layers): converting those took longer than tracing them (loop.Trainer,
+  input_pipeline._as_written). TensorFlow's own wrappers (a custom gradient's, the SavedModel
+  signatures') still are, and they are small."""
+  converted = trained[1]["converted"]
+  assert converted and [name for name in converted if name.startswith("bert_tf")] == []
 
 
 def test_num_train_steps_is_the_originals():
