@@ -63,12 +63,15 @@ def trained(tmp_path_factory):
   output_dir = tmp_path_factory.mktemp("source_run")
   settings = source_settings(output_dir, export=True)
   converted = []  # what AutoGraph converts, for test_a_run_traces_its_python_as_written
-  original = autograph_api._convert_actual  # pylint: disable=protected-access
+  convert = autograph_api._convert_actual  # pylint: disable=protected-access
+
+  def recording_convert(entity, program_ctx):
+    converted.append(f"{getattr(entity, '__module__', '')}."
+                     f"{getattr(entity, '__qualname__', repr(entity))}")
+    return convert(entity, program_ctx)
+
   with pytest.MonkeyPatch.context() as patch:
-    patch.setattr(autograph_api, "_convert_actual", lambda entity, program_ctx: (
-        converted.append(f"{getattr(entity, '__module__', '')}."
-                         f"{getattr(entity, '__qualname__', repr(entity))}"),
-        original(entity, program_ctx))[1])
+    patch.setattr(autograph_api, "_convert_actual", recording_convert)
     result = cr.run_classifier(CONFIG, settings, exporter=classifier_export.EXPORTER)
   return settings, dict(result, converted=converted)
 
