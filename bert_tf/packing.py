@@ -42,25 +42,6 @@ def truncated_lengths(len_a: tf.Tensor, len_b: tf.Tensor, seq_length: tf.Tensor)
   return kept_a, kept_b
 
 
-def _position_below(row_lengths: tf.Tensor, limits: tf.Tensor) -> tf.Tensor:
-  """Flat bool [sum(row_lengths)]: each position of row i is below limits[i].
-
-  Compares flat values rather than a ragged tensor with a broadcast column: the same result,
-  but ragged broadcasting makes every trace of the packing seconds slower.
-  """
-  positions = tf.ragged.range(row_lengths).flat_values
-  return positions < tf.repeat(tf.cast(limits, tf.int64), row_lengths)
-
-
-def _keep_first(ids: tf.RaggedTensor, lengths: tf.Tensor) -> tf.RaggedTensor:
-  """The first `lengths[i]` ids of each row i."""
-  row_lengths = ids.row_lengths()
-  keep = _position_below(row_lengths, lengths)
-  return tf.RaggedTensor.from_row_lengths(
-      tf.boolean_mask(ids.values, keep),
-      tf.minimum(row_lengths, tf.cast(tf.maximum(lengths, 0), tf.int64)))
-
-
 def _column(value: int, rows: tf.Tensor, present: Optional[tf.Tensor] = None) -> tf.RaggedTensor:
   """A ragged [rows, (0 or 1)] holding `value` where `present` (default: every row)."""
   if present is None:
@@ -149,7 +130,7 @@ class Packer(tf.Module):
     len_a = tf.cast(ids_a.row_lengths(), tf.int32)
     if ids_b is None:
       ids_b = tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32),
-                                               tf.zeros([rows], tf.int64))
+                                               tf.zeros([rows], tf.int64), validate=False)
     len_b = tf.cast(ids_b.row_lengths(), tf.int32)
     has_b = len_b > 0
     checks = [
@@ -165,22 +146,35 @@ class Packer(tf.Module):
     with tf.control_dependencies(checks):
       kept_a, kept_b = truncated_lengths(len_a, len_b, seq_length)
     # Like the original, a B truncated to nothing gets no [SEP] of its own.
-    ids = tf.concat([_column(self.cls_id, rows), _keep_first(ids_a, kept_a),
-                     _column(self.sep_id, rows), _keep_first(ids_b, kept_b),
-                     _column(self.sep_id, rows, kept_b > 0)], axis=1)
-    row_lengths = ids.row_lengths()
-    type_ids = tf.RaggedTensor.from_row_lengths(
-        tf.cast(tf.logical_not(_position_below(row_lengths, kept_a + 2)), tf.int32), row_lengths)
+    has_sep_b = kept_b > 0
+    row_lengths = 2 + kept_a + kept_b + tf.cast(has_sep_b, tf.int32)
     if pad_to is None:
-      shape = tf.stack([rows, tf.reduce_max(tf.concat([seq_length, [0]], axis=0))])
+      width = tf.reduce_max(tf.concat([seq_length, [0]], axis=0))
     elif isinstance(pad_to, int) and self.length_buckets is not None:
-      longest = tf.reduce_max(tf.concat([tf.cast(row_lengths, tf.int32), [0]], axis=0))
-      shape = tf.stack([rows, self.width(longest, pad_to)])
+      width = self.width(tf.reduce_max(tf.concat([row_lengths, [0]], axis=0)), pad_to)
     elif isinstance(pad_to, int):
-      shape = [None, pad_to]
+      width = pad_to
     else:
-      shape = tf.stack([rows, tf.cast(pad_to, tf.int32)])
+      width = tf.cast(pad_to, tf.int32)
+    # Built densely, position by position (a row: [CLS] A [SEP] B [SEP] padding): a few dense
+    # ops, where concatenating ragged pieces made hundreds (and a slower trace of every export).
+    shape = [None, width] if isinstance(width, int) else tf.stack([rows, width])
+    dense_a = ids_a.to_tensor(default_value=self.pad_id, shape=shape)
+    dense_b = ids_b.to_tensor(default_value=self.pad_id, shape=shape)
+    position = tf.range(width)[tf.newaxis, :] + tf.zeros([rows, 1], tf.int32)  # [B, S]
+    end_a = kept_a[:, tf.newaxis] + 1  # the position of A's [SEP], [B, 1]
+    end_b = end_a + kept_b[:, tf.newaxis] + 1  # of B's [SEP] (when B kept a token)
+    last = tf.maximum(width - 1, 0)
+    from_a = tf.gather(dense_a, tf.clip_by_value(position - 1, 0, last), batch_dims=1)
+    from_b = tf.gather(dense_b, tf.clip_by_value(position - end_a - 1, 0, last), batch_dims=1)
+    in_b = (position > end_a) & (position < end_b)
+    is_sep = (position == end_a) | ((position == end_b) & has_sep_b[:, tf.newaxis])
+    real = position < row_lengths[:, tf.newaxis]
+    word_ids = tf.where(position == 0, self.cls_id,
+                        tf.where(is_sep, self.sep_id,
+                                 tf.where(position < end_a, from_a,
+                                          tf.where(in_b, from_b, self.pad_id))))
     return dict(
-        input_word_ids=ids.to_tensor(default_value=self.pad_id, shape=shape),
-        input_mask=tf.ones_like(ids).to_tensor(default_value=0, shape=shape),
-        input_type_ids=type_ids.to_tensor(default_value=0, shape=shape))
+        input_word_ids=tf.where(real, word_ids, self.pad_id),
+        input_mask=tf.cast(real, tf.int32),
+        input_type_ids=tf.cast(real & (position > end_a), tf.int32))

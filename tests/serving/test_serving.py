@@ -112,6 +112,56 @@ def test_truncated_lengths_equals_the_original_loop():
     assert (ka, kb) == (len(a), len(b)), (la, lb, s)
 
 
+def test_pack_lays_out_every_row_as_the_original_for_every_width_rule():
+  """Packer.pack against python_pack on random rows (empty, short, over the budget; single
+  texts and pairs; a length per row), padded by each rule: the longest seq_length, a static
+  width, a width tensor, and the length bucket of the longest packed row."""
+  from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
+  vocab = os.path.join(TEST_DATA, "vocab_uncased.txt")
+  tokenizer = tokenization.FullTokenizer(vocab, do_lower_case=True)
+  rng = np.random.default_rng(4)
+  rows = 300
+  ids_a = [list(rng.integers(1000, 2000, rng.integers(0, 10))) for _ in range(rows)]
+  ids_b = [list(rng.integers(2000, 3000, rng.integers(0, 10))) if rng.random() < 0.6 else []
+           for _ in range(rows)]
+  seq = [int(rng.integers(3, 13)) for _ in range(rows)]
+  expected = [python_pack(tokenizer, a, b, s) for a, b, s in zip(ids_a, ids_b, seq)]
+
+  def ragged(rows_of_ids):
+    return tf.ragged.constant(rows_of_ids, dtype=tf.int32, ragged_rank=1,
+                              row_splits_dtype=tf.int64)
+
+  def check(got, width):
+    for name, column in zip(("input_word_ids", "input_mask", "input_type_ids"), range(3)):
+      want = [(e[column] + [0] * width)[:width] for e in expected]
+      np.testing.assert_array_equal(got[name].numpy(), want, err_msg=name)
+
+  plain = packing.Packer(vocab, True, 16)
+  args = ragged(ids_a), ragged(ids_b), tf.constant(seq, tf.int32)
+  check(plain.pack(*args), max(seq))
+  check(plain.pack(*args, pad_to=14), 14)
+  assert plain.pack(*args, pad_to=14)["input_word_ids"].shape.as_list() == [rows, 14]
+  check(plain.pack(*args, pad_to=tf.constant(13)), 13)
+  bucketed = packing.Packer(vocab, True, 16, length_buckets=(4, 8))
+  for take in (slice(0, 1), slice(0, 40), slice(None)):
+    part = [sum(e[1]) for e in expected[take]]
+    width = min(b for b in (4, 8, 16) if b >= max(part))
+    got = bucketed.pack(ragged(ids_a[take]), ragged(ids_b[take]),
+                        tf.constant(seq[take], tf.int32), pad_to=16)
+    for name, column in zip(("input_word_ids", "input_mask", "input_type_ids"), range(3)):
+      np.testing.assert_array_equal(
+          got[name].numpy(), [(e[column] + [0] * 16)[:width] for e in expected[take]],
+          err_msg=name)
+  # Single texts (no B at all) and an empty batch.
+  singles = [python_pack(tokenizer, a, [], s) for a, s in zip(ids_a, seq)]
+  got = plain.pack(ragged(ids_a), None, tf.constant(seq, tf.int32), pad_to=12)
+  np.testing.assert_array_equal(got["input_word_ids"].numpy(),
+                                [(e[0] + [0] * 12)[:12] for e in singles])
+  np.testing.assert_array_equal(got["input_type_ids"].numpy(), np.zeros([rows, 12]))
+  empty = plain.pack(ragged([]), None, tf.zeros([0], tf.int32))
+  assert empty["input_word_ids"].shape.as_list() == [0, 0]
+
+
 # === Layout, assets, versions ===
 
 
