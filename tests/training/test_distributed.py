@@ -1,9 +1,9 @@
 """The training loop under MirroredStrategy (2 logical CPUs) and MultiWorkerMirroredStrategy.
 
 Logical devices must be configured before TensorFlow initialises, and multi-worker training
-needs one process per worker, so the runs happen in subprocesses that execute this file as a
-script (`python tests/training/test_distributed.py MODE OUTPUT_DIR`); the tests compare what
-they save.
+needs one process per worker, so the runs happen in subprocesses: the one-device and two-replica
+runs in one that executes this file as a script (`python tests/training/test_distributed.py
+OUTPUT_DIR`), the two workers through the command line; the tests compare what they save.
 
 The training data is read without a shuffle buffer, so the global batch of every step holds the
 same records on one device, on two replicas (sharded by record: even and odd records) and on two
@@ -34,10 +34,18 @@ REPO_ROOT = helpers.REPO_ROOT
 RTOL, ATOL = 1e-4, 1e-5
 
 
+# The run every test here makes: 4 steps of the tiny model, a checkpoint at 2 and 4. The
+# two-worker runs go through the command line with these flags (the same values as _settings).
+STEPS = 4
+_CLI_FLAGS = ("--max_seq_length=16", "--max_predictions_per_seq=3", "--train_batch_size=8",
+              "--learning_rate=1e-3", "--num_warmup_steps=0", "--seed=7", "--do_train",
+              f"--num_train_steps={STEPS}", "--save_checkpoints_steps=2", "--noexport_at_end")
+
+
 def _settings(data, output_dir, **changes):
   from tests.helpers import tiny_settings  # pylint: disable=g-import-not-at-top
-  values = dict(num_train_steps=3, save_checkpoints_steps=3, iterations_per_loop=3,
-                shuffle_buffer_size=1)
+  values = dict(num_train_steps=STEPS, save_checkpoints_steps=2, iterations_per_loop=2,
+                shuffle_buffer_size=1, seed=7, learning_rate=1e-3, num_warmup_steps=0)
   values.update(changes)
   return tiny_settings(data, output_dir, **values)
 
@@ -50,42 +58,32 @@ def _save(result, path):
     json.dump({k: v for k, v in result.items() if isinstance(v, (int, float))}, f)
 
 
-def _script(mode, output_dir):
-  """Runs in a subprocess; see the module docstring."""
+def _script(output_dir):
+  """Runs in a subprocess (logical devices are set before TensorFlow starts): the same run on
+  one device and on two replicas, on records written here."""
   from absl import logging  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   logging.set_verbosity(logging.INFO)
-  if mode == "mirrored":
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+  cpu = tf.config.list_physical_devices("CPU")[0]
+  tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
   sys.path.insert(0, REPO_ROOT)
   from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
   from bert_tf.training import pretraining  # pylint: disable=g-import-not-at-top
   from tests.helpers import make_records, tiny_config  # pylint: disable=g-import-not-at-top
   data = os.path.join(output_dir, "train.tfrecord")
-  if mode == "mirrored":
-    make_records(data)
-    one = pretraining.run_pretraining(
-        tiny_config(), _settings(data, os.path.join(output_dir, "one"), do_eval=True,
-                                 max_eval_steps=2),
-        strategy=tf.distribute.OneDeviceStrategy("/cpu:0"))
-    strategy = loop.select_strategy("mirrored")
-    assert strategy.num_replicas_in_sync == 2, strategy.extended.worker_devices
-    two = pretraining.run_pretraining(
-        tiny_config(), _settings(data, os.path.join(output_dir, "two"), do_eval=True,
-                                 max_eval_steps=2), strategy=strategy)
-    _save(one, os.path.join(output_dir, "one.npz"))
-    _save(two, os.path.join(output_dir, "two.npz"))
-  else:
-    # The strategy comes from TF_CONFIG (two workers), as the CLI would choose it.
-    strategy = loop.select_strategy()
-    assert isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
-    assert strategy.num_replicas_in_sync == 2
-    task = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
-    result = pretraining.run_pretraining(tiny_config(), _settings(
-        os.path.join(os.path.dirname(output_dir), "train.tfrecord"), output_dir),
-                                      strategy=strategy)
-    _save(result, os.path.join(os.path.dirname(output_dir), f"worker{task}.npz"))
+  make_records(data)
+  tiny_config().to_json_file(os.path.join(output_dir, "bert_config.json"))
+  one = pretraining.run_pretraining(
+      tiny_config(), _settings(data, os.path.join(output_dir, "one"), do_eval=True,
+                               max_eval_steps=2),
+      strategy=tf.distribute.OneDeviceStrategy("/cpu:0"))
+  strategy = loop.select_strategy("mirrored")
+  assert strategy.num_replicas_in_sync == 2, strategy.extended.worker_devices
+  two = pretraining.run_pretraining(
+      tiny_config(), _settings(data, os.path.join(output_dir, "two"), do_eval=True,
+                               max_eval_steps=2), strategy=strategy)
+  _save(one, os.path.join(output_dir, "one.npz"))
+  _save(two, os.path.join(output_dir, "two.npz"))
 
 
 _env = helpers.subprocess_env
@@ -120,58 +118,26 @@ def _free_ports(count):
   return ports
 
 
-def _run_two_workers(output_dir):
-  """Runs the two-worker training; returns (return codes, outputs)."""
-  ports = _free_ports(2)
-  cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
-  workers = []
-  try:
-    for index in range(2):
-      tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
-      workers.append(subprocess.Popen(
-          [sys.executable, __file__, "multi_worker", output_dir], cwd=REPO_ROOT,
-          env=_env(TF_CONFIG=tf_config), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-          text=True))
-    outputs = [worker.communicate(timeout=300)[0] for worker in workers]
-  finally:
-    for worker in workers:
-      if worker.poll() is None:
-        worker.kill()
-  return [worker.returncode for worker in workers], outputs
-
-
-def test_mirrored_and_multi_worker_match_one_device(tmp_path):
-  done = subprocess.run([sys.executable, __file__, "mirrored", str(tmp_path)], cwd=REPO_ROOT,
+@pytest.fixture(scope="module")
+def one_device(tmp_path_factory):
+  """The training records, and the weights and metrics of the same run on one device and on two
+  replicas (MirroredStrategy), made once for the tests below."""
+  root = tmp_path_factory.mktemp("distributed")
+  done = subprocess.run([sys.executable, __file__, str(root)], cwd=REPO_ROOT,
                         env=_env(), capture_output=True, text=True, timeout=300)
   assert done.returncode == 0, done.stderr[-4000:]
   assert "2 replica(s), per-replica batch 4" in done.stderr
-  one, one_metrics = _load(str(tmp_path / "one.npz"))
-  two, two_metrics = _load(str(tmp_path / "two.npz"))
-  assert one_metrics["global_step"] == two_metrics["global_step"] == 3
+  return root
+
+
+def test_mirrored_matches_one_device(one_device):
+  one, one_metrics = _load(str(one_device / "one.npz"))
+  two, two_metrics = _load(str(one_device / "two.npz"))
+  assert one_metrics["global_step"] == two_metrics["global_step"] == STEPS
   for key in ("train_loss", "loss", "masked_lm_loss", "next_sentence_loss",
               "masked_lm_accuracy", "next_sentence_accuracy"):
     assert abs(one_metrics[key] - two_metrics[key]) <= 1e-5 * max(1, abs(one_metrics[key])), key
   _assert_close(one, two)
-
-  # Two worker processes on localhost, one replica each. A port taken by another process
-  # anyway (outside this test's control) fails the bind at start-up: try again with new ports.
-  for attempt in range(3):
-    codes, outputs = _run_two_workers(str(tmp_path / "mw"))
-    if codes == [0, 0] or not any("address already in use" in o.lower()
-                                  or "failed to add port" in o.lower() for o in outputs):
-      break
-  for code, output in zip(codes, outputs):
-    assert code == 0, output[-4000:]
-  first, first_metrics = _load(str(tmp_path / "worker0.npz"))
-  second, second_metrics = _load(str(tmp_path / "worker1.npz"))
-  assert first_metrics["global_step"] == second_metrics["global_step"] == 3
-  for name in first:
-    np.testing.assert_array_equal(first[name], second[name], err_msg=name)
-  _assert_close(one, first)
-  # Only the chief (worker 0) keeps checkpoints; worker 1's scratch copy is gone.
-  assert os.path.exists(tmp_path / "mw" / "ckpt-3.index")
-  assert not os.path.exists(tmp_path / "mw" / ".worker_1_tmp")
-
 
 
 # === A cluster that does not start (issue 28, point 9) ===
@@ -274,14 +240,21 @@ def test_a_flag_error_ends_a_worker_at_once_not_after_the_cluster_wait(tmp_path,
   assert not os.path.exists(tmp_path / "out")
 
 
-# === A clean finish is quiet (issue 38, point 3) ===
+# === Two workers: the one-device result, and a clean finish is quiet (issue 38, point 3) ===
 
 # run_pretraining, with one worker still busy for BERT_TF_TEST_LINGER seconds after the run (as a
-# chief exporting a large model is): the others must neither complain nor leave before it.
+# chief exporting a large model is): the others must neither complain nor leave before it. The
+# training data is read in file order (no shuffle buffer, which has no flag), so that each global
+# batch holds the records of the one-device run's.
 _LINGERING_RUN_PRETRAINING = """
-import os, sys, time
+import dataclasses, os, sys, time
 sys.path.insert(0, os.getcwd())
 from bert_tf import cli, run_pretraining
+from bert_tf.training import pretraining
+
+run = pretraining.run_pretraining
+pretraining.run_pretraining = lambda config, settings, *args, **kwargs: run(
+    config, dataclasses.replace(settings, shuffle_buffer_size=1), *args, **kwargs)
 
 def main(argv):
   run_pretraining.main(argv)
@@ -292,10 +265,7 @@ cli.run(main, run_pretraining.define_flags, "run_pretraining")
 
 
 @pytest.mark.parametrize("lingering", [0, 1])
-def test_a_run_that_ends_well_prints_no_error_on_any_worker(tmp_path, lingering):
-  from tests.helpers import make_records, tiny_config  # pylint: disable=g-import-not-at-top
-  make_records(str(tmp_path / "train.tfrecord"))
-  tiny_config().to_json_file(str(tmp_path / "bert_config.json"))
+def test_two_workers_end_like_one_device_and_print_no_error(one_device, tmp_path, lingering):
   ports = _free_ports(2)
   cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
   workers, logs = [], []
@@ -306,11 +276,9 @@ def test_a_run_that_ends_well_prints_no_error_on_any_worker(tmp_path, lingering)
       with open(logs[-1], "w") as log:
         workers.append(subprocess.Popen(
             [sys.executable, "-c", _LINGERING_RUN_PRETRAINING,
-             f"--bert_config_file={tmp_path}/bert_config.json",
-             f"--input_file={tmp_path}/train.tfrecord", f"--output_dir={tmp_path}/out",
-             "--max_seq_length=16", "--max_predictions_per_seq=3", "--train_batch_size=8",
-             "--do_train", "--num_train_steps=4", "--save_checkpoints_steps=2",
-             "--noexport_at_end"], cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
+             f"--bert_config_file={one_device}/bert_config.json",
+             f"--input_file={one_device}/train.tfrecord", f"--output_dir={tmp_path}/out",
+             *_CLI_FLAGS], cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
             env=_env(TF_CONFIG=tf_config,
                      # Longer than the 10 s heartbeat timeout, after which a leader that
                      # outlived a silent task would print an error.
@@ -330,7 +298,7 @@ def test_a_run_that_ends_well_prints_no_error_on_any_worker(tmp_path, lingering)
   outputs = [log.read_text() for log in logs]
   assert codes == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
   for output in outputs:
-    assert "Finished at step 4" in output
+    assert f"Finished at step {STEPS}" in output
     # Every error-level line: absl's (Python and C++) and TensorFlow's C++ ones.
     errors = [line for line in output.splitlines()
               if re.match(r"(E\d{4} |\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [EF] )", line)
@@ -339,6 +307,12 @@ def test_a_run_that_ends_well_prints_no_error_on_any_worker(tmp_path, lingering)
   # They left together, the leader (worker 0, TensorFlow's coordination service) last, both
   # without TensorFlow's teardown (7 s for the leader on a quiet machine).
   assert 0 <= ended[0] - ended[1] < 5, ended
+  # Two workers, one replica each, each reading its half of the records (sharded by record),
+  # end with the one-device weights; only the chief (worker 0) keeps checkpoints, worker 1's
+  # scratch copy is gone.
+  one, _ = _load(str(one_device / "one.npz"))
+  _assert_close(one, helpers.checkpoint_values(str(tmp_path / "out" / f"ckpt-{STEPS}")))
+  assert not os.path.exists(tmp_path / "out" / ".worker_1_tmp")
 
 
 def test_start_timeout_variable(monkeypatch):
@@ -355,4 +329,4 @@ def test_start_timeout_variable(monkeypatch):
 
 
 if __name__ == "__main__":
-  _script(sys.argv[1], sys.argv[2])
+  _script(sys.argv[1])
