@@ -28,7 +28,7 @@ from tests import helpers
 pytestmark = pytest.mark.slow
 
 REPO_ROOT = helpers.REPO_ROOT
-# Several float sums run in another order (per replica, then all-reduced); after 3 Adam steps
+# Several float sums run in another order (per replica, then all-reduced); after 4 Adam steps
 # the weights agree to ~1e-6 here. Adam's m / sqrt(v) amplifies differences in tiny gradients,
 # hence the absolute tolerance.
 RTOL, ATOL = 1e-4, 1e-5
