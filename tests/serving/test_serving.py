@@ -131,10 +131,12 @@ def test_pack_lays_out_every_row_as_the_original_for_every_width_rule():
     return tf.ragged.constant(rows_of_ids, dtype=tf.int32, ragged_rank=1,
                               row_splits_dtype=tf.int64)
 
-  def check(got, width):
-    for name, column in zip(("input_word_ids", "input_mask", "input_type_ids"), range(3)):
-      want = [(e[column] + [0] * width)[:width] for e in expected]
-      np.testing.assert_array_equal(got[name].numpy(), want, err_msg=name)
+  def check(got, width, packed=expected):
+    """got holds the rows of `packed` (python_pack's), cut or padded to `width`."""
+    for column, name in enumerate(("input_word_ids", "input_mask", "input_type_ids")):
+      want = [(row[column] + [0] * width)[:width] for row in packed]
+      np.testing.assert_array_equal(got[name].numpy(), np.reshape(want, [len(packed), width]),
+                                    err_msg=name)
 
   plain = packing.Packer(vocab, True, 16)
   args = ragged(ids_a), ragged(ids_b), tf.constant(seq, tf.int32)
@@ -146,20 +148,12 @@ def test_pack_lays_out_every_row_as_the_original_for_every_width_rule():
   for take in (slice(0, 1), slice(0, 40), slice(None)):
     part = [sum(e[1]) for e in expected[take]]
     width = min(b for b in (4, 8, 16) if b >= max(part))
-    got = bucketed.pack(ragged(ids_a[take]), ragged(ids_b[take]),
-                        tf.constant(seq[take], tf.int32), pad_to=16)
-    for name, column in zip(("input_word_ids", "input_mask", "input_type_ids"), range(3)):
-      np.testing.assert_array_equal(
-          got[name].numpy(), [(e[column] + [0] * 16)[:width] for e in expected[take]],
-          err_msg=name)
+    check(bucketed.pack(ragged(ids_a[take]), ragged(ids_b[take]),
+                        tf.constant(seq[take], tf.int32), pad_to=16), width, expected[take])
   # Single texts (no B at all) and an empty batch.
   singles = [python_pack(tokenizer, a, [], s) for a, s in zip(ids_a, seq)]
-  got = plain.pack(ragged(ids_a), None, tf.constant(seq, tf.int32), pad_to=12)
-  np.testing.assert_array_equal(got["input_word_ids"].numpy(),
-                                [(e[0] + [0] * 12)[:12] for e in singles])
-  np.testing.assert_array_equal(got["input_type_ids"].numpy(), np.zeros([rows, 12]))
-  empty = plain.pack(ragged([]), None, tf.zeros([0], tf.int32))
-  assert empty["input_word_ids"].shape.as_list() == [0, 0]
+  check(plain.pack(ragged(ids_a), None, tf.constant(seq, tf.int32), pad_to=12), 12, singles)
+  check(plain.pack(ragged([]), None, tf.zeros([0], tf.int32)), 0, [])
 
 
 # === Layout, assets, versions ===
