@@ -64,7 +64,9 @@ def _prefetched(dataset: tf.data.Dataset) -> tf.data.Dataset:
 
 
 def autotuning_off(dataset: tf.data.Dataset) -> tf.data.Dataset:
-  """`dataset` with tf.data's autotuning model off (see _prefetched)."""
+  """`dataset` with tf.data's autotuning model off (see _prefetched). Every pipeline of the
+  package runs so, the short ones that check or count a file too: reading a large file or
+  thousands of shards lasts long enough for the model's sleep to grow to many seconds."""
   options = tf.data.Options()
   options.autotune.enabled = False
   return dataset.with_options(options)
@@ -252,11 +254,11 @@ def check_record_files(files: Sequence[str], compression: str, flag_name: str,
   try:
     # One pipeline reads every file's first record (a dataset per file would add a dataset's
     # start-up cost per shard, which thousands of shards turn into minutes).
-    firsts = tf.data.Dataset.from_tensor_slices(list(files)).interleave(
+    firsts = autotuning_off(tf.data.Dataset.from_tensor_slices(list(files)).interleave(
         _as_written(lambda path: tf.data.TFRecordDataset(
             path, compression_type=compression or None).take(1).map(
                 _as_written(lambda record: (path, record)))),
-        cycle_length=_CHECK_THREADS, num_parallel_calls=_CHECK_THREADS, deterministic=True)
+        cycle_length=_CHECK_THREADS, num_parallel_calls=_CHECK_THREADS, deterministic=True))
     found = {path.numpy().decode("utf-8"): record.numpy() for path, record in firsts}
   except tf.errors.OpError:
     found = None  # some file cannot be read: the checks below, file by file, name it
@@ -266,8 +268,8 @@ def check_record_files(files: Sequence[str], compression: str, flag_name: str,
       if found is not None:
         first = [found[path]] if path in found else []
       else:
-        first = [r.numpy() for r in tf.data.TFRecordDataset(
-            path, compression_type=compression or None).take(1)]
+        first = [r.numpy() for r in autotuning_off(tf.data.TFRecordDataset(
+            path, compression_type=compression or None).take(1))]
     except tf.errors.OpError as e:
       reason = _reason(e)
       raise InputError(f"--{flag_name}: {path} cannot be read as a "
@@ -319,7 +321,8 @@ def first_unreadable_file(files: Sequence[str], compression: str) -> Optional[Tu
   """
   for path in files:
     try:
-      for _ in tf.data.TFRecordDataset(path, compression_type=compression or None):
+      for _ in autotuning_off(tf.data.TFRecordDataset(path,
+                                                      compression_type=compression or None)):
         pass
     except tf.errors.OpError as e:
       return path, _reason(e)
@@ -700,14 +703,13 @@ def length_counts(input_file: str, max_seq_length: int) -> List[int]:
   max_seq_length + 1 counts (index = one past the last real position of input_mask). Reads
   the file once, only its input_mask."""
   spec = {"input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64)}
-  counts = (tf.data.TFRecordDataset(input_file)
-            .batch(4096)
-            .map(_as_written(lambda serialized: tf.math.bincount(
-                real_length(tf.io.parse_example(serialized, spec)["input_mask"]),
-                minlength=max_seq_length + 1, maxlength=max_seq_length + 1, dtype=tf.int64)),
-                 num_parallel_calls=tf.data.AUTOTUNE)
-            .reduce(tf.zeros([max_seq_length + 1], tf.int64),
-                    _as_written(lambda total, c: total + c)))
+  counts_per_batch = tf.data.TFRecordDataset(input_file).batch(4096).map(
+      _as_written(lambda serialized: tf.math.bincount(
+          real_length(tf.io.parse_example(serialized, spec)["input_mask"]),
+          minlength=max_seq_length + 1, maxlength=max_seq_length + 1, dtype=tf.int64)),
+      num_parallel_calls=tf.data.AUTOTUNE)
+  counts = autotuning_off(counts_per_batch).reduce(
+      tf.zeros([max_seq_length + 1], tf.int64), _as_written(lambda total, c: total + c))
   return [int(c) for c in counts.numpy()]
 
 

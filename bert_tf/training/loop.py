@@ -617,7 +617,8 @@ def data_iterator(strategy, dataset_fn: Callable[[tf.distribute.InputContext], t
 
   Both ways keep tf.data's autotuning model off in every dataset the iterator reads, because
   deleting an iterator with that model on can block for up to a minute in TensorFlow 2.20
-  (input_pipeline._prefetched says why; its pipelines turn the model off):
+  (input_pipeline._prefetched says why). The model is turned off here in whatever dataset_fn
+  returns (the package's pipelines already have it off; a caller's own dataset may not), and:
   - A OneDeviceStrategy (one CPU or one GPU) gets the dataset's own iterator, made on the host
     CPU; the step copies each batch to the device, a few hundred kilobytes for BERT's int32
     features.
@@ -627,11 +628,14 @@ def data_iterator(strategy, dataset_fn: Callable[[tf.distribute.InputContext], t
     the iterator is made its private helper multi_device_iterator_ops._create_device_dataset
     is wrapped to turn the model off in them (_device_datasets_without_autotuning).
   """
+  def dataset_without_autotuning(ctx):
+    return input_pipeline.autotuning_off(dataset_fn(ctx))
+
   if isinstance(strategy, tf.distribute.OneDeviceStrategy):
     with tf.device("/cpu:0"):
-      return iter(dataset_fn(tf.distribute.InputContext()))
+      return iter(dataset_without_autotuning(tf.distribute.InputContext()))
   with _device_datasets_without_autotuning():
-    return iter(strategy.distribute_datasets_from_function(dataset_fn))
+    return iter(strategy.distribute_datasets_from_function(dataset_without_autotuning))
 
 
 @contextlib.contextmanager

@@ -150,6 +150,31 @@ def test_check_record_files_accepts_v2_names_and_reads_gzip(tmp_path):
                  record_schema.feature_lengths(SEQ, PREDS + 1).values())))
 
 
+def test_the_file_checks_read_with_tf_datas_autotuning_model_off(tmp_path, monkeypatch):
+  """The checks that read whole files or the first record of thousands of shards run with
+  the model off, as the training pipelines do (input_pipeline._prefetched says why): every
+  iterator they make, through both paths of check_record_files (one pipeline over all files,
+  and file by file when some file cannot be read)."""
+  from tensorflow.python.data.ops import iterator_ops  # pylint: disable=g-import-not-at-top
+  good = make_records(str(tmp_path / "good.tfrecord"), num_examples=3)
+  bad = tmp_path / "bad.tfrecord"
+  bad.write_bytes(b"not a record file")
+  seen = []
+  original = iterator_ops.OwnedIterator.__init__
+
+  def recording_init(self, dataset=None, **kwargs):
+    seen.append(dataset.options().autotune.enabled)
+    original(self, dataset=dataset, **kwargs)
+
+  monkeypatch.setattr(iterator_ops.OwnedIterator, "__init__", recording_init)
+  input_pipeline.check_record_files([good, good], "", "input_file")
+  assert len(seen) == 1
+  with pytest.raises(input_pipeline.InputError, match="bad.tfrecord cannot be read"):
+    input_pipeline.check_record_files([good, str(bad)], "", "input_file")
+  assert input_pipeline.first_unreadable_file([good, str(bad)], "")[0] == str(bad)
+  assert len(seen) >= 5 and all(enabled is False for enabled in seen), seen
+
+
 @pytest.mark.slow
 def test_a_vocab_other_than_the_datas_is_refused_naming_both_files(good, tmp_path):
   from tests.helpers import VOCAB_TOKENS, write_vocab  # pylint: disable=g-import-not-at-top

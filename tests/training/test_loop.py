@@ -182,18 +182,30 @@ def test_data_iterators_keep_tf_datas_autotuning_model_off_and_give_the_same_bat
   """loop.data_iterator (input_pipeline._prefetched says why the model must be off): a
   OneDeviceStrategy gets the dataset's own iterator, holding the batches tf.distribute's
   iterator gives; other strategies get tf.distribute's iterator, whose per-device datasets
-  have the model off too."""
+  have the model off too. A caller's own dataset, with tf.data's default options (the model
+  on), is read with the model off both ways."""
   data = make_records(str(tmp_path / "train.tfrecord"), num_examples=24)
 
   def dataset_fn(ctx):
     return input_pipeline.pretraining_dataset(data, SEQ, PREDS, 8, is_training=False,
                                               input_context=ctx)
 
+  def own_fn(ctx):
+    del ctx
+    return tf.data.Dataset.range(24).map(lambda i: {"input_word_ids": tf.fill([SEQ], i)},
+                                         num_parallel_calls=tf.data.AUTOTUNE).batch(8)
+
+  assert own_fn(None).options().autotune.enabled is None  # TensorFlow's default: on
+  # pylint: disable=protected-access
   one = loop.select_strategy("one_device")
   plain = loop.data_iterator(one, dataset_fn)
   assert isinstance(plain, tf.data.Iterator)
   assert not isinstance(plain, tf.distribute.DistributedIterator)
-  distributed = iter(one.distribute_datasets_from_function(dataset_fn))
+  own = loop.data_iterator(one, own_fn)
+  assert own._dataset.options().autotune.enabled is False
+  np.testing.assert_array_equal(next(own)["input_word_ids"].numpy()[:, 0], np.arange(8))
+  with loop._device_datasets_without_autotuning():  # this test's own iterator too
+    distributed = iter(one.distribute_datasets_from_function(dataset_fn))
   for index in range(3):
     a, b = next(plain), next(distributed)
     if index == 0:
@@ -205,12 +217,18 @@ def test_data_iterators_keep_tf_datas_autotuning_model_off_and_give_the_same_bat
   assert isinstance(mirrored, tf.distribute.DistributedIterator)
   # Its per-device datasets (TensorFlow's, reached through private attributes) have the model
   # off too, and TensorFlow's helper is itself again afterwards.
-  # pylint: disable=protected-access
   assert multi_device_iterator_ops._create_device_dataset.__name__ == "_create_device_dataset"
-  device_iterators = [device for worker in mirrored._iterators
-                      for device in worker._iterator._device_iterators]
-  assert device_iterators
-  assert all(device._dataset.options().autotune.enabled is False for device in device_iterators)
+  mirrored_strategy = loop.select_strategy("mirrored")
+  own_mirrored = loop.data_iterator(mirrored_strategy, own_fn)
+  for iterator in (mirrored, own_mirrored):
+    device_iterators = [device for worker in iterator._iterators
+                        for device in worker._iterator._device_iterators]
+    assert device_iterators
+    assert all(device._dataset.options().autotune.enabled is False
+               for device in device_iterators)
+  np.testing.assert_array_equal(
+      tf.concat(mirrored_strategy.experimental_local_results(
+          next(own_mirrored)["input_word_ids"]), 0).numpy()[:, 0], np.arange(8))
   plain_again = loop.data_iterator(one, dataset_fn)
   for batch in (next(mirrored), next(plain_again)):
     np.testing.assert_array_equal(batch["input_word_ids"].numpy(),
