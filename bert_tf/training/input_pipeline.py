@@ -64,8 +64,9 @@ def _prefetched(dataset: tf.data.Dataset) -> tf.data.Dataset:
 
 
 def autotuning_off(dataset: tf.data.Dataset) -> tf.data.Dataset:
-  """`dataset` with tf.data's autotuning model off (see _prefetched). Every pipeline of the
-  package runs so, the short ones that check or count a file too: reading a large file or
+  """`dataset` with tf.data's autotuning model off (see _prefetched). Every pipeline that
+  training, evaluation and prediction read runs so (loop.data_iterator applies it to any
+  dataset), and so do the short ones that check or count a file: reading a large file or
   thousands of shards lasts long enough for the model's sleep to grow to many seconds."""
   options = tf.data.Options()
   options.autotune.enabled = False
