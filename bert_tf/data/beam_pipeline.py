@@ -32,8 +32,11 @@ shard under a final name and its staging folder is deleted (a killed main proces
 named as incomplete, which the next run removes). Shards that received no record (fewer
 instances than shards) are not committed, as in the local mode.
 
+--runner=DirectRunner runs on Beam's FnApiRunner (direct_runner: never Beam's Prism runner,
+which Beam's DirectRunner would first download).
+
 Retries: a bundle that fails is retried by runners that retry (Dataflow, Flink, Spark,
-BundleBasedDirectRunner; the DirectRunner's default FnApiRunner fails the pipeline instead).
+BundleBasedDirectRunner; the DirectRunner's FnApiRunner fails the pipeline instead).
 A retried bundle's output is discarded, so no record is lost or written twice. For the same
 reason the figures of the metadata and summary (documents, lines, masked tokens, records per
 shard, ...) travel as pipeline data, not as Beam metrics: each window, block and shard emits a
@@ -97,6 +100,38 @@ def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
     raise pretraining_data.UsageError("the Beam pipeline needs --runner (DirectRunner, "
                                       "DataflowRunner, FlinkRunner, SparkRunner, ...)")
   return options
+
+
+_DIRECT_RUNNER_NAMES = ("directrunner", "switchingdirectrunner")
+
+
+def is_direct_runner(runner_name) -> bool:
+  """Whether --runner names Beam's DirectRunner ("DirectRunner", "direct", its class path)."""
+  if not runner_name:
+    return False
+  name = str(runner_name).rsplit(".", 1)[-1].lower()
+  return name in _DIRECT_RUNNER_NAMES or name + "runner" in _DIRECT_RUNNER_NAMES
+
+
+def direct_runner(options: PipelineOptions):
+  """The runner that --runner=DirectRunner means here: Beam's FnApiRunner, in this process or
+  --direct_num_workers workers (--direct_running_mode), with the pipeline options.
+
+  Beam's own DirectRunner (2.77) first tries its Prism runner, a Go binary it downloads from
+  GitHub at run time, and falls back to the FnApiRunner only when that fails (offline). So the
+  same command would run on different runners by whether the machine is online, download a
+  program the first time, and leave an empty /tmp/beam-temp* folder each run. The FnApiRunner
+  is the runner this package is tested on; --runner=PrismRunner still asks for Prism.
+  """
+  # pylint: disable=g-import-not-at-top
+  from apache_beam.portability.api import beam_provision_api_pb2
+  from apache_beam.runners.portability import portable_runner
+  from apache_beam.runners.portability.fn_api_runner import fn_runner
+  # The workers read their options (e.g. --default_sdk_harness_log_level) from the provision
+  # info, as under the DirectRunner's own switch to this runner.
+  encoded = portable_runner.JobServiceHandle.encode_pipeline_options(options.get_all_options())
+  return fn_runner.FnApiRunner(provision_info=fn_runner.ExtendedProvisionInfo(
+      beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)))
 
 
 COUNTS = "counts"  # the tag of the DoFns' counts output
@@ -292,8 +327,10 @@ def run(config: pretraining_data.DataConfig, beam_args: Sequence[str]) -> Dict[s
     staging = io.temp_name(io.join(folder, STAGING_NAME))
     sizes = [io.size(p) for p in input_files]
     runner = options.view_as(StandardOptions).runner
+    direct = is_direct_runner(runner)
     logging.info("Running the Beam pipeline on %s: %d input file(s), %.1f MB, staging in %s",
-                 runner, len(input_files), sum(sizes) / 1e6, staging)
+                 f"{runner} (Beam's FnApiRunner)" if direct else runner, len(input_files),
+                 sum(sizes) / 1e6, staging)
     writer = None
     beam_logger = std_logging.getLogger("apache_beam")
     beam_level = beam_logger.level
@@ -303,7 +340,8 @@ def run(config: pretraining_data.DataConfig, beam_args: Sequence[str]) -> Dict[s
       beam_logger.setLevel(std_logging.WARNING)
     try:
       io.makedirs(staging)
-      pipeline = beam.Pipeline(options=options)
+      pipeline = beam.Pipeline(runner=direct_runner(options) if direct else None,
+                               options=options)
       build_pipeline(pipeline, config, input_files, sizes, staging, len(output_files))
       result = pipeline.run()
       state = result.wait_until_finish()

@@ -2,9 +2,10 @@
 plan it shares with the local mode (instances.plan_windows, corpus.iter_piece_lines), and the
 output folder lock of both modes.
 
-The Beam runs use the DirectRunner in memory (one process: a few seconds each); one test runs
-it with two worker processes, and the fault test uses the BundleBasedDirectRunner, the
-DirectRunner mode that retries a failed bundle (the FnApiRunner fails the pipeline instead).
+The Beam runs use the DirectRunner in memory (one process: a few seconds each; Beam's
+FnApiRunner, never Prism); one test runs it with two worker processes, and the fault test uses
+the BundleBasedDirectRunner, the DirectRunner mode that retries a failed bundle (the FnApiRunner
+fails the pipeline instead).
 """
 
 import os
@@ -76,11 +77,17 @@ def _summary_lines(summary):
           if not line.strip().startswith("time")]
 
 
-def test_direct_runner_makes_the_local_modes_records(inputs, tmp_path):
+def test_direct_runner_makes_the_local_modes_records(inputs, tmp_path, monkeypatch):
+  from apache_beam.runners.portability import prism_runner  # pylint: disable=g-import-not-at-top
+  prism_runs = []
+  # Beam's DirectRunner would try Prism first (downloading it; offline it falls back).
+  monkeypatch.setattr(prism_runner.PrismRunner, "run_pipeline",
+                      lambda self, *args, **kwargs: prism_runs.append(args))
   local, beam = str(tmp_path / "local"), str(tmp_path / "beam")
   local_summary = cpd.run(_config(inputs, output_dir=local, num_output_shards=3))
   beam_summary = beam_pipeline.run(_config(inputs, output_dir=beam, num_output_shards=3),
                                    IN_MEMORY)
+  assert not prism_runs
   local_shards, beam_shards = _shard_records(local), _shard_records(beam)
   assert list(local_shards) == list(beam_shards) == [
       f"pretraining-0000{i}-of-00003.tfrecord" for i in range(3)]
@@ -104,6 +111,15 @@ def test_direct_runner_makes_the_local_modes_records(inputs, tmp_path):
   # Nothing else is left: no staging folder, no lock, no temporary.
   assert sorted(os.listdir(beam)) == sorted(
       list(beam_shards) + [n + record_schema.METADATA_SUFFIX for n in beam_shards])
+
+
+def test_the_direct_runner_is_told_by_any_of_its_names():
+  for name in ["DirectRunner", "directrunner", "direct", "SwitchingDirectRunner",
+               "apache_beam.runners.direct.direct_runner.DirectRunner"]:
+    assert beam_pipeline.is_direct_runner(name), name
+  for name in [None, "", "PrismRunner", "BundleBasedDirectRunner", "FnApiRunner",
+               "DataflowRunner", "TestDirectRunner", "directrunnerx"]:
+    assert not beam_pipeline.is_direct_runner(name), name
 
 
 @pytest.mark.slow
