@@ -5,6 +5,7 @@ means a change broke something, not an unlucky draw. `pytest -m "not slow"` is t
 for the edit loop (subprocess, CLI and learning tests carry the `slow` marker; CI runs all).
 """
 
+import collections
 import logging
 import os
 import sys
@@ -32,6 +33,31 @@ if hypothesis_settings is not None:
   hypothesis_settings.register_profile("dev", print_blob=True)
   hypothesis_settings.load_profile(
       "ci" if os.environ.get("CI", "").lower() in ("1", "true", "yes") else "dev")
+
+
+def pytest_configure(config):
+  """Under pytest-xdist's --dist loadfile, files are handed to the workers in the order that
+  pytest_collection_modifyitems below gives, not re-sorted by xdist by their number of tests
+  (its default: which sent the files of a few long tests, such as the run_pretraining kill
+  test, last, so one worker ran on alone at the end)."""
+  if hasattr(config.option, "loadscopereorder"):
+    config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config, items):  # pylint: disable=unused-argument
+  """Files with more `slow` tests first (the longest work first, so the workers finish
+  together), each file's tests in their order; files with as many slow tests keep the
+  collection's order. Deterministic, as xdist requires of every worker's collection."""
+
+  def file_of(item):
+    return item.nodeid.split("::", 1)[0]
+
+  slow = collections.Counter(file_of(item) for item in items
+                             if item.get_closest_marker("slow"))
+  first_seen = {}
+  for item in items:
+    first_seen.setdefault(file_of(item), len(first_seen))
+  items.sort(key=lambda item: (-slow[file_of(item)], first_seen[file_of(item)]))
 
 
 @pytest.fixture(autouse=True)
