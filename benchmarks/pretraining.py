@@ -144,18 +144,21 @@ def make_records(directory: str) -> str:
 
 
 class _RateCollector(logging.logging.Handler):
-  """Collects the examples/s that run_pretraining logs after every tf.function call."""
+  """Collects the examples/s that run_pretraining logs at the end of every tf.function call
+  (a step that is a multiple of the steps per call; the progress lines that a long call logs
+  on its way, such as the first one's, which traces, cover part of a call and are left out)."""
 
-  PATTERN = re.compile(r"examples/s = ([0-9.]+)")
+  PATTERN = re.compile(r"step (\d+)/\d+ .*examples/s = ([0-9.]+)")
 
-  def __init__(self):
+  def __init__(self, steps_per_call: int):
     super().__init__()
+    self.steps_per_call = steps_per_call
     self.rates = []
 
   def emit(self, record):
     match = self.PATTERN.search(record.getMessage())
-    if match:
-      self.rates.append(float(match.group(1)))
+    if match and int(match.group(1)) % self.steps_per_call == 0:
+      self.rates.append(float(match.group(2)))
 
 
 def ours_records(config, input_file: str, output_dir: str):
@@ -170,7 +173,7 @@ def ours_records(config, input_file: str, output_dir: str):
       num_warmup_steps=FLAGS.steps, save_checkpoints_steps=total,
       iterations_per_loop=FLAGS.steps, export_at_end=False, seed=1,
       mixed_precision=FLAGS.mixed_precision, jit_compile=FLAGS.jit_compile)
-  collector = _RateCollector()
+  collector = _RateCollector(FLAGS.steps)
   absl_logger = logging.get_absl_logger()
   absl_logger.addHandler(collector)
   verbosity = logging.get_verbosity()

@@ -120,7 +120,7 @@ def direct_runner(options: PipelineOptions):
   Beam's own DirectRunner (2.77) first tries its Prism runner, a Go binary it downloads from
   GitHub at run time, and falls back to the FnApiRunner only when that fails (offline). So the
   same command would run on different runners by whether the machine is online, download a
-  program the first time, and leave an empty /tmp/beam-temp* folder each run. The FnApiRunner
+  program the first time, and leave empty folders in /tmp (beam-temp*, tmp*) each run. The FnApiRunner
   is the runner this package is tested on; --runner=PrismRunner still asks for Prism.
   """
   # pylint: disable=g-import-not-at-top
