@@ -46,18 +46,16 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):  # pylint: disable=unused-argument
   """Files with more `slow` tests first (the longest work first, so the workers finish
-  together), each file's tests in their order; files with as many slow tests keep the
-  collection's order. Deterministic, as xdist requires of every worker's collection."""
+  together). The sort is stable and a file's tests are collected together, so each file's
+  tests keep their order and files with as many slow tests keep the collection's order.
+  Deterministic, as xdist requires of every worker's collection."""
 
   def file_of(item):
     return item.nodeid.split("::", 1)[0]
 
   slow = collections.Counter(file_of(item) for item in items
                              if item.get_closest_marker("slow"))
-  first_seen = {}
-  for item in items:
-    first_seen.setdefault(file_of(item), len(first_seen))
-  items.sort(key=lambda item: (-slow[file_of(item)], first_seen[file_of(item)]))
+  items.sort(key=lambda item: -slow[file_of(item)])
 
 
 @pytest.fixture(autouse=True)
