@@ -43,8 +43,9 @@ Output: a table (minutes to reach the best accuracy that the slowest system reac
 at each point, median and range over --seeds; accuracy and eval loss against steps at the steps
 the slowest system reached, so that speed and sample efficiency are told apart), the goals
 (minutes for ours to reach Model Garden's and Hugging Face's final accuracy and final eval loss,
-against theirs, flagged when the peer's final accuracy is still its first evaluation's: the
-first plateau, where a ratio says nothing), results.json and a PNG plot of accuracy and loss
+against theirs, read off the median curves over seeds (curves.py says why), flagged when the
+peer's final accuracy is still its first evaluation's: the first plateau, where a ratio says
+nothing), results.json and a PNG plot of accuracy and loss
 against minutes and steps (matplotlib: pip install -e '.[benchmark]') in --output_dir.
 
 Usage (from the repository root):
@@ -76,6 +77,7 @@ BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(BENCHMARKS)
 sys.path.insert(0, REPO_ROOT)
 sys.path.insert(0, BENCHMARKS)
+import curves  # pylint: disable=g-import-not-at-top,wrong-import-position
 import peers  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 DATA = os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")  # ../shared/data
@@ -559,114 +561,43 @@ def worker(spec_path):
 # === The table and the plot (the parent) ===
 
 
-def _median_range(values):
-  if not values:
-    return "-"
-  return (f"{statistics.median(values):.4f} ({min(values):.4f}-{max(values):.4f})"
-          if len(values) > 1 else f"{values[0]:.4f}")
-
-
-def _interpolate(curve, x_key, x, y_key="accuracy"):
-  """y_key at x (seconds or steps) by linear interpolation within the curve; None outside."""
-  if not curve or x > curve[-1][x_key] + 1e-9 or x < curve[0][x_key] - 1e-9:
-    return None
-  previous = (0.0, None)
-  for p in curve:
-    if p[x_key] >= x:
-      if previous[1] is None or p[x_key] == previous[0]:
-        return p[y_key]
-      w = (x - previous[0]) / (p[x_key] - previous[0])
-      return previous[1] + w * (p[y_key] - previous[1])
-    previous = (p[x_key], p[y_key])
-  return None
-
-
-def _reaches(value, target, lower_is_better):
-  return value <= target + 1e-12 if lower_is_better else value >= target - 1e-12
-
-
-def _minutes_to(curve, target, key="accuracy", lower_is_better=False):
-  """Training-clock minutes of the first evaluation at or past target (None: never)."""
-  for p in curve:
-    if _reaches(p[key], target, lower_is_better):
-      return p["seconds"] / 60
-  return None
-
-
-def _crossing_minutes(curve, target, key, lower_is_better):
-  """Training-clock minutes at which the curve of `key` first reaches target, interpolated
-  linearly between the evaluations around the crossing (the first evaluation's time when it is
-  reached there already); None: never."""
-  previous = None
-  for p in curve:
-    if _reaches(p[key], target, lower_is_better):
-      if previous is None or p[key] == previous[key]:
-        return p["seconds"] / 60
-      w = (target - previous[key]) / (p[key] - previous[key])
-      return (previous["seconds"] + w * (p["seconds"] - previous["seconds"])) / 60
-    previous = p
-  return None
-
-
 # The issue's goals: ours reaches a peer's quality in at most this share of its time.
 GOALS = (("model_garden", 0.7), ("hf", 0.85))
-METRICS = (("accuracy", False, "masked-LM accuracy"), ("loss", True, "eval masked-LM loss"))
 
 
 def report_goals(by_system, ours="ours"):
-  """Prints, for each peer of GOALS that ran and each metric, the minutes the peer and `ours` (one
-  of our systems) took to reach the peer's final quality (median over seeds; interpolated between
-  evaluations) and their ratio against the goal; then the same for the point halfway from the
-  peer's first evaluation to its final quality, which lies on the curve's slope when the final one
-  is on a plateau. Flagged: a final accuracy the peer's first evaluation already had (the first
-  plateau: the commonest token) and a final value the peer's curve reached in its first half and
-  kept within 1% (a plateau: the ratio is then within the noise), and targets that ours had
-  reached by its first evaluation (its time is then an upper bound)."""
+  """Prints, for each peer of GOALS that ran, curves.goal_rows: the minutes at which the peer's
+  and `ours`' (one of our systems) median curves reach the peer's final quality and the point
+  halfway to it, their ratio against the goal, and how many seeds of each reach it."""
   if ours not in by_system:
     return
   print(f"\nGoals: minutes for {NAMES[ours]} to reach a peer's quality, against the peer's "
-        "own (interpolated between evaluations; median over seeds):\n")
+        "own (where the median curves over seeds reach it, interpolated between evaluations; "
+        "a seed that never reaches it counts as later than every seed that does):\n")
   print("| peer | target | value | peer's minutes to it | ours' minutes to it | ratio | goal | "
-        "verdict |")
-  print("| --- | --- | --: | --: | --: | --: | --: | --- |")
-  ours_first = statistics.median([r["curve"][0]["seconds"] / 60 for r in by_system[ours]])
-
-  def minutes(system, target, key, lower):
-    reached = [_crossing_minutes(r["curve"], target, key, lower) for r in by_system[system]]
-    reached = [m for m in reached if m is not None]
-    return statistics.median(reached) if reached else None
-
+        "verdict | seeds reaching it (peer, ours) |")
+  print("| --- | --- | --: | --: | --: | --: | --: | --- | --- |")
   fmt = lambda m: "-" if m is None else f"{m:.2f}"  # pylint: disable=unnecessary-lambda-assignment
   for peer, bound in GOALS:
     if peer not in by_system:
       continue
-    for key, lower, label in METRICS:
-      curves = [r["curve"] for r in by_system[peer]]
-      final = statistics.median([c[-1][key] for c in curves])
-      first = statistics.median([c[0][key] for c in curves])
-      middle = statistics.median([c[(len(c) - 1) // 2][key] for c in curves])
-      for name, target in ((f"final {label}", final),
-                           (f"halfway to it ({label})", (first + final) / 2)):
-        if name.startswith("halfway") and _reaches(first, final, lower):
-          continue  # the final value at the first evaluation: no slope to time
-        times = {s: minutes(s, target, key, lower) for s in (peer, ours)}
-        if times[ours] is None or times[peer] is None:
-          print(f"| {NAMES[peer]} | {name} | {target:.4f} | {fmt(times[peer])} | "
-                f"{fmt(times[ours])} | - | <= {bound:g} | "
-                f"{'ours did not reach it' if times[ours] is None else '-'} |")
-          continue
-        ratio = times[ours] / times[peer]
-        verdict = "met" if ratio <= bound else "missed"
-        if f"{ratio:.2f}" == f"{bound:.2f}":
-          verdict += f" ({ratio:.4f})"  # at the bound to two places: the deciding digits
-        if target == final and _reaches(first, final, lower):
-          verdict = "not resolved: the peer's first evaluation had it (the first plateau)"
-        elif target == final and abs(middle - final) <= 0.01 * abs(final):
-          verdict += " (on a plateau: within the noise)"
-        if abs(times[ours] - ours_first) < 1e-9:
-          verdict += "; ours had it at its first evaluation (its time is an upper bound)"
-        print(f"| {NAMES[peer]} | {name} | {target:.4f} | {fmt(times[peer])} | "
-              f"{fmt(times[ours])} | {ratio:.2f} | <= {bound:g} | {verdict} |")
+    for row in curves.goal_rows(by_system[peer], by_system[ours], bound):
+      if row["ratio"] is None:
+        verdict = "ours did not reach it" if row["ours_minutes"] is None else "-"
+      else:
+        verdict = "met" if row["met"] else "missed"
+        if f"{row['ratio']:.2f}" == f"{bound:.2f}":
+          verdict += f" ({row['ratio']:.4f})"  # at the bound to two places: the deciding digits
+      if row["first_plateau"]:
+        verdict = "not resolved: the peer's first evaluation had it (the first plateau)"
+      elif row["plateau"]:
+        verdict += " (on a plateau: within the noise)"
+      if row["ours_at_first"]:
+        verdict += "; ours had it at its first evaluation (its time is an upper bound)"
+      ratio = "-" if row["ratio"] is None else f"{row['ratio']:.2f}"
+      print(f"| {NAMES[peer]} | {row['target']} | {row['value']:.4f} | "
+            f"{fmt(row['peer_minutes'])} | {fmt(row['ours_minutes'])} | {ratio} | <= {bound:g} | "
+            f"{verdict} | {row['peer_seeds']}, {row['ours_seeds']} |")
 
 
 def joined_results(paths):
@@ -711,26 +642,32 @@ def report(runs, points, settings_text):
   print(f"\n{settings_text}")
   print(f"\nTarget: {target:.4f}, the best masked-LM accuracy (median over seeds) of the slowest "
         f"system, {NAMES[slowest]}.\n")
-  print("| system | minutes to the target (median, range) | best accuracy | steps in budget | "
+  print("| system | minutes to the target (median curve; seeds' range) | best accuracy | steps in budget | "
         "examples/s (training clock) | tracing + first call (s) |")
   print("| --- | --: | --: | --: | --: | --: |")
   for s, rs in by_system.items():
-    minutes = [_minutes_to(r["curve"], target) for r in rs]
-    reached = [m for m in minutes if m is not None]
-    text = (f"{statistics.median(reached):.2f} ({min(reached):.2f}-{max(reached):.2f})"
-            if reached else "not reached")
-    if reached and len(reached) < len(minutes):
-      text += f", {len(reached)} of {len(minutes)} seeds"
+    # The median curve's first evaluation at or past the target (see curves.py); the range is
+    # the seeds' own, of those that reach it.
+    at = curves.minutes_to(curves.median_curve(rs), target)
+    reached = [m for m in (curves.minutes_to(r["curve"], target) for r in rs) if m is not None]
+    text = "not reached" if at is None else f"{at:.2f}"
+    if len(rs) > 1 and reached:
+      text += f" ({min(reached):.2f}-{max(reached):.2f})"
+    if len(reached) < len(rs):
+      text += f", {len(reached)} of {len(rs)} seeds reach it"
     rate = [(r["curve"][-1]["examples"] - r["batch_size"]) / max(r["curve"][-1]["seconds"], 1e-9)
             for r in rs]
-    print(f"| {NAMES[s]} | {text} | {_median_range([max(p['accuracy'] for p in r['curve']) for r in rs])} "
+    best_accuracy = curves.median_range([max(p["accuracy"] for p in r["curve"]) for r in rs])
+    first_call = statistics.median([r["first_call_seconds"] for r in rs])
+    print(f"| {NAMES[s]} | {text} | {best_accuracy} "
           f"| {statistics.median([r['curve'][-1]['steps'] for r in rs]):.0f} | "
-          f"{statistics.median(rate):.1f} | {statistics.median([r['first_call_seconds'] for r in rs]):.1f} |")
+          f"{statistics.median(rate):.1f} | {first_call:.1f} |")
   print("\nMasked-LM accuracy at each point of the training clock (median, min-max over seeds):\n")
   print("| system | " + " | ".join(f"{p / 60:.2f} min" for p in points) + " |")
   print("| --- |" + " --: |" * len(points))
   for s, rs in by_system.items():
-    cells = [_median_range([r["curve"][i]["accuracy"] for r in rs]) for i in range(len(points))]
+    cells = [curves.median_range([r["curve"][i]["accuracy"] for r in rs])
+             for i in range(len(points))]
     print(f"| {NAMES[s]} | " + " | ".join(cells) + " |")
   print("\nMasked-LM loss on the eval file at the last point (median over seeds): " + ", ".join(
       f"{NAMES[s]} {statistics.median([r['curve'][-1]['loss'] for r in rs]):.3f}"
@@ -742,7 +679,7 @@ def report(runs, points, settings_text):
   grid = [statistics.median([r["curve"][i]["steps"] for r in by_system[fewest]])
           for i in range(len(points))]
   grid = sorted(set(int(g) for g in grid if g > 0))
-  for key, _, label in METRICS:
+  for key, _, label in curves.METRICS:
     print(f"\n{label[0].upper() + label[1:]} against steps (interpolated between evaluations; "
           f"the steps {NAMES[fewest]} reached at the points; ours_lamb's steps are "
           f"{FLAGS.lamb_batch_size}/{FLAGS.batch_size} times larger):\n")
@@ -751,9 +688,9 @@ def report(runs, points, settings_text):
     for s, rs in by_system.items():
       cells = []
       for g in grid:
-        values = [v for v in (_interpolate(r["curve"], "steps", g, key) for r in rs)
+        values = [v for v in (curves.interpolate(r["curve"], "steps", g, key) for r in rs)
                   if v is not None]
-        cells.append(_median_range(values) if len(values) == len(rs) else "-")
+        cells.append(curves.median_range(values) if len(values) == len(rs) else "-")
       print(f"| {NAMES[s]} | " + " | ".join(cells) + " |")
   for ours in FLAGS.goal_systems:
     report_goals(by_system, ours)
@@ -770,18 +707,18 @@ def plot(runs, target, path, mixed_precision):
     rs = [r for r in runs if r["system"] == s]
     if not rs:
       continue
-    n = min(len(r["curve"]) for r in rs)
-    for row, (metric, _, _) in enumerate(METRICS):
+    median = curves.median_curve(rs)  # the curve the goal table reads its minutes from
+    for row, (metric, _, _) in enumerate(curves.METRICS):
       for column, (key, scale) in enumerate((("seconds", 60.0), ("steps", 1.0))):
         axis = axes[row][column]
-        xs = [statistics.median([r["curve"][i][key] for r in rs]) / scale for i in range(n)]
-        ys = [[r["curve"][i][metric] for r in rs] for i in range(n)]
-        line, = axis.plot(xs, [statistics.median(y) for y in ys], marker="o", label=NAMES[s],
+        xs = [p[key] / scale for p in median]
+        ys = [[r["curve"][i][metric] for r in rs] for i in range(len(median))]
+        line, = axis.plot(xs, [p[metric] for p in median], marker="o", label=NAMES[s],
                           linestyle="--" if s == "hf_mlm" else "-")
         if len(rs) > 1:
           axis.fill_between(xs, [min(y) for y in ys], [max(y) for y in ys],
                             color=line.get_color(), alpha=0.15)
-  for row, (metric, _, label) in enumerate(METRICS):
+  for row, (metric, _, label) in enumerate(curves.METRICS):
     for column, x_label in enumerate(("training-clock minutes (eval excluded)",
                                       "steps (ours_lamb: larger batch)")):
       axis = axes[row][column]

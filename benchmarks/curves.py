@@ -1,0 +1,115 @@
+"""Learning curves of benchmarks/time_to_quality.py: medians over seeds, crossings, the goals.
+
+Pure Python (no TensorFlow, no flags), so the numbers the benchmark reports are unit-tested
+(tests/benchmarks/test_curves.py). A run is a dict with a "curve": its evaluations in order,
+each a dict with "seconds" (training clock), "steps", "accuracy" and "loss".
+
+Times to a target are read off the median curve: at each evaluation point, the median over
+seeds of the clock and of the metric, the curve the plot draws. A seed that never reaches the
+target counts there as later than every seed that does; a median of per-seed times would have
+to drop it (it has no time), which makes a system whose seeds sometimes stall on a plateau look
+as fast as its lucky seeds.
+"""
+
+import statistics
+
+# Each metric: its key in a curve point, whether lower is better, its label in the tables.
+METRICS = (("accuracy", False, "masked-LM accuracy"), ("loss", True, "eval masked-LM loss"))
+CURVE_KEYS = ("seconds", "steps", "accuracy", "loss")
+
+
+def median_range(values):
+  """'median (min-max)' to four places; one value alone; '-' for none."""
+  if not values:
+    return "-"
+  return (f"{statistics.median(values):.4f} ({min(values):.4f}-{max(values):.4f})"
+          if len(values) > 1 else f"{values[0]:.4f}")
+
+
+def median_curve(runs):
+  """The median over runs, point by point, of each of CURVE_KEYS (as far as every run goes)."""
+  n = min(len(r["curve"]) for r in runs)
+  return [{k: statistics.median([r["curve"][i][k] for r in runs]) for k in CURVE_KEYS}
+          for i in range(n)]
+
+
+def interpolate(curve, x_key, x, y_key="accuracy"):
+  """y_key at x (seconds or steps) by linear interpolation within the curve; None outside.
+  Before the first evaluation there is nothing to interpolate from, so x there gives None."""
+  if not curve or x > curve[-1][x_key] + 1e-9 or x < curve[0][x_key] - 1e-9:
+    return None
+  previous = None
+  for p in curve:
+    if p[x_key] >= x:
+      if previous is None or p[x_key] == previous[x_key]:
+        return p[y_key]
+      w = (x - previous[x_key]) / (p[x_key] - previous[x_key])
+      return previous[y_key] + w * (p[y_key] - previous[y_key])
+    previous = p
+  return None
+
+
+def reaches(value, target, lower_is_better):
+  return value <= target + 1e-12 if lower_is_better else value >= target - 1e-12
+
+
+def minutes_to(curve, target, key="accuracy", lower_is_better=False):
+  """Training-clock minutes of the first evaluation at or past target (None: never)."""
+  for p in curve:
+    if reaches(p[key], target, lower_is_better):
+      return p["seconds"] / 60
+  return None
+
+
+def crossing_minutes(curve, target, key, lower_is_better):
+  """Training-clock minutes at which the curve of `key` first reaches target, interpolated
+  linearly between the evaluations around the crossing (the first evaluation's time when it is
+  reached there already); None: never."""
+  previous = None
+  for p in curve:
+    if reaches(p[key], target, lower_is_better):
+      if previous is None or p[key] == previous[key]:
+        return p["seconds"] / 60
+      w = (target - previous[key]) / (p[key] - previous[key])
+      return (previous["seconds"] + w * (p["seconds"] - previous["seconds"])) / 60
+    previous = p
+  return None
+
+
+def goal_rows(peer_runs, ours_runs, bound):
+  """The goal rows for one peer: for each metric, the peer's final value (its median curve's
+  last point) and the value halfway from its first evaluation to that (which lies on the
+  curve's slope when the final one is on a plateau; left out when the first evaluation already
+  had the final value). Each row: target, key, value, the minutes at which the peer's and ours'
+  median curves reach it (None: never), ratio (None unless both reach it), met (ratio <=
+  bound), the seeds of each whose own curve reaches it, and flags:
+    first_plateau  the peer's final value is its first evaluation's (a ratio says nothing);
+    plateau        the peer's curve was within 1% of its final value by its middle point, so
+                   the minute it is crossed is within the noise;
+    ours_at_first  ours had it at its first evaluation (ours' time is an upper bound)."""
+  peer, ours = median_curve(peer_runs), median_curve(ours_runs)
+  rows = []
+  for key, lower, label in METRICS:
+    first, middle, final = peer[0][key], peer[(len(peer) - 1) // 2][key], peer[-1][key]
+    targets = [(f"final {label}", final)]
+    if not reaches(first, final, lower):
+      targets.append((f"halfway to it ({label})", (first + final) / 2))
+    for name, target in targets:
+      times = [crossing_minutes(c, target, key, lower) for c in (peer, ours)]
+      ratio = times[1] / times[0] if None not in times and times[0] > 0 else None
+      rows.append(dict(
+          target=name, key=key, value=target, peer_minutes=times[0], ours_minutes=times[1],
+          ratio=ratio, met=ratio is not None and ratio <= bound,
+          peer_seeds=_seeds_reaching(peer_runs, target, key, lower),
+          ours_seeds=_seeds_reaching(ours_runs, target, key, lower),
+          first_plateau=target == final and reaches(first, final, lower),
+          plateau=(target == final and not reaches(first, final, lower)
+                   and abs(middle - final) <= 0.01 * abs(final)),
+          ours_at_first=times[1] is not None and abs(times[1] - ours[0]["seconds"] / 60) < 1e-9))
+  return rows
+
+
+def _seeds_reaching(runs, target, key, lower):
+  """'k/n': how many of the runs' own curves reach target."""
+  k = sum(crossing_minutes(r["curve"], target, key, lower) is not None for r in runs)
+  return f"{k}/{len(runs)}"

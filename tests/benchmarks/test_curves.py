@@ -1,0 +1,101 @@
+"""benchmarks/curves.py: the learning-curve numbers time_to_quality.py reports (medians over
+seeds, crossings, the goal rows), on hand-made curves whose answers are worked out below."""
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "benchmarks"))
+import curves  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+
+def _run(accuracy, loss):
+  """A run evaluated at minutes 1, 2, 3, ... with 50 steps a minute."""
+  return {"curve": [{"seconds": 60.0 * (i + 1), "steps": 50 * (i + 1), "accuracy": a, "loss": l}
+                    for i, (a, l) in enumerate(zip(accuracy, loss))]}
+
+
+# The peer: two seeds leave the first plateau, the third never does.
+PEER = [_run([0.06, 0.08, 0.10, 0.12], [7.0, 6.8, 6.6, 6.4]),
+        _run([0.06, 0.09, 0.11, 0.13], [7.0, 6.7, 6.5, 6.3]),
+        _run([0.06, 0.06, 0.06, 0.06], [7.2, 7.2, 7.2, 7.2])]
+OURS = [_run([0.07, 0.10, 0.12, 0.13], [6.9, 6.6, 6.4, 6.3]),
+        _run([0.07, 0.12, 0.13, 0.14], [6.9, 6.4, 6.3, 6.2])]
+
+
+def test_the_median_curve_is_taken_point_by_point_as_far_as_every_run_goes():
+  short = _run([0.5, 0.7], [1.0, 0.5])
+  median = curves.median_curve(PEER + [short])
+  assert len(median) == 2
+  assert median[1] == pytest.approx({"seconds": 120.0, "steps": 100, "accuracy": 0.085,
+                                     "loss": 6.75})
+  assert [p["accuracy"] for p in curves.median_curve(OURS)] == pytest.approx(
+      [0.07, 0.11, 0.125, 0.135])
+
+
+def test_a_crossing_is_interpolated_between_the_evaluations_around_it():
+  curve = OURS[0]["curve"]
+  assert curves.crossing_minutes(curve, 0.11, "accuracy", False) == pytest.approx(2.5)
+  assert curves.crossing_minutes(curve, 6.5, "loss", True) == pytest.approx(2.5)
+  assert curves.crossing_minutes(curve, 0.05, "accuracy", False) == 1.0  # had it at the first
+  assert curves.crossing_minutes(curve, 0.2, "accuracy", False) is None
+  assert curves.minutes_to(curve, 0.11) == 3.0  # the first evaluation at or past it
+  assert curves.minutes_to(curve, 0.2) is None
+
+
+def test_interpolation_at_steps_within_the_curve_and_none_outside_it():
+  curve = OURS[1]["curve"]
+  assert curves.interpolate(curve, "steps", 75) == pytest.approx(0.095)
+  assert curves.interpolate(curve, "steps", 50) == 0.07
+  assert curves.interpolate(curve, "steps", 150, "loss") == 6.3
+  assert curves.interpolate(curve, "steps", 49) is None
+  assert curves.interpolate(curve, "steps", 201) is None
+
+
+def test_goal_times_are_read_off_the_median_curves_so_a_stalled_seed_counts():
+  rows = {r["target"]: r for r in curves.goal_rows(PEER, OURS, 0.7)}
+  assert list(rows) == ["final masked-LM accuracy", "halfway to it (masked-LM accuracy)",
+                        "final eval masked-LM loss", "halfway to it (eval masked-LM loss)"]
+  final = rows["final masked-LM accuracy"]
+  # The peer's median curve reaches its final 0.12 at its last point. The median of the seeds'
+  # own times, dropping the stalled seed, would say (4.0 + 3.5) / 2 = 3.75.
+  assert final["value"] == pytest.approx(0.12)
+  assert final["peer_minutes"] == pytest.approx(4.0)
+  assert final["ours_minutes"] == pytest.approx(2 + 2 / 3)  # 0.11 -> 0.125 between min 2 and 3
+  assert final["ratio"] == pytest.approx(2 / 3) and final["met"]
+  assert (final["peer_seeds"], final["ours_seeds"]) == ("2/3", "2/2")
+  assert not (final["first_plateau"] or final["plateau"] or final["ours_at_first"])
+  halfway = rows["halfway to it (masked-LM accuracy)"]
+  assert halfway["value"] == pytest.approx(0.09)
+  assert (halfway["peer_minutes"], halfway["ours_minutes"]) == pytest.approx((2.5, 1.5))
+  assert halfway["ratio"] == pytest.approx(0.6)
+  loss = rows["final eval masked-LM loss"]
+  assert (loss["value"], loss["peer_minutes"], loss["ours_minutes"]) == pytest.approx(
+      (6.4, 4.0, 2 + 2 / 3))
+  loss_halfway = rows["halfway to it (eval masked-LM loss)"]
+  assert (loss_halfway["value"], loss_halfway["ratio"]) == pytest.approx((6.7, 0.6))
+  assert not curves.goal_rows(PEER, OURS, 0.6)[0]["met"]  # 2/3 against a tighter bound
+
+
+def test_goal_rows_flag_plateaus_and_a_target_ours_never_reaches():
+  stuck = [_run([0.0624] * 4, [7.3, 7.2, 7.1, 7.0]) for _ in range(2)]
+  accuracy_rows = [r for r in curves.goal_rows(stuck, OURS, 0.7) if r["key"] == "accuracy"]
+  assert len(accuracy_rows) == 1  # no halfway: the first evaluation had the final value
+  assert accuracy_rows[0]["first_plateau"] and accuracy_rows[0]["ours_at_first"]
+
+  flat = [_run([0.06, 0.12, 0.1205, 0.121], [7.0, 6.0, 5.99, 5.98])]
+  final = curves.goal_rows(flat, OURS, 0.7)[0]
+  assert final["plateau"] and not final["first_plateau"]  # within 1% of it by the middle point
+
+  slow = [_run([0.06, 0.07, 0.08, 0.09], [7.0, 6.99, 6.98, 6.97])]
+  final = curves.goal_rows(PEER, slow, 0.7)[0]
+  assert final["ours_minutes"] is None and final["ratio"] is None and not final["met"]
+  assert final["ours_seeds"] == "0/1"
+
+
+def test_median_range_text():
+  assert curves.median_range([]) == "-"
+  assert curves.median_range([0.5]) == "0.5000"
+  assert curves.median_range([0.3, 0.1, 0.2]) == "0.2000 (0.1000-0.3000)"
