@@ -91,10 +91,11 @@ def goal_rows(peer_runs, ours_runs, bound):
   rows = []
   for key, lower, label in METRICS:
     first, middle, final = peer[0][key], peer[(len(peer) - 1) // 2][key], peer[-1][key]
-    targets = [(f"final {label}", final)]
-    if not reaches(first, final, lower):
-      targets.append((f"halfway to it ({label})", (first + final) / 2))
-    for name, target in targets:
+    stalled = reaches(first, final, lower)  # the first evaluation had the final value already
+    targets = [(f"final {label}", final, True)]
+    if not stalled:
+      targets.append((f"halfway to it ({label})", (first + final) / 2, False))
+    for name, target, is_final in targets:
       times = [crossing_minutes(c, target, key, lower) for c in (peer, ours)]
       ratio = times[1] / times[0] if None not in times and times[0] > 0 else None
       rows.append(dict(
@@ -102,9 +103,8 @@ def goal_rows(peer_runs, ours_runs, bound):
           ratio=ratio, met=ratio is not None and ratio <= bound,
           peer_seeds=_seeds_reaching(peer_runs, target, key, lower),
           ours_seeds=_seeds_reaching(ours_runs, target, key, lower),
-          first_plateau=target == final and reaches(first, final, lower),
-          plateau=(target == final and not reaches(first, final, lower)
-                   and abs(middle - final) <= 0.01 * abs(final)),
+          first_plateau=is_final and stalled,
+          plateau=is_final and not stalled and abs(middle - final) <= 0.01 * abs(final),
           ours_at_first=times[1] is not None and abs(times[1] - ours[0]["seconds"] / 60) < 1e-9))
   return rows
 
