@@ -679,10 +679,13 @@ def report(runs, points, settings_text):
   grid = [statistics.median([r["curve"][i]["steps"] for r in by_system[fewest]])
           for i in range(len(points))]
   grid = sorted(set(int(g) for g in grid if g > 0))
+  lamb_note = ""
+  if "ours_lamb" in by_system:  # the batch sizes the runs recorded, not this invocation's flags
+    lamb_note = (f"; ours_lamb's steps are {by_system['ours_lamb'][0]['batch_size']}/"
+                 f"{by_system[fewest][0]['batch_size']} times larger")
   for key, _, label in curves.METRICS:
     print(f"\n{label[0].upper() + label[1:]} against steps (interpolated between evaluations; "
-          f"the steps {NAMES[fewest]} reached at the points; ours_lamb's steps are "
-          f"{FLAGS.lamb_batch_size}/{FLAGS.batch_size} times larger):\n")
+          f"the steps {NAMES[fewest]} reached at the points{lamb_note}):\n")
     print("| system | " + " | ".join(f"step {g}" for g in grid) + " |")
     print("| --- |" + " --: |" * len(grid))
     for s, rs in by_system.items():
