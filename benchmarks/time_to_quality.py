@@ -722,8 +722,9 @@ def plot(runs, target, path, mixed_precision):
           axis.fill_between(xs, [min(y) for y in ys], [max(y) for y in ys],
                             color=line.get_color(), alpha=0.15)
   for row, (metric, _, label) in enumerate(curves.METRICS):
-    for column, x_label in enumerate(("training-clock minutes (eval excluded)",
-                                      "steps (ours_lamb: larger batch)")):
+    steps_label = "steps (ours_lamb: larger batch)" if any(
+        r["system"] == "ours_lamb" for r in runs) else "steps"
+    for column, x_label in enumerate(("training-clock minutes (eval excluded)", steps_label)):
       axis = axes[row][column]
       if metric == "accuracy":
         axis.axhline(target, color="grey", linewidth=0.8, linestyle=":")
