@@ -721,9 +721,9 @@ def plot(runs, target, path, mixed_precision):
         if len(rs) > 1:
           axis.fill_between(xs, [min(y) for y in ys], [max(y) for y in ys],
                             color=line.get_color(), alpha=0.15)
+  steps_label = "steps (ours_lamb: larger batch)" if any(
+      r["system"] == "ours_lamb" for r in runs) else "steps"
   for row, (metric, _, label) in enumerate(curves.METRICS):
-    steps_label = "steps (ours_lamb: larger batch)" if any(
-        r["system"] == "ours_lamb" for r in runs) else "steps"
     for column, x_label in enumerate(("training-clock minutes (eval excluded)", steps_label)):
       axis = axes[row][column]
       if metric == "accuracy":
