@@ -11,11 +11,41 @@ to drop it (it has no time), which makes a system whose seeds sometimes stall on
 as fast as its lucky seeds.
 """
 
+import re
 import statistics
 
 # Each metric: its key in a curve point, whether lower is better, its label in the tables.
 METRICS = (("accuracy", False, "masked-LM accuracy"), ("loss", True, "eval masked-LM loss"))
 CURVE_KEYS = ("seconds", "steps", "accuracy", "loss")
+
+# The model and recipe as a results.json's "settings" states them in its first clause (before
+# the first "; "): each name with the pattern that reads its value. Older files do not state
+# the LAMB values; such a file is compared on the rest.
+RECIPE_PATTERNS = (
+    ("layers", r"(\d+) layers"), ("hidden size", r"hidden (\d+)"),
+    ("config file", r"\(([^()]+\.json)\)"), ("seq", r"seq (\d+)"),
+    ("predictions", r"(\d+) predictions"), ("batch", r"batch (\d+)"),
+    ("LAMB batch", r"batch \d+ \(LAMB (\d+)\)"), ("peak lr", r"peak lr ([^ ,]+)"),
+    ("LAMB peak lr", r"peak lr [^ ,]+ \(LAMB ([^)]+)\)"), ("warmup", r"warmup (\d+)"),
+    ("decay end step", r"decay to 0 at step (\d+)"))
+
+
+def recipe(settings):
+  """{name: value text} of RECIPE_PATTERNS found in a results.json's settings text."""
+  head = settings.split("; ")[0]
+  found = {}
+  for name, pattern in RECIPE_PATTERNS:
+    match = re.search(pattern, head)
+    if match:
+      found[name] = match.group(1)
+  return found
+
+
+def recipe_differences(settings_a, settings_b):
+  """'name a against b' for each recipe value both settings texts state and differ in."""
+  a, b = recipe(settings_a), recipe(settings_b)
+  return [f"{name} {a[name]} against {b[name]}" for name, _ in RECIPE_PATTERNS
+          if name in a and name in b and a[name] != b[name]]
 
 
 def median_range(values):

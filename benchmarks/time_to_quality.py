@@ -601,8 +601,9 @@ def report_goals(by_system, ours="ours"):
 
 
 def joined_results(paths):
-  """The runs of several results.json files as one: their evaluation points must be the same,
-  and no system and seed may come twice (app.UsageError naming the files)."""
+  """The runs of several results.json files as one: their evaluation points, precision and
+  recipe (curves.recipe_differences) must be the same, and no system and seed may come twice
+  (app.UsageError naming the files)."""
   joined, origin, settings = None, {}, []
   for path in paths:
     with open(path, encoding="utf-8") as f:
@@ -617,6 +618,11 @@ def joined_results(paths):
       raise app.UsageError(f"--from_results: {path} ran with --mixed_precision="
                            f"{saved.get('mixed_precision', 'none')}, {paths[0]} with "
                            f"{joined.get('mixed_precision', 'none')}: its runs cannot share a "
+                           "table")
+    differences = curves.recipe_differences(saved["settings"], joined["settings"])
+    if differences:
+      raise app.UsageError(f"--from_results: {path} trained with another recipe than "
+                           f"{paths[0]} ({'; '.join(differences)}): its runs cannot share a "
                            "table")
     for run in saved["runs"]:
       key = (run["system"], run["seed"])

@@ -1,6 +1,7 @@
 """benchmarks/curves.py: the learning-curve numbers time_to_quality.py reports (medians over
 seeds, crossings, the goal rows), on hand-made curves whose answers are worked out below."""
 
+import json
 import os
 import sys
 
@@ -99,3 +100,35 @@ def test_median_range_text():
   assert curves.median_range([]) == "-"
   assert curves.median_range([0.5]) == "0.5000"
   assert curves.median_range([0.3, 0.1, 0.2]) == "0.2000 (0.1000-0.3000)"
+
+
+RESULTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "benchmarks", "results")
+
+
+def _settings(name):
+  with open(os.path.join(RESULTS, name), encoding="utf-8") as f:
+    return json.load(f)["settings"]
+
+
+def test_the_recipe_is_read_from_the_settings_the_benchmark_wrote():
+  # A results file time_to_quality.py wrote (committed): its first clause states the recipe.
+  assert curves.recipe(_settings("time_to_quality_bf16_warmup300_2026-12-04.json")) == {
+      "layers": "4", "hidden size": "256", "config file": "bert_config_mini.json",
+      "seq": "128", "predictions": "20", "batch": "32", "LAMB batch": "128",
+      "peak lr": "0.001", "LAMB peak lr": "0.002", "warmup": "300", "decay end step": "2000"}
+
+
+def test_results_of_another_warmup_differ_in_it_alone_and_a_value_one_file_lacks_is_skipped():
+  warmup_50 = _settings("time_to_quality_bf16_2026-12-04.json")  # no LAMB values in its text
+  warmup_300 = _settings("time_to_quality_bf16_warmup300_2026-12-04.json")
+  assert "LAMB batch" not in curves.recipe(warmup_50)
+  assert curves.recipe_differences(warmup_300, warmup_50) == ["warmup 300 against 50"]
+  assert curves.recipe_differences(warmup_50, warmup_50) == []
+  # Seeds, load and wall time (after the first "; ") are not the recipe.
+  other_run = warmup_300.replace("seeds 4,5,6", "seeds 7").replace("load average", "load avg")
+  assert other_run != warmup_300
+  assert curves.recipe_differences(other_run, warmup_300) == []
+  lamb = warmup_300.replace("(LAMB 128)", "(LAMB 256)").replace("lr 0.001 (", "lr 0.0005 (")
+  assert curves.recipe_differences(lamb, warmup_300) == [
+      "LAMB batch 256 against 128", "peak lr 0.0005 against 0.001"]
