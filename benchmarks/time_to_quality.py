@@ -114,7 +114,9 @@ flags.DEFINE_integer("batch_size", 32, "Global batch size (every system but ours
 flags.DEFINE_float("learning_rate", 1e-3, "Peak learning rate.")
 flags.DEFINE_integer("schedule_steps", 2000,
                      "Steps of the linear decay to 0 (num_train_steps); a run stops there.")
-flags.DEFINE_integer("num_warmup_steps", 50, "Linear warmup steps.")
+flags.DEFINE_integer("num_warmup_steps", 300,
+                     "Linear warmup steps (50 until 2026-12-04: benchmarks/README.md says why "
+                     "it changed).")
 flags.DEFINE_integer("lamb_batch_size", 128, "ours_lamb's batch size.")
 flags.DEFINE_float("lamb_learning_rate", 2e-3, "ours_lamb's peak learning rate.")
 flags.DEFINE_float("budget_minutes", 2.5, "Training-clock minutes per run.")
