@@ -19,7 +19,7 @@ METRICS = (("accuracy", False, "masked-LM accuracy"), ("loss", True, "eval maske
 CURVE_KEYS = ("seconds", "steps", "accuracy", "loss")
 
 # The model and recipe as a results.json's "settings" states them in its first clause (before
-# the first "; "): each name with the pattern that reads its value. Older files do not state
+# the first "; ", written by recipe_text): each name with the pattern that reads its value. Older files do not state
 # the LAMB values; such a file is compared on the rest.
 RECIPE_PATTERNS = (
     ("layers", r"(\d+) layers"), ("hidden size", r"hidden (\d+)"),
@@ -28,6 +28,14 @@ RECIPE_PATTERNS = (
     ("LAMB batch", r"batch \d+ \(LAMB (\d+)\)"), ("peak lr", r"peak lr ([^ ,]+)"),
     ("LAMB peak lr", r"peak lr [^ ,]+ \(LAMB ([^)]+)\)"), ("warmup", r"warmup (\d+)"),
     ("decay end step", r"decay to 0 at step (\d+)"))
+
+
+def recipe_text(layers, hidden, config_file, seq, predictions, batch, lamb_batch, lr, lamb_lr,
+                warmup, decay_end):
+  """The first clause of a results.json's settings: the model and recipe, as recipe() reads it."""
+  return (f"{layers} layers, hidden {hidden} ({config_file}), seq {seq}, {predictions} "
+          f"predictions, batch {batch} (LAMB {lamb_batch}), peak lr {lr:g} (LAMB {lamb_lr:g}), "
+          f"warmup {warmup}, linear decay to 0 at step {decay_end}")
 
 
 def recipe(settings):

@@ -826,12 +826,12 @@ def main(argv):
         runs.append(json.load(f))
   load = os.getloadavg()
   settings_text = (
-      f"{config.num_hidden_layers} layers, hidden {config.hidden_size} "
-      f"({os.path.basename(FLAGS.bert_config_file)}), seq {FLAGS.max_seq_length}, "
-      f"{FLAGS.max_predictions_per_seq} predictions, batch {FLAGS.batch_size} (LAMB "
-      f"{FLAGS.lamb_batch_size}), peak lr {FLAGS.learning_rate:g} (LAMB "
-      f"{FLAGS.lamb_learning_rate:g}), warmup {FLAGS.num_warmup_steps}, linear decay to 0 at "
-      f"step {FLAGS.schedule_steps}; {PRECISION_TEXT[FLAGS.mixed_precision]}; budget "
+      curves.recipe_text(config.num_hidden_layers, config.hidden_size,
+                         os.path.basename(FLAGS.bert_config_file), FLAGS.max_seq_length,
+                         FLAGS.max_predictions_per_seq, FLAGS.batch_size, FLAGS.lamb_batch_size,
+                         FLAGS.learning_rate, FLAGS.lamb_learning_rate, FLAGS.num_warmup_steps,
+                         FLAGS.schedule_steps) +
+      f"; {PRECISION_TEXT[FLAGS.mixed_precision]}; budget "
       f"{FLAGS.budget_minutes:g} training-clock minutes per run, {FLAGS.eval_points} "
       f"evaluations of {eval_examples} held-out instances; seeds "
       f"{','.join(map(str, seeds))}; {FLAGS.threads} threads per run; {peers.kernels_text()}; "

@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "benchmarks"))
+BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "benchmarks")
+sys.path.insert(0, BENCHMARKS)
 import curves  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
@@ -102,8 +103,7 @@ def test_median_range_text():
   assert curves.median_range([0.3, 0.1, 0.2]) == "0.2000 (0.1000-0.3000)"
 
 
-RESULTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "benchmarks", "results")
+RESULTS = os.path.join(BENCHMARKS, "results")
 
 
 def _settings(name):
@@ -132,3 +132,11 @@ def test_results_of_another_warmup_differ_in_it_alone_and_a_value_one_file_lacks
   lamb = warmup_300.replace("(LAMB 128)", "(LAMB 256)").replace("lr 0.001 (", "lr 0.0005 (")
   assert curves.recipe_differences(lamb, warmup_300) == [
       "LAMB batch 256 against 128", "peak lr 0.0005 against 0.001"]
+
+
+def test_the_recipe_text_the_benchmark_writes_is_the_text_recipe_reads():
+  settings = _settings("time_to_quality_bf16_warmup300_2026-12-04.json")
+  text = curves.recipe_text(4, 256, "bert_config_mini.json", 128, 20, 32, 128, 1e-3, 2e-3, 300,
+                            2000)
+  assert settings.startswith(text + "; ")
+  assert curves.recipe(text + "; float32") == curves.recipe(settings)
