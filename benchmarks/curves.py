@@ -19,8 +19,8 @@ METRICS = (("accuracy", False, "masked-LM accuracy"), ("loss", True, "eval maske
 CURVE_KEYS = ("seconds", "steps", "accuracy", "loss")
 
 # The model and recipe as a results.json's "settings" states them in its first clause (before
-# the first "; ", written by recipe_text): each name with the pattern that reads its value. Older files do not state
-# the LAMB values; such a file is compared on the rest.
+# the first "; ", written by recipe_text): each name with the pattern that reads its value.
+# Older files do not state the LAMB values; such a file is compared on the rest.
 RECIPE_PATTERNS = (
     ("layers", r"(\d+) layers"), ("hidden size", r"hidden (\d+)"),
     ("config file", r"\(([^()]+\.json)\)"), ("seq", r"seq (\d+)"),

@@ -650,8 +650,8 @@ def report(runs, points, settings_text):
   print(f"\n{settings_text}")
   print(f"\nTarget: {target:.4f}, the best masked-LM accuracy (median over seeds) of the slowest "
         f"system, {NAMES[slowest]}.\n")
-  print("| system | minutes to the target (median curve; seeds' range) | best accuracy | steps in budget | "
-        "examples/s (training clock) | tracing + first call (s) |")
+  print("| system | minutes to the target (median curve; seeds' range) | best accuracy | "
+        "steps in budget | examples/s (training clock) | tracing + first call (s) |")
   print("| --- | --: | --: | --: | --: | --: |")
   for s, rs in by_system.items():
     # The median curve's first evaluation at or past the target (see curves.py); the range is
