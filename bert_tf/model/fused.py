@@ -5,8 +5,8 @@ Why: on CPU, TensorFlow runs GELU, softmax, dropout and the cross-entropy as cha
 elementwise kernels, each a full pass over memory; they cost about a quarter of a BERT-Mini
 training step. Compiling the whole step with XLA fuses them but makes the matmuls and the
 column reductions (bias gradients) slower on CPU, so only these elementwise blocks are
-compiled; matmuls and reductions stay with TensorFlow's own kernels (oneDNN's, which importing
-bert_tf turns on on x86-64: bert_tf/__init__.py).
+compiled; matmuls and reductions stay with TensorFlow's own kernels (oneDNN's, which the
+commands turn on on x86-64: bert_tf.cli.choose_cpu_kernels).
 
 The models use these only when training (training=True, and for the losses). Inference graphs,
 and so every exported SavedModel, contain no XLA-compiled functions, so TF Serving builds

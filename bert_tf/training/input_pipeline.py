@@ -10,7 +10,7 @@ Shape legend: B = per-replica batch, L = max_seq_length, P = max_predictions_per
 
 import concurrent.futures
 import dataclasses
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from absl import logging
 import tensorflow as tf
@@ -462,6 +462,27 @@ def _parse_batch(serialized, spec, names):
   return out
 
 
+class _PipelineShare(NamedTuple):
+  """One input pipeline's part of a run: pipeline `index` of `count` feeds `replicas` replicas
+  a batch of `per_replica_batch` each (from loop.data_iterator's tf.distribute.InputContext)."""
+  count: int
+  index: int
+  per_replica_batch: int
+  replicas: int
+
+
+def _pipeline_share(input_context: Optional[tf.distribute.InputContext],
+                    batch_size: int) -> _PipelineShare:
+  """This pipeline's share of the global batch_size; without an input context, one pipeline
+  feeding one replica the batch as given."""
+  if input_context is None:
+    return _PipelineShare(1, 0, batch_size, 1)
+  count = input_context.num_input_pipelines
+  return _PipelineShare(count, input_context.input_pipeline_id,
+                        input_context.get_per_replica_batch_size(batch_size),
+                        max(1, input_context.num_replicas_in_sync // count))
+
+
 def pretraining_dataset(input_files: Union[str, Sequence[str]], max_seq_length: int,
                         max_predictions_per_seq: int, batch_size: int, is_training: bool,
                         input_context: Optional[tf.distribute.InputContext] = None,
@@ -512,6 +533,31 @@ def pretraining_dataset(input_files: Union[str, Sequence[str]], max_seq_length: 
   """
   files = (expand_file_patterns(input_files) if isinstance(input_files, str)
            else expand_file_patterns(list(input_files)))
+  compression, use_v2_feature_names = _pretraining_format(
+      files, max_seq_length, max_predictions_per_seq, compression, use_v2_feature_names)
+  share = _pipeline_share(input_context, batch_size)
+  dataset, deterministic = _pretraining_records(
+      files, compression, share, is_training, is_training if repeat is None else repeat,
+      cycle_length, shuffle_buffer_size, seed)
+  static = packing is not None and packing.mode == row_packing.STATIC
+  dataset = dataset.batch(
+      (packing.window or 8 * share.per_replica_batch) if static else share.per_replica_batch,
+      drop_remainder=True)
+  dataset = _parsed_pretraining_batches(
+      dataset, record_schema.parsing_spec(max_seq_length, max_predictions_per_seq,
+                                          use_v2_feature_names),
+      record_schema.feature_names(use_v2_feature_names), dynamic_masking, share, deterministic)
+  if packing is not None:
+    dataset = _packed_pretraining_rows(dataset, packing, max_predictions_per_seq)
+  return _prefetched(dataset)
+
+
+def _pretraining_format(files: Sequence[str], max_seq_length: int, max_predictions_per_seq: int,
+                        compression: Optional[str], use_v2_feature_names: Optional[bool]
+                        ) -> Tuple[str, bool]:
+  """(compression, use_v2_feature_names) of pretraining record files: the values given, or
+  else what the files' metadata records (checked against the two lengths) or, for the
+  compression, what their first bytes show."""
   metadata = read_input_metadata(files)
   if metadata is not None:
     try:
@@ -526,28 +572,28 @@ def pretraining_dataset(input_files: Union[str, Sequence[str]], max_seq_length: 
     raise InputError(f"compression must be one of {COMPRESSION_TYPES}, got {compression!r}")
   if use_v2_feature_names is None:
     use_v2_feature_names = bool(metadata and metadata.get("use_v2_feature_names"))
-  if repeat is None:
-    repeat = is_training
+  return compression, use_v2_feature_names
 
-  num_pipelines, pipeline_id = 1, 0
-  per_replica_batch = batch_size
-  if input_context is not None:
-    num_pipelines = input_context.num_input_pipelines
-    pipeline_id = input_context.input_pipeline_id
-    per_replica_batch = input_context.get_per_replica_batch_size(batch_size)
-  shard_by_file = num_pipelines > 1 and len(files) >= num_pipelines
-  shard_by_record = num_pipelines > 1 and not shard_by_file
-  if num_pipelines > 1:
+
+def _pretraining_records(files: Sequence[str], compression: str, share: _PipelineShare,
+                         is_training: bool, repeat: bool, cycle_length: int,
+                         shuffle_buffer_size: int, seed: Optional[int]
+                         ) -> Tuple[tf.data.Dataset, bool]:
+  """This pipeline's serialized records, sharded, shuffled and interleaved as
+  pretraining_dataset's docstring says, and whether the maps after it must keep their order."""
+  shard_by_file = share.count > 1 and len(files) >= share.count
+  shard_by_record = share.count > 1 and not shard_by_file
+  if share.count > 1:
     logging.info("Input pipeline %d of %d: sharding %s (%d files), per-replica batch %d",
-                 pipeline_id, num_pipelines, "by file" if shard_by_file else "by record",
-                 len(files), per_replica_batch)
+                 share.index, share.count, "by file" if shard_by_file else "by record",
+                 len(files), share.per_replica_batch)
 
   # Record sharding needs every pipeline to see the records in the same order.
   deterministic = seed is not None or shard_by_record or not is_training
   dataset = tf.data.Dataset.from_tensor_slices(files)
   if shard_by_file:
-    dataset = dataset.shard(num_pipelines, pipeline_id)
-  num_files = -(-len(files) // num_pipelines) if shard_by_file else len(files)
+    dataset = dataset.shard(share.count, share.index)
+  num_files = -(-len(files) // share.count) if shard_by_file else len(files)
   # With record sharding the file order must be the same in every pipeline, so it is not
   # shuffled there; the record shuffle buffer below still mixes the records.
   if is_training and not shard_by_record:
@@ -566,44 +612,50 @@ def pretraining_dataset(input_files: Union[str, Sequence[str]], max_seq_length: 
   else:
     dataset = dataset.flat_map(_as_written(read))
   if shard_by_record:
-    dataset = dataset.shard(num_pipelines, pipeline_id)
+    dataset = dataset.shard(share.count, share.index)
   if is_training:
     dataset = dataset.shuffle(shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)
+  return dataset, deterministic
 
-  spec = record_schema.parsing_spec(max_seq_length, max_predictions_per_seq, use_v2_feature_names)
-  names = record_schema.feature_names(use_v2_feature_names)
-  static = packing is not None and packing.mode == row_packing.STATIC
-  dataset = dataset.batch(
-      (packing.window or 8 * per_replica_batch) if static else per_replica_batch,
-      drop_remainder=True)
+
+def _parsed_pretraining_batches(batches: tf.data.Dataset, spec, names,
+                                dynamic_masking: Optional[DynamicMasking],
+                                share: _PipelineShare, deterministic: bool
+                                ) -> tf.data.Dataset:
+  """Batches of serialized records parsed, under the models' input names; with
+  dynamic_masking re-masked, each batch from the masking seed and the batch's number (its
+  position in this pipeline's stream times the pipelines, plus this pipeline's index: no two
+  batches of a run share it)."""
   if dynamic_masking is None:
-    dataset = dataset.map(
+    return batches.map(
         _as_written(lambda records: record_schema.to_model_names(
             _parse_batch(records, spec, names))),
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
-  else:
-    masking = dynamic_masking
-    dataset = dataset.map(_as_written(lambda records: _parse_batch(records, spec, names)),
-                          num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
-    dataset = dataset.enumerate().map(
-        _as_written(lambda index, batch: record_schema.to_model_names(apply_dynamic_masking(
-            batch, masking,
-            tf.stack([tf.constant(masking.seed, tf.int64),
-                      index * num_pipelines + pipeline_id])))),
-        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-  if packing is not None:
-    extra = predictions_per_row(max_predictions_per_seq, packing.max_per_row)
-    dataset = dataset.map(_as_written(_with_next_sentence_weights),
-                          num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    if static:
-      dataset = static_rows_dataset(dataset, packing, MASKED_LM_KEYS, extra)
-    else:
-      dataset = dataset.map(
-          _as_written(lambda batch: pack_batch(
-              batch, packing.max_per_row, prediction_keys=MASKED_LM_KEYS,
-              predictions_per_row=extra)),
-          num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-  return _prefetched(dataset)
+  masking = dynamic_masking
+  parsed = batches.map(_as_written(lambda records: _parse_batch(records, spec, names)),
+                       num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
+  return parsed.enumerate().map(
+      _as_written(lambda index, batch: record_schema.to_model_names(apply_dynamic_masking(
+          batch, masking,
+          tf.stack([tf.constant(masking.seed, tf.int64), index * share.count + share.index])))),
+      num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+
+def _packed_pretraining_rows(batches: tf.data.Dataset, packing: "Packing",
+                             max_predictions_per_seq: int) -> tf.data.Dataset:
+  """Parsed batches (static packing: windows) as packed rows with next_sentence_weights:
+  static packing packs each window and takes its rows packing.rows at a time, exact packing
+  packs each batch into the fewest rows."""
+  extra = predictions_per_row(max_predictions_per_seq, packing.max_per_row)
+  batches = batches.map(_as_written(_with_next_sentence_weights),
+                        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  if packing.mode == row_packing.STATIC:
+    return static_rows_dataset(batches, packing, MASKED_LM_KEYS, extra)
+  return batches.map(
+      _as_written(lambda batch: pack_batch(
+          batch, packing.max_per_row, prediction_keys=MASKED_LM_KEYS,
+          predictions_per_row=extra)),
+      num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
 # Packed pretraining rows (pack_batch's prediction_keys).
@@ -989,72 +1041,82 @@ def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batc
   """
   if packing is not None and group_by_length:
     raise ValueError("packed rows are not grouped by length: give packing or group_by_length")
-  num_pipelines, pipeline_id, per_replica_batch = 1, 0, batch_size
-  replicas_per_pipeline = 1
-  if input_context is not None:
-    num_pipelines = input_context.num_input_pipelines
-    pipeline_id = input_context.input_pipeline_id
-    per_replica_batch = input_context.get_per_replica_batch_size(batch_size)
-    replicas_per_pipeline = max(1, input_context.num_replicas_in_sync // num_pipelines)
-  cut = (lambda batch: batch) if length_buckets is None else (
-      lambda batch: cut_to_bucket(batch, length_buckets))
-  pack = (lambda batch: batch) if packing is None else (
-      lambda batch: pack_batch(batch, packing.max_per_row, widths=length_buckets))
-  if packing is not None:
-    cut = lambda batch: batch  # packed rows take their width from the buckets themselves
-  dataset = tf.data.TFRecordDataset(input_file)
-  if is_training:
-    if num_pipelines > 1:
-      dataset = dataset.shard(num_pipelines, pipeline_id)
-    if group_by_length:
-      # Shuffled within each pass over the file, so every epoch of the stream holds every
-      # example exactly once (the original shuffles across the repeat).
-      dataset = dataset.shuffle(max(shuffle_buffer_size, GROUP_SHUFFLE_RECORDS), seed=seed,
-                                reshuffle_each_iteration=True).repeat()
-      batches_per_group = replicas_per_pipeline * batches_per_update
-      # Grouped by the buckets batches are cut to; without a cut, by the 'auto' ladder's, so
-      # that a fixed-length run sees the examples in the order of an 'auto' one.
-      group_boundaries = length_buckets or auto_buckets(spec["input_mask"].shape[0])
-      dataset = dataset.batch(per_replica_batch * batches_per_group * GROUP_WINDOW_BATCHES,
-                              drop_remainder=True)
-      dataset = dataset.map(_as_written(lambda records: _parse_records(records, spec)),
-                            num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-      dataset = dataset.enumerate().flat_map(
-          _as_written(lambda index, window: _length_grouped(window, index, per_replica_batch,
-                                                batches_per_group, seed, group_boundaries)))
-      dataset = dataset.map(_as_written(cut), num_parallel_calls=tf.data.AUTOTUNE,
+  share = _pipeline_share(input_context, batch_size)
+  parse = lambda serialized: _parse_records(serialized, spec)
+  if packing is not None:  # packed rows take their width from the buckets themselves
+    shape = lambda batch: pack_batch(batch, packing.max_per_row, widths=length_buckets)
+  elif length_buckets is not None:
+    shape = lambda batch: cut_to_bucket(batch, length_buckets)
+  else:
+    shape = None
+  records = tf.data.TFRecordDataset(input_file)
+  if not is_training:
+    if num_examples is None:
+      raise ValueError("num_examples is needed to pad the eval/predict data")
+    dataset = _indexed_and_padded(records, parse, num_examples,
+                                  eval_steps(num_examples, batch_size) * batch_size)
+    if share.count > 1:
+      dataset = dataset.shard(share.count, share.index)
+    dataset = dataset.batch(share.per_replica_batch, drop_remainder=True)
+    if shape is not None:
+      dataset = dataset.map(_as_written(shape), num_parallel_calls=tf.data.AUTOTUNE,
                             deterministic=True)
-    elif packing is not None and packing.mode == row_packing.STATIC:
-      dataset = dataset.repeat().shuffle(shuffle_buffer_size, seed=seed,
-                                         reshuffle_each_iteration=True)
-      window = packing.window or 8 * per_replica_batch
-      dataset = dataset.batch(window, drop_remainder=True)
-      dataset = dataset.map(_as_written(lambda records: _parse_records(records, spec)),
-                            num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-      dataset = static_rows_dataset(dataset, packing)
-    else:
-      dataset = dataset.repeat().shuffle(shuffle_buffer_size, seed=seed,
-                                         reshuffle_each_iteration=True)
-      dataset = dataset.batch(per_replica_batch, drop_remainder=True)
-      dataset = dataset.map(_as_written(lambda records: cut(pack(_parse_records(records, spec)))),
-                            num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return _prefetched(dataset)
-  if num_examples is None:
-    raise ValueError("num_examples is needed to pad the eval/predict data")
-  dataset = dataset.batch(256).map(
-      _as_written(lambda records: _parse_records(records, spec))).unbatch()
-  dataset = dataset.enumerate().map(
+  if share.count > 1:
+    records = records.shard(share.count, share.index)
+  if group_by_length:
+    # Grouped by the buckets batches are cut to; without a cut, by the 'auto' ladder's, so
+    # that a fixed-length run sees the examples in the order of an 'auto' one.
+    return _prefetched(_length_grouped_batches(
+        records, parse, share, batches_per_update, seed, shuffle_buffer_size,
+        length_buckets or auto_buckets(spec["input_mask"].shape[0]), shape))
+  records = records.repeat().shuffle(shuffle_buffer_size, seed=seed,
+                                     reshuffle_each_iteration=True)
+  if packing is not None and packing.mode == row_packing.STATIC:
+    windows = records.batch(packing.window or 8 * share.per_replica_batch, drop_remainder=True)
+    windows = windows.map(_as_written(parse), num_parallel_calls=tf.data.AUTOTUNE,
+                          deterministic=True)
+    return _prefetched(static_rows_dataset(windows, packing))
+  dataset = records.batch(share.per_replica_batch, drop_remainder=True)
+  batch_of = parse if shape is None else (lambda serialized: shape(parse(serialized)))
+  return _prefetched(dataset.map(_as_written(batch_of), num_parallel_calls=tf.data.AUTOTUNE,
+                                 deterministic=True))
+
+
+def _indexed_and_padded(records: tf.data.Dataset, parse, num_examples: int,
+                        total: int) -> tf.data.Dataset:
+  """Every record parsed, in file order, with its position as example_index, then all-zero
+  examples (weight 0; example_index -1) up to `total`."""
+  examples = records.batch(256).map(_as_written(parse)).unbatch()
+  examples = examples.enumerate().map(
       _as_written(lambda i, example: dict(example, **{EXAMPLE_INDEX: i})))
-  num_padding = eval_steps(num_examples, batch_size) * batch_size - num_examples
-  if num_padding:
+  if total > num_examples:
     padding = {name: tf.zeros(spec.shape, spec.dtype)
-               for name, spec in dataset.element_spec.items()}
+               for name, spec in examples.element_spec.items()}
     padding[EXAMPLE_INDEX] = tf.constant(-1, tf.int64)
-    dataset = dataset.concatenate(tf.data.Dataset.from_tensors(padding).repeat(num_padding))
-  if num_pipelines > 1:
-    dataset = dataset.shard(num_pipelines, pipeline_id)
-  dataset = dataset.batch(per_replica_batch, drop_remainder=True)
-  if length_buckets is not None or packing is not None:
-    dataset = dataset.map(_as_written(lambda batch: cut(pack(batch))),
-                          num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-  return _prefetched(dataset)
+    examples = examples.concatenate(
+        tf.data.Dataset.from_tensors(padding).repeat(total - num_examples))
+  return examples
+
+
+def _length_grouped_batches(records: tf.data.Dataset, parse, share: _PipelineShare,
+                            batches_per_update: int, seed: Optional[int],
+                            shuffle_buffer_size: int, boundaries: Sequence[int],
+                            cut) -> tf.data.Dataset:
+  """Training batches grouped by length, as record_dataset's docstring says, each cut by
+  `cut` (or not, when it is None)."""
+  # Shuffled within each pass over the file, so every epoch of the stream holds every example
+  # exactly once (the original shuffles across the repeat).
+  records = records.shuffle(max(shuffle_buffer_size, GROUP_SHUFFLE_RECORDS), seed=seed,
+                            reshuffle_each_iteration=True).repeat()
+  batches_per_group = share.replicas * batches_per_update
+  windows = records.batch(share.per_replica_batch * batches_per_group * GROUP_WINDOW_BATCHES,
+                          drop_remainder=True)
+  windows = windows.map(_as_written(parse), num_parallel_calls=tf.data.AUTOTUNE,
+                        deterministic=True)
+  batches = windows.enumerate().flat_map(
+      _as_written(lambda index, window: _length_grouped(
+          window, index, share.per_replica_batch, batches_per_group, seed, boundaries)))
+  if cut is None:
+    return batches
+  return batches.map(_as_written(cut), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
