@@ -49,7 +49,7 @@ nothing), results.json and a PNG plot of accuracy and loss
 against minutes and steps (matplotlib: pip install -e '.[benchmark]') in --output_dir.
 
 Usage (from the repository root):
-  python benchmarks/time_to_quality.py                      # about 45 minutes on 2 cores
+  python benchmarks/time_to_quality.py                      # 6 systems x 2 seeds x 2.5 min
   python benchmarks/time_to_quality.py --budget_minutes=30 --schedule_steps=20000 \
       --seeds=1,2,3 --output_dir=/tmp/ttq                    # longer runs
   python benchmarks/time_to_quality.py --systems=ours,model_garden --budget_minutes=1 \
