@@ -631,13 +631,13 @@ def _parsed_pretraining_batches(batches: tf.data.Dataset, spec, names,
         _as_written(lambda records: record_schema.to_model_names(
             _parse_batch(records, spec, names))),
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
-  masking = dynamic_masking
   parsed = batches.map(_as_written(lambda records: _parse_batch(records, spec, names)),
                        num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
   return parsed.enumerate().map(
       _as_written(lambda index, batch: record_schema.to_model_names(apply_dynamic_masking(
-          batch, masking,
-          tf.stack([tf.constant(masking.seed, tf.int64), index * share.count + share.index])))),
+          batch, dynamic_masking,
+          tf.stack([tf.constant(dynamic_masking.seed, tf.int64),
+                    index * share.count + share.index])))),
       num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
@@ -1044,11 +1044,11 @@ def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batc
   share = _pipeline_share(input_context, batch_size)
   parse = lambda serialized: _parse_records(serialized, spec)
   if packing is not None:  # packed rows take their width from the buckets themselves
-    shape = lambda batch: pack_batch(batch, packing.max_per_row, widths=length_buckets)
+    cut_or_pack = lambda batch: pack_batch(batch, packing.max_per_row, widths=length_buckets)
   elif length_buckets is not None:
-    shape = lambda batch: cut_to_bucket(batch, length_buckets)
+    cut_or_pack = lambda batch: cut_to_bucket(batch, length_buckets)
   else:
-    shape = None
+    cut_or_pack = None
   records = tf.data.TFRecordDataset(input_file)
   if not is_training:
     if num_examples is None:
@@ -1058,8 +1058,8 @@ def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batc
     if share.count > 1:
       dataset = dataset.shard(share.count, share.index)
     dataset = dataset.batch(share.per_replica_batch, drop_remainder=True)
-    if shape is not None:
-      dataset = dataset.map(_as_written(shape), num_parallel_calls=tf.data.AUTOTUNE,
+    if cut_or_pack is not None:
+      dataset = dataset.map(_as_written(cut_or_pack), num_parallel_calls=tf.data.AUTOTUNE,
                             deterministic=True)
     return _prefetched(dataset)
   if share.count > 1:
@@ -1069,7 +1069,7 @@ def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batc
     # that a fixed-length run sees the examples in the order of an 'auto' one.
     return _prefetched(_length_grouped_batches(
         records, parse, share, batches_per_update, seed, shuffle_buffer_size,
-        length_buckets or auto_buckets(spec["input_mask"].shape[0]), shape))
+        length_buckets or auto_buckets(spec["input_mask"].shape[0]), cut_or_pack))
   records = records.repeat().shuffle(shuffle_buffer_size, seed=seed,
                                      reshuffle_each_iteration=True)
   if packing is not None and packing.mode == row_packing.STATIC:
@@ -1078,7 +1078,8 @@ def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batc
                           deterministic=True)
     return _prefetched(static_rows_dataset(windows, packing))
   dataset = records.batch(share.per_replica_batch, drop_remainder=True)
-  batch_of = parse if shape is None else (lambda serialized: shape(parse(serialized)))
+  batch_of = parse if cut_or_pack is None else (
+      lambda serialized: cut_or_pack(parse(serialized)))
   return _prefetched(dataset.map(_as_written(batch_of), num_parallel_calls=tf.data.AUTOTUNE,
                                  deterministic=True))
 
