@@ -56,6 +56,36 @@ def recipe_differences(settings_a, settings_b):
           if name in a and name in b and a[name] != b[name]]
 
 
+def evaluation_points(budget_minutes, eval_points, eval_minutes=None):
+  """The training-clock seconds at which a run is evaluated.
+
+  Without eval_minutes, eval_points points spread evenly over the budget. With eval_minutes
+  (minutes, ascending), those points, the budget added as the last one if they do not end
+  there: the final accuracy and loss are read at the budget. Dense early points are for the
+  steep first minutes, where a crossing read between evaluations 30 s apart lands late.
+
+  Raises ValueError naming the flag for a point that is not positive, not ascending or past
+  the budget.
+  """
+  if budget_minutes <= 0:
+    raise ValueError(f"--budget_minutes must be positive, got {budget_minutes:g}")
+  if not eval_minutes:
+    if eval_points < 1:
+      raise ValueError(f"--eval_points must be at least 1, got {eval_points}")
+    return [budget_minutes * 60 * (i + 1) / eval_points for i in range(eval_points)]
+  minutes = [float(m) for m in eval_minutes]
+  for before, after in zip([0.0] + minutes, minutes):
+    if after <= before:
+      raise ValueError(f"--eval_minutes must be positive and ascending: {after:g} follows "
+                       f"{before:g}")
+  if minutes[-1] > budget_minutes:
+    raise ValueError(f"--eval_minutes: {minutes[-1]:g} is past --budget_minutes="
+                     f"{budget_minutes:g}")
+  if minutes[-1] < budget_minutes:
+    minutes.append(float(budget_minutes))
+  return [m * 60 for m in minutes]
+
+
 def median_range(values):
   """'median (min-max)' to four places; one value alone; '-' for none."""
   if not values:

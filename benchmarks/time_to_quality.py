@@ -32,11 +32,11 @@ the original's metric_fn on the same --eval_examples instances: masked-LM accura
 label, weighted by masked_lm_weights) and the weighted mean masked-LM cross-entropy, dropout
 off. Each run is its own process (--threads threads; PyTorch and TensorFlow apart) with a
 training clock: a run trains in calls of a few seconds and, when its clock passes one of
---eval_points points spread evenly over --budget_minutes, it is evaluated with the clock
-stopped (so a point's accuracy is measured at most one call after it; the table gives the
-steps reached). The clock starts after the first step, whose call traces and compiles the
-step (reported beside the table, as process start-up and model building are not counted: on a
-shared machine they vary most).
+--eval_points points spread evenly over --budget_minutes (or one of the --eval_minutes listed),
+it is evaluated with the clock stopped (so a point's accuracy is measured at most one call after
+it; the table gives the steps reached). The clock starts after the first step, whose call
+traces and compiles the step (reported beside the table, as process start-up and model
+building are not counted: on a shared machine they vary most).
 A run whose schedule ends before its budget keeps its last weights.
 
 Output: a table (minutes to reach the best accuracy that the slowest system reaches; accuracy
@@ -121,6 +121,10 @@ flags.DEFINE_integer("lamb_batch_size", 128, "ours_lamb's batch size.")
 flags.DEFINE_float("lamb_learning_rate", 2e-3, "ours_lamb's peak learning rate.")
 flags.DEFINE_float("budget_minutes", 2.5, "Training-clock minutes per run.")
 flags.DEFINE_integer("eval_points", 5, "Evaluations per run, evenly spread over the budget.")
+flags.DEFINE_list("eval_minutes", None,
+                  "Evaluation points in training-clock minutes, ascending, instead of "
+                  "--eval_points even ones (the budget is added as the last if missing), e.g. "
+                  "dense points over the steep first minutes.")
 flags.DEFINE_list("seeds", ["1", "2"], "Seeds (weights, data order, masks, dropout).")
 flags.DEFINE_list("systems", list(DEFAULT_SYSTEMS), f"Systems, of {', '.join(SYSTEMS)}.")
 flags.DEFINE_integer("threads", 2, "Threads per run (TensorFlow intra/inter-op, torch).")
@@ -138,7 +142,7 @@ flags.DEFINE_string("worker", None, "Internal: run one system from this spec fil
 flags.DEFINE_list("from_results", None,
                   "Print the tables and draw the plot of earlier runs: one results.json, or "
                   "several (comma-separated; made with the same --budget_minutes and "
-                  "--eval_points) whose runs are joined, e.g. seeds or systems run apart. The "
+                  "evaluation points) whose runs are joined, e.g. seeds or systems run apart. The "
                   "plot is written beside the first.")
 flags.DEFINE_list("goal_systems", ["ours", "ours_adam_bc"],
                   "Our systems that the goal table compares with the peers (a table for each "
@@ -614,8 +618,8 @@ def joined_results(paths):
       joined = dict(saved, runs=[])
     elif saved["points"] != joined["points"]:
       raise app.UsageError(f"--from_results: {path} was evaluated at other points than "
-                           f"{paths[0]} (another --budget_minutes or --eval_points): its runs "
-                           "cannot share a table")
+                           f"{paths[0]} (another --budget_minutes, --eval_points or "
+                           "--eval_minutes): its runs cannot share a table")
     elif saved.get("mixed_precision", "none") != joined.get("mixed_precision", "none"):
       raise app.UsageError(f"--from_results: {path} ran with --mixed_precision="
                            f"{saved.get('mixed_precision', 'none')}, {paths[0]} with "
@@ -788,7 +792,7 @@ def main(argv):
         f"documents; {megabytes:.1f} MB of {FLAGS.corpus_file} "
         f"({time.time() - started:.0f} s)", flush=True)
   budget = FLAGS.budget_minutes * 60
-  points = [budget * (i + 1) / FLAGS.eval_points for i in range(FLAGS.eval_points)]
+  points = curves.evaluation_points(FLAGS.budget_minutes, FLAGS.eval_points, FLAGS.eval_minutes)
   runs = []
   total = len(seeds) * len(FLAGS.systems)
   bench_start = time.time()
@@ -832,7 +836,7 @@ def main(argv):
                          FLAGS.learning_rate, FLAGS.lamb_learning_rate, FLAGS.num_warmup_steps,
                          FLAGS.schedule_steps) +
       f"; {PRECISION_TEXT[FLAGS.mixed_precision]}; budget "
-      f"{FLAGS.budget_minutes:g} training-clock minutes per run, {FLAGS.eval_points} "
+      f"{FLAGS.budget_minutes:g} training-clock minutes per run, {len(points)} "
       f"evaluations of {eval_examples} held-out instances; seeds "
       f"{','.join(map(str, seeds))}; {FLAGS.threads} threads per run; {peers.kernels_text()}; "
       f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "

@@ -140,3 +140,18 @@ def test_the_recipe_text_the_benchmark_writes_is_the_text_recipe_reads():
                             2000)
   assert settings.startswith(text + "; ")
   assert curves.recipe(text + "; float32") == curves.recipe(settings)
+
+
+def test_evaluation_points_even_or_listed_with_the_budget_last():
+  assert curves.evaluation_points(2.5, 5) == [30.0, 60.0, 90.0, 120.0, 150.0]
+  assert curves.evaluation_points(2.5, 5, ["0.1", "0.2", "1"]) == pytest.approx(
+      [6.0, 12.0, 60.0, 150.0])
+  assert curves.evaluation_points(1, 5, ["0.5", "1"]) == [30.0, 60.0]
+
+
+@pytest.mark.parametrize("minutes, message", [
+    (["0.2", "0.1"], "ascending: 0.1 follows 0.2"), (["0", "1"], "ascending: 0 follows 0"),
+    (["0.5", "0.5"], "ascending"), (["3"], "past --budget_minutes=2.5")])
+def test_evaluation_points_refuse_a_list_out_of_order_or_past_the_budget(minutes, message):
+  with pytest.raises(ValueError, match=message):
+    curves.evaluation_points(2.5, 5, minutes)
