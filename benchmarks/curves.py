@@ -64,8 +64,8 @@ def evaluation_points(budget_minutes, eval_points, eval_minutes=None):
   there: the final accuracy and loss are read at the budget. Dense early points are for the
   steep first minutes, where a crossing read between evaluations 30 s apart lands late.
 
-  Raises ValueError naming the flag for a point that is not positive, not ascending or past
-  the budget.
+  Raises ValueError naming the flag for a point that is not a number, not positive, not
+  ascending or past the budget.
   """
   if budget_minutes <= 0:
     raise ValueError(f"--budget_minutes must be positive, got {budget_minutes:g}")
@@ -73,7 +73,11 @@ def evaluation_points(budget_minutes, eval_points, eval_minutes=None):
     if eval_points < 1:
       raise ValueError(f"--eval_points must be at least 1, got {eval_points}")
     return [budget_minutes * 60 * (i + 1) / eval_points for i in range(eval_points)]
-  minutes = [float(m) for m in eval_minutes]
+  try:
+    minutes = [float(m) for m in eval_minutes]
+  except ValueError:
+    raise ValueError(f"--eval_minutes must be numbers of minutes, got "
+                     f"{','.join(map(str, eval_minutes))}") from None
   for before, after in zip([0.0] + minutes, minutes):
     if after <= before:
       raise ValueError(f"--eval_minutes must be positive and ascending: {after:g} follows "

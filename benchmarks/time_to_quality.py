@@ -770,6 +770,11 @@ def main(argv):
   if unknown:
     raise app.UsageError(f"unknown --systems {unknown}; choose from {', '.join(SYSTEMS)}")
   seeds = [int(s) for s in FLAGS.seeds]
+  try:
+    points = curves.evaluation_points(FLAGS.budget_minutes, FLAGS.eval_points,
+                                      FLAGS.eval_minutes)
+  except ValueError as e:
+    raise app.UsageError(str(e)) from None
   directory = FLAGS.output_dir or tempfile.mkdtemp(prefix="time_to_quality_")
   os.makedirs(directory, exist_ok=True)
   from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
@@ -792,7 +797,6 @@ def main(argv):
         f"documents; {megabytes:.1f} MB of {FLAGS.corpus_file} "
         f"({time.time() - started:.0f} s)", flush=True)
   budget = FLAGS.budget_minutes * 60
-  points = curves.evaluation_points(FLAGS.budget_minutes, FLAGS.eval_points, FLAGS.eval_minutes)
   runs = []
   total = len(seeds) * len(FLAGS.systems)
   bench_start = time.time()

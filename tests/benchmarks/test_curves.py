@@ -151,7 +151,8 @@ def test_evaluation_points_even_or_listed_with_the_budget_last():
 
 @pytest.mark.parametrize("minutes, message", [
     (["0.2", "0.1"], "ascending: 0.1 follows 0.2"), (["0", "1"], "ascending: 0 follows 0"),
-    (["0.5", "0.5"], "ascending"), (["3"], "past --budget_minutes=2.5")])
+    (["0.5", "0.5"], "ascending"), (["3"], "past --budget_minutes=2.5"),
+    (["0.5", "1min"], "numbers of minutes, got 0.5,1min")])
 def test_evaluation_points_refuse_a_list_out_of_order_or_past_the_budget(minutes, message):
   with pytest.raises(ValueError, match=message):
     curves.evaluation_points(2.5, 5, minutes)
