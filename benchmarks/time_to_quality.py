@@ -796,7 +796,6 @@ def main(argv):
         f"{eval_examples} eval instances (of {eval_count}) from {eval_docs} held-out "
         f"documents; {megabytes:.1f} MB of {FLAGS.corpus_file} "
         f"({time.time() - started:.0f} s)", flush=True)
-  budget = FLAGS.budget_minutes * 60
   runs = []
   total = len(seeds) * len(FLAGS.systems)
   bench_start = time.time()
@@ -825,7 +824,7 @@ def main(argv):
         json.dump(spec, f)
       done = len(runs)
       elapsed = time.time() - bench_start
-      eta = elapsed / done * (total - done) if done else (budget + 90) * total
+      eta = elapsed / done * (total - done) if done else (points[-1] + 90) * total
       print(f"run {done + 1}/{total}: {system} seed {seed} (elapsed {elapsed / 60:.1f} min, "
             f"ETA {eta / 60:.1f} min)", flush=True)
       subprocess.run([sys.executable, os.path.abspath(__file__), f"--worker={spec_path}"],
