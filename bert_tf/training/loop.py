@@ -900,6 +900,134 @@ def _worker_loss(strategy, manager, chief: bool, num_train_steps: int,
     raise WorkerLost(lost.tasks, step, checkpoint, message) from None
 
 
+class _TrainingRun:
+  """What the parts of one train() call share: the step reached, the training clock (without
+  evaluations), the non-finite steps in a row across calls, and the last logged metrics.
+
+  train() keeps the order of things (calls, log line, checkpoint, evaluation, stop); this
+  class does each of them.
+  """
+
+  def __init__(self, trainer: Trainer, iterator, global_step: tf.Variable, manager,
+               num_train_steps: int, iterations_per_loop: int, save_checkpoints_steps: int,
+               on_checkpoint: Optional[Callable[[int], None]], eval_every_n_steps: int,
+               on_eval: Optional[Callable[[int], Any]]):
+    self.trainer, self.iterator = trainer, iterator
+    self.global_step, self.manager = global_step, manager
+    self.num_train_steps = num_train_steps
+    self.iterations_per_loop = iterations_per_loop
+    self.save_checkpoints_steps = save_checkpoints_steps
+    self.on_checkpoint = on_checkpoint
+    self.eval_every_n_steps = eval_every_n_steps if on_eval is not None else 0
+    self.on_eval = on_eval
+    self.budget = stop_check_seconds()
+    self.agree = _agreement(trainer.strategy)
+    self.start_step = self.step = int(global_step.numpy())
+    self.start_time = self.last_line = time.time()
+    self.seconds_per_step: Optional[float] = None
+    self.eval_seconds, self.evals = 0.0, 0
+    self.bad = 0  # non-finite steps in a row (Trainer.train_loop counts within one call)
+    self.last: Dict[str, float] = {}
+
+  def interval(self) -> int:
+    """Steps to the next log line, checkpoint, evaluation or the end, whichever comes first."""
+    every = self.save_checkpoints_steps
+    steps = min(self.iterations_per_loop, self.num_train_steps - self.step,
+                (self.step // every + 1) * every - self.step)
+    if self.eval_every_n_steps > 0:
+      every = self.eval_every_n_steps
+      steps = min(steps, (self.step // every + 1) * every - self.step)
+    return steps
+
+  def run_interval(self, interval: int, stop: _StopRequest):
+    """Calls the step until `interval` steps ran or the workers agree to stop.
+
+    Returns:
+      (steps done, their seconds, their summed metrics or None, whether to stop).
+    """
+    done, elapsed, totals = 0, 0.0, None
+    while done < interval:
+      stopping, call_steps = self.agree(stop.requested,
+                                        _call_steps(self.seconds_per_step, self.budget))
+      if stopping:
+        return done, elapsed, totals, True
+      steps_run, call_time, call_totals = self._call(min(call_steps, interval - done))
+      elapsed += call_time
+      done += steps_run
+      totals = call_totals if totals is None else {k: totals[k] + call_totals[k]
+                                                   for k in totals}
+      if done < interval and time.time() - self.last_line >= PROGRESS_SECONDS:
+        # A long interval (--iterations_per_loop) shows its progress so far on the way.
+        self.progress(totals, done, elapsed)
+    return done, elapsed, totals, False
+
+  def _call(self, num_steps: int):
+    """One call of the step: (steps run, seconds, summed metrics); TrainingError at the
+    limit of non-finite steps in a row."""
+    if self.bad:
+      # A run of non-finite steps that goes on in this call ends it at the limit exactly.
+      num_steps = min(num_steps, self.trainer.max_nonfinite_steps - self.bad)
+    call_start = time.time()
+    steps_run, call_bad, call_totals = self.trainer.train_loop(self.iterator,
+                                                               tf.constant(num_steps))
+    steps_run, call_bad = int(steps_run), int(call_bad)
+    call_time = time.time() - call_start
+    self.seconds_per_step = call_time / max(steps_run, 1)
+    self.global_step.assign_add(steps_run)
+    self.step = int(self.global_step.numpy())
+    self.bad = self.bad + call_bad if call_bad == steps_run else call_bad
+    if self.bad >= self.trainer.max_nonfinite_steps:
+      raise TrainingError(
+          f"non-finite loss at step {self.step} ({self.bad} in a row); the last good "
+          f"checkpoint is {self.manager.latest_checkpoint or 'none (no checkpoint was written)'}"
+          ". Lower --learning_rate, check the data, or use --mixed_precision=float16 loss "
+          "scaling")
+    return steps_run, call_time, {k: float(v) for k, v in call_totals.items()}
+
+  def progress(self, totals, done: int, elapsed: float) -> Dict[str, float]:
+    """Logs a progress line for the steps `done` so far in this interval; their metrics."""
+    metrics = self.trainer.task.train_metrics(totals, max(1, done - min(self.bad, done)))
+    metrics["learning_rate"] = float(self.trainer.optimizer.learning_rate)
+    metrics["examples_per_second"] = totals["examples"] / max(elapsed, 1e-9)
+    # Evaluations are off the training clock; the ETA adds the ones still to come.
+    eta = ((time.time() - self.start_time - self.eval_seconds)
+           / max(self.step - self.start_step, 1) * (self.num_train_steps - self.step))
+    if self.eval_every_n_steps > 0 and self.evals:
+      every = self.eval_every_n_steps
+      eta += ((self.num_train_steps // every - self.step // every)
+              * (self.eval_seconds / self.evals))
+    shown = " ".join(f"{k} = {v:.4f}" for k, v in metrics.items()
+                     if k not in ("learning_rate", "examples_per_second"))
+    logging.info("step %d/%d %s learning_rate = %.3g examples/s = %.1f ETA %s", self.step,
+                 self.num_train_steps, shown, metrics["learning_rate"],
+                 metrics["examples_per_second"], format_eta(eta))
+    self.last_line = time.time()
+    return metrics
+
+  def record(self, totals, done: int, elapsed: float, writer) -> None:
+    """The interval's log line and summaries; its metrics become the ones train() returns."""
+    metrics = self.progress(totals, done, elapsed)
+    with writer.as_default():
+      for key, value in metrics.items():
+        tf.summary.scalar(key, value, step=self.step)
+    self.last = {(k if k in ("learning_rate", "examples_per_second") else "train_" + k): v
+                 for k, v in metrics.items()}
+
+  def checkpoint_and_evaluate(self) -> None:
+    """Saves at a multiple of save_checkpoints_steps and at the end, then evaluates at a
+    multiple of eval_every_n_steps, off the training clock."""
+    if self.step % self.save_checkpoints_steps == 0 or self.step >= self.num_train_steps:
+      path = self.manager.save(checkpoint_number=self.step)
+      logging.info("Saved checkpoint %s", path)
+      if self.on_checkpoint is not None and self.step < self.num_train_steps:
+        self.on_checkpoint(self.step)
+    if self.eval_every_n_steps > 0 and self.step % self.eval_every_n_steps == 0:
+      eval_start = time.time()
+      self.on_eval(self.step)
+      self.eval_seconds += time.time() - eval_start
+      self.evals += 1
+
+
 def train(trainer: Trainer, iterator, global_step: tf.Variable, manager,
           num_train_steps: int, iterations_per_loop: int, save_checkpoints_steps: int,
           summary_dir: Optional[str], chief: bool,
@@ -908,9 +1036,9 @@ def train(trainer: Trainer, iterator, global_step: tf.Variable, manager,
           on_eval: Optional[Callable[[int], Any]] = None) -> Dict[str, float]:
   """Trains from global_step to num_train_steps, logging, summarising and checkpointing.
 
-  Size: the loop's one entry point, shared by pretraining and fine-tuning: the trainer, the
-  data, the step counter, the checkpoint manager and the run's schedule flags come in, and the
-  preemption, lost-worker, non-finite-step and evaluation checks of every call live here.
+  The loop's one entry point, shared by pretraining and fine-tuning. It keeps the order of
+  things and the preemption and lost-worker handling; _TrainingRun does each part (the calls
+  of the step with the non-finite check, the log lines, checkpoints and evaluations).
 
   Metrics are logged and summarised every iterations_per_loop steps (and at each checkpoint);
   a call of the step runs at most that many, fewer when they would take longer than
@@ -942,105 +1070,28 @@ def train(trainer: Trainer, iterator, global_step: tf.Variable, manager,
     Preempted: a SIGTERM came (after the checkpoint of the step reached was saved).
     WorkerLost: another worker of a multi-worker run was lost (one line said which).
   """
-  optimizer = trainer.optimizer
   writer = (tf.summary.create_file_writer(summary_dir) if chief and summary_dir
             else tf.summary.create_noop_writer())
-  budget = stop_check_seconds()
-  agree = _agreement(trainer.strategy)
-  last: Dict[str, float] = {}
-  start_step = int(global_step.numpy())
-  start_time = time.time()
-  step = start_step
-  seconds_per_step = None
-  eval_seconds, evals = 0.0, 0
-  last_line = time.time()
-
-  def progress(totals, done, elapsed):
-    """Logs a progress line for the steps `done` so far in this interval; their metrics."""
-    metrics = trainer.task.train_metrics(totals, max(1, done - min(bad, done)))
-    metrics["learning_rate"] = float(optimizer.learning_rate)
-    metrics["examples_per_second"] = totals["examples"] / max(elapsed, 1e-9)
-    # Evaluations are off the training clock; the ETA adds the ones still to come.
-    eta = ((time.time() - start_time - eval_seconds) / max(step - start_step, 1)
-           * (num_train_steps - step))
-    if on_eval is not None and eval_every_n_steps > 0 and evals:
-      eta += (num_train_steps // eval_every_n_steps - step // eval_every_n_steps) * (
-          eval_seconds / evals)
-    shown = " ".join(f"{k} = {v:.4f}" for k, v in metrics.items()
-                     if k not in ("learning_rate", "examples_per_second"))
-    logging.info("step %d/%d %s learning_rate = %.3g examples/s = %.1f ETA %s", step,
-                 num_train_steps, shown, metrics["learning_rate"],
-                 metrics["examples_per_second"], format_eta(eta))
-    return metrics
-
-  # Non-finite steps in a row, across calls (Trainer.train_loop counts within one call).
-  bad = 0
+  run = _TrainingRun(trainer, iterator, global_step, manager, num_train_steps,
+                     iterations_per_loop, save_checkpoints_steps, on_checkpoint,
+                     eval_every_n_steps, on_eval)
   stopping = False
   stop = _StopRequest()
   with stop.installed(), _worker_loss(trainer.strategy, manager, chief, num_train_steps,
-                                         lambda: step):
-    while step < num_train_steps:
-      next_save = (step // save_checkpoints_steps + 1) * save_checkpoints_steps
-      interval = min(iterations_per_loop, num_train_steps - step, next_save - step)
-      if on_eval is not None and eval_every_n_steps > 0:
-        interval = min(interval, (step // eval_every_n_steps + 1) * eval_every_n_steps - step)
-      done, elapsed, totals = 0, 0.0, None
-      while done < interval:
-        stopping, call_steps = agree(stop.requested, _call_steps(seconds_per_step, budget))
-        if stopping:
-          break
-        num_steps = min(call_steps, interval - done)
-        if bad:
-          # A run of non-finite steps that goes on in this call ends it at the limit exactly.
-          num_steps = min(num_steps, trainer.max_nonfinite_steps - bad)
-        call_start = time.time()
-        steps_run, call_bad, call_totals = trainer.train_loop(iterator, tf.constant(num_steps))
-        steps_run, call_bad = int(steps_run), int(call_bad)
-        call_time = time.time() - call_start
-        elapsed += call_time
-        seconds_per_step = call_time / max(steps_run, 1)
-        global_step.assign_add(steps_run)
-        step = int(global_step.numpy())
-        done += steps_run
-        bad = bad + call_bad if call_bad == steps_run else call_bad
-        call_totals = {k: float(v) for k, v in call_totals.items()}
-        totals = call_totals if totals is None else {k: totals[k] + call_totals[k]
-                                                     for k in totals}
-        if bad >= trainer.max_nonfinite_steps:
-          raise TrainingError(
-              f"non-finite loss at step {step} ({bad} in a row); the last good checkpoint is "
-              f"{manager.latest_checkpoint or 'none (no checkpoint was written)'}. Lower "
-              "--learning_rate, check the data, or use --mixed_precision=float16 loss scaling")
-        if done < interval and time.time() - last_line >= PROGRESS_SECONDS:
-          # A long interval (--iterations_per_loop) shows its progress so far on the way.
-          progress(totals, done, elapsed)
-          last_line = time.time()
+                                         lambda: run.step):
+    while run.step < num_train_steps:
+      done, elapsed, totals, stopping = run.run_interval(run.interval(), stop)
       if done:
-        metrics = progress(totals, done, elapsed)
-        last_line = time.time()
-        with writer.as_default():
-          for key, value in metrics.items():
-            tf.summary.scalar(key, value, step=step)
-        last = {(k if k in ("learning_rate", "examples_per_second") else "train_" + k): v
-                for k, v in metrics.items()}
+        run.record(totals, done, elapsed, writer)
       if stopping:
         break
-      if step % save_checkpoints_steps == 0 or step >= num_train_steps:
-        path = manager.save(checkpoint_number=step)
-        logging.info("Saved checkpoint %s", path)
-        if on_checkpoint is not None and step < num_train_steps:
-          on_checkpoint(step)
-      if on_eval is not None and eval_every_n_steps > 0 and step % eval_every_n_steps == 0:
-        eval_start = time.time()
-        on_eval(step)
-        eval_seconds += time.time() - eval_start
-        evals += 1
+      run.checkpoint_and_evaluate()
     if not stopping:
       # A signal during the last call (every worker takes part, signalled or not): the run
       # stops before evaluating and exporting, its final checkpoint being the step reached.
-      stopping, _ = agree(stop.requested, 1)
+      stopping, _ = run.agree(stop.requested, 1)
   writer.flush()
-  preempted = (_stop_and_save(manager, step, num_train_steps, chief, stop.signalled_at)
+  preempted = (_stop_and_save(manager, run.step, num_train_steps, chief, stop.signalled_at)
                if stopping else None)
   if not chief:
     io.remove(manager.directory)
@@ -1049,7 +1100,7 @@ def train(trainer: Trainer, iterator, global_step: tf.Variable, manager,
       from bert_tf.training import cluster  # pylint: disable=g-import-not-at-top
       cluster.finishing(EXIT_PREEMPTED)  # the tasks leave together, quietly
     raise preempted
-  return last
+  return run.last
 
 
 def evaluate(trainer: Trainer, iterator, num_steps: int, global_step: int,

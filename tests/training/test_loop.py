@@ -2,9 +2,13 @@
 
 The pretraining run itself (resume, eval results, accumulation, export) is tested in
 test_pretraining.py; here: the loop's replica loss is the loss module's loss (fused kernels on
-and off, and the original's formula in NumPy), and the loop runs any task given as plain
-functions.
+and off, and the original's formula in NumPy), the loop runs any task given as plain
+functions, and train()'s schedule (where calls end) and ETA (evaluations off the clock).
 """
+
+import logging
+import time
+import types
 
 import numpy as np
 import pytest
@@ -233,3 +237,43 @@ def test_data_iterators_keep_tf_datas_autotuning_model_off_and_give_the_same_bat
   for batch in (next(mirrored), next(plain_again)):
     np.testing.assert_array_equal(batch["input_word_ids"].numpy(),
                                   first["input_word_ids"].numpy())
+
+
+def _training_run(num_train_steps, on_eval, step=0, **schedule):
+  """A _TrainingRun over stand-ins: the schedule and clock logic need no model."""
+  task = types.SimpleNamespace(train_metrics=lambda totals, good_steps: dict(
+      loss=totals["loss"] / good_steps))
+  trainer = types.SimpleNamespace(strategy=tf.distribute.get_strategy(), task=task,
+                                  optimizer=types.SimpleNamespace(learning_rate=0.5))
+  return loop._TrainingRun(trainer, None, tf.Variable(step, dtype=tf.int64), None,
+                           num_train_steps, on_checkpoint=None, on_eval=on_eval, **schedule)
+
+
+@pytest.mark.parametrize("evaluating, ends", [
+    (True, [5, 6, 7, 12, 14, 18, 21, 24, 25]),
+    (False, [5, 7, 12, 14, 19, 21, 25])])
+def test_intervals_end_at_log_lines_checkpoints_evaluations_and_the_end(evaluating, ends):
+  # Log lines every 5 steps at most, checkpoints at multiples of 7, evaluations at multiples
+  # of 6 (only when there is something to call), the end at 25.
+  run = _training_run(25, (lambda step: None) if evaluating else None, iterations_per_loop=5,
+                      save_checkpoints_steps=7, eval_every_n_steps=6)
+  reached = []
+  while run.step < 25:
+    run.step += run.interval()
+    reached.append(run.step)
+  assert reached == ends
+
+
+def test_the_eta_keeps_evaluations_off_the_clock_and_adds_the_ones_to_come(caplog, monkeypatch):
+  monkeypatch.setattr(time, "time", lambda: 1000.0)
+  run = _training_run(110, lambda step: None, step=10, iterations_per_loop=10,
+                      save_checkpoints_steps=50, eval_every_n_steps=25)
+  run.start_step = 0
+  # 100 s since the start, 20 of them in 2 evaluations: 8 s a training step; 100 steps and
+  # 4 evaluations (at 25, 50, 75, 100) to come: 800 s + 40 s.
+  run.start_time, run.eval_seconds, run.evals = 900.0, 20.0, 2
+  with caplog.at_level(logging.INFO):
+    metrics = run.progress(dict(loss=6.0, examples=40.0), done=3, elapsed=2.0)
+  assert metrics == dict(loss=2.0, learning_rate=0.5, examples_per_second=20.0)
+  assert caplog.records[-1].getMessage() == (
+      "step 10/110 loss = 2.0000 learning_rate = 0.5 examples/s = 20.0 ETA 0:14:00")
