@@ -133,6 +133,13 @@ def minutes_to(curve, target, key="accuracy", lower_is_better=False):
   return None
 
 
+def reached_at_first_evaluation(runs_by_system, target, key="accuracy", lower_is_better=False):
+  """Whether every system's median curve is at or past target at its first evaluation: then
+  minutes to the target measure the first evaluation's time, not the systems' speed."""
+  return all(curve and reaches(curve[0][key], target, lower_is_better)
+             for curve in (median_curve(runs) for runs in runs_by_system.values()))
+
+
 def crossing_minutes(curve, target, key, lower_is_better):
   """Training-clock minutes at which the curve of `key` first reaches target, interpolated
   linearly between the evaluations around the crossing (the first evaluation's time when it is

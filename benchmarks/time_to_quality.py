@@ -654,6 +654,10 @@ def report(runs, points, settings_text):
   print(f"\n{settings_text}")
   print(f"\nTarget: {target:.4f}, the best masked-LM accuracy (median over seeds) of the slowest "
         f"system, {NAMES[slowest]}.\n")
+  if curves.reached_at_first_evaluation(by_system, target):
+    print("Every system had the target at its first evaluation, so the minutes below are that "
+          "evaluation's time and say nothing about speed: the slowest system learned too little "
+          "in the budget. Run longer (--budget_minutes) or evaluate earlier (--eval_minutes).\n")
   print("| system | minutes to the target (median curve; seeds' range) | best accuracy | "
         "steps in budget | examples/s (training clock) | tracing + first call (s) |")
   print("| --- | --: | --: | --: | --: | --: |")

@@ -156,3 +156,14 @@ def test_evaluation_points_even_or_listed_with_the_budget_last():
 def test_evaluation_points_refuse_a_list_out_of_order_or_past_the_budget(minutes, message):
   with pytest.raises(ValueError, match=message):
     curves.evaluation_points(2.5, 5, minutes)
+
+
+def test_a_target_every_system_had_at_its_first_evaluation_is_flagged():
+  # The slowest system's best is the 0.06 plateau that every median curve starts on.
+  runs = {"peer": PEER, "ours": OURS}
+  assert curves.reached_at_first_evaluation(runs, 0.06)
+  assert not curves.reached_at_first_evaluation(runs, 0.065)  # the peer starts at 0.06
+  assert not curves.reached_at_first_evaluation({"peer": PEER}, 0.07)
+  # Losses: lower is better; the peer's median starts at 7.0, ours at 6.9.
+  assert curves.reached_at_first_evaluation(runs, 7.0, "loss", lower_is_better=True)
+  assert not curves.reached_at_first_evaluation(runs, 6.95, "loss", lower_is_better=True)
