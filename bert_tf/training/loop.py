@@ -1036,9 +1036,11 @@ def train(trainer: Trainer, iterator, global_step: tf.Variable, manager,
           on_eval: Optional[Callable[[int], Any]] = None) -> Dict[str, float]:
   """Trains from global_step to num_train_steps, logging, summarising and checkpointing.
 
-  The loop's one entry point, shared by pretraining and fine-tuning. It keeps the order of
-  things and the preemption and lost-worker handling; _TrainingRun does each part (the calls
-  of the step with the non-finite check, the log lines, checkpoints and evaluations).
+  Size: twelve parameters, as the loop's one entry point, shared by pretraining and
+  fine-tuning: the trainer, the data, the step counter, the checkpoint manager and the run's
+  schedule flags come in. train() keeps the order of things and the preemption and lost-worker
+  handling; _TrainingRun does each part (the calls of the step with the non-finite check, the
+  log lines, checkpoints and evaluations).
 
   Metrics are logged and summarised every iterations_per_loop steps (and at each checkpoint);
   a call of the step runs at most that many, fewer when they would take longer than
