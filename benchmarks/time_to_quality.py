@@ -128,6 +128,10 @@ flags.DEFINE_list("eval_minutes", None,
 flags.DEFINE_list("seeds", ["1", "2"], "Seeds (weights, data order, masks, dropout).")
 flags.DEFINE_list("systems", list(DEFAULT_SYSTEMS), f"Systems, of {', '.join(SYSTEMS)}.")
 flags.DEFINE_integer("threads", 2, "Threads per run (TensorFlow intra/inter-op, torch).")
+flags.DEFINE_integer("ours_cpu_towers", 1,
+                     "run_pretraining's --cpu_towers for our systems: each batch as this many "
+                     "towers side by side, with 1 intra-op and this many inter-op threads "
+                     "(instead of --threads of each); the peers keep --threads.")
 flags.DEFINE_enum("mixed_precision", "none", list(PRECISION_TEXT),
                   "Compute dtype of every system, each the way its users ask for it: ours "
                   "run_pretraining's --mixed_precision (Keras' mixed_bfloat16), Model Garden "
@@ -294,7 +298,14 @@ def _metrics(sums):
 
 def run_ours(spec):
   """Our model, optimizer, pipeline and Trainer, as pretraining.run_pretraining builds them."""
-  tf = _set_tf_threads(spec["threads"])
+  towers = spec.get("cpu_towers", 1)
+  if towers > 1:
+    from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
+    if not loop.use_cpu_towers(towers):
+      raise RuntimeError("TensorFlow's threads were set up before the towers'")
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  else:
+    tf = _set_tf_threads(spec["threads"])
   import keras  # pylint: disable=g-import-not-at-top
   from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
   from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
@@ -316,7 +327,7 @@ def run_ours(spec):
         spec["schedule_steps"], spec["warmup"],
         adam_bias_correction=system == "ours_adam_bc")
     optimizer.build(model.trainable_variables)
-  trainer = loop.Trainer(strategy, model, optimizer, pretraining.TASK, batch)
+  trainer = loop.Trainer(strategy, model, optimizer, pretraining.TASK, batch, towers=towers)
   masking = None
   if system == "ours_dynamic":
     masking = input_pipeline.DynamicMasking.from_vocab(
@@ -813,6 +824,7 @@ def main(argv):
       lamb = system == "ours_lamb"
       scale = FLAGS.lamb_batch_size / FLAGS.batch_size if lamb else 1.0
       spec = dict(system=system, seed=seed, config=config.to_dict(), threads=FLAGS.threads,
+                  cpu_towers=FLAGS.ours_cpu_towers if system.startswith("ours") else 1,
                   train_records=train_records, train_npz=train_npz, eval_npz=eval_npz,
                   vocab_file=FLAGS.vocab_file, max_seq_length=FLAGS.max_seq_length,
                   max_predictions_per_seq=FLAGS.max_predictions_per_seq,
@@ -845,7 +857,10 @@ def main(argv):
       f"; {PRECISION_TEXT[FLAGS.mixed_precision]}; budget "
       f"{FLAGS.budget_minutes:g} training-clock minutes per run, {len(points)} "
       f"evaluations of {eval_examples} held-out instances; seeds "
-      f"{','.join(map(str, seeds))}; {FLAGS.threads} threads per run; {peers.kernels_text()}; "
+      f"{','.join(map(str, seeds))}; {FLAGS.threads} threads per run"
+      + (f" (ours: --cpu_towers={FLAGS.ours_cpu_towers}, 1 intra-op and "
+         f"{FLAGS.ours_cpu_towers} inter-op threads)" if FLAGS.ours_cpu_towers > 1 else "")
+      + f"; {peers.kernels_text()}; "
       f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
       f"benchmark wall time {(time.time() - started) / 60:.1f} min")
   target = report(runs, points, settings_text)

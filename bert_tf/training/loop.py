@@ -163,6 +163,37 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
                                           "chief" not in resolver.cluster_spec().as_dict())
 
 
+def use_cpu_towers(towers: int) -> bool:
+  """TensorFlow's threads for Trainer's towers on a CPU: one intra-op thread (each op on one
+  core) and `towers` inter-op threads (the towers side by side). Must run before TensorFlow
+  executes anything; returns False, with a warning, when it is too late (the towers then run
+  on the threads TensorFlow already has: the same update, without the speed-up)."""
+  if towers <= 1:
+    return True
+  try:
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(towers)
+  except RuntimeError as e:
+    logging.warning("--cpu_towers=%d: TensorFlow's threads are already set up (%s); the "
+                    "towers run on its %d intra-op and %d inter-op threads", towers, e,
+                    tf.config.threading.get_intra_op_parallelism_threads(),
+                    tf.config.threading.get_inter_op_parallelism_threads())
+    return False
+  return True
+
+
+def check_cpu_only(strategy, towers: int) -> None:
+  """TrainingError when towers > 1 would run on GPUs or TPUs (towers are for CPUs: an
+  accelerator's ops already keep it busy)."""
+  if towers <= 1:
+    return
+  devices = [d for d in strategy.extended.worker_devices
+             if tf.DeviceSpec.from_string(d).device_type not in (None, "CPU")]
+  if devices:
+    raise TrainingError(f"--cpu_towers={towers} is for training on CPUs; this run's strategy "
+                        f"places replicas on {', '.join(devices)}: leave it at 1")
+
+
 # === Distributed steps ===
 
 
@@ -182,11 +213,17 @@ class Trainer:
     max_nonfinite_steps: with float16 loss scaling, stop after this many non-finite steps in a
       row (the scaler skips them); otherwise the first one stops training.
     clip_norm: gradients are clipped to this global norm (the original's 1.0).
+    towers: each replica's (micro-)batch is split along its first axis into this many towers,
+      computed as independent branches of one graph and summed: the same update (the loss
+      is normalized over the global batch either way), for CPUs, where towers of one-thread
+      ops keep the cores busier than ops that each split their work over the cores
+      (use_cpu_towers). Training batches must have a static first axis divisible by it;
+      evaluation batches that do not are computed as one tower.
   """
 
   def __init__(self, strategy, model, optimizer, task: Task, train_batch_size: int,
                gradient_accumulation_steps: int = 1, jit_compile: bool = False,
-               max_nonfinite_steps: int = 5, clip_norm: float = 1.0):
+               max_nonfinite_steps: int = 5, clip_norm: float = 1.0, towers: int = 1):
     self.strategy = strategy
     self.model = model
     self.optimizer = optimizer
@@ -194,6 +231,9 @@ class Trainer:
     self.train_batch_size = train_batch_size
     self.accumulation = gradient_accumulation_steps
     self.clip_norm = clip_norm
+    if towers < 1:
+      raise ValueError(f"towers must be >= 1, got {towers}")
+    self.towers = towers
     self.loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
     # A float16 loss scaler skips overflowing steps itself; otherwise one non-finite loss stops.
     self.max_nonfinite_steps = max_nonfinite_steps if self.loss_scaled else 1
@@ -211,10 +251,38 @@ class Trainer:
     outputs = self.model(self.task.model_inputs(batch), training=training)
     return self.task.replica_loss(outputs, batch, normalizers, self.train_batch_size)
 
+  def _tower_batches(self, batch, training: bool):
+    """batch split along its first axis into self.towers equal parts (a list of one batch
+    when there is one tower, or, outside training, when the first axis is not a static
+    multiple of the towers)."""
+    if self.towers == 1:
+      return [batch]
+    sizes = {value.shape[0] for value in tf.nest.flatten(batch)}
+    rows = sizes.pop() if len(sizes) == 1 else None
+    if rows is None or rows % self.towers:
+      if not training:
+        return [batch]
+      size = f"{rows} rows" if rows else "a number of rows that changes from step to step"
+      raise TrainingError(
+          f"--cpu_towers={self.towers} splits each replica's training batch into that many "
+          f"equal towers, but its batches have {size} (exact packed rows change it: use "
+          "--packing=static or none)")
+    return [{key: value[i * rows // self.towers:(i + 1) * rows // self.towers]
+             for key, value in batch.items()} for i in range(self.towers)]
+
+  def _tower_loss(self, batch, normalizers):
+    """The loss and sums of replica_loss, added up over the towers of batch."""
+    results = [self.replica_loss(part, normalizers)
+               for part in self._tower_batches(batch, training=True)]
+    if len(results) == 1:
+      return results[0]
+    loss = tf.add_n([result[0] for result in results])
+    return loss, {k: tf.add_n([result[1][k] for result in results]) for k in results[0][1]}
+
   def _gradients(self, batch, normalizers):
     variables = self.model.trainable_variables
     with tf.GradientTape() as tape:
-      loss, sums = self.replica_loss(batch, normalizers)
+      loss, sums = self._tower_loss(batch, normalizers)
       scaled = self.optimizer.scale_loss(loss) if self.loss_scaled else loss
     grads = tape.gradient(scaled, variables)
     # Embedding gradients come as IndexedSlices; accumulation needs dense tensors anyway.
@@ -280,8 +348,10 @@ class Trainer:
 
   def _eval_step_fn(self, iterator):
     def replica_eval(batch):
-      outputs = self.model(self.task.model_inputs(batch), training=False)
-      return self.task.eval_sums(outputs, batch)
+      towers = [self.task.eval_sums(self.model(self.task.model_inputs(part), training=False),
+                                    part)
+                for part in self._tower_batches(batch, training=False)]
+      return {k: tf.add_n([sums[k] for sums in towers]) for k in towers[0]}
     per_replica = self.strategy.run(replica_eval, args=(next(iterator),))
     return {k: self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
             for k, v in per_replica.items()}
@@ -562,14 +632,15 @@ class Run(NamedTuple):
 
 
 def prepare_run(strategy, build_model: Callable[[], keras.Model], task: Task, settings,
-                num_train_steps: int, num_warmup_steps: int, chief: bool) -> Run:
+                num_train_steps: int, num_warmup_steps: int, chief: bool,
+                towers: int = 1) -> Run:
   """Builds the model, the optimizer (with its schedule) and the step under the strategy, the
   Trainer, and the checkpoint, resuming from settings.output_dir when it holds one.
 
   `settings` needs the run fields every task shares: do_train (a run that does not train
   restores only the newest checkpoint), optimizer, adam_bias_correction, learning_rate,
   mixed_precision, train_batch_size, gradient_accumulation_steps, jit_compile,
-  max_nonfinite_steps, output_dir, keep_checkpoint_max.
+  max_nonfinite_steps, output_dir, keep_checkpoint_max. towers: Trainer's (CPU towers).
   """
   with strategy.scope():
     model = build_model()
@@ -582,7 +653,7 @@ def prepare_run(strategy, build_model: Callable[[], keras.Model], task: Task, se
                               aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
   trainer = Trainer(strategy, model, optimizer, task, settings.train_batch_size,
                     settings.gradient_accumulation_steps, settings.jit_compile,
-                    settings.max_nonfinite_steps)
+                    settings.max_nonfinite_steps, towers=towers)
   state = checkpoint_state(model, optimizer, global_step, settings.output_dir, chief, strategy,
                            settings.keep_checkpoint_max, newest_only=not settings.do_train)
   return Run(model, optimizer, global_step, trainer, state)

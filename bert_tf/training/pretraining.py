@@ -70,6 +70,9 @@ class PretrainingSettings:
     mixed_precision: "none", "bfloat16" or "float16" (with dynamic loss scaling).
     jit_compile: compile the replica step with XLA.
     gradient_accumulation_steps: micro-batches per update (train_batch_size is split).
+    cpu_towers: on CPUs, each replica's (micro-)batch runs as this many towers side by side,
+      each op on one thread (loop.Trainer's towers, loop.use_cpu_towers): the same update;
+      1 (the default) computes it as one batch whose ops split their work over the cores.
     keep_checkpoint_max: checkpoints kept in output_dir.
     dynamic_masking: re-mask every batch on the fly (needs vocab_file).
     vocab_file: the vocab, for dynamic masking and copied beside exports.
@@ -114,6 +117,7 @@ class PretrainingSettings:
   mixed_precision: str = "none"
   jit_compile: bool = False
   gradient_accumulation_steps: int = 1
+  cpu_towers: int = 1
   keep_checkpoint_max: int = 5
   dynamic_masking: bool = False
   vocab_file: Optional[str] = None
@@ -132,8 +136,8 @@ class PretrainingSettings:
     problems = []
     for name in ("train_batch_size", "eval_batch_size", "num_train_steps",
                  "save_checkpoints_steps", "iterations_per_loop", "max_eval_steps",
-                 "gradient_accumulation_steps", "keep_checkpoint_max", "max_seq_length",
-                 "max_predictions_per_seq"):
+                 "gradient_accumulation_steps", "cpu_towers", "keep_checkpoint_max",
+                 "max_seq_length", "max_predictions_per_seq"):
       if getattr(self, name) <= 0:
         problems.append(f"--{name} must be positive, got {getattr(self, name)}")
     if self.num_warmup_steps < 0:
@@ -148,11 +152,16 @@ class PretrainingSettings:
     if self.mixed_precision not in loop.MIXED_PRECISION_POLICIES:
       problems.append(f"--mixed_precision must be one of "
                       f"{', '.join(loop.MIXED_PRECISION_POLICIES)}, got {self.mixed_precision!r}")
-    split = num_replicas * max(1, self.gradient_accumulation_steps)
+    split = num_replicas * max(1, self.gradient_accumulation_steps) * max(1, self.cpu_towers)
     if self.train_batch_size > 0 and self.train_batch_size % split:
       problems.append(f"--train_batch_size={self.train_batch_size} must be a multiple of "
                       f"replicas ({num_replicas}) x --gradient_accumulation_steps "
-                      f"({self.gradient_accumulation_steps})")
+                      f"({self.gradient_accumulation_steps}) x --cpu_towers "
+                      f"({self.cpu_towers})")
+    if self.cpu_towers > 1 and str(self.packing).strip().lower() == row_packing.EXACT:
+      problems.append(f"--cpu_towers={self.cpu_towers} needs training batches of a fixed "
+                      "number of rows: --packing=exact changes it from step to step (use "
+                      "--packing=static)")
     if ((self.do_eval or self.eval_every_n_steps) and self.eval_batch_size > 0
         and self.eval_batch_size % num_replicas):
       problems.append(f"--eval_batch_size={self.eval_batch_size} must be a multiple of the "
@@ -289,6 +298,11 @@ def training_packing(settings: PretrainingSettings, per_replica_batch: int
   first = input_pipeline.expand_file_patterns(settings.input_file)[0]
   counts = input_pipeline.length_counts(first, settings.max_seq_length)
   rows = row_packing.static_rows(counts, per_replica_batch, settings.max_seq_length)
+  if rows % settings.cpu_towers:
+    raise loop.TrainingError(
+        f"--packing=static fitted {rows} rows per replica batch to {first}; --cpu_towers="
+        f"{settings.cpu_towers} needs a multiple of it (choose --train_batch_size or "
+        "--cpu_towers to fit)")
   logging.info("  Packed rows (static): %d rows of %d per replica batch, about %d instances "
                "on average (fitted to %s), %d masked-LM slots per row", rows,
                settings.max_seq_length, per_replica_batch, first,
@@ -410,6 +424,7 @@ def run_pretraining(config: BertConfig, settings: PretrainingSettings,
   """
   strategy = strategy or loop.select_strategy()
   settings.check(strategy.num_replicas_in_sync)
+  loop.check_cpu_only(strategy, settings.cpu_towers)
   if settings.max_seq_length > config.max_position_embeddings:
     raise loop.TrainingError(f"--max_seq_length={settings.max_seq_length} is more than the "
                              f"config's max_position_embeddings="
@@ -467,7 +482,7 @@ def _run(config, settings, strategy, chief, metadata, exporter):
   packed = packing_mode(settings) != row_packing.NONE
   run = loop.prepare_run(strategy, lambda: build_pretraining_model(
       config, prune_last_layer=True, packed=packed), TASK, settings, settings.num_train_steps,
-                         settings.num_warmup_steps, chief)
+                         settings.num_warmup_steps, chief, towers=settings.cpu_towers)
   model, global_step, trainer, state = run.model, run.global_step, run.trainer, run.checkpoint
   restored = set()
   if state.resumed_from is None:

@@ -277,3 +277,84 @@ def test_the_eta_keeps_evaluations_off_the_clock_and_adds_the_ones_to_come(caplo
   assert metrics == dict(loss=2.0, learning_rate=0.5, examples_per_second=20.0)
   assert caplog.records[-1].getMessage() == (
       "step 10/110 loss = 2.0000 learning_rate = 0.5 examples/s = 20.0 ETA 0:14:00")
+
+
+# === CPU towers ===
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.1])
+def test_cpu_towers_split_the_batch_and_draw_their_own_dropout_masks(batch, dropout):
+  # Two towers of one graph, fed the same four rows: with dropout each tower draws its own
+  # masks (the layers' seed generators advance once per tower), without it they agree.
+  config = tiny_config(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+  model = build_pretraining_model(config, prune_last_layer=True)
+  optimizer = optimization.create_optimizer("adamw", 1e-3, 10, 0)
+  trainer = loop.Trainer(loop.select_strategy("one_device"), model, optimizer,
+                         pretraining.TASK, 8, towers=2)
+  doubled = {k: tf.concat([v[:4], v[:4]], 0) for k, v in batch.items()}
+
+  @tf.function(autograph=False)
+  def towers(rows):
+    parts = trainer._tower_batches(rows, training=True)
+    return [model(pretraining.TASK.model_inputs(part), training=True)["masked_lm_logits"]
+            for part in parts]
+  first, second = towers(doubled)
+  assert first.shape == second.shape == (4, PREDS, config.vocab_size)
+  assert np.allclose(first, second, atol=1e-5) == (dropout == 0.0)
+
+
+def test_cpu_towers_need_a_static_divisible_training_batch(batch):
+  model = build_pretraining_model(tiny_config(), prune_last_layer=True)
+  trainer = loop.Trainer(loop.select_strategy("one_device"), model,
+                         optimization.create_optimizer("adamw", 1e-3, 10, 0), pretraining.TASK,
+                         8, towers=3)
+  with pytest.raises(loop.TrainingError, match=r"--cpu_towers=3 splits each replica's training "
+                     r"batch into that many equal towers, but its batches have 8 rows"):
+    trainer._tower_batches(batch, training=True)
+  # Evaluation batches the towers do not divide are computed as one.
+  assert trainer._tower_batches(batch, training=False) == [batch]
+  unknown = tf.function(lambda rows: len(trainer._tower_batches(rows, training=False)),
+                        autograph=False)
+  specs = {k: tf.TensorSpec([None] + v.shape[1:].as_list(), v.dtype) for k, v in batch.items()}
+  assert unknown.get_concrete_function(specs) is not None
+  with pytest.raises(loop.TrainingError, match="a number of rows that changes from step to step"):
+    tf.function(lambda rows: trainer._tower_batches(rows, training=True), autograph=False
+                ).get_concrete_function(specs)
+  with pytest.raises(ValueError, match="towers must be >= 1, got 0"):
+    loop.Trainer(trainer.strategy, model, trainer.optimizer, pretraining.TASK, 8, towers=0)
+
+
+def test_cpu_towers_are_for_cpus_only():
+  def strategy(*devices):
+    return types.SimpleNamespace(extended=types.SimpleNamespace(worker_devices=devices))
+  loop.check_cpu_only(strategy("/job:localhost/replica:0/task:0/device:CPU:0"), 2)
+  loop.check_cpu_only(strategy("/job:localhost/replica:0/task:0/device:GPU:0"), 1)
+  with pytest.raises(loop.TrainingError, match=r"--cpu_towers=2 is for training on CPUs; this "
+                     r"run's strategy places replicas on /job:localhost/replica:0/task:0/"
+                     r"device:GPU:0: leave it at 1"):
+    loop.check_cpu_only(strategy("/job:localhost/replica:0/task:0/device:GPU:0"), 2)
+
+
+def test_use_cpu_towers_sets_the_threads_before_tensorflow_starts(caplog):
+  # In a new process it sets one intra-op thread and one inter-op thread per tower ...
+  import subprocess
+  import sys
+  from tests import helpers
+  code = ("from bert_tf.training import loop; import tensorflow as tf; "
+          "assert loop.use_cpu_towers(3); tf.constant(1.0) + 1.0; "
+          "print(tf.config.threading.get_intra_op_parallelism_threads(), "
+          "tf.config.threading.get_inter_op_parallelism_threads())")
+  done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                        env=helpers.subprocess_env(), cwd=helpers.REPO_ROOT, timeout=120)
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert done.stdout.split()[-2:] == ["1", "3"]
+  # ... and here, where TensorFlow runs already, it says so and changes nothing.
+  tf.constant(1.0).numpy()
+  before = (tf.config.threading.get_intra_op_parallelism_threads(),
+            tf.config.threading.get_inter_op_parallelism_threads())
+  caplog.set_level(logging.WARNING, logger="absl")
+  assert not loop.use_cpu_towers(2)
+  assert "--cpu_towers=2: TensorFlow's threads are already set up" in caplog.text
+  assert (tf.config.threading.get_intra_op_parallelism_threads(),
+          tf.config.threading.get_inter_op_parallelism_threads()) == before
+  assert loop.use_cpu_towers(1)

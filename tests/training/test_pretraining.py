@@ -181,6 +181,46 @@ def test_gradient_accumulation_matches_the_full_batch(data, full_run, tmp_path):
 
 
 @pytest.mark.slow
+def test_cpu_towers_match_the_full_batch_in_training_and_evaluation(data, full_run, tmp_path,
+                                                                     monkeypatch):
+  # Towers of 4 (training and the eval batches of 8), against the full run's batches of 8.
+  full_dir, full = full_run
+  parts = []
+  tower_batches = loop.Trainer._tower_batches
+
+  def recording(self, batch, training):
+    result = tower_batches(self, batch, training)
+    parts.append((training, [int(part["input_word_ids"].shape[0]) for part in result]))
+    return result
+  monkeypatch.setattr(loop.Trainer, "_tower_batches", recording)
+  towers = pretraining.run_pretraining(tiny_config(), tiny_settings(
+      data, str(tmp_path / "towers"), cpu_towers=2, do_eval=True, max_eval_steps=10))
+  # Traced once for training and once for evaluation, each as two towers of 4.
+  assert sorted(set((training, tuple(sizes)) for training, sizes in parts)) == [
+      (False, (4, 4)), (True, (4, 4))]
+  assert towers["global_step"] == 6
+  assert towers["train_loss"] == pytest.approx(full["train_loss"], rel=1e-5)
+  assert_same_weights(checkpoint_values(os.path.join(full_dir, "ckpt-6")),
+                      checkpoint_values(str(tmp_path / "towers" / "ckpt-6")), rtol=1e-4,
+                      atol=1e-5)
+  for key in ("masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy", "loss"):
+    assert towers[key] == pytest.approx(full[key], rel=1e-4, abs=1e-5), key
+
+
+def test_cpu_towers_need_batches_they_divide(data, tmp_path):
+  with pytest.raises(loop.TrainingError, match=r"--train_batch_size=8 must be a multiple of "
+                     r"replicas \(1\) x --gradient_accumulation_steps \(1\) x --cpu_towers "
+                     r"\(3\)"):
+    tiny_settings(data, str(tmp_path), cpu_towers=3).check()
+  with pytest.raises(loop.TrainingError, match=r"--cpu_towers=2 needs training batches of a "
+                     r"fixed number of rows: --packing=exact"):
+    tiny_settings(data, str(tmp_path), cpu_towers=2, packing="exact").check()
+  with pytest.raises(loop.TrainingError, match="--cpu_towers must be positive, got 0"):
+    tiny_settings(data, str(tmp_path), cpu_towers=0).check()
+  tiny_settings(data, str(tmp_path), cpu_towers=2, packing="static").check()
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("precision", ["bfloat16", "float16"])
 def test_mixed_precision_runs_keep_float32_weights(data, tmp_path, precision):
   result = pretraining.run_pretraining(tiny_config(), tiny_settings(
