@@ -4,6 +4,9 @@ For each preset (BERT-Mini, BERT-Small, ...) at batch 32, sequence 128, 20 predi
 process measures:
   ours, records:   bert_tf.training.pretraining.run_pretraining itself (TFRecords -> tf.data -> the
                    distributed tf.function loop), its per-loop examples/s read from its log;
+  ours, records, --cpu_towers=N (with --cpu_towers=N): run_pretraining with each batch as N
+                   towers side by side, in a process of its own with 1 intra-op and N inter-op
+                   threads (the command's threads with that flag) instead of --threads of each;
   ours, synthetic: the same Trainer fed one batch repeated from memory (no input pipeline), so a
                    gap between the two rows is the input pipeline's cost;
   Model Garden:    official.nlp.modeling.models.BertPretrainerV2 around networks.BertEncoderV2
@@ -30,6 +33,7 @@ the peak is an effective rate.
 Usage (from the repository root):
   python benchmarks/pretraining.py --presets=mini,small --threads=1 --steps=10 --rounds=3
   python benchmarks/pretraining.py --input_file=records.tfrecord  # existing s128/p20 records
+  python benchmarks/pretraining.py --presets=mini --threads=2 --cpu_towers=2
 
 Without --input_file, records are made first with data_prep/create_pretraining_data.py
 from the first --corpus_mb MB of --corpus_file.
@@ -78,6 +82,13 @@ flags.DEFINE_enum("mixed_precision", "none", ["none", "bfloat16"],
                   "Precision of every row (Model Garden's through the tf_keras global policy); "
                   "the peak stays float32's.")
 flags.DEFINE_bool("jit_compile", False, "Compile every row's training step with XLA.")
+flags.DEFINE_integer("cpu_towers", 0,
+                     "Also run_pretraining with --cpu_towers=N (N > 1: a row of its own, in a "
+                     "process of its own with 1 intra-op and N inter-op threads, as the command "
+                     "sets them); 0: no such row.")
+flags.DEFINE_string("towers_worker", None,
+                    "Internal: print the rates of the --cpu_towers row as JSON, for "
+                    "(preset, input_file, output_dir) given as JSON.")
 FLAGS = flags.FLAGS
 
 
@@ -161,7 +172,7 @@ class _RateCollector(logging.logging.Handler):
       self.rates.append(float(match.group(2)))
 
 
-def ours_records(config, input_file: str, output_dir: str):
+def ours_records(config, input_file: str, output_dir: str, cpu_towers: int = 1):
   """Per-round examples/s of pretraining.run_pretraining; the first call (tracing) is dropped."""
   from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
   from bert_tf.training import pretraining  # pylint: disable=g-import-not-at-top
@@ -172,7 +183,8 @@ def ours_records(config, input_file: str, output_dir: str):
       train_batch_size=FLAGS.batch_size, learning_rate=1e-4, num_train_steps=total,
       num_warmup_steps=FLAGS.steps, save_checkpoints_steps=total,
       iterations_per_loop=FLAGS.steps, export_at_end=False, seed=1,
-      mixed_precision=FLAGS.mixed_precision, jit_compile=FLAGS.jit_compile)
+      mixed_precision=FLAGS.mixed_precision, jit_compile=FLAGS.jit_compile,
+      cpu_towers=cpu_towers)
   collector = _RateCollector(FLAGS.steps)
   absl_logger = logging.get_absl_logger()
   absl_logger.addHandler(collector)
@@ -187,6 +199,30 @@ def ours_records(config, input_file: str, output_dir: str):
     raise RuntimeError(f"expected {FLAGS.rounds + 1} step log lines from run_pretraining, got "
                        f"{len(collector.rates)}")
   return collector.rates[1:]
+
+
+def ours_towers(preset: str, input_file: str, output_dir: str):
+  """ours_records with --cpu_towers, in a new process (TensorFlow's threads are set once)."""
+  argv = [sys.executable, os.path.abspath(__file__),
+          f"--towers_worker={json.dumps([preset, input_file, output_dir])}"]
+  argv += [f"--{name}={FLAGS[name].value}" for name in (
+      "cpu_towers", "steps", "rounds", "batch_size", "max_seq_length",
+      "max_predictions_per_seq", "mixed_precision", "jit_compile")]
+  done = subprocess.run(argv, capture_output=True, text=True, check=False)
+  if done.returncode:
+    raise RuntimeError(f"the --cpu_towers row failed:\n{done.stderr[-3000:]}")
+  return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _towers_worker():
+  from bert_tf import config as config_lib  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
+  if not loop.use_cpu_towers(FLAGS.cpu_towers):
+    raise RuntimeError("TensorFlow's threads were set up before the towers'")
+  logging.set_verbosity(logging.WARNING)
+  preset, input_file, output_dir = json.loads(FLAGS.towers_worker)
+  print(json.dumps(ours_records(config_lib.preset(preset), input_file, output_dir,
+                                cpu_towers=FLAGS.cpu_towers)))
 
 
 # === Our loop on synthetic data ===
@@ -299,6 +335,8 @@ def model_garden(config, input_file: str):
 
 def main(argv):
   del argv
+  if FLAGS.towers_worker:
+    return _towers_worker()
   # Threading must be fixed before TensorFlow runs its first op.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   threads = int(FLAGS.threads)
@@ -321,6 +359,10 @@ def main(argv):
       print(f"{name}: {flops / 1e9:.1f} GFLOP per step", flush=True)
       measured = {"ours, records": ours_records(config, input_file, os.path.join(tmp, name))}
       print(f"  ours, records: {measured['ours, records']}", flush=True)
+      if FLAGS.cpu_towers > 1:
+        towers_row = f"ours, records, --cpu_towers={FLAGS.cpu_towers}"
+        measured[towers_row] = ours_towers(name, input_file, os.path.join(tmp, name + "_towers"))
+        print(f"  {towers_row}: {measured[towers_row]}", flush=True)
       measured["ours, synthetic"] = ours_synthetic(config, batch)
       print(f"  ours, synthetic: {measured['ours, synthetic']}", flush=True)
       if FLAGS.model_garden:

@@ -252,22 +252,25 @@ class Trainer:
     return self.task.replica_loss(outputs, batch, normalizers, self.train_batch_size)
 
   def _tower_batches(self, batch, training: bool):
-    """batch split along its first axis into self.towers equal parts (a list of one batch
-    when there is one tower, or, outside training, when the first axis is not a static
-    multiple of the towers)."""
+    """batch split into self.towers equal parts along the first axis of each of its tensors
+    (per row, or per slot of packed rows, row-major, so the parts stay aligned): a list of one
+    batch when there is one tower or, outside training, when a first axis is not a static
+    multiple of the towers."""
     if self.towers == 1:
       return [batch]
-    sizes = {value.shape[0] for value in tf.nest.flatten(batch)}
-    rows = sizes.pop() if len(sizes) == 1 else None
-    if rows is None or rows % self.towers:
+    sizes = [value.shape[0] if value.shape.rank else None for value in batch.values()]
+    if any(size is None or size % self.towers for size in sizes):
       if not training:
         return [batch]
-      size = f"{rows} rows" if rows else "a number of rows that changes from step to step"
+      known = sorted({size for size in sizes if size is not None})
+      size = (f"first axes of {', '.join(map(str, known))}" if None not in sizes
+              else "a number of rows that changes from step to step")
       raise TrainingError(
           f"--cpu_towers={self.towers} splits each replica's training batch into that many "
           f"equal towers, but its batches have {size} (exact packed rows change it: use "
           "--packing=static or none)")
-    return [{key: value[i * rows // self.towers:(i + 1) * rows // self.towers]
+    return [{key: value[i * value.shape[0] // self.towers:
+                        (i + 1) * value.shape[0] // self.towers]
              for key, value in batch.items()} for i in range(self.towers)]
 
   def _tower_loss(self, batch, normalizers):

@@ -300,9 +300,9 @@ def training_packing(settings: PretrainingSettings, per_replica_batch: int
   rows = row_packing.static_rows(counts, per_replica_batch, settings.max_seq_length)
   if rows % settings.cpu_towers:
     raise loop.TrainingError(
-        f"--packing=static fitted {rows} rows per replica batch to {first}; --cpu_towers="
-        f"{settings.cpu_towers} needs a multiple of it (choose --train_batch_size or "
-        "--cpu_towers to fit)")
+        f"--cpu_towers={settings.cpu_towers} splits a batch's rows into equal towers, but "
+        f"--packing=static fitted {rows} rows per replica batch to {first}: choose a "
+        "--train_batch_size or --cpu_towers for which they divide")
   logging.info("  Packed rows (static): %d rows of %d per replica batch, about %d instances "
                "on average (fitted to %s), %d masked-LM slots per row", rows,
                settings.max_seq_length, per_replica_batch, first,

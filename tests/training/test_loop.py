@@ -309,7 +309,7 @@ def test_cpu_towers_need_a_static_divisible_training_batch(batch):
                          optimization.create_optimizer("adamw", 1e-3, 10, 0), pretraining.TASK,
                          8, towers=3)
   with pytest.raises(loop.TrainingError, match=r"--cpu_towers=3 splits each replica's training "
-                     r"batch into that many equal towers, but its batches have 8 rows"):
+                     r"batch into that many equal towers, but its batches have first axes of 8"):
     trainer._tower_batches(batch, training=True)
   # Evaluation batches the towers do not divide are computed as one.
   assert trainer._tower_batches(batch, training=False) == [batch]
@@ -358,3 +358,31 @@ def test_use_cpu_towers_sets_the_threads_before_tensorflow_starts(caplog):
   assert (tf.config.threading.get_intra_op_parallelism_threads(),
           tf.config.threading.get_inter_op_parallelism_threads()) == before
   assert loop.use_cpu_towers(1)
+
+
+def test_cpu_towers_split_static_packed_rows_into_aligned_halves(tmp_path):
+  # Static packed rows carry per-row tensors [rows, ...] and per-slot ones [rows * K, ...]
+  # (row-major): each is halved along its own first axis, and the towers' losses and sums add
+  # up to the whole batch's.
+  from bert_tf import row_packing  # pylint: disable=g-import-not-at-top
+  data = make_records(str(tmp_path / "train.tfrecord"), num_examples=32)
+  batch = next(iter(input_pipeline.pretraining_dataset(
+      data, SEQ, PREDS, 16, is_training=True, seed=1, shuffle_buffer_size=1,
+      packing=input_pipeline.Packing(row_packing.STATIC, rows=4))))
+  model = build_pretraining_model(tiny_config(), prune_last_layer=True, packed=True)
+  optimizer = optimization.create_optimizer("adamw", 1e-3, 10, 0)
+  strategy = loop.select_strategy("one_device")
+  one, two = (loop.Trainer(strategy, model, optimizer, pretraining.TASK, 16, towers=towers)
+              for towers in (1, 2))
+  parts = two._tower_batches(batch, training=True)
+  slots = row_packing.MAX_EXAMPLES_PER_ROW
+  for part in parts:
+    assert part["input_word_ids"].shape[0] == 2
+    assert part["next_sentence_labels"].shape[0] == 2 * slots
+  normalizers = pretraining.TASK.normalizers(batch)  # one replica: its sums are the global ones
+  whole_loss, whole_sums = one._tower_loss(batch, normalizers)
+  towers_loss, towers_sums = two._tower_loss(batch, normalizers)
+  assert float(towers_loss) == pytest.approx(float(whole_loss), rel=1e-5)
+  for key, value in whole_sums.items():
+    assert float(towers_sums[key]) == pytest.approx(float(value), rel=1e-5, abs=1e-6), key
+  assert float(whole_sums["examples"]) > 4  # several instances in the four rows
