@@ -274,8 +274,15 @@ def drive(train, evaluate, spec, batch_size):
   return curve, first_call
 
 
-def _set_tf_threads(threads):
+def _set_tf_threads(threads, cpu_towers=1):
+  """TensorFlow's threads: `threads` intra-op and inter-op, or with cpu_towers > 1 those
+  run_pretraining --cpu_towers sets (loop.use_cpu_towers)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  if cpu_towers > 1:
+    from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
+    if not loop.use_cpu_towers(cpu_towers):
+      raise RuntimeError("TensorFlow's threads were set up before the towers'")
+    return tf
   tf.config.threading.set_intra_op_parallelism_threads(threads)
   tf.config.threading.set_inter_op_parallelism_threads(threads)
   return tf
@@ -299,13 +306,7 @@ def _metrics(sums):
 def run_ours(spec):
   """Our model, optimizer, pipeline and Trainer, as pretraining.run_pretraining builds them."""
   towers = spec.get("cpu_towers", 1)
-  if towers > 1:
-    from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
-    if not loop.use_cpu_towers(towers):
-      raise RuntimeError("TensorFlow's threads were set up before the towers'")
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  else:
-    tf = _set_tf_threads(spec["threads"])
+  tf = _set_tf_threads(spec["threads"], towers)
   import keras  # pylint: disable=g-import-not-at-top
   from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
   from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top

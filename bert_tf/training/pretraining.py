@@ -158,10 +158,6 @@ class PretrainingSettings:
                       f"replicas ({num_replicas}) x --gradient_accumulation_steps "
                       f"({self.gradient_accumulation_steps}) x --cpu_towers "
                       f"({self.cpu_towers})")
-    if self.cpu_towers > 1 and str(self.packing).strip().lower() == row_packing.EXACT:
-      problems.append(f"--cpu_towers={self.cpu_towers} needs training batches of a fixed "
-                      "number of rows: --packing=exact changes it from step to step (use "
-                      "--packing=static)")
     if ((self.do_eval or self.eval_every_n_steps) and self.eval_batch_size > 0
         and self.eval_batch_size % num_replicas):
       problems.append(f"--eval_batch_size={self.eval_batch_size} must be a multiple of the "
@@ -171,7 +167,11 @@ class PretrainingSettings:
     if not (self.do_train or self.do_eval):
       problems.append("at least one of --do_train or --do_eval must be True")
     try:
-      row_packing.check_mode(self.packing)
+      mode = row_packing.check_mode(self.packing)
+      if self.cpu_towers > 1 and mode == row_packing.EXACT:
+        problems.append(f"--cpu_towers={self.cpu_towers} needs training batches of a fixed "
+                        "number of rows: --packing=exact changes it from step to step (use "
+                        "--packing=static)")
     except row_packing.PackingError as e:
       problems.append(str(e))
     if problems:
