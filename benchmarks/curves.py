@@ -11,6 +11,8 @@ to drop it (it has no time), which makes a system whose seeds sometimes stall on
 as fast as its lucky seeds.
 """
 
+import math
+import random
 import re
 import statistics
 
@@ -186,6 +188,33 @@ def goal_rows(peer_runs, ours_runs, bound):
           plateau=is_final and not stalled and abs(middle - final) <= 0.01 * abs(final),
           ours_at_first=times[1] is not None and abs(times[1] - ours[0]["seconds"] / 60) < 1e-9))
   return rows
+
+
+def ratio_spread(peer_runs, ours_runs, bound, resamples=1000, seed=0):
+  """How much the goal ratios owe to which seeds ran: goal_rows again on `resamples` resamples of
+  each system's runs (drawn with replacement, as many as ran, the target recomputed from the
+  resampled peer), a bootstrap over seeds. Returns {target name: (5th percentile of its ratio,
+  95th percentile, share of the resamples in which it is met)}; a resample whose median curve of
+  ours never reaches the target counts as an infinite ratio, not met. Seeded, so a table prints
+  the same twice. With three to five seeds a resample holds only seeds that ran, so this
+  understates the spread a new set of seeds would show: a reading of the noise, not a test."""
+  rng = random.Random(seed)
+  ratios = {}
+  for _ in range(resamples):
+    peer = [rng.choice(peer_runs) for _ in peer_runs]
+    ours = [rng.choice(ours_runs) for _ in ours_runs]
+    for row in goal_rows(peer, ours, bound):
+      ratios.setdefault(row["target"], []).append(
+          math.inf if row["ratio"] is None else row["ratio"])
+  return {name: (_percentile(values, 5), _percentile(values, 95),
+                 sum(r <= bound for r in values) / len(values))
+          for name, values in ratios.items()}
+
+
+def _percentile(values, percent):
+  """The nearest-rank percentile of values (infinite values allowed)."""
+  ordered = sorted(values)
+  return ordered[min(len(ordered) - 1, max(0, math.ceil(percent / 100 * len(ordered)) - 1))]
 
 
 def _seeds_reaching(runs, target, key, lower):

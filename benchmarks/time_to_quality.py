@@ -593,12 +593,13 @@ def report_goals(by_system, ours="ours"):
         "own (where the median curves over seeds reach it, interpolated between evaluations; "
         "a seed that never reaches it counts as later than every seed that does):\n")
   print("| peer | target | value | peer's minutes to it | ours' minutes to it | ratio | goal | "
-        "verdict | seeds reaching it (peer, ours) |")
-  print("| --- | --- | --: | --: | --: | --: | --: | --- | --- |")
+        "verdict | seeds reaching it (peer, ours) | ratio over seed resamples: 5-95%, met in |")
+  print("| --- | --- | --: | --: | --: | --: | --: | --- | --- | --- |")
   fmt = lambda m: "-" if m is None else f"{m:.2f}"  # pylint: disable=unnecessary-lambda-assignment
   for peer, bound in GOALS:
     if peer not in by_system:
       continue
+    spread = curves.ratio_spread(by_system[peer], by_system[ours], bound)
     for row in curves.goal_rows(by_system[peer], by_system[ours], bound):
       if row["ratio"] is None:
         verdict = "ours did not reach it" if row["ours_minutes"] is None else "-"
@@ -615,7 +616,18 @@ def report_goals(by_system, ours="ours"):
       ratio = "-" if row["ratio"] is None else f"{row['ratio']:.2f}"
       print(f"| {NAMES[peer]} | {row['target']} | {row['value']:.4f} | "
             f"{fmt(row['peer_minutes'])} | {fmt(row['ours_minutes'])} | {ratio} | <= {bound:g} | "
-            f"{verdict} | {row['peer_seeds']}, {row['ours_seeds']} |")
+            f"{verdict} | {row['peer_seeds']}, {row['ours_seeds']} | "
+            f"{_spread_text(spread.get(row['target']))} |")
+
+
+def _spread_text(spread):
+  """curves.ratio_spread's entry for one target as '0.62-0.78, 64%' ('never' for a percentile
+  that falls on resamples in which ours' median curve never reached the target)."""
+  if spread is None:
+    return "-"
+  low, high, met = spread
+  low, high = ("never" if math.isinf(r) else f"{r:.2f}" for r in (low, high))
+  return f"{low}-{high}, {met:.0%}"
 
 
 def joined_results(paths):

@@ -178,8 +178,10 @@ def define_bias_correction_flag(flag_values=FLAGS) -> None:
       "Adam's bias correction in --optimizer=adamw (the original has none; Model Garden's, "
       "Keras' and torch's AdamW have it). Without it the early steps are larger at the same "
       "--learning_rate: 6.5x at step 10, 3.2x at step 100, 1.26x at step 1,000. Set it to use "
-      "a learning rate tuned in those frameworks (benchmarks/README.md, time to quality: its "
-      "effect on pretraining from scratch there is unsettled). LAMB always corrects.",
+      "a learning rate tuned in those frameworks, and to pretrain from scratch with a warmup "
+      "shorter than about a thousand steps, where the original's larger early steps can keep "
+      "the model on the commonest token (README: Learning rates across frameworks). LAMB "
+      "always corrects.",
       flag_values=flag_values)
 
 

@@ -2,6 +2,7 @@
 seeds, crossings, the goal rows), on hand-made curves whose answers are worked out below."""
 
 import json
+import math
 import os
 import sys
 
@@ -167,3 +168,40 @@ def test_a_target_every_system_had_at_its_first_evaluation_is_flagged():
   # Losses: lower is better; the peer's median starts at 7.0, ours at 6.9.
   assert curves.reached_at_first_evaluation(runs, 7.0, "loss", lower_is_better=True)
   assert not curves.reached_at_first_evaluation(runs, 6.95, "loss", lower_is_better=True)
+
+
+def test_ratio_spread_collapses_to_the_ratio_when_every_seed_ran_alike():
+  peer = [PEER[0]] * 3
+  ours = [OURS[0]] * 2
+  rows = {r["target"]: r for r in curves.goal_rows(peer, ours, 0.7)}
+  spread = curves.ratio_spread(peer, ours, 0.7, resamples=50)
+  assert set(spread) == set(rows)
+  for name, row in rows.items():
+    low, high, met = spread[name]
+    assert low == high == pytest.approx(row["ratio"])
+    assert met == (1.0 if row["met"] else 0.0)
+
+
+def test_ratio_spread_matches_the_exact_distribution_over_seed_resamples():
+  # Two seeds each: a resample of two draws (with replacement) is {a, a}, {a, b} or {b, b} with
+  # probabilities 1/4, 1/2, 1/4, so the share of resamples meeting each goal is a weighted sum
+  # over the nine pairs of resamples, worked out here with goal_rows itself.
+  peer, ours = PEER[:2], OURS
+  draws = [((0, 0), 0.25), ((0, 1), 0.5), ((1, 1), 0.25)]
+  exact = {}
+  for peer_draw, peer_p in draws:
+    for ours_draw, ours_p in draws:
+      for row in curves.goal_rows([peer[i] for i in peer_draw], [ours[i] for i in ours_draw],
+                                  0.7):
+        exact[row["target"]] = exact.get(row["target"], 0.0) + peer_p * ours_p * row["met"]
+  assert any(0.0 < share < 1.0 for share in exact.values())  # seeds decide some goals
+  spread = curves.ratio_spread(peer, ours, 0.7, resamples=4000, seed=3)
+  assert {name: met for name, (_, _, met) in spread.items()} == pytest.approx(exact, abs=0.03)
+  assert spread == curves.ratio_spread(peer, ours, 0.7, resamples=4000, seed=3)  # seeded
+
+
+def test_ratio_spread_counts_a_target_ours_never_reaches_as_never_met():
+  slow = [_run([0.06, 0.06, 0.07, 0.08], [7.3, 7.3, 7.2, 7.1])] * 2
+  spread = curves.ratio_spread(PEER[:2], slow, 0.7, resamples=20)
+  low, high, met = spread["final masked-LM accuracy"]
+  assert (low, high, met) == (math.inf, math.inf, 0.0)
