@@ -1,0 +1,15 @@
+"""Knowledge distillation's model-level math: losses between a student's and a teacher's outputs.
+
+  predictions   soft targets on the heads' outputs (classifier, regression, tagger, SQuAD spans,
+                masked LM) mixed with the hard-label loss, and the cosine of hidden states
+  intermediate  hidden states through a learned projection with a layer map, and MiniLM's
+                last-layer attention and value-relation transfer
+  teacher       the checks that a teacher folder can teach a student (vocab, casing, labels,
+                head kind, max_seq_length), from what model/provenance.py records
+
+Every loss is computed in float32 whatever the inputs' dtype, and is returned per example or
+per position with the padding already weighted out: the caller sums it and divides by its
+global batch (or its global count of positions), as the tasks do with training/losses.py.
+The functions take tensors and numbers, never flags, and run inside a tf.function on any
+strategy.
+"""
