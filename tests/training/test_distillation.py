@@ -534,3 +534,62 @@ def test_losses_run_in_a_tf_function_with_dynamic_shapes():
       intermediate.attention_transfer_loss(args[2], args[2], args[3], args[3], INPUT_MASK, N),
       intermediate.value_relation_loss(args[2], args[3], INPUT_MASK, N))):
     np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_distillation_step_of_real_encoders_under_a_strategy():
+  """The intended use: a student and a frozen teacher encoder of other widths and depths on
+  packed rows, every intermediate loss in one replica step of a tf.function; the gradients
+  reach the student's last-layer query, key and value and the projection, never the teacher."""
+  from bert_tf.model import encoder  # pylint: disable=g-import-not-at-top
+  from tests.helpers import tiny_config  # pylint: disable=g-import-not-at-top
+  keras.utils.set_random_seed(3)
+  strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+  with strategy.scope():
+    student = encoder.build_encoder(tiny_config(hidden_size=HS, num_hidden_layers=2,
+                                                num_attention_heads=N), packed=True)
+    teacher = encoder.build_encoder(tiny_config(hidden_size=HT, num_hidden_layers=3,
+                                                num_attention_heads=N), packed=True)
+    layer_map = intermediate.parse_layer_map("uniform", 2, 3)
+    projection = intermediate.HiddenProjection(HT, num_pairs=len(layer_map))
+    projection([tf.zeros([1, 1, HS])] * len(layer_map))
+  rng = _rng(24)
+  inputs = dict(input_word_ids=rng.integers(5, 64, (B, S)).astype(np.int32),
+                input_mask=INPUT_MASK, input_type_ids=np.zeros((B, S), np.int32),
+                input_position_ids=np.array([list(range(7)), [0, 1, 2, 3, 0, 0, 0],
+                                             [0, 1, 2, 0, 1, 0, 0]], np.int32),
+                packed_cls_positions=np.array([[0] + [0] * 7, [0] + [0] * 7,
+                                               [0, 3] + [0] * 6], np.int32))
+
+  def losses_of(batch):
+    s, t = student(batch, training=True), teacher(batch, training=False)
+    sq, sk, sv = intermediate.last_layer_qkv(student.get_layer("layer_1"),
+                                             s["encoder_outputs"][-2])
+    tq, tk, tv = intermediate.last_layer_qkv(teacher.get_layer("layer_2"),
+                                             t["encoder_outputs"][-2])
+    mask = batch["input_mask"]
+    per_position = (
+        intermediate.hidden_state_mse(s["encoder_outputs"], t["encoder_outputs"], layer_map,
+                                      mask, projection)
+        + intermediate.attention_transfer_loss(sq, sk, tq, tk, mask, N)
+        + intermediate.value_relation_loss(sv, tv, mask, N))
+    return tf.reduce_sum(per_position) / tf.reduce_sum(predictions.real_positions(mask))
+
+  watched = (student.get_layer("layer_1").attention.trainable_variables
+             + projection.trainable_variables + teacher.trainable_variables)
+
+  @tf.function
+  def step(batch):
+    def replica(batch):
+      with tf.GradientTape() as tape:
+        loss = losses_of(batch)
+      return loss, tape.gradient(loss, watched)
+    return strategy.run(replica, args=(batch,))
+
+  loss, gradients = step({k: tf.constant(v) for k, v in inputs.items()})
+  np.testing.assert_allclose(loss.numpy(), losses_of(inputs).numpy(), rtol=1e-5)
+  assert loss.numpy() > 0
+  student_side = len(watched) - len(teacher.trainable_variables)
+  for variable, gradient in zip(watched[:student_side], gradients[:student_side]):
+    assert gradient is not None and np.isfinite(gradient.numpy()).all(), variable.path
+    assert np.abs(gradient.numpy()).max() > 0, variable.path
+  assert all(g is None for g in gradients[student_side:])
