@@ -593,3 +593,30 @@ def test_a_distillation_step_of_real_encoders_under_a_strategy():
     assert gradient is not None and np.isfinite(gradient.numpy()).all(), variable.path
     assert np.abs(gradient.numpy()).max() > 0, variable.path
   assert all(g is None for g in gradients[student_side:])
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_projection_and_masks_under_a_mixed_policy(policy):
+  """Under a mixed global policy the projection keeps float32 weights and computes in 16 bits,
+  and the losses built on it stay float32 and close to the float32 policy's."""
+  rng = _rng(25)
+  student, teacher = _states(rng, 2, HS), _states(rng, 2, HT)
+  full = intermediate.HiddenProjection(HT)
+  expected = intermediate.hidden_state_mse(student, teacher, [(2, 2)], INPUT_MASK, full)
+  previous = keras.config.dtype_policy()
+  keras.config.set_dtype_policy(policy)
+  try:
+    mixed = intermediate.HiddenProjection(HT)
+    mixed.build([(None, None, HS)])
+    mixed.set_weights(full.get_weights())
+    assert mixed.kernel.dtype == "float32"
+    assert mixed([student[1]])[0].dtype == mixed.compute_dtype != "float32"
+    got = intermediate.hidden_state_mse(student, teacher, [(2, 2)], INPUT_MASK, mixed)
+    relation = intermediate.value_relation_loss(student[0], teacher[0], INPUT_MASK, N)
+  finally:
+    keras.config.set_dtype_policy(previous)
+  assert got.dtype == relation.dtype == tf.float32
+  np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=3e-2, atol=1e-2)
+  np.testing.assert_allclose(
+      relation.numpy(), intermediate.value_relation_loss(student[0], teacher[0], INPUT_MASK,
+                                                         N).numpy(), rtol=1e-6)

@@ -12,4 +12,14 @@ per position with the padding already weighted out: the caller sums it and divid
 global batch (or its global count of positions), as the tasks do with training/losses.py.
 The functions take tensors and numbers, never flags, and run inside a tf.function on any
 strategy.
+
+A classifier task's replica loss, for example, becomes (weights, denominator as
+tasks/classifier.py has them; teacher_logits from the frozen teacher or its cache):
+
+  per_example = predictions.classifier_loss(outputs["logits"], teacher_logits,
+                                            batch["label_ids"], temperature, alpha)
+  loss = tf.reduce_sum(weights * per_example) / denominator
+
+and the intermediate losses add their per-position sums over the global count of real
+positions, each with its own weight.
 """
