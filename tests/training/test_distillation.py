@@ -620,3 +620,23 @@ def test_projection_and_masks_under_a_mixed_policy(policy):
   np.testing.assert_allclose(
       relation.numpy(), intermediate.value_relation_loss(student[0], teacher[0], INPUT_MASK,
                                                          N).numpy(), rtol=1e-6)
+
+
+def test_rows_of_padding_only_give_zero_losses_and_zero_gradients():
+  """A batch row without a real position (a static packed batch's spare row): nothing counts,
+  nothing is NaN."""
+  rng = _rng(26)
+  mask = np.zeros((2, S), np.int32)
+  hs, ht = tf.Variable(_normal(rng, 2, S, HS)), tf.constant(_normal(rng, 2, S, HT))
+  zero = tf.Variable(tf.zeros([2, S, HS]))
+  with tf.GradientTape() as tape:
+    values = [intermediate.attention_transfer_loss(hs, hs, ht, ht, mask, N),
+              intermediate.value_relation_loss(hs, ht, mask, N),
+              predictions.cosine_loss(zero, hs * 0.0, mask),
+              intermediate.hidden_state_mse([hs], [hs * 2.0], [(1, 1)], mask)]
+    total = tf.add_n([tf.reduce_sum(v) for v in values])
+  for value in values:
+    np.testing.assert_array_equal(value.numpy(), np.zeros((2, S)))
+  for gradient in tape.gradient(total, [hs, zero]):
+    np.testing.assert_array_equal(gradient.numpy(), np.zeros(gradient.shape))
+  np.testing.assert_array_equal(intermediate.mean_per_row(values[0], mask).numpy(), [0.0, 0.0])
