@@ -114,7 +114,7 @@ def classifier_loss(student_logits, teacher_logits, labels, temperature: float, 
 
   Args:
     student_logits: [B, C].
-    teacher_logits: [B, C].
+    teacher_logits: [B, C] (unused when alpha is 1).
     labels: [B] or [B, 1] int label ids (None when alpha is 0: data without labels).
     temperature: T > 0.
     alpha: the hard loss's weight, in [0, 1].
@@ -202,8 +202,6 @@ def span_loss(student_start, student_end, teacher_start, teacher_end, start_posi
 
   Returns:
     float32 [B]; the caller sums its windows and divides by the global batch.
-
-  Size: eleven parameters, the start and end of student, teacher and gold, and the mix.
   """
   alpha = check_alpha(alpha)
   total = 0.0
