@@ -52,6 +52,7 @@ def _run_folder(tmp_path, name, vocab, **info_changes):
 def _student(tmp_path, vocab, **info_changes):
   """The student's record as its run has it before writing (the task_info dict it will write)."""
   folder = str(tmp_path / "student")
+  info_changes.setdefault("vocab_md5", record_schema.vocab_checksum(vocab))
   return teacher_lib.record_of_task_info(_info(**info_changes),
                                          os.path.join(folder, provenance.TASK_INFO_FILE))
 

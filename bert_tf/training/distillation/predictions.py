@@ -26,8 +26,6 @@ Shape legend: B = batch (for SQuAD: windows), C = classes, S = sequence, P = mas
 per example, V = vocab size, H = hidden size.
 """
 
-from typing import Optional
-
 import tensorflow as tf
 
 from bert_tf.training import losses
