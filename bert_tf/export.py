@@ -55,6 +55,13 @@ def define_flags(flag_values=FLAGS) -> None:
                     "Export even when --vocab_file or --do_lower_case contradict what the "
                     "checkpoint or the data (--data_metadata_file) were made with; logged as a "
                     "warning.", **fv)
+  flags.DEFINE_enum("serving_precision", "float32", ["float32", "bfloat16"],
+                    "The matmuls' dtype in the raw-text signatures: float32, or bfloat16 for "
+                    "servers whose CPU has bfloat16 matrix units (AMX, AVX-512 BF16) or a "
+                    "GPU/TPU (the residual stream, LayerNorm and softmax stay float32).", **fv)
+  flags.DEFINE_bool("pack_requests", True,
+                    "Pack a batch's texts several to a row (attention kept within each text; "
+                    "each answer as if alone). --nopack_requests: one text per row.", **fv)
   cli.define_length_flags(flag_values)
   flags.mark_flags_as_required(["checkpoint", "export_dir"], **fv)
 
@@ -65,6 +72,7 @@ def main(argv):
   from bert_tf import io  # pylint: disable=g-import-not-at-top
   from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
   from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
+  from bert_tf.serving import modules  # pylint: disable=g-import-not-at-top
   from bert_tf.serving import saved_model  # pylint: disable=g-import-not-at-top
   f = FLAGS
   if f.bert_config_file:
@@ -89,7 +97,8 @@ def main(argv):
       raise ValueError(f"--data_metadata_file={f.data_metadata_file}: not JSON ({e})") from None
   vocab_file, do_lower_case = _tokenizer(f, config, metadata)
   # One export at a time per export_dir: two would pick the same next version.
-  with io.directory_lock(f.export_dir, "export"):
+  options = modules.InferenceOptions(f.serving_precision, f.pack_requests)
+  with io.directory_lock(f.export_dir, "export"), modules.inference_options(options):
     paths = saved_model.export_serving_models(
         config, weights, vocab_file, f.export_dir, do_lower_case=do_lower_case,
         seq_length=f.seq_length, top_k=f.top_k, version=f.version, model_name=f.model_name,

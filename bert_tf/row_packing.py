@@ -42,6 +42,7 @@ MAX_EXAMPLES_PER_ROW = 8
 _LADDER = tuple(range(1, 17)) + (18, 20, 22, 24, 26, 28, 30, 32, 36, 40, 44, 48, 52, 56, 60,
                                  64, 72, 80, 88, 96, 104, 112, 120, 128, 144, 160, 176, 192,
                                  208, 224, 240, 256)
+LADDER = _LADDER  # public: the serving graph rounds its row counts the same way
 
 
 class PackingError(ValueError):

@@ -16,6 +16,7 @@ Shape legend: B = batch, S = padded sequence length, H = hidden size, L = layers
 per row, K = top_k, V = vocab size.
 """
 
+import contextlib
 import dataclasses
 import json
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
@@ -26,7 +27,9 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.model.encoder import ENCODER_INPUTS
+from bert_tf.model.inference import PRECISIONS, InferenceModel
 from bert_tf.packing import MASK_TOKEN, Packer
+from bert_tf.serving import request_packing
 
 
 _STRINGS = tf.TensorSpec([None], tf.string)
@@ -95,6 +98,48 @@ def call_cut(model: keras.Model, inputs: Mapping[str, tf.Tensor], width_fn, seq_
   return padded
 
 
+# === How the signatures run the model ===
+
+
+@dataclasses.dataclass(frozen=True)
+class InferenceOptions:
+  """How the raw-text signatures run the model (export's --serving_precision and
+  --pack_requests); written to each export's assets/export_info.json.
+
+  precision: the matmuls' dtype (model.inference.PRECISIONS): float32, or bfloat16 for CPUs
+    with bfloat16 matrix units (AMX, AVX-512 BF16) and GPUs/TPUs.
+  pack_requests: pack a batch's examples several to a row (request_packing).
+  """
+  precision: str = "float32"
+  pack_requests: bool = True
+
+  def __post_init__(self):
+    if self.precision not in PRECISIONS:
+      raise ValueError(f"--serving_precision must be one of {', '.join(PRECISIONS)}, got "
+                       f"{self.precision!r}")
+
+  def info(self) -> Dict[str, Any]:
+    return dict(precision=self.precision, pack_requests=bool(self.pack_requests))
+
+
+_OPTIONS: List[InferenceOptions] = [InferenceOptions()]
+
+
+@contextlib.contextmanager
+def inference_options(options: InferenceOptions):
+  """The modules built inside the block run their model as `options` say (like Keras' dtype
+  policy scope: the export commands choose, the export functions keep their arguments)."""
+  _OPTIONS.append(options)
+  try:
+    yield options
+  finally:
+    _OPTIONS.pop()
+
+
+def current_inference_options() -> InferenceOptions:
+  return _OPTIONS[-1]
+
+
 # === TF Hub's Reusable SavedModel API ===
 
 ENCODER_SPEC = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in ENCODER_INPUTS}
@@ -147,13 +192,56 @@ class ReusableModule(tf.Module):
       return {key: tf.cast(value, tf.float32) for key, value in outputs.items()}
     self.make_reusable(model, call, [ENCODER_SPEC])
 
-  def set_inference(self, model: keras.Model) -> None:
-    """self.infer(inputs) = model(inputs, training=False) on the encoder's three int32 inputs
-    of any shape, as one function: every entry point without dropout (each signature, each
-    length bucket, __call__ with training=False) calls it, so saving traces the model once
-    for them instead of once each (tracing is most of an export's time)."""
-    self.infer = tf.function(lambda inputs: model(inputs, training=False),
-                             input_signature=[ENCODER_SPEC], autograph=False)
+  def set_inference(self, model: keras.Model, outputs: Optional[Sequence[str]] = None) -> None:
+    """self.infer(inputs): `model`'s outputs without dropout on the encoder's three int32
+    inputs of any shape, as one function that every entry point without dropout calls (each
+    signature, each length bucket, __call__ with training=False), so saving traces it once.
+
+    It runs model.inference.InferenceModel (the lean graph, in the precision of the current
+    InferenceOptions) with the batch packed into rows when the options say so and the batch
+    has more than one example (request_packing); `outputs` limits what it computes."""
+    options = current_inference_options()
+    self.inference = InferenceModel(model, options.precision, outputs=outputs)
+    fast = self.inference
+
+    def infer(inputs):
+      return run_inference(fast, inputs, options.pack_requests)
+
+    self.infer = tf.function(infer, input_signature=[ENCODER_SPEC], autograph=False)
+
+
+def run_inference(model: InferenceModel, inputs: Mapping[str, tf.Tensor],
+                  pack: bool) -> Dict[str, Any]:
+  """model on inputs [B, S]; with pack, batches of two or more examples are packed into rows
+  (request_packing.call_packed) and per-position logits get CUT_LOGIT at padding, other
+  per-position outputs 0."""
+  if not pack:
+    return model(inputs)
+  fill = {key: CUT_LOGIT for key in model.output_names if key.endswith("logits")}
+  batch = tf.shape(inputs["input_word_ids"])[0]
+  return tf.cond(batch > 1,
+                 lambda: request_packing.call_packed(
+                     model, inputs, model.per_example, fill,
+                     max_width=model.encoder.max_positions,
+                     hidden_size=model.encoder.hidden_size),
+                 lambda: model(inputs))
+
+
+def with_a_position(run, inputs: Mapping[str, tf.Tensor]) -> Dict[str, Any]:
+  """run(inputs) at any width including 0, as call_encoder: one masked padding position is
+  added for the run, per-position outputs are cut back and pooled_output is zero at width 0."""
+  width = tf.shape(inputs["input_word_ids"])[1]
+  padding = [[0, 0], [0, tf.maximum(1 - width, 0)]]
+  outputs = run({key: tf.pad(inputs[key], padding) for key in ENCODER_INPUTS})
+  cut = {}
+  for key, value in outputs.items():
+    if key == "pooled_output":
+      cut[key] = tf.where(width > 0, value, tf.zeros_like(value))
+    elif isinstance(value, (list, tuple)):
+      cut[key] = [layer[:, :width] for layer in value]
+    else:
+      cut[key] = value[:, :width]
+  return cut
 
 
 def _unique(variables) -> list:
@@ -179,6 +267,7 @@ class EncoderModule(ReusableModule):
   def __init__(self, encoder: keras.Model):
     super().__init__(name="bert_encoder")
     self.encoder = encoder
+    self.set_inference(encoder)
     self.make_reusable(encoder, self._call, [ENCODER_SPEC])
     self.serving_default = tf.function(self._serve, input_signature=[ENCODER_SPEC], autograph=False)
 
@@ -189,7 +278,7 @@ class EncoderModule(ReusableModule):
                 encoder_outputs=list(outputs["encoder_outputs"]))
 
   def _serve(self, inputs):
-    outputs = call_encoder(self.encoder, inputs)
+    outputs = with_a_position(self.infer, inputs)
     return dict(pooled_output=outputs["pooled_output"],
                 sequence_output=outputs["sequence_output"],
                 encoder_outputs=tf.stack(outputs["encoder_outputs"], axis=1))
@@ -290,6 +379,7 @@ class TextModule(ReusableModule):
             vocab_file, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER,
             tf.string, tf.lookup.TextFileIndex.WHOLE_LINE),
         default_value="")
+    self.set_inference(encoder, outputs=("sequence_output", "pooled_output"))
     # Traced once and called by serving_default and __call__.
     self._pack_single = tf.function(self._pack, input_signature=[_STRINGS], autograph=False)
     self.serving_default = tf.function(self._serve, input_signature=[_STRINGS], autograph=False)
@@ -307,7 +397,7 @@ class TextModule(ReusableModule):
     return tf.strings.strip(self.id_to_token.lookup(tf.cast(ids, tf.int64)))
 
   def _embed(self, inputs):
-    outputs = call_encoder(self.encoder, inputs)
+    outputs = with_a_position(self.infer, inputs)
     tokens = tf.where(inputs["input_mask"] > 0, self._tokens(inputs["input_word_ids"]), "")
     return dict(pooled_output=outputs["pooled_output"],
                 sequence_output=outputs["sequence_output"],
@@ -561,7 +651,7 @@ def serving_exports(packer: Packer, encoder: keras.Model, pretraining: Optional[
             dict(serving_default=encoder_module.serving_default), encoder_requests),
            ("text", name, text_module, text_module.signature_functions, text_requests)]
   info = dict(seq_length=seq_length, do_lower_case=bool(settings.do_lower_case),
-              top_k=settings.top_k, model_name=name,
+              top_k=settings.top_k, model_name=name, **current_inference_options().info(),
               length_buckets=None if packer.length_buckets is None else list(packer.length_buckets))
   exports = []
   for kind, folder, module, signatures, requests in built:

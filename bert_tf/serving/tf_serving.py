@@ -62,7 +62,8 @@ from bert_tf import length_buckets as length_buckets_lib
 from bert_tf import record_schema
 from bert_tf.config import BertConfig
 from bert_tf.packing import Packer
-from bert_tf.serving.modules import WARMUP_TEXTS, ClassifierModule, Export, text_inputs
+from bert_tf.serving.modules import (WARMUP_TEXTS, ClassifierModule, Export,
+                                     current_inference_options, text_inputs)
 from bert_tf.serving.pretrained import check_seq_length
 
 DEFAULT_SEQ_LENGTH = 128
@@ -94,9 +95,17 @@ def prediction_log(model_name: str, signature_name: str,
 
 def warmup_records(model_name: str, requests: Sequence[tuple]) -> list:
   """The records of assets.extra/tf_serving_warmup_requests: one serialized PredictionLog per
-  (signature name, inputs) request."""
-  return [prediction_log(model_name, signature_name, inputs)
-          for signature_name, inputs in requests]
+  (signature name, inputs) request, each batch of several rows preceded by its first row
+  alone: a lone request runs the unpacked graph and a batch the packed one
+  (modules.run_inference), so both are warm before the first real request."""
+  records = []
+  for signature_name, inputs in requests:
+    rows = min((len(value) for value in inputs.values()), default=0)
+    if rows > 1:
+      records.append(prediction_log(model_name, signature_name,
+                                    {key: value[:1] for key, value in inputs.items()}))
+    records.append(prediction_log(model_name, signature_name, inputs))
+  return records
 
 
 # === Writing ===
@@ -168,7 +177,31 @@ def _save_version(module: tf.Module, signatures: Mapping[str, Any], model_dir: s
       io.write_text(os.path.join(tmp, "assets", name), text)
     if records:
       io.write_records(os.path.join(tmp, "assets.extra", WARMUP_FILE), records)
+    if not replace:  # a TF Serving model (the plain SavedModels are replaced, not served)
+      io.makedirs(os.path.join(tmp, "assets.extra"))
+      io.write_text(os.path.join(tmp, "assets.extra", BATCHING_FILE), BATCHING_PARAMETERS)
   return final
+
+
+# TF Serving's server-side batching (--enable_batching --batching_parameters_file=<this file>):
+# concurrent requests to a model are merged into one batch of at most max_batch_size texts,
+# which the signatures then pack several to a row. The values (each export writes them to
+# assets.extra/batching_parameters.txt; benchmarks/README.md has the measurements):
+# - max_batch_size 32: examples per second grow little past a batch of 32 short texts, while
+#   the batch's latency keeps growing with its size;
+# - batch_timeout_micros 2000: a lone request waits at most 2 ms for company, a fraction of
+#   what answering it costs on a CPU core;
+# - num_batch_threads: batches computed at once; 1 leaves every core to one batch's ops (set
+#   the server's --tensorflow_intra_op_parallelism to the cores), raise it with the cores;
+# - no allowed_batch_sizes: the server would pad a batch with copies of its requests, which
+#   the graph would then compute; packing already bounds the shapes the graph meets.
+BATCHING_FILE = "batching_parameters.txt"
+BATCHING_PARAMETERS = """\
+max_batch_size { value: 32 }
+batch_timeout_micros { value: 2000 }
+num_batch_threads { value: 1 }
+max_enqueued_batches { value: 256 }
+"""
 
 
 def check_version(version: Optional[int]) -> None:
@@ -308,6 +341,7 @@ def export_task_module(make_module: Callable[[Packer], tf.Module], config: BertC
     signatures = module.signature_functions
     info = dict(info, seq_length=int(seq_length), do_lower_case=bool(do_lower_case),
                 model_name=model_name, signatures=sorted(signatures),
+                **current_inference_options().info(),
                 length_buckets=None if buckets is None else list(buckets))
     files = {"bert_config.json": config.to_json_string(),
              "export_info.json": json.dumps(info, indent=2, sort_keys=True) + "\n"}

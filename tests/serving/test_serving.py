@@ -267,7 +267,7 @@ def test_fresh_process_outputs_equal_keras_and_ops_are_servable(exported, tmp_pa
   # 2, 3: embeddings equal the Keras model on the same packing.
   ids, mask, types = (np.array([e[i] for e in expected]) for i in range(3))
   seq, pooled, _ = encoder_reference(ids, mask, types)
-  np.testing.assert_allclose(out["2/sequence_output"], seq, atol=1e-4)
+  assert_real_positions_close(out["2/sequence_output"], seq, mask)
   np.testing.assert_allclose(out["2/pooled_output"], pooled, atol=1e-4)
   np.testing.assert_array_equal(out["2/input_mask"], mask)
   tokens = out["2/tokens"][0]
@@ -276,7 +276,7 @@ def test_fresh_process_outputs_equal_keras_and_ops_are_servable(exported, tmp_pa
   assert tokens[9] == b""
   seq3, pooled3, _ = encoder_reference(out["1/input_word_ids"], out["1/input_mask"],
                                        out["1/input_type_ids"])
-  np.testing.assert_allclose(out["3/sequence_output"], seq3, atol=1e-4)
+  assert_real_positions_close(out["3/sequence_output"], seq3, out["1/input_mask"])
   np.testing.assert_allclose(out["3/pooled_output"], pooled3, atol=1e-4)
 
   # 4: fill_mask.
@@ -318,11 +318,20 @@ def test_fresh_process_outputs_equal_keras_and_ops_are_servable(exported, tmp_pa
   ids, mask, types = (np.array(encoder_inputs[k]) for k in
                       ("input_word_ids", "input_mask", "input_type_ids"))
   seq, pooled, layer0 = encoder_reference(ids, mask, types)
-  np.testing.assert_allclose(out["6/sequence_output"], seq, atol=1e-4)
+  assert_real_positions_close(out["6/sequence_output"], seq, mask)
   np.testing.assert_allclose(out["6/pooled_output"], pooled, atol=1e-4)
   assert out["6/encoder_outputs"].shape == (5, 2, 11, 64)
-  np.testing.assert_allclose(out["6/encoder_outputs"][:, 0], layer0, atol=1e-4)
-  np.testing.assert_allclose(out["6/encoder_outputs"][:, 1], seq, atol=1e-4)
+  assert_real_positions_close(out["6/encoder_outputs"][:, 0], layer0, mask)
+  assert_real_positions_close(out["6/encoder_outputs"][:, 1], seq, mask)
+
+
+def assert_real_positions_close(actual, desired, mask):
+  """The served per-position outputs equal the Keras model's at real positions; a batch of
+  several texts is packed (serving/request_packing.py), so its padding positions are 0."""
+  real = np.asarray(mask) > 0
+  np.testing.assert_allclose(actual[real], desired[real], atol=1e-4)
+  if len(real) > 1:
+    assert np.all(actual[~real] == 0)
 
 
 # === saved_model_cli ===
@@ -407,7 +416,7 @@ def test_warmup_records_are_prediction_logs_the_model_accepts(exported, loaded_t
     loaded = loaded_text if kind == "text" else None
     with open(os.path.join(path, "assets", "export_info.json")) as f:
       signature_names = set(json.load(f)["signatures"])
-    seen = set()
+    seen, batch_sizes = set(), []
     for record in tf.data.TFRecordDataset(os.path.join(path, "assets.extra", tf_serving.WARMUP_FILE)):
       (number, predict_log), = protobuf_fields(record.numpy())
       assert number == 6  # PredictionLog.predict_log
@@ -427,13 +436,16 @@ def test_warmup_records_are_prediction_logs_the_model_accepts(exported, loaded_t
         inputs[entry[1].decode()] = tf.constant(tf.make_ndarray(proto))
       if kind == "encoder":
         assert set(inputs) == {"input_word_ids", "input_mask", "input_type_ids"}
+      rows = {v.shape[0] for v in inputs.values()}
+      assert len(rows) == 1
+      batch_sizes.append(rows.pop())
       if loaded is not None:
         outputs = loaded.signatures[signature_name](**inputs)
-        assert all(v.shape[0] == 2 for v in outputs.values())
-      else:
-        assert all(v.shape[0] == 2 for v in inputs.values())
+        assert all(v.shape[0] == batch_sizes[-1] for v in outputs.values())
       seen.add(signature_name)
     assert seen == signature_names, kind
+    # Each signature is warmed with one text alone (the unpacked graph), then two (packed).
+    assert batch_sizes == [1, 2] * len(signature_names), kind
     if loaded is not None:
       assert seen == set(loaded.signatures)
 
