@@ -29,6 +29,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import config as config_lib
 from bert_tf.model import checkpoints
 from bert_tf.model import provenance
 from bert_tf.model import encoder as encoder_lib
@@ -41,6 +42,19 @@ PRECISIONS = ("float32", "bfloat16")
 
 def _variable(value, dtype, name: str) -> tf.Variable:
   return tf.Variable(tf.cast(value, dtype), trainable=False, name=name)
+
+
+def _activation(hidden_act: str):
+  """The hidden activation as the op that oneDNN fuses into the matmul before it (MatMul,
+  BiasAdd, Gelu: measured free, where a separate erfc GELU cost a sixth of a short text's
+  answer); other activations as layers.get_activation gives them."""
+  function = config_lib.HIDDEN_ACTIVATIONS[hidden_act.lower()].function
+  if function in ("gelu_tanh", "gelu_exact"):
+    approximate = function == "gelu_tanh"
+    return lambda x: tf.nn.gelu(x, approximate=approximate)
+  if function == "relu":
+    return tf.nn.relu
+  return layers.get_activation(hidden_act, training=False)
 
 
 def _block_count(model: keras.Model) -> int:
@@ -68,23 +82,24 @@ class _Block(tf.Module):
     self.heads = attention.num_attention_heads
     self.head_size = attention.head_size
     self.qkv_kernel = _variable(np.concatenate(kernels, axis=1), dtype, "qkv_kernel")
-    self.qkv_bias = _variable(np.concatenate(biases), tf.float32, "qkv_bias")
 
-    def kernel(dense, name):
+    self.qkv_bias = _variable(np.concatenate(biases), dtype, "qkv_bias")
+
+    def weight(variable, name):
       # The Keras variable itself where the dtypes agree (stored once in the SavedModel).
-      return dense.kernel.value if dtype == tf.float32 else _variable(dense.kernel, dtype, name)
+      return variable.value if dtype == tf.float32 else _variable(variable, dtype, name)
 
-    self.output_kernel = kernel(block.attention_output, "output_kernel")
-    self.output_bias = block.attention_output.bias.value
+    self.output_kernel = weight(block.attention_output.kernel, "output_kernel")
+    self.output_bias = weight(block.attention_output.bias, "output_bias")
     self.attention_norm = (block.attention_layer_norm.gamma.value,
                            block.attention_layer_norm.beta.value)
-    self.intermediate_kernel = kernel(block.intermediate, "intermediate_kernel")
-    self.intermediate_bias = block.intermediate.bias.value
-    self.out_kernel = kernel(block.output_dense, "out_kernel")
-    self.out_bias = block.output_dense.bias.value
+    self.intermediate_kernel = weight(block.intermediate.kernel, "intermediate_kernel")
+    self.intermediate_bias = weight(block.intermediate.bias, "intermediate_bias")
+    self.out_kernel = weight(block.output_dense.kernel, "out_kernel")
+    self.out_bias = weight(block.output_dense.bias, "out_bias")
     self.output_norm = (block.output_layer_norm.gamma.value, block.output_layer_norm.beta.value)
     self.epsilon = block.attention_layer_norm.epsilon
-    self.activation = layers.get_activation(block.hidden_act, training=False)
+    self.activation = _activation(block.hidden_act)
 
 
 class InferenceEncoder(tf.Module):
@@ -134,9 +149,14 @@ class InferenceEncoder(tf.Module):
     mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
     return (x - mean) * tf.math.rsqrt(variance + epsilon) * norm[0] + norm[1]
 
-  def _dense(self, x, kernel, bias):
-    """x [M, in] float32 -> x @ kernel + bias [M, out] float32, the matmul in the precision."""
-    return tf.cast(tf.matmul(tf.cast(x, self.compute_dtype), kernel), tf.float32) + bias
+  def _dense(self, x, kernel, bias, activation=None, float32=True):
+    """x [M, in] -> activation(x @ kernel + bias) [M, out], in the precision: MatMul, BiasAdd
+    and the activation in the pattern oneDNN runs as one kernel; cast to float32 unless the
+    next matmul reads it (float32=False)."""
+    y = tf.nn.bias_add(tf.matmul(tf.cast(x, self.compute_dtype), kernel), bias)
+    if activation is not None:
+      y = activation(y)
+    return tf.cast(y, tf.float32) if float32 else y
 
   def _attention_adder(self, input_mask, packed: bool) -> tf.Tensor:
     """0 where a query may see a key, -10000 elsewhere: [B, 1, 1, S], or [B, 1, S, S] for
@@ -153,8 +173,8 @@ class InferenceEncoder(tf.Module):
     """One layer on the residual stream x [B * S, H] float32; with queries [B, Q] (positions)
     only those rows are computed: [B * Q, H] (keys and values still from every position)."""
     heads, size = block.heads, block.head_size
-    qkv = self._dense(x, block.qkv_kernel, block.qkv_bias)  # [B * S, 3H]
-    qkv = tf.reshape(tf.cast(qkv, self.compute_dtype), [rows, seq, 3, heads, size])
+    qkv = self._dense(x, block.qkv_kernel, block.qkv_bias, float32=False)  # [B * S, 3H]
+    qkv = tf.reshape(qkv, [rows, seq, 3, heads, size])
     qkv = tf.transpose(qkv, [2, 0, 3, 1, 4])  # [3, B, N, S, D]
     query = qkv[0]
     if queries is not None:
@@ -170,8 +190,8 @@ class InferenceEncoder(tf.Module):
     context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, heads * size])
     x = self._norm(self._dense(context, block.output_kernel, block.output_bias) + x,
                    block.attention_norm, block.epsilon)
-    hidden = block.activation(self._dense(x, block.intermediate_kernel,
-                                          block.intermediate_bias))
+    hidden = self._dense(x, block.intermediate_kernel, block.intermediate_bias,
+                         block.activation, float32=False)
     return self._norm(self._dense(hidden, block.out_kernel, block.out_bias) + x,
                       block.output_norm, block.epsilon)
 
@@ -217,6 +237,14 @@ class InferenceEncoder(tf.Module):
 
   def _pool(self, first):
     return tf.tanh(tf.matmul(first, self.pooler_kernel) + self.pooler_bias)
+
+
+def supports(model: keras.Model) -> bool:
+  """Whether `model` is one of the model tier's (its encoder layers named as the original's
+  scopes), which InferenceModel can read; other Keras models on the encoder's inputs (a test's
+  hand-made scorer, say) are served as they are."""
+  names = {layer.name for layer in model.layers}
+  return {"word_embeddings", "embeddings", "layer_0"} <= names
 
 
 class InferenceModel(tf.Module):

@@ -27,7 +27,8 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.model.encoder import ENCODER_INPUTS
-from bert_tf.model.inference import PRECISIONS, InferenceModel
+from bert_tf.model import inference
+from bert_tf.model.inference import PRECISIONS
 from bert_tf.packing import MASK_TOKEN, Packer
 from bert_tf.serving import request_packing
 
@@ -201,7 +202,11 @@ class ReusableModule(tf.Module):
     InferenceOptions) with the batch packed into rows when the options say so and the batch
     has more than one example (request_packing); `outputs` limits what it computes."""
     options = current_inference_options()
-    self.inference = InferenceModel(model, options.precision, outputs=outputs)
+    if not inference.supports(model):  # not one of ours: the Keras model as it is
+      self.infer = tf.function(lambda inputs: model(inputs, training=False),
+                               input_signature=[ENCODER_SPEC], autograph=False)
+      return
+    self.inference = inference.InferenceModel(model, options.precision, outputs=outputs)
     fast = self.inference
 
     def infer(inputs):
@@ -210,7 +215,7 @@ class ReusableModule(tf.Module):
     self.infer = tf.function(infer, input_signature=[ENCODER_SPEC], autograph=False)
 
 
-def run_inference(model: InferenceModel, inputs: Mapping[str, tf.Tensor],
+def run_inference(model: inference.InferenceModel, inputs: Mapping[str, tf.Tensor],
                   pack: bool) -> Dict[str, Any]:
   """model on inputs [B, S]; with pack, batches of two or more examples are packed into rows
   (request_packing.call_packed) and per-position logits get CUT_LOGIT at padding, other

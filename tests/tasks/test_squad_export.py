@@ -340,7 +340,8 @@ def test_v2_export_layout_assets_and_warmup(v2_export, loaded_v2):
                       n_best_size=NBEST, max_answer_length=MAX_ANSWER, do_lower_case=True,
                       version_2_with_negative=True, null_score_diff_threshold=threshold,
                       model_name="squad", signatures=["answer", "serving_default"],
-                      length_buckets=[8, 16, 24, 32, 40, 48, 56, 64])  # auto at SEQ 64
+                      length_buckets=[8, 16, 24, 32, 40, 48, 56, 64],  # auto at SEQ 64
+                      precision="float32", pack_requests=True)
   task_info = json.load(open(os.path.join(path, "assets", "task_info.json")))
   assert task_info["null_score_diff_threshold"] == threshold
   # The warm-up records: a PredictionLog per signature, which the model answers.
@@ -360,9 +361,11 @@ def test_v2_export_layout_assets_and_warmup(v2_export, loaded_v2):
       inputs[entry[1].decode()] = tf.constant(tf.make_ndarray(proto))
     assert sorted(inputs) == ["context", "question"]
     out = loaded_v2.signatures[spec[3].decode()](**inputs)
-    assert out["answer"].shape == (2,)
-    seen.append(spec[3].decode())
-  assert sorted(seen) == ["answer", "serving_default"] == sorted(loaded_v2.signatures)
+    assert out["answer"].shape == inputs["question"].shape
+    seen.append((spec[3].decode(), out["answer"].shape[0]))
+  # Each signature warmed with one request alone (unpacked), then two (packed rows).
+  assert sorted(seen) == [("answer", 1), ("answer", 2), ("serving_default", 1),
+                          ("serving_default", 2)]
 
 
 _FRESH = os.path.join(REPO_ROOT, "tests", "serving", "serving_subprocess_check.py")
