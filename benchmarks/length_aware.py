@@ -204,9 +204,10 @@ def synthetic_tags(words, rng):
 def write_records(task, corpora, tokenizer, directory, rng):
   """Writes the task's --examples records with the library's converter; returns (path, max
   length, a description)."""
-  from bert_tf.tasks import classifier_data  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import squad_data  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import tagging_data  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top
+  from bert_tf.tasks.classifier import data as classifier_data
+  from bert_tf.tasks.squad import data as squad_data  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.tagging import data as tagging_data  # pylint: disable=g-import-not-at-top
   path = os.path.join(directory, f"{task}.tf_record")
   n, seq = FLAGS.examples, FLAGS.seq_length
   labels = [str(i) for i in range(FLAGS.num_labels)]
@@ -262,9 +263,10 @@ def write_records(task, corpora, tokenizer, directory, rng):
 def dataset_function(task, path, seq, buckets, grouped, packing=None):
   """input_pipeline's training dataset of the task's records (file order: shuffle buffer 1),
   as a tf.distribute dataset function."""
-  from bert_tf.tasks import classifier_data  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import squad_data  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import tagging_data  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top
+  from bert_tf.tasks.classifier import data as classifier_data
+  from bert_tf.tasks.squad import data as squad_data  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.tagging import data as tagging_data  # pylint: disable=g-import-not-at-top
   from bert_tf.training import input_pipeline  # pylint: disable=g-import-not-at-top
   spec = input_pipeline.parsing_spec(
       {"short": lambda: classifier_data.record_spec(seq),
@@ -348,9 +350,9 @@ def model_config():
 
 def build_ours(task, config, packed=False):
   from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import classifier  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import squad as squad_task  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import tagging  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.classifier import loss as classifier  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.squad import loss as squad_task  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.tagging import loss as tagging  # pylint: disable=g-import-not-at-top
   if task in ("short", "pairs"):
     return (lambda: heads.build_classifier_model(config, FLAGS.num_labels, packed=packed),
             classifier.TASK)

@@ -84,8 +84,8 @@ def parse_threshold(value: str):
 def main(argv):
   del argv
   from absl import logging  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import squad_export  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import squad_run  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.squad import export as squad_export  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.squad import run as squad_run  # pylint: disable=g-import-not-at-top
   from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
   f = FLAGS
   cli.apply_runtime_flags(f)

@@ -1,4 +1,4 @@
-"""The fine-tuning run driver: what run_classifier, run_squad and run_ner do around their task.
+"""The fine-tuning run driver: what every fine-tuning command does around its task.
 
 `run(task, config, settings, strategy, exporter)` runs one fine-tuning run, in this order:
 
@@ -48,7 +48,6 @@ from bert_tf import row_packing
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.model import exporting
-from bert_tf.model import provenance
 from bert_tf.tasks import run_folder
 from bert_tf.tasks import start as start_lib
 from bert_tf.training import input_pipeline
@@ -115,7 +114,7 @@ class FineTuningTask:
 
   Attributes:
     program: the command ("run_classifier"): the run directory's lock names it.
-    head: its head kind (a row of provenance.HEAD_KINDS: CLASSIFIER, TAGGER, SQUAD).
+    head: its head kind (a row of provenance.HEAD_KINDS).
     head_layer: the head's dense layer in the model (whether init_checkpoint loaded it).
     head_name: the head's original variable names, for messages.
     untrained: the end of the refusal to evaluate or predict with a head never trained.
@@ -127,11 +126,13 @@ class FineTuningTask:
       scope); packed: it takes packed rows (--packing).
     loss: inputs -> the loop.Task (loss and metric sums) the model trains with.
     record_spec: (inputs, max_seq_length, is_training) -> the task's record spec, from its
-      data module (classifier_data / squad_data / tagging_data `record_spec`): the driver reads
+      data module (`<task>/data.py`'s `record_spec`): the driver reads
       every batch of the task's records with it (dataset, predict).
     evaluate: (state, result so far) -> result entries; evaluates and predicts, writing the
       task's result and prediction files.
     export_info: (settings, info, result) -> the task_info the export records (default: info).
+    packs_exactly: whether the task's loss on packed rows is its unpacked loss (--packing=auto
+      packs only such tasks; a task whose loss is not, e.g. one normalized per row, says False).
   """
   program: str
   head: str
@@ -145,6 +146,7 @@ class FineTuningTask:
   record_spec: Callable[[TaskInputs, int, bool], input_pipeline.RecordSpec]
   evaluate: Callable[[RunState, Dict[str, Any]], Dict[str, Any]]
   export_info: Optional[Callable[[Any, Dict[str, Any], Dict[str, Any]], Dict[str, Any]]] = None
+  packs_exactly: bool = True
 
 
 # The export a command hands in (model.exporting's convention, shared with run_pretraining):
@@ -198,8 +200,8 @@ def run(task: FineTuningTask, config: BertConfig, settings,
 
 def resolved_packing(task: FineTuningTask, settings):
   """settings with --packing=auto made concrete (row_packing.resolve): exact for the tasks
-  whose packed loss is the unpacked one (all but SQuAD) without XLA, else none; logged."""
-  mode = row_packing.resolve(settings.packing, exact_task=task.head != provenance.SQUAD,
+  whose packed loss is the unpacked one (task.packs_exactly) without XLA, else none; logged."""
+  mode = row_packing.resolve(settings.packing, exact_task=task.packs_exactly,
                              xla=settings.use_tpu or settings.jit_compile)
   if settings.group_by_length and row_packing.check_mode(settings.packing) == row_packing.AUTO:
     mode = row_packing.NONE  # length-grouped batches, asked for, instead

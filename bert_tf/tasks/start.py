@@ -132,8 +132,8 @@ class StartingHead:
 
 
 def starting_head(settings, start: Start, head: str, labels: Optional[List[str]],
-                  how: Optional[str], flag: str, label_file: Optional[str] = None
-                  ) -> StartingHead:
+                  how: Optional[str], flag: str, label_file: Optional[str] = None,
+                  labelled: bool = True) -> StartingHead:
   """Reconciles a run's head and labels with what the checkpoint it starts from records.
 
   Args:
@@ -145,6 +145,8 @@ def starting_head(settings, start: Start, head: str, labels: Optional[List[str]]
       their default order), or None (unknown: they must come from the checkpoint).
     flag: the flag of the labels (--label_list, --labels); its file flag is flag + "_file".
     label_file: the file the labels were read from (flag + "_file"), when they were.
+    labelled: whether the head has labels at all (a span head has none: only its kind is
+      reconciled).
 
   Returns:
     StartingHead: the recorded labels when the recorded head is used (the training file's
@@ -161,7 +163,7 @@ def starting_head(settings, start: Start, head: str, labels: Optional[List[str]]
   recorded, where, source = start.info, start.where, start.source
   recorded_head = start.head
   if recorded_head is None:
-    if how is None and head != provenance.SQUAD:
+    if how is None and labelled:
       raise loop.TrainingError(
           f"no labels: without --do_train, give {either} (every label, in the model's label "
           "id order) or an --init_checkpoint / --output_dir whose task_info.json lists them")
@@ -178,7 +180,7 @@ def starting_head(settings, start: Start, head: str, labels: Optional[List[str]]
     if how is None:
       raise loop.TrainingError(f"no labels for the new {head} head: give {either}")
     return StartingHead(labels, f"{message} (its weights are not loaded)")
-  if head == provenance.SQUAD:
+  if not labelled:
     return StartingHead(labels, None)
   known, trained_with = _recorded_labels(recorded)
   if not known or how is None or labels == trained_with:

@@ -14,13 +14,13 @@ import tensorflow as tf
 
 from bert_tf import row_packing
 from bert_tf.model import checkpoints
-from bert_tf.tasks import classifier_data
-from bert_tf.tasks import classifier_run as cr
+from bert_tf.tasks.classifier import data as classifier_data
+from bert_tf.tasks.classifier import run as cr
 from bert_tf.tasks import fine_tuning
 from bert_tf.tasks import start as start_lib
 from bert_tf.training import input_pipeline
 from bert_tf.training import loop
-from tests.tasks.test_classifier_run import CONFIG, source_settings
+from tests.tasks.classifier.test_run import CONFIG, source_settings
 
 NO_DROPOUT = dataclasses.replace(CONFIG, hidden_dropout_prob=0.0,
                                  attention_probs_dropout_prob=0.0)
@@ -162,8 +162,8 @@ def test_static_packing_trains_the_same_steps(runs):
 @pytest.mark.slow
 def test_exact_packing_tags_as_unpacked(tmp_path):
   """run_ner two epochs (dropout off): the same weights and prediction files packed or not."""
-  from bert_tf.tasks import tagging_run  # pylint: disable=g-import-not-at-top
-  from tests.tasks import test_tagging_run as tr  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.tagging import run as tagging_run  # pylint: disable=g-import-not-at-top
+  from tests.tasks.tagging import test_run as tr  # pylint: disable=g-import-not-at-top
   config = dataclasses.replace(tr.CONFIG, hidden_dropout_prob=0.0,
                                attention_probs_dropout_prob=0.0)
   results = {}
@@ -185,7 +185,7 @@ def test_packed_span_loss_is_the_unpacked_loss_with_padding_masked():
   """SQuAD's softmax over a packed window's own positions equals the unpacked model's softmax
   with the padding positions masked out (not the original's, which includes them)."""
   from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import squad  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.squad import loss as squad  # pylint: disable=g-import-not-at-top
   from tests.model import test_packed_rows as tp  # pylint: disable=g-import-not-at-top
   plain = heads.build_span_model(tp.CONFIG)
   packed = heads.build_span_model(tp.CONFIG, packed=True)
@@ -227,8 +227,8 @@ def test_packed_squad_predictions_equal_unpacked(tmp_path):
   import json  # pylint: disable=g-import-not-at-top
   import keras  # pylint: disable=g-import-not-at-top
   from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import squad_run  # pylint: disable=g-import-not-at-top
-  from tests.tasks import test_squad_run as sq  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.squad import run as squad_run  # pylint: disable=g-import-not-at-top
+  from tests.tasks.squad import test_run as sq  # pylint: disable=g-import-not-at-top
   keras.utils.set_random_seed(3)
   weights = str(tmp_path / "span.keras")  # a span model's weights (random: any will do)
   heads.build_span_model(sq.CONFIG).save(weights)
@@ -243,8 +243,8 @@ def test_packed_squad_predictions_equal_unpacked(tmp_path):
 
 
 def test_auto_packing_is_resolved_per_task_and_device():
-  from bert_tf.tasks import squad_run  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import tagging_run  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.squad import run as squad_run  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.tagging import run as tagging_run  # pylint: disable=g-import-not-at-top
   settings = source_settings("/tmp/unused")
   assert settings.packing == "auto"
   assert fine_tuning.resolved_packing(cr.TASK, settings).packing == "exact"

@@ -374,7 +374,7 @@ def test_training_on_cut_batches_traces_once_and_gives_the_full_length_updates(
   suite's time (each program is a compile of the whole step), the buckets are two, the batches
   not grouped by length (a grouping by other buckets would batch other examples together) and
   the full-length reference is trained without XLA."""
-  from bert_tf.tasks import classifier  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.classifier import loss as classifier  # pylint: disable=g-import-not-at-top
   from bert_tf.training import optimization  # pylint: disable=g-import-not-at-top
   config = helpers.tiny_config(max_position_embeddings=SEQ)
   lengths = _lengths(64, seed=4)

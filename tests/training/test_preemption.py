@@ -357,7 +357,7 @@ def test_sigterm_to_run_classifier_saves_exits_75_and_the_same_command_resumes(t
   """A fine-tuning command takes the signal as run_pretraining does: the step reached is saved
   (no periodic checkpoint before it here), exit 75, and the same command resumes from it to
   the end, evaluates, predicts and exports. (That the resumed weights equal an uninterrupted
-  run's is tested in process: test_classifier_run.py,
+  run's is tested in process: classifier/test_run.py,
   test_an_interrupted_fine_tuning_resumes_to_the_same_weights.) The resumed run, in a user's
   environment, also shows that a whole run prints only its own lines (bert_tf/logs.py)."""
   total = int(360 / 16 * 2)  # the original's count: train examples / batch * epochs
@@ -395,8 +395,8 @@ def test_sigterm_to_run_classifier_saves_exits_75_and_the_same_command_resumes(t
 
 def _run_squad(output_dir):
   """The SQuAD tests' tiny run without dropout: 2 epochs, 50 steps, a checkpoint every 20."""
-  from tests.tasks import test_squad_run  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import squad_run  # pylint: disable=g-import-not-at-top
+  from tests.tasks.squad import test_run as test_squad_run  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.squad import run as squad_run  # pylint: disable=g-import-not-at-top
   config = test_squad_run.CONFIG.replace(hidden_dropout_prob=0.0,
                                          attention_probs_dropout_prob=0.0)
   return squad_run.run_squad(config, test_squad_run.squad_settings(
@@ -405,8 +405,9 @@ def _run_squad(output_dir):
 
 def _run_ner(output_dir):
   """The tagging tests' tiny run without dropout: 1 epoch, 46 steps, a checkpoint every 20."""
-  from tests.tasks import test_tagging_run  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import tagging_run  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top
+  from tests.tasks.tagging import test_run as test_tagging_run
+  from bert_tf.tasks.tagging import run as tagging_run  # pylint: disable=g-import-not-at-top
   config = test_tagging_run.CONFIG.replace(hidden_dropout_prob=0.0,
                                            attention_probs_dropout_prob=0.0)
   return tagging_run.run_ner(config, test_tagging_run.settings(
