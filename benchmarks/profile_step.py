@@ -132,7 +132,7 @@ def pretraining_run(tf):
   import numpy as np  # pylint: disable=g-import-not-at-top
   from bert_tf.config import preset  # pylint: disable=g-import-not-at-top
   from bert_tf.model.heads import build_pretraining_model  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import distribution, loop  # pylint: disable=g-import-not-at-top
   from bert_tf.training import optimization  # pylint: disable=g-import-not-at-top
   from bert_tf.training import pretraining  # pylint: disable=g-import-not-at-top
   config = preset(FLAGS.pretraining_preset)
@@ -140,7 +140,7 @@ def pretraining_run(tf):
   if not 0 < p or s < 4:
     raise ValueError(f"--pretraining_predictions must be positive and "
                      f"--pretraining_seq_length at least 4, got {p} and {s}")
-  strategy = loop.select_strategy("one_device")
+  strategy = distribution.select_strategy("one_device")
   with strategy.scope():
     model = build_pretraining_model(config, prune_last_layer=True)
     optimizer = optimization.create_optimizer("adamw", FLAGS.learning_rate, 10 ** 6, 100)
@@ -179,8 +179,8 @@ def main():
     if FLAGS["profile_systems"].present:
       raise ValueError("--profile_systems names systems of length_aware.py's tasks; "
                        "--profile_task=pretraining profiles our pretraining step only")
-    from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
-    with tempfile.TemporaryDirectory() as directory, loop.dtype_policy(
+    from bert_tf.training import distribution  # pylint: disable=g-import-not-at-top
+    with tempfile.TemporaryDirectory() as directory, distribution.dtype_policy(
         FLAGS.pretraining_mixed_precision):
       run, name = pretraining_run(tf)
       profile(tf, run, name, FLAGS.profile_dir or os.path.join(directory, PRETRAINING))

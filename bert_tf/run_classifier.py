@@ -113,7 +113,7 @@ def main(argv):
   # pylint: disable-next=g-import-not-at-top
   from bert_tf.tasks.classifier import export as classifier_export
   from bert_tf.tasks.classifier import run as classifier_run  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
+  from bert_tf.training.errors import TrainingError  # pylint: disable=g-import-not-at-top
   f = FLAGS
   cli.apply_runtime_flags(f)
   seeds = _numbers("seeds", f.seeds, int)
@@ -125,7 +125,7 @@ def main(argv):
   # waits for its cluster (the replica count's own checks come with the strategy).
   try:
     settings.check(config)
-  except loop.TrainingError as e:
+  except TrainingError as e:
     raise cli.UsageError(str(e)) from None
   strategy = cli.select_strategy_from_flags(f)
 

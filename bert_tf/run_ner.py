@@ -74,7 +74,7 @@ def main(argv):
   from absl import logging  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks.tagging import export as tagging_export  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks.tagging import run as tagging_run  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
+  from bert_tf.training.errors import TrainingError  # pylint: disable=g-import-not-at-top
   f = FLAGS
   cli.apply_runtime_flags(f)
   config = cli.config_from_flags(f)
@@ -83,7 +83,7 @@ def main(argv):
   # waits for its cluster (the replica count's own checks come with the strategy).
   try:
     settings.check(config)
-  except loop.TrainingError as e:
+  except TrainingError as e:
     raise cli.UsageError(str(e)) from None
   strategy = cli.select_strategy_from_flags(f)
   result = tagging_run.run_ner(config, settings, strategy, exporter=tagging_export.EXPORTER)

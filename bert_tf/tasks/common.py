@@ -15,7 +15,7 @@ from absl import logging
 from bert_tf import length_buckets as length_buckets_lib
 from bert_tf import row_packing
 from bert_tf.model import provenance
-from bert_tf.training import loop
+from bert_tf.training import distribution
 from bert_tf.training import optimization
 
 
@@ -81,13 +81,13 @@ class FineTuningSettings:
     fitted = length_buckets_lib.fit_buckets(counts, max(rows, 1), max_seq_length,
                                             multiple=multiple)
     if sum(counts):
-      distribution = length_buckets_lib.batch_longest_distribution(counts, max(rows, 1))
+      longest_shares = length_buckets_lib.batch_longest_distribution(counts, max(rows, 1))
       logging.info("  Length buckets fitted to %s (%d records, batches of %d per replica): "
                    "%s; expected %.1f positions per batch, %.1f with the fixed ladder, %.1f "
                    "at the longest row", records, sum(counts), rows, ",".join(map(str, fitted)),
-                   length_buckets_lib.expected_width(distribution, fitted),
-                   length_buckets_lib.expected_width(distribution, boundaries),
-                   sum(length * p for length, p in enumerate(distribution)))
+                   length_buckets_lib.expected_width(longest_shares, fitted),
+                   length_buckets_lib.expected_width(longest_shares, boundaries),
+                   sum(length * p for length, p in enumerate(longest_shares)))
     return fitted
 
   def grouped(self, max_seq_length: int) -> bool:
@@ -130,9 +130,9 @@ def fine_tuning_problems(settings, num_replicas: int) -> List[str]:
     problems.append(f"--warmup_proportion must be in [0, 1], got {settings.warmup_proportion}")
   if settings.optimizer not in optimization.OPTIMIZER_NAMES:
     problems.append(f"--optimizer must be one of {', '.join(optimization.OPTIMIZER_NAMES)}")
-  if settings.mixed_precision not in loop.MIXED_PRECISION_POLICIES:
+  if settings.mixed_precision not in distribution.MIXED_PRECISION_POLICIES:
     problems.append("--mixed_precision must be one of "
-                    f"{', '.join(loop.MIXED_PRECISION_POLICIES)}")
+                    f"{', '.join(distribution.MIXED_PRECISION_POLICIES)}")
   try:
     packing = row_packing.check_mode(getattr(settings, "packing", row_packing.NONE))
   except row_packing.PackingError as e:

@@ -48,10 +48,11 @@ from bert_tf import row_packing
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.model import exporting
-from bert_tf.tasks import run_folder
 from bert_tf.tasks import start as start_lib
+from bert_tf.training import distribution, evaluation, loop
 from bert_tf.training import input_pipeline
-from bert_tf.training import loop
+from bert_tf.training import run_folder
+from bert_tf.training.errors import TrainingError
 
 TRAIN_RECORDS = "train.tf_record"
 
@@ -170,13 +171,13 @@ def run(task: FineTuningTask, config: BertConfig, settings,
     exported), and the task's entries (its eval results, predictions, labels).
 
   Raises:
-    loop.TrainingError: bad flags or data (naming the flag, the file and line), a tokenizer
+    TrainingError: bad flags or data (naming the flag, the file and line), a tokenizer
       that contradicts the checkpoint, an untrained head, or a non-finite loss.
   """
-  strategy = strategy or loop.select_strategy()
+  strategy = strategy or distribution.select_strategy()
   settings.check(config, strategy.num_replicas_in_sync)
   settings = resolved_packing(task, settings)
-  chief = loop.is_chief(strategy)
+  chief = distribution.is_chief(strategy)
   start = start_lib.find_start(settings)  # "does the run resume?", answered once
   settings = start_lib.resolved_casing(settings, start)  # --do_lower_case by default recorded
   with bad_input_as_training_error():
@@ -189,11 +190,11 @@ def run(task: FineTuningTask, config: BertConfig, settings,
   run_folder.note_training_data(settings, start, inputs.info, list(inputs.train_files))
   if not settings.do_train and start.checkpoint is None:
     # Refused before output_dir is touched (init_fine_tuning refuses the other untrained cases).
-    raise loop.TrainingError(
+    raise TrainingError(
         f"the {task.head_name} was never trained: no --init_checkpoint and no checkpoint in "
         f"--output_dir={settings.output_dir}; {task.untrained}")
   with run_folder.OutputDirRun(config, settings, strategy, chief, task.program) as record_dir:
-    with loop.dtype_policy(settings.mixed_precision):
+    with distribution.dtype_policy(settings.mixed_precision):
       state = RunState(config, settings, strategy, chief, tokenizer, record_dir, inputs, start)
       return _run(task, state, exporter)
 
@@ -224,7 +225,7 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
     records = task.train_records(state, train_path)
     steps = num_train_steps(records.count, settings.train_batch_size, settings.num_train_epochs)
     if steps <= 0:
-      raise loop.TrainingError(
+      raise TrainingError(
           f"{records.count} training {records.unit} / --train_batch_size="
           f"{settings.train_batch_size} x --num_train_epochs={settings.num_train_epochs} is "
           "less than one step; lower the batch size or train more epochs")
@@ -345,7 +346,7 @@ def dataset(task: FineTuningTask, state: RunState, path: str, batch_size: int,
 
 def eval_dataset(task: FineTuningTask, state: RunState, path: str, batch_size: int,
                  num_examples: int):
-  """An iterator (loop.data_iterator) over every record of an eval or predict file, each
+  """An iterator (distribution.data_iterator) over every record of an eval or predict file, each
   exactly once (the last batch padded with weight-0 rows), cut to --length_buckets (packed
   with --packing)."""
   settings = state.settings
@@ -356,20 +357,20 @@ def eval_dataset(task: FineTuningTask, state: RunState, path: str, batch_size: i
                    num_examples=num_examples, length_buckets=boundaries,
                    packing=eval_packing(settings))
 
-  return loop.data_iterator(state.strategy, dataset_fn)
+  return distribution.data_iterator(state.strategy, dataset_fn)
 
 
 def predict(task: FineTuningTask, state: RunState, path: str, batch_size: int,
             num_examples: int, keep: Tuple[str, ...] = (),
             sequence_length: Optional[int] = None) -> Dict[str, np.ndarray]:
   """The trained model's outputs for every record of an eval or predict file, in file order
-  (loop.predict over eval_dataset: every task's eval and predict batches come through here).
+  (evaluation.predict over eval_dataset: every task's eval and predict batches come through here).
 
   Args:
     keep: batch entries returned beside the outputs (e.g. label_ids).
-    sequence_length: pad per-position outputs of cut batches back to it (loop.predict).
+    sequence_length: pad per-position outputs of cut batches back to it (evaluation.predict).
   """
-  return loop.predict(state.trainer, eval_dataset(task, state, path, batch_size, num_examples),
+  return evaluation.predict(state.trainer, eval_dataset(task, state, path, batch_size, num_examples),
                       input_pipeline.eval_steps(num_examples, batch_size), keep=keep,
                       sequence_length=sequence_length)
 
@@ -381,9 +382,9 @@ def bad_input_as_training_error():
   try:
     yield
   except (FileNotFoundError, ValueError) as e:
-    if isinstance(e, loop.TrainingError):
+    if isinstance(e, TrainingError):
       raise
-    raise loop.TrainingError(str(e)) from None
+    raise TrainingError(str(e)) from None
 
 
 # === Weights the run starts from, and training ===
@@ -420,7 +421,7 @@ def init_fine_tuning(run: loop.Run, settings, start: start_lib.Start, head_layer
     head_trained = head.kernel.path in restored
   loop.log_variables(run.model, restored)
   if not settings.do_train and not head_trained:
-    raise loop.TrainingError(
+    raise TrainingError(
         f"the {head_name} was never trained: "
         + (f"--init_checkpoint={settings.init_checkpoint} holds no such head"
            if settings.init_checkpoint else "no --init_checkpoint and no checkpoint in "
@@ -456,7 +457,7 @@ def fine_tune(run: loop.Run, settings, dataset_fn: Callable[..., tf.data.Dataset
       dataset = dataset.padded_batch(settings.gradient_accumulation_steps, drop_remainder=True)
     return dataset
 
-  iterator = loop.resumed_iterator(run.trainer.strategy, update_batches, run.global_step)
+  iterator = distribution.resumed_iterator(run.trainer.strategy, update_batches, run.global_step)
   return loop.train(run.trainer, iterator, run.global_step, run.checkpoint.manager,
                     num_train_steps_, settings.iterations_per_loop,
                     settings.save_checkpoints_steps, settings.output_dir, chief)
@@ -490,7 +491,7 @@ def _scalar_results(result: Mapping[str, Any]) -> Dict[str, float]:
 def _refuse_repeats(flag: str, values: Sequence[Any]) -> None:
   repeated = sorted({str(v) for v in values if list(values).count(v) > 1})
   if repeated:
-    raise loop.TrainingError(f"{flag} repeats {', '.join(repeated)}: each run needs its own "
+    raise TrainingError(f"{flag} repeats {', '.join(repeated)}: each run needs its own "
                              "folder; give each value once")
 
 
@@ -513,7 +514,7 @@ def _run_point(config, settings, strategy, runner: Runner) -> Dict[str, float]:
       return {k: float(v) for k, v in done["results"].items()}
     logging.info("%s finished earlier with other settings: run again", settings.output_dir)
   results = _scalar_results(runner(config, settings, strategy))
-  if strategy is None or loop.is_chief(strategy):
+  if strategy is None or distribution.is_chief(strategy):
     io.makedirs(settings.output_dir)
     io.write_text(path, json.dumps(dict(settings=wanted, results=results), indent=2,
                                    sort_keys=True) + "\n")
@@ -528,9 +529,9 @@ def run_seeds(config: BertConfig, settings, seeds: Sequence[int], runner: Runner
   per-seed values). Returns {"runs": {seed: eval results}, "summary": {metric: (mean, std)}}.
   """
   if not seeds:
-    raise loop.TrainingError("--seeds is empty")
+    raise TrainingError("--seeds is empty")
   if not settings.do_eval:
-    raise loop.TrainingError("--seeds compares dev results: add --do_eval")
+    raise TrainingError("--seeds compares dev results: add --do_eval")
   _refuse_repeats("--seeds", seeds)
   runs = {}
   for seed in seeds:
@@ -573,11 +574,11 @@ def run_sweep(config: BertConfig, settings, runner: Runner,
   best_run.txt.
   """
   if not settings.do_train or not settings.do_eval:
-    raise loop.TrainingError("--sweep trains and compares dev results: it needs --do_train "
+    raise TrainingError("--sweep trains and compares dev results: it needs --do_train "
                              "and --do_eval")
   grid = sweep_grid(learning_rates, epochs, batch_sizes)
   if not grid:
-    raise loop.TrainingError("the sweep grid is empty")
+    raise TrainingError("the sweep grid is empty")
   for flag, values in (("--sweep_learning_rates", learning_rates),
                        ("--sweep_epochs", epochs), ("--sweep_batch_sizes", batch_sizes),
                        ("--seeds", seeds)):

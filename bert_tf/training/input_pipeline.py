@@ -16,11 +16,11 @@ from absl import logging
 import tensorflow as tf
 
 from bert_tf import io
-from bert_tf import logs
 from bert_tf import length_buckets
-from bert_tf.length_buckets import auto_buckets
+from bert_tf import logs
 from bert_tf import record_schema
 from bert_tf import row_packing
+from bert_tf.length_buckets import auto_buckets
 
 COMPRESSION_TYPES = ("", "GZIP")
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -65,7 +65,7 @@ def _prefetched(dataset: tf.data.Dataset) -> tf.data.Dataset:
 
 def autotuning_off(dataset: tf.data.Dataset) -> tf.data.Dataset:
   """`dataset` with tf.data's autotuning model off (see _prefetched). Every pipeline that
-  training, evaluation and prediction read runs so (loop.data_iterator applies it to any
+  training, evaluation and prediction read runs so (distribution.data_iterator applies it to any
   dataset), and so do the short ones that check or count a file: reading a large file or
   thousands of shards lasts long enough for the model's sleep to grow to many seconds."""
   options = tf.data.Options()
@@ -464,7 +464,7 @@ def _parse_batch(serialized, spec, names):
 
 class _PipelineShare(NamedTuple):
   """One input pipeline's part of a run: pipeline `index` of `count` feeds `replicas` replicas
-  a batch of `per_replica_batch` each (from loop.data_iterator's tf.distribute.InputContext)."""
+  a batch of `per_replica_batch` each (from distribution.data_iterator's tf.distribute.InputContext)."""
   count: int
   index: int
   per_replica_batch: int
@@ -501,7 +501,7 @@ def pretraining_dataset(input_files: Union[str, Sequence[str]], max_seq_length: 
   at a time; records are shuffled in a buffer of `shuffle_buffer_size`. Evaluation: files are
   read in order, once (unless `repeat`), without shuffling. Both drop the last partial batch.
 
-  With a `tf.distribute.InputContext` (from `loop.data_iterator`), the batch is the
+  With a `tf.distribute.InputContext` (from `distribution.data_iterator`), the batch is the
   per-replica share of the global `batch_size`, and each input pipeline reads a disjoint part
   of the data: whole files when there are at least as many files as pipelines, otherwise every
   n-th record (which reads all the data in every pipeline).
@@ -1022,7 +1022,7 @@ def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batc
     spec: its parsing features (parsing_spec of the module's record_spec).
     batch_size: the global batch size (the per-replica size without an input_context).
     is_training: training (see above) or eval/predict.
-    input_context: from loop.data_iterator (each input pipeline reads every n-th record;
+    input_context: from distribution.data_iterator (each input pipeline reads every n-th record;
       the batch is the per-replica share of `batch_size`), or None.
     num_examples: the number of records; required for eval/predict (the padding).
     seed: makes the training shuffle deterministic.

@@ -31,10 +31,11 @@ from bert_tf.model import exporting
 from bert_tf.model import provenance
 from bert_tf.model.encoder import PACKED_INPUTS
 from bert_tf.model.heads import PRETRAINING_INPUTS, build_pretraining_model
+from bert_tf.training import distribution, evaluation, loop, run_folder
 from bert_tf.training import input_pipeline
-from bert_tf.training import loop
 from bert_tf.training import losses
 from bert_tf.training import optimization
+from bert_tf.training.errors import TrainingError
 
 DATA_METADATA_FILE = provenance.DATA_METADATA_FILE
 
@@ -61,7 +62,7 @@ class PretrainingSettings:
     save_checkpoints_steps: checkpoint every this many steps (and at the end).
     iterations_per_loop: metrics are logged and summarised every this many steps; a
       tf.function call runs at most this many (fewer when they would outlast
-      loop.stop_check_seconds(), so that a SIGTERM is seen soon).
+      stopping.stop_check_seconds(), so that a SIGTERM is seen soon).
     max_eval_steps: eval batches (the eval data repeats, as in the original).
     eval_every_n_steps: also evaluate (max_eval_steps batches of the eval data, the same
       batches every time) every this many training steps, off the training clock: a log line
@@ -71,7 +72,7 @@ class PretrainingSettings:
     jit_compile: compile the replica step with XLA.
     gradient_accumulation_steps: micro-batches per update (train_batch_size is split).
     cpu_towers: on CPUs, each replica's (micro-)batch runs as this many towers side by side,
-      each op on one thread (loop.Trainer's towers, loop.use_cpu_towers): the same update;
+      each op on one thread (loop.Trainer's towers, distribution.use_cpu_towers): the same update;
       1 (the default) computes it as one batch whose ops split their work over the cores.
     keep_checkpoint_max: checkpoints kept in output_dir.
     dynamic_masking: re-mask every batch on the fly (needs vocab_file).
@@ -149,9 +150,9 @@ class PretrainingSettings:
     if self.optimizer not in optimization.OPTIMIZER_NAMES:
       problems.append(f"--optimizer must be one of {', '.join(optimization.OPTIMIZER_NAMES)}, "
                       f"got {self.optimizer!r}")
-    if self.mixed_precision not in loop.MIXED_PRECISION_POLICIES:
+    if self.mixed_precision not in distribution.MIXED_PRECISION_POLICIES:
       problems.append(f"--mixed_precision must be one of "
-                      f"{', '.join(loop.MIXED_PRECISION_POLICIES)}, got {self.mixed_precision!r}")
+                      f"{', '.join(distribution.MIXED_PRECISION_POLICIES)}, got {self.mixed_precision!r}")
     split = num_replicas * max(1, self.gradient_accumulation_steps) * max(1, self.cpu_towers)
     if self.train_batch_size > 0 and self.train_batch_size % split:
       problems.append(f"--train_batch_size={self.train_batch_size} must be a multiple of "
@@ -175,7 +176,7 @@ class PretrainingSettings:
     except row_packing.PackingError as e:
       problems.append(str(e))
     if problems:
-      raise loop.TrainingError("; ".join(problems))
+      raise TrainingError("; ".join(problems))
 
 # === The task ===
 
@@ -254,7 +255,7 @@ def eval_metrics_from_sums(batch_sums: List[Mapping[str, Any]]) -> Dict[str, flo
   run_pretraining.py:model_fn's metric_fn); `loss` is the mean over batches of the batch loss
   (as the Estimator reports it).
   """
-  total = loop.sum_batches(batch_sums)
+  total = evaluation.sum_batches(batch_sums)
   eps = losses.MASKED_LM_DENOMINATOR_EPSILON
   batch_losses = [float(b["mlm_nll"]) / (float(b["mlm_weight"]) + eps)
                   + float(b["nsp_nll"]) / float(b["examples"]) for b in batch_sums]
@@ -299,7 +300,7 @@ def training_packing(settings: PretrainingSettings, per_replica_batch: int
   counts = input_pipeline.length_counts(first, settings.max_seq_length)
   rows = row_packing.static_rows(counts, per_replica_batch, settings.max_seq_length)
   if rows % settings.cpu_towers:
-    raise loop.TrainingError(
+    raise TrainingError(
         f"--cpu_towers={settings.cpu_towers} splits a batch's rows into equal towers, but "
         f"--packing=static fitted {rows} rows per replica batch to {first}: choose a "
         "--train_batch_size or --cpu_towers for which they divide")
@@ -381,7 +382,7 @@ def _check_data(settings: PretrainingSettings, config: BertConfig, pattern: str,
     return metadata
   except (input_pipeline.InputError, record_schema.MetadataError) as e:
     # Both errors already name the flag and the file.
-    raise loop.TrainingError(str(e)) from None
+    raise TrainingError(str(e)) from None
 
 
 def _check_vocab(settings: PretrainingSettings, metadata: Optional[Mapping[str, Any]],
@@ -406,7 +407,7 @@ def run_pretraining(config: BertConfig, settings: PretrainingSettings,
   Args:
     config: the model config.
     settings: the run (see PretrainingSettings).
-    strategy: a tf.distribute strategy (loop.select_strategy()); None uses the default.
+    strategy: a tf.distribute strategy (distribution.select_strategy()); None uses the default.
     exporter: the export (model.exporting's convention), called by the chief with (model,
       config, settings, the data's metadata, version=step) at the end of training
       (settings.export_at_end) and at every checkpoint (settings.export_every_checkpoint); it
@@ -419,42 +420,42 @@ def run_pretraining(config: BertConfig, settings: PretrainingSettings,
     examples_per_second), the eval results (when evaluated) and export_dir (when exported).
 
   Raises:
-    loop.TrainingError: bad settings or data, an unreadable init_checkpoint, or a non-finite
+    TrainingError: bad settings or data, an unreadable init_checkpoint, or a non-finite
       loss.
   """
-  strategy = strategy or loop.select_strategy()
+  strategy = strategy or distribution.select_strategy()
   settings.check(strategy.num_replicas_in_sync)
-  loop.check_cpu_only(strategy, settings.cpu_towers)
+  distribution.check_cpu_only(strategy, settings.cpu_towers)
   if settings.max_seq_length > config.max_position_embeddings:
-    raise loop.TrainingError(f"--max_seq_length={settings.max_seq_length} is more than the "
+    raise TrainingError(f"--max_seq_length={settings.max_seq_length} is more than the "
                              f"config's max_position_embeddings="
                              f"{config.max_position_embeddings}")
   metadata = _check_data(settings, config, settings.input_file, "input_file")
   if settings.do_eval and settings.eval_input_file:
     _check_data(settings, config, settings.eval_input_file, "eval_input_file")
-  chief = loop.is_chief(strategy)
+  chief = distribution.is_chief(strategy)
   new_folder = chief and not io.exists(settings.output_dir)
   try:
-    with loop.run_directory_lock(settings.output_dir, chief, "run_pretraining"):
+    with run_folder.run_directory_lock(settings.output_dir, chief, "run_pretraining"):
       # Nothing is written to output_dir before a resume is known to fit its checkpoints.
-      loop.check_resume_compatible(settings.output_dir, config, settings)
+      run_folder.check_resume_compatible(settings.output_dir, config, settings)
       before = set(io.listdir(settings.output_dir))
       try:
         return _start(config, settings, strategy, chief, metadata, exporter)
       except BaseException:
         if chief:
-          loop.remove_failed_run_files(settings.output_dir, before)
+          run_folder.remove_failed_run_files(settings.output_dir, before)
         raise
   finally:
     if new_folder:
-      loop.remove_if_empty(settings.output_dir)  # made here, and left empty by a failure
+      run_folder.remove_if_empty(settings.output_dir)  # made here, and left empty by a failure
 
 
 def _start(config, settings, strategy, chief, metadata, exporter):
   """Records the run in output_dir (the chief), then trains and evaluates."""
   io.makedirs(settings.output_dir)
   if chief:
-    loop.record_run(settings.output_dir, config, settings)
+    run_folder.record_run(settings.output_dir, config, settings)
     if metadata is not None:
       # The data's tokenizer (casing, vocab checksum), checked by fine-tuning commands that
       # start from this run's checkpoints.
@@ -467,7 +468,7 @@ def _start(config, settings, strategy, chief, metadata, exporter):
       provenance.record_vocab(settings.output_dir, vocab)
   if settings.seed is not None:
     keras.utils.set_random_seed(settings.seed)
-  with loop.dtype_policy(settings.mixed_precision):
+  with distribution.dtype_policy(settings.mixed_precision):
     return _run(config, settings, strategy, chief, metadata, exporter)
 
 
@@ -510,14 +511,14 @@ def _run(config, settings, strategy, chief, metadata, exporter):
   def evaluate(step, final=False):
     with _naming_corrupt_files(settings.eval_input_file or settings.input_file,
                                "eval_input_file" if settings.eval_input_file else "input_file"):
-      batches = loop.data_iterator(strategy, eval_dataset_fn)
-      evaluations[step] = loop.evaluate(trainer, batches, settings.max_eval_steps, step,
+      batches = distribution.data_iterator(strategy, eval_dataset_fn)
+      evaluations[step] = evaluation.evaluate(trainer, batches, settings.max_eval_steps, step,
                                         settings.output_dir, chief, results_file=final)
     return evaluations[step]
 
   if settings.do_train:
     # Resume by skip: with --seed the resumed run sees the batches an uninterrupted one would.
-    iterator = loop.resumed_iterator(
+    iterator = distribution.resumed_iterator(
         strategy, _train_dataset_fn(settings, masking, strategy.num_replicas_in_sync),
         global_step)
     _log_training(settings, strategy, int(global_step.numpy()))
@@ -536,7 +537,7 @@ def _run(config, settings, strategy, chief, metadata, exporter):
     step = result["global_step"]
     if step in evaluations:
       # The last evaluation during training was of these weights, on the same batches.
-      loop.report_eval_results(evaluations[step], settings.output_dir, chief)
+      evaluation.report_eval_results(evaluations[step], settings.output_dir, chief)
       result.update(evaluations[step])
     else:
       result.update(evaluate(step, final=True))
@@ -570,7 +571,7 @@ def _naming_corrupt_files(pattern: str, flag: str):
     if found is None:
       raise
     path, reason = found
-    raise loop.TrainingError(
+    raise TrainingError(
         f"--{flag}: {path} is corrupt or truncated ({reason}); check it with: python "
         f"data_prep/inspect_records.py {path}") from e
 

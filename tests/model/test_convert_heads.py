@@ -23,13 +23,13 @@ from bert_tf import convert_checkpoint
 from bert_tf import record_schema
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
-from bert_tf.model import provenance
 from bert_tf.model import conversion
 from bert_tf.model import heads
+from bert_tf.model import provenance
 from bert_tf.model.encoder import build_encoder
 from bert_tf.tasks.classifier import run as cr
-from bert_tf.tasks import run_folder
 from bert_tf.tokenization import FullTokenizer
+from bert_tf.training import run_folder
 from tests import helpers
 
 VOCAB = os.path.join(helpers.TEST_DATA, "vocab_uncased.txt")

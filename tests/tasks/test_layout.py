@@ -9,9 +9,9 @@ from tests.helpers import REPO_ROOT
 from tests.test_imports import imports_of
 
 TASKS = os.path.join(REPO_ROOT, "bert_tf", "tasks")
-# The modules every task shares: the driver, its settings, where a run starts, the run folder,
+# The modules every task shares: the driver, its settings, where a run starts,
 # the original's pair truncation.
-GENERIC = ("fine_tuning.py", "common.py", "start.py", "run_folder.py", "pairs.py")
+GENERIC = ("fine_tuning.py", "common.py", "start.py", "pairs.py")
 HEAD_KINDS = re.compile(r"provenance\.(CLASSIFIER|SQUAD|TAGGER|PRETRAINING)\b")
 
 

@@ -14,12 +14,12 @@ import tensorflow as tf
 
 from bert_tf import row_packing
 from bert_tf.model import checkpoints
-from bert_tf.tasks.classifier import data as classifier_data
-from bert_tf.tasks.classifier import run as cr
 from bert_tf.tasks import fine_tuning
 from bert_tf.tasks import start as start_lib
+from bert_tf.tasks.classifier import data as classifier_data
+from bert_tf.tasks.classifier import run as cr
 from bert_tf.training import input_pipeline
-from bert_tf.training import loop
+from bert_tf.training.errors import TrainingError
 from tests.tasks.classifier.test_run import CONFIG, source_settings
 
 NO_DROPOUT = dataclasses.replace(CONFIG, hidden_dropout_prob=0.0,
@@ -110,10 +110,10 @@ def test_static_batches_have_one_shape_and_the_batch_on_average(tmp_path):
 
 def test_packing_flag_checks():
   settings = source_settings("/tmp/unused", packing="tight")
-  with pytest.raises(loop.TrainingError, match="--packing must be one of"):
+  with pytest.raises(TrainingError, match="--packing must be one of"):
     settings.check(CONFIG)
   settings = source_settings("/tmp/unused", packing="exact", group_by_length=True)
-  with pytest.raises(loop.TrainingError, match="--group_by_length does not apply"):
+  with pytest.raises(TrainingError, match="--group_by_length does not apply"):
     settings.check(CONFIG)
 
 

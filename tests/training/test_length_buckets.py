@@ -10,8 +10,8 @@ import tensorflow as tf
 
 from bert_tf import length_buckets
 from bert_tf.model import heads
+from bert_tf.training import evaluation, loop
 from bert_tf.training import input_pipeline
-from bert_tf.training import loop
 from tests import helpers
 
 SEQ = 64
@@ -315,7 +315,7 @@ def _predictions(build_model, path, spec, buckets, batch_size, count, keep=()):
                                          length_buckets=buckets)
 
   iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
-  return loop.predict(trainer, iterator, input_pipeline.eval_steps(count, batch_size),
+  return evaluation.predict(trainer, iterator, input_pipeline.eval_steps(count, batch_size),
                       keep=keep, sequence_length=SEQ)
 
 

@@ -9,6 +9,7 @@ from bert_tf.model import checkpoints
 from bert_tf.model import heads
 from bert_tf.training import input_pipeline
 from bert_tf.training import pretraining
+from bert_tf.training.errors import TrainingError
 from tests import helpers
 
 K = row_packing.MAX_EXAMPLES_PER_ROW
@@ -122,5 +123,5 @@ def test_static_rows_have_one_shape_and_every_prediction(data):
 
 def test_packing_flag_is_checked(data, tmp_path):
   settings = helpers.tiny_settings(data, str(tmp_path), packing="loose")
-  with pytest.raises(pretraining.loop.TrainingError, match="--packing must be one of"):
+  with pytest.raises(TrainingError, match="--packing must be one of"):
     settings.check()

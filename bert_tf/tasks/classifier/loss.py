@@ -30,7 +30,7 @@ import tensorflow as tf
 
 from bert_tf.model.encoder import ENCODER_INPUTS, PACKED_INPUTS
 from bert_tf.tasks.classifier import metrics as classifier_metrics
-from bert_tf.training import loop
+from bert_tf.training import evaluation, loop
 from bert_tf.training import losses
 
 # === The task (classification) ===
@@ -108,7 +108,7 @@ def eval_results(batch_sums: List[Mapping[str, Any]]) -> Dict[str, float]:
   The original's `loss` (the Estimator's) is the mean of the per-batch mean losses; eval_loss
   is the mean over all real examples (tf.metrics.mean with is_real_example weights).
   """
-  total = loop.sum_batches(batch_sums)
+  total = evaluation.sum_batches(batch_sums)
   examples = max(total["examples"], 1.0)
   results = dict(eval_accuracy=total["correct"] / examples, eval_loss=total["nll"] / examples,
                  loss=_mean_of_batch_means(batch_sums, "nll"))
@@ -153,7 +153,7 @@ def regression_eval_sums(outputs, batch):
 
 def regression_eval_results(batch_sums: List[Mapping[str, Any]]) -> Dict[str, float]:
   """eval_loss (MSE over the real examples), loss (mean of batch MSEs) and Pearson's r."""
-  s = loop.sum_batches(batch_sums)
+  s = evaluation.sum_batches(batch_sums)
   return dict(eval_loss=s["squared_error"] / max(s["examples"], 1.0),
               loss=_mean_of_batch_means(batch_sums, "squared_error"),
               eval_pearson=classifier_metrics.pearson_from_sums(s))

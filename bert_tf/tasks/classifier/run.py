@@ -43,14 +43,15 @@ from bert_tf import io
 from bert_tf.config import BertConfig
 from bert_tf.model import heads
 from bert_tf.model import provenance
-from bert_tf.tasks.classifier import loss as classifier
-from bert_tf.tasks.classifier import data as classifier_data
-from bert_tf.tasks.classifier import processors as classifier_processors
 from bert_tf.tasks import common
 from bert_tf.tasks import fine_tuning
 from bert_tf.tasks import start as start_lib
+from bert_tf.tasks.classifier import data as classifier_data
+from bert_tf.tasks.classifier import loss as classifier
+from bert_tf.tasks.classifier import processors as classifier_processors
+from bert_tf.training import evaluation
 from bert_tf.training import input_pipeline
-from bert_tf.training import loop
+from bert_tf.training.errors import TrainingError
 
 GENERIC_TASK = "generic"
 MISMATCHED = "_mismatched"
@@ -102,7 +103,7 @@ class ClassifierSettings(common.FineTuningSettings):
   test_file: Optional[str] = None
 
   def check(self, config: BertConfig, num_replicas: int = 1) -> None:
-    """Raises loop.TrainingError naming every flag with an impossible value."""
+    """Raises TrainingError naming every flag with an impossible value."""
     problems = []
     if self.max_seq_length <= 0:
       problems.append(f"--max_seq_length must be positive, got {self.max_seq_length}")
@@ -127,7 +128,7 @@ class ClassifierSettings(common.FineTuningSettings):
         problems.append(f"--{', --'.join(given)} apply only to --task_name=generic (the "
                         f"{self.task_name} task has fixed files and columns)")
     if problems:
-      raise loop.TrainingError("; ".join(problems))
+      raise TrainingError("; ".join(problems))
 
 
 def make_processor(settings: ClassifierSettings) -> classifier_processors.DataProcessor:
@@ -194,7 +195,7 @@ def _label_list(processor, settings: ClassifierSettings,
       labels, how = processor.get_labels(settings.data_dir), "training"
     except FileNotFoundError as e:
       if settings.do_train:
-        raise loop.TrainingError(f"{e}: without --label_list the labels come from the training "
+        raise TrainingError(f"{e}: without --label_list the labels come from the training "
                                  "file") from None
       how = None  # refused by starting_head, naming the flags that give them
   else:
@@ -251,7 +252,7 @@ def _read_data(processor, settings: ClassifierSettings) -> Dict[str, Any]:
   if settings.do_train:
     data["train"] = processor.get_train_examples(settings.data_dir)
     if not data["train"]:
-      raise loop.TrainingError(f"the {settings.task_name} training set in {settings.data_dir} "
+      raise TrainingError(f"the {settings.task_name} training set in {settings.data_dir} "
                                "has no example")
   if settings.do_eval:
     data["dev"] = _evaluation_sets(processor, settings.data_dir, "dev")
@@ -260,7 +261,7 @@ def _read_data(processor, settings: ClassifierSettings) -> Dict[str, Any]:
   for split in ("dev", "test"):
     for suffix, examples in data[split]:
       if not examples:
-        raise loop.TrainingError(f"the {settings.task_name} {split}{suffix} set in "
+        raise TrainingError(f"the {settings.task_name} {split}{suffix} set in "
                                  f"{settings.data_dir} has no example")
   every = list(data["train"] or []) + [e for _, ex in data["dev"] + data["test"] for e in ex]
   data["pair"] = _is_pair_task(every)
@@ -328,7 +329,7 @@ def _predictions(state: fine_tuning.RunState, examples, name: str, batch_size: i
                            keep=(classifier_data.LABEL_IDS, classifier_data.IS_REAL_EXAMPLE))
   real = out["is_real_example"] > 0
   if int(real.sum()) != len(examples):
-    raise loop.TrainingError(f"{path}: {int(real.sum())} real examples predicted, "
+    raise TrainingError(f"{path}: {int(real.sum())} real examples predicted, "
                              f"expected {len(examples)}")
   return out["logits"][real].astype(np.float32), out["label_ids"][real]
 
@@ -345,7 +346,7 @@ def _evaluate_set(state: fine_tuning.RunState, examples, suffix: str, step: int
   for key in sorted(results):
     logging.info("  %s = %s", key, results[key])
   if state.chief:
-    loop.write_eval_results(io.join(settings.output_dir, f"eval_results{suffix}.txt"),
+    evaluation.write_eval_results(io.join(settings.output_dir, f"eval_results{suffix}.txt"),
                             results)
   return results
 
@@ -407,7 +408,7 @@ def run_classifier(config: BertConfig, settings: ClassifierSettings,
     paths written (test_results, export_dir) and the label list.
 
   Raises:
-    loop.TrainingError: as fine_tuning.run.
+    TrainingError: as fine_tuning.run.
   """
   return fine_tuning.run(TASK, config, settings, strategy, exporter)
 

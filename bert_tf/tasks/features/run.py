@@ -72,15 +72,15 @@ from bert_tf import tokenization
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.model import provenance
-from bert_tf.tasks import run_folder
 from bert_tf.tasks.features.extractor import FeatureExtractor, load_encoder
+from bert_tf.training import run_folder
 from bert_tf.tasks.features.inputs import (InputFeatures, batches, check_input_file,
                                            convert_examples_to_features, count_lines,
                                            prefetched, read_examples)
 from bert_tf.tasks.features.settings import (ExtractFeaturesSettings, FeatureExtractionError,
                                               parse_layers)
 from bert_tf.tasks.features.writers import open_writer
-from bert_tf.training import loop
+from bert_tf.training import distribution, loop
 
 
 # === The run ===
@@ -213,7 +213,7 @@ def extract_features(settings: ExtractFeaturesSettings, config: Optional[BertCon
   logging.info("%d lines in %s; layers %s, pooling %s, %s output%s", total,
                settings.input_file, ",".join(map(str, layers)), settings.pooling, output_format,
                ", packed rows" if settings.packing == row_packing.EXACT else "")
-  with loop.dtype_policy(settings.mixed_precision):
+  with distribution.dtype_policy(settings.mixed_precision):
     with strategy.scope():
       # Packed: only the packed encoder is built (the same weights; one copy in memory).
       encoder = load_encoder(config, settings.init_checkpoint,

@@ -8,7 +8,7 @@ from typing import Optional, Sequence, Tuple, Union
 from bert_tf import length_buckets as length_buckets_lib
 from bert_tf import row_packing
 from bert_tf.model import provenance
-from bert_tf.training import loop
+from bert_tf.training import distribution
 
 
 OUTPUT_FORMATS = ("jsonl", "npz", "tfrecord")
@@ -96,9 +96,9 @@ class ExtractFeaturesSettings:
     if self.packing not in PACKINGS:
       problems.append(f"--packing must be one of {', '.join(PACKINGS)} for extract_features, "
                       f"got {self.packing!r}")
-    if self.mixed_precision not in loop.MIXED_PRECISION_POLICIES:
+    if self.mixed_precision not in distribution.MIXED_PRECISION_POLICIES:
       problems.append(f"--mixed_precision must be one of "
-                      f"{', '.join(loop.MIXED_PRECISION_POLICIES)}, got {self.mixed_precision!r}")
+                      f"{', '.join(distribution.MIXED_PRECISION_POLICIES)}, got {self.mixed_precision!r}")
     if problems:
       raise FeatureExtractionError("; ".join(problems))
 

@@ -23,8 +23,8 @@ from typing import Any, Dict, List, Mapping
 import tensorflow as tf
 
 from bert_tf.model.encoder import ENCODER_INPUTS, PACKED_INPUTS
+from bert_tf.training import evaluation, loop
 from bert_tf.training import input_pipeline
-from bert_tf.training import loop
 from bert_tf.training import losses
 
 
@@ -102,7 +102,7 @@ def eval_sums(outputs, batch):
 
 
 def eval_results(batch_sums: List[Mapping[str, Any]]) -> Dict[str, float]:
-  total = loop.sum_batches(batch_sums)
+  total = evaluation.sum_batches(batch_sums)
   examples = max(total["examples"], 1.0)
   return dict(eval_loss=(total["start_nll"] + total["end_nll"]) / (2.0 * examples),
               eval_start_accuracy=total["start_correct"] / examples,

@@ -46,13 +46,13 @@ from bert_tf.model import heads
 from bert_tf.model import provenance
 from bert_tf.tasks import common
 from bert_tf.tasks import fine_tuning
-from bert_tf.tasks import run_folder
 from bert_tf.tasks import start as start_lib
-from bert_tf.tasks.squad import loss as squad
 from bert_tf.tasks.squad import answers as squad_answers
 from bert_tf.tasks.squad import data as squad_data
+from bert_tf.tasks.squad import loss as squad
 from bert_tf.tasks.squad import metrics as squad_metrics
-from bert_tf.training import loop
+from bert_tf.training import run_folder
+from bert_tf.training.errors import TrainingError
 
 TASK_NAME = "squad"
 PREDICTIONS_FILE = "predictions.json"
@@ -88,7 +88,7 @@ class SquadSettings(common.FineTuningSettings):
   steps_from_features: bool = False
 
   def check(self, config: BertConfig, num_replicas: int = 1) -> None:
-    """Raises loop.TrainingError naming every flag with an impossible value (the original's
+    """Raises TrainingError naming every flag with an impossible value (the original's
     validate_flags_or_throw, plus the additions)."""
     problems = []
     if not self.do_train and not self.do_predict:
@@ -113,7 +113,7 @@ class SquadSettings(common.FineTuningSettings):
       problems.append("--null_score_diff_threshold=auto needs --version_2_with_negative and "
                       "--do_predict (it picks the best threshold on the predict file)")
     if problems:
-      raise loop.TrainingError("; ".join(problems))
+      raise TrainingError("; ".join(problems))
 
 
 def has_answers(articles: List[Dict[str, Any]]) -> bool:
@@ -156,7 +156,7 @@ def _read_data(settings: SquadSettings) -> Dict[str, Any]:
         settings.train_file, is_training=True,
         version_2_with_negative=settings.version_2_with_negative, stats=stats)
     if not train_examples:
-      raise loop.TrainingError(f"--train_file={settings.train_file} has no usable training "
+      raise TrainingError(f"--train_file={settings.train_file} has no usable training "
                                f"question ({stats.get('questions', 0)} read, "
                                f"{stats.get('skipped', 0)} skipped)")
     # The original shuffles the training examples once, with this seed, before conversion.
@@ -168,10 +168,10 @@ def _read_data(settings: SquadSettings) -> Dict[str, Any]:
     data["predict"] = squad_data.examples_from_articles(articles, settings.predict_file,
                                                         is_training=False)
     if not data["predict"]:
-      raise loop.TrainingError(f"--predict_file={settings.predict_file} has no question")
+      raise TrainingError(f"--predict_file={settings.predict_file} has no question")
     data["gold"] = articles if has_answers(articles) else None
     if settings.null_score_diff_threshold is None and data["gold"] is None:
-      raise loop.TrainingError(f"--null_score_diff_threshold=auto: --predict_file="
+      raise TrainingError(f"--null_score_diff_threshold=auto: --predict_file="
                                f"{settings.predict_file} has no answers to pick it with")
   return data
 
@@ -187,7 +187,7 @@ def _train_records(state: fine_tuning.RunState, path: str) -> fine_tuning.Traini
           settings.max_query_length, is_training=True, output_fn=writer.process_feature,
           stats=stats)
   except squad_data.SquadFormatError as e:  # no window at all: nothing to train on
-    raise loop.TrainingError(f"--train_file={settings.train_file}: {e}") from None
+    raise TrainingError(f"--train_file={settings.train_file}: {e}") from None
   num_features = writer.num_features
   _log_stats(stats, "training")
   # The original counts steps from the examples (google-research/bert#662); the flag, windows.
@@ -241,7 +241,7 @@ def predict_logits(state: fine_tuning.RunState, record_file: str, num_features: 
                             keep=(squad_data.UNIQUE_IDS,),
                             sequence_length=settings.max_seq_length)
   if len(out[squad_data.UNIQUE_IDS]) != num_features:
-    raise loop.TrainingError(f"{record_file}: {len(out[squad_data.UNIQUE_IDS])} windows "
+    raise TrainingError(f"{record_file}: {len(out[squad_data.UNIQUE_IDS])} windows "
                              f"predicted, expected {num_features}")
   return out
 
@@ -270,7 +270,7 @@ def _predict(state: fine_tuning.RunState) -> Dict[str, Any]:
       if eval_features else {squad_data.UNIQUE_IDS: np.zeros([0], np.int64)}
   expected = [f.unique_id for f in eval_features]
   if out[squad_data.UNIQUE_IDS].tolist() != expected:
-    raise loop.TrainingError(f"{record_file}: the predicted windows' unique_ids do not match "
+    raise TrainingError(f"{record_file}: the predicted windows' unique_ids do not match "
                              "the converted features")
   results = [squad_answers.RawResult(uid, out["start_logits"][i].tolist(),
                                      out["end_logits"][i].tolist())
@@ -358,7 +358,7 @@ def run_squad(config: BertConfig, settings: SquadSettings,
     predicting on a file with answers), the threshold used, and export_dir.
 
   Raises:
-    loop.TrainingError: as fine_tuning.run.
+    TrainingError: as fine_tuning.run.
   """
   return fine_tuning.run(TASK, config, settings, strategy, exporter)
 

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Mapping
 import tensorflow as tf
 
 from bert_tf.model.encoder import ENCODER_INPUTS, PACKED_INPUTS
-from bert_tf.training import loop
+from bert_tf.training import evaluation, loop
 from bert_tf.training import losses
 
 
@@ -60,7 +60,7 @@ def eval_sums(outputs, batch):
 
 
 def eval_results(batch_sums: List[Mapping[str, Any]]) -> Dict[str, float]:
-  total = loop.sum_batches(batch_sums)
+  total = evaluation.sum_batches(batch_sums)
   weight = max(total["weight"], 1.0)
   return dict(eval_loss=total["nll"] / weight, eval_token_accuracy=total["correct"] / weight)
 

@@ -38,12 +38,13 @@ from bert_tf.model import heads
 from bert_tf.model import provenance
 from bert_tf.tasks import common
 from bert_tf.tasks import fine_tuning
-from bert_tf.tasks import run_folder
 from bert_tf.tasks import start as start_lib
-from bert_tf.tasks.tagging import loss as tagging
 from bert_tf.tasks.tagging import data as tagging_data
+from bert_tf.tasks.tagging import loss as tagging
 from bert_tf.tasks.tagging import metrics as tagging_metrics
-from bert_tf.training import loop
+from bert_tf.training import evaluation
+from bert_tf.training import run_folder
+from bert_tf.training.errors import TrainingError
 
 TASK_NAME = "ner"
 DATA_DIR_FILES = {"train": "train.txt", "eval": "dev.txt", "predict": "test.txt"}
@@ -92,7 +93,7 @@ class NerSettings(common.FineTuningSettings):
     return io.join(self.data_dir, DATA_DIR_FILES[split]) if self.data_dir else None
 
   def check(self, config: BertConfig, num_replicas: int = 1) -> None:
-    """Raises loop.TrainingError naming every flag with an impossible value."""
+    """Raises TrainingError naming every flag with an impossible value."""
     problems = []
     if not (self.do_train or self.do_eval or self.do_predict):
       problems.append("At least one of --do_train, --do_eval or --do_predict must be True.")
@@ -118,7 +119,7 @@ class NerSettings(common.FineTuningSettings):
       problems.append(f"--eval_mode=strict needs the IOB2 or IOBES scheme, not "
                       f"--tag_scheme={self.tag_scheme}")
     if problems:
-      raise loop.TrainingError("; ".join(problems))
+      raise TrainingError("; ".join(problems))
 
 
 def scheme_of(settings: NerSettings, sentences: Sequence[tagging_data.Sentence],
@@ -153,7 +154,7 @@ def _read(settings: NerSettings, start: start_lib.Start,
   else:
     scheme = scheme_of(settings, data["train"] or every, labels)
   if settings.eval_mode == "strict" and scheme not in ("iob2", "iobes"):
-    raise loop.TrainingError(f"--eval_mode=strict needs the IOB2 or IOBES scheme; the tags are "
+    raise TrainingError(f"--eval_mode=strict needs the IOB2 or IOBES scheme; the tags are "
                              f"{scheme} (--tag_scheme)")
   data.update(labels=labels, scheme=scheme)
   info = dict(task_name=TASK_NAME, labels=labels, tag_scheme=scheme,
@@ -252,7 +253,7 @@ def predict_windows(state: fine_tuning.RunState, record_file: str, num_windows: 
   out = fine_tuning.predict(TASK, state, record_file, batch_size, num_windows,
                             sequence_length=state.settings.max_seq_length)
   if len(out["logits"]) != num_windows:
-    raise loop.TrainingError(f"{record_file}: {len(out['logits'])} windows predicted, expected "
+    raise TrainingError(f"{record_file}: {len(out['logits'])} windows predicted, expected "
                              f"{num_windows}")
   return out["logits"]
 
@@ -317,7 +318,7 @@ def _predict_and_score(state: fine_tuning.RunState, sentences, name: str, batch_
     io.write_text(io.join(out_dir, f"{name}_predictions.txt"),
                   tagging_data.format_predictions(sentences, predicted))
     if labelled:
-      loop.write_eval_results(io.join(out_dir, f"{name}_results.txt"), results)
+      evaluation.write_eval_results(io.join(out_dir, f"{name}_results.txt"), results)
       io.write_text(io.join(out_dir, f"{name}_conlleval.txt"), report)
     else:
       run_folder.remove_stale_results(out_dir, [f"{name}_results.txt", f"{name}_conlleval.txt"],
@@ -345,7 +346,7 @@ def run_ner(config: BertConfig, settings: NerSettings,
     and `test` scores (when the file has tags), the predicted tags per split, and export_dir.
 
   Raises:
-    loop.TrainingError: as fine_tuning.run.
+    TrainingError: as fine_tuning.run.
   """
   return fine_tuning.run(TASK, config, settings, strategy, exporter)
 

@@ -7,7 +7,7 @@ import tensorflow as tf
 from bert_tf.model import checkpoints
 from bert_tf.model import heads
 from bert_tf.tasks.classifier import loss as classifier
-from bert_tf.training import loop
+from bert_tf.training import distribution, evaluation, loop, run_folder
 from bert_tf.training import optimization
 from tests.helpers import ODD_CONFIG, random_inputs, random_original_weights, ref_encoder
 
@@ -105,7 +105,7 @@ def test_the_classifier_learns_through_the_generic_loop(tmp_path):
   data = dict(input_word_ids=ids, input_mask=np.ones_like(ids), input_type_ids=np.zeros_like(ids),
               label_ids=labels, is_real_example=np.ones(n, np.int32))
   dataset = tf.data.Dataset.from_tensor_slices(data).repeat().batch(32, drop_remainder=True)
-  strategy = loop.select_strategy("one_device")
+  strategy = distribution.select_strategy("one_device")
   steps = 60
   with strategy.scope():
     model = heads.build_classifier_model(config, num_labels=2)
@@ -113,10 +113,10 @@ def test_the_classifier_learns_through_the_generic_loop(tmp_path):
     optimizer.build(model.trainable_variables)
     step = tf.Variable(0, dtype=tf.int64)
   trainer = loop.Trainer(strategy, model, optimizer, classifier.TASK, train_batch_size=32)
-  state = loop.checkpoint_state(model, optimizer, step, str(tmp_path), True, strategy)
+  state = run_folder.checkpoint_state(model, optimizer, step, str(tmp_path), True, strategy)
   loop.train(trainer, iter(strategy.experimental_distribute_dataset(dataset)), step,
              state.manager, steps, 20, steps, None, True)
   eval_data = tf.data.Dataset.from_tensor_slices(data).batch(64)
-  results = loop.evaluate(trainer, iter(eval_data), 4, steps, str(tmp_path), True)
+  results = evaluation.evaluate(trainer, iter(eval_data), 4, steps, str(tmp_path), True)
   assert results["eval_accuracy"] > 0.9, results
-  assert (tmp_path / loop.EVAL_RESULTS_FILE).exists()
+  assert (tmp_path / evaluation.EVAL_RESULTS_FILE).exists()

@@ -23,14 +23,15 @@ from bert_tf import record_schema
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.model import provenance
-from bert_tf.tasks.classifier import loss as classifier
+from bert_tf.tasks import fine_tuning
 from bert_tf.tasks.classifier import data as cd
 from bert_tf.tasks.classifier import export as classifier_export
+from bert_tf.tasks.classifier import loss as classifier
 from bert_tf.tasks.classifier import run as cr
-from bert_tf.tasks import fine_tuning
-from bert_tf.tasks import run_folder
-from bert_tf.training import loop
 from bert_tf.tokenization import FullTokenizer
+from bert_tf.training import evaluation, loop
+from bert_tf.training import run_folder
+from bert_tf.training.errors import TrainingError
 from tests import helpers
 from tests.helpers import REPO_ROOT, TEST_DATA, random_original_weights, subprocess_env
 
@@ -117,7 +118,7 @@ def test_run_writes_the_originals_files(trained):
   text = open(os.path.join(out, "eval_results.txt")).read()
   keys = [line.split(" = ")[0] for line in text.splitlines()]
   assert keys == sorted(keys) == ["eval_accuracy", "eval_loss", "global_step", "loss"]
-  assert loop.read_eval_results(os.path.join(out, "eval_results.txt"))["global_step"] == 22
+  assert evaluation.read_eval_results(os.path.join(out, "eval_results.txt"))["global_step"] == 22
   # test_results.tsv: probabilities only, one line per test example, rows sum to 1.
   rows = read_tsv(os.path.join(out, "test_results.tsv"))
   assert len(rows) == 60 and all(len(r) == 3 for r in rows)
@@ -236,9 +237,9 @@ def test_an_untrained_head_is_refused(tmp_path):
   values = random_original_weights(CONFIG, np.random.default_rng(0))
   prefix = checkpoints.write_tf1_checkpoint(values, str(tmp_path / "pre" / "bert_model.ckpt"))
   settings = source_settings(tmp_path / "out", do_train=False, init_checkpoint=prefix)
-  with pytest.raises(loop.TrainingError, match="never trained.*1037"):
+  with pytest.raises(TrainingError, match="never trained.*1037"):
     cr.run_classifier(CONFIG, settings)
-  with pytest.raises(loop.TrainingError, match="never trained.*no --init_checkpoint"):
+  with pytest.raises(TrainingError, match="never trained.*no --init_checkpoint"):
     cr.run_classifier(CONFIG, source_settings(tmp_path / "out2", do_train=False))
 
 
@@ -249,7 +250,7 @@ def test_tokenizer_contradicting_the_checkpoint_is_refused(tmp_path, caplog):
       random_original_weights(CONFIG, np.random.default_rng(0)), str(ckpt_dir / "model.ckpt"))
   (ckpt_dir / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False}))
   settings = source_settings(tmp_path / "out", init_checkpoint=prefix)
-  with pytest.raises(loop.TrainingError, match="--do_lower_case=True.*"
+  with pytest.raises(TrainingError, match="--do_lower_case=True.*"
                      "do_lower_case=False.*tokenizer_config.json"):
     cr.run_classifier(CONFIG, settings)
   assert not os.path.exists(tmp_path / "out")  # nothing written
@@ -258,7 +259,7 @@ def test_tokenizer_contradicting_the_checkpoint_is_refused(tmp_path, caplog):
   other = tmp_path / "vocab_other.txt"
   other.write_text(open(VOCAB).read().replace("[unused0]", "[unused_x]", 1))
   shutil.copy(other, ckpt_dir / "vocab.txt")
-  with pytest.raises(loop.TrainingError, match="md5"):
+  with pytest.raises(TrainingError, match="md5"):
     cr.run_classifier(CONFIG, settings)
   # The original's release names decide casing as the original did.
   assert provenance.recorded_tokenizer("x/cased_L-12_H-768_A-12/bert_model.ckpt")[
@@ -545,7 +546,7 @@ from bert_tf.training import loop
 out = sys.argv[2]
 results = {}
 for name, strategy in (("one", tf.distribute.OneDeviceStrategy("/cpu:0")),
-                       ("two", loop.select_strategy("mirrored"))):
+                       ("two", distribution.select_strategy("mirrored"))):
   settings = t.source_settings(os.path.join(out, name), eval_batch_size=6,
                                predict_batch_size=8, train_batch_size=16)
   config = t.CONFIG.replace(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
@@ -640,7 +641,7 @@ def test_the_command_on_a_csv_file(tmp_path, capsys):
           "--max_seq_length=32", "--train_batch_size=8", "--num_train_epochs=1",
           "--do_train", "--do_eval", "--export=false", f"--output_dir={tmp_path / 'out'}"]
   assert run_cli_in_process(run_classifier, argv) == 0
-  results = loop.read_eval_results(str(tmp_path / "out" / "eval_results.txt"))
+  results = evaluation.read_eval_results(str(tmp_path / "out" / "eval_results.txt"))
   assert results["global_step"] == 5  # int(40 / 8 * 1)
   assert run_cli_in_process(run_classifier, argv + ["--seed=1", "--seeds=1,2"]) == 2
   assert "--seed and --seeds" in capsys.readouterr().err
@@ -780,7 +781,7 @@ def test_eval_and_predict_from_a_fine_tuned_checkpoint_use_its_labels(tmp_path):
                              init_checkpoint=prefix)
   for label_list in (("austen", "bible", "linux"), ("linux", "bible", "austen"),
                      ("linux", "austen", "other")):
-    with pytest.raises(loop.TrainingError, match=r"--label_list gives the labels \["
+    with pytest.raises(TrainingError, match=r"--label_list gives the labels \["
                        + ", ".join(label_list) + r"\].*trained with \[linux, austen, bible\]"):
       cr.run_classifier(CONFIG, dataclasses.replace(settings, label_list=label_list))
     assert not os.path.exists(tmp_path / "out")
@@ -818,7 +819,7 @@ def test_a_head_loads_only_as_the_kind_it_was_trained_as(tmp_path):
   prefix, values = fine_tuned_checkpoint(tmp_path / "ner", ["O", "I-LOC", "I-PER"],
                                          task_name="ner", tag_scheme="iob1")
   settings = source_settings(tmp_path / "out", do_train=False, init_checkpoint=prefix)
-  with pytest.raises(loop.TrainingError, match=r"--init_checkpoint=.*holds a tagger head "
+  with pytest.raises(TrainingError, match=r"--init_checkpoint=.*holds a tagger head "
                      r"\(.*task_info.json\), not a classifier's"):
     cr.run_classifier(CONFIG, settings)
   assert not os.path.exists(tmp_path / "out")
@@ -852,7 +853,7 @@ def test_a_failed_run_leaves_nothing_and_evaluation_keeps_the_record(tmp_path, c
   out = tmp_path / "out"
   settings = source_settings(out, do_eval=False, do_predict=False, num_train_epochs=0.05,
                              do_lower_case=False)
-  with pytest.raises(loop.TrainingError, match="cannot read it as a checkpoint"):
+  with pytest.raises(TrainingError, match="cannot read it as a checkpoint"):
     cr.run_classifier(CONFIG, dataclasses.replace(
         settings, do_lower_case=True, init_checkpoint=os.path.join(SOURCE, "train.tsv")))
   assert not os.path.exists(out) or os.listdir(out) == []
@@ -861,7 +862,7 @@ def test_a_failed_run_leaves_nothing_and_evaluation_keeps_the_record(tmp_path, c
   record = {name: (out / name).read_bytes() for name in ("task_info.json", "bert_config.json")}
   assert json.loads(record["task_info.json"])["do_lower_case"] is False
   evaluation = dataclasses.replace(settings, do_train=False, do_eval=True)
-  with pytest.raises(loop.TrainingError, match="do_lower_case=False"):
+  with pytest.raises(TrainingError, match="do_lower_case=False"):
     cr.run_classifier(CONFIG, dataclasses.replace(evaluation, do_lower_case=True))
   allowed = cr.run_classifier(CONFIG, dataclasses.replace(
       evaluation, do_lower_case=True, allow_tokenizer_mismatch=True))
@@ -879,9 +880,9 @@ def test_seeds_and_sweeps_refuse_repeats_and_resume_at_the_first_unfinished_poin
   interruption runs only the unfinished points, a rerun of a finished sweep none."""
   runner, calls = _fake_runner({})
   settings = source_settings(tmp_path / "seeds")
-  with pytest.raises(loop.TrainingError, match="--seeds repeats 1"):
+  with pytest.raises(TrainingError, match="--seeds repeats 1"):
     cr.run_seeds(CONFIG, settings, [1, 2, 1], runner=runner)
-  with pytest.raises(loop.TrainingError, match="--sweep_batch_sizes repeats 16"):
+  with pytest.raises(TrainingError, match="--sweep_batch_sizes repeats 16"):
     cr.run_sweep(CONFIG, settings, batch_sizes=(16, 32, 16), runner=runner)
   assert calls == []
 
@@ -921,7 +922,7 @@ def test_a_resume_on_changed_training_data_is_refused(tmp_path):
   before = {p.name: p.read_bytes() for p in out.iterdir()}
   lines = open(train).read().splitlines()
   (data / "train.tsv").write_text("\n".join(lines[:-1]) + "\n")
-  with pytest.raises(loop.TrainingError, match=r"training data changed.*train\.tsv \(md5"):
+  with pytest.raises(TrainingError, match=r"training data changed.*train\.tsv \(md5"):
     cr.run_classifier(CONFIG, source_settings(out, data_dir=str(data)))
   assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 

@@ -515,8 +515,8 @@ tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfigur
 sys.path.insert(0, sys.argv[1])
 from bert_tf.tasks.features import run as fr
 from bert_tf.tasks.features import settings as fs
-from bert_tf.training import loop
-strategy = loop.select_strategy("mirrored")
+from bert_tf.training import distribution
+strategy = distribution.select_strategy("mirrored")
 assert strategy.num_replicas_in_sync == 2
 input_file, output_prefix, vocab_file, checkpoint = sys.argv[2:6]
 for pooling, packing in (("none", "none"), ("none", "exact"), ("mean", "exact")):

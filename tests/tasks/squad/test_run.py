@@ -24,7 +24,7 @@ from bert_tf.tasks.squad import data as sd
 from bert_tf.tasks.squad import metrics as squad_metrics
 from bert_tf.tasks.squad import run as sr
 from bert_tf.tokenization import FullTokenizer
-from bert_tf.training import loop
+from bert_tf.training.errors import TrainingError
 from tests.helpers import TEST_DATA, random_original_weights
 from tests.tasks.squad import squad_reference as ref
 
@@ -218,7 +218,7 @@ def test_an_untrained_head_is_refused(tmp_path):
   values = random_original_weights(CONFIG, np.random.default_rng(0))
   prefix = checkpoints.write_tf1_checkpoint(values, str(tmp_path / "pre" / "bert_model.ckpt"))
   settings = squad_settings(tmp_path / "out", do_train=False, init_checkpoint=prefix)
-  with pytest.raises(loop.TrainingError, match="SQuAD head.*never trained.*holds no such head"):
+  with pytest.raises(TrainingError, match="SQuAD head.*never trained.*holds no such head"):
     sr.run_squad(CONFIG, settings)
 
 
@@ -234,7 +234,7 @@ def test_an_untrained_head_is_refused(tmp_path):
 ])
 def test_bad_settings_are_refused_before_writing(tmp_path, change, message):
   settings = squad_settings(tmp_path / "out", **change)
-  with pytest.raises(loop.TrainingError, match=message):
+  with pytest.raises(TrainingError, match=message):
     sr.run_squad(CONFIG, settings)
   if "num_train_epochs" not in change:
     assert not os.path.exists(tmp_path / "out")
@@ -244,7 +244,7 @@ def test_a_malformed_predict_file_is_named_and_nothing_is_written(tmp_path):
   bad = tmp_path / "dev.json"
   bad.write_text('{"data": [{"paragraphs": [{"context": "x", "qas": [{"id": "q1"}]}]}]}')
   settings = squad_settings(tmp_path / "out", predict_file=str(bad))
-  with pytest.raises(loop.TrainingError, match=f"{bad}.*'q1'.*no 'question' key"):
+  with pytest.raises(TrainingError, match=f"{bad}.*'q1'.*no 'question' key"):
     sr.run_squad(CONFIG, settings)
   assert not os.path.exists(tmp_path / "out")
 
@@ -338,7 +338,7 @@ def test_a_classifier_head_is_never_used_as_a_span_head(tmp_path):
   (tmp_path / "clf" / "task_info.json").write_text(json.dumps(
       dict(task_name="generic", labels=["neg", "pos"])))
   settings = squad_settings(tmp_path / "out", do_train=False, init_checkpoint=prefix)
-  with pytest.raises(loop.TrainingError, match=r"holds a classifier head .*not a squad's"):
+  with pytest.raises(TrainingError, match=r"holds a classifier head .*not a squad's"):
     sr.run_squad(CONFIG, settings)
   assert not os.path.exists(tmp_path / "out")
 
@@ -359,14 +359,14 @@ def test_a_folder_holding_another_commands_run_is_refused_untouched(tmp_path):
 
   before = contents()
   for do_train in (False, True):
-    with pytest.raises(loop.TrainingError, match=r"holds another command's run \(a classifier "
+    with pytest.raises(TrainingError, match=r"holds another command's run \(a classifier "
                        r"head.*eval_results.txt\): this squad run would write over it"):
       sr.run_squad(CONFIG, squad_settings(folder, do_train=do_train))
     assert contents() == before
   (folder / "ckpt-3.index").write_bytes(b"")
   (folder / "task_info.json").unlink()
   before = contents()
-  with pytest.raises(loop.TrainingError, match="holds checkpoints but no task_info.json"):
+  with pytest.raises(TrainingError, match="holds checkpoints but no task_info.json"):
     sr.run_squad(CONFIG, squad_settings(folder, do_train=False))
   assert contents() == before
 
@@ -409,7 +409,7 @@ def test_a_training_file_without_any_window_is_refused_naming_it(tmp_path):
           {"id": f"q{i}", "question": "What is there?", "answers": [], "is_impossible": True}
           for i in range(3)]}]}]}), encoding="utf-8")
   out = tmp_path / "out"
-  with pytest.raises(loop.TrainingError, match=r"--train_file=.*train\.json: no training window: "
+  with pytest.raises(TrainingError, match=r"--train_file=.*train\.json: no training window: "
                                                "the contexts of all 3 training question"):
     sr.run_squad(CONFIG, squad_settings(out, version=2, train_file=str(train),
                                         do_predict=False))

@@ -17,10 +17,11 @@ from bert_tf.model import checkpoints
 from bert_tf.model import heads
 from bert_tf.tasks import start as start_lib
 from bert_tf.tasks.tagging import data as tagging_data
-from bert_tf.tasks.tagging import metrics as tagging_metrics
 from bert_tf.tasks.tagging import export as tagging_export
+from bert_tf.tasks.tagging import metrics as tagging_metrics
 from bert_tf.tasks.tagging import run as tagging_run
-from bert_tf.training import loop
+from bert_tf.training import evaluation
+from bert_tf.training.errors import TrainingError
 from tests import helpers
 
 VOCAB = os.path.join(helpers.TEST_DATA, "vocab_uncased.txt")
@@ -62,7 +63,7 @@ def test_learns_the_names_and_writes_what_it_scores(trained):
     scores = tagging_metrics.evaluate(gold, predicted)
     assert predicted == result[f"{name}_predictions"]
     assert (out / f"{name}_conlleval.txt").read_text() == tagging_metrics.conlleval_report(scores)
-    written = loop.read_eval_results(str(out / f"{name}_results.txt"))
+    written = evaluation.read_eval_results(str(out / f"{name}_results.txt"))
     assert written[f"{name}_f1"] == pytest.approx(scores["f1"])
     assert written[f"{name}_precision_PER"] == pytest.approx(scores["per_type"]["PER"]["precision"])
     assert written[f"{name}_correct_entities"] == scores["correct_entities"]
@@ -115,24 +116,24 @@ def test_bad_input_stops_before_anything_is_written(tmp_path):
   dev = tmp_path / "dev.txt"
   dev.write_text("Paris I-LOC\n")
   out = tmp_path / "out"
-  with pytest.raises(loop.TrainingError, match=r"dev.txt:1: tag 'I-LOC'.*--labels"):
+  with pytest.raises(TrainingError, match=r"dev.txt:1: tag 'I-LOC'.*--labels"):
     tagging_run.run_ner(CONFIG, settings(out, data_dir=None, train_file=str(train),
                                          eval_file=str(dev), do_train=True, do_eval=True))
   assert not out.exists()
   dev.write_text("Paris\tNNP\tI-LOC\nis O\n")
-  with pytest.raises(loop.TrainingError, match=r"dev.txt:2: 2 columns"):
+  with pytest.raises(TrainingError, match=r"dev.txt:2: 2 columns"):
     tagging_run.run_ner(CONFIG, settings(out, data_dir=None, eval_file=str(dev), do_eval=True,
                                          labels=("O", "I-LOC")))
-  with pytest.raises(loop.TrainingError, match="no labels"):
+  with pytest.raises(TrainingError, match="no labels"):
     tagging_run.run_ner(CONFIG, settings(out, data_dir=None, predict_file=str(train),
                                          do_predict=True))
-  with pytest.raises(loop.TrainingError, match="strict needs the IOB2 or IOBES scheme; the "
+  with pytest.raises(TrainingError, match="strict needs the IOB2 or IOBES scheme; the "
                      "tags are iob1"):
     tagging_run.run_ner(CONFIG, settings(out, data_dir=None, train_file=str(train),
                                          do_train=True, eval_mode="strict"))
-  with pytest.raises(loop.TrainingError, match="--do_eval needs --eval_file or --data_dir"):
+  with pytest.raises(TrainingError, match="--do_eval needs --eval_file or --data_dir"):
     tagging_run.run_ner(CONFIG, settings(out, data_dir=None, do_eval=True))
-  with pytest.raises(loop.TrainingError, match="was never trained"):
+  with pytest.raises(TrainingError, match="was never trained"):
     tagging_run.run_ner(CONFIG, settings(out, data_dir=None, predict_file=str(train),
                                          do_predict=True, labels=("O", "I-PER")))
   assert not out.exists()
@@ -305,7 +306,7 @@ def test_a_classifier_is_never_used_as_a_tagger(tmp_path):
   prefix = _fine_tuned(tmp_path / "clf", ["neg", "pos"], "generic")
   out = tmp_path / "out"
   for labels in ((), ("O", "I-PER")):
-    with pytest.raises(loop.TrainingError, match=r"holds a classifier head .*not a tagger's"):
+    with pytest.raises(TrainingError, match=r"holds a classifier head .*not a tagger's"):
       tagging_run.run_ner(CONFIG, settings(out, do_predict=True, init_checkpoint=prefix,
                                            labels=labels))
   assert not out.exists()
@@ -317,13 +318,13 @@ def test_reordered_labels_of_a_fine_tuned_tagger_are_refused(tmp_path):
   prefix = _fine_tuned(tmp_path / "ner", ["O", "I-LOC", "I-PER"], "ner")
   out = tmp_path / "out"
   for labels in (("O", "I-PER", "I-LOC"), ("O", "I-LOC", "I-PER", "I-ORG")):
-    with pytest.raises(loop.TrainingError, match=r"--labels gives the labels \[" +
+    with pytest.raises(TrainingError, match=r"--labels gives the labels \[" +
                        ", ".join(labels) + r"\], but the model in .*task_info.json was trained "
                        r"with \[O, I-LOC, I-PER\]"):
       tagging_run.run_ner(CONFIG, settings(out, do_eval=True, init_checkpoint=prefix,
                                            labels=labels))
   # Labels read from --labels_file: the messages name that flag and its file.
-  with pytest.raises(loop.TrainingError, match=r"--labels_file=tags.txt gives the labels \[O, "
+  with pytest.raises(TrainingError, match=r"--labels_file=tags.txt gives the labels \[O, "
                      r"I-PER, I-LOC\].*give --labels=O,I-LOC,I-PER or drop --labels_file$"):
     tagging_run.run_ner(CONFIG, settings(out, do_eval=True, init_checkpoint=prefix,
                                          labels=("O", "I-PER", "I-LOC"), labels_file="tags.txt"))
@@ -365,7 +366,7 @@ def test_an_output_that_is_an_input_is_refused(tmp_path):
   (tmp_path / "alias").symlink_to(out)
   for spelling in (f"{out}/./test_predictions.txt", str(tmp_path / "alias" /
                                                         "test_predictions.txt")):
-    with pytest.raises(loop.TrainingError, match=r"--predict_file=.* is test_predictions.txt, "
+    with pytest.raises(TrainingError, match=r"--predict_file=.* is test_predictions.txt, "
                        "an output in --output_dir"):
       tagging_run.run_ner(CONFIG, settings(out, data_dir=None, do_predict=True,
                                            predict_file=spelling, init_checkpoint=prefix))
