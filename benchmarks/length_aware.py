@@ -282,13 +282,13 @@ def dataset_function(task, path, seq, buckets, grouped, packing=None):
 
 
 def packings(path, seq):
-  """{system: input_pipeline.Packing} of the packed systems, as the commands choose them:
+  """{system: packed_rows.Packing} of the packed systems, as the commands choose them:
   exact, and static with row_packing.static_rows fitted to the file."""
   from bert_tf import row_packing  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import input_pipeline  # pylint: disable=g-import-not-at-top
-  rows = row_packing.static_rows(input_pipeline.length_counts(path, seq), FLAGS.batch_size, seq)
-  return {"ours_packed": input_pipeline.Packing(row_packing.EXACT),
-          "ours_static": input_pipeline.Packing(row_packing.STATIC, rows=rows)}
+  from bert_tf.training import bucketing, packed_rows  # pylint: disable=g-import-not-at-top
+  rows = row_packing.static_rows(bucketing.length_counts(path, seq), FLAGS.batch_size, seq)
+  return {"ours_packed": packed_rows.Packing(row_packing.EXACT),
+          "ours_static": packed_rows.Packing(row_packing.STATIC, rows=rows)}
 
 
 def packed_shares(task, path, seq, buckets, packing, num_batches):
@@ -433,12 +433,12 @@ def spread(values, digits=2):
 def training_rows(np, task, config, corpora, tokenizer, directory, peak):
   """The task's table rows: (task, system, examples/s, ratio, goal, real-token GFLOP/s)."""
   from bert_tf import length_buckets  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import input_pipeline  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import bucketing  # pylint: disable=g-import-not-at-top
   rng = random.Random(f"{FLAGS.data_seed}-{task}")
   path, seq, what = write_records(task, corpora, tokenizer, directory, rng)
   buckets = length_buckets.parse(FLAGS.length_buckets, seq)
   # What the commands cut their (ungrouped) training batches to: 'auto' fitted to the file.
-  fitted = (input_pipeline.fitted_buckets(path, seq, FLAGS.batch_size)
+  fitted = (bucketing.fitted_buckets(path, seq, FLAGS.batch_size)
             if FLAGS.length_buckets.strip().lower() == length_buckets.AUTO else buckets)
   print(f"{task}: length buckets {','.join(map(str, fitted))} (file order, fitted), "
         f"{','.join(map(str, buckets))} (grouped)", flush=True)

@@ -187,7 +187,7 @@ def main():
     return
   from bert_tf import length_buckets  # pylint: disable=g-import-not-at-top
   from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import input_pipeline  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import bucketing  # pylint: disable=g-import-not-at-top
   unknown = sorted(set(FLAGS.profile_systems) - set(OURS))
   if unknown:
     raise ValueError(f"--profile_systems: {', '.join(unknown)} not among {', '.join(OURS)}")
@@ -201,7 +201,7 @@ def main():
     path, seq, what = length_aware.write_records(task, corpora, tokenizer, directory, rng)
     print(f"{task}: {what}", flush=True)
     buckets = length_buckets.parse(FLAGS.length_buckets, seq)
-    fitted = input_pipeline.fitted_buckets(path, seq, FLAGS.batch_size)
+    fitted = bucketing.fitted_buckets(path, seq, FLAGS.batch_size)
     settings = types.SimpleNamespace(batch_size=FLAGS.batch_size,
                                      learning_rate=FLAGS.learning_rate)
     systems = length_aware.task_systems(task, path, seq, buckets, {}, settings, fitted)

@@ -311,7 +311,7 @@ def run_ours(spec):
   from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
   from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
   from bert_tf.model.heads import build_pretraining_model  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import input_pipeline  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import input_pipeline, record_files, remasking  # pylint: disable=g-import-not-at-top
   from bert_tf.training import distribution, loop  # pylint: disable=g-import-not-at-top
   from bert_tf.training import optimization  # pylint: disable=g-import-not-at-top
   from bert_tf.training import pretraining  # pylint: disable=g-import-not-at-top
@@ -331,7 +331,7 @@ def run_ours(spec):
   trainer = loop.Trainer(strategy, model, optimizer, pretraining.TASK, batch, towers=towers)
   masking = None
   if system == "ours_dynamic":
-    masking = input_pipeline.DynamicMasking.from_vocab(
+    masking = remasking.DynamicMasking.from_vocab(
         tokenization.load_vocab(spec["vocab_file"]), seed=seed)
 
   def dataset_fn(ctx):
@@ -347,7 +347,7 @@ def run_ours(spec):
       raise RuntimeError(f"{system}: non-finite loss")
 
   batches = _eval_batches(spec)
-  eval_data = input_pipeline.autotuning_off(
+  eval_data = record_files.autotuning_off(
       tf.data.Dataset.from_tensor_slices(_concat(batches)).batch(spec["eval_batch_size"]))
 
   def evaluate():

@@ -74,10 +74,10 @@ class FineTuningSettings:
     if (boundaries is None or grouped
         or (self.length_buckets or "").strip().lower() != length_buckets_lib.AUTO):
       return boundaries
-    from bert_tf.training import input_pipeline  # pylint: disable=g-import-not-at-top
+    from bert_tf.training import bucketing  # pylint: disable=g-import-not-at-top
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     multiple = 8 if tf.config.list_physical_devices("GPU") else 1
-    counts = input_pipeline.length_counts(records, max_seq_length)
+    counts = bucketing.length_counts(records, max_seq_length)
     fitted = length_buckets_lib.fit_buckets(counts, max(rows, 1), max_seq_length,
                                             multiple=multiple)
     if sum(counts):

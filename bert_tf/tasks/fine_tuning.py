@@ -50,7 +50,9 @@ from bert_tf.model import checkpoints
 from bert_tf.model import exporting
 from bert_tf.tasks import start as start_lib
 from bert_tf.training import distribution, evaluation, loop
+from bert_tf.training import bucketing
 from bert_tf.training import input_pipeline
+from bert_tf.training import packed_rows
 from bert_tf.training import run_folder
 from bert_tf.training.errors import TrainingError
 
@@ -285,7 +287,7 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
 
 
 def training_packing(settings, records: str, micro_batch: int
-                     ) -> Optional[input_pipeline.Packing]:
+                     ) -> Optional[packed_rows.Packing]:
   """The packing of the training batches (None: unpacked); static packing's rows per replica
   batch come from the training records' lengths (row_packing.static_rows), logged."""
   mode = row_packing.check_mode(settings.packing)
@@ -298,20 +300,20 @@ def training_packing(settings, records: str, micro_batch: int
                  "row counts %s, widths %s: at most %d batch shapes", micro_batch,
                  ",".join(map(str, ladder)), ",".join(map(str, widths)),
                  len(ladder) * len(widths))
-    return input_pipeline.Packing(mode)
-  counts = input_pipeline.length_counts(records, settings.max_seq_length)
+    return packed_rows.Packing(mode)
+  counts = bucketing.length_counts(records, settings.max_seq_length)
   rows = row_packing.static_rows(counts, micro_batch, settings.max_seq_length)
   logging.info("  Packed rows (static): %d rows of %d per replica batch, about %d examples on "
                "average (fitted to %s)", rows, settings.max_seq_length, micro_batch, records)
-  return input_pipeline.Packing(mode, rows=rows)
+  return packed_rows.Packing(mode, rows=rows)
 
 
-def eval_packing(settings) -> Optional[input_pipeline.Packing]:
+def eval_packing(settings) -> Optional[packed_rows.Packing]:
   """Eval and predict batches are packed exactly (the same examples per batch, so the same
   results) whenever --packing is not none."""
   if row_packing.check_mode(settings.packing) not in (row_packing.EXACT, row_packing.STATIC):
     return None  # none, or auto not resolved by run() (none)
-  return input_pipeline.Packing(row_packing.EXACT)
+  return packed_rows.Packing(row_packing.EXACT)
 
 
 def unpacked_model(model: keras.Model, build: Callable[[], keras.Model],
@@ -433,7 +435,7 @@ def init_fine_tuning(run: loop.Run, settings, start: start_lib.Start, head_layer
 def fine_tune(run: loop.Run, settings, dataset_fn: Callable[..., tf.data.Dataset],
               num_train_steps_: int, chief: bool,
               boundaries: Optional[Sequence[int]],
-              packing: Optional[input_pipeline.Packing] = None) -> Dict[str, float]:
+              packing: Optional[packed_rows.Packing] = None) -> Dict[str, float]:
   """Trains a fine-tuning run to num_train_steps_ (resuming where its checkpoint left off).
 
   dataset_fn(micro_batch, input_context) gives the per-replica training batches of

@@ -14,7 +14,7 @@ from absl import logging
 import tensorflow as tf
 
 from bert_tf.model import layers
-from bert_tf.training import input_pipeline
+from bert_tf.training import record_files
 from bert_tf.training.errors import TrainingError
 
 
@@ -168,7 +168,7 @@ def data_iterator(strategy, dataset_fn: Callable[[tf.distribute.InputContext], t
 
   Both ways keep tf.data's autotuning model off in every dataset the iterator reads, because
   deleting an iterator with that model on can block for up to a minute in TensorFlow 2.20
-  (input_pipeline._prefetched says why). The model is turned off here in whatever dataset_fn
+  (record_files.prefetched says why). The model is turned off here in whatever dataset_fn
   returns (the package's pipelines already have it off; a caller's own dataset may not), and:
   - A OneDeviceStrategy (one CPU or one GPU) gets the dataset's own iterator, made on the host
     CPU; the step copies each batch to the device, a few hundred kilobytes for BERT's int32
@@ -180,7 +180,7 @@ def data_iterator(strategy, dataset_fn: Callable[[tf.distribute.InputContext], t
     is wrapped to turn the model off in them (_device_datasets_without_autotuning).
   """
   def dataset_without_autotuning(ctx):
-    return input_pipeline.autotuning_off(dataset_fn(ctx))
+    return record_files.autotuning_off(dataset_fn(ctx))
 
   if isinstance(strategy, tf.distribute.OneDeviceStrategy):
     with tf.device("/cpu:0"):
@@ -202,7 +202,7 @@ def _device_datasets_without_autotuning():
     return
 
   def create_device_dataset(*args, **kwargs):
-    return input_pipeline.autotuning_off(original(*args, **kwargs))
+    return record_files.autotuning_off(original(*args, **kwargs))
 
   multi_device_iterator_ops._create_device_dataset = create_device_dataset
   try:

@@ -33,6 +33,7 @@ import tensorflow as tf
 from bert_tf import io
 from bert_tf.model import checkpoints
 from bert_tf.training import input_pipeline
+from bert_tf.training import packed_rows
 from bert_tf.training import optimization
 from bert_tf.training import run_folder
 from bert_tf.training import stopping
@@ -243,16 +244,16 @@ class Trainer:
     entries with 0), so batches of different lengths (and replicas with different lengths)
     concatenate.
 
-    Packed rows (input_pipeline.is_packed) with sequence_length: every output and kept entry
+    Packed rows (packed_rows.is_packed) with sequence_length: every output and kept entry
     of rank 2 or more is per position of the rows and comes back one row per slot
-    (input_pipeline.unpack_positions; past an example's end PADDED_LOGIT, kept entries 0), in
+    (packed_rows.unpack_positions; past an example's end PADDED_LOGIT, kept entries 0), in
     the slot order of the per-example entries."""
     def replica_predict(batch):
       outputs = self.model(self.task.model_inputs(batch), training=False)
       kept = {key: batch[key] for key in keep}
-      if sequence_length is not None and input_pipeline.is_packed(batch):
+      if sequence_length is not None and packed_rows.is_packed(batch):
         def unpack(values, pad):
-          return {key: input_pipeline.unpack_positions(value, batch, pad)
+          return {key: packed_rows.unpack_positions(value, batch, pad)
                   if value.shape.rank >= 2 else value for key, value in values.items()}
         outputs = unpack(outputs, input_pipeline.PADDED_LOGIT)
         kept = unpack(kept, 0)

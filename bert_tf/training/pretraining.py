@@ -32,7 +32,11 @@ from bert_tf.model import provenance
 from bert_tf.model.encoder import PACKED_INPUTS
 from bert_tf.model.heads import PRETRAINING_INPUTS, build_pretraining_model
 from bert_tf.training import distribution, evaluation, loop, run_folder
+from bert_tf.training import bucketing
 from bert_tf.training import input_pipeline
+from bert_tf.training import packed_rows
+from bert_tf.training import record_files
+from bert_tf.training import remasking
 from bert_tf.training import losses
 from bert_tf.training import optimization
 from bert_tf.training.errors import TrainingError
@@ -282,7 +286,7 @@ def packing_mode(settings: PretrainingSettings) -> str:
 
 
 def training_packing(settings: PretrainingSettings, per_replica_batch: int
-                     ) -> Optional[input_pipeline.Packing]:
+                     ) -> Optional[packed_rows.Packing]:
   """The packing of training batches (None: unpacked). Static packing's rows per replica batch
   come from the lengths of the first training file's instances (row_packing.static_rows),
   logged."""
@@ -295,9 +299,9 @@ def training_packing(settings: PretrainingSettings, per_replica_batch: int
                  settings.max_seq_length,
                  ",".join(map(str, row_packing.row_ladder(per_replica_batch))),
                  input_pipeline.predictions_per_row(settings.max_predictions_per_seq))
-    return input_pipeline.Packing(mode)
-  first = input_pipeline.expand_file_patterns(settings.input_file)[0]
-  counts = input_pipeline.length_counts(first, settings.max_seq_length)
+    return packed_rows.Packing(mode)
+  first = record_files.expand_file_patterns(settings.input_file)[0]
+  counts = bucketing.length_counts(first, settings.max_seq_length)
   rows = row_packing.static_rows(counts, per_replica_batch, settings.max_seq_length)
   if rows % settings.cpu_towers:
     raise TrainingError(
@@ -308,7 +312,7 @@ def training_packing(settings: PretrainingSettings, per_replica_batch: int
                "on average (fitted to %s), %d masked-LM slots per row", rows,
                settings.max_seq_length, per_replica_batch, first,
                input_pipeline.predictions_per_row(settings.max_predictions_per_seq))
-  return input_pipeline.Packing(mode, rows=rows)
+  return packed_rows.Packing(mode, rows=rows)
 
 
 def _train_dataset_fn(settings: PretrainingSettings, masking, num_replicas: int = 1):
@@ -347,7 +351,7 @@ def _eval_dataset_fn(settings: PretrainingSettings):
           settings.max_predictions_per_seq, batch_size=settings.eval_batch_size,
           is_training=False, input_context=ctx, repeat=True,
           packing=(None if packing_mode(settings) == row_packing.NONE
-                   else input_pipeline.Packing(row_packing.EXACT)))
+                   else packed_rows.Packing(row_packing.EXACT)))
     return datasets[key]
   return dataset_fn
 
@@ -355,11 +359,11 @@ def _eval_dataset_fn(settings: PretrainingSettings):
 def _check_data(settings: PretrainingSettings, config: BertConfig, pattern: str,
                 flag: str) -> Optional[Dict[str, Any]]:
   try:
-    files = input_pipeline.expand_file_patterns(pattern, flag_name=flag)
-    metadata = input_pipeline.check_input_metadata(
+    files = record_files.expand_file_patterns(pattern, flag_name=flag)
+    metadata = record_files.check_input_metadata(
         files, settings.max_seq_length, settings.max_predictions_per_seq,
         vocab_size=config.vocab_size, do_lower_case=settings.do_lower_case)
-    input_pipeline.check_no_unfinished_commit(files, flag)
+    record_files.check_no_unfinished_commit(files, flag)
     # Every file's first record: no empty file (the pipeline would spin on it), no unreadable
     # one, the lengths the flags promise and token ids within the config's vocab (which
     # catches files without metadata, alone or among files with it).
@@ -367,8 +371,8 @@ def _check_data(settings: PretrainingSettings, config: BertConfig, pattern: str,
         record_schema.feature_names(False).values(),
         record_schema.feature_lengths(settings.max_seq_length,
                                       settings.max_predictions_per_seq).values()))
-    input_pipeline.check_record_files(
-        files, input_pipeline.detect_compression(files, metadata), flag, lengths,
+    record_files.check_record_files(
+        files, record_files.detect_compression(files, metadata), flag, lengths,
         vocab_size=config.vocab_size)
     _check_vocab(settings, metadata, files[0])
     data_vocab_size = (metadata or {}).get("vocab_size")
@@ -380,7 +384,7 @@ def _check_data(settings: PretrainingSettings, config: BertConfig, pattern: str,
           config.vocab_size, flag, data_vocab_size, config.vocab_size - data_vocab_size,
           data_vocab_size)
     return metadata
-  except (input_pipeline.InputError, record_schema.MetadataError) as e:
+  except (record_files.InputError, record_schema.MetadataError) as e:
     # Both errors already name the flag and the file.
     raise TrainingError(str(e)) from None
 
@@ -396,7 +400,7 @@ def _check_vocab(settings: PretrainingSettings, metadata: Optional[Mapping[str, 
                                data_source=record_schema.metadata_path(first_file),
                                allow_mismatch=settings.allow_tokenizer_mismatch)
   except provenance.TokenizerMismatchError as e:
-    raise input_pipeline.InputError(str(e)) from None
+    raise record_files.InputError(str(e)) from None
 
 
 def run_pretraining(config: BertConfig, settings: PretrainingSettings,
@@ -476,7 +480,7 @@ def _run(config, settings, strategy, chief, metadata, exporter):
   masking = None
   if settings.dynamic_masking:
     vocab = tokenization.load_vocab(settings.vocab_file)
-    masking = input_pipeline.DynamicMasking.from_vocab(
+    masking = remasking.DynamicMasking.from_vocab(
         vocab, seed=settings.seed if settings.seed is not None else 12345)
 
   # The last layer runs only at [CLS] and the masked positions: same losses, fewer FLOPs.
@@ -564,10 +568,10 @@ def _naming_corrupt_files(pattern: str, flag: str):
   try:
     yield
   except tf.errors.DataLossError as e:
-    files = input_pipeline.expand_file_patterns(pattern, flag_name=flag)
-    metadata = input_pipeline.read_input_metadata(files)
-    found = input_pipeline.first_unreadable_file(
-        files, input_pipeline.detect_compression(files, metadata))
+    files = record_files.expand_file_patterns(pattern, flag_name=flag)
+    metadata = record_files.read_input_metadata(files)
+    found = record_files.first_unreadable_file(
+        files, record_files.detect_compression(files, metadata))
     if found is None:
       raise
     path, reason = found

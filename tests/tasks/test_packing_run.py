@@ -18,7 +18,10 @@ from bert_tf.tasks import fine_tuning
 from bert_tf.tasks import start as start_lib
 from bert_tf.tasks.classifier import data as classifier_data
 from bert_tf.tasks.classifier import run as cr
+from bert_tf.training import bucketing
 from bert_tf.training import input_pipeline
+from bert_tf.training import packed_rows
+from bert_tf.training import record_files
 from bert_tf.training.errors import TrainingError
 from tests.tasks.classifier.test_run import CONFIG, source_settings
 
@@ -69,7 +72,7 @@ def test_exact_batches_hold_the_unpacked_examples_in_fewer_rows(tmp_path):
         path, 32, 16, is_training=True, seed=5, length_buckets=buckets,
         packing=packing).take(6))
   plain = batches(None, None)
-  packed = batches(input_pipeline.Packing(row_packing.EXACT), (8, 16, 24, 32))
+  packed = batches(packed_rows.Packing(row_packing.EXACT), (8, 16, 24, 32))
   rows = []
   for a, b in zip(plain, packed):
     assert _examples_of(a) == _examples_of(b)
@@ -88,17 +91,17 @@ def test_eval_batches_packed_keep_every_example_once(tmp_path):
   path, count = _write_source_records(tmp_path)
   batches = list(_classifier_dataset(
       path, 32, 7, is_training=False, num_examples=count,
-      packing=input_pipeline.Packing(row_packing.EXACT)))
+      packing=packed_rows.Packing(row_packing.EXACT)))
   assert len(batches) == input_pipeline.eval_steps(count, 7)
-  index = np.concatenate([b[input_pipeline.EXAMPLE_INDEX].numpy() for b in batches])
+  index = np.concatenate([b[record_files.EXAMPLE_INDEX].numpy() for b in batches])
   assert sorted(index[index >= 0]) == list(range(count))
 
 
 def test_static_batches_have_one_shape_and_the_batch_on_average(tmp_path):
   path, count = _write_source_records(tmp_path)
-  counts = input_pipeline.length_counts(path, 32)
+  counts = bucketing.length_counts(path, 32)
   rows = row_packing.static_rows(counts, 16, 32)
-  packing = input_pipeline.Packing(row_packing.STATIC, rows=rows)
+  packing = packed_rows.Packing(row_packing.STATIC, rows=rows)
   batches = list(_classifier_dataset(path, 32, 16, is_training=True, seed=1,
                                      packing=packing).take(40))
   shapes = {tuple(b["input_word_ids"].shape) for b in batches}

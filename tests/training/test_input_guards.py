@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from bert_tf import record_schema
 from bert_tf.model import checkpoints
-from bert_tf.training import input_pipeline
+from bert_tf.training import record_files
 from bert_tf.training import pretraining
 from bert_tf.training.errors import TrainingError
 
@@ -105,7 +105,7 @@ def test_a_folder_with_an_unfinished_data_prep_commit_is_refused(good, tmp_path)
   # A glob over the folder never takes temporaries or locks for data.
   (folder / "pretraining-00000-of-00002.tfrecord.incomplete-4242").write_bytes(b"partial")
   (folder / ".bert_tf.lock").write_text("{}")
-  assert input_pipeline.expand_file_patterns(str(folder / "*")) == [
+  assert record_files.expand_file_patterns(str(folder / "*")) == [
       str(folder / "pretraining-00000-of-00002.tfrecord"),
       str(folder / "pretraining-00001-of-00002.tfrecord")]
 
@@ -142,9 +142,9 @@ def test_check_record_files_accepts_v2_names_and_reads_gzip(tmp_path):
     writer.write(encoder.encode(ids, 3, [1], [10], False))
   lengths = dict(zip(record_schema.feature_names(False).values(),
                      record_schema.feature_lengths(SEQ, PREDS).values()))
-  input_pipeline.check_record_files([path], "GZIP", "input_file", lengths)
-  with pytest.raises(input_pipeline.InputError, match="masked_lm_positions has"):
-    input_pipeline.check_record_files(
+  record_files.check_record_files([path], "GZIP", "input_file", lengths)
+  with pytest.raises(record_files.InputError, match="masked_lm_positions has"):
+    record_files.check_record_files(
         [path], "GZIP", "input_file",
         dict(zip(record_schema.feature_names(False).values(),
                  record_schema.feature_lengths(SEQ, PREDS + 1).values())))
@@ -152,7 +152,7 @@ def test_check_record_files_accepts_v2_names_and_reads_gzip(tmp_path):
 
 def test_the_file_checks_read_with_tf_datas_autotuning_model_off(tmp_path, monkeypatch):
   """The checks that read whole files or the first record of thousands of shards run with
-  the model off, as the training pipelines do (input_pipeline._prefetched says why): every
+  the model off, as the training pipelines do (record_files.prefetched says why): every
   iterator they make, through both paths of check_record_files (one pipeline over all files,
   and file by file when some file cannot be read)."""
   from tensorflow.python.data.ops import iterator_ops  # pylint: disable=g-import-not-at-top
@@ -167,12 +167,12 @@ def test_the_file_checks_read_with_tf_datas_autotuning_model_off(tmp_path, monke
     original(self, dataset=dataset, **kwargs)
 
   monkeypatch.setattr(iterator_ops.OwnedIterator, "__init__", recording_init)
-  input_pipeline.check_record_files([good, good], "", "input_file")
+  record_files.check_record_files([good, good], "", "input_file")
   assert len(seen) == 1  # one pipeline over all files
-  with pytest.raises(input_pipeline.InputError, match="bad.tfrecord cannot be read"):
-    input_pipeline.check_record_files([good, str(bad)], "", "input_file")
+  with pytest.raises(record_files.InputError, match="bad.tfrecord cannot be read"):
+    record_files.check_record_files([good, str(bad)], "", "input_file")
   assert len(seen) == 4  # that pipeline failed, then one per file
-  assert input_pipeline.first_unreadable_file([good, str(bad)], "")[0] == str(bad)
+  assert record_files.first_unreadable_file([good, str(bad)], "")[0] == str(bad)
   assert len(seen) == 6
   assert all(enabled is False for enabled in seen), seen
 

@@ -19,6 +19,8 @@ from bert_tf.model import fused
 from bert_tf.model.heads import PRETRAINING_INPUTS, build_pretraining_model
 from bert_tf.training import distribution, evaluation, loop, run_folder
 from bert_tf.training import input_pipeline
+from bert_tf.training import packed_rows
+from bert_tf.training import record_files
 from bert_tf.training import losses
 from bert_tf.training import optimization
 from bert_tf.training import pretraining
@@ -184,7 +186,7 @@ def test_select_strategy():
 
 
 def test_data_iterators_keep_tf_datas_autotuning_model_off_and_give_the_same_batches(tmp_path):
-  """distribution.data_iterator (input_pipeline._prefetched says why the model must be off): a
+  """distribution.data_iterator (record_files.prefetched says why the model must be off): a
   OneDeviceStrategy gets the dataset's own iterator, holding the batches tf.distribute's
   iterator gives; other strategies get tf.distribute's iterator, whose per-device datasets
   have the model off too. A caller's own dataset, with tf.data's default options (the model
@@ -369,7 +371,7 @@ def test_cpu_towers_split_static_packed_rows_into_aligned_halves(tmp_path):
   data = make_records(str(tmp_path / "train.tfrecord"), num_examples=32)
   batch = next(iter(input_pipeline.pretraining_dataset(
       data, SEQ, PREDS, 16, is_training=True, seed=1, shuffle_buffer_size=1,
-      packing=input_pipeline.Packing(row_packing.STATIC, rows=4))))
+      packing=packed_rows.Packing(row_packing.STATIC, rows=4))))
   model = build_pretraining_model(tiny_config(), prune_last_layer=True, packed=True)
   optimizer = optimization.create_optimizer("adamw", 1e-3, 10, 0)
   strategy = distribution.select_strategy("one_device")

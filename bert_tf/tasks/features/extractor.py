@@ -246,7 +246,7 @@ class FeatureExtractor:
     """run_features on packed rows: the fewest rows (first-fit decreasing) in the narrowest
     width among the buckets (and seq_length) that needs no more of them
     and the row count rounded up to the ladder of a full batch and then to a multiple of the
-    replicas (row_packing.exact_shape, as input_pipeline.pack_batch for tf.data); the outputs
+    replicas (row_packing.exact_shape, as packed_rows.pack_batch for tf.data); the outputs
     moved back to each feature's positions."""
     seq_length = len(features[0].input_ids)
     per_row = row_packing.MAX_EXAMPLES_PER_ROW

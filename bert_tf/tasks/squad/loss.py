@@ -25,6 +25,7 @@ import tensorflow as tf
 from bert_tf.model.encoder import ENCODER_INPUTS, PACKED_INPUTS
 from bert_tf.training import evaluation, loop
 from bert_tf.training import input_pipeline
+from bert_tf.training import packed_rows
 from bert_tf.training import losses
 
 
@@ -34,7 +35,7 @@ def model_inputs(batch):
 
 
 def _packed(batch) -> bool:
-  return input_pipeline.is_packed(batch)
+  return packed_rows.is_packed(batch)
 
 
 def _weights(batch):
@@ -57,10 +58,10 @@ def span_logits(outputs, batch, side: str):
   """float32 [N, S] start or end logits of each window: the model's for unpacked rows (every
   position, padding included, as the original's softmax); for packed rows each window's own
   positions from its [CLS] on, and PADDED_LOGIT past its end, so its softmax is over its real
-  positions only (input_pipeline.unpack_positions)."""
+  positions only (packed_rows.unpack_positions)."""
   logits = outputs[f"{side}_logits"]
   if _packed(batch):
-    logits = input_pipeline.unpack_positions(logits, batch, input_pipeline.PADDED_LOGIT)
+    logits = packed_rows.unpack_positions(logits, batch, input_pipeline.PADDED_LOGIT)
   return tf.cast(logits, tf.float32)
 
 

@@ -82,7 +82,7 @@ def test_a_run_traces_its_python_as_written(trained):
   """No function of ours in a fine-tuning run (training, evaluation, prediction, the tf.data
   pipelines and the export) goes through AutoGraph, so neither does anything they call (the
   model's layers): converting those took longer than tracing them (loop.Trainer,
-  input_pipeline._as_written). TensorFlow's own wrappers (a custom gradient's, the SavedModel
+  record_files.as_written). TensorFlow's own wrappers (a custom gradient's, the SavedModel
   signatures') still are, and they are small."""
   converted = trained[1]["converted"]
   assert converted and [name for name in converted if name.startswith("bert_tf")] == []
