@@ -17,6 +17,7 @@ from bert_tf import row_packing
 from bert_tf.model import provenance
 from bert_tf.training import distribution
 from bert_tf.training import optimization
+from bert_tf.training import packed_rows
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -56,6 +57,11 @@ class FineTuningSettings:
   length_buckets: str = length_buckets_lib.AUTO
   group_by_length: bool = False
   packing: str = "auto"
+
+  @property
+  def packing_mode(self) -> packed_rows.PackingMode:
+    """--packing parsed (packed_rows.PackingMode); row_packing.PackingError if unknown."""
+    return packed_rows.PackingMode.parse(self.packing)
 
   def buckets(self, max_seq_length: int) -> Optional[Tuple[int, ...]]:
     """The --length_buckets boundaries for records of max_seq_length (None: fixed length;
@@ -134,14 +140,13 @@ def fine_tuning_problems(settings, num_replicas: int) -> List[str]:
     problems.append("--mixed_precision must be one of "
                     f"{', '.join(distribution.MIXED_PRECISION_POLICIES)}")
   try:
-    packing = row_packing.check_mode(getattr(settings, "packing", row_packing.NONE))
+    packing = settings.packing_mode
   except row_packing.PackingError as e:
     problems.append(str(e))
-    packing = row_packing.NONE
-  if packing in (row_packing.EXACT, row_packing.STATIC) and getattr(settings, "group_by_length",
-                                                                     False):
-    problems.append(f"--group_by_length does not apply to packed rows (--packing={packing}): "
-                    "packing already leaves almost no padding; drop one of the two")
+    packing = packed_rows.PackingMode(row_packing.NONE)
+  if packing.packed and settings.group_by_length:
+    problems.append(f"--group_by_length does not apply to packed rows (--packing={packing.value}"
+                    "): packing already leaves almost no padding; drop one of the two")
   if settings.length_buckets and settings.max_seq_length > 0:
     try:
       length_buckets_lib.parse(settings.length_buckets, settings.max_seq_length,

@@ -49,9 +49,11 @@ from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.model import exporting
 from bert_tf.tasks import start as start_lib
-from bert_tf.training import distribution, evaluation, loop
 from bert_tf.training import bucketing
+from bert_tf.training import distribution
+from bert_tf.training import evaluation
 from bert_tf.training import input_pipeline
+from bert_tf.training import loop
 from bert_tf.training import packed_rows
 from bert_tf.training import run_folder
 from bert_tf.training.errors import TrainingError
@@ -202,15 +204,15 @@ def run(task: FineTuningTask, config: BertConfig, settings,
 
 
 def resolved_packing(task: FineTuningTask, settings):
-  """settings with --packing=auto made concrete (row_packing.resolve): exact for the tasks
+  """settings with --packing=auto made concrete (PackingMode.resolved): exact for the tasks
   whose packed loss is the unpacked one (task.packs_exactly) without XLA, else none; logged."""
-  mode = row_packing.resolve(settings.packing, exact_task=task.packs_exactly,
-                             xla=settings.use_tpu or settings.jit_compile)
-  if settings.group_by_length and row_packing.check_mode(settings.packing) == row_packing.AUTO:
-    mode = row_packing.NONE  # length-grouped batches, asked for, instead
-  if row_packing.check_mode(settings.packing) == row_packing.AUTO:
-    logging.info("--packing=auto: %s", mode)
-  return dataclasses.replace(settings, packing=mode)
+  asked = settings.packing_mode
+  mode = asked.resolved(exact_task=task.packs_exactly, xla=settings.use_tpu or settings.jit_compile)
+  if settings.group_by_length and asked.auto:
+    mode = packed_rows.PackingMode(row_packing.NONE)  # length-grouped batches, asked for, instead
+  if asked.auto:
+    logging.info("--packing=auto: %s", mode.value)
+  return dataclasses.replace(settings, packing=mode.value)
 
 
 def num_train_steps(count: int, train_batch_size: int, num_train_epochs: float) -> int:
@@ -239,7 +241,7 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
     logging.info("  Batch size = %d", settings.train_batch_size)
     logging.info("  Num steps = %d (warmup %d)", steps, warmup)
 
-  packed = row_packing.check_mode(settings.packing) in (row_packing.EXACT, row_packing.STATIC)
+  packed = settings.packing_mode.packed
   run_ = loop.prepare_run(state.strategy,
                           lambda: task.build_model(state.config, state.inputs, packed=packed),
                           task.loss(state.inputs), settings, max(steps, 1),
@@ -250,15 +252,15 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
   run_folder.record_run_info(state.config, settings, state.start, state.chief, state.inputs.info)
   if settings.do_train:
     grouped = settings.grouped(settings.max_seq_length)
-    micro_batch = (settings.train_batch_size // state.strategy.num_replicas_in_sync
-                   // settings.gradient_accumulation_steps)
-    packing = training_packing(settings, train_path, micro_batch)
+    shares = distribution.BatchShares(settings.train_batch_size,
+                                      state.strategy.num_replicas_in_sync,
+                                      settings.gradient_accumulation_steps)
+    packing = training_packing(settings, train_path, shares.micro_batch_per_replica)
     boundaries = None
     if packing is None:
-      boundaries = settings.record_buckets(
-          train_path, settings.max_seq_length,
-          settings.train_batch_size // state.strategy.num_replicas_in_sync, grouped=grouped)
-    elif packing.mode == row_packing.EXACT:
+      boundaries = settings.record_buckets(train_path, settings.max_seq_length,
+                                           shares.per_replica, grouped=grouped)
+    elif packing.exact:
       boundaries = settings.buckets(settings.max_seq_length)  # the row widths to choose from
     result.update(fine_tune(
         run_, settings, lambda batch, ctx: dataset(
@@ -286,32 +288,33 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
   return result
 
 
-def training_packing(settings, records: str, micro_batch: int
+def training_packing(settings, records: str, micro_batch_per_replica: int
                      ) -> Optional[packed_rows.Packing]:
   """The packing of the training batches (None: unpacked); static packing's rows per replica
   batch come from the training records' lengths (row_packing.static_rows), logged."""
-  mode = row_packing.check_mode(settings.packing)
-  if mode in (row_packing.NONE, row_packing.AUTO):  # auto is resolved by run()
+  mode = settings.packing_mode
+  if not mode.packed:  # none, or auto (which run() resolves)
     return None
-  if mode == row_packing.EXACT:
+  if mode.exact:
     widths = settings.buckets(settings.max_seq_length) or (settings.max_seq_length,)
-    ladder = row_packing.row_ladder(micro_batch)
+    ladder = row_packing.row_ladder(micro_batch_per_replica)
     logging.info("  Packed rows (exact): %d examples per replica batch in the fewest rows; "
-                 "row counts %s, widths %s: at most %d batch shapes", micro_batch,
+                 "row counts %s, widths %s: at most %d batch shapes", micro_batch_per_replica,
                  ",".join(map(str, ladder)), ",".join(map(str, widths)),
                  len(ladder) * len(widths))
-    return packed_rows.Packing(mode)
+    return packed_rows.Packing(mode.value)
   counts = bucketing.length_counts(records, settings.max_seq_length)
-  rows = row_packing.static_rows(counts, micro_batch, settings.max_seq_length)
+  rows = row_packing.static_rows(counts, micro_batch_per_replica, settings.max_seq_length)
   logging.info("  Packed rows (static): %d rows of %d per replica batch, about %d examples on "
-               "average (fitted to %s)", rows, settings.max_seq_length, micro_batch, records)
-  return packed_rows.Packing(mode, rows=rows)
+               "average (fitted to %s)", rows, settings.max_seq_length,
+               micro_batch_per_replica, records)
+  return packed_rows.Packing(mode.value, rows=rows)
 
 
 def eval_packing(settings) -> Optional[packed_rows.Packing]:
   """Eval and predict batches are packed exactly (the same examples per batch, so the same
   results) whenever --packing is not none."""
-  if row_packing.check_mode(settings.packing) not in (row_packing.EXACT, row_packing.STATIC):
+  if not settings.packing_mode.packed:
     return None  # none, or auto not resolved by run() (none)
   return packed_rows.Packing(row_packing.EXACT)
 
@@ -352,7 +355,9 @@ def eval_dataset(task: FineTuningTask, state: RunState, path: str, batch_size: i
   exactly once (the last batch padded with weight-0 rows), cut to --length_buckets (packed
   with --packing)."""
   settings = state.settings
-  boundaries = eval_buckets(settings, path, batch_size // state.strategy.num_replicas_in_sync)
+  boundaries = eval_buckets(
+      settings, path,
+      distribution.BatchShares(batch_size, state.strategy.num_replicas_in_sync).per_replica)
 
   def dataset_fn(ctx):
     return dataset(task, state, path, batch_size, is_training=False, input_context=ctx,
@@ -442,8 +447,10 @@ def fine_tune(run: loop.Run, settings, dataset_fn: Callable[..., tf.data.Dataset
   train_batch_size / gradient_accumulation_steps examples, cut to `boundaries` (for the log),
   packed as `packing` says; they are grouped per update here.
   """
-  micro_batch = settings.train_batch_size // settings.gradient_accumulation_steps
-  if packing is not None and packing.mode == row_packing.STATIC:
+  micro_batch = distribution.BatchShares(settings.train_batch_size,
+                                         accumulation=settings.gradient_accumulation_steps
+                                         ).micro_batch
+  if packing is not None and packing.static:
     logging.info("  Batches: packed rows of %d (static)", settings.max_seq_length)
   else:
     logging.info("  Batches: %s%s%s", length_buckets.describe(boundaries,

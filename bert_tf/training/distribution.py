@@ -8,7 +8,7 @@ the replicas (per_replica) and, with gradient accumulation, over micro-batches p
 import contextlib
 import json
 import os
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 from absl import logging
 import tensorflow as tf
@@ -106,6 +106,38 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
   task_type, task_id = resolver.task_type, resolver.task_id
   return task_type in (None, "chief") or (task_type == "worker" and task_id == 0 and
                                           "chief" not in resolver.cluster_spec().as_dict())
+
+
+class BatchShares(NamedTuple):
+  """A global batch and its shares: the one place a batch is divided over the replicas and
+  the micro-batches of gradient accumulation (floor division, as tf.distribute's
+  InputContext.get_per_replica_batch_size; the settings' checks refuse sizes that do not
+  divide).
+
+  Attributes:
+    global_batch: examples per optimizer update (or per eval / predict batch), all replicas.
+    replicas: the replicas the batch is split over.
+    accumulation: micro-batches per update (--gradient_accumulation_steps).
+  """
+  global_batch: int
+  replicas: int = 1
+  accumulation: int = 1
+
+  @property
+  def per_replica(self) -> int:
+    """Examples per replica per update."""
+    return self.global_batch // self.replicas
+
+  @property
+  def micro_batch(self) -> int:
+    """Examples per micro-batch over all replicas: what a dataset is asked for with an
+    InputContext, which takes each replica's share of it."""
+    return self.global_batch // self.accumulation
+
+  @property
+  def micro_batch_per_replica(self) -> int:
+    """Examples per micro-batch on one replica: what a replica's step sees."""
+    return self.per_replica // self.accumulation
 
 
 def use_cpu_towers(towers: int) -> bool:

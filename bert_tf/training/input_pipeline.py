@@ -116,7 +116,7 @@ def pretraining_dataset(input_files: Union[str, Sequence[str]], max_seq_length: 
   dataset, deterministic = _pretraining_records(
       files, compression, share, is_training, is_training if repeat is None else repeat,
       cycle_length, shuffle_buffer_size, seed)
-  static = packing is not None and packing.mode == row_packing.STATIC
+  static = packing is not None and packing.static
   dataset = dataset.batch(
       (packing.window or 8 * share.per_replica_batch) if static else share.per_replica_batch,
       drop_remainder=True)
@@ -226,7 +226,7 @@ def _packed_pretraining_rows(batches: tf.data.Dataset, packing: "packed_rows.Pac
   extra = predictions_per_row(max_predictions_per_seq, packing.max_per_row)
   batches = batches.map(record_files.as_written(_with_next_sentence_weights),
                         num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-  if packing.mode == row_packing.STATIC:
+  if packing.static:
     return packed_rows.static_rows_dataset(batches, packing, MASKED_LM_KEYS, extra)
   return batches.map(
       record_files.as_written(lambda batch: packed_rows.pack_batch(
@@ -423,7 +423,7 @@ def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batc
         length_buckets or auto_buckets(spec["input_mask"].shape[0]), cut_or_pack))
   records = records.repeat().shuffle(shuffle_buffer_size, seed=seed,
                                      reshuffle_each_iteration=True)
-  if packing is not None and packing.mode == row_packing.STATIC:
+  if packing is not None and packing.static:
     windows = records.batch(packing.window or 8 * share.per_replica_batch, drop_remainder=True)
     windows = windows.map(record_files.as_written(parse), num_parallel_calls=tf.data.AUTOTUNE,
                           deterministic=True)

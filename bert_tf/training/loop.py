@@ -33,8 +33,8 @@ import tensorflow as tf
 from bert_tf import io
 from bert_tf.model import checkpoints
 from bert_tf.training import input_pipeline
-from bert_tf.training import packed_rows
 from bert_tf.training import optimization
+from bert_tf.training import packed_rows
 from bert_tf.training import run_folder
 from bert_tf.training import stopping
 from bert_tf.training.errors import TrainingError

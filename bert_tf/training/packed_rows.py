@@ -10,6 +10,44 @@ import tensorflow as tf
 from bert_tf import row_packing
 from bert_tf.training import record_files
 
+
+@dataclasses.dataclass(frozen=True)
+class PackingMode:
+  """--packing parsed once (row_packing.check_mode): the one typed value the settings, the
+  driver and the datasets read, instead of comparing the flag's string.
+
+  Attributes:
+    value: row_packing.NONE, EXACT, STATIC or AUTO (auto until a run resolves it).
+  """
+  value: str = row_packing.NONE
+
+  @classmethod
+  def parse(cls, flag: Optional[str]) -> "PackingMode":
+    """The flag's mode, lower-cased; row_packing.PackingError naming --packing if unknown."""
+    return cls(row_packing.check_mode(flag))
+
+  @property
+  def packed(self) -> bool:
+    """Whether batches are packed rows (exact or static; auto is not resolved yet)."""
+    return self.value in (row_packing.EXACT, row_packing.STATIC)
+
+  @property
+  def exact(self) -> bool:
+    return self.value == row_packing.EXACT
+
+  @property
+  def static(self) -> bool:
+    return self.value == row_packing.STATIC
+
+  @property
+  def auto(self) -> bool:
+    return self.value == row_packing.AUTO
+
+  def resolved(self, exact_task: bool, xla: bool) -> "PackingMode":
+    """auto made concrete (row_packing.resolve); any other mode as it is."""
+    return PackingMode(row_packing.resolve(self.value, exact_task=exact_task, xla=xla))
+
+
 @dataclasses.dataclass(frozen=True)
 class Packing:
   """How a dataset packs examples into rows (row_packing's module docstring has the modes).
@@ -25,6 +63,14 @@ class Packing:
   rows: int = 0
   window: int = 0
   max_per_row: int = row_packing.MAX_EXAMPLES_PER_ROW
+
+  @property
+  def static(self) -> bool:
+    return self.mode == row_packing.STATIC
+
+  @property
+  def exact(self) -> bool:
+    return self.mode == row_packing.EXACT
 
 
 # === Packed rows (--packing; bert_tf.row_packing) ===

@@ -31,14 +31,17 @@ from bert_tf.model import exporting
 from bert_tf.model import provenance
 from bert_tf.model.encoder import PACKED_INPUTS
 from bert_tf.model.heads import PRETRAINING_INPUTS, build_pretraining_model
-from bert_tf.training import distribution, evaluation, loop, run_folder
 from bert_tf.training import bucketing
+from bert_tf.training import distribution
+from bert_tf.training import evaluation
 from bert_tf.training import input_pipeline
+from bert_tf.training import loop
+from bert_tf.training import losses
+from bert_tf.training import optimization
 from bert_tf.training import packed_rows
 from bert_tf.training import record_files
 from bert_tf.training import remasking
-from bert_tf.training import losses
-from bert_tf.training import optimization
+from bert_tf.training import run_folder
 from bert_tf.training.errors import TrainingError
 
 DATA_METADATA_FILE = provenance.DATA_METADATA_FILE
@@ -136,6 +139,11 @@ class PretrainingSettings:
   allow_tokenizer_mismatch: bool = False
   packing: str = "none"
 
+  @property
+  def packing_mode(self) -> packed_rows.PackingMode:
+    """--packing parsed (packed_rows.PackingMode); row_packing.PackingError if unknown."""
+    return packed_rows.PackingMode.parse(self.packing)
+
   def check(self, num_replicas: int = 1) -> None:
     """Raises TrainingError naming every flag with an impossible value."""
     problems = []
@@ -172,8 +180,7 @@ class PretrainingSettings:
     if not (self.do_train or self.do_eval):
       problems.append("at least one of --do_train or --do_eval must be True")
     try:
-      mode = row_packing.check_mode(self.packing)
-      if self.cpu_towers > 1 and mode == row_packing.EXACT:
+      if self.packing_mode.exact and self.cpu_towers > 1:
         problems.append(f"--cpu_towers={self.cpu_towers} needs training batches of a fixed "
                         "number of rows: --packing=exact changes it from step to step (use "
                         "--packing=static)")
@@ -181,6 +188,7 @@ class PretrainingSettings:
       problems.append(str(e))
     if problems:
       raise TrainingError("; ".join(problems))
+
 
 # === The task ===
 
@@ -279,10 +287,10 @@ TASK = loop.Task(model_inputs=model_inputs, normalizers=normalizers, replica_los
 # === The run ===
 
 
-def packing_mode(settings: PretrainingSettings) -> str:
+def packing_mode(settings: PretrainingSettings) -> packed_rows.PackingMode:
   """--packing with auto made concrete: none (see PretrainingSettings.packing)."""
-  mode = row_packing.check_mode(settings.packing)
-  return row_packing.NONE if mode == row_packing.AUTO else mode
+  mode = settings.packing_mode
+  return packed_rows.PackingMode(row_packing.NONE) if mode.auto else mode
 
 
 def training_packing(settings: PretrainingSettings, per_replica_batch: int
@@ -291,15 +299,15 @@ def training_packing(settings: PretrainingSettings, per_replica_batch: int
   come from the lengths of the first training file's instances (row_packing.static_rows),
   logged."""
   mode = packing_mode(settings)
-  if mode == row_packing.NONE:
+  if not mode.packed:
     return None
-  if mode == row_packing.EXACT:
+  if mode.exact:
     logging.info("  Packed rows (exact): %d instances per replica batch in the fewest rows of "
                  "%d (row counts %s), %d masked-LM slots per row", per_replica_batch,
                  settings.max_seq_length,
                  ",".join(map(str, row_packing.row_ladder(per_replica_batch))),
                  input_pipeline.predictions_per_row(settings.max_predictions_per_seq))
-    return packed_rows.Packing(mode)
+    return packed_rows.Packing(mode.value)
   first = record_files.expand_file_patterns(settings.input_file)[0]
   counts = bucketing.length_counts(first, settings.max_seq_length)
   rows = row_packing.static_rows(counts, per_replica_batch, settings.max_seq_length)
@@ -312,17 +320,18 @@ def training_packing(settings: PretrainingSettings, per_replica_batch: int
                "on average (fitted to %s), %d masked-LM slots per row", rows,
                settings.max_seq_length, per_replica_batch, first,
                input_pipeline.predictions_per_row(settings.max_predictions_per_seq))
-  return packed_rows.Packing(mode, rows=rows)
+  return packed_rows.Packing(mode.value, rows=rows)
 
 
 def _train_dataset_fn(settings: PretrainingSettings, masking, num_replicas: int = 1):
-  micro_batch = settings.train_batch_size // settings.gradient_accumulation_steps
-  packing = training_packing(settings, micro_batch // max(num_replicas, 1))
+  shares = distribution.BatchShares(settings.train_batch_size, num_replicas,
+                                    settings.gradient_accumulation_steps)
+  packing = training_packing(settings, shares.micro_batch_per_replica)
 
   def dataset_fn(ctx):
     dataset = input_pipeline.pretraining_dataset(
         settings.input_file, settings.max_seq_length, settings.max_predictions_per_seq,
-        batch_size=micro_batch, is_training=True, input_context=ctx, seed=settings.seed,
+        batch_size=shares.micro_batch, is_training=True, input_context=ctx, seed=settings.seed,
         shuffle_buffer_size=settings.shuffle_buffer_size, dynamic_masking=masking,
         packing=packing)
     if settings.gradient_accumulation_steps > 1:
@@ -350,7 +359,7 @@ def _eval_dataset_fn(settings: PretrainingSettings):
           settings.eval_input_file or settings.input_file, settings.max_seq_length,
           settings.max_predictions_per_seq, batch_size=settings.eval_batch_size,
           is_training=False, input_context=ctx, repeat=True,
-          packing=(None if packing_mode(settings) == row_packing.NONE
+          packing=(None if not packing_mode(settings).packed
                    else packed_rows.Packing(row_packing.EXACT)))
     return datasets[key]
   return dataset_fn
@@ -484,7 +493,7 @@ def _run(config, settings, strategy, chief, metadata, exporter):
         vocab, seed=settings.seed if settings.seed is not None else 12345)
 
   # The last layer runs only at [CLS] and the masked positions: same losses, fewer FLOPs.
-  packed = packing_mode(settings) != row_packing.NONE
+  packed = packing_mode(settings).packed
   run = loop.prepare_run(strategy, lambda: build_pretraining_model(
       config, prune_last_layer=True, packed=packed), TASK, settings, settings.num_train_steps,
                          settings.num_warmup_steps, chief, towers=settings.cpu_towers)
@@ -581,13 +590,13 @@ def _naming_corrupt_files(pattern: str, flag: str):
 
 
 def _log_training(settings, strategy, step):
-  num_replicas = strategy.num_replicas_in_sync
-  micro_batch = settings.train_batch_size // num_replicas // settings.gradient_accumulation_steps
+  shares = distribution.BatchShares(settings.train_batch_size, strategy.num_replicas_in_sync,
+                                    settings.gradient_accumulation_steps)
   logging.info("Training: global batch %d, %d replica(s), per-replica batch %d%s, "
                "%d steps (from step %d), %s, mixed precision %s",
-               settings.train_batch_size, num_replicas,
-               settings.train_batch_size // num_replicas,
-               (f" in {settings.gradient_accumulation_steps} micro-batches of {micro_batch}"
+               settings.train_batch_size, shares.replicas, shares.per_replica,
+               (f" in {settings.gradient_accumulation_steps} micro-batches of "
+                f"{shares.micro_batch_per_replica}"
                 if settings.gradient_accumulation_steps > 1 else ""),
                settings.num_train_steps, step,
                settings.optimizer + (" with Adam's bias correction"

@@ -30,7 +30,8 @@ import tensorflow as tf
 
 from bert_tf.model.encoder import ENCODER_INPUTS, PACKED_INPUTS
 from bert_tf.tasks.classifier import metrics as classifier_metrics
-from bert_tf.training import evaluation, loop
+from bert_tf.training import evaluation
+from bert_tf.training import loop
 from bert_tf.training import losses
 
 # === The task (classification) ===

@@ -15,6 +15,7 @@ from bert_tf.model import checkpoints
 from bert_tf.model.encoder import build_encoder
 from bert_tf.model.layers import dtype_policy
 from bert_tf.tasks.features.inputs import InputFeatures
+from bert_tf.training import distribution
 from bert_tf.tasks.features.settings import (FeatureExtractionError, PACKINGS, POOLINGS,
                                               parse_layers)
 
@@ -171,7 +172,7 @@ class FeatureExtractor:
     if size % replicas:
       raise FeatureExtractionError(f"a batch of {size} does not split over {replicas} replicas "
                                    "(--batch_size must be a multiple of them)")
-    per = size // replicas
+    per = distribution.BatchShares(size, replicas).per_replica
 
     def part(ctx):
       start = ctx.replica_id_in_sync_group * per

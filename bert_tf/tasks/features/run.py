@@ -80,7 +80,8 @@ from bert_tf.tasks.features.inputs import (InputFeatures, batches, check_input_f
 from bert_tf.tasks.features.settings import (ExtractFeaturesSettings, FeatureExtractionError,
                                               parse_layers)
 from bert_tf.tasks.features.writers import open_writer
-from bert_tf.training import distribution, loop
+from bert_tf.training import distribution
+from bert_tf.training import loop
 
 
 # === The run ===
@@ -212,12 +213,12 @@ def extract_features(settings: ExtractFeaturesSettings, config: Optional[BertCon
                     settings.input_file)
   logging.info("%d lines in %s; layers %s, pooling %s, %s output%s", total,
                settings.input_file, ",".join(map(str, layers)), settings.pooling, output_format,
-               ", packed rows" if settings.packing == row_packing.EXACT else "")
+               ", packed rows" if settings.packing_mode.exact else "")
   with distribution.dtype_policy(settings.mixed_precision):
     with strategy.scope():
       # Packed: only the packed encoder is built (the same weights; one copy in memory).
       encoder = load_encoder(config, settings.init_checkpoint,
-                             packed=settings.packing == row_packing.EXACT)
+                             packed=settings.packing_mode.exact)
     extractor = FeatureExtractor(
         encoder, layers, settings.pooling, strategy, settings.jit_compile,
         length_buckets_lib.parse(settings.length_buckets, settings.max_seq_length),

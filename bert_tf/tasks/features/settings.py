@@ -9,6 +9,7 @@ from bert_tf import length_buckets as length_buckets_lib
 from bert_tf import row_packing
 from bert_tf.model import provenance
 from bert_tf.training import distribution
+from bert_tf.training import packed_rows
 
 
 OUTPUT_FORMATS = ("jsonl", "npz", "tfrecord")
@@ -76,6 +77,11 @@ class ExtractFeaturesSettings:
     if self.output_format:
       return self.output_format
     return _EXTENSION_FORMATS.get(os.path.splitext(self.output_file)[1].lower(), "jsonl")
+
+  @property
+  def packing_mode(self) -> packed_rows.PackingMode:
+    """--packing as the typed value of the training tier (check() refuses any but PACKINGS)."""
+    return packed_rows.PackingMode(self.packing)
 
   def check(self) -> None:
     """Raises FeatureExtractionError naming every flag with an impossible value."""

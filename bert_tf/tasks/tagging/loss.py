@@ -16,7 +16,8 @@ from typing import Any, Dict, List, Mapping
 import tensorflow as tf
 
 from bert_tf.model.encoder import ENCODER_INPUTS, PACKED_INPUTS
-from bert_tf.training import evaluation, loop
+from bert_tf.training import evaluation
+from bert_tf.training import loop
 from bert_tf.training import losses
 
 
