@@ -110,7 +110,8 @@ def main():
   from bert_tf import row_packing  # pylint: disable=g-import-not-at-top
   from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
   from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import bucketing, input_pipeline, packed_rows  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top
+  from bert_tf.training import bucketing, input_pipeline, packed_rows
   from bert_tf.training import pretraining  # pylint: disable=g-import-not-at-top
   unknown = sorted(set(FLAGS.systems) - set(SYSTEMS))
   if unknown:

@@ -311,7 +311,8 @@ def run_ours(spec):
   from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
   from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
   from bert_tf.model.heads import build_pretraining_model  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import input_pipeline, record_files, remasking  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top
+  from bert_tf.training import input_pipeline, record_files, remasking
   from bert_tf.training import distribution, loop  # pylint: disable=g-import-not-at-top
   from bert_tf.training import optimization  # pylint: disable=g-import-not-at-top
   from bert_tf.training import pretraining  # pylint: disable=g-import-not-at-top

@@ -377,9 +377,10 @@ def predict(task: FineTuningTask, state: RunState, path: str, batch_size: int,
     keep: batch entries returned beside the outputs (e.g. label_ids).
     sequence_length: pad per-position outputs of cut batches back to it (evaluation.predict).
   """
-  return evaluation.predict(state.trainer, eval_dataset(task, state, path, batch_size, num_examples),
-                      input_pipeline.eval_steps(num_examples, batch_size), keep=keep,
-                      sequence_length=sequence_length)
+  return evaluation.predict(state.trainer,
+                            eval_dataset(task, state, path, batch_size, num_examples),
+                            input_pipeline.eval_steps(num_examples, batch_size), keep=keep,
+                            sequence_length=sequence_length)
 
 
 @contextlib.contextmanager

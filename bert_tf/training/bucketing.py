@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from bert_tf import length_buckets
 from bert_tf import row_packing
-from bert_tf.training import record_files
+from bert_tf.training.record_files import as_written, autotuning_off
 
 GROUP_WINDOW_BATCHES = 50
 # Records in the shuffle buffer before grouping: the whole file for any fine-tuning set up to
@@ -38,12 +38,12 @@ def length_counts(input_file: str, max_seq_length: int) -> List[int]:
   the file once, only its input_mask."""
   spec = {"input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64)}
   counts_per_batch = tf.data.TFRecordDataset(input_file).batch(4096).map(
-      record_files.as_written(lambda serialized: tf.math.bincount(
+      as_written(lambda serialized: tf.math.bincount(
           real_length(tf.io.parse_example(serialized, spec)["input_mask"]),
           minlength=max_seq_length + 1, maxlength=max_seq_length + 1, dtype=tf.int64)),
       num_parallel_calls=tf.data.AUTOTUNE)
-  counts = record_files.autotuning_off(counts_per_batch).reduce(
-      tf.zeros([max_seq_length + 1], tf.int64), record_files.as_written(lambda total, c: total + c))
+  counts = autotuning_off(counts_per_batch).reduce(
+      tf.zeros([max_seq_length + 1], tf.int64), as_written(lambda total, c: total + c))
   return [int(c) for c in counts.numpy()]
 
 

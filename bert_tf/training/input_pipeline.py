@@ -21,10 +21,13 @@ from bert_tf import length_buckets
 from bert_tf import record_schema
 from bert_tf import row_packing
 from bert_tf.length_buckets import auto_buckets
-from bert_tf.training import bucketing
-from bert_tf.training import packed_rows
-from bert_tf.training import record_files
-from bert_tf.training import remasking
+from bert_tf.training.bucketing import (GROUP_SHUFFLE_RECORDS, GROUP_WINDOW_BATCHES, cut_to_bucket,
+                                        real_length)
+from bert_tf.training.packed_rows import Packing, pack_batch, static_rows_dataset
+from bert_tf.training.record_files import (COMPRESSION_TYPES, EXAMPLE_INDEX, InputError,
+                                           as_written, detect_compression, expand_file_patterns,
+                                           prefetched, read_input_metadata)
+from bert_tf.training.remasking import DynamicMasking, apply_dynamic_masking
 
 
 # === The dataset ===
@@ -41,7 +44,8 @@ def _parse_batch(serialized, spec, names):
 
 class _PipelineShare(NamedTuple):
   """One input pipeline's part of a run: pipeline `index` of `count` feeds `replicas` replicas
-  a batch of `per_replica_batch` each (from distribution.data_iterator's tf.distribute.InputContext)."""
+  a batch of `per_replica_batch` each (from distribution.data_iterator's
+  tf.distribute.InputContext)."""
   count: int
   index: int
   per_replica_batch: int
@@ -67,8 +71,8 @@ def pretraining_dataset(input_files: Union[str, Sequence[str]], max_seq_length: 
                         use_v2_feature_names: Optional[bool] = None,
                         repeat: Optional[bool] = None, cycle_length: int = 8,
                         shuffle_buffer_size: int = 1000, seed: Optional[int] = None,
-                        dynamic_masking: Optional[remasking.DynamicMasking] = None,
-                        packing: Optional["packed_rows.Packing"] = None) -> tf.data.Dataset:
+                        dynamic_masking: Optional[DynamicMasking] = None,
+                        packing: Optional["Packing"] = None) -> tf.data.Dataset:
   """Batches of pretraining features for training or evaluation.
 
   Size: fourteen parameters, the pretraining flags that shape its data (files, lengths, batch,
@@ -96,8 +100,8 @@ def pretraining_dataset(input_files: Union[str, Sequence[str]], max_seq_length: 
     cycle_length: files read concurrently when training.
     shuffle_buffer_size: records in the training shuffle buffer.
     seed: makes shuffling and interleaving deterministic.
-    dynamic_masking: re-mask every batch (see remasking.DynamicMasking), or None to use the stored masks.
-    packing: several instances per row (packed_rows.Packing), or None.
+    dynamic_masking: re-mask every batch (see DynamicMasking), or None to use the stored masks.
+    packing: several instances per row (Packing), or None.
 
   Returns:
     A dataset of dicts: the models' input names input_word_ids, input_mask, input_type_ids
@@ -108,8 +112,8 @@ def pretraining_dataset(input_files: Union[str, Sequence[str]], max_seq_length: 
     packed_cls_positions [R, K], the masked_lm_* [R, P + K] (predictions_per_row), and
     next_sentence_labels [R * K, 1] with next_sentence_weights [R * K] (0 for an empty slot).
   """
-  files = (record_files.expand_file_patterns(input_files) if isinstance(input_files, str)
-           else record_files.expand_file_patterns(list(input_files)))
+  files = (expand_file_patterns(input_files) if isinstance(input_files, str)
+           else expand_file_patterns(list(input_files)))
   compression, use_v2_feature_names = _pretraining_format(
       files, max_seq_length, max_predictions_per_seq, compression, use_v2_feature_names)
   share = _pipeline_share(input_context, batch_size)
@@ -126,7 +130,7 @@ def pretraining_dataset(input_files: Union[str, Sequence[str]], max_seq_length: 
       record_schema.feature_names(use_v2_feature_names), dynamic_masking, share, deterministic)
   if packing is not None:
     dataset = _packed_pretraining_rows(dataset, packing, max_predictions_per_seq)
-  return record_files.prefetched(dataset)
+  return prefetched(dataset)
 
 
 def _pretraining_format(files: Sequence[str], max_seq_length: int, max_predictions_per_seq: int,
@@ -135,18 +139,18 @@ def _pretraining_format(files: Sequence[str], max_seq_length: int, max_predictio
   """(compression, use_v2_feature_names) of pretraining record files: the values given, or
   else what the files' metadata records (checked against the two lengths) or, for the
   compression, what their first bytes show."""
-  metadata = record_files.read_input_metadata(files)
+  metadata = read_input_metadata(files)
   if metadata is not None:
     try:
       record_schema.check_metadata(metadata, source=record_schema.metadata_path(files[0]),
                                    max_seq_length=max_seq_length,
                                    max_predictions_per_seq=max_predictions_per_seq)
     except record_schema.MetadataError as e:
-      raise record_files.InputError(str(e)) from None
+      raise InputError(str(e)) from None
   if compression is None:
-    compression = record_files.detect_compression(files, metadata)
-  if compression not in record_files.COMPRESSION_TYPES:
-    raise record_files.InputError(f"compression must be one of {record_files.COMPRESSION_TYPES}, got {compression!r}")
+    compression = detect_compression(files, metadata)
+  if compression not in COMPRESSION_TYPES:
+    raise InputError(f"compression must be one of {COMPRESSION_TYPES}, got {compression!r}")
   if use_v2_feature_names is None:
     use_v2_feature_names = bool(metadata and metadata.get("use_v2_feature_names"))
   return compression, use_v2_feature_names
@@ -182,12 +186,12 @@ def _pretraining_records(files: Sequence[str], compression: str, share: _Pipelin
     return tf.data.TFRecordDataset(path, compression_type=compression)
 
   if is_training:
-    dataset = dataset.interleave(record_files.as_written(read),
+    dataset = dataset.interleave(as_written(read),
                                  cycle_length=max(1, min(cycle_length, num_files)),
                                  num_parallel_calls=tf.data.AUTOTUNE,
                                  deterministic=deterministic)
   else:
-    dataset = dataset.flat_map(record_files.as_written(read))
+    dataset = dataset.flat_map(as_written(read))
   if shard_by_record:
     dataset = dataset.shard(share.count, share.index)
   if is_training:
@@ -196,7 +200,7 @@ def _pretraining_records(files: Sequence[str], compression: str, share: _Pipelin
 
 
 def _parsed_pretraining_batches(batches: tf.data.Dataset, spec, names,
-                                dynamic_masking: Optional[remasking.DynamicMasking],
+                                dynamic_masking: Optional[DynamicMasking],
                                 share: _PipelineShare, deterministic: bool
                                 ) -> tf.data.Dataset:
   """Batches of serialized records parsed, under the models' input names; with
@@ -205,37 +209,37 @@ def _parsed_pretraining_batches(batches: tf.data.Dataset, spec, names,
   batches of a run share it)."""
   if dynamic_masking is None:
     return batches.map(
-        record_files.as_written(lambda records: record_schema.to_model_names(
+        as_written(lambda records: record_schema.to_model_names(
             _parse_batch(records, spec, names))),
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
-  parsed = batches.map(record_files.as_written(lambda records: _parse_batch(records, spec, names)),
+  parsed = batches.map(as_written(lambda records: _parse_batch(records, spec, names)),
                        num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
   return parsed.enumerate().map(
-      record_files.as_written(lambda index, batch: record_schema.to_model_names(remasking.apply_dynamic_masking(
+      as_written(lambda index, batch: record_schema.to_model_names(apply_dynamic_masking(
           batch, dynamic_masking,
           tf.stack([tf.constant(dynamic_masking.seed, tf.int64),
                     index * share.count + share.index])))),
       num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
-def _packed_pretraining_rows(batches: tf.data.Dataset, packing: "packed_rows.Packing",
+def _packed_pretraining_rows(batches: tf.data.Dataset, packing: "Packing",
                              max_predictions_per_seq: int) -> tf.data.Dataset:
   """Parsed batches (static packing: windows) as packed rows with next_sentence_weights:
   static packing packs each window and takes its rows packing.rows at a time, exact packing
   packs each batch into the fewest rows."""
   extra = predictions_per_row(max_predictions_per_seq, packing.max_per_row)
-  batches = batches.map(record_files.as_written(_with_next_sentence_weights),
+  batches = batches.map(as_written(_with_next_sentence_weights),
                         num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   if packing.static:
-    return packed_rows.static_rows_dataset(batches, packing, MASKED_LM_KEYS, extra)
+    return static_rows_dataset(batches, packing, MASKED_LM_KEYS, extra)
   return batches.map(
-      record_files.as_written(lambda batch: packed_rows.pack_batch(
+      as_written(lambda batch: pack_batch(
           batch, packing.max_per_row, prediction_keys=MASKED_LM_KEYS,
           predictions_per_row=extra)),
       num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
-# Packed pretraining rows (packed_rows.pack_batch's prediction_keys).
+# Packed pretraining rows (pack_batch's prediction_keys).
 MASKED_LM_KEYS = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
 NEXT_SENTENCE_WEIGHTS = "next_sentence_weights"
 
@@ -302,7 +306,7 @@ def _length_grouped(window: Mapping[str, tf.Tensor], index: tf.Tensor, batch_siz
   put examples of one exact length together (the windows of one SQuAD paragraph, say) instead
   of a random sample of the bucket. Both random draws are seeded by seed and the window's
   index."""
-  lengths = bucketing.real_length(window["input_mask"])
+  lengths = real_length(window["input_mask"])
   count = tf.shape(lengths)[0]
   if seed is None:
     seeds = tf.random.uniform([2, 2], maxval=tf.int64.max, dtype=tf.int64)
@@ -331,7 +335,7 @@ def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batc
                    shuffle_buffer_size: int = 100,
                    length_buckets: Optional[Sequence[int]] = None,
                    group_by_length: bool = False, batches_per_update: int = 1,
-                   packing: Optional[packed_rows.Packing] = None) -> tf.data.Dataset:
+                   packing: Optional[Packing] = None) -> tf.data.Dataset:
   """Batches of a fine-tuning record file of any fixed-length schema: the task's data module
   gives its record spec (classifier_data, squad_data, tagging_data: `record_spec`, through
   parsing_spec), and the fine-tuning driver reads every task's records here (int64 features
@@ -344,8 +348,8 @@ def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batc
   across the repeat (100 records, the original's value: data order is close to file order),
   batch, drop the last partial batch. With group_by_length the file is shuffled within each
   pass (so each epoch of the stream holds every example exactly once) in a buffer of at least
-  bucketing.GROUP_SHUFFLE_RECORDS records (the whole file, for most fine-tuning sets), and the stream
-  read in windows of bucketing.GROUP_WINDOW_BATCHES updates; each window's examples are ordered by length
+  GROUP_SHUFFLE_RECORDS records (the whole file, for most fine-tuning sets), and the stream
+  read in windows of GROUP_WINDOW_BATCHES updates; each window's examples are ordered by length
   bucket (random order within a bucket; the 'auto' buckets when length_buckets is None), cut
   into updates (the global batch: this pipeline's replicas x batches_per_update
   micro-batches), and the updates shuffled (seeded by `seed` and the window's position), so
@@ -360,8 +364,8 @@ def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batc
   replica.
 
   With length_buckets each batch is cut to its longest real row rounded up to a boundary
-  (bucketing.cut_to_bucket); without, every batch has the records' static length. With packing
-  (packed_rows.Packing; not with group_by_length), batches are packed rows (packed_rows.pack_batch):
+  (cut_to_bucket); without, every batch has the records' static length. With packing
+  (Packing; not with group_by_length), batches are packed rows (pack_batch):
   exact packing packs each batch of the unpacked run (training, eval and predict alike) into
   the fewest rows (a row_packing.row_ladder count), of the narrowest length bucket that needs
   no more rows than max_seq_length does (row_packing.best_width); static packing
@@ -395,9 +399,9 @@ def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batc
   share = _pipeline_share(input_context, batch_size)
   parse = lambda serialized: _parse_records(serialized, spec)
   if packing is not None:  # packed rows take their width from the buckets themselves
-    cut_or_pack = lambda batch: packed_rows.pack_batch(batch, packing.max_per_row, widths=length_buckets)
+    cut_or_pack = lambda batch: pack_batch(batch, packing.max_per_row, widths=length_buckets)
   elif length_buckets is not None:
-    cut_or_pack = lambda batch: bucketing.cut_to_bucket(batch, length_buckets)
+    cut_or_pack = lambda batch: cut_to_bucket(batch, length_buckets)
   else:
     cut_or_pack = None
   records = tf.data.TFRecordDataset(input_file)
@@ -410,28 +414,28 @@ def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batc
       dataset = dataset.shard(share.count, share.index)
     dataset = dataset.batch(share.per_replica_batch, drop_remainder=True)
     if cut_or_pack is not None:
-      dataset = dataset.map(record_files.as_written(cut_or_pack), num_parallel_calls=tf.data.AUTOTUNE,
+      dataset = dataset.map(as_written(cut_or_pack), num_parallel_calls=tf.data.AUTOTUNE,
                             deterministic=True)
-    return record_files.prefetched(dataset)
+    return prefetched(dataset)
   if share.count > 1:
     records = records.shard(share.count, share.index)
   if group_by_length:
     # Grouped by the buckets batches are cut to; without a cut, by the 'auto' ladder's, so
     # that a fixed-length run sees the examples in the order of an 'auto' one.
-    return record_files.prefetched(_length_grouped_batches(
+    return prefetched(_length_grouped_batches(
         records, parse, share, batches_per_update, seed, shuffle_buffer_size,
         length_buckets or auto_buckets(spec["input_mask"].shape[0]), cut_or_pack))
   records = records.repeat().shuffle(shuffle_buffer_size, seed=seed,
                                      reshuffle_each_iteration=True)
   if packing is not None and packing.static:
     windows = records.batch(packing.window or 8 * share.per_replica_batch, drop_remainder=True)
-    windows = windows.map(record_files.as_written(parse), num_parallel_calls=tf.data.AUTOTUNE,
+    windows = windows.map(as_written(parse), num_parallel_calls=tf.data.AUTOTUNE,
                           deterministic=True)
-    return record_files.prefetched(packed_rows.static_rows_dataset(windows, packing))
+    return prefetched(static_rows_dataset(windows, packing))
   dataset = records.batch(share.per_replica_batch, drop_remainder=True)
   batch_of = parse if cut_or_pack is None else (
       lambda serialized: cut_or_pack(parse(serialized)))
-  return record_files.prefetched(dataset.map(record_files.as_written(batch_of), num_parallel_calls=tf.data.AUTOTUNE,
+  return prefetched(dataset.map(as_written(batch_of), num_parallel_calls=tf.data.AUTOTUNE,
                                  deterministic=True))
 
 
@@ -439,13 +443,13 @@ def _indexed_and_padded(records: tf.data.Dataset, parse, num_examples: int,
                         total: int) -> tf.data.Dataset:
   """Every record parsed, in file order, with its position as example_index, then all-zero
   examples (weight 0; example_index -1) up to `total`."""
-  examples = records.batch(256).map(record_files.as_written(parse)).unbatch()
+  examples = records.batch(256).map(as_written(parse)).unbatch()
   examples = examples.enumerate().map(
-      record_files.as_written(lambda i, example: dict(example, **{record_files.EXAMPLE_INDEX: i})))
+      as_written(lambda i, example: dict(example, **{EXAMPLE_INDEX: i})))
   if total > num_examples:
     padding = {name: tf.zeros(spec.shape, spec.dtype)
                for name, spec in examples.element_spec.items()}
-    padding[record_files.EXAMPLE_INDEX] = tf.constant(-1, tf.int64)
+    padding[EXAMPLE_INDEX] = tf.constant(-1, tf.int64)
     examples = examples.concatenate(
         tf.data.Dataset.from_tensors(padding).repeat(total - num_examples))
   return examples
@@ -459,16 +463,16 @@ def _length_grouped_batches(records: tf.data.Dataset, parse, share: _PipelineSha
   `cut` (or not, when it is None)."""
   # Shuffled within each pass over the file, so every epoch of the stream holds every example
   # exactly once (the original shuffles across the repeat).
-  records = records.shuffle(max(shuffle_buffer_size, bucketing.GROUP_SHUFFLE_RECORDS), seed=seed,
+  records = records.shuffle(max(shuffle_buffer_size, GROUP_SHUFFLE_RECORDS), seed=seed,
                             reshuffle_each_iteration=True).repeat()
   batches_per_group = share.replicas * batches_per_update
-  windows = records.batch(share.per_replica_batch * batches_per_group * bucketing.GROUP_WINDOW_BATCHES,
+  windows = records.batch(share.per_replica_batch * batches_per_group * GROUP_WINDOW_BATCHES,
                           drop_remainder=True)
-  windows = windows.map(record_files.as_written(parse), num_parallel_calls=tf.data.AUTOTUNE,
+  windows = windows.map(as_written(parse), num_parallel_calls=tf.data.AUTOTUNE,
                         deterministic=True)
   batches = windows.enumerate().flat_map(
-      record_files.as_written(lambda index, window: _length_grouped(
+      as_written(lambda index, window: _length_grouped(
           window, index, share.per_replica_batch, batches_per_group, seed, boundaries)))
   if cut is None:
     return batches
-  return batches.map(record_files.as_written(cut), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  return batches.map(as_written(cut), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)

@@ -314,8 +314,9 @@ def prepare_run(strategy, build_model: Callable[[], keras.Model], task: Task, se
   trainer = Trainer(strategy, model, optimizer, task, settings.train_batch_size,
                     settings.gradient_accumulation_steps, settings.jit_compile,
                     settings.max_nonfinite_steps, towers=towers)
-  state = run_folder.checkpoint_state(model, optimizer, global_step, settings.output_dir, chief, strategy,
-                           settings.keep_checkpoint_max, newest_only=not settings.do_train)
+  state = run_folder.checkpoint_state(model, optimizer, global_step, settings.output_dir,
+                                      chief, strategy, settings.keep_checkpoint_max,
+                                      newest_only=not settings.do_train)
   return Run(model, optimizer, global_step, trainer, state)
 
 

@@ -8,7 +8,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 import tensorflow as tf
 
 from bert_tf import row_packing
-from bert_tf.training import record_files
+from bert_tf.training.record_files import EXAMPLE_INDEX, as_written
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,7 +127,7 @@ def pack_batch(batch: Mapping[str, tf.Tensor], max_per_row: int = row_packing.MA
     out = row_packing.pack_arrays(
         {k: v[:, :width] for k, v in token_arrays.items()},
         dict(zip(examples, rest[:len(examples)])), width, rows=count,
-        max_per_row=max_per_row, fill={record_files.EXAMPLE_INDEX: -1},
+        max_per_row=max_per_row, fill={EXAMPLE_INDEX: -1},
         prediction_features=dict(zip(prediction_keys, rest[len(examples):])),
         predictions_per_row=predictions_per_row)
     return [out[k] for k in out_keys]
@@ -218,7 +218,7 @@ def static_rows_dataset(parsed_windows: tf.data.Dataset, packing: Packing,
                         predictions_per_row=predictions_per_row)
     return tf.data.Dataset.from_tensor_slices(_rows_of(packed, k, prediction_keys))
 
-  dataset = parsed_windows.flat_map(record_files.as_written(window_rows))
+  dataset = parsed_windows.flat_map(as_written(window_rows))
   dataset = dataset.batch(packing.rows, drop_remainder=True)
-  return dataset.map(record_files.as_written(lambda rows: _examples_of(rows, per_example)),
+  return dataset.map(as_written(lambda rows: _examples_of(rows, per_example)),
                      num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)

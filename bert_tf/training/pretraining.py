@@ -164,7 +164,8 @@ class PretrainingSettings:
                       f"got {self.optimizer!r}")
     if self.mixed_precision not in distribution.MIXED_PRECISION_POLICIES:
       problems.append(f"--mixed_precision must be one of "
-                      f"{', '.join(distribution.MIXED_PRECISION_POLICIES)}, got {self.mixed_precision!r}")
+                      f"{', '.join(distribution.MIXED_PRECISION_POLICIES)}, "
+                      f"got {self.mixed_precision!r}")
     split = num_replicas * max(1, self.gradient_accumulation_steps) * max(1, self.cpu_towers)
     if self.train_batch_size > 0 and self.train_batch_size % split:
       problems.append(f"--train_batch_size={self.train_batch_size} must be a multiple of "

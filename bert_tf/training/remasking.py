@@ -7,7 +7,7 @@ from typing import Dict, Mapping
 import tensorflow as tf
 
 from bert_tf import record_schema
-from bert_tf.training import record_files
+from bert_tf.training.record_files import InputError
 
 # === Dynamic masking ===
 
@@ -38,7 +38,7 @@ class DynamicMasking:
       ids = {name: vocab[token] for name, token in (
           ("mask_id", "[MASK]"), ("cls_id", "[CLS]"), ("sep_id", "[SEP]"), ("pad_id", "[PAD]"))}
     except KeyError as e:
-      raise record_files.InputError(f"dynamic masking needs the token {e.args[0]} in the vocab") from None
+      raise InputError(f"dynamic masking needs the token {e.args[0]} in the vocab") from None
     return cls(vocab_size=len(vocab), **ids, **kwargs)
 
 

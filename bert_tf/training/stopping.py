@@ -236,7 +236,8 @@ def worker_loss(strategy, manager, chief: bool, num_train_steps: int,
       raise
     output_dir = manager.directory if chief else os.path.dirname(manager.directory)
     try:
-      saved = [path for path in run_folder.run_checkpoints(output_dir) if io.exists(path + ".index")]
+      saved = [path for path in run_folder.run_checkpoints(output_dir)
+               if io.exists(path + ".index")]
     except (OSError, tf.errors.OpError) as listing:
       logging.warning("Cannot list the checkpoints in %s: %s", output_dir, listing)
       saved = None

@@ -188,7 +188,8 @@ def test_other_errors_in_training_pass_and_one_process_runs_are_left_alone(monke
     with stopping.worker_loss(tf.distribute.OneDeviceStrategy("/cpu:0"), manager, True, 100,
                            lambda: 3):
       raise tf.errors.UnavailableError(None, None, KILLED)
-  with pytest.raises(stopping.WorkerLost, match="no checkpoint was saved yet: relaunch every worker "
+  with pytest.raises(stopping.WorkerLost,
+                     match="no checkpoint was saved yet: relaunch every worker "
                      r"with the same command to start again \(exit status 75\)$"):
     with stopping.worker_loss(_multi_worker_strategy(), manager, True, 100, lambda: 3):
       raise tf.errors.UnavailableError(None, None, FROZEN)

@@ -491,7 +491,8 @@ def test_every_training_command_passes_adam_bias_correction_to_its_optimizer(tmp
   from bert_tf import run_classifier, run_ner, run_pretraining, run_squad
   from bert_tf.model.heads import build_pretraining_model  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks.squad import run as squad_run  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import distribution, loop, pretraining  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top
+  from bert_tf.training import distribution, loop, pretraining
   required = {run_pretraining: ["--input_file=i", "--output_dir=o", "--bert_config_file=c"],
               run_classifier: ["--task_name=generic", "--data_dir=d", "--vocab_file=v",
                                "--output_dir=o", "--label_list=a,b"],

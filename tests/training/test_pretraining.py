@@ -85,8 +85,8 @@ def test_training_lowers_eval_loss_and_raises_accuracy(data, tmp_path, monkeypat
   assert evaluations[20]["masked_lm_loss"] > evaluations[60]["masked_lm_loss"]
   assert {k: after[k] for k in evaluations[60]} == evaluations[60]
   assert len(builds) == 1 and len(traces) == 1, (builds, traces)
-  assert evaluation.read_eval_results(str(tmp_path / "after" / "eval_results.txt")) == pytest.approx(
-      evaluations[60])
+  assert evaluation.read_eval_results(str(tmp_path / "after" / "eval_results.txt")) == \
+      pytest.approx(evaluations[60])
   eval_points = _summary_points(str(tmp_path / "after" / "eval" / "events.out.tfevents.*"))
   for tag in ("masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy", "loss"):
     assert eval_points[tag] == [(step, pytest.approx(evaluations[step][tag], rel=1e-6))

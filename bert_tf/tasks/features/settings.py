@@ -104,7 +104,8 @@ class ExtractFeaturesSettings:
                       f"got {self.packing!r}")
     if self.mixed_precision not in distribution.MIXED_PRECISION_POLICIES:
       problems.append(f"--mixed_precision must be one of "
-                      f"{', '.join(distribution.MIXED_PRECISION_POLICIES)}, got {self.mixed_precision!r}")
+                      f"{', '.join(distribution.MIXED_PRECISION_POLICIES)}, "
+                      f"got {self.mixed_precision!r}")
     if problems:
       raise FeatureExtractionError("; ".join(problems))
 

@@ -589,6 +589,38 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer, ma
                                          max_query_length, is_training, output_fn, stats)
 
 
+def _answer_pieces(example, context, tokenizer, is_training: bool):
+  """(first, last) WordPiece of the answer in the context: (-1, -1) for an impossible training
+  question, (None, None) outside training; the original's _improve_answer_span applied."""
+  if not is_training:
+    return None, None
+  if example.is_impossible:
+    return -1, -1
+  orig_to_tok_index, all_doc_tokens = context.orig_to_tok_index, context.all_doc_tokens
+  start = orig_to_tok_index[example.start_position]
+  if example.end_position < len(example.doc_tokens) - 1:
+    end = orig_to_tok_index[example.end_position + 1] - 1
+  else:
+    end = len(all_doc_tokens) - 1
+  return _improve_answer_span(all_doc_tokens, start, end, tokenizer, example.orig_answer_text)
+
+
+def _question(query_tokens, context, vocab_lookup, cls_sep, max_seq_length: int) -> _Question:
+  """The [CLS] question [SEP] part every window of a question shares, with its ids when the
+  vocab gives them all (else None: convert_tokens_to_ids raises the tokenizer's own error)."""
+  query_ids = None
+  if context.doc_ids is not None:
+    try:
+      query_ids = [cls_sep[0]] + [vocab_lookup[t] for t in query_tokens] + [cls_sep[1]]
+    except KeyError:
+      query_ids = None
+  query_part = ["[CLS]"] + query_tokens + ["[SEP]"]
+  query_packed = None
+  if query_ids is not None and 0 <= min(query_ids) and max(query_ids) < len(_varints()):
+    query_packed = record_schema.pack_int64(query_ids, _varints())
+  return _Question(query_part, query_ids, query_packed, cls_sep[1], max_seq_length)
+
+
 def _convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,
                                   max_query_length, is_training, output_fn, stats):
   words = _Words(tokenizer)
@@ -612,37 +644,16 @@ def _convert_examples_to_features(examples, tokenizer, max_seq_length, doc_strid
     # WordPieces, maps and ids are computed once for them all.
     if context is None or context.doc_tokens is not example.doc_tokens:
       context = _Context(example.doc_tokens, words)
-    orig_to_tok_index = context.orig_to_tok_index
-    all_doc_tokens = context.all_doc_tokens
 
-    tok_start_position = tok_end_position = None
-    if is_training and example.is_impossible:
-      tok_start_position = tok_end_position = -1
-    if is_training and not example.is_impossible:
-      tok_start_position = orig_to_tok_index[example.start_position]
-      if example.end_position < len(example.doc_tokens) - 1:
-        tok_end_position = orig_to_tok_index[example.end_position + 1] - 1
-      else:
-        tok_end_position = len(all_doc_tokens) - 1
-      tok_start_position, tok_end_position = _improve_answer_span(
-          all_doc_tokens, tok_start_position, tok_end_position, tokenizer,
-          example.orig_answer_text)
+    tok_start_position, tok_end_position = _answer_pieces(example, context, tokenizer,
+                                                          is_training)
 
     spans, span_flags = context.windows(max_tokens_for_doc, doc_stride)
     if not spans:
       without_window += 1
-    query_ids = None
-    if context.doc_ids is not None:
-      try:
-        query_ids = [cls_sep[0]] + [vocab_lookup[t] for t in query_tokens] + [cls_sep[1]]
-      except KeyError:
-        query_ids = None  # convert_tokens_to_ids below raises the tokenizer's own error
-    query_part = ["[CLS]"] + query_tokens + ["[SEP]"]
-    query_packed = None
-    if query_ids is not None and 0 <= min(query_ids) and max(query_ids) < len(_varints()):
-      query_packed = record_schema.pack_int64(query_ids, _varints())
-    question = _Question(query_part, query_ids, query_packed, cls_sep[1], max_seq_length)
-    doc_offset = len(query_part)
+    question = _question(query_tokens, context, vocab_lookup, cls_sep, max_seq_length)
+    query_ids = question.ids
+    doc_offset = len(question.tokens)
     for doc_span_index, span in enumerate(spans):
       start_position = end_position = None
       if is_training and not example.is_impossible:
