@@ -104,8 +104,10 @@ class FineTuningSettings:
 
   def __post_init__(self):
     # A model folder (Hugging Face's, a release's, an export) as --vocab_file: its vocab.txt.
-    if getattr(self, "vocab_file", None):
-      object.__setattr__(self, "vocab_file", provenance.resolve_vocab_file(self.vocab_file))
+    # (Every task's settings declare vocab_file.)
+    vocab_file = dataclasses.asdict(self).get("vocab_file")
+    if vocab_file:
+      object.__setattr__(self, "vocab_file", provenance.resolve_vocab_file(vocab_file))
 
 
 # Counts every fine-tuning run has (FineTuningSettings), and the batch sizes some do.
@@ -115,19 +117,22 @@ _POSITIVE_RUN_FLAGS = ("train_batch_size", "eval_batch_size", "predict_batch_siz
                        "shuffle_buffer_size")
 
 
-def fine_tuning_problems(settings, num_replicas: int) -> List[str]:
+def fine_tuning_problems(settings: FineTuningSettings, num_replicas: int) -> List[str]:
   """What is wrong with a fine-tuning run's shared flags (the counts, num_train_epochs,
   warmup_proportion, optimizer, mixed_precision, length_buckets, train_batch_size against
   replicas x accumulation, eval / predict_batch_size against replicas when evaluating /
   predicting), one message per flag; empty when nothing is."""
   problems = []
+  # The shared flags by name: a task's settings declare the batch sizes of its phases
+  # (SQuAD's has no eval phase).
+  fields = dataclasses.asdict(settings)
   for name in _POSITIVE_RUN_FLAGS:
-    value = getattr(settings, name, None)
+    value = fields.get(name)
     if value is not None and value <= 0:
       problems.append(f"--{name} must be positive, got {value}")
   for flag, phase in (("eval_batch_size", "do_eval"), ("predict_batch_size", "do_predict")):
-    value = getattr(settings, flag, None)
-    if getattr(settings, phase, False) and value and value > 0 and value % num_replicas:
+    value = fields.get(flag)
+    if fields.get(phase, False) and value and value > 0 and value % num_replicas:
       problems.append(f"--{flag}={value} must be a multiple of the number of replicas "
                       f"({num_replicas})")
   if settings.do_train and settings.num_train_epochs <= 0:

@@ -48,6 +48,7 @@ from bert_tf import row_packing
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.model import exporting
+from bert_tf.tasks import common
 from bert_tf.tasks import start as start_lib
 from bert_tf.training import bucketing
 from bert_tf.training import distribution
@@ -103,7 +104,7 @@ class TrainingRecords:
 class RunState:
   """One run as the task's functions see it after the run directory is taken."""
   config: BertConfig
-  settings: Any
+  settings: common.FineTuningSettings
   strategy: tf.distribute.Strategy
   chief: bool
   tokenizer: Any

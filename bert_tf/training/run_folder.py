@@ -22,12 +22,13 @@ handed in.
 """
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
 import posixpath
 import re
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Protocol, Set
 
 from absl import logging
 import tensorflow as tf
@@ -183,6 +184,12 @@ def restore_newest_valid_checkpoint(checkpoint: tf.train.Checkpoint, output_dir:
   return None
 
 
+class RunSettings(Protocol):
+  """What the run folder reads of a command's settings (a frozen dataclass: PretrainingSettings,
+  a task's FineTuningSettings): whether it trains, and its flags by field name."""
+  do_train: bool
+
+
 RUN_SETTINGS_FILE = "run_settings.json"
 # The flags whose change moves a resumed run's data position (resume skips global_step batches
 # of the new size and length): a resume that changes one is refused.
@@ -201,7 +208,7 @@ def run_directory_lock(output_dir: str, chief: bool, program: str):
   return io.directory_lock(output_dir, program) if chief else contextlib.nullcontext()
 
 
-def check_resume_compatible(output_dir: str, config, settings) -> None:
+def check_resume_compatible(output_dir: str, config, settings: RunSettings) -> None:
   """Refuses to resume the checkpoints in output_dir with another config or data position.
 
   Called before anything is written to output_dir, so a refused resume leaves the run as it
@@ -226,34 +233,40 @@ def check_resume_compatible(output_dir: str, config, settings) -> None:
           "--output_dir")
   settings_path = io.join(output_dir, RUN_SETTINGS_FILE)
   # Evaluating or predicting with the checkpoints at another length or batch size is fine.
-  if getattr(settings, "do_train", False) and io.exists(settings_path):
+  if settings.do_train and io.exists(settings_path):
     recorded = json.loads(io.read_text(settings_path))
+    current = recorded_flags(settings)
     for key in POSITION_FLAGS:
-      if key in recorded and hasattr(settings, key) and recorded[key] != getattr(settings, key):
+      if key in recorded and key in current and recorded[key] != current[key]:
         raise TrainingError(
-            f"--{key}={getattr(settings, key)} but the checkpoints in {output_dir} were trained "
+            f"--{key}={current[key]} but the checkpoints in {output_dir} were trained "
             f"with --{key}={recorded[key]}: resuming would not continue where the run stopped "
             f"in the data; resume with --{key}={recorded[key]} or choose another --output_dir")
-    changed = [f"--{key} {recorded[key]!r} -> {getattr(settings, key)!r}"
+    changed = [f"--{key} {recorded[key]!r} -> {current[key]!r}"
                for key in TRAJECTORY_FLAGS
-               if key in recorded and hasattr(settings, key)
-               and recorded[key] != getattr(settings, key)]
+               if key in recorded and key in current and recorded[key] != current[key]]
     if changed:
       logging.warning("Resuming the checkpoints in %s with changed flags (%s): the run goes "
                       "on, but it will not equal an uninterrupted run with the recorded flags "
                       "(%s)", output_dir, "; ".join(changed), settings_path)
 
 
-def record_run(output_dir: str, config, settings) -> None:
+def record_run(output_dir: str, config, settings: RunSettings) -> None:
   """Writes bert_config.json and, for a training run, run_settings.json (the data-position
   flags, refused when changed on resume, and TRAJECTORY_FLAGS, warned about) to output_dir."""
   config.to_json_file(io.join(output_dir, "bert_config.json"))
-  if not getattr(settings, "do_train", False):
+  if not settings.do_train:
     return
-  recorded = {key: getattr(settings, key) for key in POSITION_FLAGS + TRAJECTORY_FLAGS
-              if hasattr(settings, key)}
   io.write_text(io.join(output_dir, RUN_SETTINGS_FILE),
-                json.dumps(recorded, indent=2, sort_keys=True) + "\n")
+                json.dumps(recorded_flags(settings), indent=2, sort_keys=True) + "\n")
+
+
+def recorded_flags(settings: RunSettings) -> Dict[str, Any]:
+  """The POSITION_FLAGS and TRAJECTORY_FLAGS among the settings' fields, by name (a command's
+  settings declare those of its flags, e.g. pretraining's input_file, a fine-tuning run's
+  train_file)."""
+  fields = dataclasses.asdict(settings)
+  return {key: fields[key] for key in POSITION_FLAGS + TRAJECTORY_FLAGS if key in fields}
 
 
 # === A fine-tuning run's folder ===

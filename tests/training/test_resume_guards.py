@@ -214,3 +214,22 @@ def test_a_resume_with_other_training_flags_says_so(data, full_run, tmp_path, ca
   assert (f"--seed 7 -> 8; --learning_rate 0.001 -> 0.002; --num_train_steps 6 -> 8; "
           f"--input_file {data!r} -> {other_data!r}") in caplog.text
   assert "will not equal an uninterrupted run" in caplog.text
+
+
+def test_recorded_flags_are_the_declared_flags_by_name(tmp_path):
+  """run_settings.json holds exactly the POSITION_FLAGS and TRAJECTORY_FLAGS a command's
+  settings declare (the attribute lookups it replaced, as a reference), for pretraining and
+  for a fine-tuning task whose settings lack some of them (SQuAD: no data_dir, no input_file)."""
+  from bert_tf.tasks.squad import run as squad_run  # pylint: disable=g-import-not-at-top
+  from tests import helpers  # pylint: disable=g-import-not-at-top
+  vocab = helpers.write_vocab(str(tmp_path / "vocab.txt"))
+  for settings in (helpers.tiny_settings(str(tmp_path / "data"), str(tmp_path / "run"),
+                                         do_train=True, packing="static"),
+                   squad_run.SquadSettings(output_dir=str(tmp_path / "squad"), vocab_file=vocab,
+                                           do_train=True, train_file="train.json", seed=3)):
+    names = run_folder.POSITION_FLAGS + run_folder.TRAJECTORY_FLAGS
+    reference = {key: getattr(settings, key) for key in names if hasattr(settings, key)}
+    assert run_folder.recorded_flags(settings) == reference
+    assert "train_batch_size" in reference and "packing" in reference
+  assert "data_dir" not in run_folder.recorded_flags(settings)
+  assert run_folder.recorded_flags(settings)["train_file"] == "train.json"
