@@ -172,7 +172,7 @@ def tagger_pool(np, vocab_size, num_labels, labelled, batches, batch, seq, seed=
 
 def ours(config, pool, total_steps, warmup):
   from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import classifier  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.classifier import loss as classifier  # pylint: disable=g-import-not-at-top
   return harness.ours(lambda: heads.build_classifier_model(config, FLAGS.num_labels),
                       classifier.TASK, pool, total_steps, warmup, FLAGS)
 
@@ -223,7 +223,7 @@ SYSTEMS = {"ours": ours, "model_garden": model_garden, "hf_torch": hf_torch}
 
 def ours_tagger(config, pool, total_steps, warmup):
   from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import tagging  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.tagging import loss as tagging  # pylint: disable=g-import-not-at-top
   return harness.ours(lambda: heads.build_tagger_model(config, FLAGS.tagging_labels),
                       tagging.TASK, pool, total_steps, warmup, FLAGS)
 
@@ -383,7 +383,8 @@ def measure_conversion():
   """{"ours": seconds, "original": seconds} (best of the repeats) and the pair count."""
   from bert_tf import record_schema  # pylint: disable=g-import-not-at-top
   from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import classifier_data  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top
+  from bert_tf.tasks.classifier import data as classifier_data
   naive_tokenizer = load_naive_tokenizer()
   examples = [classifier_data.InputExample(guid=g, text_a=a, text_b=b, label=label)
               for g, a, b, label in read_pairs(FLAGS.corpus, FLAGS.conversion_examples)]
@@ -440,7 +441,11 @@ def extract_features_rows():
   from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
   from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
   from bert_tf.model.encoder import build_encoder  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import feature_extraction as fe  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top
+  from bert_tf.tasks.features import extractor as fe_extractor
+  from bert_tf.tasks.features import inputs as fe_inputs  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.features import run as fe_run  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.features import settings as fe_settings  # pylint: disable=g-import-not-at-top
   tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
   pairs = read_pairs(FLAGS.corpus, FLAGS.extract_lines)
   rows = []
@@ -457,10 +462,10 @@ def extract_features_rows():
       prefix = os.path.join(tmp, preset, "bert_model.ckpt")
       checkpoints.save_tf1_checkpoint(encoder, prefix)
       config.to_json_file(os.path.join(tmp, preset, "bert_config.json"))
-      features = list(fe.convert_examples_to_features(fe.read_examples(input_file),
-                                                      FLAGS.seq_length, tokenizer))
-      extractor = fe.FeatureExtractor(encoder, fe.parse_layers("-1,-2,-3,-4",
-                                                               config.num_hidden_layers))
+      features = list(fe_inputs.convert_examples_to_features(
+          fe_inputs.read_examples(input_file), FLAGS.seq_length, tokenizer))
+      extractor = fe_extractor.FeatureExtractor(
+          encoder, fe_settings.parse_layers("-1,-2,-3,-4", config.num_hidden_layers))
       size = FLAGS.batch_size
       extractor.run_features(features[:size], size)  # warm-up (tracing)
       best = float("inf")
@@ -473,12 +478,12 @@ def extract_features_rows():
       what = f"extract_features {preset}, {len(features)} lines"
       rows.append((what, "model only (FeatureExtractor)", f"{model_rate:.2f}", "", ""))
       for output_format in ("npz", "jsonl"):
-        settings = fe.ExtractFeaturesSettings(
+        settings = fe_settings.ExtractFeaturesSettings(
             input_file=input_file, output_file=os.path.join(tmp, f"out.{output_format}"),
             vocab_file=FLAGS.vocab_file, init_checkpoint=prefix,
             max_seq_length=FLAGS.seq_length, batch_size=size, output_format=output_format)
         start = time.perf_counter()
-        fe.extract_features(settings, config)
+        fe_run.extract_features(settings, config)
         rate = len(features) / (time.perf_counter() - start)
         size_mb = os.path.getsize(settings.output_file) / 1e6
         rows.append((what, f"whole command, {output_format} ({size_mb:,.0f} MB)",

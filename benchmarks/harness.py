@@ -94,10 +94,10 @@ def ours(build_model, task, pool, total_steps, warmup, settings, make_dataset=No
   pool's batches in order (dataset_fn) or, with make_dataset, on the batches of
   make_dataset(input_context) (per-batch shapes, e.g. input_pipeline's dataset functions)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import distribution, loop  # pylint: disable=g-import-not-at-top
   from bert_tf.training import optimization  # pylint: disable=g-import-not-at-top
 
-  strategy = loop.select_strategy()
+  strategy = distribution.select_strategy()
   with strategy.scope():
     model = build_model()
     optimizer = optimization.create_optimizer("adamw", settings.learning_rate, total_steps,
@@ -138,9 +138,9 @@ def model_garden(config, pool, total_steps, warmup, settings, build_head, losses
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tf_keras  # pylint: disable=g-import-not-at-top
   from official.nlp.modeling import networks as mg_networks  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import distribution  # pylint: disable=g-import-not-at-top
 
-  strategy = loop.select_strategy()  # the same one-device strategy as ours
+  strategy = distribution.select_strategy()  # the same one-device strategy as ours
   with strategy.scope():
     initializer = tf_keras.initializers.TruncatedNormal(stddev=config.initializer_range)
     encoder = peers.model_garden_encoder(config, mg_networks.BertEncoder, initializer)

@@ -204,9 +204,10 @@ def synthetic_tags(words, rng):
 def write_records(task, corpora, tokenizer, directory, rng):
   """Writes the task's --examples records with the library's converter; returns (path, max
   length, a description)."""
-  from bert_tf.tasks import classifier_data  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import squad_data  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import tagging_data  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top
+  from bert_tf.tasks.classifier import data as classifier_data
+  from bert_tf.tasks.squad import data as squad_data  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.tagging import data as tagging_data  # pylint: disable=g-import-not-at-top
   path = os.path.join(directory, f"{task}.tf_record")
   n, seq = FLAGS.examples, FLAGS.seq_length
   labels = [str(i) for i in range(FLAGS.num_labels)]
@@ -262,9 +263,10 @@ def write_records(task, corpora, tokenizer, directory, rng):
 def dataset_function(task, path, seq, buckets, grouped, packing=None):
   """input_pipeline's training dataset of the task's records (file order: shuffle buffer 1),
   as a tf.distribute dataset function."""
-  from bert_tf.tasks import classifier_data  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import squad_data  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import tagging_data  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top
+  from bert_tf.tasks.classifier import data as classifier_data
+  from bert_tf.tasks.squad import data as squad_data  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.tagging import data as tagging_data  # pylint: disable=g-import-not-at-top
   from bert_tf.training import input_pipeline  # pylint: disable=g-import-not-at-top
   spec = input_pipeline.parsing_spec(
       {"short": lambda: classifier_data.record_spec(seq),
@@ -280,13 +282,13 @@ def dataset_function(task, path, seq, buckets, grouped, packing=None):
 
 
 def packings(path, seq):
-  """{system: input_pipeline.Packing} of the packed systems, as the commands choose them:
+  """{system: packed_rows.Packing} of the packed systems, as the commands choose them:
   exact, and static with row_packing.static_rows fitted to the file."""
   from bert_tf import row_packing  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import input_pipeline  # pylint: disable=g-import-not-at-top
-  rows = row_packing.static_rows(input_pipeline.length_counts(path, seq), FLAGS.batch_size, seq)
-  return {"ours_packed": input_pipeline.Packing(row_packing.EXACT),
-          "ours_static": input_pipeline.Packing(row_packing.STATIC, rows=rows)}
+  from bert_tf.training import bucketing, packed_rows  # pylint: disable=g-import-not-at-top
+  rows = row_packing.static_rows(bucketing.length_counts(path, seq), FLAGS.batch_size, seq)
+  return {"ours_packed": packed_rows.Packing(row_packing.EXACT),
+          "ours_static": packed_rows.Packing(row_packing.STATIC, rows=rows)}
 
 
 def packed_shares(task, path, seq, buckets, packing, num_batches):
@@ -348,9 +350,9 @@ def model_config():
 
 def build_ours(task, config, packed=False):
   from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import classifier  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import squad as squad_task  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import tagging  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.classifier import loss as classifier  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.squad import loss as squad_task  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.tagging import loss as tagging  # pylint: disable=g-import-not-at-top
   if task in ("short", "pairs"):
     return (lambda: heads.build_classifier_model(config, FLAGS.num_labels, packed=packed),
             classifier.TASK)
@@ -431,12 +433,12 @@ def spread(values, digits=2):
 def training_rows(np, task, config, corpora, tokenizer, directory, peak):
   """The task's table rows: (task, system, examples/s, ratio, goal, real-token GFLOP/s)."""
   from bert_tf import length_buckets  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import input_pipeline  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import bucketing  # pylint: disable=g-import-not-at-top
   rng = random.Random(f"{FLAGS.data_seed}-{task}")
   path, seq, what = write_records(task, corpora, tokenizer, directory, rng)
   buckets = length_buckets.parse(FLAGS.length_buckets, seq)
   # What the commands cut their (ungrouped) training batches to: 'auto' fitted to the file.
-  fitted = (input_pipeline.fitted_buckets(path, seq, FLAGS.batch_size)
+  fitted = (bucketing.fitted_buckets(path, seq, FLAGS.batch_size)
             if FLAGS.length_buckets.strip().lower() == length_buckets.AUTO else buckets)
   print(f"{task}: length buckets {','.join(map(str, fitted))} (file order, fitted), "
         f"{','.join(map(str, buckets))} (grouped)", flush=True)

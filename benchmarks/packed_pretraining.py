@@ -110,7 +110,8 @@ def main():
   from bert_tf import row_packing  # pylint: disable=g-import-not-at-top
   from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
   from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import input_pipeline  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top
+  from bert_tf.training import bucketing, input_pipeline, packed_rows
   from bert_tf.training import pretraining  # pylint: disable=g-import-not-at-top
   unknown = sorted(set(FLAGS.systems) - set(SYSTEMS))
   if unknown:
@@ -120,15 +121,15 @@ def main():
   seq, b = FLAGS.max_seq_length, FLAGS.batch_size
   with tempfile.TemporaryDirectory() as directory:
     records = make_records(directory)
-    counts = input_pipeline.length_counts(records, seq)
+    counts = bucketing.length_counts(records, seq)
     lengths = np.repeat(np.arange(len(counts)), counts)
     mean = float(lengths.mean())
     print(f"{len(lengths)} instances at {seq}: real length mean {mean:.1f}, p50 "
           f"{np.median(lengths):.0f}, p90 {np.percentile(lengths, 90):.0f}, max "
           f"{lengths.max()}; unpacked rows are {mean / seq:.0%} real tokens", flush=True)
     static_rows = row_packing.static_rows(counts, b, seq)
-    packings = {"unpacked": None, "exact": input_pipeline.Packing(row_packing.EXACT),
-                "static": input_pipeline.Packing(row_packing.STATIC, rows=static_rows)}
+    packings = {"unpacked": None, "exact": packed_rows.Packing(row_packing.EXACT),
+                "static": packed_rows.Packing(row_packing.STATIC, rows=static_rows)}
     shares = {}
     for name, packing in packings.items():
       real = computed = 0

@@ -174,7 +174,7 @@ class _RateCollector(logging.logging.Handler):
 
 def ours_records(config, input_file: str, output_dir: str, cpu_towers: int = 1):
   """Per-round examples/s of pretraining.run_pretraining; the first call (tracing) is dropped."""
-  from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import distribution  # pylint: disable=g-import-not-at-top
   from bert_tf.training import pretraining  # pylint: disable=g-import-not-at-top
   total = FLAGS.steps * (FLAGS.rounds + 1)
   settings = pretraining.PretrainingSettings(
@@ -191,7 +191,7 @@ def ours_records(config, input_file: str, output_dir: str, cpu_towers: int = 1):
   verbosity = logging.get_verbosity()
   logging.set_verbosity(logging.INFO)  # the step lines are INFO
   try:
-    pretraining.run_pretraining(config, settings, loop.select_strategy("one_device"))
+    pretraining.run_pretraining(config, settings, distribution.select_strategy("one_device"))
   finally:
     logging.set_verbosity(verbosity)
     absl_logger.removeHandler(collector)
@@ -216,8 +216,8 @@ def ours_towers(preset: str, input_file: str, output_dir: str):
 
 def _towers_worker():
   from bert_tf import config as config_lib  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
-  if not loop.use_cpu_towers(FLAGS.cpu_towers):
+  from bert_tf.training import distribution  # pylint: disable=g-import-not-at-top
+  if not distribution.use_cpu_towers(FLAGS.cpu_towers):
     raise RuntimeError("TensorFlow's threads were set up before the towers'")
   logging.set_verbosity(logging.WARNING)
   preset, input_file, output_dir = json.loads(FLAGS.towers_worker)
@@ -250,11 +250,11 @@ def ours_synthetic(config, batch):
   """Per-round examples/s of our Trainer on one batch repeated from memory (constant tensors)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf.training import optimization  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import distribution, loop  # pylint: disable=g-import-not-at-top
   from bert_tf.training import pretraining  # pylint: disable=g-import-not-at-top
   from bert_tf.model.heads import build_pretraining_model  # pylint: disable=g-import-not-at-top
-  strategy = loop.select_strategy("one_device")
-  with loop.dtype_policy(FLAGS.mixed_precision), strategy.scope():
+  strategy = distribution.select_strategy("one_device")
+  with distribution.dtype_policy(FLAGS.mixed_precision), strategy.scope():
     model = build_pretraining_model(config, prune_last_layer=True)  # as run_pretraining
     optimizer = optimization.create_optimizer(
         "adamw", 1e-4, FLAGS.steps * (FLAGS.rounds + 1), FLAGS.steps)

@@ -132,7 +132,7 @@ def pretraining_run(tf):
   import numpy as np  # pylint: disable=g-import-not-at-top
   from bert_tf.config import preset  # pylint: disable=g-import-not-at-top
   from bert_tf.model.heads import build_pretraining_model  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import distribution, loop  # pylint: disable=g-import-not-at-top
   from bert_tf.training import optimization  # pylint: disable=g-import-not-at-top
   from bert_tf.training import pretraining  # pylint: disable=g-import-not-at-top
   config = preset(FLAGS.pretraining_preset)
@@ -140,7 +140,7 @@ def pretraining_run(tf):
   if not 0 < p or s < 4:
     raise ValueError(f"--pretraining_predictions must be positive and "
                      f"--pretraining_seq_length at least 4, got {p} and {s}")
-  strategy = loop.select_strategy("one_device")
+  strategy = distribution.select_strategy("one_device")
   with strategy.scope():
     model = build_pretraining_model(config, prune_last_layer=True)
     optimizer = optimization.create_optimizer("adamw", FLAGS.learning_rate, 10 ** 6, 100)
@@ -179,15 +179,15 @@ def main():
     if FLAGS["profile_systems"].present:
       raise ValueError("--profile_systems names systems of length_aware.py's tasks; "
                        "--profile_task=pretraining profiles our pretraining step only")
-    from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
-    with tempfile.TemporaryDirectory() as directory, loop.dtype_policy(
+    from bert_tf.training import distribution  # pylint: disable=g-import-not-at-top
+    with tempfile.TemporaryDirectory() as directory, distribution.dtype_policy(
         FLAGS.pretraining_mixed_precision):
       run, name = pretraining_run(tf)
       profile(tf, run, name, FLAGS.profile_dir or os.path.join(directory, PRETRAINING))
     return
   from bert_tf import length_buckets  # pylint: disable=g-import-not-at-top
   from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import input_pipeline  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import bucketing  # pylint: disable=g-import-not-at-top
   unknown = sorted(set(FLAGS.profile_systems) - set(OURS))
   if unknown:
     raise ValueError(f"--profile_systems: {', '.join(unknown)} not among {', '.join(OURS)}")
@@ -201,7 +201,7 @@ def main():
     path, seq, what = length_aware.write_records(task, corpora, tokenizer, directory, rng)
     print(f"{task}: {what}", flush=True)
     buckets = length_buckets.parse(FLAGS.length_buckets, seq)
-    fitted = input_pipeline.fitted_buckets(path, seq, FLAGS.batch_size)
+    fitted = bucketing.fitted_buckets(path, seq, FLAGS.batch_size)
     settings = types.SimpleNamespace(batch_size=FLAGS.batch_size,
                                      learning_rate=FLAGS.learning_rate)
     systems = length_aware.task_systems(task, path, seq, buckets, {}, settings, fitted)

@@ -18,7 +18,7 @@ One run measures, on the same data and configuration for every system:
                read_squad_examples, convert_examples_to_features into a FeatureWriter
                (train.tf_record, is_training=True, SQuAD 2.0; eval.tf_record, keeping the
                features as run_squad does), and squad_answers.write_predictions;
-     original: tests/tasks/squad_reference.py, a literal restatement of the original
+     original: tests/tasks/squad/squad_reference.py, a literal restatement of the original
                run_squad.py's loops (read_examples, convert, feature_record + SerializeToString()
                into a tf.io.TFRecordWriter, predictions + json.dumps(indent=4) into tf.io.gfile
                files), driven by the original release's character-at-a-time tokenizer
@@ -354,11 +354,11 @@ def original_tokenizers():
 
 
 def load_reference(basic_tokenizer):
-  """tests/tasks/squad_reference.py as a private module whose `tokenization` is the original's
+  """tests/tasks/squad/squad_reference.py as a private module whose `tokenization` is the original's
   (its BasicTokenizer, used by final_text, is the character-at-a-time one)."""
   import importlib.util  # pylint: disable=g-import-not-at-top
   from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
-  path = os.path.join(REPO_ROOT, "tests", "tasks", "squad_reference.py")
+  path = os.path.join(REPO_ROOT, "tests", "tasks", "squad", "squad_reference.py")
   spec = importlib.util.spec_from_file_location("squad_reference_original", path)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
@@ -416,7 +416,7 @@ def original_postprocess(ref, examples, features, results, version_2, directory)
 
 def ours_convert(tokenizer, train_file, dev_file, train_record, eval_record):
   """Our data step, as squad_run: (eval examples, eval features, train feature count)."""
-  from bert_tf.tasks import squad_data  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.squad import data as squad_data  # pylint: disable=g-import-not-at-top
   train_examples = squad_data.read_squad_examples(train_file, True, True)
   with squad_data.FeatureWriter(train_record, is_training=True) as writer:
     train_count = squad_data.convert_examples_to_features(
@@ -436,7 +436,7 @@ def ours_convert(tokenizer, train_file, dev_file, train_record, eval_record):
 
 
 def ours_postprocess(examples, features, results, version_2, directory):
-  from bert_tf.tasks import squad_answers  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.squad import answers as squad_answers  # pylint: disable=g-import-not-at-top
   squad_answers.write_predictions(
       examples, features, results, FLAGS.n_best_size, FLAGS.max_answer_length, True,
       os.path.join(directory, "predictions.json"), os.path.join(directory, "nbest.json"),
@@ -447,7 +447,7 @@ def random_results(np, features, seed=0):
   """RawResults of fixed random float32 logits for every feature (lists of Python floats, as
   run_squad passes them): context positions ~N(0, 1), every other position 6 lower, [CLS] too
   for the start and end logits alike."""
-  from bert_tf.tasks import squad_answers  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.squad import answers as squad_answers  # pylint: disable=g-import-not-at-top
   rng = np.random.default_rng(seed)
   results = []
   for feature in features:
@@ -608,7 +608,7 @@ def span_pool(np, vocab_size, batches, batch, seq, seed=0):
 
 def ours(config, pool, total_steps, warmup):
   from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import squad  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.squad import loss as squad  # pylint: disable=g-import-not-at-top
   return harness.ours(lambda: heads.build_span_model(config), squad.TASK, pool, total_steps,
                       warmup, FLAGS)
 

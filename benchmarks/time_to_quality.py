@@ -276,11 +276,11 @@ def drive(train, evaluate, spec, batch_size):
 
 def _set_tf_threads(threads, cpu_towers=1):
   """TensorFlow's threads: `threads` intra-op and inter-op, or with cpu_towers > 1 those
-  run_pretraining --cpu_towers sets (loop.use_cpu_towers)."""
+  run_pretraining --cpu_towers sets (distribution.use_cpu_towers)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   if cpu_towers > 1:
-    from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
-    if not loop.use_cpu_towers(cpu_towers):
+    from bert_tf.training import distribution  # pylint: disable=g-import-not-at-top
+    if not distribution.use_cpu_towers(cpu_towers):
       raise RuntimeError("TensorFlow's threads were set up before the towers'")
     return tf
   tf.config.threading.set_intra_op_parallelism_threads(threads)
@@ -311,15 +311,16 @@ def run_ours(spec):
   from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
   from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
   from bert_tf.model.heads import build_pretraining_model  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import input_pipeline  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top
+  from bert_tf.training import input_pipeline, record_files, remasking
+  from bert_tf.training import distribution, loop  # pylint: disable=g-import-not-at-top
   from bert_tf.training import optimization  # pylint: disable=g-import-not-at-top
   from bert_tf.training import pretraining  # pylint: disable=g-import-not-at-top
 
   system, seed = spec["system"], spec["seed"]
   config = BertConfig.from_dict(spec["config"])
   keras.utils.set_random_seed(seed)
-  strategy = loop.select_strategy("one_device")
+  strategy = distribution.select_strategy("one_device")
   batch = spec["batch_size"]
   with strategy.scope():
     model = build_pretraining_model(config, prune_last_layer=True)
@@ -331,7 +332,7 @@ def run_ours(spec):
   trainer = loop.Trainer(strategy, model, optimizer, pretraining.TASK, batch, towers=towers)
   masking = None
   if system == "ours_dynamic":
-    masking = input_pipeline.DynamicMasking.from_vocab(
+    masking = remasking.DynamicMasking.from_vocab(
         tokenization.load_vocab(spec["vocab_file"]), seed=seed)
 
   def dataset_fn(ctx):
@@ -339,7 +340,7 @@ def run_ours(spec):
         spec["train_records"], spec["max_seq_length"], spec["max_predictions_per_seq"],
         batch_size=batch, is_training=True, input_context=ctx, seed=seed,
         dynamic_masking=masking)
-  iterator = loop.data_iterator(strategy, dataset_fn)
+  iterator = distribution.data_iterator(strategy, dataset_fn)
 
   def train(n):
     steps, _, _ = trainer.train_loop(iterator, tf.constant(n))
@@ -347,13 +348,13 @@ def run_ours(spec):
       raise RuntimeError(f"{system}: non-finite loss")
 
   batches = _eval_batches(spec)
-  eval_data = input_pipeline.autotuning_off(
+  eval_data = record_files.autotuning_off(
       tf.data.Dataset.from_tensor_slices(_concat(batches)).batch(spec["eval_batch_size"]))
 
   def evaluate():
-    # Read as run_pretraining reads its eval data (loop.data_iterator: deleting the iterator
+    # Read as run_pretraining reads its eval data (distribution.data_iterator: deleting the iterator
     # does not wait for tf.data's autotuning thread).
-    it = loop.data_iterator(strategy, lambda ctx: eval_data)
+    it = distribution.data_iterator(strategy, lambda ctx: eval_data)
     sums = [{k: v.numpy() for k, v in trainer.eval_step(it).items()} for _ in batches]
     results = pretraining.eval_metrics_from_sums(sums)
     return results["masked_lm_accuracy"], results["masked_lm_loss"]
@@ -554,8 +555,8 @@ def precision(spec):
     finally:
       tf_keras.mixed_precision.set_global_policy("float32")
   else:
-    from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
-    with loop.dtype_policy(mixed):
+    from bert_tf.training import distribution  # pylint: disable=g-import-not-at-top
+    with distribution.dtype_policy(mixed):
       yield
 
 

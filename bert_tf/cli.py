@@ -44,7 +44,7 @@ FLAGS = flags.FLAGS
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
-EXIT_PREEMPTED = 75  # = bert_tf.training.loop.EXIT_PREEMPTED (a test checks)
+EXIT_PREEMPTED = 75  # = bert_tf.training.stopping.EXIT_PREEMPTED (a test checks)
 
 STRATEGY_NAMES = ("tpu", "mirrored", "multi_worker_mirrored", "one_device")
 PRECISION_NAMES = ("none", "bfloat16", "float16")
@@ -236,9 +236,9 @@ def define_text_input_flags(flag_values=FLAGS, *,
 
 def select_strategy_from_flags(flag_values=FLAGS):
   """The tf.distribute strategy the shared flags ask for (imports TensorFlow)."""
-  from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import distribution  # pylint: disable=g-import-not-at-top
   f = flag_values
-  return loop.select_strategy(f.strategy, f.use_tpu, f.tpu_name, f.tpu_zone, f.gcp_project,
+  return distribution.select_strategy(f.strategy, f.use_tpu, f.tpu_name, f.tpu_zone, f.gcp_project,
                               f.master, f.num_tpu_cores)
 
 

@@ -73,22 +73,24 @@ def main(argv):
   del argv
   # Imported here so that --help does not pay for TensorFlow.
   from absl import logging  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import feature_extraction  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.features import run as features_run  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top
+  from bert_tf.tasks.features import settings as features_settings
   f = FLAGS
   cli.apply_runtime_flags(f)
-  settings = cli.settings_from_flags(feature_extraction.ExtractFeaturesSettings, f)
+  settings = cli.settings_from_flags(features_settings.ExtractFeaturesSettings, f)
   config = cli.config_from_flags(f)
   try:  # impossible flag values are usage errors (exit 2), found before any work
     settings.check()
-    feature_extraction.parse_layers(
+    features_settings.parse_layers(
         settings.layers, config.num_hidden_layers,
         allow_duplicates=settings.resolved_output_format() == "jsonl")
-  except feature_extraction.FeatureExtractionError as e:
+  except features_settings.FeatureExtractionError as e:
     raise cli.UsageError(str(e)) from None
   if f.use_one_hot_embeddings:
     logging.info("--use_one_hot_embeddings has no effect here")
   strategy = cli.select_strategy_from_flags(f)
-  result = feature_extraction.extract_features(settings, config, strategy)
+  result = features_run.extract_features(settings, config, strategy)
   logging.info("Wrote %d lines to %s (%.1f lines/s)", result["num_lines"],
                result["output_file"], result["lines_per_second"])
 

@@ -95,7 +95,7 @@ def _numbers(name, values, kind):
 def settings_from_flags(f=FLAGS):
   """The run's ClassifierSettings: the same-named flags, the columns parsed, the labels of
   --label_list or --label_list_file."""
-  from bert_tf.tasks import classifier_run  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.classifier import run as classifier_run  # pylint: disable=g-import-not-at-top
   return cli.settings_from_flags(
       classifier_run.ClassifierSettings, f,
       text_a_column=classifier_run.parse_column(f.text_a_column),
@@ -110,9 +110,10 @@ def main(argv):
   del argv
   # Imported here so that --help does not pay for TensorFlow.
   from absl import logging  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import classifier_export  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import classifier_run  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top
+  from bert_tf.tasks.classifier import export as classifier_export
+  from bert_tf.tasks.classifier import run as classifier_run  # pylint: disable=g-import-not-at-top
+  from bert_tf.training.errors import TrainingError  # pylint: disable=g-import-not-at-top
   f = FLAGS
   cli.apply_runtime_flags(f)
   seeds = _numbers("seeds", f.seeds, int)
@@ -124,7 +125,7 @@ def main(argv):
   # waits for its cluster (the replica count's own checks come with the strategy).
   try:
     settings.check(config)
-  except loop.TrainingError as e:
+  except TrainingError as e:
     raise cli.UsageError(str(e)) from None
   strategy = cli.select_strategy_from_flags(f)
 

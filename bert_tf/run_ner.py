@@ -63,7 +63,7 @@ def define_flags(flag_values=FLAGS) -> None:
 
 def settings_from_flags(f=FLAGS):
   """The run's NerSettings: the same-named flags, the labels of --labels or --labels_file."""
-  from bert_tf.tasks import tagging_run  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.tagging import run as tagging_run  # pylint: disable=g-import-not-at-top
   return cli.settings_from_flags(tagging_run.NerSettings, f,
                                  labels=cli.labels_from_flags("labels", f),
                                  use_tpu=f.use_tpu or f.strategy == "tpu")
@@ -72,9 +72,9 @@ def settings_from_flags(f=FLAGS):
 def main(argv):
   del argv
   from absl import logging  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import tagging_export  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import tagging_run  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.tagging import export as tagging_export  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.tagging import run as tagging_run  # pylint: disable=g-import-not-at-top
+  from bert_tf.training.errors import TrainingError  # pylint: disable=g-import-not-at-top
   f = FLAGS
   cli.apply_runtime_flags(f)
   config = cli.config_from_flags(f)
@@ -83,7 +83,7 @@ def main(argv):
   # waits for its cluster (the replica count's own checks come with the strategy).
   try:
     settings.check(config)
-  except loop.TrainingError as e:
+  except TrainingError as e:
     raise cli.UsageError(str(e)) from None
   strategy = cli.select_strategy_from_flags(f)
   result = tagging_run.run_ner(config, settings, strategy, exporter=tagging_export.EXPORTER)

@@ -88,10 +88,11 @@ def main(argv):
   from absl import logging  # pylint: disable=g-import-not-at-top
   from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
   from bert_tf.serving import saved_model  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import distribution  # pylint: disable=g-import-not-at-top
+  from bert_tf.training.errors import TrainingError  # pylint: disable=g-import-not-at-top
   from bert_tf.training import pretraining  # pylint: disable=g-import-not-at-top
   # Before TensorFlow runs anything: its threads cannot change afterwards.
-  loop.use_cpu_towers(FLAGS.cpu_towers)
+  distribution.use_cpu_towers(FLAGS.cpu_towers)
   cli.apply_runtime_flags(FLAGS)
   config = BertConfig.from_json_file(FLAGS.bert_config_file)
   settings = cli.settings_from_flags(pretraining.PretrainingSettings, FLAGS)
@@ -99,7 +100,7 @@ def main(argv):
   # waits for its cluster (the replica count's own checks come with the strategy).
   try:
     settings.check()
-  except loop.TrainingError as e:
+  except TrainingError as e:
     raise cli.UsageError(str(e)) from None
   strategy = cli.select_strategy_from_flags(FLAGS)
   result = pretraining.run_pretraining(config, settings, strategy,

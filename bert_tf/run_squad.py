@@ -84,9 +84,9 @@ def parse_threshold(value: str):
 def main(argv):
   del argv
   from absl import logging  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import squad_export  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import squad_run  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.squad import export as squad_export  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.squad import run as squad_run  # pylint: disable=g-import-not-at-top
+  from bert_tf.training.errors import TrainingError  # pylint: disable=g-import-not-at-top
   f = FLAGS
   cli.apply_runtime_flags(f)
   threshold = parse_threshold(f.null_score_diff_threshold)
@@ -98,7 +98,7 @@ def main(argv):
   # waits for its cluster (the replica count's own checks come with the strategy).
   try:
     settings.check(config)
-  except loop.TrainingError as e:
+  except TrainingError as e:
     raise cli.UsageError(str(e)) from None
   strategy = cli.select_strategy_from_flags(f)
   result = squad_run.run_squad(config, settings, strategy, exporter=squad_export.EXPORTER)

@@ -35,7 +35,7 @@ def test_readme_sample_command_runs_the_sample_script():
 def test_readme_serving_requests_are_the_tested_bodies():
   readme = _read("README.md")
   bodies = json.loads(_read("tests", "data", "serving_requests.json"))
-  # The text model's requests (the classifier's is checked in tests/tasks/test_classifier_run.py).
+  # The text model's requests (the classifier's is checked in tests/tasks/classifier/test_run.py).
   curl_bodies = [json.loads(m) for m in re.findall(r"models/bert:predict -d '(\{.*?\})'\n",
                                                    readme)]
   assert curl_bodies, "README.md shows no curl request"

@@ -290,6 +290,25 @@ def _read_counts(staging: str) -> Dict[str, int]:
   return json.loads(io.read_text(io.join(staging, COUNTS_FILE)))
 
 
+def _report_and_stats(totals: Dict[str, int], input_files: Sequence[str], sizes: Sequence[int],
+                      config: pretraining_data.DataConfig, counts: Sequence[int]):
+  """The local run's ReadReport and InstanceStats, from the workers' summed counters."""
+  report = corpus.ReadReport(
+      files=totals.get("files", 0) + sum(1 for size in sizes if not size),
+      empty_files=[p for p, size in zip(input_files, sizes) if not size],
+      lines=totals.get("lines", 0), bytes=totals.get("bytes", 0),
+      invalid_utf8_lines=totals.get("invalid_utf8_lines", 0),
+      skipped_lines=totals.get("skipped_lines", 0),
+      carriage_return_lines=totals.get("carriage_return_lines", 0),
+      documents=totals.get("documents", 0), segments=totals.get("segments", 0),
+      tokens=totals.get("tokens", 0))
+  stats = writer_lib.InstanceStats(
+      config.max_seq_length, instances=sum(counts), tokens=totals.get("instance_tokens", 0),
+      full_length=totals.get("full_length", 0), masked=totals.get("masked_tokens", 0),
+      random_next=totals.get("random_next", 0))
+  return report, stats
+
+
 def run(config: pretraining_data.DataConfig, beam_args: Sequence[str]) -> Dict[str, Any]:
   """The default mode on Beam: same checks, records, metadata and summary as the local run.
 
@@ -351,19 +370,7 @@ def run(config: pretraining_data.DataConfig, beam_args: Sequence[str]) -> Dict[s
       totals = _read_counts(staging)
       staged, counts = _staged_shards(staging, totals, len(output_files), flag)
 
-      report = corpus.ReadReport(
-          files=totals.get("files", 0) + sum(1 for size in sizes if not size),
-          empty_files=[p for p, size in zip(input_files, sizes) if not size],
-          lines=totals.get("lines", 0), bytes=totals.get("bytes", 0),
-          invalid_utf8_lines=totals.get("invalid_utf8_lines", 0),
-          skipped_lines=totals.get("skipped_lines", 0),
-          carriage_return_lines=totals.get("carriage_return_lines", 0),
-          documents=totals.get("documents", 0), segments=totals.get("segments", 0),
-          tokens=totals.get("tokens", 0))
-      stats = writer_lib.InstanceStats(
-          config.max_seq_length, instances=sum(counts), tokens=totals.get("instance_tokens", 0),
-          full_length=totals.get("full_length", 0), masked=totals.get("masked_tokens", 0),
-          random_next=totals.get("random_next", 0))
+      report, stats = _report_and_stats(totals, input_files, sizes, config, counts)
       if totals.get("instances", 0) != stats.instances:
         raise writer_lib.OutputError(
             f"{flag}: the blocks made {totals.get('instances', 0)} instances but the shards "

@@ -151,7 +151,7 @@ def inspect_file(path: str, vocab_file: Optional[str] = None, num_examples: int 
   folder = path.rsplit("/", 1)[0] if "/" in path else "."
   journals = io.glob(io.join(folder, f"*{io.TEMP_MARKER}*{writer_lib.JOURNAL_SUFFIX}"))
   if journals:
-    # Training refuses such a folder (input_pipeline.check_no_unfinished_commit).
+    # Training refuses such a folder (record_files.check_no_unfinished_commit).
     print(f"error: {path}: {sorted(journals)[0]} is the journal of a create_pretraining_data "
           "run killed while committing: the folder may hold incomplete records or a mix of "
           "new and old ones; run that command again", file=out)

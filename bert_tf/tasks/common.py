@@ -15,8 +15,9 @@ from absl import logging
 from bert_tf import length_buckets as length_buckets_lib
 from bert_tf import row_packing
 from bert_tf.model import provenance
-from bert_tf.training import loop
+from bert_tf.training import distribution
 from bert_tf.training import optimization
+from bert_tf.training import packed_rows
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -57,6 +58,11 @@ class FineTuningSettings:
   group_by_length: bool = False
   packing: str = "auto"
 
+  @property
+  def packing_mode(self) -> packed_rows.PackingMode:
+    """--packing parsed (packed_rows.PackingMode); row_packing.PackingError if unknown."""
+    return packed_rows.PackingMode.parse(self.packing)
+
   def buckets(self, max_seq_length: int) -> Optional[Tuple[int, ...]]:
     """The --length_buckets boundaries for records of max_seq_length (None: fixed length;
     always None on TPU with auto, see bert_tf.length_buckets)."""
@@ -74,20 +80,20 @@ class FineTuningSettings:
     if (boundaries is None or grouped
         or (self.length_buckets or "").strip().lower() != length_buckets_lib.AUTO):
       return boundaries
-    from bert_tf.training import input_pipeline  # pylint: disable=g-import-not-at-top
+    from bert_tf.training import bucketing  # pylint: disable=g-import-not-at-top
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     multiple = 8 if tf.config.list_physical_devices("GPU") else 1
-    counts = input_pipeline.length_counts(records, max_seq_length)
+    counts = bucketing.length_counts(records, max_seq_length)
     fitted = length_buckets_lib.fit_buckets(counts, max(rows, 1), max_seq_length,
                                             multiple=multiple)
     if sum(counts):
-      distribution = length_buckets_lib.batch_longest_distribution(counts, max(rows, 1))
+      longest_shares = length_buckets_lib.batch_longest_distribution(counts, max(rows, 1))
       logging.info("  Length buckets fitted to %s (%d records, batches of %d per replica): "
                    "%s; expected %.1f positions per batch, %.1f with the fixed ladder, %.1f "
                    "at the longest row", records, sum(counts), rows, ",".join(map(str, fitted)),
-                   length_buckets_lib.expected_width(distribution, fitted),
-                   length_buckets_lib.expected_width(distribution, boundaries),
-                   sum(length * p for length, p in enumerate(distribution)))
+                   length_buckets_lib.expected_width(longest_shares, fitted),
+                   length_buckets_lib.expected_width(longest_shares, boundaries),
+                   sum(length * p for length, p in enumerate(longest_shares)))
     return fitted
 
   def grouped(self, max_seq_length: int) -> bool:
@@ -98,8 +104,10 @@ class FineTuningSettings:
 
   def __post_init__(self):
     # A model folder (Hugging Face's, a release's, an export) as --vocab_file: its vocab.txt.
-    if getattr(self, "vocab_file", None):
-      object.__setattr__(self, "vocab_file", provenance.resolve_vocab_file(self.vocab_file))
+    # (Every task's settings declare vocab_file.)
+    vocab_file = dataclasses.asdict(self).get("vocab_file")
+    if vocab_file:
+      object.__setattr__(self, "vocab_file", provenance.resolve_vocab_file(vocab_file))
 
 
 # Counts every fine-tuning run has (FineTuningSettings), and the batch sizes some do.
@@ -109,19 +117,22 @@ _POSITIVE_RUN_FLAGS = ("train_batch_size", "eval_batch_size", "predict_batch_siz
                        "shuffle_buffer_size")
 
 
-def fine_tuning_problems(settings, num_replicas: int) -> List[str]:
+def fine_tuning_problems(settings: FineTuningSettings, num_replicas: int) -> List[str]:
   """What is wrong with a fine-tuning run's shared flags (the counts, num_train_epochs,
   warmup_proportion, optimizer, mixed_precision, length_buckets, train_batch_size against
   replicas x accumulation, eval / predict_batch_size against replicas when evaluating /
   predicting), one message per flag; empty when nothing is."""
   problems = []
+  # The shared flags by name: a task's settings declare the batch sizes of its phases
+  # (SQuAD's has no eval phase).
+  fields = dataclasses.asdict(settings)
   for name in _POSITIVE_RUN_FLAGS:
-    value = getattr(settings, name, None)
+    value = fields.get(name)
     if value is not None and value <= 0:
       problems.append(f"--{name} must be positive, got {value}")
   for flag, phase in (("eval_batch_size", "do_eval"), ("predict_batch_size", "do_predict")):
-    value = getattr(settings, flag, None)
-    if getattr(settings, phase, False) and value and value > 0 and value % num_replicas:
+    value = fields.get(flag)
+    if fields.get(phase, False) and value and value > 0 and value % num_replicas:
       problems.append(f"--{flag}={value} must be a multiple of the number of replicas "
                       f"({num_replicas})")
   if settings.do_train and settings.num_train_epochs <= 0:
@@ -130,18 +141,17 @@ def fine_tuning_problems(settings, num_replicas: int) -> List[str]:
     problems.append(f"--warmup_proportion must be in [0, 1], got {settings.warmup_proportion}")
   if settings.optimizer not in optimization.OPTIMIZER_NAMES:
     problems.append(f"--optimizer must be one of {', '.join(optimization.OPTIMIZER_NAMES)}")
-  if settings.mixed_precision not in loop.MIXED_PRECISION_POLICIES:
+  if settings.mixed_precision not in distribution.MIXED_PRECISION_POLICIES:
     problems.append("--mixed_precision must be one of "
-                    f"{', '.join(loop.MIXED_PRECISION_POLICIES)}")
+                    f"{', '.join(distribution.MIXED_PRECISION_POLICIES)}")
   try:
-    packing = row_packing.check_mode(getattr(settings, "packing", row_packing.NONE))
+    packing = settings.packing_mode
   except row_packing.PackingError as e:
     problems.append(str(e))
-    packing = row_packing.NONE
-  if packing in (row_packing.EXACT, row_packing.STATIC) and getattr(settings, "group_by_length",
-                                                                     False):
-    problems.append(f"--group_by_length does not apply to packed rows (--packing={packing}): "
-                    "packing already leaves almost no padding; drop one of the two")
+    packing = packed_rows.PackingMode(row_packing.NONE)
+  if packing.packed and settings.group_by_length:
+    problems.append(f"--group_by_length does not apply to packed rows (--packing={packing.value}"
+                    "): packing already leaves almost no padding; drop one of the two")
   if settings.length_buckets and settings.max_seq_length > 0:
     try:
       length_buckets_lib.parse(settings.length_buckets, settings.max_seq_length,

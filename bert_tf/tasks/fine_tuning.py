@@ -1,4 +1,4 @@
-"""The fine-tuning run driver: what run_classifier, run_squad and run_ner do around their task.
+"""The fine-tuning run driver: what every fine-tuning command does around its task.
 
 `run(task, config, settings, strategy, exporter)` runs one fine-tuning run, in this order:
 
@@ -48,11 +48,16 @@ from bert_tf import row_packing
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.model import exporting
-from bert_tf.model import provenance
-from bert_tf.tasks import run_folder
+from bert_tf.tasks import common
 from bert_tf.tasks import start as start_lib
+from bert_tf.training import bucketing
+from bert_tf.training import distribution
+from bert_tf.training import evaluation
 from bert_tf.training import input_pipeline
 from bert_tf.training import loop
+from bert_tf.training import packed_rows
+from bert_tf.training import run_folder
+from bert_tf.training.errors import TrainingError
 
 TRAIN_RECORDS = "train.tf_record"
 
@@ -99,7 +104,7 @@ class TrainingRecords:
 class RunState:
   """One run as the task's functions see it after the run directory is taken."""
   config: BertConfig
-  settings: Any
+  settings: common.FineTuningSettings
   strategy: tf.distribute.Strategy
   chief: bool
   tokenizer: Any
@@ -115,7 +120,7 @@ class FineTuningTask:
 
   Attributes:
     program: the command ("run_classifier"): the run directory's lock names it.
-    head: its head kind (a row of provenance.HEAD_KINDS: CLASSIFIER, TAGGER, SQUAD).
+    head: its head kind (a row of provenance.HEAD_KINDS).
     head_layer: the head's dense layer in the model (whether init_checkpoint loaded it).
     head_name: the head's original variable names, for messages.
     untrained: the end of the refusal to evaluate or predict with a head never trained.
@@ -127,11 +132,13 @@ class FineTuningTask:
       scope); packed: it takes packed rows (--packing).
     loss: inputs -> the loop.Task (loss and metric sums) the model trains with.
     record_spec: (inputs, max_seq_length, is_training) -> the task's record spec, from its
-      data module (classifier_data / squad_data / tagging_data `record_spec`): the driver reads
+      data module (`<task>/data.py`'s `record_spec`): the driver reads
       every batch of the task's records with it (dataset, predict).
     evaluate: (state, result so far) -> result entries; evaluates and predicts, writing the
       task's result and prediction files.
     export_info: (settings, info, result) -> the task_info the export records (default: info).
+    packs_exactly: whether the task's loss on packed rows is its unpacked loss (--packing=auto
+      packs only such tasks; a task whose loss is not, e.g. one normalized per row, says False).
   """
   program: str
   head: str
@@ -145,6 +152,7 @@ class FineTuningTask:
   record_spec: Callable[[TaskInputs, int, bool], input_pipeline.RecordSpec]
   evaluate: Callable[[RunState, Dict[str, Any]], Dict[str, Any]]
   export_info: Optional[Callable[[Any, Dict[str, Any], Dict[str, Any]], Dict[str, Any]]] = None
+  packs_exactly: bool = True
 
 
 # The export a command hands in (model.exporting's convention, shared with run_pretraining):
@@ -168,13 +176,13 @@ def run(task: FineTuningTask, config: BertConfig, settings,
     exported), and the task's entries (its eval results, predictions, labels).
 
   Raises:
-    loop.TrainingError: bad flags or data (naming the flag, the file and line), a tokenizer
+    TrainingError: bad flags or data (naming the flag, the file and line), a tokenizer
       that contradicts the checkpoint, an untrained head, or a non-finite loss.
   """
-  strategy = strategy or loop.select_strategy()
+  strategy = strategy or distribution.select_strategy()
   settings.check(config, strategy.num_replicas_in_sync)
   settings = resolved_packing(task, settings)
-  chief = loop.is_chief(strategy)
+  chief = distribution.is_chief(strategy)
   start = start_lib.find_start(settings)  # "does the run resume?", answered once
   settings = start_lib.resolved_casing(settings, start)  # --do_lower_case by default recorded
   with bad_input_as_training_error():
@@ -187,25 +195,25 @@ def run(task: FineTuningTask, config: BertConfig, settings,
   run_folder.note_training_data(settings, start, inputs.info, list(inputs.train_files))
   if not settings.do_train and start.checkpoint is None:
     # Refused before output_dir is touched (init_fine_tuning refuses the other untrained cases).
-    raise loop.TrainingError(
+    raise TrainingError(
         f"the {task.head_name} was never trained: no --init_checkpoint and no checkpoint in "
         f"--output_dir={settings.output_dir}; {task.untrained}")
   with run_folder.OutputDirRun(config, settings, strategy, chief, task.program) as record_dir:
-    with loop.dtype_policy(settings.mixed_precision):
+    with distribution.dtype_policy(settings.mixed_precision):
       state = RunState(config, settings, strategy, chief, tokenizer, record_dir, inputs, start)
       return _run(task, state, exporter)
 
 
 def resolved_packing(task: FineTuningTask, settings):
-  """settings with --packing=auto made concrete (row_packing.resolve): exact for the tasks
-  whose packed loss is the unpacked one (all but SQuAD) without XLA, else none; logged."""
-  mode = row_packing.resolve(settings.packing, exact_task=task.head != provenance.SQUAD,
-                             xla=settings.use_tpu or settings.jit_compile)
-  if settings.group_by_length and row_packing.check_mode(settings.packing) == row_packing.AUTO:
-    mode = row_packing.NONE  # length-grouped batches, asked for, instead
-  if row_packing.check_mode(settings.packing) == row_packing.AUTO:
-    logging.info("--packing=auto: %s", mode)
-  return dataclasses.replace(settings, packing=mode)
+  """settings with --packing=auto made concrete (PackingMode.resolved): exact for the tasks
+  whose packed loss is the unpacked one (task.packs_exactly) without XLA, else none; logged."""
+  asked = settings.packing_mode
+  mode = asked.resolved(exact_task=task.packs_exactly, xla=settings.use_tpu or settings.jit_compile)
+  if settings.group_by_length and asked.auto:
+    mode = packed_rows.PackingMode(row_packing.NONE)  # length-grouped batches, asked for, instead
+  if asked.auto:
+    logging.info("--packing=auto: %s", mode.value)
+  return dataclasses.replace(settings, packing=mode.value)
 
 
 def num_train_steps(count: int, train_batch_size: int, num_train_epochs: float) -> int:
@@ -222,7 +230,7 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
     records = task.train_records(state, train_path)
     steps = num_train_steps(records.count, settings.train_batch_size, settings.num_train_epochs)
     if steps <= 0:
-      raise loop.TrainingError(
+      raise TrainingError(
           f"{records.count} training {records.unit} / --train_batch_size="
           f"{settings.train_batch_size} x --num_train_epochs={settings.num_train_epochs} is "
           "less than one step; lower the batch size or train more epochs")
@@ -234,7 +242,7 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
     logging.info("  Batch size = %d", settings.train_batch_size)
     logging.info("  Num steps = %d (warmup %d)", steps, warmup)
 
-  packed = row_packing.check_mode(settings.packing) in (row_packing.EXACT, row_packing.STATIC)
+  packed = settings.packing_mode.packed
   run_ = loop.prepare_run(state.strategy,
                           lambda: task.build_model(state.config, state.inputs, packed=packed),
                           task.loss(state.inputs), settings, max(steps, 1),
@@ -245,15 +253,15 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
   run_folder.record_run_info(state.config, settings, state.start, state.chief, state.inputs.info)
   if settings.do_train:
     grouped = settings.grouped(settings.max_seq_length)
-    micro_batch = (settings.train_batch_size // state.strategy.num_replicas_in_sync
-                   // settings.gradient_accumulation_steps)
-    packing = training_packing(settings, train_path, micro_batch)
+    shares = distribution.BatchShares(settings.train_batch_size,
+                                      state.strategy.num_replicas_in_sync,
+                                      settings.gradient_accumulation_steps)
+    packing = training_packing(settings, train_path, shares.micro_batch_per_replica)
     boundaries = None
     if packing is None:
-      boundaries = settings.record_buckets(
-          train_path, settings.max_seq_length,
-          settings.train_batch_size // state.strategy.num_replicas_in_sync, grouped=grouped)
-    elif packing.mode == row_packing.EXACT:
+      boundaries = settings.record_buckets(train_path, settings.max_seq_length,
+                                           shares.per_replica, grouped=grouped)
+    elif packing.exact:
       boundaries = settings.buckets(settings.max_seq_length)  # the row widths to choose from
     result.update(fine_tune(
         run_, settings, lambda batch, ctx: dataset(
@@ -281,34 +289,35 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
   return result
 
 
-def training_packing(settings, records: str, micro_batch: int
-                     ) -> Optional[input_pipeline.Packing]:
+def training_packing(settings, records: str, micro_batch_per_replica: int
+                     ) -> Optional[packed_rows.Packing]:
   """The packing of the training batches (None: unpacked); static packing's rows per replica
   batch come from the training records' lengths (row_packing.static_rows), logged."""
-  mode = row_packing.check_mode(settings.packing)
-  if mode in (row_packing.NONE, row_packing.AUTO):  # auto is resolved by run()
+  mode = settings.packing_mode
+  if not mode.packed:  # none, or auto (which run() resolves)
     return None
-  if mode == row_packing.EXACT:
+  if mode.exact:
     widths = settings.buckets(settings.max_seq_length) or (settings.max_seq_length,)
-    ladder = row_packing.row_ladder(micro_batch)
+    ladder = row_packing.row_ladder(micro_batch_per_replica)
     logging.info("  Packed rows (exact): %d examples per replica batch in the fewest rows; "
-                 "row counts %s, widths %s: at most %d batch shapes", micro_batch,
+                 "row counts %s, widths %s: at most %d batch shapes", micro_batch_per_replica,
                  ",".join(map(str, ladder)), ",".join(map(str, widths)),
                  len(ladder) * len(widths))
-    return input_pipeline.Packing(mode)
-  counts = input_pipeline.length_counts(records, settings.max_seq_length)
-  rows = row_packing.static_rows(counts, micro_batch, settings.max_seq_length)
+    return packed_rows.Packing(mode.value)
+  counts = bucketing.length_counts(records, settings.max_seq_length)
+  rows = row_packing.static_rows(counts, micro_batch_per_replica, settings.max_seq_length)
   logging.info("  Packed rows (static): %d rows of %d per replica batch, about %d examples on "
-               "average (fitted to %s)", rows, settings.max_seq_length, micro_batch, records)
-  return input_pipeline.Packing(mode, rows=rows)
+               "average (fitted to %s)", rows, settings.max_seq_length,
+               micro_batch_per_replica, records)
+  return packed_rows.Packing(mode.value, rows=rows)
 
 
-def eval_packing(settings) -> Optional[input_pipeline.Packing]:
+def eval_packing(settings) -> Optional[packed_rows.Packing]:
   """Eval and predict batches are packed exactly (the same examples per batch, so the same
   results) whenever --packing is not none."""
-  if row_packing.check_mode(settings.packing) not in (row_packing.EXACT, row_packing.STATIC):
+  if not settings.packing_mode.packed:
     return None  # none, or auto not resolved by run() (none)
-  return input_pipeline.Packing(row_packing.EXACT)
+  return packed_rows.Packing(row_packing.EXACT)
 
 
 def unpacked_model(model: keras.Model, build: Callable[[], keras.Model],
@@ -343,33 +352,36 @@ def dataset(task: FineTuningTask, state: RunState, path: str, batch_size: int,
 
 def eval_dataset(task: FineTuningTask, state: RunState, path: str, batch_size: int,
                  num_examples: int):
-  """An iterator (loop.data_iterator) over every record of an eval or predict file, each
+  """An iterator (distribution.data_iterator) over every record of an eval or predict file, each
   exactly once (the last batch padded with weight-0 rows), cut to --length_buckets (packed
   with --packing)."""
   settings = state.settings
-  boundaries = eval_buckets(settings, path, batch_size // state.strategy.num_replicas_in_sync)
+  boundaries = eval_buckets(
+      settings, path,
+      distribution.BatchShares(batch_size, state.strategy.num_replicas_in_sync).per_replica)
 
   def dataset_fn(ctx):
     return dataset(task, state, path, batch_size, is_training=False, input_context=ctx,
                    num_examples=num_examples, length_buckets=boundaries,
                    packing=eval_packing(settings))
 
-  return loop.data_iterator(state.strategy, dataset_fn)
+  return distribution.data_iterator(state.strategy, dataset_fn)
 
 
 def predict(task: FineTuningTask, state: RunState, path: str, batch_size: int,
             num_examples: int, keep: Tuple[str, ...] = (),
             sequence_length: Optional[int] = None) -> Dict[str, np.ndarray]:
   """The trained model's outputs for every record of an eval or predict file, in file order
-  (loop.predict over eval_dataset: every task's eval and predict batches come through here).
+  (evaluation.predict over eval_dataset: every task's eval and predict batches come through here).
 
   Args:
     keep: batch entries returned beside the outputs (e.g. label_ids).
-    sequence_length: pad per-position outputs of cut batches back to it (loop.predict).
+    sequence_length: pad per-position outputs of cut batches back to it (evaluation.predict).
   """
-  return loop.predict(state.trainer, eval_dataset(task, state, path, batch_size, num_examples),
-                      input_pipeline.eval_steps(num_examples, batch_size), keep=keep,
-                      sequence_length=sequence_length)
+  return evaluation.predict(state.trainer,
+                            eval_dataset(task, state, path, batch_size, num_examples),
+                            input_pipeline.eval_steps(num_examples, batch_size), keep=keep,
+                            sequence_length=sequence_length)
 
 
 @contextlib.contextmanager
@@ -379,9 +391,9 @@ def bad_input_as_training_error():
   try:
     yield
   except (FileNotFoundError, ValueError) as e:
-    if isinstance(e, loop.TrainingError):
+    if isinstance(e, TrainingError):
       raise
-    raise loop.TrainingError(str(e)) from None
+    raise TrainingError(str(e)) from None
 
 
 # === Weights the run starts from, and training ===
@@ -418,7 +430,7 @@ def init_fine_tuning(run: loop.Run, settings, start: start_lib.Start, head_layer
     head_trained = head.kernel.path in restored
   loop.log_variables(run.model, restored)
   if not settings.do_train and not head_trained:
-    raise loop.TrainingError(
+    raise TrainingError(
         f"the {head_name} was never trained: "
         + (f"--init_checkpoint={settings.init_checkpoint} holds no such head"
            if settings.init_checkpoint else "no --init_checkpoint and no checkpoint in "
@@ -430,15 +442,17 @@ def init_fine_tuning(run: loop.Run, settings, start: start_lib.Start, head_layer
 def fine_tune(run: loop.Run, settings, dataset_fn: Callable[..., tf.data.Dataset],
               num_train_steps_: int, chief: bool,
               boundaries: Optional[Sequence[int]],
-              packing: Optional[input_pipeline.Packing] = None) -> Dict[str, float]:
+              packing: Optional[packed_rows.Packing] = None) -> Dict[str, float]:
   """Trains a fine-tuning run to num_train_steps_ (resuming where its checkpoint left off).
 
   dataset_fn(micro_batch, input_context) gives the per-replica training batches of
   train_batch_size / gradient_accumulation_steps examples, cut to `boundaries` (for the log),
   packed as `packing` says; they are grouped per update here.
   """
-  micro_batch = settings.train_batch_size // settings.gradient_accumulation_steps
-  if packing is not None and packing.mode == row_packing.STATIC:
+  micro_batch = distribution.BatchShares(settings.train_batch_size,
+                                         accumulation=settings.gradient_accumulation_steps
+                                         ).micro_batch
+  if packing is not None and packing.static:
     logging.info("  Batches: packed rows of %d (static)", settings.max_seq_length)
   else:
     logging.info("  Batches: %s%s%s", length_buckets.describe(boundaries,
@@ -454,7 +468,7 @@ def fine_tune(run: loop.Run, settings, dataset_fn: Callable[..., tf.data.Dataset
       dataset = dataset.padded_batch(settings.gradient_accumulation_steps, drop_remainder=True)
     return dataset
 
-  iterator = loop.resumed_iterator(run.trainer.strategy, update_batches, run.global_step)
+  iterator = distribution.resumed_iterator(run.trainer.strategy, update_batches, run.global_step)
   return loop.train(run.trainer, iterator, run.global_step, run.checkpoint.manager,
                     num_train_steps_, settings.iterations_per_loop,
                     settings.save_checkpoints_steps, settings.output_dir, chief)
@@ -488,7 +502,7 @@ def _scalar_results(result: Mapping[str, Any]) -> Dict[str, float]:
 def _refuse_repeats(flag: str, values: Sequence[Any]) -> None:
   repeated = sorted({str(v) for v in values if list(values).count(v) > 1})
   if repeated:
-    raise loop.TrainingError(f"{flag} repeats {', '.join(repeated)}: each run needs its own "
+    raise TrainingError(f"{flag} repeats {', '.join(repeated)}: each run needs its own "
                              "folder; give each value once")
 
 
@@ -511,7 +525,7 @@ def _run_point(config, settings, strategy, runner: Runner) -> Dict[str, float]:
       return {k: float(v) for k, v in done["results"].items()}
     logging.info("%s finished earlier with other settings: run again", settings.output_dir)
   results = _scalar_results(runner(config, settings, strategy))
-  if strategy is None or loop.is_chief(strategy):
+  if strategy is None or distribution.is_chief(strategy):
     io.makedirs(settings.output_dir)
     io.write_text(path, json.dumps(dict(settings=wanted, results=results), indent=2,
                                    sort_keys=True) + "\n")
@@ -526,9 +540,9 @@ def run_seeds(config: BertConfig, settings, seeds: Sequence[int], runner: Runner
   per-seed values). Returns {"runs": {seed: eval results}, "summary": {metric: (mean, std)}}.
   """
   if not seeds:
-    raise loop.TrainingError("--seeds is empty")
+    raise TrainingError("--seeds is empty")
   if not settings.do_eval:
-    raise loop.TrainingError("--seeds compares dev results: add --do_eval")
+    raise TrainingError("--seeds compares dev results: add --do_eval")
   _refuse_repeats("--seeds", seeds)
   runs = {}
   for seed in seeds:
@@ -571,11 +585,11 @@ def run_sweep(config: BertConfig, settings, runner: Runner,
   best_run.txt.
   """
   if not settings.do_train or not settings.do_eval:
-    raise loop.TrainingError("--sweep trains and compares dev results: it needs --do_train "
+    raise TrainingError("--sweep trains and compares dev results: it needs --do_train "
                              "and --do_eval")
   grid = sweep_grid(learning_rates, epochs, batch_sizes)
   if not grid:
-    raise loop.TrainingError("the sweep grid is empty")
+    raise TrainingError("the sweep grid is empty")
   for flag, values in (("--sweep_learning_rates", learning_rates),
                        ("--sweep_epochs", epochs), ("--sweep_batch_sizes", batch_sizes),
                        ("--seeds", seeds)):

@@ -20,8 +20,8 @@ from absl import logging
 from bert_tf import record_schema
 from bert_tf import tokenization
 from bert_tf.model import provenance
-from bert_tf.tasks import run_folder
-from bert_tf.training import loop
+from bert_tf.training import run_folder
+from bert_tf.training.errors import TrainingError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,8 +132,8 @@ class StartingHead:
 
 
 def starting_head(settings, start: Start, head: str, labels: Optional[List[str]],
-                  how: Optional[str], flag: str, label_file: Optional[str] = None
-                  ) -> StartingHead:
+                  how: Optional[str], flag: str, label_file: Optional[str] = None,
+                  labelled: bool = True) -> StartingHead:
   """Reconciles a run's head and labels with what the checkpoint it starts from records.
 
   Args:
@@ -145,6 +145,8 @@ def starting_head(settings, start: Start, head: str, labels: Optional[List[str]]
       their default order), or None (unknown: they must come from the checkpoint).
     flag: the flag of the labels (--label_list, --labels); its file flag is flag + "_file".
     label_file: the file the labels were read from (flag + "_file"), when they were.
+    labelled: whether the head has labels at all (a span head has none: only its kind is
+      reconciled).
 
   Returns:
     StartingHead: the recorded labels when the recorded head is used (the training file's
@@ -152,7 +154,7 @@ def starting_head(settings, start: Start, head: str, labels: Optional[List[str]]
     of another kind or with other labels is not loaded (training only).
 
   Raises:
-    loop.TrainingError: evaluating or predicting would use a head of another kind or with
+    TrainingError: evaluating or predicting would use a head of another kind or with
       other labels than it was trained with (both named), or a resumed run's labels differ.
   """
   used = f"{flag}_file" if label_file else flag  # the flag that gave the labels
@@ -161,29 +163,29 @@ def starting_head(settings, start: Start, head: str, labels: Optional[List[str]]
   recorded, where, source = start.info, start.where, start.source
   recorded_head = start.head
   if recorded_head is None:
-    if how is None and head != provenance.SQUAD:
-      raise loop.TrainingError(
+    if how is None and labelled:
+      raise TrainingError(
           f"no labels: without --do_train, give {either} (every label, in the model's label "
           "id order) or an --init_checkpoint / --output_dir whose task_info.json lists them")
     return StartingHead(labels, None)
   if recorded_head != head:
     message = (f"{source} holds a {recorded_head} head ({where}), not a {head}'s")
     if not settings.do_train or start.resuming:
-      raise loop.TrainingError(
+      raise TrainingError(
           f"{message}: it is never loaded as one, and evaluating or predicting with an "
           f"untrained {head} head would give random results; point --init_checkpoint at a "
           f"fine-tuned {head}, or add --do_train to train a new one")
     logging.warning("%s: the %s head is not loaded, a new %s head starts from random weights",
                     message, recorded_head, head)
     if how is None:
-      raise loop.TrainingError(f"no labels for the new {head} head: give {either}")
+      raise TrainingError(f"no labels for the new {head} head: give {either}")
     return StartingHead(labels, f"{message} (its weights are not loaded)")
-  if head == provenance.SQUAD:
+  if not labelled:
     return StartingHead(labels, None)
   known, trained_with = _recorded_labels(recorded)
   if not known or how is None or labels == trained_with:
     if how is None and not known:
-      raise loop.TrainingError(f"no labels: {where} does not list the model's labels; give "
+      raise TrainingError(f"no labels: {where} does not list the model's labels; give "
                                f"{either} (every label, in the model's label id order)")
     return StartingHead(trained_with if known else labels, None)
   same_set = labels is not None and trained_with is not None and \
@@ -196,13 +198,13 @@ def starting_head(settings, start: Start, head: str, labels: Optional[List[str]]
           f"{_shown(labels)}, but the model in {where} was trained with {_shown(trained_with)}"
           " (in label id order)")
   if start.resuming:
-    raise loop.TrainingError(f"{both}: resuming {settings.output_dir} needs its labels; use "
+    raise TrainingError(f"{both}: resuming {settings.output_dir} needs its labels; use "
                              "another --output_dir")
   if not settings.do_train:
-    raise loop.TrainingError(f"{both}: its predictions would be named wrongly; give "
+    raise TrainingError(f"{both}: its predictions would be named wrongly; give "
                              f"{flag}={','.join(trained_with or [])} or drop {used}")
   if same_set:
-    raise loop.TrainingError(f"{both}: the same labels in another order would train the "
+    raise TrainingError(f"{both}: the same labels in another order would train the "
                              f"head's outputs under other names; give {flag}="
                              f"{','.join(trained_with)} or drop {used}")
   logging.warning("%s: its %s head is not loaded, a new head for %s starts from random "

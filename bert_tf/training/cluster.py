@@ -334,7 +334,7 @@ def _end_now(status: int) -> None:
 
 # A task silent for this long (no heartbeat to TensorFlow's coordination service: killed,
 # frozen, its machine gone or cut off) is lost: the collectives of every other task are aborted
-# and training ends with one line naming it (loop.WorkerLost, exit status 75).
+# and training ends with one line naming it (stopping.WorkerLost, exit status 75).
 PEER_TIMEOUT_ENV = "BERT_TF_PEER_TIMEOUT_SECONDS"
 DEFAULT_PEER_TIMEOUT = 10.0  # TensorFlow's own default heartbeat timeout
 # TensorFlow's names of the errors a lost task gives the others: a connection reset or refused

@@ -31,10 +31,18 @@ from bert_tf.model import exporting
 from bert_tf.model import provenance
 from bert_tf.model.encoder import PACKED_INPUTS
 from bert_tf.model.heads import PRETRAINING_INPUTS, build_pretraining_model
+from bert_tf.training import bucketing
+from bert_tf.training import distribution
+from bert_tf.training import evaluation
 from bert_tf.training import input_pipeline
 from bert_tf.training import loop
 from bert_tf.training import losses
 from bert_tf.training import optimization
+from bert_tf.training import packed_rows
+from bert_tf.training import record_files
+from bert_tf.training import remasking
+from bert_tf.training import run_folder
+from bert_tf.training.errors import TrainingError
 
 DATA_METADATA_FILE = provenance.DATA_METADATA_FILE
 
@@ -61,7 +69,7 @@ class PretrainingSettings:
     save_checkpoints_steps: checkpoint every this many steps (and at the end).
     iterations_per_loop: metrics are logged and summarised every this many steps; a
       tf.function call runs at most this many (fewer when they would outlast
-      loop.stop_check_seconds(), so that a SIGTERM is seen soon).
+      stopping.stop_check_seconds(), so that a SIGTERM is seen soon).
     max_eval_steps: eval batches (the eval data repeats, as in the original).
     eval_every_n_steps: also evaluate (max_eval_steps batches of the eval data, the same
       batches every time) every this many training steps, off the training clock: a log line
@@ -71,7 +79,7 @@ class PretrainingSettings:
     jit_compile: compile the replica step with XLA.
     gradient_accumulation_steps: micro-batches per update (train_batch_size is split).
     cpu_towers: on CPUs, each replica's (micro-)batch runs as this many towers side by side,
-      each op on one thread (loop.Trainer's towers, loop.use_cpu_towers): the same update;
+      each op on one thread (loop.Trainer's towers, distribution.use_cpu_towers): the same update;
       1 (the default) computes it as one batch whose ops split their work over the cores.
     keep_checkpoint_max: checkpoints kept in output_dir.
     dynamic_masking: re-mask every batch on the fly (needs vocab_file).
@@ -131,6 +139,11 @@ class PretrainingSettings:
   allow_tokenizer_mismatch: bool = False
   packing: str = "none"
 
+  @property
+  def packing_mode(self) -> packed_rows.PackingMode:
+    """--packing parsed (packed_rows.PackingMode); row_packing.PackingError if unknown."""
+    return packed_rows.PackingMode.parse(self.packing)
+
   def check(self, num_replicas: int = 1) -> None:
     """Raises TrainingError naming every flag with an impossible value."""
     problems = []
@@ -149,9 +162,10 @@ class PretrainingSettings:
     if self.optimizer not in optimization.OPTIMIZER_NAMES:
       problems.append(f"--optimizer must be one of {', '.join(optimization.OPTIMIZER_NAMES)}, "
                       f"got {self.optimizer!r}")
-    if self.mixed_precision not in loop.MIXED_PRECISION_POLICIES:
+    if self.mixed_precision not in distribution.MIXED_PRECISION_POLICIES:
       problems.append(f"--mixed_precision must be one of "
-                      f"{', '.join(loop.MIXED_PRECISION_POLICIES)}, got {self.mixed_precision!r}")
+                      f"{', '.join(distribution.MIXED_PRECISION_POLICIES)}, "
+                      f"got {self.mixed_precision!r}")
     split = num_replicas * max(1, self.gradient_accumulation_steps) * max(1, self.cpu_towers)
     if self.train_batch_size > 0 and self.train_batch_size % split:
       problems.append(f"--train_batch_size={self.train_batch_size} must be a multiple of "
@@ -167,15 +181,15 @@ class PretrainingSettings:
     if not (self.do_train or self.do_eval):
       problems.append("at least one of --do_train or --do_eval must be True")
     try:
-      mode = row_packing.check_mode(self.packing)
-      if self.cpu_towers > 1 and mode == row_packing.EXACT:
+      if self.packing_mode.exact and self.cpu_towers > 1:
         problems.append(f"--cpu_towers={self.cpu_towers} needs training batches of a fixed "
                         "number of rows: --packing=exact changes it from step to step (use "
                         "--packing=static)")
     except row_packing.PackingError as e:
       problems.append(str(e))
     if problems:
-      raise loop.TrainingError("; ".join(problems))
+      raise TrainingError("; ".join(problems))
+
 
 # === The task ===
 
@@ -254,7 +268,7 @@ def eval_metrics_from_sums(batch_sums: List[Mapping[str, Any]]) -> Dict[str, flo
   run_pretraining.py:model_fn's metric_fn); `loss` is the mean over batches of the batch loss
   (as the Estimator reports it).
   """
-  total = loop.sum_batches(batch_sums)
+  total = evaluation.sum_batches(batch_sums)
   eps = losses.MASKED_LM_DENOMINATOR_EPSILON
   batch_losses = [float(b["mlm_nll"]) / (float(b["mlm_weight"]) + eps)
                   + float(b["nsp_nll"]) / float(b["examples"]) for b in batch_sums]
@@ -274,32 +288,32 @@ TASK = loop.Task(model_inputs=model_inputs, normalizers=normalizers, replica_los
 # === The run ===
 
 
-def packing_mode(settings: PretrainingSettings) -> str:
+def packing_mode(settings: PretrainingSettings) -> packed_rows.PackingMode:
   """--packing with auto made concrete: none (see PretrainingSettings.packing)."""
-  mode = row_packing.check_mode(settings.packing)
-  return row_packing.NONE if mode == row_packing.AUTO else mode
+  mode = settings.packing_mode
+  return packed_rows.PackingMode(row_packing.NONE) if mode.auto else mode
 
 
 def training_packing(settings: PretrainingSettings, per_replica_batch: int
-                     ) -> Optional[input_pipeline.Packing]:
+                     ) -> Optional[packed_rows.Packing]:
   """The packing of training batches (None: unpacked). Static packing's rows per replica batch
   come from the lengths of the first training file's instances (row_packing.static_rows),
   logged."""
   mode = packing_mode(settings)
-  if mode == row_packing.NONE:
+  if not mode.packed:
     return None
-  if mode == row_packing.EXACT:
+  if mode.exact:
     logging.info("  Packed rows (exact): %d instances per replica batch in the fewest rows of "
                  "%d (row counts %s), %d masked-LM slots per row", per_replica_batch,
                  settings.max_seq_length,
                  ",".join(map(str, row_packing.row_ladder(per_replica_batch))),
                  input_pipeline.predictions_per_row(settings.max_predictions_per_seq))
-    return input_pipeline.Packing(mode)
-  first = input_pipeline.expand_file_patterns(settings.input_file)[0]
-  counts = input_pipeline.length_counts(first, settings.max_seq_length)
+    return packed_rows.Packing(mode.value)
+  first = record_files.expand_file_patterns(settings.input_file)[0]
+  counts = bucketing.length_counts(first, settings.max_seq_length)
   rows = row_packing.static_rows(counts, per_replica_batch, settings.max_seq_length)
   if rows % settings.cpu_towers:
-    raise loop.TrainingError(
+    raise TrainingError(
         f"--cpu_towers={settings.cpu_towers} splits a batch's rows into equal towers, but "
         f"--packing=static fitted {rows} rows per replica batch to {first}: choose a "
         "--train_batch_size or --cpu_towers for which they divide")
@@ -307,17 +321,18 @@ def training_packing(settings: PretrainingSettings, per_replica_batch: int
                "on average (fitted to %s), %d masked-LM slots per row", rows,
                settings.max_seq_length, per_replica_batch, first,
                input_pipeline.predictions_per_row(settings.max_predictions_per_seq))
-  return input_pipeline.Packing(mode, rows=rows)
+  return packed_rows.Packing(mode.value, rows=rows)
 
 
 def _train_dataset_fn(settings: PretrainingSettings, masking, num_replicas: int = 1):
-  micro_batch = settings.train_batch_size // settings.gradient_accumulation_steps
-  packing = training_packing(settings, micro_batch // max(num_replicas, 1))
+  shares = distribution.BatchShares(settings.train_batch_size, num_replicas,
+                                    settings.gradient_accumulation_steps)
+  packing = training_packing(settings, shares.micro_batch_per_replica)
 
   def dataset_fn(ctx):
     dataset = input_pipeline.pretraining_dataset(
         settings.input_file, settings.max_seq_length, settings.max_predictions_per_seq,
-        batch_size=micro_batch, is_training=True, input_context=ctx, seed=settings.seed,
+        batch_size=shares.micro_batch, is_training=True, input_context=ctx, seed=settings.seed,
         shuffle_buffer_size=settings.shuffle_buffer_size, dynamic_masking=masking,
         packing=packing)
     if settings.gradient_accumulation_steps > 1:
@@ -345,8 +360,8 @@ def _eval_dataset_fn(settings: PretrainingSettings):
           settings.eval_input_file or settings.input_file, settings.max_seq_length,
           settings.max_predictions_per_seq, batch_size=settings.eval_batch_size,
           is_training=False, input_context=ctx, repeat=True,
-          packing=(None if packing_mode(settings) == row_packing.NONE
-                   else input_pipeline.Packing(row_packing.EXACT)))
+          packing=(None if not packing_mode(settings).packed
+                   else packed_rows.Packing(row_packing.EXACT)))
     return datasets[key]
   return dataset_fn
 
@@ -354,11 +369,11 @@ def _eval_dataset_fn(settings: PretrainingSettings):
 def _check_data(settings: PretrainingSettings, config: BertConfig, pattern: str,
                 flag: str) -> Optional[Dict[str, Any]]:
   try:
-    files = input_pipeline.expand_file_patterns(pattern, flag_name=flag)
-    metadata = input_pipeline.check_input_metadata(
+    files = record_files.expand_file_patterns(pattern, flag_name=flag)
+    metadata = record_files.check_input_metadata(
         files, settings.max_seq_length, settings.max_predictions_per_seq,
         vocab_size=config.vocab_size, do_lower_case=settings.do_lower_case)
-    input_pipeline.check_no_unfinished_commit(files, flag)
+    record_files.check_no_unfinished_commit(files, flag)
     # Every file's first record: no empty file (the pipeline would spin on it), no unreadable
     # one, the lengths the flags promise and token ids within the config's vocab (which
     # catches files without metadata, alone or among files with it).
@@ -366,8 +381,8 @@ def _check_data(settings: PretrainingSettings, config: BertConfig, pattern: str,
         record_schema.feature_names(False).values(),
         record_schema.feature_lengths(settings.max_seq_length,
                                       settings.max_predictions_per_seq).values()))
-    input_pipeline.check_record_files(
-        files, input_pipeline.detect_compression(files, metadata), flag, lengths,
+    record_files.check_record_files(
+        files, record_files.detect_compression(files, metadata), flag, lengths,
         vocab_size=config.vocab_size)
     _check_vocab(settings, metadata, files[0])
     data_vocab_size = (metadata or {}).get("vocab_size")
@@ -379,9 +394,9 @@ def _check_data(settings: PretrainingSettings, config: BertConfig, pattern: str,
           config.vocab_size, flag, data_vocab_size, config.vocab_size - data_vocab_size,
           data_vocab_size)
     return metadata
-  except (input_pipeline.InputError, record_schema.MetadataError) as e:
+  except (record_files.InputError, record_schema.MetadataError) as e:
     # Both errors already name the flag and the file.
-    raise loop.TrainingError(str(e)) from None
+    raise TrainingError(str(e)) from None
 
 
 def _check_vocab(settings: PretrainingSettings, metadata: Optional[Mapping[str, Any]],
@@ -395,7 +410,7 @@ def _check_vocab(settings: PretrainingSettings, metadata: Optional[Mapping[str, 
                                data_source=record_schema.metadata_path(first_file),
                                allow_mismatch=settings.allow_tokenizer_mismatch)
   except provenance.TokenizerMismatchError as e:
-    raise input_pipeline.InputError(str(e)) from None
+    raise record_files.InputError(str(e)) from None
 
 
 def run_pretraining(config: BertConfig, settings: PretrainingSettings,
@@ -406,7 +421,7 @@ def run_pretraining(config: BertConfig, settings: PretrainingSettings,
   Args:
     config: the model config.
     settings: the run (see PretrainingSettings).
-    strategy: a tf.distribute strategy (loop.select_strategy()); None uses the default.
+    strategy: a tf.distribute strategy (distribution.select_strategy()); None uses the default.
     exporter: the export (model.exporting's convention), called by the chief with (model,
       config, settings, the data's metadata, version=step) at the end of training
       (settings.export_at_end) and at every checkpoint (settings.export_every_checkpoint); it
@@ -419,42 +434,42 @@ def run_pretraining(config: BertConfig, settings: PretrainingSettings,
     examples_per_second), the eval results (when evaluated) and export_dir (when exported).
 
   Raises:
-    loop.TrainingError: bad settings or data, an unreadable init_checkpoint, or a non-finite
+    TrainingError: bad settings or data, an unreadable init_checkpoint, or a non-finite
       loss.
   """
-  strategy = strategy or loop.select_strategy()
+  strategy = strategy or distribution.select_strategy()
   settings.check(strategy.num_replicas_in_sync)
-  loop.check_cpu_only(strategy, settings.cpu_towers)
+  distribution.check_cpu_only(strategy, settings.cpu_towers)
   if settings.max_seq_length > config.max_position_embeddings:
-    raise loop.TrainingError(f"--max_seq_length={settings.max_seq_length} is more than the "
+    raise TrainingError(f"--max_seq_length={settings.max_seq_length} is more than the "
                              f"config's max_position_embeddings="
                              f"{config.max_position_embeddings}")
   metadata = _check_data(settings, config, settings.input_file, "input_file")
   if settings.do_eval and settings.eval_input_file:
     _check_data(settings, config, settings.eval_input_file, "eval_input_file")
-  chief = loop.is_chief(strategy)
+  chief = distribution.is_chief(strategy)
   new_folder = chief and not io.exists(settings.output_dir)
   try:
-    with loop.run_directory_lock(settings.output_dir, chief, "run_pretraining"):
+    with run_folder.run_directory_lock(settings.output_dir, chief, "run_pretraining"):
       # Nothing is written to output_dir before a resume is known to fit its checkpoints.
-      loop.check_resume_compatible(settings.output_dir, config, settings)
+      run_folder.check_resume_compatible(settings.output_dir, config, settings)
       before = set(io.listdir(settings.output_dir))
       try:
         return _start(config, settings, strategy, chief, metadata, exporter)
       except BaseException:
         if chief:
-          loop.remove_failed_run_files(settings.output_dir, before)
+          run_folder.remove_failed_run_files(settings.output_dir, before)
         raise
   finally:
     if new_folder:
-      loop.remove_if_empty(settings.output_dir)  # made here, and left empty by a failure
+      run_folder.remove_if_empty(settings.output_dir)  # made here, and left empty by a failure
 
 
 def _start(config, settings, strategy, chief, metadata, exporter):
   """Records the run in output_dir (the chief), then trains and evaluates."""
   io.makedirs(settings.output_dir)
   if chief:
-    loop.record_run(settings.output_dir, config, settings)
+    run_folder.record_run(settings.output_dir, config, settings)
     if metadata is not None:
       # The data's tokenizer (casing, vocab checksum), checked by fine-tuning commands that
       # start from this run's checkpoints.
@@ -467,7 +482,7 @@ def _start(config, settings, strategy, chief, metadata, exporter):
       provenance.record_vocab(settings.output_dir, vocab)
   if settings.seed is not None:
     keras.utils.set_random_seed(settings.seed)
-  with loop.dtype_policy(settings.mixed_precision):
+  with distribution.dtype_policy(settings.mixed_precision):
     return _run(config, settings, strategy, chief, metadata, exporter)
 
 
@@ -475,11 +490,11 @@ def _run(config, settings, strategy, chief, metadata, exporter):
   masking = None
   if settings.dynamic_masking:
     vocab = tokenization.load_vocab(settings.vocab_file)
-    masking = input_pipeline.DynamicMasking.from_vocab(
+    masking = remasking.DynamicMasking.from_vocab(
         vocab, seed=settings.seed if settings.seed is not None else 12345)
 
   # The last layer runs only at [CLS] and the masked positions: same losses, fewer FLOPs.
-  packed = packing_mode(settings) != row_packing.NONE
+  packed = packing_mode(settings).packed
   run = loop.prepare_run(strategy, lambda: build_pretraining_model(
       config, prune_last_layer=True, packed=packed), TASK, settings, settings.num_train_steps,
                          settings.num_warmup_steps, chief, towers=settings.cpu_towers)
@@ -510,14 +525,14 @@ def _run(config, settings, strategy, chief, metadata, exporter):
   def evaluate(step, final=False):
     with _naming_corrupt_files(settings.eval_input_file or settings.input_file,
                                "eval_input_file" if settings.eval_input_file else "input_file"):
-      batches = loop.data_iterator(strategy, eval_dataset_fn)
-      evaluations[step] = loop.evaluate(trainer, batches, settings.max_eval_steps, step,
+      batches = distribution.data_iterator(strategy, eval_dataset_fn)
+      evaluations[step] = evaluation.evaluate(trainer, batches, settings.max_eval_steps, step,
                                         settings.output_dir, chief, results_file=final)
     return evaluations[step]
 
   if settings.do_train:
     # Resume by skip: with --seed the resumed run sees the batches an uninterrupted one would.
-    iterator = loop.resumed_iterator(
+    iterator = distribution.resumed_iterator(
         strategy, _train_dataset_fn(settings, masking, strategy.num_replicas_in_sync),
         global_step)
     _log_training(settings, strategy, int(global_step.numpy()))
@@ -536,7 +551,7 @@ def _run(config, settings, strategy, chief, metadata, exporter):
     step = result["global_step"]
     if step in evaluations:
       # The last evaluation during training was of these weights, on the same batches.
-      loop.report_eval_results(evaluations[step], settings.output_dir, chief)
+      evaluation.report_eval_results(evaluations[step], settings.output_dir, chief)
       result.update(evaluations[step])
     else:
       result.update(evaluate(step, final=True))
@@ -563,26 +578,26 @@ def _naming_corrupt_files(pattern: str, flag: str):
   try:
     yield
   except tf.errors.DataLossError as e:
-    files = input_pipeline.expand_file_patterns(pattern, flag_name=flag)
-    metadata = input_pipeline.read_input_metadata(files)
-    found = input_pipeline.first_unreadable_file(
-        files, input_pipeline.detect_compression(files, metadata))
+    files = record_files.expand_file_patterns(pattern, flag_name=flag)
+    metadata = record_files.read_input_metadata(files)
+    found = record_files.first_unreadable_file(
+        files, record_files.detect_compression(files, metadata))
     if found is None:
       raise
     path, reason = found
-    raise loop.TrainingError(
+    raise TrainingError(
         f"--{flag}: {path} is corrupt or truncated ({reason}); check it with: python "
         f"data_prep/inspect_records.py {path}") from e
 
 
 def _log_training(settings, strategy, step):
-  num_replicas = strategy.num_replicas_in_sync
-  micro_batch = settings.train_batch_size // num_replicas // settings.gradient_accumulation_steps
+  shares = distribution.BatchShares(settings.train_batch_size, strategy.num_replicas_in_sync,
+                                    settings.gradient_accumulation_steps)
   logging.info("Training: global batch %d, %d replica(s), per-replica batch %d%s, "
                "%d steps (from step %d), %s, mixed precision %s",
-               settings.train_batch_size, num_replicas,
-               settings.train_batch_size // num_replicas,
-               (f" in {settings.gradient_accumulation_steps} micro-batches of {micro_batch}"
+               settings.train_batch_size, shares.replicas, shares.per_replica,
+               (f" in {settings.gradient_accumulation_steps} micro-batches of "
+                f"{shares.micro_batch_per_replica}"
                 if settings.gradient_accumulation_steps > 1 else ""),
                settings.num_train_steps, step,
                settings.optimizer + (" with Adam's bias correction"

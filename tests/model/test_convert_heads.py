@@ -23,13 +23,13 @@ from bert_tf import convert_checkpoint
 from bert_tf import record_schema
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
-from bert_tf.model import provenance
 from bert_tf.model import conversion
 from bert_tf.model import heads
+from bert_tf.model import provenance
 from bert_tf.model.encoder import build_encoder
-from bert_tf.tasks import classifier_run as cr
-from bert_tf.tasks import run_folder
+from bert_tf.tasks.classifier import run as cr
 from bert_tf.tokenization import FullTokenizer
+from bert_tf.training import run_folder
 from tests import helpers
 
 VOCAB = os.path.join(helpers.TEST_DATA, "vocab_uncased.txt")
@@ -328,7 +328,8 @@ def test_regression_head_is_a_one_output_classifier(tmp_path):
 
 
 def test_the_task_names_are_the_runs():
-  from bert_tf.tasks import squad_run, tagging_run  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.squad import run as squad_run  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.tagging import run as tagging_run  # pylint: disable=g-import-not-at-top
   assert checkpoints.head_of_task_info({"task_name": squad_run.TASK_NAME}) == checkpoints.SQUAD
   assert checkpoints.head_of_task_info({"task_name": tagging_run.TASK_NAME}) == checkpoints.TAGGER
   assert checkpoints.head_of_task_info({"task_name": "mrpc"}) == checkpoints.CLASSIFIER

@@ -18,7 +18,7 @@ from bert_tf import convert_checkpoint
 from bert_tf.model import checkpoints
 from bert_tf.model import conversion
 from bert_tf.model import heads
-from bert_tf.tasks import tagging_run
+from bert_tf.tasks.tagging import run as tagging_run
 from tests import helpers
 
 SMALL = helpers.tiny_config(vocab_size=20, hidden_size=16, intermediate_size=8,

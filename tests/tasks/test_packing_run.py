@@ -14,13 +14,16 @@ import tensorflow as tf
 
 from bert_tf import row_packing
 from bert_tf.model import checkpoints
-from bert_tf.tasks import classifier_data
-from bert_tf.tasks import classifier_run as cr
 from bert_tf.tasks import fine_tuning
 from bert_tf.tasks import start as start_lib
+from bert_tf.tasks.classifier import data as classifier_data
+from bert_tf.tasks.classifier import run as cr
+from bert_tf.training import bucketing
 from bert_tf.training import input_pipeline
-from bert_tf.training import loop
-from tests.tasks.test_classifier_run import CONFIG, source_settings
+from bert_tf.training import packed_rows
+from bert_tf.training import record_files
+from bert_tf.training.errors import TrainingError
+from tests.tasks.classifier.test_run import CONFIG, source_settings
 
 NO_DROPOUT = dataclasses.replace(CONFIG, hidden_dropout_prob=0.0,
                                  attention_probs_dropout_prob=0.0)
@@ -69,7 +72,7 @@ def test_exact_batches_hold_the_unpacked_examples_in_fewer_rows(tmp_path):
         path, 32, 16, is_training=True, seed=5, length_buckets=buckets,
         packing=packing).take(6))
   plain = batches(None, None)
-  packed = batches(input_pipeline.Packing(row_packing.EXACT), (8, 16, 24, 32))
+  packed = batches(packed_rows.Packing(row_packing.EXACT), (8, 16, 24, 32))
   rows = []
   for a, b in zip(plain, packed):
     assert _examples_of(a) == _examples_of(b)
@@ -88,17 +91,17 @@ def test_eval_batches_packed_keep_every_example_once(tmp_path):
   path, count = _write_source_records(tmp_path)
   batches = list(_classifier_dataset(
       path, 32, 7, is_training=False, num_examples=count,
-      packing=input_pipeline.Packing(row_packing.EXACT)))
+      packing=packed_rows.Packing(row_packing.EXACT)))
   assert len(batches) == input_pipeline.eval_steps(count, 7)
-  index = np.concatenate([b[input_pipeline.EXAMPLE_INDEX].numpy() for b in batches])
+  index = np.concatenate([b[record_files.EXAMPLE_INDEX].numpy() for b in batches])
   assert sorted(index[index >= 0]) == list(range(count))
 
 
 def test_static_batches_have_one_shape_and_the_batch_on_average(tmp_path):
   path, count = _write_source_records(tmp_path)
-  counts = input_pipeline.length_counts(path, 32)
+  counts = bucketing.length_counts(path, 32)
   rows = row_packing.static_rows(counts, 16, 32)
-  packing = input_pipeline.Packing(row_packing.STATIC, rows=rows)
+  packing = packed_rows.Packing(row_packing.STATIC, rows=rows)
   batches = list(_classifier_dataset(path, 32, 16, is_training=True, seed=1,
                                      packing=packing).take(40))
   shapes = {tuple(b["input_word_ids"].shape) for b in batches}
@@ -110,10 +113,10 @@ def test_static_batches_have_one_shape_and_the_batch_on_average(tmp_path):
 
 def test_packing_flag_checks():
   settings = source_settings("/tmp/unused", packing="tight")
-  with pytest.raises(loop.TrainingError, match="--packing must be one of"):
+  with pytest.raises(TrainingError, match="--packing must be one of"):
     settings.check(CONFIG)
   settings = source_settings("/tmp/unused", packing="exact", group_by_length=True)
-  with pytest.raises(loop.TrainingError, match="--group_by_length does not apply"):
+  with pytest.raises(TrainingError, match="--group_by_length does not apply"):
     settings.check(CONFIG)
 
 
@@ -162,8 +165,8 @@ def test_static_packing_trains_the_same_steps(runs):
 @pytest.mark.slow
 def test_exact_packing_tags_as_unpacked(tmp_path):
   """run_ner two epochs (dropout off): the same weights and prediction files packed or not."""
-  from bert_tf.tasks import tagging_run  # pylint: disable=g-import-not-at-top
-  from tests.tasks import test_tagging_run as tr  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.tagging import run as tagging_run  # pylint: disable=g-import-not-at-top
+  from tests.tasks.tagging import test_run as tr  # pylint: disable=g-import-not-at-top
   config = dataclasses.replace(tr.CONFIG, hidden_dropout_prob=0.0,
                                attention_probs_dropout_prob=0.0)
   results = {}
@@ -185,7 +188,7 @@ def test_packed_span_loss_is_the_unpacked_loss_with_padding_masked():
   """SQuAD's softmax over a packed window's own positions equals the unpacked model's softmax
   with the padding positions masked out (not the original's, which includes them)."""
   from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import squad  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.squad import loss as squad  # pylint: disable=g-import-not-at-top
   from tests.model import test_packed_rows as tp  # pylint: disable=g-import-not-at-top
   plain = heads.build_span_model(tp.CONFIG)
   packed = heads.build_span_model(tp.CONFIG, packed=True)
@@ -227,8 +230,8 @@ def test_packed_squad_predictions_equal_unpacked(tmp_path):
   import json  # pylint: disable=g-import-not-at-top
   import keras  # pylint: disable=g-import-not-at-top
   from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import squad_run  # pylint: disable=g-import-not-at-top
-  from tests.tasks import test_squad_run as sq  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.squad import run as squad_run  # pylint: disable=g-import-not-at-top
+  from tests.tasks.squad import test_run as sq  # pylint: disable=g-import-not-at-top
   keras.utils.set_random_seed(3)
   weights = str(tmp_path / "span.keras")  # a span model's weights (random: any will do)
   heads.build_span_model(sq.CONFIG).save(weights)
@@ -243,8 +246,8 @@ def test_packed_squad_predictions_equal_unpacked(tmp_path):
 
 
 def test_auto_packing_is_resolved_per_task_and_device():
-  from bert_tf.tasks import squad_run  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import tagging_run  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.squad import run as squad_run  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.tagging import run as tagging_run  # pylint: disable=g-import-not-at-top
   settings = source_settings("/tmp/unused")
   assert settings.packing == "auto"
   assert fine_tuning.resolved_packing(cr.TASK, settings).packing == "exact"

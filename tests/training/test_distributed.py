@@ -67,7 +67,7 @@ def _script(output_dir):
   cpu = tf.config.list_physical_devices("CPU")[0]
   tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
   sys.path.insert(0, REPO_ROOT)
-  from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import distribution  # pylint: disable=g-import-not-at-top
   from bert_tf.training import pretraining  # pylint: disable=g-import-not-at-top
   from tests.helpers import make_records, tiny_config  # pylint: disable=g-import-not-at-top
   data = os.path.join(output_dir, "train.tfrecord")
@@ -77,7 +77,7 @@ def _script(output_dir):
       tiny_config(), _settings(data, os.path.join(output_dir, "one"), do_eval=True,
                                max_eval_steps=2),
       strategy=tf.distribute.OneDeviceStrategy("/cpu:0"))
-  strategy = loop.select_strategy("mirrored")
+  strategy = distribution.select_strategy("mirrored")
   assert strategy.num_replicas_in_sync == 2, strategy.extended.worker_devices
   two = pretraining.run_pretraining(
       tiny_config(), _settings(data, os.path.join(output_dir, "two"), do_eval=True,

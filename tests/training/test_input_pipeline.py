@@ -10,6 +10,8 @@ import tensorflow as tf
 
 from bert_tf import record_schema
 from bert_tf.training import input_pipeline
+from bert_tf.training import record_files
+from bert_tf.training import remasking
 from tests import helpers
 
 TEST_DATA = helpers.TEST_DATA
@@ -59,13 +61,13 @@ def test_expand_file_patterns(tmp_path):
   for name in ("b.tfrecord", "a.tfrecord", "c.other"):
     (tmp_path / name).write_bytes(b"")
   (tmp_path / ("a.tfrecord" + record_schema.METADATA_SUFFIX)).write_text("{}")
-  got = input_pipeline.expand_file_patterns(f"{tmp_path}/c.other, {tmp_path}/*.tfrecord*")
+  got = record_files.expand_file_patterns(f"{tmp_path}/c.other, {tmp_path}/*.tfrecord*")
   assert got == [str(tmp_path / n) for n in ("c.other", "a.tfrecord", "b.tfrecord")]
-  with pytest.raises(input_pipeline.InputError, match=r"--eval_input_file: no file matches .*x\*"):
-    input_pipeline.expand_file_patterns(f"{tmp_path}/a.tfrecord,{tmp_path}/x*",
+  with pytest.raises(record_files.InputError, match=r"--eval_input_file: no file matches .*x\*"):
+    record_files.expand_file_patterns(f"{tmp_path}/a.tfrecord,{tmp_path}/x*",
                                         flag_name="eval_input_file")
-  with pytest.raises(input_pipeline.InputError, match="--input_file is empty"):
-    input_pipeline.expand_file_patterns(" , ")
+  with pytest.raises(record_files.InputError, match="--input_file is empty"):
+    record_files.expand_file_patterns(" , ")
 
 
 # === Batches ===
@@ -118,18 +120,18 @@ def test_gzip_is_detected_from_bytes_and_metadata(tmp_path):
   gz = tmp_path / "data.tfrecord.gz"
   with open(ORIGINAL_RECORDS, "rb") as src, gzip.open(gz, "wb") as dst:
     dst.write(src.read())
-  assert input_pipeline.detect_compression([str(gz)]) == "GZIP"
-  assert input_pipeline.detect_compression([ORIGINAL_RECORDS]) == ""
+  assert record_files.detect_compression([str(gz)]) == "GZIP"
+  assert record_files.detect_compression([ORIGINAL_RECORDS]) == ""
   got = input_pipeline.pretraining_dataset(str(gz), SEQ, PRED, 8, is_training=False)
   np.testing.assert_array_equal(np.stack([b["input_word_ids"].numpy() for b in got]), np.stack(want))
-  with pytest.raises(input_pipeline.InputError, match="GZIP-compressed but"):
+  with pytest.raises(record_files.InputError, match="GZIP-compressed but"):
     input_pipeline.pretraining_dataset([str(gz), ORIGINAL_RECORDS], SEQ, PRED, 8, False)
   # Metadata takes precedence over the bytes.
   small = tmp_path / "small.tfrecord"
   write_numbered_records(str(small), 0, 8, compression="GZIP")
   write_metadata(str(small), compression="GZIP")
-  assert input_pipeline.detect_compression(
-      [str(small)], input_pipeline.read_input_metadata([str(small)])) == "GZIP"
+  assert record_files.detect_compression(
+      [str(small)], record_files.read_input_metadata([str(small)])) == "GZIP"
   dataset = input_pipeline.pretraining_dataset(str(small), SMALL_SEQ, SMALL_PRED, 4, False)
   assert numbers(dataset) == list(range(8))
 
@@ -155,14 +157,14 @@ def test_metadata_contradicting_the_flags_is_an_error(tmp_path):
                                        "max_seq_length=16"):
     input_pipeline.pretraining_dataset(path, 32, SMALL_PRED, 2, True)
   with pytest.raises(record_schema.MetadataError, match="vocab_size=100"):
-    input_pipeline.check_input_metadata([path], SMALL_SEQ, SMALL_PRED, vocab_size=100)
-  assert input_pipeline.check_input_metadata([path], SMALL_SEQ, SMALL_PRED, vocab_size=5000,
+    record_files.check_input_metadata([path], SMALL_SEQ, SMALL_PRED, vocab_size=100)
+  assert record_files.check_input_metadata([path], SMALL_SEQ, SMALL_PRED, vocab_size=5000,
                                              do_lower_case=True)["max_seq_length"] == SMALL_SEQ
   other = str(tmp_path / "other.tfrecord")
   write_numbered_records(other, 4, 4)
   write_metadata(other, max_predictions_per_seq=SMALL_PRED + 1)
-  with pytest.raises(input_pipeline.InputError, match="max_predictions_per_seq=5"):
-    input_pipeline.read_input_metadata([path, other])
+  with pytest.raises(record_files.InputError, match="max_predictions_per_seq=5"):
+    record_files.read_input_metadata([path, other])
 
 
 # === Sharding across input pipelines ===
@@ -214,7 +216,7 @@ def test_two_pipelines_shard_by_record_with_one_file(tmp_path, is_training, capl
 
 
 def masking_config(seed=5):
-  return input_pipeline.DynamicMasking(vocab_size=VOCAB_SIZE, mask_id=MASK_ID, cls_id=CLS_ID,
+  return remasking.DynamicMasking(vocab_size=VOCAB_SIZE, mask_id=MASK_ID, cls_id=CLS_ID,
                                        sep_id=SEP_ID, pad_id=PAD_ID, seed=seed)
 
 
@@ -292,11 +294,11 @@ def test_dynamic_masking_is_deterministic_given_the_seed():
 
 def test_dynamic_masking_from_vocab():
   vocab = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4, "a": 5}
-  config = input_pipeline.DynamicMasking.from_vocab(vocab, masked_lm_prob=0.2, seed=9)
+  config = remasking.DynamicMasking.from_vocab(vocab, masked_lm_prob=0.2, seed=9)
   assert (config.vocab_size, config.pad_id, config.cls_id, config.sep_id, config.mask_id,
           config.masked_lm_prob, config.seed) == (6, 0, 2, 3, 4, 0.2, 9)
-  with pytest.raises(input_pipeline.InputError, match=r"\[MASK\]"):
-    input_pipeline.DynamicMasking.from_vocab({"[PAD]": 0, "[CLS]": 1, "[SEP]": 2})
+  with pytest.raises(record_files.InputError, match=r"\[MASK\]"):
+    remasking.DynamicMasking.from_vocab({"[PAD]": 0, "[CLS]": 1, "[SEP]": 2})
 
 
 def test_dynamic_masking_rounds_half_to_even_and_respects_max_predictions():
@@ -312,7 +314,7 @@ def test_dynamic_masking_rounds_half_to_even_and_respects_max_predictions():
            "masked_lm_ids": tf.zeros((2, 8), tf.int32),
            "masked_lm_weights": tf.zeros((2, 8), tf.float32),
            "next_sentence_labels": tf.zeros((2, 1), tf.int32)}
-  out = input_pipeline.apply_dynamic_masking(batch, masking_config(), tf.constant([1, 2]))
+  out = remasking.apply_dynamic_masking(batch, masking_config(), tf.constant([1, 2]))
   np.testing.assert_array_equal(out["masked_lm_weights"].numpy().sum(axis=1), [4, 8])
   positions = out["masked_lm_positions"].numpy()
   assert positions[0, :4].min() >= 1 and positions[0, :4].max() <= 28
@@ -320,7 +322,7 @@ def test_dynamic_masking_rounds_half_to_even_and_respects_max_predictions():
 
 
 def test_the_pipelines_prefetch_with_tf_datas_autotuning_model_off():
-  """input_pipeline._prefetched: deleting an iterator whose autotuning model is on can block
+  """record_files.prefetched: deleting an iterator whose autotuning model is on can block
   for up to a minute in TensorFlow 2.20, so every pipeline turns it off, and still
   prefetches."""
   for is_training in (True, False):

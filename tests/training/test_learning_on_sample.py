@@ -26,11 +26,11 @@ import os
 
 import pytest
 
-from bert_tf.data import pretraining_data as create_pretraining_data
-from bert_tf.training import input_pipeline
-from bert_tf.training import loop
-from bert_tf.training import pretraining
 from bert_tf.config import BertConfig
+from bert_tf.data import pretraining_data as create_pretraining_data
+from bert_tf.training import distribution
+from bert_tf.training import input_pipeline
+from bert_tf.training import pretraining
 from tests import helpers
 
 # Subprocesses and real training runs: the slow tier (CI runs them).
@@ -124,7 +124,7 @@ def test_tiny_model_learns_masked_lm_and_next_sentence_on_the_sample(tmp_path):
                 num_train_steps=STEPS, num_warmup_steps=STEPS // 10,
                 save_checkpoints_steps=STEPS, iterations_per_loop=STEPS,
                 export_at_end=False, seed=3, do_eval=True)
-  strategy = loop.select_strategy("one_device")
+  strategy = distribution.select_strategy("one_device")
   before = pretraining.run_pretraining(
       _tiny_config(), pretraining.PretrainingSettings(output_dir=str(tmp_path / "untrained"),
                                                    do_train=False, **common), strategy)

@@ -10,8 +10,10 @@ import tensorflow as tf
 
 from bert_tf import length_buckets
 from bert_tf.model import heads
+from bert_tf.training import evaluation, loop
+from bert_tf.training import bucketing
 from bert_tf.training import input_pipeline
-from bert_tf.training import loop
+from bert_tf.training import record_files
 from tests import helpers
 
 SEQ = 64
@@ -126,9 +128,9 @@ def test_fitted_boundaries_of_random_batches_of_short_rows_beat_the_ladder():
 def test_length_counts_of_a_record_file(tmp_path):
   lengths = _lengths(45)
   _write_records(tmp_path / "r.tfrecord", lengths)
-  counts = input_pipeline.length_counts(str(tmp_path / "r.tfrecord"), SEQ)
+  counts = bucketing.length_counts(str(tmp_path / "r.tfrecord"), SEQ)
   assert counts == np.bincount(lengths, minlength=SEQ + 1).tolist()
-  fitted = input_pipeline.fitted_buckets(str(tmp_path / "r.tfrecord"), SEQ, 8)
+  fitted = bucketing.fitted_buckets(str(tmp_path / "r.tfrecord"), SEQ, 8)
   assert fitted == length_buckets.fit_buckets(counts, 8, SEQ)
 
 
@@ -154,7 +156,7 @@ def test_a_batch_is_cut_to_its_longest_row_rounded_up_to_a_boundary():
     ids, mask, types = _rows(lengths)
     batch = dict(input_word_ids=ids, input_mask=mask, input_type_ids=types,
                  label_ids=np.arange(len(lengths)), label_mask=mask * 2)
-    cut = input_pipeline.cut_to_bucket(
+    cut = bucketing.cut_to_bucket(
         {k: tf.constant(v) for k, v in batch.items()}, BUCKETS)
     assert cut["input_word_ids"].shape == (len(lengths), width)
     for key in ("input_word_ids", "input_mask", "input_type_ids", "label_mask"):
@@ -166,7 +168,7 @@ def test_a_batch_is_cut_to_its_longest_row_rounded_up_to_a_boundary():
 
 def test_the_real_length_is_the_last_real_position_not_the_count():
   mask = tf.constant([[1, 1, 0, 1, 0, 0], [1, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0]])
-  np.testing.assert_array_equal(input_pipeline.real_length(mask).numpy(), [4, 1, 0])
+  np.testing.assert_array_equal(bucketing.real_length(mask).numpy(), [4, 1, 0])
 
 
 def _write_records(path, lengths, seed=0):
@@ -216,7 +218,7 @@ def test_eval_batches_hold_the_same_examples_in_order_cut_to_their_bucket(tmp_pa
 
 
 def test_fine_tuning_pipelines_turn_tf_datas_autotuning_model_off(tmp_path):
-  """As the pretraining pipeline (input_pipeline._prefetched): training, grouped and
+  """As the pretraining pipeline (record_files.prefetched): training, grouped and
   eval/predict datasets alike."""
   spec = _write_records(tmp_path / "r.tfrecord", _lengths(20))
   path = str(tmp_path / "r.tfrecord")
@@ -241,7 +243,7 @@ def test_grouped_training_batches_cover_every_example_once_and_are_seeded(tmp_pa
   count, batch = 200, 4
   lengths = _lengths(count)
   spec = _write_records(tmp_path / "r.tfrecord", lengths)
-  window = batch * input_pipeline.GROUP_WINDOW_BATCHES
+  window = batch * bucketing.GROUP_WINDOW_BATCHES
 
   def dataset(seed, group, buckets=BUCKETS):
     return input_pipeline.record_dataset(
@@ -315,7 +317,7 @@ def _predictions(build_model, path, spec, buckets, batch_size, count, keep=()):
                                          length_buckets=buckets)
 
   iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
-  return loop.predict(trainer, iterator, input_pipeline.eval_steps(count, batch_size),
+  return evaluation.predict(trainer, iterator, input_pipeline.eval_steps(count, batch_size),
                       keep=keep, sequence_length=SEQ)
 
 
@@ -374,7 +376,7 @@ def test_training_on_cut_batches_traces_once_and_gives_the_full_length_updates(
   suite's time (each program is a compile of the whole step), the buckets are two, the batches
   not grouped by length (a grouping by other buckets would batch other examples together) and
   the full-length reference is trained without XLA."""
-  from bert_tf.tasks import classifier  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.classifier import loss as classifier  # pylint: disable=g-import-not-at-top
   from bert_tf.training import optimization  # pylint: disable=g-import-not-at-top
   config = helpers.tiny_config(max_position_embeddings=SEQ)
   lengths = _lengths(64, seed=4)

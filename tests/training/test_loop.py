@@ -17,11 +17,14 @@ from tensorflow.python.data.ops import multi_device_iterator_ops
 
 from bert_tf.model import fused
 from bert_tf.model.heads import PRETRAINING_INPUTS, build_pretraining_model
+from bert_tf.training import distribution, evaluation, loop, run_folder
 from bert_tf.training import input_pipeline
-from bert_tf.training import loop
+from bert_tf.training import packed_rows
+from bert_tf.training import record_files
 from bert_tf.training import losses
 from bert_tf.training import optimization
 from bert_tf.training import pretraining
+from bert_tf.training.errors import TrainingError
 from tests.helpers import PREDS, SEQ, make_records, tiny_config
 
 
@@ -49,7 +52,7 @@ def _numpy_loss(outputs, batch):
 @pytest.mark.parametrize("fused_on", [True, False])
 def test_replica_loss_equals_the_loss_module(batch, monkeypatch, fused_on):
   monkeypatch.setattr(fused, "ENABLED", fused_on)
-  strategy = loop.select_strategy("one_device")
+  strategy = distribution.select_strategy("one_device")
   with strategy.scope():
     model = build_pretraining_model(tiny_config(), prune_last_layer=True)
     optimizer = optimization.create_optimizer("adamw", 1e-3, 10, 0)
@@ -121,7 +124,7 @@ def _toy_task():
     return losses.classification_sums(outputs, b["label"])
 
   def eval_results(batch_sums):
-    total = loop.sum_batches(batch_sums)
+    total = evaluation.sum_batches(batch_sums)
     return dict(accuracy=total["correct"] / total["examples"],
                 loss=total["nll"] / total["examples"])
 
@@ -143,7 +146,7 @@ def _toy_data(batch_size, accumulation=1):
 def _toy_run(tmp_path, accumulation, steps=30):
   import keras  # pylint: disable=g-import-not-at-top
   keras.utils.set_random_seed(2)
-  strategy = loop.select_strategy("one_device")
+  strategy = distribution.select_strategy("one_device")
   with strategy.scope():
     inputs = {"x": keras.Input((4,), name="x")}
     model = keras.Model(inputs, keras.layers.Dense(2, name="logits")(inputs["x"]))
@@ -153,10 +156,10 @@ def _toy_run(tmp_path, accumulation, steps=30):
   task = _toy_task()
   trainer = loop.Trainer(strategy, model, optimizer, task, train_batch_size=32,
                          gradient_accumulation_steps=accumulation)
-  state = loop.checkpoint_state(model, optimizer, step, str(tmp_path), True, strategy)
+  state = run_folder.checkpoint_state(model, optimizer, step, str(tmp_path), True, strategy)
   iterator = iter(strategy.experimental_distribute_dataset(_toy_data(32, accumulation)))
   metrics = loop.train(trainer, iterator, step, state.manager, steps, 10, steps, None, True)
-  results = loop.evaluate(trainer, iter(_toy_data(32)), 4, int(step.numpy()), str(tmp_path),
+  results = evaluation.evaluate(trainer, iter(_toy_data(32)), 4, int(step.numpy()), str(tmp_path),
                           True)
   return model, metrics, results
 
@@ -165,7 +168,7 @@ def _toy_run(tmp_path, accumulation, steps=30):
 def test_the_loop_trains_any_task_and_accumulation_equals_the_full_batch(tmp_path):
   model, metrics, results = _toy_run(tmp_path / "full", accumulation=1)
   assert results["accuracy"] > 0.9 and metrics["train_accuracy"] > 0.8
-  assert loop.read_eval_results(str(tmp_path / "full" / loop.EVAL_RESULTS_FILE)) == (
+  assert evaluation.read_eval_results(str(tmp_path / "full" / evaluation.EVAL_RESULTS_FILE)) == (
       pytest.approx(dict(results)))
   model_acc, _, _ = _toy_run(tmp_path / "acc", accumulation=4)
   for a, b in zip(model.get_weights(), model_acc.get_weights()):
@@ -173,17 +176,17 @@ def test_the_loop_trains_any_task_and_accumulation_equals_the_full_batch(tmp_pat
 
 
 def test_select_strategy():
-  assert isinstance(loop.select_strategy(), tf.distribute.OneDeviceStrategy)
-  assert isinstance(loop.select_strategy("mirrored"), tf.distribute.MirroredStrategy)
-  with pytest.raises(loop.TrainingError, match="--strategy must be one of"):
-    loop.select_strategy("horovod")
+  assert isinstance(distribution.select_strategy(), tf.distribute.OneDeviceStrategy)
+  assert isinstance(distribution.select_strategy("mirrored"), tf.distribute.MirroredStrategy)
+  with pytest.raises(TrainingError, match="--strategy must be one of"):
+    distribution.select_strategy("horovod")
   # No TPU here: the resolver fails and the message names the flags.
-  with pytest.raises(loop.TrainingError, match=r"--use_tpu.*cannot reach a TPU.*my-tpu"):
-    loop.select_strategy(use_tpu=True, tpu_name="my-tpu")
+  with pytest.raises(TrainingError, match=r"--use_tpu.*cannot reach a TPU.*my-tpu"):
+    distribution.select_strategy(use_tpu=True, tpu_name="my-tpu")
 
 
 def test_data_iterators_keep_tf_datas_autotuning_model_off_and_give_the_same_batches(tmp_path):
-  """loop.data_iterator (input_pipeline._prefetched says why the model must be off): a
+  """distribution.data_iterator (record_files.prefetched says why the model must be off): a
   OneDeviceStrategy gets the dataset's own iterator, holding the batches tf.distribute's
   iterator gives; other strategies get tf.distribute's iterator, whose per-device datasets
   have the model off too. A caller's own dataset, with tf.data's default options (the model
@@ -201,14 +204,14 @@ def test_data_iterators_keep_tf_datas_autotuning_model_off_and_give_the_same_bat
 
   assert own_fn(None).options().autotune.enabled is None  # TensorFlow's default: on
   # pylint: disable=protected-access
-  one = loop.select_strategy("one_device")
-  plain = loop.data_iterator(one, dataset_fn)
+  one = distribution.select_strategy("one_device")
+  plain = distribution.data_iterator(one, dataset_fn)
   assert isinstance(plain, tf.data.Iterator)
   assert not isinstance(plain, tf.distribute.DistributedIterator)
-  own = loop.data_iterator(one, own_fn)
+  own = distribution.data_iterator(one, own_fn)
   assert own._dataset.options().autotune.enabled is False
   np.testing.assert_array_equal(next(own)["input_word_ids"].numpy()[:, 0], np.arange(8))
-  with loop._device_datasets_without_autotuning():  # this test's own iterator too
+  with distribution._device_datasets_without_autotuning():  # this test's own iterator too
     distributed = iter(one.distribute_datasets_from_function(dataset_fn))
   for index in range(3):
     a, b = next(plain), next(distributed)
@@ -217,13 +220,13 @@ def test_data_iterators_keep_tf_datas_autotuning_model_off_and_give_the_same_bat
     assert sorted(a) == sorted(b)
     for key in a:
       np.testing.assert_array_equal(a[key].numpy(), b[key].numpy())
-  mirrored = loop.data_iterator(loop.select_strategy("mirrored"), dataset_fn)
+  mirrored = distribution.data_iterator(distribution.select_strategy("mirrored"), dataset_fn)
   assert isinstance(mirrored, tf.distribute.DistributedIterator)
   # Its per-device datasets (TensorFlow's, reached through private attributes) have the model
   # off too, and TensorFlow's helper is itself again afterwards.
   assert multi_device_iterator_ops._create_device_dataset.__name__ == "_create_device_dataset"
-  mirrored_strategy = loop.select_strategy("mirrored")
-  own_mirrored = loop.data_iterator(mirrored_strategy, own_fn)
+  mirrored_strategy = distribution.select_strategy("mirrored")
+  own_mirrored = distribution.data_iterator(mirrored_strategy, own_fn)
   for iterator in (mirrored, own_mirrored):
     device_iterators = [device for worker in iterator._iterators
                         for device in worker._iterator._device_iterators]
@@ -233,7 +236,7 @@ def test_data_iterators_keep_tf_datas_autotuning_model_off_and_give_the_same_bat
   np.testing.assert_array_equal(
       tf.concat(mirrored_strategy.experimental_local_results(
           next(own_mirrored)["input_word_ids"]), 0).numpy()[:, 0], np.arange(8))
-  plain_again = loop.data_iterator(one, dataset_fn)
+  plain_again = distribution.data_iterator(one, dataset_fn)
   for batch in (next(mirrored), next(plain_again)):
     np.testing.assert_array_equal(batch["input_word_ids"].numpy(),
                                   first["input_word_ids"].numpy())
@@ -289,7 +292,7 @@ def test_cpu_towers_split_the_batch_and_draw_their_own_dropout_masks(batch, drop
   config = tiny_config(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
   model = build_pretraining_model(config, prune_last_layer=True)
   optimizer = optimization.create_optimizer("adamw", 1e-3, 10, 0)
-  trainer = loop.Trainer(loop.select_strategy("one_device"), model, optimizer,
+  trainer = loop.Trainer(distribution.select_strategy("one_device"), model, optimizer,
                          pretraining.TASK, 8, towers=2)
   doubled = {k: tf.concat([v[:4], v[:4]], 0) for k, v in batch.items()}
 
@@ -305,10 +308,10 @@ def test_cpu_towers_split_the_batch_and_draw_their_own_dropout_masks(batch, drop
 
 def test_cpu_towers_need_a_static_divisible_training_batch(batch):
   model = build_pretraining_model(tiny_config(), prune_last_layer=True)
-  trainer = loop.Trainer(loop.select_strategy("one_device"), model,
+  trainer = loop.Trainer(distribution.select_strategy("one_device"), model,
                          optimization.create_optimizer("adamw", 1e-3, 10, 0), pretraining.TASK,
                          8, towers=3)
-  with pytest.raises(loop.TrainingError, match=r"--cpu_towers=3 splits each replica's training "
+  with pytest.raises(TrainingError, match=r"--cpu_towers=3 splits each replica's training "
                      r"batch into that many equal towers, but its batches have first axes of 8"):
     trainer._tower_batches(batch, training=True)
   # Evaluation batches the towers do not divide are computed as one.
@@ -317,7 +320,7 @@ def test_cpu_towers_need_a_static_divisible_training_batch(batch):
                         autograph=False)
   specs = {k: tf.TensorSpec([None] + v.shape[1:].as_list(), v.dtype) for k, v in batch.items()}
   assert unknown.get_concrete_function(specs) is not None
-  with pytest.raises(loop.TrainingError, match="a number of rows that changes from step to step"):
+  with pytest.raises(TrainingError, match="a number of rows that changes from step to step"):
     tf.function(lambda rows: trainer._tower_batches(rows, training=True), autograph=False
                 ).get_concrete_function(specs)
   with pytest.raises(ValueError, match="towers must be >= 1, got 0"):
@@ -327,12 +330,12 @@ def test_cpu_towers_need_a_static_divisible_training_batch(batch):
 def test_cpu_towers_are_for_cpus_only():
   def strategy(*devices):
     return types.SimpleNamespace(extended=types.SimpleNamespace(worker_devices=devices))
-  loop.check_cpu_only(strategy("/job:localhost/replica:0/task:0/device:CPU:0"), 2)
-  loop.check_cpu_only(strategy("/job:localhost/replica:0/task:0/device:GPU:0"), 1)
-  with pytest.raises(loop.TrainingError, match=r"--cpu_towers=2 is for training on CPUs; this "
+  distribution.check_cpu_only(strategy("/job:localhost/replica:0/task:0/device:CPU:0"), 2)
+  distribution.check_cpu_only(strategy("/job:localhost/replica:0/task:0/device:GPU:0"), 1)
+  with pytest.raises(TrainingError, match=r"--cpu_towers=2 is for training on CPUs; this "
                      r"run's strategy places replicas on /job:localhost/replica:0/task:0/"
                      r"device:GPU:0: leave it at 1"):
-    loop.check_cpu_only(strategy("/job:localhost/replica:0/task:0/device:GPU:0"), 2)
+    distribution.check_cpu_only(strategy("/job:localhost/replica:0/task:0/device:GPU:0"), 2)
 
 
 def test_use_cpu_towers_sets_the_threads_before_tensorflow_starts(caplog):
@@ -340,8 +343,8 @@ def test_use_cpu_towers_sets_the_threads_before_tensorflow_starts(caplog):
   import subprocess
   import sys
   from tests import helpers
-  code = ("from bert_tf.training import loop; import tensorflow as tf; "
-          "assert loop.use_cpu_towers(3); tf.constant(1.0) + 1.0; "
+  code = ("from bert_tf.training import distribution; import tensorflow as tf; "
+          "assert distribution.use_cpu_towers(3); tf.constant(1.0) + 1.0; "
           "print(tf.config.threading.get_intra_op_parallelism_threads(), "
           "tf.config.threading.get_inter_op_parallelism_threads())")
   done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -353,11 +356,11 @@ def test_use_cpu_towers_sets_the_threads_before_tensorflow_starts(caplog):
   before = (tf.config.threading.get_intra_op_parallelism_threads(),
             tf.config.threading.get_inter_op_parallelism_threads())
   caplog.set_level(logging.WARNING, logger="absl")
-  assert not loop.use_cpu_towers(2)
+  assert not distribution.use_cpu_towers(2)
   assert "--cpu_towers=2: TensorFlow's threads are already set up" in caplog.text
   assert (tf.config.threading.get_intra_op_parallelism_threads(),
           tf.config.threading.get_inter_op_parallelism_threads()) == before
-  assert loop.use_cpu_towers(1)
+  assert distribution.use_cpu_towers(1)
 
 
 def test_cpu_towers_split_static_packed_rows_into_aligned_halves(tmp_path):
@@ -368,10 +371,10 @@ def test_cpu_towers_split_static_packed_rows_into_aligned_halves(tmp_path):
   data = make_records(str(tmp_path / "train.tfrecord"), num_examples=32)
   batch = next(iter(input_pipeline.pretraining_dataset(
       data, SEQ, PREDS, 16, is_training=True, seed=1, shuffle_buffer_size=1,
-      packing=input_pipeline.Packing(row_packing.STATIC, rows=4))))
+      packing=packed_rows.Packing(row_packing.STATIC, rows=4))))
   model = build_pretraining_model(tiny_config(), prune_last_layer=True, packed=True)
   optimizer = optimization.create_optimizer("adamw", 1e-3, 10, 0)
-  strategy = loop.select_strategy("one_device")
+  strategy = distribution.select_strategy("one_device")
   one, two = (loop.Trainer(strategy, model, optimizer, pretraining.TASK, 16, towers=towers)
               for towers in (1, 2))
   parts = two._tower_batches(batch, training=True)

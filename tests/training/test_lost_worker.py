@@ -21,7 +21,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.training import cluster
-from bert_tf.training import loop
+from bert_tf.training import run_folder, stopping
 from tests import helpers
 from tests.training.test_distributed import _free_ports
 
@@ -124,14 +124,14 @@ def test_peer_timeout_variable(monkeypatch):
 
 def test_the_exit_status_is_the_restartable_one():
   from bert_tf import cli  # pylint: disable=g-import-not-at-top
-  lost = loop.WorkerLost([], 3, None, "lost a worker")
-  assert isinstance(lost, SystemExit) and lost.code == loop.EXIT_WORKER_LOST
-  assert loop.EXIT_WORKER_LOST == loop.EXIT_PREEMPTED == cli.EXIT_PREEMPTED == 75
+  lost = stopping.WorkerLost([], 3, None, "lost a worker")
+  assert isinstance(lost, SystemExit) and lost.code == stopping.EXIT_WORKER_LOST
+  assert stopping.EXIT_WORKER_LOST == stopping.EXIT_PREEMPTED == cli.EXIT_PREEMPTED == 75
   assert lost.exit_at_once  # cli.run skips TensorFlow's teardown, which waits for the lost task
 
 
 class _Manager:
-  """What loop._worker_loss reads of a tf.train.CheckpointManager."""
+  """What stopping.worker_loss reads of a tf.train.CheckpointManager."""
 
   def __init__(self, directory):
     self.directory = directory
@@ -157,8 +157,8 @@ def test_a_lost_worker_during_training_is_one_line_and_worker_lost(monkeypatch, 
   manager = _Manager(str(run_dir if chief else scratch))
   error = (tf.errors.UnavailableError(None, None, KILLED) if chief else
            tf.errors.DeadlineExceededError(None, None, LEADER_FROZEN))
-  with pytest.raises(loop.WorkerLost) as lost:
-    with loop._worker_loss(_multi_worker_strategy(), manager, chief, 100, lambda: 17):
+  with pytest.raises(stopping.WorkerLost) as lost:
+    with stopping.worker_loss(_multi_worker_strategy(), manager, chief, 100, lambda: 17):
       raise error
   other = 1 if chief else 0
   expected = (
@@ -181,16 +181,17 @@ def test_other_errors_in_training_pass_and_one_process_runs_are_left_alone(monke
   manager = _Manager(str(tmp_path))
   bad_data = tf.errors.InvalidArgumentError(None, None, "Expected int64, got float")
   with pytest.raises(tf.errors.InvalidArgumentError):
-    with loop._worker_loss(_multi_worker_strategy(), manager, True, 100, lambda: 3):
+    with stopping.worker_loss(_multi_worker_strategy(), manager, True, 100, lambda: 3):
       raise bad_data
   # No other worker: the error is TensorFlow's, whatever it says.
   with pytest.raises(tf.errors.UnavailableError):
-    with loop._worker_loss(tf.distribute.OneDeviceStrategy("/cpu:0"), manager, True, 100,
+    with stopping.worker_loss(tf.distribute.OneDeviceStrategy("/cpu:0"), manager, True, 100,
                            lambda: 3):
       raise tf.errors.UnavailableError(None, None, KILLED)
-  with pytest.raises(loop.WorkerLost, match="no checkpoint was saved yet: relaunch every worker "
+  with pytest.raises(stopping.WorkerLost,
+                     match="no checkpoint was saved yet: relaunch every worker "
                      r"with the same command to start again \(exit status 75\)$"):
-    with loop._worker_loss(_multi_worker_strategy(), manager, True, 100, lambda: 3):
+    with stopping.worker_loss(_multi_worker_strategy(), manager, True, 100, lambda: 3):
       raise tf.errors.UnavailableError(None, None, FROZEN)
 
 
@@ -200,10 +201,10 @@ def test_checkpoints_that_cannot_be_listed_still_give_the_line(monkeypatch, tmp_
   def unreachable(output_dir):
     raise tf.errors.UnavailableError(None, None, f"{output_dir}: the bucket does not answer")
 
-  monkeypatch.setattr(loop, "run_checkpoints", unreachable)
+  monkeypatch.setattr(run_folder, "run_checkpoints", unreachable)
   scratch = tmp_path / ".worker_1_tmp"
-  with pytest.raises(loop.WorkerLost) as lost:
-    with loop._worker_loss(_multi_worker_strategy(), _Manager(str(scratch)), False, 100,
+  with pytest.raises(stopping.WorkerLost) as lost:
+    with stopping.worker_loss(_multi_worker_strategy(), _Manager(str(scratch)), False, 100,
                            lambda: 8):
       raise tf.errors.UnavailableError(None, None, FROZEN.replace("task:1", "task:0"))
   assert lost.value.checkpoint is None
@@ -274,7 +275,7 @@ def test_a_lost_worker_ends_the_other_with_one_line_naming_it(workdir, tmp_path,
                                            f"--num_train_epochs={CLASSIFIER_EPOCHS}",
                                            "--export=false", *every_5)
   code, ended, output, ports = _lose_worker_1(args, logs, "Saved checkpoint", signal_name)
-  assert code == loop.EXIT_WORKER_LOST == 75, output[-3000:]
+  assert code == stopping.EXIT_WORKER_LOST == 75, output[-3000:]
   assert ended < BOUND, (ended, output[-3000:])
   assert "Graph execution error" not in output
   last = output.splitlines()[-1]

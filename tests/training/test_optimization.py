@@ -487,10 +487,12 @@ def test_keras_weight_decay_configuration_is_refused_not_ignored():
 
 def test_every_training_command_passes_adam_bias_correction_to_its_optimizer(tmp_path):
   from bert_tf import cli  # pylint: disable=g-import-not-at-top
-  from bert_tf import run_classifier, run_ner, run_pretraining, run_squad  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top
+  from bert_tf import run_classifier, run_ner, run_pretraining, run_squad
   from bert_tf.model.heads import build_pretraining_model  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import squad_run  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import loop, pretraining  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.squad import run as squad_run  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top
+  from bert_tf.training import distribution, loop, pretraining
   required = {run_pretraining: ["--input_file=i", "--output_dir=o", "--bert_config_file=c"],
               run_classifier: ["--task_name=generic", "--data_dir=d", "--vocab_file=v",
                                "--output_dir=o", "--label_list=a,b"],
@@ -511,7 +513,7 @@ def test_every_training_command_passes_adam_bias_correction_to_its_optimizer(tmp
   for want in (False, True):
     settings = helpers.tiny_settings(str(tmp_path / "data"), str(tmp_path / f"run_{want}"),
                                      adam_bias_correction=want)
-    run = loop.prepare_run(loop.select_strategy("one_device"),
+    run = loop.prepare_run(distribution.select_strategy("one_device"),
                            lambda: build_pretraining_model(helpers.tiny_config()),
                            pretraining.TASK, settings, 10, 2, chief=True)
     assert isinstance(run.optimizer, optimization.AdamWeightDecay)

@@ -8,7 +8,9 @@ from bert_tf import row_packing
 from bert_tf.model import checkpoints
 from bert_tf.model import heads
 from bert_tf.training import input_pipeline
+from bert_tf.training import packed_rows
 from bert_tf.training import pretraining
+from bert_tf.training.errors import TrainingError
 from tests import helpers
 
 K = row_packing.MAX_EXAMPLES_PER_ROW
@@ -27,7 +29,7 @@ def _batches(data, packing, count=4):
 
 def test_packed_instances_keep_their_tokens_and_predictions(data):
   plain = _batches(data, None)
-  packed = _batches(data, input_pipeline.Packing(row_packing.EXACT))
+  packed = _batches(data, packed_rows.Packing(row_packing.EXACT))
   slots = input_pipeline.predictions_per_row(helpers.PREDS)
   for a, b in zip(plain, packed):
     b = {k: v.numpy() for k, v in b.items()}
@@ -79,7 +81,7 @@ def test_packed_heads_equal_unpacked(data):
   packed = heads.build_pretraining_model(config, prune_last_layer=True, packed=True)
   checkpoints.set_original_weights(packed, checkpoints.get_original_weights(plain), "plain")
   a = _batches(data, None, 1)[0]
-  b = _batches(data, input_pipeline.Packing(row_packing.EXACT), 1)[0]
+  b = _batches(data, packed_rows.Packing(row_packing.EXACT), 1)[0]
   out_a = plain(pretraining.model_inputs(a))
   out_b = packed(pretraining.model_inputs(b))
   # The losses and metric sums of the batch are the unpacked ones.
@@ -105,7 +107,7 @@ def test_exact_packed_pretraining_trains_and_evaluates_as_unpacked(data, tmp_pat
 
 
 def test_static_rows_have_one_shape_and_every_prediction(data):
-  packing = input_pipeline.Packing(row_packing.STATIC, rows=3)
+  packing = packed_rows.Packing(row_packing.STATIC, rows=3)
   batches = list(input_pipeline.pretraining_dataset(
       data, helpers.SEQ, helpers.PREDS, 16, is_training=True, seed=1, shuffle_buffer_size=1,
       packing=packing).take(4))
@@ -122,5 +124,5 @@ def test_static_rows_have_one_shape_and_every_prediction(data):
 
 def test_packing_flag_is_checked(data, tmp_path):
   settings = helpers.tiny_settings(data, str(tmp_path), packing="loose")
-  with pytest.raises(pretraining.loop.TrainingError, match="--packing must be one of"):
+  with pytest.raises(TrainingError, match="--packing must be one of"):
     settings.check()

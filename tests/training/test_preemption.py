@@ -1,6 +1,6 @@
 """SIGTERM during training (a preemptible VM, a TPU maintenance event, Kubernetes): the loop
 stops after the current call of the step, saves the step reached and exits with
-loop.EXIT_PREEMPTED; the same command resumes from there (issue 38, point 1).
+stopping.EXIT_PREEMPTED; the same command resumes from there (issue 38, point 1).
 
 In process (the loop on a toy task, the signal sent to this process) and with the real
 `python -m bert_tf.run_pretraining` in a subprocess.
@@ -19,8 +19,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.training import loop
+from bert_tf.training import distribution, loop, run_folder, stopping
 from bert_tf.training import optimization
+from bert_tf.training.errors import TrainingError
 from tests import helpers
 from tests.training.test_loop import _toy_data, _toy_task
 
@@ -31,7 +32,7 @@ ITERATIONS_PER_LOOP = 3
 
 def _toy_trainer(output_dir):
   keras.utils.set_random_seed(2)
-  strategy = loop.select_strategy("one_device")
+  strategy = distribution.select_strategy("one_device")
   with strategy.scope():
     inputs = {"x": keras.Input((4,), name="x")}
     model = keras.Model(inputs, keras.layers.Dense(2, name="logits")(inputs["x"]))
@@ -39,8 +40,8 @@ def _toy_trainer(output_dir):
     optimizer.build(model.trainable_variables)
     step = tf.Variable(0, dtype=tf.int64)
   trainer = loop.Trainer(strategy, model, optimizer, _toy_task(), train_batch_size=32)
-  state = loop.checkpoint_state(model, optimizer, step, output_dir, True, strategy)
-  iterator = loop.resumed_iterator(strategy, lambda ctx: _toy_data(32), step)
+  state = run_folder.checkpoint_state(model, optimizer, step, output_dir, True, strategy)
+  iterator = distribution.resumed_iterator(strategy, lambda ctx: _toy_data(32), step)
   return trainer, step, state, iterator
 
 
@@ -77,7 +78,7 @@ def test_sigterm_saves_the_step_reached_and_a_resumed_run_ends_as_an_uninterrupt
 
   trainer, step, state, iterator = _toy_trainer(str(tmp_path / "run"))
   sent = _sigterm_after(trainer, signal_at)
-  with pytest.raises(loop.Preempted) as stopped:
+  with pytest.raises(stopping.Preempted) as stopped:
     _train(trainer, step, state, iterator)
   assert signal.getsignal(signal.SIGTERM) is before  # the previous handler is back
   reached = sent[0]
@@ -86,7 +87,7 @@ def test_sigterm_saves_the_step_reached_and_a_resumed_run_ends_as_an_uninterrupt
   assert signal_at <= reached <= NUM_STEPS and int(step.numpy()) == reached
   if signal_at < NUM_STEPS:
     assert reached % SAVE_STEPS  # a step between two periodic checkpoints
-  assert isinstance(stopped.value, SystemExit) and stopped.value.code == loop.EXIT_PREEMPTED
+  assert isinstance(stopped.value, SystemExit) and stopped.value.code == stopping.EXIT_PREEMPTED
   path = str(tmp_path / "run" / f"ckpt-{reached}")
   assert (stopped.value.step, stopped.value.checkpoint) == (reached, path)
   assert tf.train.latest_checkpoint(str(tmp_path / "run")) == path
@@ -115,8 +116,8 @@ def test_a_call_of_the_step_is_cut_to_the_stop_check_time(tmp_path, monkeypatch,
     return original(iterator, num_steps)
 
   trainer.train_loop = train_loop
-  monkeypatch.setenv(loop.STOP_CHECK_ENV, "0.2")
-  monkeypatch.setattr(loop, "PROGRESS_SECONDS", 0.0)
+  monkeypatch.setenv(stopping.STOP_CHECK_ENV, "0.2")
+  monkeypatch.setattr(stopping, "PROGRESS_SECONDS", 0.0)
   with caplog.at_level(logging.INFO):
     loop.train(trainer, iterator, step, state.manager, NUM_STEPS, 10 ** 6, 10 ** 6, None, True)
   assert int(step.numpy()) == NUM_STEPS == sum(calls)
@@ -130,8 +131,8 @@ def test_a_call_of_the_step_is_cut_to_the_stop_check_time(tmp_path, monkeypatch,
 
 def test_the_exit_status_is_the_commands_documented_one():
   from bert_tf import cli  # pylint: disable=g-import-not-at-top
-  assert loop.EXIT_PREEMPTED == cli.EXIT_PREEMPTED == 75
-  assert loop.Preempted(3, "ckpt-3").code == 75
+  assert stopping.EXIT_PREEMPTED == cli.EXIT_PREEMPTED == 75
+  assert stopping.Preempted(3, "ckpt-3").code == 75
 
 
 def test_non_finite_steps_in_a_row_are_counted_across_calls(tmp_path):
@@ -151,21 +152,21 @@ def test_non_finite_steps_in_a_row_are_counted_across_calls(tmp_path):
             {k: tf.constant(1.0) for k in ("loss", "correct", "examples")})
 
   trainer.train_loop = train_loop
-  with pytest.raises(loop.TrainingError, match=r"non-finite loss at step 11 \(5 in a row\)"):
+  with pytest.raises(TrainingError, match=r"non-finite loss at step 11 \(5 in a row\)"):
     loop.train(trainer, iterator, step, state.manager, NUM_STEPS, ITERATIONS_PER_LOOP, 100,
                None, True)
   assert int(step.numpy()) == 11 and calls[-1] == 2
 
 
 def test_stop_check_seconds_variable(monkeypatch):
-  monkeypatch.delenv(loop.STOP_CHECK_ENV, raising=False)
-  assert loop.stop_check_seconds() == loop.DEFAULT_STOP_CHECK_SECONDS == 5
-  monkeypatch.setenv(loop.STOP_CHECK_ENV, "0.5")
-  assert loop.stop_check_seconds() == 0.5
+  monkeypatch.delenv(stopping.STOP_CHECK_ENV, raising=False)
+  assert stopping.stop_check_seconds() == stopping.DEFAULT_STOP_CHECK_SECONDS == 5
+  monkeypatch.setenv(stopping.STOP_CHECK_ENV, "0.5")
+  assert stopping.stop_check_seconds() == 0.5
   for text in ("0", "-1", "soon", "nan", "inf"):
-    monkeypatch.setenv(loop.STOP_CHECK_ENV, text)
-    with pytest.raises(loop.TrainingError, match="BERT_TF_STOP_CHECK_SECONDS="):
-      loop.stop_check_seconds()
+    monkeypatch.setenv(stopping.STOP_CHECK_ENV, text)
+    with pytest.raises(TrainingError, match="BERT_TF_STOP_CHECK_SECONDS="):
+      stopping.stop_check_seconds()
 
 
 # === The command, in a subprocess ===
@@ -236,7 +237,7 @@ def test_sigterm_to_run_pretraining_saves_exits_75_and_the_same_command_resumes(
   finally:
     reference_output = _finish(reference, [], timeout=240)
   assert reference.returncode == 0, reference_output[-3000:]
-  assert process.returncode == loop.EXIT_PREEMPTED == 75, output[-3000:]
+  assert process.returncode == stopping.EXIT_PREEMPTED == 75, output[-3000:]
   stopped = [line for line in output.splitlines() if "SIGTERM: stopped at step" in line]
   assert len(stopped) == 1, output[-3000:]
   reached = int(stopped[0].split("SIGTERM: stopped at step ")[1].split("/")[0])
@@ -357,7 +358,7 @@ def test_sigterm_to_run_classifier_saves_exits_75_and_the_same_command_resumes(t
   """A fine-tuning command takes the signal as run_pretraining does: the step reached is saved
   (no periodic checkpoint before it here), exit 75, and the same command resumes from it to
   the end, evaluates, predicts and exports. (That the resumed weights equal an uninterrupted
-  run's is tested in process: test_classifier_run.py,
+  run's is tested in process: classifier/test_run.py,
   test_an_interrupted_fine_tuning_resumes_to_the_same_weights.) The resumed run, in a user's
   environment, also shows that a whole run prints only its own lines (bert_tf/logs.py)."""
   total = int(360 / 16 * 2)  # the original's count: train examples / batch * epochs
@@ -395,8 +396,8 @@ def test_sigterm_to_run_classifier_saves_exits_75_and_the_same_command_resumes(t
 
 def _run_squad(output_dir):
   """The SQuAD tests' tiny run without dropout: 2 epochs, 50 steps, a checkpoint every 20."""
-  from tests.tasks import test_squad_run  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import squad_run  # pylint: disable=g-import-not-at-top
+  from tests.tasks.squad import test_run as test_squad_run  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.squad import run as squad_run  # pylint: disable=g-import-not-at-top
   config = test_squad_run.CONFIG.replace(hidden_dropout_prob=0.0,
                                          attention_probs_dropout_prob=0.0)
   return squad_run.run_squad(config, test_squad_run.squad_settings(
@@ -405,8 +406,9 @@ def _run_squad(output_dir):
 
 def _run_ner(output_dir):
   """The tagging tests' tiny run without dropout: 1 epoch, 46 steps, a checkpoint every 20."""
-  from tests.tasks import test_tagging_run  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import tagging_run  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top
+  from tests.tasks.tagging import test_run as test_tagging_run
+  from bert_tf.tasks.tagging import run as tagging_run  # pylint: disable=g-import-not-at-top
   config = test_tagging_run.CONFIG.replace(hidden_dropout_prob=0.0,
                                            attention_probs_dropout_prob=0.0)
   return tagging_run.run_ner(config, test_tagging_run.settings(
@@ -444,11 +446,11 @@ def test_sigterm_to_a_fine_tuning_run_saves_the_step_and_the_resumed_run_ends_th
   run_dir = str(tmp_path / "run")
   with monkeypatch.context() as patch:
     patch.setattr(loop, "Trainer", _signalling_trainer(21, sent))
-    with pytest.raises(loop.Preempted) as stopped:
+    with pytest.raises(stopping.Preempted) as stopped:
       run(run_dir)
   reached = sent[0]
   assert 21 <= reached < total and reached % 20
-  assert stopped.value.code == loop.EXIT_PREEMPTED == 75
+  assert stopped.value.code == stopping.EXIT_PREEMPTED == 75
   latest = os.path.join(run_dir, f"ckpt-{reached}")
   assert (stopped.value.step, stopped.value.checkpoint) == (reached, latest)
   assert tf.train.latest_checkpoint(run_dir) == latest

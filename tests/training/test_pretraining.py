@@ -14,13 +14,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.model import checkpoints
-from bert_tf.training import input_pipeline
-from bert_tf.serving import saved_model
-from bert_tf.training import loop
-from bert_tf.training import pretraining
 from bert_tf.config import BertConfig
+from bert_tf.model import checkpoints
 from bert_tf.model.heads import PRETRAINING_INPUTS, build_pretraining_model
+from bert_tf.serving import saved_model
+from bert_tf.training import evaluation, loop
+from bert_tf.training import input_pipeline
+from bert_tf.training import pretraining
+from bert_tf.training.errors import TrainingError
 from tests import helpers
 from tests.helpers import (PREDS, SEQ, VOCAB_TOKENS, assert_same_weights, checkpoint_values,
                            optimizer_values, tiny_config, tiny_settings,
@@ -84,8 +85,8 @@ def test_training_lowers_eval_loss_and_raises_accuracy(data, tmp_path, monkeypat
   assert evaluations[20]["masked_lm_loss"] > evaluations[60]["masked_lm_loss"]
   assert {k: after[k] for k in evaluations[60]} == evaluations[60]
   assert len(builds) == 1 and len(traces) == 1, (builds, traces)
-  assert loop.read_eval_results(str(tmp_path / "after" / "eval_results.txt")) == pytest.approx(
-      evaluations[60])
+  assert evaluation.read_eval_results(str(tmp_path / "after" / "eval_results.txt")) == \
+      pytest.approx(evaluations[60])
   eval_points = _summary_points(str(tmp_path / "after" / "eval" / "events.out.tfevents.*"))
   for tag in ("masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy", "loss"):
     assert eval_points[tag] == [(step, pytest.approx(evaluations[step][tag], rel=1e-6))
@@ -158,7 +159,7 @@ def test_eval_results_file_has_the_original_keys_format_and_values(data, full_ru
   for line in lines:
     assert re.fullmatch(r"[a-z_]+ = -?[0-9.e+-]+", line), line
   assert lines[0] == "global_step = 6"
-  written = loop.read_eval_results(os.path.join(output_dir, "eval_results.txt"))
+  written = evaluation.read_eval_results(os.path.join(output_dir, "eval_results.txt"))
   expected = _reference_eval(result["model"], data, 8, 10)
   for key, value in expected.items():
     assert written[key] == pytest.approx(value, rel=1e-4, abs=1e-5), key
@@ -208,14 +209,14 @@ def test_cpu_towers_match_the_full_batch_in_training_and_evaluation(data, full_r
 
 
 def test_cpu_towers_need_batches_they_divide(data, tmp_path):
-  with pytest.raises(loop.TrainingError, match=r"--train_batch_size=8 must be a multiple of "
+  with pytest.raises(TrainingError, match=r"--train_batch_size=8 must be a multiple of "
                      r"replicas \(1\) x --gradient_accumulation_steps \(1\) x --cpu_towers "
                      r"\(3\)"):
     tiny_settings(data, str(tmp_path), cpu_towers=3).check()
-  with pytest.raises(loop.TrainingError, match=r"--cpu_towers=2 needs training batches of a "
+  with pytest.raises(TrainingError, match=r"--cpu_towers=2 needs training batches of a "
                      r"fixed number of rows: --packing=exact"):
     tiny_settings(data, str(tmp_path), cpu_towers=2, packing="exact").check()
-  with pytest.raises(loop.TrainingError, match="--cpu_towers must be positive, got 0"):
+  with pytest.raises(TrainingError, match="--cpu_towers must be positive, got 0"):
     tiny_settings(data, str(tmp_path), cpu_towers=0).check()
   tiny_settings(data, str(tmp_path), cpu_towers=2, packing="static").check()
 
@@ -279,27 +280,27 @@ def test_init_checkpoint_from_our_training_checkpoint(full_run, tmp_path):
 
 def test_metadata_mismatch_and_empty_glob_are_clear_errors(data, tmp_path):
   config = tiny_config()
-  with pytest.raises(loop.TrainingError, match=r"--max_seq_length=32.*max_seq_length=16"):
+  with pytest.raises(TrainingError, match=r"--max_seq_length=32.*max_seq_length=16"):
     pretraining.run_pretraining(config, tiny_settings(data, str(tmp_path / "a"),
                                                    max_seq_length=32))
-  with pytest.raises(loop.TrainingError, match=r"--do_lower_case=False"):
+  with pytest.raises(TrainingError, match=r"--do_lower_case=False"):
     pretraining.run_pretraining(config, tiny_settings(data, str(tmp_path / "b"),
                                                    do_lower_case=False))
-  with pytest.raises(loop.TrainingError, match=r"vocab"):
+  with pytest.raises(TrainingError, match=r"vocab"):
     pretraining.run_pretraining(tiny_config(vocab_size=32), tiny_settings(data, str(tmp_path / "c")))
-  with pytest.raises(loop.TrainingError, match=r"--input_file.*no file matches"):
+  with pytest.raises(TrainingError, match=r"--input_file.*no file matches"):
     pretraining.run_pretraining(config, tiny_settings(str(tmp_path / "none-*.tfrecord"),
                                                    str(tmp_path / "d")))
-  with pytest.raises(loop.TrainingError, match=r"--eval_input_file.*no file matches"):
+  with pytest.raises(TrainingError, match=r"--eval_input_file.*no file matches"):
     pretraining.run_pretraining(config, tiny_settings(data, str(tmp_path / "e"), do_eval=True,
                                                    eval_input_file=str(tmp_path / "x*")))
-  with pytest.raises(loop.TrainingError, match=r"--train_batch_size=6 must be a multiple"):
+  with pytest.raises(TrainingError, match=r"--train_batch_size=6 must be a multiple"):
     pretraining.run_pretraining(config, tiny_settings(data, str(tmp_path / "f"),
                                                    train_batch_size=6,
                                                    gradient_accumulation_steps=4))
-  with pytest.raises(loop.TrainingError, match=r"at least one of --do_train or --do_eval"):
+  with pytest.raises(TrainingError, match=r"at least one of --do_train or --do_eval"):
     pretraining.run_pretraining(config, tiny_settings(data, str(tmp_path / "h"), do_train=False))
-  with pytest.raises(loop.TrainingError, match=r"--dynamic_masking needs --vocab_file"):
+  with pytest.raises(TrainingError, match=r"--dynamic_masking needs --vocab_file"):
     pretraining.run_pretraining(config, tiny_settings(data, str(tmp_path / "g"),
                                                    dynamic_masking=True))
 
@@ -307,7 +308,7 @@ def test_metadata_mismatch_and_empty_glob_are_clear_errors(data, tmp_path):
 @pytest.mark.slow
 def test_non_finite_loss_stops_with_the_step_and_last_checkpoint(data, tmp_path):
   # An absurd learning rate blows the weights up within a few steps.
-  with pytest.raises(loop.TrainingError) as error:
+  with pytest.raises(TrainingError) as error:
     pretraining.run_pretraining(tiny_config(), tiny_settings(
         data, str(tmp_path / "run"), learning_rate=1e30, num_train_steps=20,
         save_checkpoints_steps=1, iterations_per_loop=1, num_warmup_steps=1))
@@ -397,6 +398,6 @@ def test_a_config_vocab_larger_than_the_datas_is_warned_about(data, tmp_path, ca
     pretraining._check_data(settings, larger, data, "input_file")  # pylint: disable=protected-access
   assert (f"The config's vocab_size is {helpers.VOCAB + 8} but the input_file data was made "
           f"with a vocabulary of {helpers.VOCAB} tokens: 8 rows") in caplog.text
-  with pytest.raises(loop.TrainingError, match="vocab_size"):
+  with pytest.raises(TrainingError, match="vocab_size"):
     pretraining._check_data(settings, tiny_config(vocab_size=helpers.VOCAB - 1), data,  # pylint: disable=protected-access
                             "input_file")

@@ -12,8 +12,9 @@ import shutil
 import pytest
 import tensorflow as tf
 
-from bert_tf.training import loop
 from bert_tf.training import pretraining
+from bert_tf.training import run_folder
+from bert_tf.training.errors import TrainingError
 
 from tests.helpers import (assert_same_weights, checkpoint_values, tiny_config,
                            tiny_settings, write_lock)
@@ -82,7 +83,7 @@ def test_a_run_that_does_not_train_refuses_a_damaged_newest_checkpoint(
   run_dir = _copy(full_run, tmp_path)
   damage(run_dir)
   before = {name: (run_dir / name).read_bytes() for name in os.listdir(run_dir)}
-  with pytest.raises(loop.TrainingError, match=r"newest checkpoint in .* cannot be restored "
+  with pytest.raises(TrainingError, match=r"newest checkpoint in .* cannot be restored "
                                                r"\(.*ckpt-6: .*older one \(.*ckpt-4\)"):
     pretraining.run_pretraining(tiny_config(), tiny_settings(
         data, str(run_dir), do_train=False, do_eval=True))
@@ -92,7 +93,7 @@ def test_a_run_that_does_not_train_refuses_a_damaged_newest_checkpoint(
 def test_checkpoints_are_found_without_the_state_file(data, full_run, tmp_path, caplog):
   run_dir = _copy(full_run, tmp_path)
   os.remove(run_dir / "checkpoint")
-  assert loop.run_checkpoints(str(run_dir)) == [str(run_dir / f"ckpt-{n}") for n in (6, 4, 2)]
+  assert run_folder.run_checkpoints(str(run_dir)) == [str(run_dir / f"ckpt-{n}") for n in (6, 4, 2)]
   result = _resume(data, run_dir, caplog)
   assert f"Resuming from {run_dir / 'ckpt-6'}" in caplog.text
   assert result["global_step"] == 6
@@ -106,7 +107,7 @@ def test_no_restorable_checkpoint_is_an_error_that_touches_nothing(data, full_ru
     path.write_bytes(path.read_bytes()[:100])
   before = {name: (run_dir / name).read_bytes() for name in os.listdir(run_dir)
             if name.startswith("ckpt-")}
-  with pytest.raises(loop.TrainingError, match="holds checkpoints but none can be restored "
+  with pytest.raises(TrainingError, match="holds checkpoints but none can be restored "
                                                r"\(.*ckpt-6: .*ckpt-2: .*refusing to start again"):
     _resume(data, run_dir, caplog)
   assert {name: (run_dir / name).read_bytes() for name in os.listdir(run_dir)
@@ -121,7 +122,7 @@ def test_a_resume_with_another_config_is_refused_and_damages_nothing(data, full_
             if not os.path.isdir(run_dir / name)}
   wider = tiny_config(hidden_size=32, intermediate_size=40)
   for do_train in (True, False):
-    with pytest.raises(loop.TrainingError, match=r"--bert_config_file differs from .*"
+    with pytest.raises(TrainingError, match=r"--bert_config_file differs from .*"
                                                  r"bert_config.json.*hidden_size 64 -> 32"):
       pretraining.run_pretraining(wider, tiny_settings(data, str(run_dir), do_train=do_train,
                                                        do_eval=not do_train))
@@ -133,7 +134,7 @@ def test_a_resume_with_another_config_is_refused_and_damages_nothing(data, full_
 
 def test_a_resume_that_moves_the_data_position_is_refused(data, full_run, tmp_path, caplog):
   run_dir = _copy(full_run, tmp_path)
-  with pytest.raises(loop.TrainingError, match=r"--train_batch_size=16 but the checkpoints in "
+  with pytest.raises(TrainingError, match=r"--train_batch_size=16 but the checkpoints in "
                                                r".* were trained with --train_batch_size=8"):
     pretraining.run_pretraining(tiny_config(), tiny_settings(data, str(run_dir),
                                                              train_batch_size=16,
@@ -142,7 +143,7 @@ def test_a_resume_that_moves_the_data_position_is_refused(data, full_run, tmp_pa
   result = pretraining.run_pretraining(tiny_config(), tiny_settings(
       data, str(run_dir), do_train=False, do_eval=True, eval_batch_size=4, train_batch_size=16))
   assert result["global_step"] == 6
-  assert '"train_batch_size": 8' in (run_dir / loop.RUN_SETTINGS_FILE).read_text()
+  assert '"train_batch_size": 8' in (run_dir / run_folder.RUN_SETTINGS_FILE).read_text()
 
 
 def test_a_run_directory_in_use_is_refused_at_once(data, full_run, tmp_path):
@@ -177,7 +178,7 @@ def test_resume_with_dropout_draws_the_masks_of_an_uninterrupted_run(data, tmp_p
   resumed = tmp_path / "resumed"
   resumed.mkdir()
   for name in os.listdir(full):
-    if name.startswith("ckpt-2.") or name in ("bert_config.json", loop.RUN_SETTINGS_FILE):
+    if name.startswith("ckpt-2.") or name in ("bert_config.json", run_folder.RUN_SETTINGS_FILE):
       shutil.copy(full / name, resumed / name)
   (resumed / "checkpoint").write_text('model_checkpoint_path: "ckpt-2"\n')
   assert _dropout_run(data, resumed, 4)["global_step"] == 4
@@ -213,3 +214,22 @@ def test_a_resume_with_other_training_flags_says_so(data, full_run, tmp_path, ca
   assert (f"--seed 7 -> 8; --learning_rate 0.001 -> 0.002; --num_train_steps 6 -> 8; "
           f"--input_file {data!r} -> {other_data!r}") in caplog.text
   assert "will not equal an uninterrupted run" in caplog.text
+
+
+def test_recorded_flags_are_the_declared_flags_by_name(tmp_path):
+  """run_settings.json holds exactly the POSITION_FLAGS and TRAJECTORY_FLAGS a command's
+  settings declare (the attribute lookups it replaced, as a reference), for pretraining and
+  for a fine-tuning task whose settings lack some of them (SQuAD: no data_dir, no input_file)."""
+  from bert_tf.tasks.squad import run as squad_run  # pylint: disable=g-import-not-at-top
+  from tests import helpers  # pylint: disable=g-import-not-at-top
+  vocab = helpers.write_vocab(str(tmp_path / "vocab.txt"))
+  for settings in (helpers.tiny_settings(str(tmp_path / "data"), str(tmp_path / "run"),
+                                         do_train=True, packing="static"),
+                   squad_run.SquadSettings(output_dir=str(tmp_path / "squad"), vocab_file=vocab,
+                                           do_train=True, train_file="train.json", seed=3)):
+    names = run_folder.POSITION_FLAGS + run_folder.TRAJECTORY_FLAGS
+    reference = {key: getattr(settings, key) for key in names if hasattr(settings, key)}
+    assert run_folder.recorded_flags(settings) == reference
+    assert "train_batch_size" in reference and "packing" in reference
+  assert "data_dir" not in run_folder.recorded_flags(settings)
+  assert run_folder.recorded_flags(settings)["train_file"] == "train.json"

@@ -1,0 +1,58 @@
+"""The tasks/ layout: one package per task, a generic driver that names no task, and no task
+that reaches into another's package (CONTRIBUTING.md, "Adding a task"), read with `ast`."""
+
+import ast
+import os
+import re
+
+from tests.helpers import REPO_ROOT
+from tests.test_imports import imports_of
+
+TASKS = os.path.join(REPO_ROOT, "bert_tf", "tasks")
+# The modules every task shares: the driver, its settings, where a run starts,
+# the original's pair truncation.
+GENERIC = ("fine_tuning.py", "common.py", "start.py", "pairs.py")
+HEAD_KINDS = re.compile(r"provenance\.(CLASSIFIER|SQUAD|TAGGER|PRETRAINING)\b")
+
+
+def _task_packages():
+  return sorted(name for name in os.listdir(TASKS)
+                if os.path.isfile(os.path.join(TASKS, name, "__init__.py")))
+
+
+def _task_of(module):
+  """The task package a bert_tf.tasks module belongs to, or None for a generic module."""
+  parts = module.split(".")
+  return parts[2] if len(parts) > 3 and parts[:2] == ["bert_tf", "tasks"] else None
+
+
+def test_tasks_holds_only_task_packages_and_the_generic_modules():
+  flat = sorted(name for name in os.listdir(TASKS) if name.endswith(".py"))
+  assert flat == sorted(GENERIC + ("__init__.py",))
+  assert {"classifier", "squad", "tagging", "features"} <= set(_task_packages())
+
+
+def test_the_generic_driver_names_no_task():
+  for name in GENERIC:
+    path = os.path.join(TASKS, name)
+    source = open(path, encoding="utf-8").read()
+    assert not HEAD_KINDS.findall(source), f"{name} names a head kind"
+    imported = [module for module, _, _ in imports_of(path) if _task_of(module)]
+    assert not imported, f"{name} imports {imported}"
+
+
+def test_a_task_imports_no_other_task():
+  for task in _task_packages():
+    folder = os.path.join(TASKS, task)
+    for name in sorted(os.listdir(folder)):
+      if name.endswith(".py"):
+        others = {_task_of(module) for module, _, _ in imports_of(os.path.join(folder, name))}
+        assert others <= {None, task}, f"tasks/{task}/{name} imports {others - {None, task}}"
+
+
+def test_the_checks_catch_a_task_named_or_reached():
+  assert _task_of("bert_tf.tasks.squad.run") == "squad"
+  assert _task_of("bert_tf.tasks.fine_tuning") is None
+  assert HEAD_KINDS.findall("exact_task=task.head != provenance.SQUAD") == ["SQUAD"]
+  tree_imports = imports_of(os.path.join(TASKS, "squad", "run.py"))
+  assert "bert_tf.tasks.squad.data" in [module for module, _, _ in tree_imports]
