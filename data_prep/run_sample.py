@@ -224,12 +224,18 @@ def write_json(path, value):
   os.replace(temp, path)
 
 
-def main():
+def build_parser():
+  """The job's command-line flags (the README's commands are checked against them)."""
   parser = argparse.ArgumentParser(description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--output_dir", default="sample_output")
   parser.add_argument("--pretraining_steps", type=int, default=PRETRAINING_STEPS,
                       help="masked-LM / next-sentence updates (default %(default)s)")
+  return parser
+
+
+def main():
+  parser = build_parser()
   args = parser.parse_args()
   if args.pretraining_steps < 1:
     parser.error(f"--pretraining_steps must be at least 1, got {args.pretraining_steps}")
