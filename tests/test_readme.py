@@ -148,3 +148,19 @@ def test_every_flag_of_every_command_is_on_its_page_or_in_the_readme():
       if not re.search(rf"--(no)?{name}\b|`{name}`", text):
         missing.append(f"{path}: --{name} (not in {page} or README.md)")
   assert missing == []
+
+
+def test_the_shapes_a_tpu_compiles_are_the_ones_the_readme_states():
+  """README, "Packed rows": with --packing=static, eval and predict batches take one row count
+  of the ladder per shape; "Length-aware batches": --use_tpu makes auto fixed-length."""
+  from bert_tf import length_buckets  # pylint: disable=g-import-not-at-top
+  from bert_tf import row_packing  # pylint: disable=g-import-not-at-top
+  readme = " ".join(_read("README.md").split())
+  stated = re.search(r"at most (\d+) for eval batches of (\d+), (\d+) for batches of (\d+)",
+                     readme)
+  assert stated, "README.md no longer states the eval shapes of static packing"
+  for shapes, batch in ((stated.group(1), stated.group(2)), (stated.group(3), stated.group(4))):
+    assert len(row_packing.row_ladder(int(batch))) == int(shapes)
+  assert row_packing.resolve("auto", exact_task=True, xla=True) == row_packing.NONE
+  assert length_buckets.parse("auto", 128, use_tpu=True) is None
+  assert "no GPU or TPU has run this code" in readme
