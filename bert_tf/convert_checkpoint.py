@@ -16,9 +16,11 @@ refused; --drop_head converts the encoder alone. What the model has is written: 
 output's layout expects but the model never had (a tagger's or span model's pooler in tf1) is
 named in one warning line and does not stop the conversion.
 
-Beside the output: the config (bert_config.json for tf1, config.json for hf); for hf the
-tokenizer (vocab.txt, tokenizer_config.json with the casing, special_tokens_map.json), from
---vocab_file / --do_lower_case or what the input's folder records. Existing outputs are refused
+Beside the output: the config (bert_config.json for tf1, config.json for hf) and the tokenizer,
+from --vocab_file / --do_lower_case or what the input's folder records: for hf vocab.txt,
+tokenizer_config.json with the casing and special_tokens_map.json (required); for tf1 and keras
+vocab.txt, as in the original's release folders, and tokenizer_config.json with the casing, when
+they are known. So a folder converts onwards (hf -> tf1 -> hf) without --vocab_file. Existing outputs are refused
 unless --overwrite is given; everything is written under a temporary name and renamed when
 complete, the weights last.
 
@@ -54,11 +56,13 @@ def define_flags(flag_values=FLAGS) -> None:
                     "the --to name: .safetensors -> hf, .keras -> keras, else tf1).", **fv)
   flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model (default: the "
                       "one beside the input).", **fv)
-  flags.DEFINE_string("vocab_file", None, "hf output: the vocab written beside it, a file or a "
-                      "folder holding vocab.txt (default: the vocab.txt beside the input).", **fv)
-  flags.DEFINE_bool("do_lower_case", None, "hf output: the casing written to "
+  flags.DEFINE_string("vocab_file", None, "The vocab written beside the output as vocab.txt, a "
+                      "file or a folder holding vocab.txt (default: the vocab.txt beside the "
+                      "input; an hf output needs one).", **fv)
+  flags.DEFINE_bool("do_lower_case", None, "The casing written beside the output to "
                     "tokenizer_config.json (default: what the input's folder records in "
-                    "task_info.json, data_metadata.json or tokenizer_config.json).", **fv)
+                    "task_info.json, data_metadata.json or tokenizer_config.json, or its "
+                    "original release name; an hf output needs it).", **fv)
   flags.DEFINE_bool("drop_head", False, "Convert the encoder alone, without the input's head "
                     "(pretraining or fine-tuned). Without it, a head the output cannot hold "
                     "is refused.", **fv)

@@ -23,6 +23,10 @@ without AVX-512 or an NVIDIA driver):
     unchanged, and when the command dies, the filter still prints everything written before. A
     line matches only by its log prefix, level, source file and message together.
 
+The original's verbose dumps (every trainable variable, the first examples' tokens and ids, the
+input features), which the commands log as the original did, are left out too, each kind
+replaced by one line that names the flag showing it (hide_original_dumps).
+
 Everything back: `--verbosity=1` (`-v 1`: absl's flag, which also turns on DEBUG logging) or
 BERT_TF_VERBOSE=1 in the environment; TF_CPP_MIN_LOG_LEVEL=0 brings the C++ INFO lines back.
 
@@ -302,6 +306,67 @@ class _DropPackageInfo(logging.Filter):
 _DROP_PACKAGE_INFO = _DropPackageInfo()
 
 
+# The original's verbose dumps, which the commands still log as the original did (every
+# trainable variable, the first examples' tokens and ids, the input features) but show only when
+# asked for everything: (source file, message format) of each dump's lines, and of the line
+# that starts each dump, which is shown once, as a pointer to the flag.
+DUMP_STARTS = {
+    ("loop.py", "**** Trainable Variables ****"): "the trainable variables",
+    ("pretraining.py", "*** Features (per replica) ***"): "the input features",
+    ("classifier_data.py", "*** Example %d ***"): "the first examples' tokens and ids",
+    ("squad_data.py", "*** Example ***"): "the first windows' tokens and ids",
+}
+DUMP_LINES = frozenset([
+    ("loop.py", "  name = %s, shape = %s%s"),
+    ("pretraining.py", "  name = %s, shape = %s"),
+    *(("classifier_data.py", f"{key}: %s") for key in (
+        "guid", "tokens", "input_ids", "input_mask", "segment_ids")),
+    ("classifier_data.py", "label: %s (id = %s)"),
+    *(("squad_data.py", f"{key}: %s") for key in (
+        "unique_id", "example_index", "doc_span_index", "tokens", "token_to_orig_map",
+        "token_is_max_context", "input_ids", "input_mask", "segment_ids", "answer")),
+    ("squad_data.py", "impossible example"),
+    ("squad_data.py", "start_position: %d"),
+    ("squad_data.py", "end_position: %d"),
+])
+
+
+class _HideDumps(logging.Filter):
+  """Drops the lines of the original's dumps (DUMP_LINES), and shows the first line of each kind
+  of dump (DUMP_STARTS) once, as one line saying what --verbosity=1 shows."""
+
+  def __init__(self):
+    super().__init__()
+    self._said = set()
+
+  def filter(self, record):
+    if record.levelno != logging.INFO or not isinstance(record.msg, str):
+      return True
+    key = (os.path.basename(record.pathname), record.msg)
+    if key in DUMP_LINES:
+      return False
+    what = DUMP_STARTS.get(key)
+    if what is None:
+      return True
+    if key in self._said:
+      return False
+    self._said.add(key)
+    record.msg, record.args = ("(%s, as the original logs them: --verbosity=1 or %s=1)",
+                               (what, VERBOSE_ENV))
+    return True
+
+
+_HIDE_DUMPS = _HideDumps()
+
+
+def hide_original_dumps() -> None:
+  """The original's verbose dumps (DUMP_STARTS, DUMP_LINES) are left out of the log, each kind
+  replaced by one line naming the flag that shows it."""
+  logger = logging.getLogger("absl")
+  if _HIDE_DUMPS not in logger.filters:
+    logger.addFilter(_HIDE_DUMPS)
+
+
 def quiet_tensorflow_python_logging() -> None:
   """The INFO records that TensorFlow's (and Keras') Python code logs, through its logger or
   absl's, are dropped; their warnings and errors pass, and so does everything of ours."""
@@ -332,5 +397,6 @@ def quiet_by_default(flag_values=None) -> bool:
     return False
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
   quiet_tensorflow_python_logging()
+  hide_original_dumps()
   filter_stderr()
   return True

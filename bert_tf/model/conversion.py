@@ -134,9 +134,10 @@ def hf_tokenizer_config(do_lower_case: bool, max_length: int) -> Dict[str, objec
 
 @dataclasses.dataclass(frozen=True)
 class Tokenizer:
-  """The tokenizer written beside a Hugging Face model: the vocab file and its casing."""
+  """The tokenizer written beside a converted model: the vocab file and its casing (None: not
+  known, which only a Hugging Face output refuses)."""
   vocab_file: str
-  do_lower_case: bool
+  do_lower_case: Optional[bool]
 
 
 def hf_config_dict(config: BertConfig, head: Optional[str] = None,
@@ -184,23 +185,38 @@ def config_output_path(target: str, target_format: str) -> Optional[str]:
   return f"{io.dirname(target)}/{name}" if name else None
 
 
-def tokenizer_output_paths(target: str, target_format: str) -> List[str]:
-  """The tokenizer files written beside a Hugging Face model (none for the other formats)."""
-  if target_format != "hf":
-    return []
-  return [io.join(io.dirname(target), name)
-          for name in (HF_VOCAB_FILE, HF_TOKENIZER_CONFIG_FILE, HF_SPECIAL_TOKENS_FILE)]
+def tokenizer_output_paths(target: str, target_format: str,
+                           tokenizer: Optional[Tokenizer] = None) -> List[str]:
+  """The tokenizer files written beside a converted model.
+
+  A Hugging Face folder always holds vocab.txt, tokenizer_config.json (the casing) and
+  special_tokens_map.json. Beside a tf1 checkpoint or a .keras file go the vocab.txt of a known
+  tokenizer, as in the original's release folders, and its casing in tokenizer_config.json (the
+  release folders say it by their name, uncased_L-12_H-768_A-12, which a converted folder cannot
+  choose; every command here reads tokenizer_config.json), so that the folder converts onwards
+  and fine-tunes without --vocab_file and --do_lower_case.
+  """
+  directory = io.dirname(target)
+  if target_format == "hf":
+    names = (HF_VOCAB_FILE, HF_TOKENIZER_CONFIG_FILE, HF_SPECIAL_TOKENS_FILE)
+  elif tokenizer is None:
+    names = ()
+  else:
+    names = (HF_VOCAB_FILE,) + (() if tokenizer.do_lower_case is None
+                                else (HF_TOKENIZER_CONFIG_FILE,))
+  return [io.join(directory, name) for name in names]
 
 
-def conversion_outputs(target: str, target_format: str) -> List[str]:
+def conversion_outputs(target: str, target_format: str,
+                       tokenizer: Optional[Tokenizer] = None) -> List[str]:
   """Every file a conversion to `target` writes, whatever the model: the weights file(s), the
-  config and (hf) the tokenizer files. (A fine-tuned head adds task_info.json: see
-  write_converted.)"""
+  config and the tokenizer files (tokenizer_output_paths). (A fine-tuned head adds
+  task_info.json: see write_converted.)"""
   paths = ([target + part for part in TF_CHECKPOINT_PARTS] if target_format == "tf1"
            else [target])
   config_path = config_output_path(target, target_format)
   return (paths + ([config_path] if config_path else [])
-          + tokenizer_output_paths(target, target_format))
+          + tokenizer_output_paths(target, target_format, tokenizer))
 
 
 def _same_file_content(a: str, b: str) -> bool:
@@ -236,7 +252,7 @@ def check_conversion_outputs(target: str, target_format: str, overwrite: bool,
     raise IsADirectoryError(f"{target} is a directory; name the output file in it, e.g. "
                             f"{io.join(target, 'model.safetensors')} or "
                             f"{io.join(target, 'bert_model.ckpt')}")
-  existing = _existing_outputs(conversion_outputs(target, target_format), tokenizer)
+  existing = _existing_outputs(conversion_outputs(target, target_format, tokenizer), tokenizer)
   if existing and not overwrite:
     raise FileExistsError(f"{', '.join(existing)} already "
                           f"{'exists' if len(existing) == 1 else 'exist'}")
@@ -261,11 +277,12 @@ def write_converted(model, config: BertConfig, target: str, target_format: str,
   """Writes a model's weights as target_format with what belongs beside them, atomically.
 
   Beside the weights: the config (bert_config.json for tf1, config.json naming the Hugging Face
-  class of the model's head for hf; inside the file for keras); for hf the tokenizer files
-  (vocab.txt, tokenizer_config.json, special_tokens_map.json), so that the folder loads with
-  transformers' from_pretrained like any Hugging Face model folder; and, when the model has a
-  fine-tuned head and task_info is given, task_info.json (its labels and kind; for hf the labels
-  are also config.json's id2label).
+  class of the model's head for hf; inside the file for keras); the tokenizer files
+  (tokenizer_output_paths: for hf vocab.txt, tokenizer_config.json and special_tokens_map.json,
+  so that the folder loads with transformers' from_pretrained like any Hugging Face model
+  folder; for tf1 and keras the vocab.txt and casing of a given tokenizer); and, when the model
+  has a fine-tuned head and task_info is given, task_info.json (its labels and kind; for hf the
+  labels are also config.json's id2label).
 
   Every file is written under a temporary name and renamed; the files beside the weights are
   renamed first, so weights under their final name always have them. Existing outputs are
@@ -273,7 +290,7 @@ def write_converted(model, config: BertConfig, target: str, target_format: str,
 
   Raises:
     FileExistsError: an output exists and overwrite is False.
-    ValueError: hf without a tokenizer.
+    ValueError: hf without a tokenizer or its casing.
   """
   head = model_head(model)
   fine_tuned = head not in (None, PRETRAINING)
@@ -282,7 +299,7 @@ def write_converted(model, config: BertConfig, target: str, target_format: str,
   if target_format == "tf1":
     beside[config_output_path(target, "tf1")] = config.to_json_string()
   elif target_format == "hf":
-    if tokenizer is None:
+    if tokenizer is None or tokenizer.do_lower_case is None:
       raise ValueError(f"{target}: a Hugging Face model folder needs its tokenizer (the vocab "
                        "and its casing)")
     if os.path.basename(target) != HF_WEIGHTS_FILE:
@@ -292,12 +309,7 @@ def write_converted(model, config: BertConfig, target: str, target_format: str,
     if head in (CLASSIFIER, TAGGER):
       info["outputs"] = model.get_layer(CLASSIFIER_LAYER).kernel.shape[-1]
     beside[config_output_path(target, "hf")] = _json_text(hf_config_dict(config, head, info))
-    vocab, tokenizer_config, special_tokens = tokenizer_output_paths(target, "hf")
-    if _existing_outputs([vocab], tokenizer) or not io.exists(vocab):  # else: equal
-      beside[vocab] = ("copy", tokenizer.vocab_file)
-    beside[tokenizer_config] = _json_text(hf_tokenizer_config(
-        tokenizer.do_lower_case, config.max_position_embeddings))
-    beside[special_tokens] = _json_text(HF_SPECIAL_TOKENS)
+  beside.update(_tokenizer_files(target, target_format, tokenizer, config))
   if fine_tuned and task_info is not None:
     beside[io.join(directory, TASK_INFO_FILE)] = _json_text(dict(task_info, head=head))
   existing = [path for path in beside if io.exists(path)]
@@ -319,6 +331,24 @@ def write_converted(model, config: BertConfig, target: str, target_format: str,
       else:
         with io.atomic_write(path, overwrite=overwrite) as f:
           f.write(content)
+
+
+def _tokenizer_files(target: str, target_format: str, tokenizer: Optional[Tokenizer],
+                     config: BertConfig) -> Dict[str, Any]:
+  """The tokenizer files of write_converted's `beside`: path -> text, or ("copy", file). A
+  vocab.txt already there with the same content is left as it is."""
+  files: Dict[str, Any] = {}
+  for path in tokenizer_output_paths(target, target_format, tokenizer):
+    name = os.path.basename(path)
+    if name == HF_VOCAB_FILE:
+      if _existing_outputs([path], tokenizer) or not io.exists(path):  # else: equal
+        files[path] = ("copy", tokenizer.vocab_file)
+    elif name == HF_TOKENIZER_CONFIG_FILE:
+      files[path] = _json_text(hf_tokenizer_config(tokenizer.do_lower_case,
+                                                   config.max_position_embeddings))
+    else:
+      files[path] = _json_text(HF_SPECIAL_TOKENS)
+  return files
 
 
 def layout_gaps(model, config: BertConfig, target_format: str) -> List[str]:
@@ -414,10 +444,11 @@ def converted_model(config: BertConfig, values: Mapping[str, np.ndarray], source
   return model, task_info
 
 
-def hf_tokenizer(source: str, vocab_file: Optional[str] = None,
-                 do_lower_case: Optional[bool] = None,
-                 names: Tuple[str, str] = ("vocab_file", "do_lower_case")) -> Tokenizer:
-  """The tokenizer to write beside a Hugging Face model converted from `source`.
+def tokenizer_beside(source: str, vocab_file: Optional[str] = None,
+                     do_lower_case: Optional[bool] = None,
+                     names: Tuple[str, str] = ("vocab_file", "do_lower_case")
+                     ) -> Optional[Tokenizer]:
+  """The tokenizer of the model at `source`, to write beside a conversion of it.
 
   Args:
     source: the checkpoint converted (a file or prefix).
@@ -426,16 +457,18 @@ def hf_tokenizer(source: str, vocab_file: Optional[str] = None,
       vocab or beside source says.
     names: how messages name the two (the command's flags).
 
+  Returns:
+    The Tokenizer (its do_lower_case None when nothing says it), or None when vocab_file is
+    None and no vocab.txt is beside source.
+
   Raises:
-    FileNotFoundError: no vocab (a missing vocab_file, or none beside the source).
-    ValueError: the casing is not known.
+    FileNotFoundError: a vocab_file that does not exist, or a folder without vocab.txt.
   """
-  vocab_name, casing_name = names
+  vocab_name, _ = names
   if vocab_file is None:
     vocab_file = io.join(io.dirname(source), HF_VOCAB_FILE)
     if not io.exists(vocab_file):
-      raise FileNotFoundError(f"no {HF_VOCAB_FILE} beside {source}; pass {vocab_name} (a Hugging "
-                              "Face model folder holds its tokenizer's vocab)")
+      return None
   elif io.isdir(vocab_file):
     folder, vocab_file = vocab_file, io.join(vocab_file, HF_VOCAB_FILE)
     if not io.exists(vocab_file):
@@ -447,10 +480,28 @@ def hf_tokenizer(source: str, vocab_file: Optional[str] = None,
       do_lower_case = read_hf_casing(directory)
       if do_lower_case is not None:
         break
-  if do_lower_case is None:
-    raise ValueError(f"the casing of {vocab_file} is not known; pass {casing_name}=true "
+  return Tokenizer(vocab_file, None if do_lower_case is None else bool(do_lower_case))
+
+
+def hf_tokenizer(source: str, vocab_file: Optional[str] = None,
+                 do_lower_case: Optional[bool] = None,
+                 names: Tuple[str, str] = ("vocab_file", "do_lower_case")) -> Tokenizer:
+  """The tokenizer to write beside a Hugging Face model converted from `source`
+  (tokenizer_beside), which must be known in full.
+
+  Raises:
+    FileNotFoundError: no vocab (a missing vocab_file, or none beside the source).
+    ValueError: the casing is not known.
+  """
+  vocab_name, casing_name = names
+  tokenizer = tokenizer_beside(source, vocab_file, do_lower_case, names)
+  if tokenizer is None:
+    raise FileNotFoundError(f"no {HF_VOCAB_FILE} beside {source}; pass {vocab_name} (a Hugging "
+                            "Face model folder holds its tokenizer's vocab)")
+  if tokenizer.do_lower_case is None:
+    raise ValueError(f"the casing of {tokenizer.vocab_file} is not known; pass {casing_name}=true "
                      "(uncased) or false (cased): tokenizer_config.json records it")
-  return Tokenizer(vocab_file, bool(do_lower_case))
+  return tokenizer
 
 
 def convert_checkpoint(source: str, target: str, source_format: Optional[str] = None,
@@ -476,8 +527,10 @@ def convert_checkpoint(source: str, target: str, source_format: Optional[str] = 
     config: the model config; when None it is read from bert_config.json beside a tf1 or
       Model Garden source, config.json beside a safetensors file, or the .keras model.
     overwrite: replace existing outputs (the weights and the files beside them).
-    vocab_file, do_lower_case: the tokenizer of an hf output (see hf_tokenizer); by default
-      the vocab.txt beside the source and the casing its tokenizer_config.json records.
+    vocab_file, do_lower_case: the tokenizer written beside the output (see
+      tokenizer_output_paths); by default the vocab.txt beside the source and the casing its
+      tokenizer_config.json records. An hf output needs both (see hf_tokenizer); a tf1 or keras
+      output without a vocab gets none.
     drop_head: convert the encoder alone; without it a head that the output would lose is
       refused (HeadError).
 
@@ -492,7 +545,8 @@ def convert_checkpoint(source: str, target: str, source_format: Optional[str] = 
   if source_format is not None and source_format not in FORMATS:
     raise ValueError(f"source_format {source_format!r} is not one of {', '.join(FORMATS)}")
   source = resolve_checkpoint(source)
-  tokenizer = hf_tokenizer(source, vocab_file, do_lower_case) if target_format == "hf" else None
+  tokenizer = (hf_tokenizer if target_format == "hf" else tokenizer_beside)(
+      source, vocab_file, do_lower_case)
   source_format = source_format or detect_format(source)
   config, _, _ = convert_resolved(source, source_format, config, target, target_format,
                                   overwrite, tokenizer, drop_head)

@@ -5,9 +5,10 @@ the flags into a Request and prints the line this returns).
 The inputs are resolved before anything is read or written, each failure one line naming the
 flag: --from (a run directory -> its latest checkpoint; the format named or detected from the
 path, refusing a path that is not what its format reads), its config (--bert_config_file or the
-one beside the input), and for a Hugging Face output its tokenizer (--vocab_file and
+one beside the input), and the tokenizer written beside the output (--vocab_file and
 --do_lower_case, by default what --from's folder records, checked against it:
-provenance.check_tokenizer). The conversion itself is conversion.convert_resolved, its failures
+provenance.check_tokenizer; a Hugging Face output needs both, a tf1 or keras output carries
+what is known). The conversion itself is conversion.convert_resolved, its failures
 named after the flag they concern (conversion_error). ArgumentError is a usage error (the command
 exits 2).
 """
@@ -17,6 +18,7 @@ import functools
 import os
 from typing import Any, Dict, Optional, Tuple
 
+from absl import logging
 import tensorflow as tf
 
 from bert_tf import io
@@ -77,9 +79,8 @@ def convert(request: Request) -> Converted:
       raise ArgumentError(f"--to={_text(e)}") from None
   source, source_format = resolve_source(request.source, request.source_format)
   config = read_config(request.bert_config_file, source, source_format)
-  tokenizer = None
-  if target_format == "hf":
-    tokenizer = resolve_tokenizer(source, config, request.vocab_file, request.do_lower_case)
+  tokenizer = resolve_tokenizer(source, config, request.vocab_file, request.do_lower_case,
+                                required=target_format == "hf")
   errors = functools.partial(conversion_error, source, source_format, target,
                              request.bert_config_file)
   _, head, task_info = conversion.convert_resolved(
@@ -274,13 +275,28 @@ def read_config(path: Optional[str], source: str, source_format: str):
 
 
 def resolve_tokenizer(source: str, config, vocab_file: Optional[str],
-                      do_lower_case: Optional[bool]):
-  """The tokenizer written beside an hf output: --vocab_file (default: the vocab.txt beside
-  --from, which run_pretraining, Hugging Face and the original's releases record) and
-  --do_lower_case (default: what --from's folder records), checked against what the model was
-  trained with and against the config's vocab_size (provenance.check_tokenizer)."""
+                      do_lower_case: Optional[bool], required: bool = True):
+  """The tokenizer written beside the output: --vocab_file (default: the vocab.txt beside
+  --from, which run_pretraining, Hugging Face, the original's releases and our conversions
+  record) and --do_lower_case (default: what --from's folder records), checked against what the
+  model was trained with and against the config's vocab_size (provenance.check_tokenizer).
+
+  required (an hf output) makes a missing vocab or casing a usage error; otherwise (tf1, keras)
+  the output carries what is known: None, with a warning, when there is no vocab."""
   casing = do_lower_case if do_lower_case is not None else \
       provenance.recorded_tokenizer(source).get("do_lower_case")
+  if not required:
+    tokenizer = conversion.tokenizer_beside(source, vocab_file, casing,
+                                            names=("--vocab_file", "--do_lower_case"))
+    if tokenizer is None:
+      logging.warning("--from=%s: no vocab.txt beside it, so none is written beside the output; "
+                      "pass --vocab_file (and --do_lower_case) to write the model's tokenizer "
+                      "there", source)
+      return None
+    provenance.check_tokenizer(tokenizer.vocab_file, tokenizer.do_lower_case,
+                               checkpoints=[source], vocab_size=config.vocab_size,
+                               override_flag=None)
+    return tokenizer
   try:
     tokenizer = conversion.hf_tokenizer(source, vocab_file, casing,
                                          names=("--vocab_file", "--do_lower_case"))

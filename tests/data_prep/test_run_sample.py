@@ -117,3 +117,45 @@ def test_the_queries_show_their_output_without_tensorflows_start_up_lines(capfd,
   captured = capfd.readouterr()
   assert any(line.startswith("2026-11-25")
              for line in (captured.out + captured.err).splitlines())
+
+
+def test_paired_comparison_counts_the_lines_each_model_alone_gets_right():
+  labels = ["d", "n", "d", "n", "d", "n"]
+  pretrained = ["d", "n", "d", "n", "n", "n"]  # 5 of 6
+  random_init = ["d", "d", "n", "n", "n", "n"]  # 3 of 6
+  figures = run_sample.paired_comparison(labels, pretrained, random_init)
+  assert figures["paired_accuracy_pretrained"] == pytest.approx(5 / 6)
+  assert figures["paired_accuracy_random_init"] == pytest.approx(3 / 6)
+  assert (figures["dev_lines_only_pretrained_right"],
+          figures["dev_lines_only_random_init_right"]) == (2, 0)
+  # Per line +1, +1, 0, 0, 0, 0: mean 1/3, sample variance (2 - 6 / 9) / 5, over sqrt(6).
+  differences = [1, 1, 0, 0, 0, 0]
+  mean = sum(differences) / 6
+  variance = sum((d - mean) ** 2 for d in differences) / 5
+  assert figures["standard_error_difference_paired"] == pytest.approx(math.sqrt(variance / 6))
+  with pytest.raises(ValueError, match="6 dev labels but 5 and 6 predictions"):
+    run_sample.paired_comparison(labels, pretrained[:5], random_init)
+
+
+def test_paired_error_is_below_the_independent_one_when_the_models_mostly_agree():
+  labels = ["d"] * 700 + ["n"] * 300
+  pretrained = ["d"] * 700 + ["d"] * 50 + ["n"] * 250   # 0.95
+  random_init = ["d"] * 700 + ["d"] * 100 + ["n"] * 200  # 0.90, wrong wherever it is
+  paired = run_sample.paired_comparison(labels, pretrained, random_init)
+  independent = run_sample.comparison(paired["paired_accuracy_pretrained"],
+                                      paired["paired_accuracy_random_init"], 1000)
+  assert paired["standard_error_difference_paired"] < independent["standard_error_difference"]
+
+
+def test_the_prediction_files_are_read_in_order(tmp_path):
+  dev = tmp_path / "dev.tsv"
+  dev.write_text("sentence\tlabel\nyes she said\tdialogue\nhe walked out\tnarration\n",
+                 encoding="utf-8")
+  predictions = tmp_path / "test_predictions.tsv"
+  predictions.write_text("guid\tlabel\tdialogue\tnarration\ntest-1\tnarration\t0.4\t0.6\n"
+                         "test-2\tnarration\t0.1\t0.9\n", encoding="utf-8")
+  assert run_sample.read_dev_labels(str(dev)) == ["dialogue", "narration"]
+  assert run_sample.read_predicted_labels(str(predictions)) == ["narration", "narration"]
+  dev.write_text("text\tlabel\n", encoding="utf-8")
+  with pytest.raises(ValueError, match="expected the header"):
+    run_sample.read_dev_labels(str(dev))

@@ -113,7 +113,9 @@ def test_overwrite_replaces_weights_and_config(tmp_path, sources, capsys, target
   for path in stale:
     path.write_text("stale")
   assert convert(capsys, f"--from={source}", f"--to={target}", "--overwrite")[0] == 0
-  tokenizer_files = HF_TOKENIZER_FILES if target_format == "hf" else []
+  # The hf source's tokenizer goes beside the tf1 output too: its vocab and casing.
+  tokenizer_files = (HF_TOKENIZER_FILES if target_format == "hf"
+                     else ["tokenizer_config.json", "vocab.txt"])
   assert files_in(out) == sorted([p.name for p in stale] + tokenizer_files)  # no temporaries
   values = checkpoints.read_weights(target)
   helpers.assert_same_weights(values, sources["weights"], rtol=0, atol=0)

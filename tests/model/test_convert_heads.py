@@ -181,8 +181,14 @@ def test_classifier_run_to_the_originals_names(classifier_run, tmp_path, capsys)
   shapes = dict(tf.train.list_variables(str(tf1)))
   expected = checkpoints.original_variable_shapes(CONFIG, heads=False, num_labels=3)
   assert {k: tuple(v) for k, v in shapes.items()} == dict(expected)
+  # Beside it, as beside the original's release checkpoints: the config and the run's vocab,
+  # and the casing the run recorded.
   assert sorted(os.listdir(tmp_path)) == ["bert_config.json", "model.ckpt.data-00000-of-00001",
-                                          "model.ckpt.index", "task_info.json"]
+                                          "model.ckpt.index", "task_info.json",
+                                          "tokenizer_config.json", "vocab.txt"]
+  assert (tmp_path / "vocab.txt").read_bytes() == \
+      open(provenance.recorded_vocab(classifier_run), "rb").read()
+  assert json.loads((tmp_path / "tokenizer_config.json").read_text())["do_lower_case"] is True
   run_info = provenance.read_task_info(classifier_run)
   info = json.loads((tmp_path / "task_info.json").read_text())
   assert info == dict(run_info, head="classifier")
