@@ -165,10 +165,39 @@ def define_fine_tuning_flags(flag_values=FLAGS, *, export_help: str) -> None:
   define_bias_correction_flag(flag_values)
   flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept in output_dir.", **fv)
   flags.DEFINE_bool("export", True, export_help, **fv)
+  define_serving_flags(flag_values)
   flags.DEFINE_bool("allow_tokenizer_mismatch", False,
                     "Go on (with a warning) when --vocab_file or --do_lower_case contradicts "
                     "what the checkpoint was trained with.", **fv)
   define_length_flags(flag_values, grouping=True)
+
+
+def define_serving_flags(flag_values=FLAGS) -> None:
+  """How an export's raw-text signatures run the model: every command that exports."""
+  fv = dict(flag_values=flag_values)
+  flags.DEFINE_enum("serving_precision", "float32", ["float32", "bfloat16"],
+                    "The matmuls' dtype in the exported raw-text signatures: float32, or "
+                    "bfloat16 for servers whose CPU has bfloat16 matrix units (AMX, AVX-512 "
+                    "BF16) or a GPU/TPU (the residual stream, LayerNorm and softmax stay "
+                    "float32).", **fv)
+  flags.DEFINE_bool("pack_requests", True,
+                    "The exported signatures pack a batch's texts several to a row (attention "
+                    "kept within each text; each answer as if alone). --nopack_requests: one "
+                    "text per row.", **fv)
+
+
+def serving_exporter(exporter, flag_values=FLAGS):
+  """`exporter` (a model.exporting.Exporter) writing its SavedModels as --serving_precision and
+  --pack_requests say (serving.modules.inference_options around its export)."""
+  from bert_tf.model import exporting  # pylint: disable=g-import-not-at-top
+  from bert_tf.serving import modules  # pylint: disable=g-import-not-at-top
+  options = modules.InferenceOptions(flag_values.serving_precision, flag_values.pack_requests)
+
+  def export(*args, **kwargs):
+    with modules.inference_options(options):
+      return exporter.export(*args, **kwargs)
+
+  return exporting.Exporter(exporter.model_name, export)
 
 
 def define_bias_correction_flag(flag_values=FLAGS) -> None:

@@ -55,13 +55,7 @@ def define_flags(flag_values=FLAGS) -> None:
                     "Export even when --vocab_file or --do_lower_case contradict what the "
                     "checkpoint or the data (--data_metadata_file) were made with; logged as a "
                     "warning.", **fv)
-  flags.DEFINE_enum("serving_precision", "float32", ["float32", "bfloat16"],
-                    "The matmuls' dtype in the raw-text signatures: float32, or bfloat16 for "
-                    "servers whose CPU has bfloat16 matrix units (AMX, AVX-512 BF16) or a "
-                    "GPU/TPU (the residual stream, LayerNorm and softmax stay float32).", **fv)
-  flags.DEFINE_bool("pack_requests", True,
-                    "Pack a batch's texts several to a row (attention kept within each text; "
-                    "each answer as if alone). --nopack_requests: one text per row.", **fv)
+  cli.define_serving_flags(flag_values)
   cli.define_length_flags(flag_values)
   flags.mark_flags_as_required(["checkpoint", "export_dir"], **fv)
 

@@ -130,8 +130,8 @@ def main(argv):
   strategy = cli.select_strategy_from_flags(f)
 
   def runner(config, settings, strategy=None):
-    return classifier_run.run_classifier(config, settings, strategy,
-                                         exporter=classifier_export.EXPORTER)
+    exporter = cli.serving_exporter(classifier_export.EXPORTER, f)
+    return classifier_run.run_classifier(config, settings, strategy, exporter=exporter)
 
   if f.sweep:
     result = classifier_run.run_sweep(

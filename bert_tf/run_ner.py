@@ -86,7 +86,8 @@ def main(argv):
   except TrainingError as e:
     raise cli.UsageError(str(e)) from None
   strategy = cli.select_strategy_from_flags(f)
-  result = tagging_run.run_ner(config, settings, strategy, exporter=tagging_export.EXPORTER)
+  exporter = cli.serving_exporter(tagging_export.EXPORTER, f)
+  result = tagging_run.run_ner(config, settings, strategy, exporter=exporter)
   logging.info("Finished at step %d", result["global_step"])
   for name in ("eval", "test"):
     if name in result and result[name].get("tag_scheme") == "plain":  # no entities to count

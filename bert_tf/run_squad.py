@@ -101,7 +101,8 @@ def main(argv):
   except TrainingError as e:
     raise cli.UsageError(str(e)) from None
   strategy = cli.select_strategy_from_flags(f)
-  result = squad_run.run_squad(config, settings, strategy, exporter=squad_export.EXPORTER)
+  exporter = cli.serving_exporter(squad_export.EXPORTER, f)
+  result = squad_run.run_squad(config, settings, strategy, exporter=exporter)
   logging.info("Finished at step %d", result["global_step"])
   if "eval" in result:
     logging.info("Scores: %s", result["eval"])

@@ -209,3 +209,25 @@ def test_tool_constants_repeat_the_library_values():
   assert convert_checkpoint.FORMATS == checkpoints.FORMATS
   assert (export.DEFAULT_SEQ_LENGTH, export.DEFAULT_TOP_K) == (tf_serving.DEFAULT_SEQ_LENGTH,
                                                                tf_serving.DEFAULT_TOP_K)
+
+
+@pytest.mark.parametrize("command", ["run_classifier", "run_ner", "run_squad", "export"])
+def test_serving_flags_reach_the_export(command):
+  """--serving_precision and --pack_requests: every exporting command defines them, and the
+  fine-tuning commands' exporter builds its modules under those options."""
+  from bert_tf.model import exporting  # pylint: disable=g-import-not-at-top
+  from bert_tf.serving import modules  # pylint: disable=g-import-not-at-top
+  module = importlib.import_module(f"bert_tf.{command}")
+  values = flags.FlagValues()
+  module.define_flags(values)
+  values.mark_as_parsed()  # the commands' required flags are not this test's business
+  assert (values.serving_precision, values.pack_requests) == ("float32", True)
+  values.serving_precision, values.pack_requests = "bfloat16", False
+  seen = []
+  exporter = exporting.Exporter("m", lambda *args: seen.append(
+      (args, modules.current_inference_options())) or "path")
+  assert cli.serving_exporter(exporter, values).export(1, 2) == "path"
+  assert seen == [((1, 2), modules.InferenceOptions("bfloat16", False))]
+  assert modules.current_inference_options() == modules.InferenceOptions()  # restored
+  with pytest.raises(flags.IllegalFlagValueError):
+    values["serving_precision"].parse("float16")
