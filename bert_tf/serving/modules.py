@@ -217,14 +217,17 @@ class ReusableModule(tf.Module):
 
 def run_inference(model: inference.InferenceModel, inputs: Mapping[str, tf.Tensor],
                   pack: bool) -> Dict[str, Any]:
-  """model on inputs [B, S]; with pack, batches of two or more examples are packed into rows
-  (request_packing.call_packed) and per-position logits get CUT_LOGIT at padding, other
-  per-position outputs 0."""
+  """model on inputs [B, S]; with pack, a batch of two or more examples whose padding is a
+  suffix of each row (what every packer here makes; ids sent to the encoder export may differ)
+  is packed into rows (request_packing.call_packed), per-position logits getting CUT_LOGIT at
+  padding and other per-position outputs 0."""
   if not pack:
     return model(inputs)
   fill = {key: CUT_LOGIT for key in model.output_names if key.endswith("logits")}
-  batch = tf.shape(inputs["input_word_ids"])[0]
-  return tf.cond(batch > 1,
+  mask = tf.cast(inputs["input_mask"], tf.int32) > 0
+  lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1, keepdims=True)
+  suffix_padded = tf.reduce_all(tf.equal(mask, tf.range(tf.shape(mask)[1]) < lengths))
+  return tf.cond((tf.shape(mask)[0] > 1) & suffix_padded,
                  lambda: request_packing.call_packed(
                      model, inputs, model.per_example, fill,
                      max_width=model.encoder.max_positions,

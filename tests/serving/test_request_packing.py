@@ -89,3 +89,15 @@ def test_rows_of_twice_the_width_when_that_is_less_work():
     assert packed["input_mask"].numpy()[row[i], offset[i]:offset[i] + lengths[i]].tolist() == \
         [slot[i] + 1] * lengths[i]
     assert packed["packed_cls_positions"].numpy()[row[i], slot[i]] == offset[i]
+
+
+def test_a_mask_with_holes_runs_unpacked():
+  """Ids sent to the encoder export may carry padding inside a row: such a batch runs as it
+  is, so every position gets the model's own outputs."""
+  config = helpers.tiny_config(max_position_embeddings=64)
+  fast = _model("tagger", config)
+  mask = np.array([[1, 1, 0, 1, 0, 0], [1, 1, 1, 0, 0, 0]], np.int32)
+  batch = {k: tf.constant(v) for k, v in dict(
+      input_word_ids=mask * 9, input_mask=mask, input_type_ids=np.zeros_like(mask)).items()}
+  got = modules.run_inference(fast, batch, pack=True)["logits"].numpy()
+  np.testing.assert_allclose(got, fast(batch)["logits"].numpy(), atol=1e-6)
