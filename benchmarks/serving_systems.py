@@ -15,6 +15,8 @@ The systems (spec["system"]):
                 its `serving_default` signature called through tf.saved_model.load
   ours_classifier, ours_tagger, ours_squad
                 the fine-tuned exports of the library's export functions, `serving_default`
+  ours_python_tokenizer
+                bert_tf.tokenization in Python, then the encoder export (bert_encoder/<v>)
   onnxruntime   an ONNX file (serving.py makes it with prepare_onnx below) in an
                 InferenceSession, Hugging Face's fast tokenizer, dynamic padding per batch
   hf_torch      transformers' BertTokenizerFast + BertModel, PyTorch eager, dynamic padding,
@@ -95,17 +97,47 @@ def ours(spec):
   return call, check
 
 
+def ours_python_tokenizer(spec):
+  """What a client without the raw-text graph does: bert_tf.tokenization.FullTokenizer and the
+  original's [CLS] A [SEP] packing in Python, padded to the batch's longest text, then the
+  encoder export's (bert_encoder/<version>) serving_default, every output fetched."""
+  tf = _tensorflow(spec["threads"])
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
+  tokenizer = tokenization.FullTokenizer(os.path.join(spec["checkpoint"], "vocab.txt"),
+                                         do_lower_case=True)
+  cls_id, sep_id = tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"]
+  fn = tf.saved_model.load(spec["path"]).signatures["serving_default"]
+
+  def encode(texts):
+    rows = [[cls_id] + tokenizer.tokenize_to_ids(t)[:spec["max_length"] - 2] + [sep_id]
+            for t in texts]
+    ids = np.zeros([len(rows), max(len(r) for r in rows)], np.int32)
+    mask = np.zeros_like(ids)
+    for i, row in enumerate(rows):
+      ids[i, :len(row)], mask[i, :len(row)] = row, 1
+    return dict(input_word_ids=ids, input_mask=mask, input_type_ids=np.zeros_like(ids))
+
+  def infer(enc):
+    out = {k: v.numpy() for k, v in fn(**{k: tf.constant(v) for k, v in enc.items()}).items()}
+    return out["sequence_output"], out["pooled_output"]
+
+  def call(texts):
+    return infer(encode(texts))
+  return call, _peer_check(encode, infer, mask="input_mask")
+
+
 def _hf_tokenizer(spec):
   import transformers  # pylint: disable=g-import-not-at-top
   return transformers.BertTokenizerFast.from_pretrained(spec["checkpoint"], local_files_only=True)
 
 
-def _peer_check(encode, infer):
+def _peer_check(encode, infer, mask="attention_mask"):
   """check() of a peer: lengths, pooled output and each text's real positions."""
   def check(texts):
     enc = encode(texts)
     sequence, pooled = infer(enc)
-    lengths = enc["attention_mask"].sum(axis=1)
+    lengths = enc[mask].sum(axis=1)
     return dict(lengths=lengths, pooled=pooled,
                 **{f"sequence_{i}": sequence[i, :n] for i, n in enumerate(lengths)})
   return check
@@ -162,6 +194,7 @@ def hf_torch(spec):
 
 
 SYSTEMS = dict(ours=ours, ours_classifier=ours, ours_tagger=ours, ours_squad=ours,
+               ours_python_tokenizer=ours_python_tokenizer,
                onnxruntime=onnxruntime_system, hf_torch=hf_torch)
 
 
@@ -183,20 +216,23 @@ def batches_of(texts, size, count):
   return [[texts[(i * size + j) % len(texts)] for j in range(size)] for i in range(count)]
 
 
-def one_round(call, spec, requests=None):
+def one_round(call, spec, warm=False):
   """{"latency": {set: seconds per batch-1 request}, "throughput": {set: {batch: seconds per
-  batch}}, "sweep": {batch: seconds per batch of short text}}."""
+  batch}}, "sweep": {batch: seconds per batch of short text}}. With warm, a few calls of each
+  kind (allocation, kernel choice) and nothing kept."""
   texts, plan = spec["texts"], spec["plan"]
+  few = lambda count: min(count, 2) if warm else count
   result = {"latency": {}, "throughput": {}, "sweep": {}}
   for name in plan["sets"]:
-    count = requests or plan["requests"]
+    count = min(plan["requests"], 10) if warm else plan["requests"]
     result["latency"][name] = timed(call, batches_of(texts[name], 1, count))
     result["throughput"][name] = {
-        str(size): timed(call, batches_of(texts[name], size, max(1, plan["examples"] // size)))
+        str(size): timed(call, batches_of(texts[name], size,
+                                          few(max(1, plan["examples"] // size))))
         for size in plan["throughput_batches"]}
   for size in plan["sweep_batches"]:
-    result["sweep"][str(size)] = timed(
-        call, batches_of(texts[plan["sweep_set"]], size, max(3, plan["sweep_examples"] // size)))
+    result["sweep"][str(size)] = timed(call, batches_of(
+        texts[plan["sweep_set"]], size, few(max(2, plan["sweep_examples"] // size))))
   return result
 
 
@@ -213,7 +249,7 @@ def serve(spec):
     if command == "quit":
       break
     if command == "warm":
-      one_round(call, spec, requests=min(20, spec["plan"]["requests"]))
+      one_round(call, spec, warm=True)
       say({"warm": True})
     elif command == "round":
       say({"round": one_round(call, spec)})
@@ -277,7 +313,7 @@ def prepare_onnx(spec):
   expected = dict(EmbedLayerNormalization=1, Attention=layers, BiasGelu=layers,
                   SkipLayerNormalization=2 * layers)
   missing = {k: f"{fused.get(k, 0)} of {v}" for k, v in expected.items() if fused.get(k, 0) != v}
-  say({"path": path, "fused": fused, "missing": missing})
+  say({"path": path, "fused": fused, "missing": missing, "versions": versions()})
 
 
 def _encoder_weights(checkpoint):

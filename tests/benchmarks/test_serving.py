@@ -112,9 +112,10 @@ def test_equality_check_compares_with_hugging_face_and_stops_on_a_difference(tmp
 @pytest.mark.slow
 def test_smoke_run_of_ours(tmp_path):
   """The --smoke run CI can afford: a tiny random BERT exported by bert_tf.export and timed
-  from raw text, one thread, short text; the results file holds every figure."""
+  from raw text, one thread, short text, beside the Python tokenizer feeding the encoder export
+  (whose outputs the check holds to the text model's); the results file holds every figure."""
   command = [sys.executable, os.path.join(BENCHMARKS, "serving.py"), "--smoke",
-             "--systems=ours", "--threads=1", "--sets=short",
+             "--systems=ours,ours_python_tokenizer", "--threads=1", "--sets=short",
              f"--output_dir={tmp_path}", f"--work_dir={tmp_path / 'work'}"]
   done = subprocess.run(command, capture_output=True, text=True, env=helpers.subprocess_env(),
                         cwd=helpers.REPO_ROOT, timeout=600, check=False)
@@ -130,3 +131,6 @@ def test_smoke_run_of_ours(tmp_path):
   assert len(rounds) == 1 and len(rounds[0]["latency"]["short"]) == 8
   assert results["lengths"]["short"]["texts"] == 400
   assert results["check"]["1"]["ours"]["against"] == "ours"
+  python_row = results["check"]["1"]["ours: Python tokenizer + encoder export"]
+  assert python_row["against"] == "ours" and python_row["sequence_output"] < 1e-4
+  assert results["summary"]["1"]["ours: Python tokenizer + encoder export"]["short"]["p50_ms"] > 0
