@@ -78,6 +78,17 @@ def test_an_export_flag_bert_tf_lacks_stops_the_run_naming_it(tmp_path):
     serving.export_ours(str(tmp_path), str(tmp_path), "future", ["--no_such_export_flag=1"], 64)
 
 
+def test_a_peer_whose_libraries_are_missing_is_skipped_with_the_reason(monkeypatch, tmp_path):
+  monkeypatch.setattr(serving, "missing_modules",
+                      lambda system: ["onnxruntime"] if system == "onnxruntime" else ["torch"])
+  args = serving.parse_args(["--smoke"])
+  rows, skipped, _ = serving.prepare(args, str(tmp_path), str(tmp_path),
+                                     ["onnxruntime", "hf_torch"])
+  assert rows == []
+  assert skipped == {"ONNX Runtime": "onnxruntime not installed",
+                     "Hugging Face PyTorch": "torch not installed"}
+
+
 class _Checked:
   """What check_outputs reads of a worker."""
 
