@@ -400,11 +400,13 @@ class Worker:
 
 
 def worker_spec(args, sets, checkpoint, threads, core):
-  texts = dict(sets)
-  check_texts = sets["short"][:3] + sets.get("long", sets["short"])[:2]
+  """What every worker of one thread setting is given (its row's system and path added). The
+  short set is always there: the plot's batches, SQuAD's questions and the check texts."""
+  short = sets.get("short") or read_sets(["short"])["short"]
+  check_texts = short[:3] + sets.get("long", short)[:2]
   return dict(
       threads=threads, core=core, checkpoint=checkpoint, max_length=args.max_length,
-      texts=texts, questions=read_sets(["short"])["short"][:50], check_texts=check_texts,
+      texts=dict(sets, short=short), questions=short[:50], check_texts=check_texts,
       plan=dict(sets=list(sets), requests=args.requests, examples=args.examples,
                 throughput_batches=[int(b) for b in args.throughput_batches.split(",")],
                 sweep_batches=[int(b) for b in args.sweep_batches.split(",")],
