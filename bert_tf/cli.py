@@ -17,8 +17,8 @@ Exit status: 0 on success (and for --help), 1 on a failure, printed as one line
 `<tool>: error: <message>` naming the file or flag, 2 on a usage error (an unknown or
 malformed flag, a missing required flag, flags that contradict each other), 75 when the run is
 restartable: SIGTERM stopped training after it saved a checkpoint of the step reached (the
-library raises loop.Preempted, a SystemExit with this status: running the same command again
-resumes), or another worker of a multi-worker run was lost during training (loop.WorkerLost,
+library raises stopping.Preempted, a SystemExit with this status: running the same command again
+resumes), or another worker of a multi-worker run was lost during training (stopping.WorkerLost,
 after one line naming it: relaunching every worker resumes from the last checkpoint; the
 process ends at once, see _exit_at_once). Set
 BERT_TF_TRACEBACK=1 to see the traceback of a failure.
@@ -476,7 +476,7 @@ def choose_cpu_kernels() -> None:
 def _lost_worker_line(error: BaseException, flag_values) -> Optional[str]:
   """The one line for an error that says another worker of a multi-worker run was lost
   outside training (while the model is built, evaluated or exported; training itself raises
-  loop.WorkerLost): which task, the newest checkpoint of --output_dir and how to resume.
+  stopping.WorkerLost): which task, the newest checkpoint of --output_dir and how to resume.
   None for any other error, and in runs of one worker (the cluster module is not loaded)."""
   cluster = sys.modules.get("bert_tf.training.cluster")
   if cluster is None:
@@ -560,7 +560,7 @@ def run(main: Callable[[Sequence[str]], Optional[int]],
       if os.environ.get("BERT_TF_TRACEBACK"):
         raise
       lost = _lost_worker_line(e, flag_values)
-      if lost:  # a worker lost outside training: restartable, as in training (loop.WorkerLost)
+      if lost:  # a worker lost outside training: restartable, as in training (WorkerLost)
         logging.error("%s", lost)
         if flag_values is FLAGS:
           _exit_at_once(EXIT_PREEMPTED)

@@ -3,7 +3,7 @@
 FineTuningSettings is the base of each task's settings (ClassifierSettings, SquadSettings,
 NerSettings); fine_tuning_problems is the check of its flags that each task's `check` adds to its
 own. The rest of a run is elsewhere: where it starts (tasks.start), its output_dir
-(tasks.run_folder), the driver (tasks.fine_tuning), what a model folder records
+(training.run_folder), the driver (tasks.fine_tuning), what a model folder records
 (bert_tf.model.provenance).
 """
 

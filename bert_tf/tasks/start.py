@@ -5,7 +5,7 @@ when it holds checkpoints (or evaluates and predicts with them), else it starts 
 --init_checkpoint, else from random weights. The Start it returns (with what is recorded of that
 model: bert_tf.model.provenance) is handed to everything that asks: the tokenizer check
 (run_tokenizer), the task's reading of its labels (starting_head), the run folder's refusals and
-record (tasks.run_folder), and the loading of the weights (fine_tuning.init_fine_tuning).
+record (training.run_folder), and the loading of the weights (fine_tuning.init_fine_tuning).
 
 A fine-tuned checkpoint's task_info.json (labels in id order, the task and its head, the
 tokenizer) is the truth about its head: a run that uses that head uses its labels, and a head

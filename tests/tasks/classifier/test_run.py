@@ -542,7 +542,7 @@ sys.path.insert(0, sys.argv[1])
 import numpy as np
 from tests.tasks.classifier import test_run as t
 from bert_tf.tasks.classifier import run as cr
-from bert_tf.training import loop
+from bert_tf.training import distribution
 out = sys.argv[2]
 results = {}
 for name, strategy in (("one", tf.distribute.OneDeviceStrategy("/cpu:0")),
