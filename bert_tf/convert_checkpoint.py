@@ -20,9 +20,9 @@ Beside the output: the config (bert_config.json for tf1, config.json for hf) and
 from --vocab_file / --do_lower_case or what the input's folder records: for hf vocab.txt,
 tokenizer_config.json with the casing and special_tokens_map.json (required); for tf1 and keras
 vocab.txt, as in the original's release folders, and tokenizer_config.json with the casing, when
-they are known. So a folder converts onwards (hf -> tf1 -> hf) without --vocab_file. Existing outputs are refused
-unless --overwrite is given; everything is written under a temporary name and renamed when
-complete, the weights last.
+they are known. So a folder converts onwards (hf -> tf1 -> hf) without --vocab_file. Existing
+outputs are refused unless --overwrite is given; everything is written under a temporary name and
+renamed when complete, the weights last.
 
 The command is thin: its flags become a model.conversion_inputs.Request, and
 conversion_inputs.convert resolves and converts it (every failure one line naming its flag).

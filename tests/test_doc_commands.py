@@ -17,7 +17,8 @@ from tests import helpers
 REPO_ROOT = helpers.REPO_ROOT
 
 # A command inside a code block: the interpreter (any path to it), then the module or script.
-COMMAND = re.compile(r"(?:^|[\s;&|(])(?:\S*/)?python3?\s+(?:-m\s+(bert_tf(?:\.\w+)+)|(data_prep/\w+\.py))")
+COMMAND = re.compile(r"(?:^|[\s;&|(])(?:\S*/)?python3?\s+"
+                     r"(?:-m\s+(bert_tf(?:\.\w+)+)|(data_prep/\w+\.py))")
 
 
 def _pages():

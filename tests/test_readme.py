@@ -59,7 +59,7 @@ def _headings(markdown):
 def _documents():
   docs = [os.path.join("docs", name) for name in sorted(os.listdir(os.path.join(REPO_ROOT, "docs")))
           if name.endswith(".md")]
-  return ["README.md", "CONTRIBUTING.md", *docs,
+  return ["README.md", "CONTRIBUTING.md", "HISTORY.md", *docs,
           os.path.join("benchmarks", "README.md"), os.path.join("benchmarks", "HISTORY.md")]
 
 

@@ -44,3 +44,40 @@ def test_the_latest_time_to_quality_run_is_quoted_from_its_results_file():
   assert f"met all four in {low}-{high}x, its two final values in {shares[0]} and {shares[2]}" \
       in readme
   assert re.search(r"bootstrap resamples of its seeds", readme)
+
+
+def test_the_main_job_runs_are_quoted_from_their_results_file():
+  """README, "What the main job shows": the table of runs is main_job.py's table of the latest
+  committed results file, row for row, and every run is beyond three standard errors."""
+  import glob  # pylint: disable=g-import-not-at-top
+  import main_job  # pylint: disable=g-import-not-at-top
+  paths = sorted(glob.glob(os.path.join(REPO_ROOT, "benchmarks", "results", "main_job_*.json")))
+  assert paths, "no main_job results file"
+  with open(paths[-1], encoding="utf-8") as f:
+    results = json.load(f)
+  readme = _read("README.md")
+  assert os.path.basename(paths[-1]) in readme
+  rows = [line for line in main_job.table(results).splitlines() if line.startswith("|")]
+  assert len(rows) == 2 + len(results["runs"])
+  for line in rows:
+    assert line in readme, line
+  minilm = results["minilm"]
+  assert (f"| {minilm['wall_seconds']:.0f} s | dev accuracy {minilm['dev_accuracy']:.3f} |"
+          in readme)
+  assert len(results["runs"]) >= 5
+  for run in results["runs"]:
+    summary = run["summary"]
+    assert summary["difference"] >= 3 * summary["standard_error_difference"]
+
+
+def test_main_job_table_formats_each_run():
+  import main_job  # pylint: disable=g-import-not-at-top
+  summary = dict(masked_lm_accuracy=0.2, dev_accuracy_pretrained=0.7,
+                 dev_accuracy_random_init=0.65, difference=0.05,
+                 standard_error_difference=0.01, standard_error_difference_paired=0.0125)
+  text = main_job.table(dict(runs=[dict(wall_seconds=300.0, summary=summary)],
+                             minilm=dict(steps=24, wall_seconds=130.4, dev_accuracy=0.7114)))
+  lines = text.splitlines()
+  assert lines[2] == "| 1 | 5.0 min | 0.200 | 0.700 | 0.650 | +0.050 | 5.0 | 4.0 |"
+  assert lines[-1] == ("all-MiniLM-L6-v2 fine-tuned on the job's task (24 steps): 130 s, dev "
+                       "accuracy 0.711")

@@ -1,8 +1,8 @@
 """run_sample (the main job): its task files, the figures it reports and summary.json.
 
-The job itself runs for minutes (README, "Set up and run"); these tests cover the parts that
-decide what it prints: the dialogue / narration splits, the parsing of the tools' outputs and the
-pretrained-vs-random comparison.
+The job itself runs for minutes (README, "What the main job shows"); these tests cover the parts
+that decide what it prints: the dialogue / narration splits, the parsing of the tools' outputs and
+the pretrained-vs-random comparison.
 """
 
 import json
