@@ -308,27 +308,36 @@ _DROP_PACKAGE_INFO = _DropPackageInfo()
 
 # The original's verbose dumps, which the commands still log as the original did (every
 # trainable variable, the first examples' tokens and ids, the input features) but show only when
-# asked for everything: (source file, message format) of each dump's lines, and of the line
-# that starts each dump, which is shown once, as a pointer to the flag.
+# asked for everything: (source file under bert_tf/, message format) of each dump's lines, and
+# of the line that starts each dump, which is shown once, as a pointer to the flag.
 DUMP_STARTS = {
-    ("loop.py", "**** Trainable Variables ****"): "the trainable variables",
-    ("pretraining.py", "*** Features (per replica) ***"): "the input features",
-    ("classifier_data.py", "*** Example %d ***"): "the first examples' tokens and ids",
-    ("squad_data.py", "*** Example ***"): "the first windows' tokens and ids",
+    ("training/loop.py", "**** Trainable Variables ****"): "the trainable variables",
+    ("training/pretraining.py", "*** Features (per replica) ***"): "the input features",
+    ("tasks/classifier/data.py", "*** Example %d ***"): "the first examples' tokens and ids",
+    ("tasks/squad/data.py", "*** Example ***"): "the first windows' tokens and ids",
 }
 DUMP_LINES = frozenset([
-    ("loop.py", "  name = %s, shape = %s%s"),
-    ("pretraining.py", "  name = %s, shape = %s"),
-    *(("classifier_data.py", f"{key}: %s") for key in (
+    ("training/loop.py", "  name = %s, shape = %s%s"),
+    ("training/pretraining.py", "  name = %s, shape = %s"),
+    *(("tasks/classifier/data.py", f"{key}: %s") for key in (
         "guid", "tokens", "input_ids", "input_mask", "segment_ids")),
-    ("classifier_data.py", "label: %s (id = %s)"),
-    *(("squad_data.py", f"{key}: %s") for key in (
+    ("tasks/classifier/data.py", "label: %s (id = %s)"),
+    *(("tasks/squad/data.py", f"{key}: %s") for key in (
         "unique_id", "example_index", "doc_span_index", "tokens", "token_to_orig_map",
         "token_is_max_context", "input_ids", "input_mask", "segment_ids", "answer")),
-    ("squad_data.py", "impossible example"),
-    ("squad_data.py", "start_position: %d"),
-    ("squad_data.py", "end_position: %d"),
+    ("tasks/squad/data.py", "impossible example"),
+    ("tasks/squad/data.py", "start_position: %d"),
+    ("tasks/squad/data.py", "end_position: %d"),
 ])
+
+
+def _package_path(path: str) -> str:
+  """A source file's path under the bert_tf package ("tasks/squad/data.py"), "" elsewhere."""
+  parts = path.replace(os.sep, "/").split("/")
+  if "bert_tf" not in parts:
+    return ""
+  last = len(parts) - 1 - parts[::-1].index("bert_tf")
+  return "/".join(parts[last + 1:])
 
 
 class _HideDumps(logging.Filter):
@@ -342,7 +351,7 @@ class _HideDumps(logging.Filter):
   def filter(self, record):
     if record.levelno != logging.INFO or not isinstance(record.msg, str):
       return True
-    key = (os.path.basename(record.pathname), record.msg)
+    key = (_package_path(record.pathname), record.msg)
     if key in DUMP_LINES:
       return False
     what = DUMP_STARTS.get(key)

@@ -317,13 +317,13 @@ def test_the_originals_dumps_are_one_line_each_unless_verbose():
   assert not hide.filter(_record("/x/bert_tf/training/loop.py", "  name = %s, shape = %s%s",
                                  ("layer_0/kernel", (4, 4), "")))
   # The next example's header is dropped: one line per kind of dump.
-  first = _record("/x/bert_tf/tasks/classifier_data.py", "*** Example %d ***", (0,))
+  first = _record("/x/bert_tf/tasks/classifier/data.py", "*** Example %d ***", (0,))
   assert hide.filter(first) and "first examples' tokens and ids" in first.getMessage()
-  assert not hide.filter(_record("/x/bert_tf/tasks/classifier_data.py", "*** Example %d ***",
+  assert not hide.filter(_record("/x/bert_tf/tasks/classifier/data.py", "*** Example %d ***",
                                  (1,)))
-  assert not hide.filter(_record("/x/bert_tf/tasks/classifier_data.py", "tokens: %s", ("a b",)))
+  assert not hide.filter(_record("/x/bert_tf/tasks/classifier/data.py", "tokens: %s", ("a b",)))
   # Everything else passes: the same message from another file, progress lines, warnings.
-  assert hide.filter(_record("/x/bert_tf/tasks/tagging_data.py", "tokens: %s", ("a b",)))
+  assert hide.filter(_record("/x/bert_tf/tasks/tagging/data.py", "tokens: %s", ("a b",)))
   assert hide.filter(_record("/x/bert_tf/training/loop.py", "step %d/%d loss = %.4f",
                              (1, 2, 0.5)))
 
@@ -332,11 +332,12 @@ def test_every_hidden_dump_line_is_logged_where_the_table_says():
   """The table names real log calls: a message moved or reworded would otherwise show again
   unnoticed."""
   sources = {}
-  for root, _, names in os.walk(os.path.join(helpers.REPO_ROOT, "bert_tf")):
+  package = os.path.join(helpers.REPO_ROOT, "bert_tf")
+  for root, _, names in os.walk(package):
     for name in names:
       if name.endswith(".py"):
-        with open(os.path.join(root, name), encoding="utf-8") as f:
-          sources.setdefault(name, "")
-          sources[name] += f.read()
+        path = os.path.join(root, name)
+        with open(path, encoding="utf-8") as f:
+          sources[os.path.relpath(path, package).replace(os.sep, "/")] = f.read()
   for source, message in [*logs.DUMP_STARTS, *logs.DUMP_LINES]:
     assert f'logging.info("{message}"' in sources.get(source, ""), (source, message)
