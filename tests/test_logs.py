@@ -212,12 +212,15 @@ def command(tmp_path_factory):
 
 
 def test_a_command_hides_the_known_lines_and_shows_the_rest(command):
-  if os.path.exists(logs.NVIDIA_DRIVER):
-    pytest.skip("the failed-cuInit lines show on a machine with an NVIDIA driver")
   done = command()
   assert done.returncode == 0, done.stderr
   assert done.stdout == "1\n"  # TF_CPP_MIN_LOG_LEVEL, set for TensorFlow yet to be imported
-  assert helpers.noise_lines(done.stderr) == []
+  noise = helpers.noise_lines(done.stderr)
+  if os.path.exists(logs.NVIDIA_DRIVER):
+    # With an NVIDIA driver but no GPU, TensorFlow's failed cuInit is logged before any filter
+    # of ours can act: those lines, and only those, may show.
+    noise = [line for line in noise if "cuInit" not in line]
+  assert noise == []
   assert "\n".join(SHOWN) + "\n" in done.stderr
   assert "a Python line\n" in done.stderr and "] our own line\n" in done.stderr
   assert "a debug line" not in done.stderr
