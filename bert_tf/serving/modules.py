@@ -54,15 +54,7 @@ def call_encoder(encoder: keras.Model, inputs: Mapping[str, tf.Tensor], training
   static_width = inputs["input_word_ids"].shape[1]
   if static_width is not None and static_width > 0:
     return encoder(inputs, training=training)
-  width = tf.shape(inputs["input_word_ids"])[1]
-  padding = [[0, 0], [0, tf.maximum(1 - width, 0)]]
-  outputs = encoder({key: tf.pad(value, padding) for key, value in inputs.items()},
-                    training=training)
-  pooled = outputs["pooled_output"]
-  return dict(outputs,
-              sequence_output=outputs["sequence_output"][:, :width],
-              encoder_outputs=[layer[:, :width] for layer in outputs["encoder_outputs"]],
-              pooled_output=tf.where(width > 0, pooled, tf.zeros_like(pooled)))
+  return with_a_position(lambda values: encoder(values, training=training), inputs)
 
 
 # What positions cut off by call_cut return: far below any real logit, so they are never
