@@ -10,8 +10,10 @@ and of the largest process (getrusage of the children), then the ratio Beam / lo
 overhead). Both runs make the same multiset of records (checked when --check is given).
 
 Usage (from the repository root):
-  python benchmarks/beam_pretraining_data.py --size_mb=20 \
-      --vocab_file=../shared/data/vocab/bert-base-uncased-vocab.txt
+  python benchmarks/beam_pretraining_data.py --size_mb=20
+
+(the repository's English corpora and the bert-base-uncased vocab by default, as
+benchmarks/pretraining_data.py).
 """
 
 import argparse
@@ -65,7 +67,7 @@ def main():
   parser.add_argument("--input_files", default=base.DEFAULT_INPUTS,
                       help="Comma-separated files or globs, concatenated (and repeated).")
   parser.add_argument("--vocab_file",
-                      default=os.path.join(base.DATA, "vocab", "bert-base-uncased-vocab.txt"))
+                      default=base.corpora.VOCAB_FILE)
   parser.add_argument("--size_mb", type=float, default=20)
   parser.add_argument("--max_seq_length", type=int, default=128)
   parser.add_argument("--max_predictions_per_seq", type=int, default=20)

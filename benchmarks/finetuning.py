@@ -91,9 +91,9 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # pylint: disable=g-import-not-at-top,wrong-import-position
+import corpora  # pylint: disable=g-import-not-at-top,wrong-import-position
 import peers  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-DATA = os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")  # ../shared/data
 flags.DEFINE_list("presets", ["mini", "small"],
                   "Model sizes; configs/bert_config_<preset>.json is used.")
 flags.DEFINE_integer("batch_size", 32, "Training examples per step.")
@@ -114,9 +114,9 @@ flags.DEFINE_float("learning_rate", 2e-5, "Peak learning rate (10% warmup, linea
 flags.DEFINE_integer("threads", 1, "TensorFlow intra- and inter-op threads (torch threads).")
 flags.DEFINE_list("systems", ["ours", "model_garden", "hf_torch"],
                   "Training systems to measure.")
-flags.DEFINE_string("corpus", f"{DATA}/corpora/austen_moby.txt",
+flags.DEFINE_string("corpus", corpora.path("austen_moby"),
                     "One sentence per line, blank lines between documents.")
-flags.DEFINE_string("vocab_file", f"{DATA}/vocab/bert-base-uncased-vocab.txt", "Uncased vocab.")
+flags.DEFINE_string("vocab_file", corpora.VOCAB_FILE, "Uncased vocab.")
 flags.DEFINE_integer("conversion_examples", 5000, "Sentence pairs converted.")
 flags.DEFINE_integer("conversion_repeats", 3, "Timings per converter (best counts).")
 flags.DEFINE_bool("skip_training", False, "Leave out the training rows.")

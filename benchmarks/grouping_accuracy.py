@@ -20,7 +20,7 @@ difference must beat. Settings (--settings, in this order):
 
 Tasks (labels known by construction):
   author  Jane Austen or Herman Melville? Sentences of 5 or more words from
-          ../shared/data/corpora/austen_moby.txt (Austen's six novels are its first 269
+          the committed corpus austen_moby (benchmarks/corpora.py; Austen's six novels are its first 269
           documents, Moby-Dick the other 135), balanced, --author_train training and
           --author_dev dev sentences; max_seq_length 128, batch 32, learning rate 5e-5,
           --author_epochs epochs. Real lengths: mean about 33 WordPieces, up to 128.
@@ -45,7 +45,10 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-CORPUS = os.path.join(REPO, "..", "shared", "data", "corpora", "austen_moby.txt")
+sys.path.insert(0, HERE)
+import corpora  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+CORPUS = corpora.path("austen_moby")
 SQUAD = os.path.join(REPO, "tests", "data", "squad")
 AUSTEN_DOCUMENTS = 269
 SETTINGS = {"group_by_length": ["--group_by_length"],

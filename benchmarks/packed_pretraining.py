@@ -35,17 +35,16 @@ from absl import app
 from absl import flags
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import corpora  # pylint: disable=g-import-not-at-top,wrong-import-position
 import harness  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DATA = os.path.join(os.path.dirname(REPO), "shared", "data")
 SYSTEMS = ("unpacked", "exact", "static")
 GOAL = 1.6  # real tokens/s, packed over unpacked (issue 37)
 
-flags.DEFINE_list("corpora", [f"{DATA}/corpora/austen_moby.txt",
-                              f"{DATA}/corpora/linux_doc_en.txt"],
+flags.DEFINE_list("corpora", corpora.paths(),
                   "Corpora the short documents are cut from.")
-flags.DEFINE_string("vocab_file", f"{DATA}/vocab/bert-base-uncased-vocab.txt", "Uncased vocab.")
+flags.DEFINE_string("vocab_file", corpora.VOCAB_FILE, "Uncased vocab.")
 flags.DEFINE_string("bert_config_file", os.path.join(REPO, "configs", "bert_config_mini.json"),
                     "Model sizes.")
 flags.DEFINE_integer("documents", 3000, "Short documents made.")

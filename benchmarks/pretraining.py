@@ -55,17 +55,17 @@ from absl import logging
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import corpora  # pylint: disable=g-import-not-at-top,wrong-import-position
 import peers  # pylint: disable=g-import-not-at-top,wrong-import-position  (before TensorFlow)
 
-DATA = os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")  # ../shared/data
 flags.DEFINE_string("input_file", None,
                     "Existing pretraining TFRecords (comma-separated/globs); their sequence "
                     "length and predictions must match the flags. Made from --corpus_file when "
                     "not given.")
-flags.DEFINE_string("corpus_file", f"{DATA}/corpora/austen_moby.txt",
+flags.DEFINE_string("corpus_file", corpora.path("austen_moby"),
                     "Text (one sentence per line, blank lines between documents) to make "
                     "records from.")
-flags.DEFINE_string("vocab_file", f"{DATA}/vocab/bert-base-uncased-vocab.txt",
+flags.DEFINE_string("vocab_file", corpora.VOCAB_FILE,
                     "Vocab for making the records (uncased).")
 flags.DEFINE_float("corpus_mb", 1.0, "Megabytes of --corpus_file used to make records.")
 flags.DEFINE_list("presets", ["mini", "small"], "Config presets (bert_tf.config.PRESETS).")

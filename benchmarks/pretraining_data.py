@@ -1,7 +1,7 @@
 """create_pretraining_data: reference mode vs default mode vs the original's measured figures.
 
 For each corpus size, builds a corpus of about that many MB from the input files (whole lines,
-cut at the first document boundary after the size), then runs
+cut at the first document boundary after the size; the inputs over again when they hold less), then runs
 `data_prep/create_pretraining_data.py` on it as a subprocess in reference mode
 (--reproduce_original) and in default mode, and prints per run: instances, wall seconds,
 instances/s, CPU seconds (the process and its workers), peak RSS of the largest process and of
@@ -9,9 +9,10 @@ the whole process tree, and the summary figures; then a table of ratios against 
 figures of ORIGINAL_RELEASE.md section 9 (max_seq_length 128, dupe_factor 5).
 
 Usage (from the repository root):
-  python benchmarks/pretraining_data.py --sizes_mb=5,20 \
-      --input_files='../shared/data/corpora/austen_moby.txt,...' \
-      --vocab_file=../shared/data/vocab/bert-base-uncased-vocab.txt
+  python benchmarks/pretraining_data.py --sizes_mb=5,20
+
+The inputs default to the repository's two English corpora (9.5 MB, benchmarks/corpora.py) and
+the bert-base-uncased vocab; --input_files and --vocab_file take others.
 
 The machine may be shared: CPU seconds are less sensitive to load than wall time.
 """
@@ -26,16 +27,16 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import corpora  # pylint: disable=g-import-not-at-top,wrong-import-position
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DATA = os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")  # ../shared/data
 SCRIPT = os.path.join(REPO_ROOT, "data_prep", "create_pretraining_data.py")
 
 # ORIGINAL_RELEASE.md section 9: input MB -> (instances, wall seconds, peak RSS MB).
 ORIGINAL = {1: (13393, 21.5, 756), 5: (66973, 72.1, 951), 20: (269974, 257.7, 1678)}
 
-DEFAULT_INPUTS = ",".join(
-    os.path.join(DATA, "corpora", name)
-    for name in ("austen_moby.txt", "web_bible_books.txt", "linux_doc_en.txt"))
+DEFAULT_INPUTS = ",".join(corpora.paths())
 
 SUMMARY_PATTERNS = {
     "instances": r"instances\s+([\d,]+)",
@@ -158,9 +159,9 @@ def run_once(args, corpus_path, output_path, reference, seed):
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--input_files", default=DEFAULT_INPUTS,
-                      help="Comma-separated files or globs, concatenated in this order.")
+                      help="Comma-separated files or globs, concatenated in this order (and repeated).")
   parser.add_argument("--vocab_file",
-                      default=os.path.join(DATA, "vocab", "bert-base-uncased-vocab.txt"))
+                      default=corpora.VOCAB_FILE)
   parser.add_argument("--sizes_mb", default="5,20", help="Comma-separated corpus sizes in MB.")
   parser.add_argument("--modes", default="reference,default",
                       help="reference, default, or both (comma-separated).")
@@ -193,7 +194,7 @@ def main():
   rows = []
   for size in sizes:
     corpus_path = os.path.join(work_dir, f"corpus_{size:g}mb.txt")
-    actual = build_corpus(input_files, size, corpus_path)
+    actual = build_corpus(input_files, size, corpus_path, repeat=True)
     for seed in seeds:
       for mode in modes:
         output = os.path.join(work_dir, f"{mode}_{size:g}mb.tfrecord")

@@ -5,7 +5,9 @@ a time, as the original does, so its speed stands in for the original's. With --
 of every file must also give identical tokens, uncased and cased.
 
   .venv/bin/python benchmarks/reference_tokenizer_speed.py \
-      --vocab tests/data/vocab_uncased.txt ../shared/data/corpora/austen_moby.txt
+      --vocab tests/data/vocab_uncased.txt tests/data/cpd_austen_100k.txt
+
+(or any text file; benchmarks/corpora.py unpacks the committed austen_moby corpus).
 """
 
 import argparse

@@ -56,6 +56,8 @@ import time
 BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(BENCHMARKS)
 DATA_DIR = os.path.join(BENCHMARKS, "data")
+sys.path.insert(0, BENCHMARKS)
+import corpora  # pylint: disable=g-import-not-at-top,wrong-import-position
 SETS = ("short", "medium", "long")
 PEERS = ("onnxruntime", "hf_torch")
 TASKS = ("ours_classifier", "ours_tagger", "ours_squad")
@@ -127,9 +129,9 @@ def parse_args(argv=None):
                  help="A tiny random-weight BERT, few requests, one round: seconds, for CI.")
   p.add_argument("--make_data", action="store_true",
                  help="Write benchmarks/data/serving_*.txt from --corpora and exit.")
-  p.add_argument("--corpora", default=",".join(
-      os.path.join(os.path.dirname(REPO_ROOT), "shared", "data", "corpora", name)
-      for name in ("austen_moby.txt", "web_bible_books.txt")))
+  p.add_argument("--corpora", default=None,
+                 help="With --make_data: the texts' sources, comma-separated (default: the "
+                      "committed corpora of benchmarks/corpora.py).")
   p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
   args = p.parse_args(argv)
   if args.smoke:
@@ -198,7 +200,7 @@ def make_data(corpora, seed=0):
 
 
 def write_data(args):
-  sets = make_data(args.corpora.split(","))
+  sets = make_data(args.corpora.split(",") if args.corpora else corpora.paths())
   os.makedirs(DATA_DIR, exist_ok=True)
   for name, texts in sets.items():
     with open(os.path.join(DATA_DIR, f"serving_{name}.txt"), "w", encoding="utf-8") as f:

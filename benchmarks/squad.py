@@ -83,9 +83,7 @@ import harness  # pylint: disable=g-import-not-at-top,wrong-import-position
 import peers  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 REPO_ROOT = finetuning.REPO_ROOT
-DATA = finetuning.DATA
-flags.DEFINE_list("corpora", [f"{DATA}/corpora/{name}.txt" for name in
-                              ("austen_moby", "web_bible_books", "linux_doc_en")],
+flags.DEFINE_list("corpora", finetuning.corpora.paths(),
                   "Corpora (one sentence per line, blank lines between documents; globs) the "
                   "SQuAD files are made from; the English ones, SQuAD being English. If none "
                   "exists, the fixtures tests/data/squad/{train,dev}-v2.0.json are replicated.")

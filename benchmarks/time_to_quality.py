@@ -77,10 +77,10 @@ BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(BENCHMARKS)
 sys.path.insert(0, REPO_ROOT)
 sys.path.insert(0, BENCHMARKS)
+import corpora  # pylint: disable=g-import-not-at-top,wrong-import-position
 import curves  # pylint: disable=g-import-not-at-top,wrong-import-position
 import peers  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-DATA = os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")  # ../shared/data
 SYSTEMS = ("ours", "ours_dynamic", "ours_lamb", "ours_adam_bc", "model_garden", "hf", "hf_mlm")
 DEFAULT_SYSTEMS = ("ours", "ours_dynamic", "ours_lamb", "model_garden", "hf", "hf_mlm")
 NAMES = {"ours": "ours (run_pretraining defaults)",
@@ -95,10 +95,10 @@ PRECISION_TEXT = {"none": "float32",
 # Systems whose accuracy sets the target: the faithful objective (masked LM + next sentence).
 TARGET_SYSTEMS = ("ours", "ours_dynamic", "ours_lamb", "ours_adam_bc", "model_garden", "hf")
 
-flags.DEFINE_string("corpus_file", f"{DATA}/corpora/austen_moby.txt",
+flags.DEFINE_string("corpus_file", corpora.path("austen_moby"),
                     "Text in the original's format (one sentence per line, blank lines between "
                     "documents).")
-flags.DEFINE_string("vocab_file", f"{DATA}/vocab/bert-base-uncased-vocab.txt",
+flags.DEFINE_string("vocab_file", corpora.VOCAB_FILE,
                     "WordPiece vocab (uncased: --do_lower_case=True in the data prep).")
 flags.DEFINE_string("bert_config_file", os.path.join(REPO_ROOT, "configs",
                                                      "bert_config_mini.json"), "Model config.")

@@ -10,9 +10,11 @@ and prints MB/s, wordpieces/s, the speed ratio against (1) and the fraction of l
 equal the reference's (2).
 
 Usage (from the repository root):
-  python benchmarks/tokenization.py \
-      --input_files=../shared/data/corpora/*.txt \
-      --vocab_file=../shared/data/vocab/bert-base-uncased-vocab.txt --do_lower_case=true
+  python benchmarks/tokenization.py --do_lower_case=true
+
+By default the input is the repository's English corpora and its Chinese sample
+(benchmarks/corpora.py) with the bert-base-uncased vocab; --input_files and --vocab_file take
+others.
 
 --check compares only the in-graph tokenizer with the reference on every line (no timing table)
 and exits with status 1 if any line differs: the corpus parity check.
@@ -28,7 +30,8 @@ import unicodedata
 # Run as a script from the repository root: make `bert_tf` importable without installation.
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
-DATA = os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")  # ../shared/data
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import corpora  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf import cli  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
@@ -263,10 +266,10 @@ def run_benchmark(lines, vocab_file, do_lower_case, batch_size, num_threads, ski
 def main(argv=None):
   cli.choose_cpu_kernels()  # the commands' kernels, before the in-graph tokenizer loads TensorFlow
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--input_files", default=os.path.join(DATA, "corpora", "*.txt"),
+  parser.add_argument("--input_files", default=",".join(corpora.paths() + [corpora.CHINESE_60K]),
                       help="comma-separated globs of text files, one sentence per line")
   parser.add_argument("--vocab_file",
-                      default=os.path.join(DATA, "vocab", "bert-base-uncased-vocab.txt"))
+                      default=corpora.VOCAB_FILE)
   parser.add_argument("--do_lower_case", default="true",
                       help="true, false, or both (run twice)")
   parser.add_argument("--max_mb", type=float, default=0,
