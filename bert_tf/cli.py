@@ -170,6 +170,36 @@ def define_fine_tuning_flags(flag_values=FLAGS, *, export_help: str) -> None:
                     "Go on (with a warning) when --vocab_file or --do_lower_case contradicts "
                     "what the checkpoint was trained with.", **fv)
   define_length_flags(flag_values, grouping=True)
+  define_distillation_flags(flag_values)
+
+
+def define_distillation_flags(flag_values=FLAGS) -> None:
+  """Distillation from a fine-tuned teacher (--teacher, --distill_alpha,
+  --distill_temperature) and the layers a shallower model takes from a deeper
+  --init_checkpoint (--init_layers)."""
+  from bert_tf.training import distillation  # pylint: disable=g-import-not-at-top
+  fv = dict(flag_values=flag_values)
+  flags.DEFINE_string(
+      "teacher", None, "Distil from this teacher: a model fine-tuned on the same task (a run's "
+      "output_dir, or any checkpoint the converters read, with its head and its "
+      "task_info.json or config.json). The run's model (the student) learns from a mix of the "
+      "labels and the teacher's soft targets; the teacher runs frozen in the training step. "
+      "Its vocab, casing, labels (and their order), head and max_seq_length must be the "
+      "run's; its dev results are computed first (output_dir/teacher/, and teacher_* in the "
+      "results).", **fv)
+  flags.DEFINE_float(
+      "distill_alpha", distillation.DEFAULT_ALPHA, "With --teacher: the weight of the task's own "
+      "(hard-label) loss; the teacher's soft loss weighs 1 - alpha (0: soft targets only).",
+      **fv)
+  flags.DEFINE_float(
+      "distill_temperature", distillation.DEFAULT_TEMPERATURE, "With --teacher: the softmax "
+      "temperature T of the soft targets; the soft loss is scaled by T^2 (a regression "
+      "head's soft loss is the squared error to the teacher's score, without T).", **fv)
+  flags.DEFINE_string(
+      "init_layers", "even", "Which encoder layers of an --init_checkpoint deeper than the "
+      "model it takes: even (evenly spaced from the first to the last, as DistilBERT: 6 of 12 "
+      "are 0,2,4,7,9,11), first (the first ones), or the checkpoint's layer numbers from 0 "
+      "(e.g. 0,3,5). Logged.", **fv)
 
 
 def define_serving_flags(flag_values=FLAGS) -> None:

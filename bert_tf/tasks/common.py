@@ -15,7 +15,9 @@ from absl import logging
 from bert_tf import length_buckets as length_buckets_lib
 from bert_tf import row_packing
 from bert_tf.model import provenance
+from bert_tf.training import distillation
 from bert_tf.training import distribution
+from bert_tf.training import layer_selection
 from bert_tf.training import optimization
 from bert_tf.training import packed_rows
 
@@ -32,6 +34,10 @@ class FineTuningSettings:
   keep_checkpoint_max, max_nonfinite_steps and shuffle_buffer_size (the original's 100) as in
   run_pretraining; export (a TF Serving model at the end of training);
   allow_tokenizer_mismatch.
+  Distillation (tasks.teaching): teacher (a fine-tuned model of the same task whose soft
+  targets the run learns from; None: none), distill_alpha (the hard-label loss's weight),
+  distill_temperature; init_layers (which encoder layers of a deeper --init_checkpoint the
+  model takes, training.layer_selection).
   """
   init_checkpoint: Optional[str] = None
   do_lower_case: Optional[bool] = True  # None: what the starting model records, else True
@@ -57,6 +63,10 @@ class FineTuningSettings:
   length_buckets: str = length_buckets_lib.AUTO
   group_by_length: bool = False
   packing: str = "auto"
+  teacher: Optional[str] = None
+  distill_alpha: float = distillation.DEFAULT_ALPHA
+  distill_temperature: float = distillation.DEFAULT_TEMPERATURE
+  init_layers: str = layer_selection.EVEN
 
   @property
   def packing_mode(self) -> packed_rows.PackingMode:
@@ -158,9 +168,30 @@ def fine_tuning_problems(settings: FineTuningSettings, num_replicas: int) -> Lis
                            use_tpu=settings.use_tpu)
     except length_buckets_lib.LengthBucketsError as e:
       problems.append(str(e))
+  problems += distillation_problems(settings)
   split = num_replicas * max(1, settings.gradient_accumulation_steps)
   if settings.do_train and settings.train_batch_size > 0 and settings.train_batch_size % split:
     problems.append(f"--train_batch_size={settings.train_batch_size} must be a multiple of "
                     f"replicas ({num_replicas}) x --gradient_accumulation_steps "
                     f"({settings.gradient_accumulation_steps})")
+  return problems
+
+
+def distillation_problems(settings: FineTuningSettings) -> List[str]:
+  """What is wrong with the distillation flags (--teacher, --distill_alpha,
+  --distill_temperature, --init_layers), one message per flag."""
+  problems = []
+  if not 0.0 <= settings.distill_alpha <= 1.0:
+    problems.append(f"--distill_alpha must be in [0, 1] (the hard-label loss's weight), got "
+                    f"{settings.distill_alpha}")
+  if not settings.distill_temperature > 0:
+    problems.append(f"--distill_temperature must be positive, got "
+                    f"{settings.distill_temperature}")
+  if settings.teacher and not settings.do_train:
+    problems.append(f"--teacher={settings.teacher} teaches a run that trains: add --do_train "
+                    "or drop --teacher")
+  try:
+    layer_selection.parse_init_layers(settings.init_layers)
+  except ValueError as e:
+    problems.append(str(e))
   return problems

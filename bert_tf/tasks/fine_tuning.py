@@ -50,6 +50,7 @@ from bert_tf.model import checkpoints
 from bert_tf.model import exporting
 from bert_tf.tasks import common
 from bert_tf.tasks import start as start_lib
+from bert_tf.tasks import teaching
 from bert_tf.training import bucketing
 from bert_tf.training import distribution
 from bert_tf.training import evaluation
@@ -112,6 +113,7 @@ class RunState:
   inputs: TaskInputs
   start: start_lib.Start = dataclasses.field(default_factory=start_lib.Start)
   trainer: Optional[loop.Trainer] = None
+  teacher: Optional[teaching.Teacher] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,6 +141,11 @@ class FineTuningTask:
     export_info: (settings, info, result) -> the task_info the export records (default: info).
     packs_exactly: whether the task's loss on packed rows is its unpacked loss (--packing=auto
       packs only such tasks; a task whose loss is not, e.g. one normalized per row, says False).
+    distill: (inputs, teacher_outputs, temperature, alpha) -> the loop.Task of the task's loss
+      mixed with a teacher's soft targets (teacher_outputs: batch -> the teacher's outputs);
+      None: the task cannot be taught (--teacher is refused).
+    results_files: the files of results the task writes in output_dir (`key = value` text or
+      JSON), to which a distilled run adds its teacher's results (tasks.teaching).
   """
   program: str
   head: str
@@ -153,6 +160,8 @@ class FineTuningTask:
   evaluate: Callable[[RunState, Dict[str, Any]], Dict[str, Any]]
   export_info: Optional[Callable[[Any, Dict[str, Any], Dict[str, Any]], Dict[str, Any]]] = None
   packs_exactly: bool = True
+  distill: Optional[Callable[..., loop.Task]] = None
+  results_files: Tuple[str, ...] = ()
 
 
 # The export a command hands in (model.exporting's convention, shared with run_pretraining):
@@ -193,6 +202,7 @@ def run(task: FineTuningTask, config: BertConfig, settings,
       run_folder.run_outputs(settings.output_dir, list(inputs.outputs)),
       dict(inputs.inputs, **{"--vocab_file": settings.vocab_file}))
   run_folder.note_training_data(settings, start, inputs.info, list(inputs.train_files))
+  teaching.check_teacher(settings, inputs.info, task.distill is not None, task.program)
   if not settings.do_train and start.checkpoint is None:
     # Refused before output_dir is touched (init_fine_tuning refuses the other untrained cases).
     raise TrainingError(
@@ -245,11 +255,14 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
   packed = settings.packing_mode.packed
   run_ = loop.prepare_run(state.strategy,
                           lambda: task.build_model(state.config, state.inputs, packed=packed),
-                          task.loss(state.inputs), settings, max(steps, 1),
+                          _loop_task(task, state), settings, max(steps, 1),
                           int(steps * settings.warmup_proportion), state.chief)
   state.trainer = run_.trainer
   init_fine_tuning(run_, settings, state.start, task.head_layer, task.head_name, task.untrained,
                    fresh_head=state.inputs.fresh_head)
+  # The teacher is built after the student, so that the student starts from the weights a
+  # run without --teacher starts from (building a model draws on the random initializers).
+  result.update(_teach(task, state, packed))
   run_folder.record_run_info(state.config, settings, state.start, state.chief, state.inputs.info)
   if settings.do_train:
     grouped = settings.grouped(settings.max_seq_length)
@@ -276,6 +289,8 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
       state.config, state.inputs, packed=False), state.strategy) if packed else run_.model
 
   result.update(task.evaluate(state, result))
+  if state.teacher is not None and state.chief:
+    teaching.merge_results_files(settings.output_dir, task.results_files)
   if settings.do_train and settings.export and state.chief and exporter is not None:
     info = state.inputs.info
     if task.export_info is not None:
@@ -287,6 +302,39 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
   if not state.chief:
     io.remove(state.record_dir)
   return result
+
+
+def _loop_task(task: FineTuningTask, state: RunState) -> loop.Task:
+  """The task's loss; with --teacher, mixed with the soft targets of state.teacher (loaded by
+  _teach before the first step)."""
+  loop_task = task.loss(state.inputs)
+  if not state.settings.teacher:
+    return loop_task
+
+  def teacher_outputs(batch):
+    return state.teacher.outputs(loop_task.model_inputs)(batch)
+
+  return task.distill(state.inputs, teacher_outputs, state.settings.distill_temperature,
+                      state.settings.distill_alpha)
+
+
+def _teach(task: FineTuningTask, state: RunState, packed: bool) -> Dict[str, Any]:
+  """With --teacher: loads the teacher into state.teacher and evaluates it first (with the
+  task's evaluate, in output_dir/teacher/); its teacher_-prefixed results."""
+  settings = state.settings
+  if not settings.teacher:
+    return {}
+  state.teacher = teaching.load_teacher(
+      settings, lambda config: task.build_model(config, state.inputs, packed=packed),
+      state.strategy)
+  trainer = loop.Trainer(state.strategy, state.teacher.model, None, task.loss(state.inputs),
+                         settings.train_batch_size)
+  output_dir = teaching.teacher_dir(settings.output_dir)
+  if state.chief:
+    io.makedirs(output_dir)
+  teacher_state = dataclasses.replace(
+      state, trainer=trainer, settings=dataclasses.replace(settings, output_dir=output_dir))
+  return teaching.evaluate_teacher(task.evaluate, state, teacher_state)
 
 
 def training_packing(settings, records: str, micro_batch_per_replica: int
@@ -426,7 +474,8 @@ def init_fine_tuning(run: loop.Run, settings, start: start_lib.Start, head_layer
       # The layers below the head, sharing the model's variables: the head is not in it.
       target = keras.Model(run.model.inputs, head.input, name=f"{run.model.name}_without_head")
       logging.warning("The %s starts from random weights: %s", head_name, fresh_head)
-    restored = loop.load_init_checkpoint(target, settings.init_checkpoint)
+    restored = loop.load_init_checkpoint(target, settings.init_checkpoint,
+                                         settings.init_layers)
     head_trained = head.kernel.path in restored
   loop.log_variables(run.model, restored)
   if not settings.do_train and not head_trained:
@@ -496,7 +545,7 @@ def summarize(runs: Sequence[Mapping[str, float]]) -> Dict[str, Tuple[float, flo
 
 def _scalar_results(result: Mapping[str, Any]) -> Dict[str, float]:
   return {k: float(v) for k, v in result.items()
-          if k.startswith("eval_") or k in ("loss", "global_step")}
+          if k.startswith(("eval_", "teacher_eval_")) or k in ("loss", "global_step")}
 
 
 def _refuse_repeats(flag: str, values: Sequence[Any]) -> None:

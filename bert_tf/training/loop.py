@@ -33,6 +33,7 @@ import tensorflow as tf
 from bert_tf import io
 from bert_tf.model import checkpoints
 from bert_tf.training import input_pipeline
+from bert_tf.training import layer_selection
 from bert_tf.training import optimization
 from bert_tf.training import packed_rows
 from bert_tf.training import run_folder
@@ -528,12 +529,14 @@ def train(trainer: Trainer, iterator, global_step: tf.Variable, manager,
 # === Weights from init_checkpoint ===
 
 
-def load_init_checkpoint(model, path: str) -> Set[str]:
+def load_init_checkpoint(model, path: str, init_layers: Optional[str] = None) -> Set[str]:
   """Loads weights only (no optimizer state, no step) into `model` (checkpoints.load_weights).
 
   Args:
     model: the task's model.
     path: any checkpoint checkpoints.read_weights reads (a run directory for its latest).
+    init_layers: --init_layers: which encoder layers of a checkpoint deeper than the model it
+      takes (layer_selection; None: evenly spaced).
 
   Returns:
     The paths of the model variables that were restored.
@@ -542,7 +545,15 @@ def load_init_checkpoint(model, path: str) -> Set[str]:
     TrainingError: unreadable, of another shape, or sharing no variable with the model.
   """
   try:
-    report = checkpoints.load_weights(model, path, strict=False)
+    layer_selection.parse_init_layers(init_layers)
+  except ValueError as e:
+    raise TrainingError(str(e)) from None
+  try:
+    report = layer_selection.load_selected_layers(model, path, init_layers)
+    if report is None:
+      report = checkpoints.load_weights(model, path, strict=False)
+  except layer_selection.InitLayersError as e:
+    raise TrainingError(str(e)) from None
   except (FileNotFoundError, ValueError, KeyError, IndexError, tf.errors.OpError) as e:
     # OpError: TensorFlow's reader on a file that is not a checkpoint (DataLossError);
     # IndexError: a truncated checkpoint ("Read less bytes than requested").

@@ -33,6 +33,7 @@ from bert_tf.tasks.classifier import metrics as classifier_metrics
 from bert_tf.training import evaluation
 from bert_tf.training import loop
 from bert_tf.training import losses
+from bert_tf.training.distillation import predictions
 
 # === The task (classification) ===
 
@@ -164,6 +165,42 @@ REGRESSION_TASK = loop.Task(model_inputs=model_inputs, normalizers=normalizers,
                             replica_loss=regression_loss, sum_names=("squared_error", "examples"),
                             train_metrics=regression_train_metrics,
                             eval_sums=regression_eval_sums, eval_results=regression_eval_results)
+
+
+# === Distillation (--teacher) ===
+
+
+def distillation_task(teacher_outputs, temperature: float, alpha: float,
+                      regression: bool = False) -> loop.Task:
+  """TASK (or REGRESSION_TASK) learning from a teacher: per example, alpha x the task's loss +
+  (1 - alpha) x the soft loss (cross-entropy to the teacher's probabilities at temperature T,
+  scaled by T^2; regression: squared error to the teacher's score), over the same examples and
+  denominator as the task's own loss; the metric sums stay the task's.
+
+  Args:
+    teacher_outputs: batch -> the teacher's outputs ({"logits": ...}) on the same batch (the
+      frozen teacher in the step, or its cached outputs).
+    temperature: T > 0.
+    alpha: the hard loss's weight in [0, 1].
+    regression: a regression head.
+  """
+  base = REGRESSION_TASK if regression else TASK
+
+  def replica_loss(outputs, batch, global_normalizers, examples_per_update):
+    teacher = teacher_outputs(batch)
+    labels = batch["label_ids"]
+    if regression:
+      per_example = predictions.regression_loss(outputs["logits"], teacher["logits"], labels,
+                                                alpha)
+    else:
+      per_example = predictions.classifier_loss(outputs["logits"], teacher["logits"],
+                                                tf.cast(labels, tf.int32), temperature, alpha)
+    loss = tf.reduce_sum(_weights(batch) * per_example) / _denominator(global_normalizers,
+                                                                        examples_per_update)
+    _, sums = base.replica_loss(outputs, batch, global_normalizers, examples_per_update)
+    return loss, sums
+
+  return base._replace(replica_loss=replica_loss)
 
 
 # === Metrics from per-example predictions ===

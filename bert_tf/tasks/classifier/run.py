@@ -297,6 +297,12 @@ def _loss(inputs: fine_tuning.TaskInputs):
   return classifier.REGRESSION_TASK if inputs.data["labels"] is None else classifier.TASK
 
 
+def _distill(inputs: fine_tuning.TaskInputs, teacher_outputs, temperature: float,
+             alpha: float):
+  return classifier.distillation_task(teacher_outputs, temperature, alpha,
+                                      regression=inputs.data["labels"] is None)
+
+
 def _record_spec(inputs: fine_tuning.TaskInputs, max_seq_length: int, is_training: bool):
   del is_training  # the same records for training, evaluation and prediction
   return classifier_data.record_spec(max_seq_length, regression=inputs.data["labels"] is None)
@@ -393,7 +399,8 @@ TASK = fine_tuning.FineTuningTask(
                "(google-research/bert#1037). Add --do_train, or point --init_checkpoint at a "
                "fine-tuned classifier"),
     read=_read, train_records=_train_records, build_model=_build_model, loss=_loss,
-    record_spec=_record_spec, evaluate=_evaluate)
+    record_spec=_record_spec, evaluate=_evaluate, distill=_distill,
+    results_files=tuple(f"eval_results{suffix}.txt" for suffix in ("", MISMATCHED)))
 
 
 def run_classifier(config: BertConfig, settings: ClassifierSettings,

@@ -23,3 +23,9 @@ tasks/classifier.py has them; teacher_logits from the frozen teacher or its cach
 and the intermediate losses add their per-position sums over the global count of real
 positions, each with its own weight.
 """
+
+# The defaults of --distill_alpha (the hard-label loss's weight) and --distill_temperature: see
+# docs/distillation.md for the measurements they come from. Here, in a module that imports no
+# TensorFlow, so that a command's --help does not pay for it.
+DEFAULT_ALPHA = 0.5
+DEFAULT_TEMPERATURE = 2.0

@@ -1,0 +1,177 @@
+"""The teacher of a distilled fine-tuning run (--teacher): checked, loaded frozen, evaluated first.
+
+A run with --teacher=PATH trains its model (the student: --bert_config_file, --init_checkpoint)
+on a mix of the task's own loss and the teacher's soft targets (training/distillation's losses,
+weighted by --distill_alpha, at --distill_temperature). The teacher is a model fine-tuned on the
+same task: one of our run folders (or a checkpoint in it), or any checkpoint the converters read
+with its head and a record of it (task_info.json, a Hugging Face config.json).
+
+  check_teacher  before anything is written: the task can be taught, and the teacher's record
+                 agrees with the student's (head kind, labels and their order, vocab md5,
+                 casing, max_seq_length; training.distillation.teacher), one line per problem
+  load_teacher   its config (bert_config.json or config.json beside the weights) and weights,
+                 strictly (a teacher missing its head's weights is refused), built as the
+                 task builds its model (packed when the student's batches are), frozen,
+                 under the run's strategy; it then runs inside the training step in inference
+                 mode (training=False), on the student's own batches
+  evaluate_teacher  its dev results, before training, with the task's own evaluation: in
+                 output_dir/teacher/ (its eval results and predictions), logged, and added
+                 to the student's results files as teacher_<key> (e.g. teacher_eval_accuracy)
+
+The teacher is never part of the student's checkpoint or export: a resumed run loads it again,
+and the student exports as any fine-tuned model.
+"""
+
+import dataclasses
+import json
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence
+
+from absl import logging
+import keras
+import tensorflow as tf
+
+from bert_tf import io
+from bert_tf.config import BertConfig
+from bert_tf.model import checkpoints
+from bert_tf.model import provenance
+from bert_tf.training import evaluation
+from bert_tf.training.distillation import teacher as teacher_lib
+from bert_tf.training.errors import TrainingError
+
+TEACHER_DIR = "teacher"
+PREFIX = "teacher_"
+
+
+@dataclasses.dataclass(frozen=True)
+class Teacher:
+  """A loaded teacher: where it came from, its config and its frozen Keras model."""
+  path: str
+  config: BertConfig
+  model: keras.Model
+
+  def outputs(self, model_inputs: Callable[[Mapping[str, tf.Tensor]], Dict[str, tf.Tensor]]
+              ) -> Callable[[Mapping[str, tf.Tensor]], Dict[str, tf.Tensor]]:
+    """batch -> the teacher's outputs on it, in inference mode (no dropout), held constant."""
+
+    def teacher_outputs(batch):
+      outputs = self.model(model_inputs(batch), training=False)
+      return {key: tf.stop_gradient(value) for key, value in outputs.items()}
+
+    return teacher_outputs
+
+
+def _flag(settings) -> str:
+  return f"{teacher_lib.TEACHER_FLAG}={settings.teacher}"
+
+
+def check_teacher(settings, info: Mapping[str, Any], can_teach: bool, program: str) -> None:
+  """Refuses a teacher before anything is written: a task without distillation, an unreadable
+  teacher, or one whose record contradicts the student's run (info: its task_info).
+
+  Raises:
+    TrainingError: one line naming --teacher and every problem.
+  """
+  if not settings.teacher:
+    return
+  if not can_teach:
+    raise TrainingError(f"{_flag(settings)}: {program} has no distillation loss; --teacher "
+                        "teaches run_classifier, run_ner and run_squad")
+  try:
+    teacher = teacher_lib.read_record(settings.teacher)
+  except (FileNotFoundError, ValueError) as e:
+    raise TrainingError(f"{_flag(settings)}: {e}") from None
+  student = teacher_lib.record_of_task_info(
+      info, io.join(settings.output_dir, provenance.TASK_INFO_FILE), settings.output_dir)
+  try:
+    teacher_lib.check_teacher(teacher, student)
+  except teacher_lib.TeacherMismatchError as e:
+    raise TrainingError(str(e)) from None
+
+
+def teacher_config(settings) -> BertConfig:
+  """The teacher's config, from beside its weights, checked against the run's max_seq_length."""
+  try:
+    config = checkpoints.config_beside(checkpoints.resolve_checkpoint(settings.teacher))
+  except (FileNotFoundError, ValueError) as e:
+    raise TrainingError(f"{_flag(settings)}: {e}") from None
+  if config.max_position_embeddings < settings.max_seq_length:
+    raise TrainingError(f"{_flag(settings)} reads at most {config.max_position_embeddings} "
+                        f"positions but --max_seq_length={settings.max_seq_length}")
+  return config
+
+
+def load_teacher(settings, build_model: Callable[[BertConfig], keras.Model],
+                 strategy: tf.distribute.Strategy) -> Teacher:
+  """The teacher's model (build_model(its config), the task's model), its weights loaded
+  strictly under the strategy and frozen.
+
+  Raises:
+    TrainingError: no config beside it, weights it cannot read or that miss a variable of the
+      task's model (a teacher without its fine-tuned head).
+  """
+  config = teacher_config(settings)
+  with strategy.scope():
+    model = build_model(config)
+    try:
+      checkpoints.load_weights(model, settings.teacher, strict=True)
+    except (FileNotFoundError, ValueError, KeyError, tf.errors.OpError) as e:
+      reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+      raise TrainingError(f"{_flag(settings)}: cannot load it as the task's model "
+                          f"({reason})") from None
+  model.trainable = False
+  logging.info("Teacher %s: %d layers, hidden size %d, frozen (the student: its own config)",
+               settings.teacher, config.num_hidden_layers, config.hidden_size)
+  return Teacher(settings.teacher, config, model)
+
+
+def evaluate_teacher(evaluate: Callable[[Any, Dict[str, Any]], Dict[str, Any]], state,
+                     teacher_state) -> Dict[str, Any]:
+  """The teacher's results with the task's evaluate (teacher_state: the run's state with the
+  teacher's trainer and output_dir/teacher), logged first; teacher_-prefixed scalars."""
+  logging.info("***** The teacher's results (%s) *****", state.settings.teacher)
+  results = evaluate(teacher_state, {"global_step": 0})
+  prefixed = {f"{PREFIX}{key}": value for key, value in _scalars(results).items()}
+  for key in sorted(prefixed):
+    logging.info("  %s = %s", key, prefixed[key])
+  return prefixed
+
+
+def _scalars(results: Mapping[str, Any], prefix: str = "") -> Dict[str, float]:
+  """The scalar entries of a task's results, nested dicts flattened as <key>_<entry>."""
+  flat = {}
+  for key, value in results.items():
+    if key == "global_step":
+      continue
+    if isinstance(value, Mapping):
+      flat.update(_scalars(value, f"{prefix}{key}_"))
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+      flat[f"{prefix}{key}"] = float(value)
+  return flat
+
+
+def teacher_dir(output_dir: str) -> str:
+  return io.join(output_dir, TEACHER_DIR)
+
+
+def merge_results_files(output_dir: str, names: Sequence[str]) -> None:
+  """Adds the teacher's entries (output_dir/teacher/<name>) to the student's results file
+  output_dir/<name>, each as teacher_<key>: `key = value` text files, or JSON objects."""
+  for name in names:
+    mine, theirs = io.join(output_dir, name), io.join(teacher_dir(output_dir), name)
+    if not (io.exists(mine) and io.exists(theirs)):
+      continue
+    if name.endswith(".json"):
+      student, teacher = json.loads(io.read_text(mine)), json.loads(io.read_text(theirs))
+      student.update({f"{PREFIX}{k}": v for k, v in teacher.items()})
+      io.write_text(mine, json.dumps(student, indent=2) + "\n")
+    else:  # the values as written (global_step stays an integer)
+      student = _text_results(mine)
+      student.update({f"{PREFIX}{k}": v for k, v in _text_results(theirs).items()
+                      if k != "global_step"})
+      evaluation.write_eval_results(mine, student)
+
+
+def _text_results(path: str) -> Dict[str, str]:
+  """A `key = value` results file's entries, the values as written."""
+  pairs = (line.split(" = ", 1) for line in io.read_text(path).splitlines() if " = " in line)
+  return {key: value for key, value in pairs}

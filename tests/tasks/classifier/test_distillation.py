@@ -1,0 +1,152 @@
+"""run_classifier --teacher: the distillation loss against NumPy, the teacher's guards with real
+mismatched folders, its dev results first, and a distilled run that trains like the plain one
+when the teacher weighs nothing.
+
+Data: tests/data/classifier/source (real sentences; tests/data/README.md). Teachers: tiny
+random classifiers written as the original's checkpoints with our task_info.json
+(test_run.fine_tuned_checkpoint), so no teacher is trained here.
+"""
+
+import dataclasses
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.model import checkpoints
+from bert_tf.model import provenance
+from bert_tf.tasks.classifier import loss as classifier
+from bert_tf.tasks.classifier import run as cr
+from bert_tf.training import evaluation
+from bert_tf.training.errors import TrainingError
+from tests.tasks.classifier.test_run import CONFIG, fine_tuned_checkpoint, source_settings
+
+LABELS = ("austen", "bible", "linux")
+
+
+def _teacher(directory, labels=LABELS, config=CONFIG, **info):
+  """A teacher: a random fine-tuned classifier (the original's checkpoint: its prefix is
+  returned) with bert_config.json and task_info.json beside it."""
+  os.makedirs(directory, exist_ok=True)
+  prefix, _ = fine_tuned_checkpoint(directory, labels, **info)
+  config.to_json_file(os.path.join(directory, "bert_config.json"))
+  return prefix
+
+
+# === The loss ===
+
+
+def _log_softmax(x):
+  x = x - x.max(-1, keepdims=True)
+  return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+@pytest.mark.parametrize("alpha, temperature", [(0.0, 2.0), (0.3, 3.0), (1.0, 1.0)])
+def test_classifier_distillation_loss_equals_numpy(alpha, temperature):
+  rng = np.random.default_rng(7)
+  student = rng.standard_normal([5, 3]).astype(np.float32)
+  teacher = rng.standard_normal([5, 3]).astype(np.float32) * 2
+  labels = np.array([0, 2, 1, 1, 0], np.int32)
+  real = np.array([1, 1, 1, 0, 1], np.int32)  # a TPU padding example weighs 0
+  task = classifier.distillation_task(lambda batch: {"logits": tf.constant(teacher)},
+                                      temperature, alpha)
+  batch = {"label_ids": tf.constant(labels), "is_real_example": tf.constant(real)}
+  loss, sums = task.replica_loss({"logits": tf.constant(student)}, batch, {}, 8)
+  hard = -_log_softmax(student)[np.arange(5), labels]
+  soft = -(np.exp(_log_softmax(teacher / temperature))
+           * _log_softmax(student / temperature)).sum(-1) * temperature ** 2
+  expected = np.sum(real * (alpha * hard + (1 - alpha) * soft)) / 8
+  assert float(loss) == pytest.approx(expected, rel=1e-5)
+  assert float(sums["examples"]) == 4  # the metric sums stay the task's
+  assert float(sums["correct"]) == np.sum(real * (student.argmax(-1) == labels))
+
+
+def test_regression_distillation_loss_is_squared_error_to_the_teacher():
+  student, teacher = np.array([[0.5], [2.0]], np.float32), np.array([[1.0], [1.0]], np.float32)
+  targets = np.array([0.0, 3.0], np.float32)
+  task = classifier.distillation_task(lambda batch: {"logits": tf.constant(teacher)}, 5.0, 0.25,
+                                      regression=True)
+  loss, _ = task.replica_loss({"logits": tf.constant(student)},
+                              {"label_ids": tf.constant(targets)}, {}, 2)
+  expected = (0.25 * (0.25 + 1.0) + 0.75 * (0.25 + 1.0)) / 2  # no temperature for scores
+  assert float(loss) == pytest.approx(expected)
+
+
+# === The guards, before anything is written ===
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(labels=("bible", "austen", "linux")), "in another order"),
+    (dict(labels=("a", "b", "c")), "has the labels ['a', 'b', 'c']"),
+    (dict(vocab_md5="0" * 32), "its vocab has md5 " + "0" * 32),
+    (dict(do_lower_case=False), "do_lower_case=False"),
+    (dict(max_seq_length=64), "max_seq_length=64"),
+    (dict(head=provenance.TAGGER), "has a tagger head but the student a classifier head"),
+])
+def test_a_teacher_that_contradicts_the_run_is_refused_before_writing(tmp_path, change,
+                                                                       message):
+  labels = change.pop("labels", LABELS)
+  teacher = _teacher(tmp_path / "teacher", labels, **change)
+  output_dir = tmp_path / "student"
+  with pytest.raises(TrainingError, match="--teacher=") as error:
+    cr.run_classifier(CONFIG, source_settings(output_dir, teacher=teacher))
+  assert message in str(error.value) and "\n" not in str(error.value)
+  assert not output_dir.exists()
+
+
+def test_a_teacher_never_fine_tuned_or_unreadable_is_refused(tmp_path):
+  pretrained = tmp_path / "pretrained"
+  pretrained.mkdir()
+  checkpoints.write_tf1_checkpoint(
+      {"bert/embeddings/word_embeddings": np.zeros([4, 2], np.float32)},
+      str(pretrained / "model.ckpt"))
+  with pytest.raises(TrainingError, match="records no head: a teacher must be a model "
+                     "fine-tuned on the student's task"):
+    cr.run_classifier(CONFIG, source_settings(tmp_path / "a", teacher=str(pretrained)))
+  with pytest.raises(TrainingError, match="--teacher=.* teaches a run that trains"):
+    source_settings(tmp_path / "b", teacher=str(pretrained), do_train=False).check(CONFIG)
+  with pytest.raises(TrainingError, match="--distill_alpha must be in"):
+    source_settings(tmp_path / "c", distill_alpha=1.5).check(CONFIG)
+  assert not (tmp_path / "a").exists()
+
+
+def test_a_teacher_without_its_heads_weights_is_refused(tmp_path):
+  """task_info.json says classifier, but the checkpoint holds no head: refused strictly."""
+  teacher = _teacher(tmp_path / "teacher")
+  values = checkpoints.read_weights(teacher)
+  del values["output_weights"], values["output_bias"]
+  teacher = checkpoints.write_tf1_checkpoint(values, str(tmp_path / "teacher" / "headless"))
+  with pytest.raises(TrainingError, match="cannot load it as the task's model"):
+    cr.run_classifier(CONFIG, source_settings(tmp_path / "student", teacher=teacher,
+                                              do_predict=False))
+
+
+# === Distilled runs ===
+
+NO_DROPOUT = CONFIG.replace(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+@pytest.mark.slow
+def test_the_teachers_results_come_first_and_alpha_one_trains_as_without_teacher(tmp_path):
+  """The teacher's dev results (teacher_*) are its own evaluation's (a run evaluating the teacher
+  checkpoint); with --distill_alpha=1 the student trains exactly as a run without teacher, with
+  0 it learns something else."""
+  teacher = _teacher(tmp_path / "teacher")
+  plain_eval = cr.run_classifier(CONFIG, source_settings(
+      tmp_path / "eval_only", init_checkpoint=teacher, do_train=False, do_predict=False))
+  runs = {}
+  for name, extra in (("plain", {}), ("alpha1", dict(teacher=teacher, distill_alpha=1.0)),
+                      ("alpha0", dict(teacher=teacher, distill_alpha=0.0))):
+    runs[name] = cr.run_classifier(NO_DROPOUT, source_settings(
+        tmp_path / name, do_predict=False, num_train_epochs=0.5, **extra))
+  written = evaluation.read_eval_results(str(tmp_path / "alpha0" / "eval_results.txt"))
+  for key in ("eval_accuracy", "eval_loss"):
+    assert written[f"teacher_{key}"] == pytest.approx(plain_eval[key], rel=1e-6)
+    assert runs["alpha0"][f"teacher_{key}"] == pytest.approx(plain_eval[key], rel=1e-6)
+  assert written["eval_accuracy"] == pytest.approx(runs["alpha0"]["eval_accuracy"])
+  assert (tmp_path / "alpha0" / "teacher" / "eval_results.txt").exists()
+  plain, alpha1, alpha0 = (runs[n]["model"].get_layer("classifier").kernel.numpy()
+                           for n in ("plain", "alpha1", "alpha0"))
+  np.testing.assert_allclose(alpha1, plain, rtol=1e-5, atol=1e-6)
+  assert np.abs(alpha0 - plain).max() > 1e-3
