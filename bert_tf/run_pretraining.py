@@ -79,7 +79,37 @@ def define_flags(flag_values=FLAGS) -> None:
   flags.DEFINE_bool("allow_tokenizer_mismatch", False,
                     "Run even when --vocab_file is not the vocab the data was made with (its md5 "
                     "differs from the data's metadata); logged as a warning.", **fv)
+  _define_distillation_flags(flag_values)
   flags.mark_flags_as_required(["bert_config_file", "input_file", "output_dir"], **fv)
+
+
+def _define_distillation_flags(flag_values) -> None:
+  """Pretraining distillation (--teacher and its weights) and --init_layers."""
+  from bert_tf.training import distillation  # pylint: disable=g-import-not-at-top
+  fv = dict(flag_values=flag_values)
+  flags.DEFINE_string(
+      "teacher", None, "Distil from this pretrained model with its masked-LM head (one of our "
+      "run_pretraining folders, an original release's checkpoint, a Hugging Face "
+      "BertForPreTraining folder), of the data's vocab and casing. The run's model (the "
+      "student) learns from the masked-LM labels, the teacher's masked-LM distribution and "
+      "the cosine of their last hidden states at the masked positions (DistilBERT's triple "
+      "loss), plus next sentence as usual; the teacher runs frozen in the training step, and "
+      "with --do_eval its eval results are computed first (teacher_* in eval_results.txt).",
+      **fv)
+  flags.DEFINE_float(
+      "distill_alpha", distillation.DEFAULT_ALPHA, "With --teacher: the weight of the masked "
+      "LM on the labels; the teacher's soft masked LM weighs 1 - alpha.", **fv)
+  flags.DEFINE_float(
+      "distill_temperature", distillation.DEFAULT_TEMPERATURE, "With --teacher: the softmax "
+      "temperature T of the soft masked LM, which is scaled by T^2.", **fv)
+  flags.DEFINE_float(
+      "distill_cosine_weight", None, "With --teacher: the weight of 1 - cos(student, teacher) "
+      "of the last hidden states at the masked positions. Default: 1 when the teacher's "
+      "hidden size is the student's, else 0 (it needs one width).", **fv)
+  flags.DEFINE_string(
+      "init_layers", "even", "Which encoder layers of an --init_checkpoint deeper than the "
+      "model it takes: even (evenly spaced from the first to the last, as DistilBERT), first, "
+      "or the checkpoint's layer numbers from 0 (e.g. 0,3,5). Logged.", **fv)
 
 
 def main(argv):

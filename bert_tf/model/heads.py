@@ -24,6 +24,8 @@ from bert_tf.model.encoder import ENCODER_INPUTS, PACKED_INPUTS, encoder_graph, 
 # predict. The TFRecords keep the original's names (input_ids, segment_ids): the input pipeline
 # renames them once (training/input_pipeline.py).
 PRETRAINING_INPUTS = ENCODER_INPUTS + ("masked_lm_positions",)
+# build_pretraining_model(masked_hidden=True)'s extra output.
+MASKED_LM_HIDDEN = "masked_lm_hidden"
 # The classifier's dense layer; the checkpoint name table maps it to the original's root-scope
 # output_weights (transposed) and output_bias.
 CLASSIFIER_LAYER = "classifier"
@@ -37,7 +39,8 @@ SPAN_LAYER = "squad_logits"
 
 # === Functional Model ===
 def build_pretraining_model(config: BertConfig, name: str = "bert_pretraining",
-                            prune_last_layer: bool = False, packed: bool = False) -> keras.Model:
+                            prune_last_layer: bool = False, packed: bool = False,
+                            masked_hidden: bool = False) -> keras.Model:
   """The encoder with the masked LM and next sentence heads.
 
   Args:
@@ -53,6 +56,9 @@ def build_pretraining_model(config: BertConfig, name: str = "bert_pretraining",
       packing): the inputs add input_position_ids [R, S] and packed_cls_positions [R, K],
       masked_lm_positions [R, P'] hold every instance's predictions in the row, and
       next_sentence_logits are one row per slot [R * K, 2].
+    masked_hidden: also output masked_lm_hidden [B, P, H], the last layer's hidden states at
+      the masked positions (what pretraining distillation's cosine loss compares; the same
+      rows whether the last layer is pruned or not).
 
   Returns:
     A functional keras.Model. Inputs (dict of int32): input_word_ids, input_mask,
@@ -80,6 +86,11 @@ def build_pretraining_model(config: BertConfig, name: str = "bert_pretraining",
     encoded, word_embedding = encoder_graph(config, inputs["input_word_ids"], inputs["input_mask"],
                                             inputs["input_type_ids"], **_packed_args(inputs))
     masked = None
+  hidden = None
+  if masked_hidden:
+    hidden = (masked if masked is not None else
+              ops.take_along_axis(encoded["sequence_output"],
+                                  ops.cast(positions, "int32")[:, :, None], axis=1))
   transform = layers.MaskedLMTransform(config.hidden_size, config.hidden_act,
                                        config.initializer_range, name="predictions_transform")
   if masked is None:
@@ -95,6 +106,8 @@ def build_pretraining_model(config: BertConfig, name: str = "bert_pretraining",
       name="seq_relationship", dtype=layers.float32_policy(keras.config.dtype_policy()))(
           encoded["pooled_output"])
   outputs = dict(masked_lm_logits=mlm_logits, next_sentence_logits=nsp_logits)
+  if hidden is not None:
+    outputs[MASKED_LM_HIDDEN] = hidden
   return keras.Model(inputs=inputs, outputs=outputs, name=name)
 
 

@@ -32,9 +32,11 @@ from bert_tf.model import provenance
 from bert_tf.model.encoder import PACKED_INPUTS
 from bert_tf.model.heads import PRETRAINING_INPUTS, build_pretraining_model
 from bert_tf.training import bucketing
+from bert_tf.training import distillation
 from bert_tf.training import distribution
 from bert_tf.training import evaluation
 from bert_tf.training import input_pipeline
+from bert_tf.training import layer_selection
 from bert_tf.training import loop
 from bert_tf.training import losses
 from bert_tf.training import optimization
@@ -42,6 +44,8 @@ from bert_tf.training import packed_rows
 from bert_tf.training import record_files
 from bert_tf.training import remasking
 from bert_tf.training import run_folder
+from bert_tf.training.distillation import predictions as distill_predictions
+from bert_tf.training.distillation import pretraining_teacher
 from bert_tf.training.errors import TrainingError
 
 DATA_METADATA_FILE = provenance.DATA_METADATA_FILE
@@ -102,6 +106,15 @@ class PretrainingSettings:
       evaluation batches are packed exactly whenever it is not "none". "auto" is "none" here:
       the original's data fills most instances to max_seq_length (short_seq_prob 0.1), where
       packing saves little; choose it for corpora of short documents.
+    teacher: distil from this pretrained model with its masked-LM head
+      (training/distillation/pretraining_teacher.py); None: no teacher.
+    distill_alpha: with a teacher, the weight of the masked LM on the labels; the soft masked
+      LM weighs 1 - alpha.
+    distill_temperature: the temperature T of the soft masked LM (scaled by T^2).
+    distill_cosine_weight: the weight of the cosine loss of the last hidden states at the
+      masked positions; None: 1 when the teacher's hidden size is the student's, else 0.
+    init_layers: which encoder layers of an init_checkpoint deeper than the model it takes
+      (training/layer_selection.py: even, first, or the checkpoint's layer numbers).
   """
   input_file: str
   output_dir: str
@@ -138,6 +151,11 @@ class PretrainingSettings:
   max_nonfinite_steps: int = 5
   allow_tokenizer_mismatch: bool = False
   packing: str = "none"
+  teacher: Optional[str] = None
+  distill_alpha: float = distillation.DEFAULT_ALPHA
+  distill_temperature: float = distillation.DEFAULT_TEMPERATURE
+  distill_cosine_weight: Optional[float] = None
+  init_layers: str = layer_selection.EVEN
 
   @property
   def packing_mode(self) -> packed_rows.PackingMode:
@@ -187,6 +205,11 @@ class PretrainingSettings:
                         "--packing=static)")
     except row_packing.PackingError as e:
       problems.append(str(e))
+    problems += pretraining_teacher.settings_problems(self)
+    try:
+      layer_selection.parse_init_layers(self.init_layers)
+    except ValueError as e:
+      problems.append(str(e))
     if problems:
       raise TrainingError("; ".join(problems))
 
@@ -222,6 +245,20 @@ def _next_sentence_sums(outputs, batch):
               examples=tf.reduce_sum(weights))
 
 
+def _loss_terms(outputs, batch, global_normalizers, examples_per_update):
+  """(the masked LM's nll sum, the masked-LM denominator of the global batch, this replica's
+  next-sentence share of the loss, the metric sums)."""
+  mlm = losses.masked_lm_sums(outputs["masked_lm_logits"], batch["masked_lm_ids"],
+                              batch["masked_lm_weights"])
+  nsp = _next_sentence_sums(outputs, batch)
+  instances = (tf.maximum(global_normalizers["examples"], 1.0)
+               if "examples" in global_normalizers else float(examples_per_update))
+  denominator = global_normalizers["masked_lm_weight"] + losses.MASKED_LM_DENOMINATOR_EPSILON
+  sums = dict(mlm_correct=mlm["correct"], mlm_weight=mlm["weight"],
+              nsp_correct=nsp["correct"], examples=nsp["examples"])
+  return mlm["nll"], denominator, nsp["nll"] / instances, sums
+
+
 def replica_loss(outputs, batch, global_normalizers, examples_per_update):
   """This replica's share of the loss of one update, and its metric sums.
 
@@ -229,17 +266,9 @@ def replica_loss(outputs, batch, global_normalizers, examples_per_update):
   global batch: sum(w * nll) / (sum(w) + 1e-5) with sums over the global batch, plus the mean
   next-sentence cross-entropy over the global batch (over its instances, for packed rows).
   """
-  mlm = losses.masked_lm_sums(outputs["masked_lm_logits"], batch["masked_lm_ids"],
-                              batch["masked_lm_weights"])
-  nsp = _next_sentence_sums(outputs, batch)
-  instances = (tf.maximum(global_normalizers["examples"], 1.0)
-               if "examples" in global_normalizers else float(examples_per_update))
-  loss = (mlm["nll"] / (global_normalizers["masked_lm_weight"]
-                        + losses.MASKED_LM_DENOMINATOR_EPSILON)
-          + nsp["nll"] / instances)
-  sums = dict(mlm_correct=mlm["correct"], mlm_weight=mlm["weight"],
-              nsp_correct=nsp["correct"], examples=nsp["examples"])
-  return loss, sums
+  mlm_nll, denominator, nsp_loss, sums = _loss_terms(outputs, batch, global_normalizers,
+                                                     examples_per_update)
+  return mlm_nll / denominator + nsp_loss, sums
 
 
 SUM_NAMES = ("mlm_correct", "mlm_weight", "nsp_correct", "examples")
@@ -283,6 +312,41 @@ def eval_metrics_from_sums(batch_sums: List[Mapping[str, Any]]) -> Dict[str, flo
 TASK = loop.Task(model_inputs=model_inputs, normalizers=normalizers, replica_loss=replica_loss,
                  sum_names=SUM_NAMES, train_metrics=train_metrics, eval_sums=eval_sums,
                  eval_results=eval_metrics_from_sums)
+
+
+def distilled_task(teacher_outputs, temperature: float, alpha: float,
+                   cosine_weight: float) -> loop.Task:
+  """TASK learning from a teacher (training/distillation/pretraining_teacher.py): alpha x the
+  masked LM + (1 - alpha) x the soft masked LM at temperature T (scaled by T^2) + cosine_weight
+  x (1 - cos) of the last hidden states at the masked positions, each summed over the masked
+  positions and divided by the global batch's masked-LM weight as the masked LM is, + the next
+  sentence as in TASK. The metric sums stay TASK's.
+
+  Args:
+    teacher_outputs: batch -> the teacher's outputs on the same batch (masked_lm_logits, and
+      masked_lm_hidden when cosine_weight > 0).
+    temperature: T > 0.
+    alpha: the masked LM's weight in [0, 1].
+    cosine_weight: >= 0; the student model must then output masked_lm_hidden.
+  """
+
+  def distilled_loss(outputs, batch, global_normalizers, examples_per_update):
+    teacher = teacher_outputs(batch)
+    mlm_nll, denominator, nsp_loss, sums = _loss_terms(outputs, batch, global_normalizers,
+                                                       examples_per_update)
+    weights = batch["masked_lm_weights"]
+    soft = tf.reduce_sum(distill_predictions.masked_lm_soft_loss(
+        outputs["masked_lm_logits"], teacher["masked_lm_logits"], weights, temperature))
+    masked_lm = alpha * mlm_nll + (1.0 - alpha) * soft
+    if cosine_weight:
+      # cosine_loss weighs its positions by a mask: the masked-LM weights are that mask here.
+      cosine = distill_predictions.cosine_loss(outputs[pretraining_teacher.MASKED_LM_HIDDEN],
+                                               teacher[pretraining_teacher.MASKED_LM_HIDDEN],
+                                               weights)
+      masked_lm += cosine_weight * tf.reduce_sum(cosine)
+    return masked_lm / denominator + nsp_loss, sums
+
+  return TASK._replace(replica_loss=distilled_loss)
 
 
 # === The run ===
@@ -447,6 +511,9 @@ def run_pretraining(config: BertConfig, settings: PretrainingSettings,
   metadata = _check_data(settings, config, settings.input_file, "input_file")
   if settings.do_eval and settings.eval_input_file:
     _check_data(settings, config, settings.eval_input_file, "eval_input_file")
+  first = record_files.expand_file_patterns(settings.input_file)[0]
+  teacher_config = pretraining_teacher.check_teacher(settings, config, metadata,
+                                                     record_schema.metadata_path(first))
   chief = distribution.is_chief(strategy)
   new_folder = chief and not io.exists(settings.output_dir)
   try:
@@ -455,7 +522,7 @@ def run_pretraining(config: BertConfig, settings: PretrainingSettings,
       run_folder.check_resume_compatible(settings.output_dir, config, settings)
       before = set(io.listdir(settings.output_dir))
       try:
-        return _start(config, settings, strategy, chief, metadata, exporter)
+        return _start(config, settings, strategy, chief, metadata, exporter, teacher_config)
       except BaseException:
         if chief:
           run_folder.remove_failed_run_files(settings.output_dir, before)
@@ -465,7 +532,7 @@ def run_pretraining(config: BertConfig, settings: PretrainingSettings,
       run_folder.remove_if_empty(settings.output_dir)  # made here, and left empty by a failure
 
 
-def _start(config, settings, strategy, chief, metadata, exporter):
+def _start(config, settings, strategy, chief, metadata, exporter, teacher_config=None):
   """Records the run in output_dir (the chief), then trains and evaluates."""
   io.makedirs(settings.output_dir)
   if chief:
@@ -483,30 +550,73 @@ def _start(config, settings, strategy, chief, metadata, exporter):
   if settings.seed is not None:
     keras.utils.set_random_seed(settings.seed)
   with distribution.dtype_policy(settings.mixed_precision):
-    return _run(config, settings, strategy, chief, metadata, exporter)
+    return _run(config, settings, strategy, chief, metadata, exporter, teacher_config)
 
 
-def _run(config, settings, strategy, chief, metadata, exporter):
+class _Teaching:
+  """A distilled run's teacher: its task (the loss reads the teacher, loaded after the student
+  was built, so that the student starts from the weights a run without --teacher starts
+  from), then the loaded teacher and its eval results."""
+
+  def __init__(self, settings, config, teacher_config):
+    self.settings, self.config, self.teacher_config = settings, config, teacher_config
+    self.teacher: Optional[pretraining_teacher.PretrainingTeacher] = None
+    self.cosine_weight = pretraining_teacher.cosine_weight(settings, teacher_config, config)
+    self.results: Dict[str, float] = {}
+
+  def task(self) -> loop.Task:
+    return distilled_task(lambda batch: self.teacher.outputs(model_inputs)(batch),
+                          self.settings.distill_temperature, self.settings.distill_alpha,
+                          self.cosine_weight)
+
+  def load(self, strategy, packed: bool, eval_batches=None) -> None:
+    """Loads the teacher; with eval_batches (a fresh iterator), evaluates it first."""
+    self.teacher = pretraining_teacher.load_teacher(self.settings, self.teacher_config,
+                                                    self.config, strategy, packed)
+    if eval_batches is not None:
+      logging.info("***** The teacher's results (%s) *****", self.settings.teacher)
+      trainer = loop.Trainer(strategy, self.teacher.model, None, TASK,
+                             self.settings.train_batch_size)
+      results = evaluation.evaluate(trainer, eval_batches, self.settings.max_eval_steps, 0,
+                                    None, False, results_file=False)
+      self.results = {f"teacher_{key}": value for key, value in results.items()
+                      if key != "global_step"}
+
+
+def _start_model(config, settings, strategy, chief, teacher_config):
+  """The run (loop.prepare_run) with its weights (resumed, or --init_checkpoint's) and, with
+  --teacher, its _Teaching (None otherwise)."""
+  teaching = (_Teaching(settings, config, teacher_config) if teacher_config is not None
+              else None)
+  # The last layer runs only at [CLS] and the masked positions: same losses, fewer FLOPs.
+  packed = packing_mode(settings).packed
+  hidden = teaching is not None and teaching.cosine_weight > 0
+  run = loop.prepare_run(strategy, lambda: build_pretraining_model(
+      config, prune_last_layer=True, packed=packed, masked_hidden=hidden),
+                         teaching.task() if teaching else TASK, settings,
+                         settings.num_train_steps, settings.num_warmup_steps, chief,
+                         towers=settings.cpu_towers)
+  restored = set()
+  if run.checkpoint.resumed_from is None:
+    if settings.init_checkpoint:
+      restored = loop.load_init_checkpoint(run.model, settings.init_checkpoint,
+                                           settings.init_layers)
+    elif settings.do_eval and not settings.do_train:
+      logging.warning("Evaluating randomly initialised weights: %s holds no checkpoint and no "
+                      "--init_checkpoint was given", settings.output_dir)
+  loop.log_variables(run.model, restored)
+  return run, teaching
+
+
+def _run(config, settings, strategy, chief, metadata, exporter, teacher_config=None):
   masking = None
   if settings.dynamic_masking:
     vocab = tokenization.load_vocab(settings.vocab_file)
     masking = remasking.DynamicMasking.from_vocab(
         vocab, seed=settings.seed if settings.seed is not None else 12345)
-
-  # The last layer runs only at [CLS] and the masked positions: same losses, fewer FLOPs.
   packed = packing_mode(settings).packed
-  run = loop.prepare_run(strategy, lambda: build_pretraining_model(
-      config, prune_last_layer=True, packed=packed), TASK, settings, settings.num_train_steps,
-                         settings.num_warmup_steps, chief, towers=settings.cpu_towers)
+  run, teaching = _start_model(config, settings, strategy, chief, teacher_config)
   model, global_step, trainer, state = run.model, run.global_step, run.trainer, run.checkpoint
-  restored = set()
-  if state.resumed_from is None:
-    if settings.init_checkpoint:
-      restored = loop.load_init_checkpoint(model, settings.init_checkpoint)
-    elif settings.do_eval and not settings.do_train:
-      logging.warning("Evaluating randomly initialised weights: %s holds no checkpoint and no "
-                      "--init_checkpoint was given", settings.output_dir)
-  loop.log_variables(model, restored)
 
   def export(step):
     export_dir = exporting.export_path(settings.output_dir, exporter.model_name, step)
@@ -530,6 +640,9 @@ def _run(config, settings, strategy, chief, metadata, exporter):
                                         settings.output_dir, chief, results_file=final)
     return evaluations[step]
 
+  if teaching is not None:
+    teaching.load(strategy, packed, eval_batches=distribution.data_iterator(
+        strategy, eval_dataset_fn) if settings.do_eval else None)
   if settings.do_train:
     # Resume by skip: with --seed the resumed run sees the batches an uninterrupted one would.
     iterator = distribution.resumed_iterator(
@@ -555,6 +668,11 @@ def _run(config, settings, strategy, chief, metadata, exporter):
       result.update(evaluations[step])
     else:
       result.update(evaluate(step, final=True))
+    if teaching is not None and teaching.results:  # logged first, before training
+      result.update(teaching.results)
+      if chief:
+        evaluation.write_eval_results(io.join(settings.output_dir, evaluation.EVAL_RESULTS_FILE),
+                                      dict(evaluations[step], **teaching.results))
   if settings.do_train and settings.export_at_end and chief and exporter is not None:
     result["export_dir"] = export(result["global_step"])
   if packed:  # callers get the unpacked model (the encoder's inputs) with the trained weights
