@@ -42,7 +42,8 @@ FOUNDATION = set(FOUNDATION_RULES)
 # reader of a model folder (checkpoints, conversion, training, tasks, the commands).
 NARROW_RULES = {"bert_tf.model.provenance": FOUNDATION}
 CLI_MODULES = {"bert_tf.cli", "bert_tf.run_pretraining", "bert_tf.run_classifier",
-               "bert_tf.run_squad", "bert_tf.run_ner", "bert_tf.extract_features",
+               "bert_tf.run_squad", "bert_tf.run_ner", "bert_tf.run_multiple_choice",
+               "bert_tf.extract_features",
                "bert_tf.convert_checkpoint", "bert_tf.export"}
 TENSORFLOW_MODULES = ("tensorflow", "tensorflow_text", "keras", "tf_keras")
 

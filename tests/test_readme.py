@@ -116,6 +116,7 @@ COMMAND_PAGES = {
     "bert_tf/run_classifier.py": "docs/run_classifier.md",
     "bert_tf/run_squad.py": "docs/run_squad.md",
     "bert_tf/run_ner.py": "docs/run_ner.md",
+    "bert_tf/run_multiple_choice.py": "docs/run_multiple_choice.md",
     "bert_tf/extract_features.py": "docs/extract_features.md",
     "bert_tf/convert_checkpoint.py": "docs/convert_checkpoint.md",
     "bert_tf/export.py": "docs/export.md",

@@ -28,12 +28,14 @@ from bert_tf import io
 from bert_tf.config import BertConfig
 from bert_tf.model import layers
 from bert_tf.model.encoder import build_encoder
-from bert_tf.model.heads import (CLASSIFIER_LAYER, SPAN_LAYER, build_classifier_model,
+from bert_tf.model.heads import (CLASSIFIER_LAYER, MULTIPLE_CHOICE_DROPOUT, SPAN_LAYER,
+                                 build_classifier_model,
                                  build_pretraining_model, build_span_model, build_tagger_model)
 # The head kinds, the task_info.json and Hugging Face tokenizer files every reader of a model
 # folder shares (conversion imports them from here too).
 from bert_tf.model.provenance import (  # pylint: disable=unused-import
     CLASSIFIER, HF_ARCHITECTURES, HF_SPECIAL_TOKENS_FILE, HF_TOKENIZER_CONFIG_FILE,
+    MULTIPLE_CHOICE, OUTPUT_WEIGHTS_HEADS,
     HF_VOCAB_FILE, PRETRAINING, SQUAD, TAGGER, TASK_INFO_FILE, hf_task_info, read_hf_casing,
     recorded_task_info)
 from bert_tf.model.provenance import head_of as head_of_task_info
@@ -765,10 +767,13 @@ HF_WEIGHTS_FILE = "model.safetensors"
 
 
 def model_head(model) -> Optional[str]:
-  """The head of a model built here: PRETRAINING, CLASSIFIER, SQUAD, TAGGER or None (encoder)."""
+  """The head of a model built here: PRETRAINING, CLASSIFIER, SQUAD, TAGGER, MULTIPLE_CHOICE
+  or None (encoder)."""
   names = {layer.name for layer in model.layers}
   if SPAN_LAYER in names:
     return SQUAD
+  if MULTIPLE_CHOICE_DROPOUT in names:
+    return MULTIPLE_CHOICE
   if CLASSIFIER_LAYER in names:
     # The tagger's logits are per position ([B, S, labels]), the classifier's per example.
     return TAGGER if len(model.get_layer(CLASSIFIER_LAYER).output.shape) == 3 else CLASSIFIER
@@ -1035,7 +1040,7 @@ def load_weights(model, path: str, strict: bool = False,
   source_format = source_format or detect_format(path)
   head = model_head(model)
   other_head = None
-  if head in (CLASSIFIER, TAGGER):
+  if head in OUTPUT_WEIGHTS_HEADS:
     recorded = head_of_task_info(recorded_task_info(path)[0])
     if recorded not in (None, head):
       other_head = recorded

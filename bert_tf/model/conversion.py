@@ -24,13 +24,13 @@ from bert_tf.config import BertConfig, hf_activation
 from bert_tf.model.checkpoints import (
     CLASSIFIER, CLASSIFIER_NAMES, FORMATS, HF_ARCHITECTURES, HF_SPECIAL_TOKENS_FILE,
     CheckpointMismatchError, describe_sizes, HF_TOKENIZER_CONFIG_FILE, HF_VOCAB_FILE, HF_WEIGHTS_FILE, PRETRAINING, SQUAD, SQUAD_NAMES,
-    TAGGER, TASK_INFO_FILE, TF_CHECKPOINT_PARTS, config_beside, detect_format, head_of_task_info,
+    MULTIPLE_CHOICE, OUTPUT_WEIGHTS_HEADS, TAGGER, TASK_INFO_FILE, TF_CHECKPOINT_PARTS, config_beside, detect_format, head_of_task_info,
     model_garden_head_variables, model_head, original_name, original_variable_shapes,
     read_hf_casing, read_weights, recorded_task_info, resolve_checkpoint, save_hf_safetensors,
     save_tf1_checkpoint, set_original_weights)
 from bert_tf.model.encoder import build_encoder
 from bert_tf.model.heads import (CLASSIFIER_LAYER, build_classifier_model,
-                                 build_pretraining_model, build_span_model, build_tagger_model)
+                                 build_multiple_choice_model, build_pretraining_model, build_span_model, build_tagger_model)
 
 # === The head a conversion keeps ===
 # The pooler is not part of the span and tagger models (ours and Hugging Face's
@@ -44,7 +44,7 @@ class HeadError(ValueError):
 
 def head_kinds(values: Mapping[str, object]) -> List[str]:
   """The heads whose weights are among `values` (original names); output_weights is listed as
-  CLASSIFIER (the tagger's has the same names)."""
+  CLASSIFIER (the tagger's and the multiple-choice head's have the same names)."""
   kinds = []
   if any(n.startswith(("cls/predictions/", "cls/seq_relationship/")) for n in values):
     kinds.append(PRETRAINING)
@@ -60,7 +60,8 @@ def source_head(path: str, source_format: str, values: Mapping[str, np.ndarray]
   """The head the weights `values` read from `path` hold, and its task info.
 
   Returns:
-    (head, task_info): head is one of PRETRAINING, CLASSIFIER, SQUAD, TAGGER or None (an
+    (head, task_info): head is one of PRETRAINING, CLASSIFIER, SQUAD, TAGGER, MULTIPLE_CHOICE
+    or None (an
     encoder); task_info (fine-tuned heads only) is what is recorded beside the checkpoint (see
     recorded_task_info) with "head" set, or just {"head": ...} when nothing is: output_weights
     are then a classifier's, as the original run_classifier wrote them.
@@ -80,7 +81,7 @@ def source_head(path: str, source_format: str, values: Mapping[str, np.ndarray]
     raise HeadError(f"{path}: {where} says {info['architecture']}, whose head has no "
                     "equivalent here")
   recorded = head_of_task_info(info)
-  if head == CLASSIFIER and recorded in (CLASSIFIER, TAGGER):
+  if head == CLASSIFIER and recorded in OUTPUT_WEIGHTS_HEADS:
     head = recorded
   elif head == CLASSIFIER and recorded is None and source_format == "keras":
     head = model_head(keras.models.load_model(path))
@@ -90,6 +91,11 @@ def source_head(path: str, source_format: str, values: Mapping[str, np.ndarray]
     logging.info("%s: output_weights / output_bias taken as a classifier's head (nothing beside "
                  "it says otherwise)", path)
   info = dict(info or {}, head=head)
+  if head == MULTIPLE_CHOICE:
+    outputs = int(np.shape(values.get("output_bias", values.get("output_weights")))[0])
+    if outputs != 1:
+      raise HeadError(f"{path}: a multiple-choice head has one output (a score per choice); "
+                      f"this one has {outputs}")
   if head in (CLASSIFIER, TAGGER):
     outputs = int(np.shape(values.get("output_bias", values.get("output_weights")))[0])
     labels = info.get("labels")
@@ -113,6 +119,8 @@ def build_head_model(config: BertConfig, head: Optional[str],
     return build_span_model(config)
   if head == TAGGER:
     return build_tagger_model(config, outputs)
+  if head == MULTIPLE_CHOICE:
+    return build_multiple_choice_model(config)
   return build_encoder(config)
 
 
@@ -365,7 +373,7 @@ def layout_gaps(model, config: BertConfig, target_format: str) -> List[str]:
   if target_format not in ("tf1", "hf"):
     return []
   outputs = (model.get_layer(CLASSIFIER_LAYER).kernel.shape[-1]
-             if head in (CLASSIFIER, TAGGER) else None)
+             if head in OUTPUT_WEIGHTS_HEADS else None)
   expected = original_variable_shapes(config, heads=head == PRETRAINING, num_labels=outputs,
                                       squad=head == SQUAD)
   if target_format == "hf" and head in (SQUAD, TAGGER):

@@ -239,6 +239,10 @@ class InferenceEncoder(tf.Module):
     return tf.tanh(tf.matmul(first, self.pooler_kernel) + self.pooler_bias)
 
 
+# The heads read from the pooled [CLS] output alone (one row of logits per example or choice).
+POOLED_HEADS = (provenance.CLASSIFIER, provenance.MULTIPLE_CHOICE)
+
+
 def supports(model: keras.Model) -> bool:
   """Whether `model` is one of the model tier's (its encoder layers named as the original's
   scopes), which InferenceModel can read; other Keras models on the encoder's inputs (a test's
@@ -251,7 +255,7 @@ class InferenceModel(tf.Module):
   """A Keras model of ours as the inference graph, returning what the Keras model returns.
 
   The model is an encoder (outputs sequence_output, pooled_output, encoder_outputs), a
-  classifier (logits [B, C], from the pooled output), a span model (start_logits, end_logits
+  classifier or multiple-choice model (logits [B, C], from the pooled output), a span model (start_logits, end_logits
   [B, S]) or a tagger (logits [B, S, C]); heads are read from the layers the model tier names
   (heads.CLASSIFIER_LAYER, heads.SPAN_LAYER). Pretraining heads are not served this way.
 
@@ -282,7 +286,7 @@ class InferenceModel(tf.Module):
       if unknown:
         raise ValueError(f"{model.name} has no output {', '.join(unknown)}")
       self.output_names = tuple(outputs)
-    if self.kind in (provenance.CLASSIFIER, provenance.TAGGER):
+    if self.kind in provenance.OUTPUT_WEIGHTS_HEADS:
       head = model.get_layer(heads.CLASSIFIER_LAYER)
     elif self.kind == provenance.SQUAD:
       head = model.get_layer(heads.SPAN_LAYER)
@@ -294,7 +298,7 @@ class InferenceModel(tf.Module):
   @property
   def per_example(self) -> Tuple[str, ...]:
     """The outputs with one row per example (the rest have one per position)."""
-    if self.kind == provenance.CLASSIFIER:
+    if self.kind in POOLED_HEADS:
       return ("logits",)
     return ("pooled_output",) if self.kind is None else ()
 
@@ -303,7 +307,7 @@ class InferenceModel(tf.Module):
     """inputs: the encoder's three int32 inputs [B, S]; position_ids and cls_positions as
     InferenceEncoder's (packed rows). Returns the Keras model's outputs by name (float32)."""
     ids = [tf.cast(inputs[key], tf.int32) for key in encoder_lib.ENCODER_INPUTS]
-    if self.kind == provenance.CLASSIFIER:
+    if self.kind in POOLED_HEADS:
       pooled = self.encoder(*ids, position_ids, cls_positions, pooled_only=True)
       return dict(logits=tf.matmul(pooled["pooled_output"], self.head_kernel) + self.head_bias)
     encoded = self.encoder(*ids, position_ids, cls_positions,

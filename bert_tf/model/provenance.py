@@ -65,12 +65,18 @@ class HeadKind:
 
 
 PRETRAINING, CLASSIFIER, SQUAD, TAGGER = "pretraining", "classifier", "squad", "tagger"
+MULTIPLE_CHOICE = "multiple_choice"
 HEAD_KINDS: Dict[str, HeadKind] = {
     PRETRAINING: HeadKind("BertForPreTraining", fine_tuned=False),
     CLASSIFIER: HeadKind("BertForSequenceClassification"),
     SQUAD: HeadKind("BertForQuestionAnswering", task_names=("squad",)),
     TAGGER: HeadKind("BertForTokenClassification", task_names=("ner",)),
+    MULTIPLE_CHOICE: HeadKind("BertForMultipleChoice", task_names=("multiple_choice",)),
 }
+# The heads whose weights have the original's root-scope names output_weights / output_bias
+# (Hugging Face's classifier.*): which one a checkpoint holds is read from what is recorded
+# beside it, never guessed from the weights.
+OUTPUT_WEIGHTS_HEADS = (CLASSIFIER, TAGGER, MULTIPLE_CHOICE)
 # A task_name no head claims is a classifier task's (the GLUE tasks, "generic", ...).
 DEFAULT_TASK_HEAD = CLASSIFIER
 # The class of an encoder without a head.
@@ -127,7 +133,7 @@ def hf_task_info(hf_config: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
   if architecture in (None, HF_ARCHITECTURES[None], HF_ARCHITECTURES[PRETRAINING]):
     return None
   head = _HF_HEADS.get(architecture)
-  if head is None:  # e.g. BertForMultipleChoice, whose classifier.* is no classifier of ours
+  if head is None:  # e.g. BertForMaskedLM: a head we have no model for
     return {"head": None, "architecture": architecture}
   info: Dict[str, Any] = {"head": head}
   id2label = hf_config.get("id2label")

@@ -1,8 +1,16 @@
 """Length buckets of fine-tuning batches: each batch cut to the narrowest bucket that holds
 its longest example (--length_buckets), the length counts of a record file that the buckets are
-fitted to, and the length-grouping constants (--group_by_length)."""
+fitted to, and the length-grouping constants (--group_by_length).
+
+An example may hold several sequences (a multiple-choice example, one per choice): its record's
+per-position features are then [sequences, max_seq_length] (its task's record spec says so),
+its length is that of its longest sequence (record_lengths: what decides a batch's bucket), and
+the input pipeline reads its sequences as rows of their own (as_sequences), each with the index
+of its example in the batch and its own index among the example's sequences, before a batch is
+cut or packed, so that packing places each sequence where it fits."""
 
 from typing import Dict, List, Mapping, Sequence, Tuple
+
 
 import tensorflow as tf
 
@@ -17,6 +25,10 @@ GROUP_WINDOW_BATCHES = 50
 # the windows of one paragraph, or the lines of one source, in one batch: Hugging Face's
 # group_by_length likewise draws its mega-batches from a random permutation of the whole set.
 GROUP_SHUFFLE_RECORDS = 1 << 17
+# The features as_sequences adds to each sequence of a multi-sequence example: which of its
+# example's sequences it is (a choice), and the example's position in its batch.
+SEQUENCE_INDEX = "sequence_index"
+BATCH_EXAMPLE = "batch_example"
 
 
 def real_length(input_mask: tf.Tensor) -> tf.Tensor:
@@ -32,14 +44,58 @@ def bucket_length(input_mask: tf.Tensor, boundaries: Sequence[int]) -> tf.Tensor
   return length_buckets.bucket_width_tensor(longest, boundaries)
 
 
+def record_lengths(input_mask: tf.Tensor) -> tf.Tensor:
+  """int32 [N]: the real length of each record of input_mask [N, L] (or [N, sequences, L]: the
+  length of its longest sequence)."""
+  lengths = real_length(input_mask)
+  if lengths.shape.rank > 1:
+    lengths = tf.reduce_max(lengths, axis=list(range(1, lengths.shape.rank)))
+  return lengths
+
+
+def sequences_per_record(input_file: str, max_seq_length: int) -> int:
+  """How many sequences each record of a fine-tuning record file holds: its input_mask's length
+  over max_seq_length, read from the first record (1 for an empty file)."""
+  for serialized in autotuning_off(tf.data.TFRecordDataset(input_file).take(1)):
+    example = tf.train.Example.FromString(serialized.numpy())
+    values = len(example.features.feature["input_mask"].int64_list.value)
+    return max(1, values // max_seq_length)
+  return 1
+
+
+def as_sequences(batch: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+  """A batch of B multi-sequence examples (per-position features [B, C, L], per-example ones
+  [B, ...]) as B * C sequences: the per-position features [B * C, L] (example b's sequences at
+  rows b * C .. b * C + C - 1), each per-example feature repeated for every sequence of its
+  example, SEQUENCE_INDEX (0 .. C - 1) and BATCH_EXAMPLE (b) [B * C] int32. A batch of
+  one-sequence examples ([B, L]) is returned as it is."""
+  mask = batch["input_mask"]
+  if mask.shape.rank < 3:
+    return dict(batch)
+  count = mask.shape[1]
+  size = tf.shape(mask)[0]
+  out = {}
+  for key, value in batch.items():
+    if value.shape.rank == 3 and value.shape[1] == count:
+      out[key] = tf.reshape(value, tf.concat([[-1], tf.shape(value)[2:]], 0))
+    else:
+      out[key] = tf.repeat(value, count, axis=0)
+  out[SEQUENCE_INDEX] = tf.tile(tf.range(count, dtype=tf.int32), [size])
+  out[BATCH_EXAMPLE] = tf.repeat(tf.range(size, dtype=tf.int32), count)
+  return out
+
+
 def length_counts(input_file: str, max_seq_length: int) -> List[int]:
   """How many records of a fine-tuning record file have each real length: a list of
-  max_seq_length + 1 counts (index = one past the last real position of input_mask). Reads
-  the file once, only its input_mask."""
-  spec = {"input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64)}
+  max_seq_length + 1 counts (index = one past the last real position of input_mask; a record
+  of several sequences counts at its longest: record_lengths). Reads the file once, only its
+  input_mask."""
+  sequences = sequences_per_record(input_file, max_seq_length)
+  shape = [max_seq_length] if sequences == 1 else [sequences, max_seq_length]
+  spec = {"input_mask": tf.io.FixedLenFeature(shape, tf.int64)}
   counts_per_batch = tf.data.TFRecordDataset(input_file).batch(4096).map(
       as_written(lambda serialized: tf.math.bincount(
-          real_length(tf.io.parse_example(serialized, spec)["input_mask"]),
+          record_lengths(tf.io.parse_example(serialized, spec)["input_mask"]),
           minlength=max_seq_length + 1, maxlength=max_seq_length + 1, dtype=tf.int64)),
       num_parallel_calls=tf.data.AUTOTUNE)
   counts = autotuning_off(counts_per_batch).reduce(

@@ -21,8 +21,8 @@ from bert_tf import length_buckets
 from bert_tf import record_schema
 from bert_tf import row_packing
 from bert_tf.length_buckets import auto_buckets
-from bert_tf.training.bucketing import (GROUP_SHUFFLE_RECORDS, GROUP_WINDOW_BATCHES, cut_to_bucket,
-                                        real_length)
+from bert_tf.training.bucketing import (GROUP_SHUFFLE_RECORDS, GROUP_WINDOW_BATCHES, as_sequences,
+                                        cut_to_bucket, record_lengths)
 from bert_tf.training.packed_rows import Packing, pack_batch, static_rows_dataset
 from bert_tf.training.record_files import (COMPRESSION_TYPES, EXAMPLE_INDEX, InputError,
                                            as_written, detect_compression, expand_file_patterns,
@@ -306,7 +306,7 @@ def _length_grouped(window: Mapping[str, tf.Tensor], index: tf.Tensor, batch_siz
   put examples of one exact length together (the windows of one SQuAD paragraph, say) instead
   of a random sample of the bucket. Both random draws are seeded by seed and the window's
   index."""
-  lengths = real_length(window["input_mask"])
+  lengths = record_lengths(window["input_mask"])
   count = tf.shape(lengths)[0]
   if seed is None:
     seeds = tf.random.uniform([2, 2], maxval=tf.int64.max, dtype=tf.int64)
@@ -398,12 +398,7 @@ def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batc
     raise ValueError("packed rows are not grouped by length: give packing or group_by_length")
   share = _pipeline_share(input_context, batch_size)
   parse = lambda serialized: _parse_records(serialized, spec)
-  if packing is not None:  # packed rows take their width from the buckets themselves
-    cut_or_pack = lambda batch: pack_batch(batch, packing.max_per_row, widths=length_buckets)
-  elif length_buckets is not None:
-    cut_or_pack = lambda batch: cut_to_bucket(batch, length_buckets)
-  else:
-    cut_or_pack = None
+  cut_or_pack = _batch_shape(spec, length_buckets, packing)
   records = tf.data.TFRecordDataset(input_file)
   if not is_training:
     if num_examples is None:
@@ -424,7 +419,7 @@ def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batc
     # that a fixed-length run sees the examples in the order of an 'auto' one.
     return prefetched(_length_grouped_batches(
         records, parse, share, batches_per_update, seed, shuffle_buffer_size,
-        length_buckets or auto_buckets(spec["input_mask"].shape[0]), cut_or_pack))
+        length_buckets or auto_buckets(spec["input_mask"].shape[-1]), cut_or_pack))
   records = records.repeat().shuffle(shuffle_buffer_size, seed=seed,
                                      reshuffle_each_iteration=True)
   if packing is not None and packing.static:
@@ -437,6 +432,30 @@ def record_dataset(input_file: str, spec: Dict[str, tf.io.FixedLenFeature], batc
       lambda serialized: cut_or_pack(parse(serialized)))
   return prefetched(dataset.map(as_written(batch_of), num_parallel_calls=tf.data.AUTOTUNE,
                                  deterministic=True))
+
+
+def _batch_shape(spec: Dict[str, tf.io.FixedLenFeature], length_buckets: Optional[Sequence[int]],
+                 packing: Optional[Packing]):
+  """What record_dataset does to each parsed batch (None: nothing): an example of several
+  sequences (the spec's input_mask [sequences, L]) made rows of their own
+  (bucketing.as_sequences), then packed (pack_batch) or cut to its bucket (cut_to_bucket).
+
+  Static packing is refused for such examples: it packs a window of the stream and takes its rows
+  in turn, which would part an example's sequences over steps."""
+  if packing is not None:  # packed rows take their width from the buckets themselves
+    cut_or_pack = lambda batch: pack_batch(batch, packing.max_per_row, widths=length_buckets)
+  elif length_buckets is not None:
+    cut_or_pack = lambda batch: cut_to_bucket(batch, length_buckets)
+  else:
+    cut_or_pack = None
+  if len(spec["input_mask"].shape) < 2:
+    return cut_or_pack
+  if packing is not None and packing.static:
+    raise ValueError("static packing would part an example's sequences over steps: use "
+                     "--packing=exact or none for examples of several sequences")
+  if cut_or_pack is None:
+    return as_sequences
+  return lambda batch: cut_or_pack(as_sequences(batch))
 
 
 def _indexed_and_padded(records: tf.data.Dataset, parse, num_examples: int,

@@ -382,15 +382,15 @@ def test_a_head_unlike_its_record_is_refused(tmp_path, capsys, task_info, messag
 def test_a_hugging_face_head_we_have_no_model_for_is_refused(tmp_path, capsys):
   values = helpers.random_original_weights(SMALL, np.random.default_rng(7), heads=False)
   values.update(output_weights=np.ones((1, 16), np.float32), output_bias=np.zeros(1, np.float32))
-  folder = tmp_path / "multiple_choice"
+  folder = tmp_path / "next_sentence"
   os.makedirs(folder)
   checkpoints.write_hf_safetensors(values, str(folder / "model.safetensors"))
   hf_config = conversion.hf_config_dict(SMALL)
-  hf_config["architectures"] = ["BertForMultipleChoice"]
+  hf_config["architectures"] = ["BertForNextSentencePrediction"]
   (folder / "config.json").write_text(json.dumps(hf_config))
   (folder / "vocab.txt").write_text("\n".join(helpers.VOCAB_TOKENS[:20]) + "\n")
   line = _refused(capsys, tmp_path, folder)
-  assert "BertForMultipleChoice, whose head has no equivalent here" in line
+  assert "BertForNextSentencePrediction, whose head has no equivalent here" in line
 
 
 @pytest.mark.slow
