@@ -68,7 +68,8 @@ def test_no_script_or_page_reads_data_outside_the_repository():
 
 
 @pytest.mark.parametrize("script", ["tokenization", "pretraining_data", "beam_pretraining_data",
-                                    "grouping_accuracy", "reference_tokenizer_speed"])
+                                    "grouping_accuracy", "reference_tokenizer_speed",
+                                    "multiple_choice"])
 def test_script_help_evaluates_its_defaults_from_a_clone(script):
   result = subprocess.run([sys.executable, os.path.join(BENCHMARKS, f"{script}.py"), "--help"],
                           capture_output=True, text=True, cwd=REPO, timeout=120, check=False)
