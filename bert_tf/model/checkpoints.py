@@ -28,15 +28,14 @@ from bert_tf import io
 from bert_tf.config import BertConfig
 from bert_tf.model import layers
 from bert_tf.model.encoder import build_encoder
-from bert_tf.model.heads import (CLASSIFIER_LAYER, MULTIPLE_CHOICE_DROPOUT, SPAN_LAYER,
-                                 build_classifier_model,
+from bert_tf.model import head_specs
+from bert_tf.model.heads import (CLASSIFIER_LAYER, SPAN_LAYER, build_classifier_model,
                                  build_pretraining_model, build_span_model, build_tagger_model)
 # The head kinds, the task_info.json and Hugging Face tokenizer files every reader of a model
 # folder shares (conversion imports them from here too).
 from bert_tf.model.provenance import (  # pylint: disable=unused-import
     CLASSIFIER, HF_ARCHITECTURES, HF_SPECIAL_TOKENS_FILE, HF_TOKENIZER_CONFIG_FILE,
-    MULTIPLE_CHOICE, OUTPUT_WEIGHTS_HEADS,
-    HF_VOCAB_FILE, PRETRAINING, SQUAD, TAGGER, TASK_INFO_FILE, hf_task_info, read_hf_casing,
+    OUTPUT_WEIGHTS_HEADS, HF_VOCAB_FILE, PRETRAINING, SQUAD, TAGGER, TASK_INFO_FILE, hf_task_info, read_hf_casing,
     recorded_task_info)
 from bert_tf.model.provenance import head_of as head_of_task_info
 
@@ -757,9 +756,9 @@ HF_WEIGHTS_FILE = "model.safetensors"
 
 # === Fine-tuned heads ===
 # The heads a checkpoint can hold beside the encoder, each with the Hugging Face class holding it,
-# are provenance.HEAD_KINDS (the one table). The classifier's and the tagger's weights have the
-# same names (the original's output_weights / output_bias, Hugging Face's classifier.*): which
-# one they are is read from what is recorded beside them (Hugging Face's config.json
+# are provenance.HEAD_KINDS (the one table). The classifier's, the tagger's and those of any
+# registered head of provenance.OUTPUT_WEIGHTS_HEADS have the same names (the original's
+# output_weights / output_bias, Hugging Face's classifier.*): which one they are is read from what is recorded beside them (Hugging Face's config.json
 # `architectures`, our task_info.json: provenance.recorded_task_info), never guessed from the
 # weights. Every format holds every head: tf1 and hf by name (hf with its class in config.json),
 # keras as the task model; the labels and the head's kind go to task_info.json beside tf1 and
@@ -767,13 +766,15 @@ HF_WEIGHTS_FILE = "model.safetensors"
 
 
 def model_head(model) -> Optional[str]:
-  """The head of a model built here: PRETRAINING, CLASSIFIER, SQUAD, TAGGER, MULTIPLE_CHOICE
-  or None (encoder)."""
+  """The head of a model built here: a registered head's kind (head_specs: each says how it
+  recognises its model, before the built-in kinds), PRETRAINING, CLASSIFIER, SQUAD, TAGGER or
+  None (encoder)."""
   names = {layer.name for layer in model.layers}
   if SPAN_LAYER in names:
     return SQUAD
-  if MULTIPLE_CHOICE_DROPOUT in names:
-    return MULTIPLE_CHOICE
+  registered = head_specs.recognised(model)
+  if registered is not None:
+    return registered
   if CLASSIFIER_LAYER in names:
     # The tagger's logits are per position ([B, S, labels]), the classifier's per example.
     return TAGGER if len(model.get_layer(CLASSIFIER_LAYER).output.shape) == 3 else CLASSIFIER
@@ -1023,8 +1024,8 @@ def load_weights(model, path: str, strict: bool = False,
 
   Our training checkpoints are restored by layer name, so they load into a pruned or a full
   graph alike; every other format goes through the original names (set_original_weights).
-  A classifier's head never loads into a tagger, nor the other way round (their weights have
-  the same names): when what is recorded beside the checkpoint (recorded_task_info) names the
+  A classifier's head never loads into a tagger, nor the other way round, nor into or from any
+  other head of provenance.OUTPUT_WEIGHTS_HEADS (their weights have the same names): when what is recorded beside the checkpoint (recorded_task_info) names the
   other kind, the head is left out (reported missing, with a warning) and the rest is loaded.
 
   Args:
