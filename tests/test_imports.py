@@ -219,6 +219,17 @@ def test_training_never_reaches_serving():
   assert not [m for m in seen if _tier(m) in ("serving", "tasks") or m in CLI_MODULES]
 
 
+def test_the_checkpoint_modules_have_one_front_door():
+  """model/checkpoints.py re-exports what its modules (checkpoint_names, checkpoint_tf1, ...)
+  define; only they import one another, every other module imports the front door."""
+  parts = {m for m in MODULES if m.startswith("bert_tf.model.checkpoint_")}
+  assert len(parts) >= 4
+  for module, path in MODULES.items():
+    if module not in parts and module != "bert_tf.model.checkpoints":
+      reached = sorted({name for name, _, _ in imports_of(path) if name in parts})
+      assert not reached, f"{module} imports {reached}: import bert_tf.model.checkpoints"
+
+
 def test_the_commands_are_found():
   assert {"bert_tf.cli", "bert_tf.run_pretraining", "bert_tf.run_classifier", "bert_tf.run_squad",
           "bert_tf.run_ner", "bert_tf.extract_features", "bert_tf.convert_checkpoint",
