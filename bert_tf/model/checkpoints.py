@@ -63,9 +63,10 @@ from bert_tf.model.provenance import head_of as head_of_task_info
 # registered head of provenance.OUTPUT_WEIGHTS_HEADS have the same names (the original's
 # output_weights / output_bias, Hugging Face's classifier.*): which one they are is read from
 # what is recorded beside them (Hugging Face's config.json `architectures`, our task_info.json:
-# provenance.recorded_task_info), never guessed from the weights. Every format holds every head: tf1 and hf by name (hf with its class in config.json),
-# keras as the task model; the labels and the head's kind go to task_info.json beside tf1 and
-# keras outputs (and to config.json's id2label for hf).
+# provenance.recorded_task_info), never guessed from the weights. Every format holds every
+# head: tf1 and hf by name (hf with its class in config.json), keras as the task model; the
+# labels and the head's kind go to task_info.json beside tf1 and keras outputs (and to
+# config.json's id2label for hf).
 
 
 def model_head(model) -> Optional[str]:
@@ -178,8 +179,9 @@ def load_weights(model, path: str, strict: bool = False,
   Our training checkpoints are restored by layer name, so they load into a pruned or a full
   graph alike; every other format goes through the original names (set_original_weights).
   A classifier's head never loads into a tagger, nor the other way round, nor into or from any
-  other head of provenance.OUTPUT_WEIGHTS_HEADS (their weights have the same names): when what is recorded beside the checkpoint (recorded_task_info) names the
-  other kind, the head is left out (reported missing, with a warning) and the rest is loaded.
+  other head of provenance.OUTPUT_WEIGHTS_HEADS (their weights have the same names): when what
+  is recorded beside the checkpoint (recorded_task_info) names the other kind, the head is left
+  out (reported missing, with a warning) and the rest is loaded.
 
   Args:
     model: any model built here (encoder, pretraining or task model).

@@ -63,9 +63,10 @@ def source_head(path: str, source_format: str, values: Mapping[str, np.ndarray]
 
   Returns:
     (head, task_info): head is one of PRETRAINING, CLASSIFIER, SQUAD, TAGGER, a registered
-    head's kind (head_specs) or None (an encoder); task_info (fine-tuned heads only) is what is recorded beside the checkpoint (see
-    recorded_task_info) with "head" set, or just {"head": ...} when nothing is: output_weights
-    are then a classifier's, as the original run_classifier wrote them.
+    head's kind (head_specs) or None (an encoder); task_info (fine-tuned heads only) is what
+    is recorded beside the checkpoint (see recorded_task_info) with "head" set, or just
+    {"head": ...} when nothing is: output_weights are then a classifier's, as the original
+    run_classifier wrote them.
 
   Raises:
     HeadError: several heads (one model holds one), a head recorded as another kind, a Hugging

@@ -93,6 +93,16 @@ def test_the_registered_heads():
         head_specs.HeadSpec(provenance.SQUAD, spec.facts, spec.build, spec.recognise)])
 
 
+def test_the_registry_is_read_when_first_asked(monkeypatch):
+  """The registered modules are imported when the head kinds are first read, and one that
+  defines no HeadSpec is refused naming it."""
+  monkeypatch.setattr(provenance, "_registered", None)
+  monkeypatch.setattr(task_heads, "HEAD_MODULES", ("bert_tf.model.heads",))
+  with pytest.raises(ValueError, match=r"^bert_tf.model.heads \(bert_tf/task_heads.py\) defines "
+                     "no HEAD_SPEC"):
+    provenance.registered_heads()
+
+
 def test_heads_of_task_infos():
   assert provenance.head_of(None) is None and provenance.head_of({}) is None
   assert provenance.head_of({"head": "nonesuch", "task_name": "ner"}) is None
