@@ -36,15 +36,13 @@ FOUNDATION_RULES = {
     "bert_tf.row_packing": set(),  # NumPy only, like length_buckets
     "bert_tf.logs": set(),  # standard library only: its filter process imports it alone
     "bert_tf.unicode_tables": set(),  # generated data (tests/test_unicode_tables.py)
+    # The one registration of a task's head: module names, read by the model tier at run time.
+    "bert_tf.task_heads": set(),
 }
 FOUNDATION = set(FOUNDATION_RULES)
 # Modules of a tier that may import less than their tier: provenance sits below every other
 # reader of a model folder (checkpoints, conversion, training, tasks, the commands).
 NARROW_RULES = {"bert_tf.model.provenance": FOUNDATION}
-CLI_MODULES = {"bert_tf.cli", "bert_tf.run_pretraining", "bert_tf.run_classifier",
-               "bert_tf.run_squad", "bert_tf.run_ner", "bert_tf.run_multiple_choice",
-               "bert_tf.extract_features",
-               "bert_tf.convert_checkpoint", "bert_tf.export"}
 TENSORFLOW_MODULES = ("tensorflow", "tensorflow_text", "keras", "tf_keras")
 
 
@@ -61,6 +59,17 @@ def _library_files():
 
 
 MODULES = {_module_name(p): p for p in _library_files()}
+
+
+def _is_command(path):
+  with open(path, encoding="utf-8") as f:
+    return 'if __name__ == "__main__":' in f.read()
+
+
+# The commands: bert_tf.cli and every `python -m bert_tf.NAME` module (a top-level module run as
+# a program), found rather than listed, so that a new command is no registration to edit.
+CLI_MODULES = {module for module, path in MODULES.items()
+               if module.count(".") == 1 and module not in FOUNDATION_RULES and _is_command(path)}
 
 
 def _resolve(module, name):
@@ -208,6 +217,24 @@ def test_training_never_reaches_serving():
     seen.add(module)
     stack += [n for n, _, _ in imports_of(MODULES[module]) if n in MODULES]
   assert not [m for m in seen if _tier(m) in ("serving", "tasks") or m in CLI_MODULES]
+
+
+def test_the_checkpoint_modules_have_one_front_door():
+  """model/checkpoints.py re-exports what its modules (checkpoint_names, checkpoint_tf1, ...)
+  define; only they import one another, every other module imports the front door."""
+  parts = {m for m in MODULES if m.startswith("bert_tf.model.checkpoint_")}
+  assert len(parts) >= 4
+  for module, path in MODULES.items():
+    if module not in parts and module != "bert_tf.model.checkpoints":
+      reached = sorted({name for name, _, _ in imports_of(path) if name in parts})
+      assert not reached, f"{module} imports {reached}: import bert_tf.model.checkpoints"
+
+
+def test_the_commands_are_found():
+  assert {"bert_tf.cli", "bert_tf.run_pretraining", "bert_tf.run_classifier", "bert_tf.run_squad",
+          "bert_tf.run_ner", "bert_tf.extract_features", "bert_tf.convert_checkpoint",
+          "bert_tf.export"} <= CLI_MODULES
+  assert not CLI_MODULES & (FOUNDATION | {"bert_tf", "bert_tf.model.checkpoints"})
 
 
 def test_the_rules_catch_violations():

@@ -4,6 +4,7 @@ import json
 import os
 import re
 from tests import helpers
+from tests.test_imports import CLI_MODULES
 
 REPO_ROOT = helpers.REPO_ROOT
 
@@ -110,21 +111,14 @@ def test_the_python_versions_agree():
   assert f"Python {required} or later" in _read("README.md")
 
 
-# Each command's flags, and the page that documents them (README.md's "Commands and their pages").
-COMMAND_PAGES = {
-    "bert_tf/run_pretraining.py": "docs/run_pretraining.md",
-    "bert_tf/run_classifier.py": "docs/run_classifier.md",
-    "bert_tf/run_squad.py": "docs/run_squad.md",
-    "bert_tf/run_ner.py": "docs/run_ner.md",
-    "bert_tf/run_multiple_choice.py": "docs/run_multiple_choice.md",
-    "bert_tf/extract_features.py": "docs/extract_features.md",
-    "bert_tf/convert_checkpoint.py": "docs/convert_checkpoint.md",
-    "bert_tf/export.py": "docs/export.md",
-    "data_prep/build_vocab.py": "docs/data_prep.md",
-    "data_prep/tokenize_text.py": "docs/data_prep.md",
-    "data_prep/create_pretraining_data.py": "docs/data_prep.md",
-    "data_prep/inspect_records.py": "docs/data_prep.md",
-}
+# Each command's flags, and the page that documents them (README.md's "Commands and their pages"):
+# bert_tf/NAME.py's is docs/NAME.md (found from the commands, so a new command lists nothing).
+COMMAND_PAGES = dict(
+    {f"bert_tf/{module.split('.')[1]}.py": f"docs/{module.split('.')[1]}.md"
+     for module in CLI_MODULES if module != "bert_tf.cli"},
+    **{f"data_prep/{name}.py": "docs/data_prep.md"
+       for name in ("build_vocab", "tokenize_text", "create_pretraining_data",
+                    "inspect_records")})
 
 
 def test_every_flag_of_every_command_is_on_its_page_or_in_the_readme():

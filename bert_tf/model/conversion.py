@@ -21,16 +21,18 @@ import numpy as np
 
 from bert_tf import io
 from bert_tf.config import BertConfig, hf_activation
+from bert_tf.model import head_specs
 from bert_tf.model.checkpoints import (
     CLASSIFIER, CLASSIFIER_NAMES, FORMATS, HF_ARCHITECTURES, HF_SPECIAL_TOKENS_FILE,
-    CheckpointMismatchError, describe_sizes, HF_TOKENIZER_CONFIG_FILE, HF_VOCAB_FILE, HF_WEIGHTS_FILE, PRETRAINING, SQUAD, SQUAD_NAMES,
-    MULTIPLE_CHOICE, OUTPUT_WEIGHTS_HEADS, TAGGER, TASK_INFO_FILE, TF_CHECKPOINT_PARTS, config_beside, detect_format, head_of_task_info,
+    CheckpointMismatchError, describe_sizes, HF_TOKENIZER_CONFIG_FILE, HF_VOCAB_FILE,
+    HF_WEIGHTS_FILE, OUTPUT_WEIGHTS_HEADS, PRETRAINING, SQUAD, SQUAD_NAMES, TAGGER,
+    TASK_INFO_FILE, TF_CHECKPOINT_PARTS, config_beside, detect_format, head_of_task_info,
     model_garden_head_variables, model_head, original_name, original_variable_shapes,
     read_hf_casing, read_weights, recorded_task_info, resolve_checkpoint, save_hf_safetensors,
     save_tf1_checkpoint, set_original_weights)
 from bert_tf.model.encoder import build_encoder
 from bert_tf.model.heads import (CLASSIFIER_LAYER, build_classifier_model,
-                                 build_multiple_choice_model, build_pretraining_model, build_span_model, build_tagger_model)
+                                 build_pretraining_model, build_span_model, build_tagger_model)
 
 # === The head a conversion keeps ===
 # The pooler is not part of the span and tagger models (ours and Hugging Face's
@@ -44,7 +46,7 @@ class HeadError(ValueError):
 
 def head_kinds(values: Mapping[str, object]) -> List[str]:
   """The heads whose weights are among `values` (original names); output_weights is listed as
-  CLASSIFIER (the tagger's and the multiple-choice head's have the same names)."""
+  CLASSIFIER (every head of OUTPUT_WEIGHTS_HEADS has the same names: source_head reads which)."""
   kinds = []
   if any(n.startswith(("cls/predictions/", "cls/seq_relationship/")) for n in values):
     kinds.append(PRETRAINING)
@@ -60,11 +62,11 @@ def source_head(path: str, source_format: str, values: Mapping[str, np.ndarray]
   """The head the weights `values` read from `path` hold, and its task info.
 
   Returns:
-    (head, task_info): head is one of PRETRAINING, CLASSIFIER, SQUAD, TAGGER, MULTIPLE_CHOICE
-    or None (an
-    encoder); task_info (fine-tuned heads only) is what is recorded beside the checkpoint (see
-    recorded_task_info) with "head" set, or just {"head": ...} when nothing is: output_weights
-    are then a classifier's, as the original run_classifier wrote them.
+    (head, task_info): head is one of PRETRAINING, CLASSIFIER, SQUAD, TAGGER, a registered
+    head's kind (head_specs) or None (an encoder); task_info (fine-tuned heads only) is what
+    is recorded beside the checkpoint (see recorded_task_info) with "head" set, or just
+    {"head": ...} when nothing is: output_weights are then a classifier's, as the original
+    run_classifier wrote them.
 
   Raises:
     HeadError: several heads (one model holds one), a head recorded as another kind, a Hugging
@@ -91,11 +93,10 @@ def source_head(path: str, source_format: str, values: Mapping[str, np.ndarray]
     logging.info("%s: output_weights / output_bias taken as a classifier's head (nothing beside "
                  "it says otherwise)", path)
   info = dict(info or {}, head=head)
-  if head == MULTIPLE_CHOICE:
-    outputs = int(np.shape(values.get("output_bias", values.get("output_weights")))[0])
-    if outputs != 1:
-      raise HeadError(f"{path}: a multiple-choice head has one output (a score per choice); "
-                      f"this one has {outputs}")
+  spec = head_specs.spec_of(head)
+  problem = spec.check_weights(values) if spec and spec.check_weights else None
+  if problem:
+    raise HeadError(f"{path}: {problem}")
   if head in (CLASSIFIER, TAGGER):
     outputs = int(np.shape(values.get("output_bias", values.get("output_weights")))[0])
     labels = info.get("labels")
@@ -107,10 +108,14 @@ def source_head(path: str, source_format: str, values: Mapping[str, np.ndarray]
 
 def build_head_model(config: BertConfig, head: Optional[str],
                      values: Optional[Mapping[str, np.ndarray]] = None):
-  """The model holding `head` (see source_head), its number of labels read from values."""
+  """The model holding `head` (see source_head; a registered head's as its HeadSpec builds it),
+  its number of labels read from values."""
   outputs = None
-  if head in (CLASSIFIER, TAGGER):
-    outputs = int(np.shape(values["output_bias"])[0])
+  if head in OUTPUT_WEIGHTS_HEADS:
+    outputs = head_specs.output_count(values)
+  spec = head_specs.spec_of(head)
+  if spec is not None:
+    return spec.build(config, outputs)
   if head == PRETRAINING:
     return build_pretraining_model(config)
   if head == CLASSIFIER:
@@ -119,8 +124,6 @@ def build_head_model(config: BertConfig, head: Optional[str],
     return build_span_model(config)
   if head == TAGGER:
     return build_tagger_model(config, outputs)
-  if head == MULTIPLE_CHOICE:
-    return build_multiple_choice_model(config)
   return build_encoder(config)
 
 

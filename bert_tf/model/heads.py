@@ -4,8 +4,8 @@ and span (SQuAD) and token classification (tagger) models, each the encoder grap
 the masked LM, Keras Dense layers for the others).
 
 build_pretraining_model(config), build_classifier_model(config, num_labels),
-build_span_model(config), build_tagger_model(config, num_labels) and
-build_multiple_choice_model(config).
+build_span_model(config), build_tagger_model(config, num_labels); pooled_head_model for a task's
+own head on the pooled output (a registered head, model/head_specs.py).
 
 Shape legend: B = batch, S = sequence length, P = masked positions per example
 (max_predictions_per_seq), H = hidden size, V = vocab size.
@@ -36,13 +36,6 @@ CLASSIFIER_LAYER = "classifier"
 TAGGER_LAYER = CLASSIFIER_LAYER
 # The span head's dense layer ([H, 2]): cls/squad/output_weights ([2, H]) and output_bias.
 SPAN_LAYER = "squad_logits"
-# The multiple-choice head's dense layer ([H, 1]) has the classifier's name too: the original's
-# output_weights [1, H] / output_bias (run_classifier.py's convention with one output), Hugging
-# Face's BertForMultipleChoice classifier.weight [1, H] / classifier.bias. Its dropout's name
-# tells the model from a one-output (regression) classifier (checkpoints.model_head).
-MULTIPLE_CHOICE_LAYER = CLASSIFIER_LAYER
-MULTIPLE_CHOICE_DROPOUT = "multiple_choice_dropout"
-
 
 # === Functional Model ===
 def build_pretraining_model(config: BertConfig, name: str = "bert_pretraining",
@@ -150,15 +143,30 @@ def build_classifier_model(config: BertConfig, num_labels: Optional[int],
   """
   if num_labels is not None and num_labels < 2:
     raise ValueError(f"a classifier needs at least 2 labels, got {num_labels}")
+  return pooled_head_model(config, 1 if num_labels is None else num_labels, "classifier_dropout",
+                           name, packed)
+
+
+def pooled_head_model(config: BertConfig, outputs: int, dropout_name: str, name: str,
+                      packed: bool = False) -> keras.Model:
+  """A head on the pooled output: dropout (named `dropout_name`), then one dense layer
+  (CLASSIFIER_LAYER: the original's output_weights [outputs, H] / output_bias) to `outputs`
+  logits, the last transformer layer computing the [CLS] rows alone. The classifier's model,
+  and any registered head of that shape (its dropout's name tells it apart).
+
+  Args:
+    config: the encoder's hyperparameters.
+    outputs: the logits per sequence.
+    dropout_name: the dropout layer's name (it holds no weights).
+    name: the Keras model name.
+    packed: take packed rows (bert_tf.row_packing): the inputs add input_position_ids [R, S]
+      and packed_cls_positions [R, K], and the logits are one row per slot, [R * K, outputs].
+
+  Returns:
+    A functional keras.Model: inputs input_word_ids, input_mask, input_type_ids (int32 [B, S]);
+    output {"logits": float32 [B, outputs]}.
+  """
   inputs = _inputs(packed)
-  logits = _pooled_head(config, inputs, 1 if num_labels is None else num_labels,
-                        "classifier_dropout", packed)
-  return keras.Model(inputs=inputs, outputs={"logits": logits}, name=name)
-
-
-def _pooled_head(config: BertConfig, inputs, outputs: int, dropout_name: str, packed: bool):
-  """The logits of a head on the pooled output: dropout, then one dense layer (CLASSIFIER_LAYER)
-  to `outputs` logits, the last transformer layer computing the [CLS] rows alone."""
   # The head reads only the pooled output ([CLS]), so the last transformer layer computes that
   # row alone (each slot's [CLS] in packed rows): the same logits with 1/L of the layers' work
   # saved per step.
@@ -169,30 +177,9 @@ def _pooled_head(config: BertConfig, inputs, outputs: int, dropout_name: str, pa
                              **_packed_args(inputs))
   pooled = layers.Dropout(config.hidden_dropout_prob, name=dropout_name)(
       encoded["pooled_output"])
-  return keras.layers.Dense(
+  logits = keras.layers.Dense(
       outputs, kernel_initializer=layers.truncated_normal(config.initializer_range),
       name=CLASSIFIER_LAYER, dtype=layers.float32_policy(keras.config.dtype_policy()))(pooled)
-
-
-def build_multiple_choice_model(config: BertConfig, name: str = "bert_multiple_choice",
-                                packed: bool = False) -> keras.Model:
-  """The paper's multiple-choice head (SWAG, section 4.4; Hugging Face's BertForMultipleChoice):
-  each choice is its own sequence through the encoder, its pooled [CLS] output, dropout and a
-  dense layer to one score; the task takes the softmax over an example's choices
-  (tasks/multiple_choice/loss.py).
-
-  Args:
-    config: the encoder's hyperparameters.
-    name: the Keras model name.
-    packed: take packed rows (bert_tf.row_packing): the inputs add input_position_ids [R, S]
-      and packed_cls_positions [R, K], and the scores are one row per slot, [R * K, 1].
-
-  Returns:
-    A functional keras.Model: inputs input_word_ids, input_mask, input_type_ids (int32 [N, S],
-    one row per choice: an example of C choices is C rows); output {"logits": float32 [N, 1]}.
-  """
-  inputs = _inputs(packed)
-  logits = _pooled_head(config, inputs, 1, MULTIPLE_CHOICE_DROPOUT, packed)
   return keras.Model(inputs=inputs, outputs={"logits": logits}, name=name)
 
 

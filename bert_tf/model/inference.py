@@ -33,6 +33,7 @@ from bert_tf import config as config_lib
 from bert_tf.model import checkpoints
 from bert_tf.model import provenance
 from bert_tf.model import encoder as encoder_lib
+from bert_tf.model import head_specs
 from bert_tf.model import heads
 from bert_tf.model import layers
 
@@ -239,25 +240,37 @@ class InferenceEncoder(tf.Module):
     return tf.tanh(tf.matmul(first, self.pooler_kernel) + self.pooler_bias)
 
 
-# The heads read from the pooled [CLS] output alone (one row of logits per example or choice).
-POOLED_HEADS = (provenance.CLASSIFIER, provenance.MULTIPLE_CHOICE)
+def _serving(kind: Optional[str]) -> Optional[str]:
+  """How InferenceModel computes the head `kind`: head_specs.POOLED_LOGITS for the classifier
+  and the registered heads that say so (logits from the pooled [CLS] output alone, one row per
+  sequence), else None (the encoder, the built-in per-position heads, or a registered head
+  served as its Keras model)."""
+  if kind == provenance.CLASSIFIER:
+    return head_specs.POOLED_LOGITS
+  spec = head_specs.spec_of(kind)
+  return spec.serving if spec is not None else None
 
 
 def supports(model: keras.Model) -> bool:
   """Whether `model` is one of the model tier's (its encoder layers named as the original's
-  scopes), which InferenceModel can read; other Keras models on the encoder's inputs (a test's
-  hand-made scorer, say) are served as they are."""
+  scopes) with a head InferenceModel computes (a registered head says so in its HeadSpec);
+  other Keras models on the encoder's inputs (a test's hand-made scorer, say) are served as
+  they are."""
   names = {layer.name for layer in model.layers}
-  return {"word_embeddings", "embeddings", "layer_0"} <= names
+  if not {"word_embeddings", "embeddings", "layer_0"} <= names:
+    return False
+  spec = head_specs.spec_of(checkpoints.model_head(model))
+  return spec is None or spec.serving is not None
 
 
 class InferenceModel(tf.Module):
   """A Keras model of ours as the inference graph, returning what the Keras model returns.
 
   The model is an encoder (outputs sequence_output, pooled_output, encoder_outputs), a
-  classifier or multiple-choice model (logits [B, C], from the pooled output), a span model (start_logits, end_logits
-  [B, S]) or a tagger (logits [B, S, C]); heads are read from the layers the model tier names
-  (heads.CLASSIFIER_LAYER, heads.SPAN_LAYER). Pretraining heads are not served this way.
+  classifier or a registered head served as head_specs.POOLED_LOGITS (logits [B, C], from the
+  pooled output), a span model (start_logits, end_logits [B, S]) or a tagger (logits
+  [B, S, C]); heads are read from the layers the model tier names (heads.CLASSIFIER_LAYER,
+  heads.SPAN_LAYER). Pretraining heads are not served this way.
 
   PER_EXAMPLE and per_position name the outputs with one row per example and those with one
   per position, which is what unpacking packed rows needs to know.
@@ -279,6 +292,10 @@ class InferenceModel(tf.Module):
     if self.kind == provenance.PRETRAINING:
       raise ValueError(f"{model.name}: a pretraining model's heads are not served by "
                        "InferenceModel; pass its encoder")
+    self.pooled = _serving(self.kind) == head_specs.POOLED_LOGITS
+    if head_specs.spec_of(self.kind) is not None and not self.pooled:
+      raise ValueError(f"{model.name}: a {self.kind} head says no way to serve it here; serve "
+                       "the Keras model (inference.supports is False for it)")
     self.encoder = InferenceEncoder(model, precision)
     self.output_names = tuple(model.output.keys())
     if outputs is not None:
@@ -298,7 +315,7 @@ class InferenceModel(tf.Module):
   @property
   def per_example(self) -> Tuple[str, ...]:
     """The outputs with one row per example (the rest have one per position)."""
-    if self.kind in POOLED_HEADS:
+    if self.pooled:
       return ("logits",)
     return ("pooled_output",) if self.kind is None else ()
 
@@ -307,7 +324,7 @@ class InferenceModel(tf.Module):
     """inputs: the encoder's three int32 inputs [B, S]; position_ids and cls_positions as
     InferenceEncoder's (packed rows). Returns the Keras model's outputs by name (float32)."""
     ids = [tf.cast(inputs[key], tf.int32) for key in encoder_lib.ENCODER_INPUTS]
-    if self.kind in POOLED_HEADS:
+    if self.pooled:
       pooled = self.encoder(*ids, position_ids, cls_positions, pooled_only=True)
       return dict(logits=tf.matmul(pooled["pooled_output"], self.head_kernel) + self.head_bias)
     encoded = self.encoder(*ids, position_ids, cls_positions,

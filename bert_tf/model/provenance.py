@@ -21,18 +21,23 @@ check_tokenizer is the one check every command makes (run_pretraining against it
 fine-tuning commands, extract_features, export and convert_checkpoint against the folders they
 read), with one message per contradiction naming the flag, both values and the file.
 
-Model tier, below training and tasks: imports only the foundation.
+Model tier, below training and tasks: imports only the foundation (bert_tf/task_heads.py's
+registered head modules are imported by name, at run time, when the head kinds are first read).
 """
 
+import collections.abc
 import dataclasses
+import importlib
 import json
 import re
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+import threading
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from absl import logging
 
 from bert_tf import io
 from bert_tf import record_schema
+from bert_tf import task_heads
 
 TASK_INFO_FILE = "task_info.json"
 DATA_METADATA_FILE = "data_metadata.json"
@@ -50,43 +55,136 @@ OVERRIDE_FLAG = "--allow_tokenizer_mismatch"
 
 
 # === Head kinds ===
-# The heads a checkpoint can hold beside the encoder: the one table. A new task's head is one
-# more row (CONTRIBUTING.md, "Adding a task"); tests/model/test_provenance.py fails when a head
-# that checkpoints, conversion or a task's run uses is missing here.
+# The heads a checkpoint can hold beside the encoder: the one table, HEAD_KINDS. The model tier
+# builds four itself (BUILT_IN_HEAD_KINDS); a task's own head is registered in one place,
+# bert_tf/task_heads.py (CONTRIBUTING.md, "Adding a task"), and joins the table the first time it
+# is read (registered_heads). tests/model/test_provenance.py fails when a head that
+# checkpoints, conversion or a task's run uses is missing here.
 
 
 @dataclasses.dataclass(frozen=True)
 class HeadKind:
   """A head kind: the Hugging Face class that holds it, the task_info task_names that mean it
-  (before task_info.json recorded "head"), and whether a fine-tuning command trains it."""
+  (before task_info.json recorded "head"), whether a fine-tuning command trains it, and whether
+  its weights are the original's root-scope output_weights / output_bias (Hugging Face's
+  classifier.*), which several kinds share: which one a checkpoint holds is then read from what
+  is recorded beside it, never guessed from the weights."""
   hf_architecture: str
   task_names: Tuple[str, ...] = ()
   fine_tuned: bool = True
+  output_weights: bool = False
 
 
 PRETRAINING, CLASSIFIER, SQUAD, TAGGER = "pretraining", "classifier", "squad", "tagger"
-MULTIPLE_CHOICE = "multiple_choice"
-HEAD_KINDS: Dict[str, HeadKind] = {
+BUILT_IN_HEAD_KINDS: Dict[str, HeadKind] = {
     PRETRAINING: HeadKind("BertForPreTraining", fine_tuned=False),
-    CLASSIFIER: HeadKind("BertForSequenceClassification"),
+    CLASSIFIER: HeadKind("BertForSequenceClassification", output_weights=True),
     SQUAD: HeadKind("BertForQuestionAnswering", task_names=("squad",)),
-    TAGGER: HeadKind("BertForTokenClassification", task_names=("ner",)),
-    MULTIPLE_CHOICE: HeadKind("BertForMultipleChoice", task_names=("multiple_choice",)),
+    TAGGER: HeadKind("BertForTokenClassification", task_names=("ner",), output_weights=True),
 }
-# The heads whose weights have the original's root-scope names output_weights / output_bias
-# (Hugging Face's classifier.*): which one a checkpoint holds is read from what is recorded
-# beside it, never guessed from the weights.
-OUTPUT_WEIGHTS_HEADS = (CLASSIFIER, TAGGER, MULTIPLE_CHOICE)
 # A task_name no head claims is a classifier task's (the GLUE tasks, "generic", ...).
 DEFAULT_TASK_HEAD = CLASSIFIER
 # The class of an encoder without a head.
 ENCODER_ARCHITECTURE = "BertModel"
-HF_ARCHITECTURES: Dict[Optional[str], str] = dict(
+
+_registered: Optional[Tuple[Any, ...]] = None
+_registry_lock = threading.RLock()
+_loading = False
+
+
+def registered_heads() -> Tuple[Any, ...]:
+  """The HEAD_SPEC of every module bert_tf/task_heads.py names (model.head_specs.HeadSpec: this
+  module reads only their `kind` and `facts`), imported the first time any table of head kinds
+  is read, and checked: a kind, Hugging Face class or task_name already taken is refused.
+
+  Raises:
+    ImportError: a registered module that does not import.
+    ValueError: a registered module without HEAD_SPEC, or whose head takes another's name.
+    RuntimeError: a registered module that reads the head kinds while it is being imported.
+  """
+  global _registered, _loading
+  if _registered is not None:
+    return _registered
+  with _registry_lock:
+    if _registered is not None:
+      return _registered
+    if _loading:
+      raise RuntimeError("the head kinds were read while bert_tf/task_heads.py's modules were "
+                         "being imported: a registered head module must not read them at import")
+    _loading = True
+    try:
+      specs = tuple(_registered_spec(name) for name in task_heads.HEAD_MODULES)
+      _check_registered(specs)
+      _registered = specs
+    finally:
+      _loading = False
+  return _registered
+
+
+def _registered_spec(module_name: str):
+  spec = getattr(importlib.import_module(module_name), "HEAD_SPEC", None)
+  if spec is None or not isinstance(getattr(spec, "facts", None), HeadKind):
+    raise ValueError(f"{module_name} (bert_tf/task_heads.py) defines no HEAD_SPEC with a HeadKind")
+  return spec
+
+
+def _check_registered(specs: Sequence[Any]) -> None:
+  kinds = dict(BUILT_IN_HEAD_KINDS)
+  for spec in specs:
+    architectures = {ENCODER_ARCHITECTURE} | {head.hf_architecture for head in kinds.values()}
+    task_names = {name for head in kinds.values() for name in head.task_names}
+    taken = ([f"kind {spec.kind!r}"] if not spec.kind or spec.kind in kinds else [])
+    if spec.facts.hf_architecture in architectures:
+      taken.append(f"Hugging Face class {spec.facts.hf_architecture!r}")
+    taken += [f"task_name {name!r}" for name in spec.facts.task_names if name in task_names]
+    if taken:
+      raise ValueError(f"the registered head {spec.kind!r} (bert_tf/task_heads.py) takes the "
+                       f"{', '.join(taken)} of another head")
+    kinds[spec.kind] = spec.facts
+
+
+class _Table(collections.abc.Mapping):
+  """A read-only mapping made on first read, when the registered heads are known."""
+
+  def __init__(self, make: Callable[[], Dict[Any, Any]]):
+    self._make = make
+    self._values: Optional[Dict[Any, Any]] = None
+
+  def _table(self) -> Dict[Any, Any]:
+    if self._values is None:
+      self._values = self._make()
+    return self._values
+
+  def __getitem__(self, key):
+    return self._table()[key]
+
+  def __iter__(self):
+    return iter(self._table())
+
+  def __len__(self):
+    return len(self._table())
+
+  def __repr__(self):
+    return repr(self._table())
+
+
+# kind -> HeadKind: the built-in heads, then the registered ones.
+HEAD_KINDS: Mapping[str, HeadKind] = _Table(lambda: dict(
+    BUILT_IN_HEAD_KINDS, **{spec.kind: spec.facts for spec in registered_heads()}))
+# kind (None: the encoder) -> its Hugging Face class.
+HF_ARCHITECTURES: Mapping[Optional[str], str] = _Table(lambda: dict(
     {None: ENCODER_ARCHITECTURE}, **{kind: head.hf_architecture
-                                     for kind, head in HEAD_KINDS.items()})
-_HF_HEADS = {architecture: kind for kind, architecture in HF_ARCHITECTURES.items()}
-_TASK_HEADS = {name: kind for kind, head in HEAD_KINDS.items() for name in head.task_names}
-FINE_TUNED_HEADS = tuple(kind for kind, head in HEAD_KINDS.items() if head.fine_tuned)
+                                     for kind, head in HEAD_KINDS.items()}))
+_HF_HEADS = _Table(lambda: {architecture: kind
+                            for kind, architecture in HF_ARCHITECTURES.items()})
+_TASK_HEADS = _Table(lambda: {name: kind for kind, head in HEAD_KINDS.items()
+                              for name in head.task_names})
+# The kinds a fine-tuning command trains, and those whose weights are output_weights /
+# output_bias (mappings kind -> HeadKind: `in` and iteration read their kinds).
+FINE_TUNED_HEADS: Mapping[str, HeadKind] = _Table(lambda: {
+    kind: head for kind, head in HEAD_KINDS.items() if head.fine_tuned})
+OUTPUT_WEIGHTS_HEADS: Mapping[str, HeadKind] = _Table(lambda: {
+    kind: head for kind, head in HEAD_KINDS.items() if head.output_weights})
 
 
 def head_of(info: Optional[Mapping[str, Any]]) -> Optional[str]:

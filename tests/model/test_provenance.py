@@ -12,7 +12,9 @@ import pytest
 
 from bert_tf import record_schema
 from bert_tf.model import checkpoints
+from bert_tf import task_heads
 from bert_tf.model import conversion
+from bert_tf.model import head_specs
 from bert_tf.model import heads
 from bert_tf.model import provenance
 from tests import helpers
@@ -28,17 +30,22 @@ def _head_builders():
 
 
 def test_every_head_kind_is_in_the_one_table():
-  """A head that heads.py builds, checkpoints recognises or conversion rebuilds, or that a task's
-  run trains, without its row in provenance.HEAD_KINDS fails here (CONTRIBUTING.md, "Adding a
-  task": the head kind is added in one place)."""
+  """A head that heads.py or a registered head (bert_tf/task_heads.py) builds, checkpoints
+  recognises or conversion rebuilds, or that a task's run trains, without its row in
+  provenance.HEAD_KINDS fails here (CONTRIBUTING.md, "Adding a task": the head kind is added in
+  one place)."""
   built = set()
   for name, builder in _head_builders().items():
     required = [p for p in inspect.signature(builder).parameters.values()
                 if p.default is inspect.Parameter.empty]
     model = builder(SMALL, *([2] * (len(required) - 1)))
     kind = checkpoints.model_head(model)
-    assert kind in provenance.HEAD_KINDS, f"heads.{name} builds a {kind!r} head, not in the table"
+    assert kind in provenance.BUILT_IN_HEAD_KINDS, f"heads.{name} builds a {kind!r} head"
     built.add(kind)
+  assert built == set(provenance.BUILT_IN_HEAD_KINDS)
+  for spec in head_specs.registered():
+    assert checkpoints.model_head(spec.build(SMALL, 1)) == spec.kind
+    built.add(spec.kind)
   assert built == set(provenance.HEAD_KINDS)
   values = {"output_bias": np.zeros(2, np.float32)}
   for kind, head in provenance.HEAD_KINDS.items():
@@ -58,6 +65,42 @@ def test_every_head_kind_is_in_the_one_table():
     task_name = getattr(module, "TASK_NAME", "any_classifier_task")
     assert provenance.head_of({"task_name": task_name}) == head, module.__name__
     assert provenance.fine_tuned_head({"task_name": task_name}) == head
+
+
+def test_the_registered_heads():
+  """Each module bert_tf/task_heads.py names is a task package's and defines one HeadSpec; a
+  head that takes another's kind, Hugging Face class or task_name is refused."""
+  specs = head_specs.registered()
+  assert len(specs) == len(task_heads.HEAD_MODULES) >= 1
+  for module, spec in zip(task_heads.HEAD_MODULES, specs):
+    assert module.startswith("bert_tf.tasks.") and module.count(".") == 3, module
+    assert provenance.HEAD_KINDS[spec.kind] is spec.facts
+    assert head_specs.spec_of(spec.kind) is spec
+  assert head_specs.spec_of(provenance.CLASSIFIER) is None
+  assert set(provenance.OUTPUT_WEIGHTS_HEADS) >= {provenance.CLASSIFIER, provenance.TAGGER}
+  assert provenance.SQUAD not in provenance.OUTPUT_WEIGHTS_HEADS
+  assert provenance.PRETRAINING not in provenance.FINE_TUNED_HEADS
+  spec = specs[0]
+  for facts, taken in ((provenance.HeadKind("BertForSequenceClassification"),
+                        "Hugging Face class 'BertForSequenceClassification'"),
+                       (provenance.HeadKind("BertForNew", task_names=("ner",)),
+                        "task_name 'ner'")):
+    with pytest.raises(ValueError, match=f"takes the {taken} of another head"):
+      provenance._check_registered([head_specs.HeadSpec(  # pylint: disable=protected-access
+          "new", facts, spec.build, spec.recognise)])
+  with pytest.raises(ValueError, match="takes the kind 'squad'"):
+    provenance._check_registered([  # pylint: disable=protected-access
+        head_specs.HeadSpec(provenance.SQUAD, spec.facts, spec.build, spec.recognise)])
+
+
+def test_the_registry_is_read_when_first_asked(monkeypatch):
+  """The registered modules are imported when the head kinds are first read, and one that
+  defines no HeadSpec is refused naming it."""
+  monkeypatch.setattr(provenance, "_registered", None)
+  monkeypatch.setattr(task_heads, "HEAD_MODULES", ("bert_tf.model.heads",))
+  with pytest.raises(ValueError, match=r"^bert_tf.model.heads \(bert_tf/task_heads.py\) defines "
+                     "no HEAD_SPEC"):
+    provenance.registered_heads()
 
 
 def test_heads_of_task_infos():

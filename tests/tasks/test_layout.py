@@ -5,6 +5,8 @@ import ast
 import os
 import re
 
+from bert_tf import task_heads
+from bert_tf.model import head_specs
 from tests.helpers import REPO_ROOT
 from tests.test_imports import imports_of
 
@@ -56,3 +58,27 @@ def test_the_checks_catch_a_task_named_or_reached():
   assert HEAD_KINDS.findall("exact_task=task.head != provenance.SQUAD") == ["SQUAD"]
   tree_imports = imports_of(os.path.join(TASKS, "squad", "run.py"))
   assert "bert_tf.tasks.squad.data" in [module for module, _, _ in tree_imports]
+
+
+def _words_of(spec, module):
+  """What would name a registered head in another tier's source: its kind (as written with
+  underscores, hyphens or spaces), its Hugging Face class and its task package."""
+  kind = spec.kind.lower()
+  return {kind, kind.replace("_", "-"), kind.replace("_", " "),
+          spec.facts.hf_architecture.lower(), module.split(".")[2]}
+
+
+def test_the_model_and_serving_tiers_name_no_registered_head():
+  """A task's own head lives in its package and is named once, in bert_tf/task_heads.py: the
+  model and serving tiers name none beyond the heads they build in (pretraining, classifier,
+  span, tagger)."""
+  words = {word: module for module, spec in zip(task_heads.HEAD_MODULES, head_specs.registered())
+           for word in _words_of(spec, module)}
+  assert words
+  for tier in ("model", "serving"):
+    folder = os.path.join(REPO_ROOT, "bert_tf", tier)
+    for name in sorted(os.listdir(folder)):
+      if name.endswith(".py"):
+        source = open(os.path.join(folder, name), encoding="utf-8").read().lower()
+        named = sorted(word for word in words if word in source or word in name)
+        assert not named, f"{tier}/{name} names {named}, registered by {words[named[0]]}"

@@ -2,7 +2,7 @@
 
 `export_multiple_choice(model, config, settings, info, version)` writes
 <output_dir>/export/multiple_choice/<version>/ with
-`bert_tf.serving.multiple_choice_module.export_multiple_choice_model`: context [B] and choices
+`serving_module.export_multiple_choice_model`: context [B] and choices
 [B, C] in; probabilities [B, C] and the chosen index out.
 """
 
@@ -15,8 +15,8 @@ from bert_tf import io
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.model import exporting
-from bert_tf.model import heads
-from bert_tf.serving import multiple_choice_module
+from bert_tf.tasks.multiple_choice import head as mc_head
+from bert_tf.tasks.multiple_choice import serving_module
 
 MODEL_NAME = "multiple_choice"
 
@@ -38,8 +38,8 @@ def export_multiple_choice(model: keras.Model, config: BertConfig, settings: Any
     The version directory written.
   """
   float_model = checkpoints.float32_copy(
-      model, lambda: heads.build_multiple_choice_model(config))
-  path = multiple_choice_module.export_multiple_choice_model(
+      model, lambda: mc_head.build_multiple_choice_model(config))
+  path = serving_module.export_multiple_choice_model(
       float_model, config, settings.vocab_file,
       export_dir or io.join(settings.output_dir, exporting.EXPORT_DIR),
       do_lower_case=settings.do_lower_case, seq_length=settings.max_seq_length,

@@ -1,6 +1,6 @@
 """Multiple choice as a task of the generic loop: a softmax over each example's choices.
 
-`heads.build_multiple_choice_model` scores each choice's sequence alone (one logit from its
+`head.build_multiple_choice_model` scores each choice's sequence alone (one logit from its
 pooled [CLS] output); the input pipeline reads an example's choices as rows of their own
 (training.bucketing.as_sequences), each carrying SEQUENCE_INDEX (which choice) and BATCH_EXAMPLE
 (its example's position in the batch) beside the example's label_ids and is_real_example.

@@ -32,12 +32,11 @@ import tensorflow as tf
 
 from bert_tf import io
 from bert_tf.config import BertConfig
-from bert_tf.model import heads
-from bert_tf.model import provenance
 from bert_tf.tasks import common
 from bert_tf.tasks import fine_tuning
 from bert_tf.tasks import start as start_lib
 from bert_tf.tasks.multiple_choice import data as mc_data
+from bert_tf.tasks.multiple_choice import head as mc_head
 from bert_tf.tasks.multiple_choice import loss as mc_loss
 from bert_tf.tasks.multiple_choice import metrics as mc_metrics
 from bert_tf.training import evaluation
@@ -45,7 +44,7 @@ from bert_tf.training import run_folder
 from bert_tf.training.bucketing import SEQUENCE_INDEX
 from bert_tf.training.errors import TrainingError
 
-TASK_NAME = provenance.MULTIPLE_CHOICE
+TASK_NAME = mc_head.MULTIPLE_CHOICE
 # SWAG's file names; a split whose .csv is absent from --data_dir is read from its .jsonl.
 DATA_DIR_FILES = {"train": "train", "eval": "val", "predict": "test"}
 HEAD_NAME = "multiple-choice head (output_weights/output_bias)"
@@ -124,11 +123,11 @@ def _read(settings: MultipleChoiceSettings, start: start_lib.Start,
     raise TrainingError("the files of a run have one number of choices: " + ", ".join(
         f"{path} has {count}" for path, count in counts.items()))
   data["num_choices"] = next(iter(counts.values()))
-  head = start_lib.starting_head(settings, start, provenance.MULTIPLE_CHOICE, None, "explicit",
+  head = start_lib.starting_head(settings, start, mc_head.MULTIPLE_CHOICE, None, "explicit",
                                  "--train_file", labelled=False)
   info = dict(task_name=TASK_NAME, num_choices=data["num_choices"],
               do_lower_case=bool(settings.do_lower_case), vocab_md5=vocab_md5,
-              max_seq_length=settings.max_seq_length, head=provenance.MULTIPLE_CHOICE)
+              max_seq_length=settings.max_seq_length, head=mc_head.MULTIPLE_CHOICE)
   return fine_tuning.TaskInputs(
       data=data, info=info, fresh_head=head.fresh_head, train_files=[settings.file("train")],
       outputs=[f"{name}{suffix}" for name in ("train", "eval", "test") for suffix in (
@@ -204,10 +203,10 @@ def _evaluate(state: fine_tuning.RunState, result: Dict[str, Any]) -> Dict[str, 
 
 
 TASK = fine_tuning.FineTuningTask(
-    program="run_multiple_choice", head=provenance.MULTIPLE_CHOICE,
-    head_layer=heads.MULTIPLE_CHOICE_LAYER, head_name=HEAD_NAME, untrained=UNTRAINED,
+    program="run_multiple_choice", head=mc_head.MULTIPLE_CHOICE,
+    head_layer=mc_head.HEAD_LAYER, head_name=HEAD_NAME, untrained=UNTRAINED,
     read=_read, train_records=_train_records,
-    build_model=lambda config, inputs, packed=False: heads.build_multiple_choice_model(
+    build_model=lambda config, inputs, packed=False: mc_head.build_multiple_choice_model(
         config, packed=packed),
     loss=lambda inputs: mc_loss.make_task(inputs.data["num_choices"]), record_spec=_record_spec,
     evaluate=_evaluate)

@@ -13,6 +13,7 @@ from bert_tf.model import checkpoints
 from bert_tf.model import conversion
 from bert_tf.model import heads
 from bert_tf.model import provenance
+from bert_tf.tasks.multiple_choice import head as mc_head
 from tests import helpers
 
 HF_TINY = os.path.join(helpers.TEST_DATA, "multiple_choice", "hf_tiny")
@@ -36,13 +37,13 @@ def _logits(model, golden):
 def test_hugging_face_multiple_choice_logits():
   golden = _golden()
   config = checkpoints.config_beside(os.path.join(HF_TINY, "model.safetensors"))
-  model = heads.build_multiple_choice_model(config)
+  model = mc_head.build_multiple_choice_model(config)
   report = checkpoints.load_weights(model, HF_TINY, strict=True)
   assert "output_weights" in report.loaded
-  assert checkpoints.model_head(model) == provenance.MULTIPLE_CHOICE
+  assert checkpoints.model_head(model) == mc_head.MULTIPLE_CHOICE
   np.testing.assert_allclose(_logits(model, golden), golden["logits"], atol=2e-5)
   info = provenance.hf_task_info({"architectures": ["BertForMultipleChoice"]})
-  assert info == {"head": provenance.MULTIPLE_CHOICE}
+  assert info == {"head": mc_head.MULTIPLE_CHOICE}
 
 
 def test_conversion_keeps_the_head_in_every_format(tmp_path):
@@ -50,7 +51,7 @@ def test_conversion_keeps_the_head_in_every_format(tmp_path):
   tf1 = str(tmp_path / "tf1" / "model.ckpt")
   conversion.convert_checkpoint(HF_TINY, tf1)
   info = json.loads((tmp_path / "tf1" / "task_info.json").read_text())
-  assert info["head"] == provenance.MULTIPLE_CHOICE
+  assert info["head"] == mc_head.MULTIPLE_CHOICE
   values = checkpoints.read_weights(tf1, source_format="tf1")
   assert values["output_weights"].shape == (1, 16) and values["output_bias"].shape == (1,)
   keras_file = str(tmp_path / "mc.keras")
@@ -67,7 +68,7 @@ def test_conversion_keeps_the_head_in_every_format(tmp_path):
   for source in (tf1, keras_file, hf):
     model, _ = conversion.converted_model(config, checkpoints.read_weights(source), source,
                                           checkpoints.detect_format(source))
-    assert checkpoints.model_head(model) == provenance.MULTIPLE_CHOICE, source
+    assert checkpoints.model_head(model) == mc_head.MULTIPLE_CHOICE, source
     np.testing.assert_allclose(_logits(model, golden), golden["logits"], atol=2e-5)
 
 
@@ -79,7 +80,7 @@ def test_a_multiple_choice_head_is_never_loaded_as_a_classifier(tmp_path):
   # A head recorded as multiple choice has one output (a score per choice).
   folder = tmp_path / "two"
   folder.mkdir()
-  provenance.write_task_info(str(folder), {"head": provenance.MULTIPLE_CHOICE})
+  provenance.write_task_info(str(folder), {"head": mc_head.MULTIPLE_CHOICE})
   with pytest.raises(conversion.HeadError, match="a multiple-choice head has one output"):
     conversion.source_head(str(folder / "model.ckpt"), "tf1",
                            {"output_weights": np.zeros((2, 16)), "output_bias": np.zeros(2)})

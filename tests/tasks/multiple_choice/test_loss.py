@@ -8,8 +8,8 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import tokenization
-from bert_tf.model import heads
 from bert_tf.tasks.multiple_choice import data as mc_data
+from bert_tf.tasks.multiple_choice import head as mc_head
 from bert_tf.tasks.multiple_choice import loss as mc_loss
 from bert_tf.tasks.multiple_choice import metrics as mc_metrics
 from bert_tf.training import bucketing
@@ -59,8 +59,8 @@ def test_packed_rows_give_the_unpacked_loss_and_scores(records):
   assert packed["input_word_ids"].shape[0] < COUNT * CHOICES
   assert packed["input_word_ids"].shape[1] == SEQ  # the longest choice needs the widest row
   tf.keras.utils.set_random_seed(1)
-  model = heads.build_multiple_choice_model(CONFIG)
-  packed_model = heads.build_multiple_choice_model(CONFIG, packed=True)
+  model = mc_head.build_multiple_choice_model(CONFIG)
+  packed_model = mc_head.build_multiple_choice_model(CONFIG, packed=True)
   packed_model.set_weights(model.get_weights())
   task = mc_loss.make_task(CHOICES)
   out = model(task.model_inputs(unpacked), training=False)
