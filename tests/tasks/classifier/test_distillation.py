@@ -7,8 +7,11 @@ random classifiers written as the original's checkpoints with our task_info.json
 (test_run.fine_tuned_checkpoint), so no teacher is trained here.
 """
 
-import dataclasses
+import json
 import os
+import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -20,6 +23,7 @@ from bert_tf.tasks.classifier import loss as classifier
 from bert_tf.tasks.classifier import run as cr
 from bert_tf.training import evaluation
 from bert_tf.training.errors import TrainingError
+from tests.helpers import REPO_ROOT, subprocess_env
 from tests.tasks.classifier.test_run import CONFIG, fine_tuned_checkpoint, source_settings
 
 LABELS = ("austen", "bible", "linux")
@@ -150,3 +154,61 @@ def test_the_teachers_results_come_first_and_alpha_one_trains_as_without_teacher
                            for n in ("plain", "alpha1", "alpha0"))
   np.testing.assert_allclose(alpha1, plain, rtol=1e-5, atol=1e-6)
   assert np.abs(alpha0 - plain).max() > 1e-3
+  # Interrupted after its step-10 checkpoint, the distilled run resumes (the teacher loaded
+  # again) to the uninterrupted run's weights.
+  cut = tmp_path / "cut"
+  shutil.copytree(tmp_path / "alpha0", cut)
+  for name in os.listdir(cut):
+    if name.startswith("ckpt-11"):
+      os.remove(cut / name)
+  (cut / "checkpoint").write_text('model_checkpoint_path: "ckpt-10"\n')
+  resumed = cr.run_classifier(NO_DROPOUT, source_settings(
+      cut, do_predict=False, do_eval=False, num_train_epochs=0.5, teacher=teacher,
+      distill_alpha=0.0))
+  a = checkpoints.get_original_weights(runs["alpha0"]["model"])
+  b = checkpoints.get_original_weights(resumed["model"])
+  for name in a:
+    np.testing.assert_allclose(b[name], a[name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+_MIRRORED = r"""
+import json, os, sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+sys.path.insert(0, sys.argv[1])
+from tests.tasks.classifier import test_distillation as t
+from bert_tf.tasks.classifier import run as cr
+from bert_tf.training import distribution
+out = sys.argv[2]
+import pathlib
+teacher = t._teacher(pathlib.Path(out) / "teacher")
+results = {}
+for name, strategy, packing in (
+    ("one", tf.distribute.OneDeviceStrategy("/cpu:0"), "none"),
+    ("two_packed", distribution.select_strategy("mirrored"), "exact")):
+  settings = t.source_settings(os.path.join(out, name), do_predict=False, num_train_epochs=0.5,
+                               eval_batch_size=6, teacher=teacher, distill_alpha=0.3,
+                               packing=packing)
+  result = cr.run_classifier(t.NO_DROPOUT, settings, strategy)
+  results[name] = {k: v for k, v in result.items() if k.startswith(("eval_", "teacher_"))}
+json.dump(results, sys.stdout)
+"""
+
+
+@pytest.mark.slow
+def test_two_replicas_with_packed_rows_distil_like_one_device(tmp_path):
+  """Mirrored over two logical CPUs and exact packed rows: the teacher's outputs align with the
+  student's slots on every replica, so training and both models' dev results are one
+  device's, unpacked (dropout off)."""
+  script = tmp_path / "mirrored.py"
+  script.write_text(_MIRRORED)
+  done = subprocess.run([sys.executable, str(script), REPO_ROOT, str(tmp_path)],
+                        env=subprocess_env(), capture_output=True, text=True, timeout=900,
+                        check=False)
+  assert done.returncode == 0, done.stderr[-3000:]
+  results = json.loads(done.stdout.strip().splitlines()[-1])
+  one, two = results["one"], results["two_packed"]
+  assert set(one) == set(two) >= {"eval_accuracy", "teacher_eval_accuracy"}
+  for key in one:
+    assert two[key] == pytest.approx(one[key], rel=1e-4, abs=1e-5), key
