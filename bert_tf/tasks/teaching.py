@@ -76,6 +76,9 @@ def check_teacher(settings, info: Mapping[str, Any], can_teach: bool, program: s
   if not can_teach:
     raise TrainingError(f"{_flag(settings)}: {program} has no distillation loss; --teacher "
                         "teaches run_classifier, run_ner and run_squad")
+  if provenance.folder_of(settings.teacher).rstrip("/") == settings.output_dir.rstrip("/"):
+    raise TrainingError(f"{_flag(settings)} is the run's own --output_dir: the teacher must be "
+                        "another run's model")
   try:
     teacher = teacher_lib.read_record(settings.teacher)
   except (FileNotFoundError, ValueError) as e:

@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from bert_tf.model import checkpoints
 from bert_tf.model import provenance
+from bert_tf.tasks import fine_tuning
 from bert_tf.tasks.classifier import loss as classifier
 from bert_tf.tasks.classifier import run as cr
 from bert_tf.training import evaluation
@@ -113,6 +114,15 @@ def test_a_teacher_never_fine_tuned_or_unreadable_is_refused(tmp_path):
   with pytest.raises(TrainingError, match="--distill_alpha must be in"):
     source_settings(tmp_path / "c", distill_alpha=1.5).check(CONFIG)
   assert not (tmp_path / "a").exists()
+  with pytest.raises(TrainingError, match="is the run's own --output_dir"):
+    cr.run_classifier(CONFIG, source_settings(pretrained, teacher=str(pretrained)))
+
+
+def test_seed_summaries_keep_the_teachers_dev_results():
+  result = {"eval_accuracy": 0.5, "teacher_eval_accuracy": 0.9, "teacher_loss": 0.1,
+            "label_list": ["a"], "global_step": 3}
+  assert fine_tuning._scalar_results(result) == {  # pylint: disable=protected-access
+      "eval_accuracy": 0.5, "teacher_eval_accuracy": 0.9, "global_step": 3.0}
 
 
 def test_a_teacher_without_its_heads_weights_is_refused(tmp_path):
