@@ -1,7 +1,8 @@
 """Does a teacher help a small student? Dev accuracy and training speed of a 3-layer student
 fine-tuned alone and distilled from a fine-tuned 6-layer teacher, side by side, seed by seed.
 
-  python benchmarks/distillation.py [--seeds=1,2,3] [--labelled=48,360] [--out=results.json]
+  python benchmarks/distillation.py [--seeds=1,2,3] [--labelled=48,360] [--transfer]
+      [--student_epochs=3] [--out=results.json]
 
 Task: tests/data/classifier/source (which of three books a real sentence comes from: Austen,
 the Bible, the Linux documentation; 360 training and 120 dev sentences; labels by construction).
@@ -10,8 +11,10 @@ training sentences (2 epochs, batch 16, learning rate 1e-4). Students: the same 
 layers (--init_layers's default: its layers 0, 3, 5), each seed's twins trained on the first
 --labelled training sentences with the same steps and seed (batch 16, learning rate 1e-4,
 --student_epochs epochs), once alone and once with --teacher at the default --distill_alpha and
---distill_temperature. Everything runs in this process through run_classifier's library call,
-which is what the command runs.
+--distill_temperature. With --transfer the distilled twin also reads the other training
+sentences, without their labels, as --transfer_file, and the twin alone trains as many steps on
+the labelled ones (more epochs). Everything runs in this process through run_classifier's
+library call, which is what the command runs.
 
 Prints one row per setting and seed (dev accuracy, the student's training examples/s with the
 teacher's forward pass included), then the mean and standard deviation over seeds, and writes
@@ -61,7 +64,31 @@ def _subset(workdir: str, labelled: int) -> str:
   return data
 
 
-def run(seeds, labelled_sizes, student_epochs, workdir):
+def _transfer(workdir: str, labelled: int) -> str:
+  """The training sentences after the first `labelled`, without their labels (--transfer_file)."""
+  path = os.path.join(workdir, f"transfer_{labelled}.txt")
+  with open(os.path.join(SOURCE, "train.tsv"), encoding="utf-8") as f:
+    lines = f.read().splitlines()[labelled + 1:]
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("".join(line.split("\t")[0] + "\n" for line in lines))
+  return path
+
+
+def _twins(labelled: int, transfer: bool, teacher_dir: str, workdir: str, student_epochs):
+  """(name, extra settings) of the two students: alone on the labelled sentences, and
+  distilled (with --transfer_file: the other training sentences, unlabelled, and the epochs cut
+  so that both take the same steps)."""
+  distilled = dict(teacher=teacher_dir)
+  alone_epochs = student_epochs
+  if transfer:
+    distilled["transfer_file"] = _transfer(workdir, labelled)
+    alone_epochs = student_epochs * 360 / labelled
+  return (("alone", dict(num_train_epochs=alone_epochs)),
+          ("distilled" + (" with transfer" if transfer else ""),
+           dict(distilled, num_train_epochs=student_epochs)))
+
+
+def run(seeds, labelled_sizes, student_epochs, workdir, transfer=False):
   from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks.classifier import run as cr  # pylint: disable=g-import-not-at-top
   minilm = _minilm()
@@ -78,11 +105,11 @@ def run(seeds, labelled_sizes, student_epochs, workdir):
   for labelled in labelled_sizes:
     data = _subset(workdir, labelled)
     for seed in seeds:
-      for name, extra in (("alone", {}), ("distilled", dict(teacher=teacher_dir))):
+      for name, extra in _twins(labelled, transfer, teacher_dir, workdir, student_epochs):
         start = time.time()
         result = cr.run_classifier(student, _settings(
-            os.path.join(workdir, f"{name}_{labelled}_{seed}"), data, minilm,
-            init_checkpoint=minilm, seed=seed, num_train_epochs=student_epochs, **extra))
+            os.path.join(workdir, f"{name}_{labelled}_{seed}".replace(" ", "_")), data, minilm,
+            init_checkpoint=minilm, seed=seed, **extra))
         rows.append(dict(setting=f"student (3 layers, {labelled} labelled) {name}", seed=seed,
                          eval_accuracy=result["eval_accuracy"],
                          examples_per_second=result["examples_per_second"],
@@ -111,13 +138,17 @@ def main():
   parser.add_argument("--seeds", default="1,2,3")
   parser.add_argument("--labelled", default="48,360")
   parser.add_argument("--student_epochs", type=float, default=3.0)
+  parser.add_argument("--transfer", action="store_true",
+                      help="distil with the other training sentences as --transfer_file, "
+                      "the twin alone taking as many steps on the labelled ones")
   parser.add_argument("--out", default=None)
   args = parser.parse_args()
   from absl import logging  # pylint: disable=g-import-not-at-top
   logging.set_verbosity("error")
   with tempfile.TemporaryDirectory() as workdir:
     rows = run([int(s) for s in args.seeds.split(",")],
-               [int(n) for n in args.labelled.split(",")], args.student_epochs, workdir)
+               [int(n) for n in args.labelled.split(",")], args.student_epochs, workdir,
+               transfer=args.transfer)
   table = summary(rows)
   print(table)
   if args.out:

@@ -7,6 +7,7 @@ random classifiers written as the original's checkpoints with our task_info.json
 (test_run.fine_tuned_checkpoint), so no teacher is trained here.
 """
 
+import dataclasses
 import json
 import os
 import shutil
@@ -20,6 +21,7 @@ import tensorflow as tf
 from bert_tf.model import checkpoints
 from bert_tf.model import provenance
 from bert_tf.tasks import fine_tuning
+from bert_tf.tasks.classifier import data as cd
 from bert_tf.tasks.classifier import loss as classifier
 from bert_tf.tasks.classifier import run as cr
 from bert_tf.training import evaluation
@@ -222,3 +224,57 @@ def test_two_replicas_with_packed_rows_distil_like_one_device(tmp_path):
   assert set(one) == set(two) >= {"eval_accuracy", "teacher_eval_accuracy"}
   for key in one:
     assert two[key] == pytest.approx(one[key], rel=1e-4, abs=1e-5), key
+
+
+# === Transfer data: inputs without labels that only the teacher labels ===
+
+
+def test_transfer_lines_are_unlabelled_examples_and_bad_ones_name_the_line(tmp_path):
+  single = tmp_path / "single.txt"
+  single.write_text("One sentence.\n\n  Another\tone.  \n")
+  examples = cr.read_transfer_file(str(single), pair=False)
+  assert [(e.text_a, e.text_b) for e in examples] == [("One sentence.", None),
+                                                      ("Another\tone.", None)]
+  assert all(e.label is cd.UNLABELLED for e in examples)
+  with pytest.raises(TrainingError, match=r"single.txt:1: a pair task's transfer line"):
+    cr.read_transfer_file(str(single), pair=True)
+  pairs = tmp_path / "pairs.txt"
+  pairs.write_text("A one.\tB one.\n")
+  assert [(e.text_a, e.text_b) for e in cr.read_transfer_file(str(pairs), pair=True)] == [
+      ("A one.", "B one.")]
+  with pytest.raises(TrainingError, match="add --teacher"):
+    source_settings(tmp_path, transfer_file=str(single)).check(CONFIG)
+
+
+def test_transfer_examples_train_on_the_soft_targets_only():
+  """Label id -1 (a transfer example): no hard loss, no metric sum; its soft loss counts."""
+  rng = np.random.default_rng(2)
+  student, teacher = rng.standard_normal([2, 3, 3]).astype(np.float32)
+  task = classifier.distillation_task(lambda batch: {"logits": tf.constant(teacher)}, 1.0, 0.5)
+  batch = {"label_ids": tf.constant([2, -1, 0]), "is_real_example": tf.constant([1, 1, 1])}
+  loss, sums = task.replica_loss({"logits": tf.constant(student)}, batch, {}, 3)
+  hard = -_log_softmax(student)[[0, 2], [2, 0]]
+  soft = -(np.exp(_log_softmax(teacher)) * _log_softmax(student)).sum(-1)
+  assert float(loss) == pytest.approx((0.5 * hard.sum() + 0.5 * soft.sum()) / 3, rel=1e-5)
+  assert float(sums["examples"]) == 2
+
+
+@pytest.mark.slow
+def test_a_run_with_transfer_data_counts_its_examples_in_the_steps(tmp_path):
+  """Training records hold the labelled and the transfer examples (label id -1), packed rows
+  included; the steps are counted over both; a resume with another transfer file is refused."""
+  teacher = _teacher(tmp_path / "teacher")
+  transfer = tmp_path / "transfer.txt"
+  transfer.write_text("".join(f"Sentence number {i} of the transfer set.\n" for i in range(40)))
+  settings = source_settings(tmp_path / "student", do_eval=False, do_predict=False,
+                             num_train_epochs=0.5, teacher=teacher, transfer_file=str(transfer),
+                             packing="exact")
+  result = cr.run_classifier(CONFIG, settings)
+  assert result["num_train_steps"] == result["global_step"] == int((360 + 40) / 16 * 0.5)
+  labels = [int(tf.train.Example.FromString(r.numpy()).features.feature["label_ids"]
+                .int64_list.value[0])
+            for r in tf.data.TFRecordDataset(str(tmp_path / "student" / "train.tf_record"))]
+  assert labels.count(-1) == 40 and len(labels) == 400
+  transfer.write_text("Another sentence.\n")
+  with pytest.raises(TrainingError, match="transfer.txt"):
+    cr.run_classifier(CONFIG, dataclasses.replace(settings, num_train_epochs=1.0))
