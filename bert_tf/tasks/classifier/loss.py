@@ -206,9 +206,19 @@ def distillation_task(teacher_outputs, temperature: float, alpha: float,
     loss = tf.reduce_sum(_weights(batch) * per_example) / _denominator(global_normalizers,
                                                                         examples_per_update)
     _, sums = base.replica_loss(outputs, labelled_batch, global_normalizers, examples_per_update)
+    if not regression:  # examples/s counts every example, the accuracy the labelled ones
+      sums = dict(sums, labelled=sums["examples"], examples=tf.reduce_sum(_weights(batch)))
     return loss, sums
 
-  return base._replace(replica_loss=replica_loss)
+  if regression:
+    return base._replace(replica_loss=replica_loss)
+  return base._replace(replica_loss=replica_loss, sum_names=base.sum_names + ("labelled",),
+                       train_metrics=_distilled_train_metrics)
+
+
+def _distilled_train_metrics(totals: Mapping[str, float], good_steps: int) -> Dict[str, float]:
+  return dict(loss=totals["loss"] / good_steps,
+              accuracy=totals["correct"] / max(totals["labelled"], 1.0))
 
 
 # === Metrics from per-example predictions ===

@@ -65,7 +65,7 @@ def test_classifier_distillation_loss_equals_numpy(alpha, temperature):
            * _log_softmax(student / temperature)).sum(-1) * temperature ** 2
   expected = np.sum(real * (alpha * hard + (1 - alpha) * soft)) / 8
   assert float(loss) == pytest.approx(expected, rel=1e-5)
-  assert float(sums["examples"]) == 4  # the metric sums stay the task's
+  assert float(sums["examples"]) == 4 == float(sums["labelled"])
   assert float(sums["correct"]) == np.sum(real * (student.argmax(-1) == labels))
 
 
@@ -256,7 +256,10 @@ def test_transfer_examples_train_on_the_soft_targets_only():
   hard = -_log_softmax(student)[[0, 2], [2, 0]]
   soft = -(np.exp(_log_softmax(teacher)) * _log_softmax(student)).sum(-1)
   assert float(loss) == pytest.approx((0.5 * hard.sum() + 0.5 * soft.sum()) / 3, rel=1e-5)
-  assert float(sums["examples"]) == 2
+  assert float(sums["examples"]) == 3 and float(sums["labelled"]) == 2
+  correct = float(np.sum(student[[0, 2]].argmax(-1) == [2, 0]))
+  assert float(sums["correct"]) == correct
+  assert task.train_metrics(dict(sums, loss=1.0), 1)["accuracy"] == correct / 2
 
 
 @pytest.mark.slow
@@ -278,3 +281,41 @@ def test_a_run_with_transfer_data_counts_its_examples_in_the_steps(tmp_path):
   transfer.write_text("Another sentence.\n")
   with pytest.raises(TrainingError, match="transfer.txt"):
     cr.run_classifier(CONFIG, dataclasses.replace(settings, num_train_epochs=1.0))
+
+
+@pytest.mark.slow
+def test_a_distilled_student_with_transfer_data_beats_its_twin(tmp_path):
+  """The repository's sentence task with 48 labels: a 3-layer student from MiniLM's layers
+  0, 3, 5, with the same 66 steps and seed, alone on the 48, or distilled (the defaults) from
+  MiniLM fine-tuned on all 360, the other 312 sentences given without their labels as
+  --transfer_file. benchmarks/distillation.py --transfer measures the same over three seeds
+  (0.908 +- 0.022 against 0.797 +- 0.032 alone; the teacher 0.917); at 22 steps the distilled
+  student is behind: learning the soft targets takes more steps than the labels."""
+  # pylint: disable-next=g-import-not-at-top
+  from tests.tasks.classifier.test_run import SOURCE, minilm_dir
+  minilm = minilm_dir()
+  config = checkpoints.config_beside(os.path.join(minilm, "model.safetensors"))
+  common = dict(vocab_file=os.path.join(minilm, "vocab.txt"), init_checkpoint=minilm,
+                do_predict=False, learning_rate=1e-4, iterations_per_loop=100,
+                save_checkpoints_steps=1000, seed=1)
+  teacher = cr.run_classifier(config, source_settings(tmp_path / "teacher",
+                                                      num_train_epochs=1.0, **common))
+  with open(os.path.join(SOURCE, "train.tsv"), encoding="utf-8") as f:
+    lines = f.read().splitlines()
+  data = tmp_path / "data"
+  data.mkdir()
+  (data / "train.tsv").write_text("\n".join(lines[:49]) + "\n", encoding="utf-8")
+  shutil.copy(os.path.join(SOURCE, "dev.tsv"), data)
+  (tmp_path / "transfer.txt").write_text(
+      "".join(line.split("\t")[0] + "\n" for line in lines[49:]), encoding="utf-8")
+  student = config.replace(num_hidden_layers=3)
+  alone = cr.run_classifier(student, source_settings(
+      tmp_path / "alone", data_dir=str(data), num_train_epochs=3 * 360 / 48, **common))
+  distilled = cr.run_classifier(student, source_settings(
+      tmp_path / "distilled", data_dir=str(data), num_train_epochs=3.0,
+      teacher=str(tmp_path / "teacher"), transfer_file=str(tmp_path / "transfer.txt"),
+      **common))
+  assert alone["global_step"] == distilled["global_step"] == 67
+  assert teacher["eval_accuracy"] > 0.85
+  # The benchmark's seeds (its teacher trained 2 epochs): distilled ahead by 0.08 to 0.15.
+  assert distilled["eval_accuracy"] >= alone["eval_accuracy"] + 0.04, (alone, distilled)
