@@ -319,3 +319,30 @@ def test_a_distilled_student_with_transfer_data_beats_its_twin(tmp_path):
   assert teacher["eval_accuracy"] > 0.85
   # The benchmark's seeds (its teacher trained 2 epochs): distilled ahead by 0.08 to 0.15.
   assert distilled["eval_accuracy"] >= alone["eval_accuracy"] + 0.04, (alone, distilled)
+
+
+@pytest.mark.slow
+def test_cached_teacher_outputs_train_as_the_teacher_in_the_step(tmp_path):
+  """--cache_teacher: the teacher's logits in the training records, computed once, train the
+  student to the weights the teacher in the step gives (packed rows, dropout off); a cache
+  stamped for another teacher is refused naming both."""
+  teacher = _teacher(tmp_path / "teacher")
+  runs = {}
+  for name, cache in (("step", False), ("cached", True)):
+    runs[name] = cr.run_classifier(NO_DROPOUT, source_settings(
+        tmp_path / name, do_eval=False, do_predict=False, num_train_epochs=0.5, teacher=teacher,
+        distill_alpha=0.3, cache_teacher=cache, packing="exact"))
+  first = tf.train.Example.FromString(next(iter(tf.data.TFRecordDataset(
+      str(tmp_path / "cached" / "train.tf_record")))).numpy())
+  assert len(first.features.feature["teacher_logits"].float_list.value) == 3
+  a = checkpoints.get_original_weights(runs["step"]["model"])
+  b = checkpoints.get_original_weights(runs["cached"]["model"])
+  for name in a:
+    np.testing.assert_allclose(b[name], a[name], rtol=1e-4, atol=1e-5, err_msg=name)
+  other = _teacher(tmp_path / "other", seed=5)
+  with pytest.raises(TrainingError, match=r"--cache_teacher: .*teacher_cache.json holds "
+                     r"teacher outputs for teacher=.*teacher/model.ckpt but this run's are "
+                     r"teacher=.*other/model.ckpt"):
+    cr.run_classifier(NO_DROPOUT, source_settings(
+        tmp_path / "cached", do_eval=False, do_predict=False, num_train_epochs=1.0,
+        teacher=other, cache_teacher=True))
