@@ -69,6 +69,10 @@ def define_flags(flag_values=FLAGS) -> None:
                       "path); default train.tsv.", **fv)
   flags.DEFINE_string("dev_file", None, "generic: the dev file; default dev.tsv.", **fv)
   flags.DEFINE_string("test_file", None, "generic: the test file; default test.tsv.", **fv)
+  flags.DEFINE_string("transfer_file", None, "With --teacher: more training inputs without "
+                      "labels, one per line (pair tasks: text_a TAB text_b), which train on the "
+                      "teacher's soft targets only; the training file is always part of the "
+                      "data.", **fv)
   # === Several runs ===
   flags.DEFINE_list("seeds", [], "Run once per seed (in output_dir/seed_<s>) and write the "
                     "mean +- std of every metric to output_dir/seeds_summary.txt.", **fv)

@@ -67,6 +67,7 @@ class FineTuningSettings:
   distill_alpha: float = distillation.DEFAULT_ALPHA
   distill_temperature: float = distillation.DEFAULT_TEMPERATURE
   init_layers: str = layer_selection.EVEN
+  cache_teacher: bool = False
 
   @property
   def packing_mode(self) -> packed_rows.PackingMode:
@@ -187,6 +188,8 @@ def distillation_problems(settings: FineTuningSettings) -> List[str]:
   if not settings.distill_temperature > 0:
     problems.append(f"--distill_temperature must be positive, got "
                     f"{settings.distill_temperature}")
+  if settings.cache_teacher and not settings.teacher:
+    problems.append("--cache_teacher caches a --teacher's outputs: add --teacher")
   if settings.teacher and not settings.do_train:
     problems.append(f"--teacher={settings.teacher} teaches a run that trains: add --do_train "
                     "or drop --teacher")

@@ -114,6 +114,7 @@ class RunState:
   start: start_lib.Start = dataclasses.field(default_factory=start_lib.Start)
   trainer: Optional[loop.Trainer] = None
   teacher: Optional[teaching.Teacher] = None
+  cached: Dict[str, int] = dataclasses.field(default_factory=dict)  # output -> width
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,6 +147,8 @@ class FineTuningTask:
       None: the task cannot be taught (--teacher is refused).
     results_files: the files of results the task writes in output_dir (`key = value` text or
       JSON), to which a distilled run adds its teacher's results (tasks.teaching).
+    cached_outputs: the teacher's outputs --cache_teacher writes into the training records
+      (one vector per example, e.g. ("logits",)); empty: the task has no cache.
   """
   program: str
   head: str
@@ -162,6 +165,7 @@ class FineTuningTask:
   packs_exactly: bool = True
   distill: Optional[Callable[..., loop.Task]] = None
   results_files: Tuple[str, ...] = ()
+  cached_outputs: Tuple[str, ...] = ()
 
 
 # The export a command hands in (model.exporting's convention, shared with run_pretraining):
@@ -203,6 +207,9 @@ def run(task: FineTuningTask, config: BertConfig, settings,
       dict(inputs.inputs, **{"--vocab_file": settings.vocab_file}))
   run_folder.note_training_data(settings, start, inputs.info, list(inputs.train_files))
   teaching.check_teacher(settings, inputs.info, task.distill is not None, task.program)
+  if settings.cache_teacher and not task.cached_outputs:
+    raise TrainingError(f"--cache_teacher: {task.program} keeps no cache of its teacher's "
+                        "outputs; drop it (the teacher then runs in the training step)")
   if not settings.do_train and start.checkpoint is None:
     # Refused before output_dir is touched (init_fine_tuning refuses the other untrained cases).
     raise TrainingError(
@@ -263,6 +270,8 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
   # The teacher is built after the student, so that the student starts from the weights a
   # run without --teacher starts from (building a model draws on the random initializers).
   result.update(_teach(task, state, packed))
+  if settings.teacher and settings.cache_teacher and settings.do_train:
+    _cache_teacher(task, state, train_path, records.count)
   run_folder.record_run_info(state.config, settings, state.start, state.chief, state.inputs.info)
   if settings.do_train:
     grouped = settings.grouped(settings.max_seq_length)
@@ -312,6 +321,9 @@ def _loop_task(task: FineTuningTask, state: RunState) -> loop.Task:
     return loop_task
 
   def teacher_outputs(batch):
+    if state.cached:
+      return {name: tf.reshape(batch[f"{teaching.PREFIX}{name}"], [-1, width])
+              for name, width in state.cached.items()}
     return state.teacher.outputs(loop_task.model_inputs)(batch)
 
   return task.distill(state.inputs, teacher_outputs, state.settings.distill_temperature,
@@ -335,6 +347,27 @@ def _teach(task: FineTuningTask, state: RunState, packed: bool) -> Dict[str, Any
   teacher_state = dataclasses.replace(
       state, trainer=trainer, settings=dataclasses.replace(settings, output_dir=output_dir))
   return teaching.evaluate_teacher(task.evaluate, state, teacher_state)
+
+
+def _cache_teacher(task: FineTuningTask, state: RunState, train_path: str, count: int) -> None:
+  """--cache_teacher: the teacher's outputs on every training record, written into the records
+  (read back by `dataset` while training); a cache stamped for another teacher or other inputs
+  is refused first."""
+  settings = state.settings
+  stamp = teaching.cache_stamp(settings, state.inputs.info)
+  teaching.check_cache_stamp(state.record_dir, stamp)
+  trainer = loop.Trainer(state.strategy, state.teacher.model, None, task.loss(state.inputs),
+                         settings.train_batch_size)
+  outputs = predict(task, dataclasses.replace(state, trainer=trainer), train_path,
+                    settings.train_batch_size, count, keep=(teaching.REAL_EXAMPLE,))
+  real = outputs[teaching.REAL_EXAMPLE].reshape(-1) > 0  # not the last batch's padding
+  cached = {name: outputs[name][real] for name in task.cached_outputs}
+  for name, values in cached.items():
+    if len(values) != count:
+      raise TrainingError(f"--cache_teacher: {len(values)} teacher {name} for {count} training "
+                          f"records in {train_path}")
+  teaching.write_cached_outputs(train_path, cached, state.record_dir, stamp)
+  state.cached = {name: int(np.prod(values.shape[1:])) for name, values in cached.items()}
 
 
 def training_packing(settings, records: str, micro_batch_per_replica: int
@@ -394,6 +427,9 @@ def dataset(task: FineTuningTask, state: RunState, path: str, batch_size: int,
   """The batches of one of the task's record files (input_pipeline.record_dataset with the
   task's record spec; options are record_dataset's)."""
   spec = task.record_spec(state.inputs, state.settings.max_seq_length, is_training)
+  if is_training and state.cached:  # [1, width]: never taken for a per-position feature
+    spec = dict(spec, **{f"{teaching.PREFIX}{name}": ((1, width), "float32")
+                         for name, width in state.cached.items()})
   return input_pipeline.record_dataset(path, input_pipeline.parsing_spec(spec), batch_size,
                                        is_training, **options)
 

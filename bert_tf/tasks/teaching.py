@@ -40,6 +40,10 @@ from bert_tf.training.errors import TrainingError
 
 TEACHER_DIR = "teacher"
 PREFIX = "teacher_"
+# --cache_teacher: what the teacher's outputs in the training records were computed with.
+CACHE_STAMP_FILE = "teacher_cache.json"
+# The per-example weight of the records of a task with cached outputs (0: a batch's padding).
+REAL_EXAMPLE = "is_real_example"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +80,9 @@ def check_teacher(settings, info: Mapping[str, Any], can_teach: bool, program: s
   if not can_teach:
     raise TrainingError(f"{_flag(settings)}: {program} has no distillation loss; --teacher "
                         "teaches run_classifier, run_ner and run_squad")
+  if provenance.folder_of(settings.teacher).rstrip("/") == settings.output_dir.rstrip("/"):
+    raise TrainingError(f"{_flag(settings)} is the run's own --output_dir: the teacher must be "
+                        "another run's model")
   try:
     teacher = teacher_lib.read_record(settings.teacher)
   except (FileNotFoundError, ValueError) as e:
@@ -175,3 +182,52 @@ def _text_results(path: str) -> Dict[str, str]:
   """A `key = value` results file's entries, the values as written."""
   pairs = (line.split(" = ", 1) for line in io.read_text(path).splitlines() if " = " in line)
   return {key: value for key, value in pairs}
+
+
+# === --cache_teacher: the teacher's outputs written once into the training records ===
+
+
+def cache_stamp(settings, info: Mapping[str, Any]) -> Dict[str, Any]:
+  """What cached teacher outputs depend on: the teacher, the vocab, max_seq_length, the labels
+  and the head kind."""
+  return dict(teacher=settings.teacher, vocab_md5=info.get("vocab_md5"),
+              max_seq_length=settings.max_seq_length, labels=info.get("labels"),
+              head=info.get("head"))
+
+
+def check_cache_stamp(record_dir: str, stamp: Mapping[str, Any]) -> None:
+  """Refuses the teacher outputs cached in record_dir by another teacher or for other inputs.
+
+  Raises:
+    TrainingError: one line naming the cache and both stamps' differing entries.
+  """
+  path = io.join(record_dir, CACHE_STAMP_FILE)
+  if not io.exists(path):
+    return
+  cached = json.loads(io.read_text(path))
+  differ = sorted(key for key in stamp if cached.get(key) != stamp[key])
+  if differ:
+    raise TrainingError(
+        f"--cache_teacher: {path} holds teacher outputs for "
+        + ", ".join(f"{key}={cached.get(key)}" for key in differ) + " but this run's are "
+        + ", ".join(f"{key}={stamp[key]}" for key in differ)
+        + "; use another --output_dir or remove the cache")
+
+
+def write_cached_outputs(records: str, outputs: Mapping[str, Any], record_dir: str,
+                         stamp: Mapping[str, Any]) -> None:
+  """Rewrites the training records with the teacher's outputs (one float feature teacher_<name>
+  per output, in file order) and writes the stamp beside them."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from bert_tf import record_schema  # pylint: disable=g-import-not-at-top
+  raw = [record.numpy() for record in tf.data.TFRecordDataset(records)]
+  with record_schema.RecordFileWriter(records) as writer:
+    for index, record in enumerate(raw):
+      example = tf.train.Example.FromString(record)
+      for name, values in outputs.items():
+        example.features.feature[f"{PREFIX}{name}"].float_list.value.extend(
+            np.asarray(values[index], np.float32).reshape(-1).tolist())
+      writer.write(example.SerializeToString(deterministic=True))
+  io.write_text(io.join(record_dir, CACHE_STAMP_FILE), json.dumps(stamp, sort_keys=True) + "\n")
+  logging.info("--cache_teacher: the teacher's %s for %d training records written into %s",
+               ", ".join(outputs), len(raw), records)

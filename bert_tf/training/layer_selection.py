@@ -19,6 +19,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from absl import logging
 import numpy as np
+import tensorflow as tf
 
 from bert_tf.model import checkpoints
 
@@ -95,12 +96,21 @@ def select_layers(values: Mapping[str, np.ndarray],
 
 
 def checkpoint_depth(path: str) -> int:
-  """The number of encoder layers of any checkpoint checkpoints.read_weights reads."""
+  """The number of encoder layers of any checkpoint checkpoints.read_weights reads: from the
+  names it holds (our training checkpoints, the original's), else the config beside it, else
+  by reading its weights."""
   resolved = checkpoints.resolve_checkpoint(path)
   source_format = checkpoints.detect_format(resolved)
   if source_format == "bert_tf":
     names = checkpoints.training_checkpoint_layers(resolved)
     return len([name for name in names if re.fullmatch(r"layer_\d+", name)])
+  if source_format == "tf1":
+    names = tf.train.load_checkpoint(resolved).get_variable_to_shape_map()
+    return checkpoints.model_sizes({name: () for name in names}).get("num_hidden_layers", 0)
+  try:
+    return checkpoints.config_beside(resolved, source_format).num_hidden_layers
+  except (FileNotFoundError, ValueError):
+    pass
   values = checkpoints.read_weights(resolved, source_format=source_format)
   return checkpoints.model_sizes({k: np.shape(v) for k, v in values.items()}).get(
       "num_hidden_layers", 0)

@@ -52,6 +52,12 @@ class InputExample:
   label: Any = None
 
 
+# The label of a transfer example (run_classifier --transfer_file: an input without a label,
+# which only a teacher's soft targets train on), and the label id its record holds.
+UNLABELLED = "<unlabelled>"
+UNLABELLED_ID = -1
+
+
 class PaddingInputExample:
   """A fake example that fills up the last batch (eval/predict on TPU).
 
@@ -107,6 +113,8 @@ class _Converter:
       except (TypeError, ValueError):
         raise ValueError(f"example {example.guid}: label {example.label!r} is not a number "
                          "(regression: label_list is None)") from None
+    if example.label is UNLABELLED:
+      return UNLABELLED_ID
     try:
       return self.label_map[example.label]
     except (KeyError, TypeError):

@@ -179,7 +179,8 @@ def distillation_task(teacher_outputs, temperature: float, alpha: float,
 
   Args:
     teacher_outputs: batch -> the teacher's outputs ({"logits": ...}) on the same batch (the
-      frozen teacher in the step, or its cached outputs).
+      frozen teacher in the step, or its cached outputs). Examples whose label id is -1
+      (transfer examples: classifier_data.UNLABELLED_ID) have no hard loss.
     temperature: T > 0.
     alpha: the hard loss's weight in [0, 1].
     regression: a regression head.
@@ -192,15 +193,32 @@ def distillation_task(teacher_outputs, temperature: float, alpha: float,
     if regression:
       per_example = predictions.regression_loss(outputs["logits"], teacher["logits"], labels,
                                                 alpha)
+      labelled_batch = batch
     else:
-      per_example = predictions.classifier_loss(outputs["logits"], teacher["logits"],
-                                                tf.cast(labels, tf.int32), temperature, alpha)
+      # Transfer examples (label id UNLABELLED_ID, -1) train on the soft targets only, and
+      # count in no metric sum.
+      labels = tf.reshape(tf.cast(labels, tf.int32), [-1])
+      labelled = tf.cast(labels >= 0, tf.float32)
+      labels = tf.maximum(labels, 0)
+      per_example = predictions.classifier_loss(outputs["logits"], teacher["logits"], labels,
+                                                temperature, alpha, hard_weights=labelled)
+      labelled_batch = dict(batch, label_ids=labels, is_real_example=_weights(batch) * labelled)
     loss = tf.reduce_sum(_weights(batch) * per_example) / _denominator(global_normalizers,
                                                                         examples_per_update)
-    _, sums = base.replica_loss(outputs, batch, global_normalizers, examples_per_update)
+    _, sums = base.replica_loss(outputs, labelled_batch, global_normalizers, examples_per_update)
+    if not regression:  # examples/s counts every example, the accuracy the labelled ones
+      sums = dict(sums, labelled=sums["examples"], examples=tf.reduce_sum(_weights(batch)))
     return loss, sums
 
-  return base._replace(replica_loss=replica_loss)
+  if regression:
+    return base._replace(replica_loss=replica_loss)
+  return base._replace(replica_loss=replica_loss, sum_names=base.sum_names + ("labelled",),
+                       train_metrics=_distilled_train_metrics)
+
+
+def _distilled_train_metrics(totals: Mapping[str, float], good_steps: int) -> Dict[str, float]:
+  return dict(loss=totals["loss"] / good_steps,
+              accuracy=totals["correct"] / max(totals["labelled"], 1.0))
 
 
 # === Metrics from per-example predictions ===

@@ -76,7 +76,8 @@ class ClassifierSettings(common.FineTuningSettings):
   eval/predict_batch_size. Additions: xnli_language; the generic task's columns and files
   (text_a_column, text_b_column, label_column, guid_column: names or 0-based indices;
   has_header; label_list (label_list_file: the file it was read from, named in messages);
-  regression; file_format; delimiter; train_file, dev_file, test_file).
+  regression; file_format; delimiter; train_file, dev_file, test_file); transfer_file
+  (unlabelled inputs the --teacher labels, read_transfer_file).
   """
   task_name: str
   data_dir: str
@@ -101,6 +102,7 @@ class ClassifierSettings(common.FineTuningSettings):
   train_file: Optional[str] = None
   dev_file: Optional[str] = None
   test_file: Optional[str] = None
+  transfer_file: Optional[str] = None
 
   def check(self, config: BertConfig, num_replicas: int = 1) -> None:
     """Raises TrainingError naming every flag with an impossible value."""
@@ -127,6 +129,11 @@ class ClassifierSettings(common.FineTuningSettings):
       if given:
         problems.append(f"--{', --'.join(given)} apply only to --task_name=generic (the "
                         f"{self.task_name} task has fixed files and columns)")
+    if self.transfer_file and not self.teacher:
+      problems.append(f"--transfer_file={self.transfer_file} has no labels: only a --teacher's "
+                      "soft targets train on it; add --teacher")
+    if self.transfer_file and self.regression:
+      problems.append("--transfer_file applies to classification, not --regression")
     if problems:
       raise TrainingError("; ".join(problems))
 
@@ -219,6 +226,8 @@ def _read(settings: ClassifierSettings, start: start_lib.Start,
         settings, label_list=tuple(label_list or ()), regression=label_list is None))
   data = _read_data(processor, settings)
   data["labels"] = label_list
+  data["transfer"] = read_transfer_file(settings.transfer_file, data["pair"]) \
+      if settings.transfer_file and settings.do_train else []
   info = dict(task_name=settings.task_name.lower(), labels=label_list,
               regression=label_list is None, pair=data["pair"],
               do_lower_case=bool(settings.do_lower_case), vocab_md5=vocab_md5,
@@ -228,10 +237,37 @@ def _read(settings: ClassifierSettings, start: start_lib.Start,
       ("eval_results", ".txt"), ("test_results", ".tsv"), ("test_predictions", ".tsv"))]
   inputs = {f"--{split}_file": _data_file(processor, settings, split)
             for split in ("train", "dev", "test")}
+  inputs["--transfer_file"] = settings.transfer_file
   return fine_tuning.TaskInputs(
       data=data, info=info, fresh_head=head.fresh_head,
-      train_files=[_data_file(processor, settings, "train")], outputs=outputs, inputs=inputs,
-      result={"label_list": label_list})
+      train_files=[_data_file(processor, settings, "train"), settings.transfer_file],
+      outputs=outputs, inputs=inputs, result={"label_list": label_list})
+
+
+def read_transfer_file(path: str, pair: bool) -> List[classifier_data.InputExample]:
+  """The unlabelled inputs of --transfer_file: one per non-blank line, the line's text (a pair
+  task: text_a TAB text_b); their label is classifier_data.UNLABELLED.
+
+  Raises:
+    TrainingError: a missing or empty file, or a pair task's line without exactly one tab
+      (naming the file and line).
+  """
+  if not io.exists(path):
+    raise TrainingError(f"--transfer_file={path} does not exist")
+  examples = []
+  for number, line in enumerate(io.read_text(path).splitlines(), 1):
+    if not line.strip():
+      continue
+    fields = line.split("\t") if pair else [line]
+    if len(fields) != (2 if pair else 1):
+      raise TrainingError(f"{path}:{number}: a pair task's transfer line is text_a TAB text_b, "
+                          f"got {len(fields)} fields")
+    examples.append(classifier_data.InputExample(
+        guid=f"transfer-{number}", text_a=fields[0].strip(),
+        text_b=fields[1].strip() if pair else None, label=classifier_data.UNLABELLED))
+  if not examples:
+    raise TrainingError(f"--transfer_file={path} has no line of text")
+  return examples
 
 
 def _data_file(processor, settings: ClassifierSettings, split: str) -> str:
@@ -281,10 +317,14 @@ def _write_records(state: fine_tuning.RunState, examples, path: str,
 
 
 def _train_records(state: fine_tuning.RunState, path: str) -> fine_tuning.TrainingRecords:
-  examples = state.inputs.data["train"]
+  labelled, transfer = state.inputs.data["train"], state.inputs.data["transfer"]
+  examples = list(labelled) + list(transfer)
   _write_records(state, examples, path)
-  return fine_tuning.TrainingRecords(len(examples), "examples",
-                                     log=(f"Num examples = {len(examples)}",))
+  log = f"Num examples = {len(examples)}"
+  if transfer:
+    log += (f" ({len(labelled)} labelled, {len(transfer)} from --transfer_file, labelled by "
+            "the teacher only)")
+  return fine_tuning.TrainingRecords(len(examples), "examples", log=(log,))
 
 
 def _build_model(config: BertConfig, inputs: fine_tuning.TaskInputs, packed: bool = False):
@@ -400,7 +440,8 @@ TASK = fine_tuning.FineTuningTask(
                "fine-tuned classifier"),
     read=_read, train_records=_train_records, build_model=_build_model, loss=_loss,
     record_spec=_record_spec, evaluate=_evaluate, distill=_distill,
-    results_files=tuple(f"eval_results{suffix}.txt" for suffix in ("", MISMATCHED)))
+    results_files=tuple(f"eval_results{suffix}.txt" for suffix in ("", MISMATCHED)),
+    cached_outputs=("logits",))
 
 
 def run_classifier(config: BertConfig, settings: ClassifierSettings,

@@ -28,6 +28,7 @@ from bert_tf.training import input_pipeline
 from bert_tf.training import loop
 from bert_tf.training import losses
 from bert_tf.training import packed_rows
+from bert_tf.training.distillation import predictions
 
 
 def model_inputs(batch):
@@ -114,3 +115,34 @@ def eval_results(batch_sums: List[Mapping[str, Any]]) -> Dict[str, float]:
 TASK = loop.Task(model_inputs=model_inputs, normalizers=normalizers, replica_loss=replica_loss,
                  sum_names=("start_correct", "end_correct", "examples"),
                  train_metrics=train_metrics, eval_sums=eval_sums, eval_results=eval_results)
+
+
+def distillation_task(teacher_outputs, temperature: float, alpha: float) -> loop.Task:
+  """TASK learning from a teacher, per start and end position: for each, alpha x the
+  cross-entropy to the gold position + (1 - alpha) x the soft loss at temperature T (scaled by
+  T^2) over the same positions (span_logits: every position of an unpacked row, a window's own
+  positions in packed rows), averaged over start and end and the global batch; the metric sums
+  stay the task's.
+
+  Args:
+    teacher_outputs: batch -> the teacher's outputs ({"start_logits", "end_logits"}).
+    temperature: T > 0.
+    alpha: the hard loss's weight in [0, 1].
+  """
+
+  def distilled_loss(outputs, batch, global_normalizers, examples_per_update):
+    teacher = teacher_outputs(batch)
+    student_logits = [span_logits(outputs, batch, side) for side in ("start", "end")]
+    teacher_logits = [span_logits(teacher, batch, side) for side in ("start", "end")]
+    per_window = predictions.span_loss(
+        *student_logits, *teacher_logits, tf.cast(batch["start_positions"], tf.int32),
+        tf.cast(batch["end_positions"], tf.int32), temperature, alpha)
+    weights = _weights(batch)
+    if weights is not None:
+      per_window *= weights
+    denominator = (tf.maximum(global_normalizers["examples"], 1.0)
+                   if "examples" in global_normalizers else float(examples_per_update))
+    _, sums = replica_loss(outputs, batch, global_normalizers, examples_per_update)
+    return tf.reduce_sum(per_window) / denominator, sums
+
+  return TASK._replace(replica_loss=distilled_loss)

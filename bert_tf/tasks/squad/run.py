@@ -341,6 +341,9 @@ TASK = fine_tuning.FineTuningTask(
         config, packed=packed),
     loss=lambda inputs: squad.TASK, record_spec=_record_spec, evaluate=_evaluate,
     export_info=_export_info,
+    distill=lambda inputs, teacher_outputs, temperature, alpha: squad.distillation_task(
+        teacher_outputs, temperature, alpha),
+    results_files=(squad_metrics.EVAL_RESULTS_FILE,),
     # Packed, each window's softmax is over its own positions (loss.py): not the original's
     # loss over the padded row, so --packing=auto leaves SQuAD unpacked.
     packs_exactly=False)

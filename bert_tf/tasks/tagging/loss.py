@@ -19,6 +19,7 @@ from bert_tf.model.encoder import ENCODER_INPUTS, PACKED_INPUTS
 from bert_tf.training import evaluation
 from bert_tf.training import loop
 from bert_tf.training import losses
+from bert_tf.training.distillation import predictions
 
 
 def model_inputs(batch):
@@ -69,3 +70,27 @@ def eval_results(batch_sums: List[Mapping[str, Any]]) -> Dict[str, float]:
 TASK = loop.Task(model_inputs=model_inputs, normalizers=normalizers, replica_loss=replica_loss,
                  sum_names=("correct", "weight", "examples"), train_metrics=train_metrics,
                  eval_sums=eval_sums, eval_results=eval_results)
+
+
+def distillation_task(teacher_outputs, temperature: float, alpha: float) -> loop.Task:
+  """TASK learning from a teacher, per token: alpha x the cross-entropy to the tag + (1 - alpha)
+  x the soft loss at temperature T (scaled by T^2), at the positions the tagger's own loss
+  counts (label_mask 1: each word's first piece; padding and the other pieces weigh 0), over
+  the global count of those positions; the metric sums stay the task's.
+
+  Args:
+    teacher_outputs: batch -> the teacher's outputs ({"logits": [B, S, C]}) on the same batch.
+    temperature: T > 0.
+    alpha: the hard loss's weight in [0, 1].
+  """
+
+  def distilled_loss(outputs, batch, global_normalizers, examples_per_update):
+    teacher = teacher_outputs(batch)
+    per_position = predictions.tagger_loss(
+        outputs["logits"], teacher["logits"], tf.cast(batch["label_ids"], tf.int32),
+        batch["label_mask"], temperature, alpha)
+    loss = tf.reduce_sum(per_position) / tf.maximum(global_normalizers["label_weight"], 1.0)
+    _, sums = replica_loss(outputs, batch, global_normalizers, examples_per_update)
+    return loss, sums
+
+  return TASK._replace(replica_loss=distilled_loss)

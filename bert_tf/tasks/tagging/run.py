@@ -332,7 +332,10 @@ TASK = fine_tuning.FineTuningTask(
     head_name=HEAD_NAME, untrained=UNTRAINED, read=_read, train_records=_train_records,
     build_model=lambda config, inputs, packed=False: heads.build_tagger_model(
         config, len(inputs.data["labels"]), packed=packed),
-    loss=lambda inputs: tagging.TASK, record_spec=_record_spec, evaluate=_evaluate)
+    loss=lambda inputs: tagging.TASK, record_spec=_record_spec, evaluate=_evaluate,
+    distill=lambda inputs, teacher_outputs, temperature, alpha: tagging.distillation_task(
+        teacher_outputs, temperature, alpha),
+    results_files=("eval_results.txt", "test_results.txt"))
 
 
 def run_ner(config: BertConfig, settings: NerSettings,

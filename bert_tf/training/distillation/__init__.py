@@ -24,8 +24,9 @@ and the intermediate losses add their per-position sums over the global count of
 positions, each with its own weight.
 """
 
-# The defaults of --distill_alpha (the hard-label loss's weight) and --distill_temperature: see
-# docs/distillation.md for the measurements they come from. Here, in a module that imports no
+# The defaults of --distill_alpha (the hard-label loss's weight) and --distill_temperature:
+# Keras's Distiller's student weight and DistilBERT's temperature; on the repository's task the
+# settings tried tied (benchmarks/README.md, Distillation). Here, in a module that imports no
 # TensorFlow, so that a command's --help does not pay for it.
 DEFAULT_ALPHA = 0.5
 DEFAULT_TEMPERATURE = 2.0
