@@ -16,6 +16,8 @@ core each (the process is pinned to it; TensorFlow and PyTorch then use one thre
               auto); its training examples/s are the median of its progress lines after the
               first (compilation excluded), its accuracy eval_results.txt's
   ours_unpacked  the same with --packing=none
+  ours_bf16   the same with --mixed_precision=bfloat16 (float32 weights; for CPUs with AMX or
+              AVX512-BF16, GPUs and TPUs)
   hf          transformers' BertForMultipleChoice in PyTorch eager, its users' dynamic padding
               (each batch padded to its longest pair, as DataCollatorForMultipleChoice does);
               examples/s over the steps after the first
@@ -45,7 +47,9 @@ import corpora  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 DATA = {split: os.path.join(BENCHMARKS, "data", f"multiple_choice_{split}.jsonl")
         for split in ("train", "dev")}
-SYSTEMS = ("ours", "ours_unpacked", "hf")
+SYSTEMS = ("ours", "ours_unpacked", "ours_bf16", "hf")
+EXTRA_FLAGS = {"ours": [], "ours_unpacked": ["--packing=none"],
+               "ours_bf16": ["--mixed_precision=bfloat16"]}
 PROGRESS = re.compile(r"step \d+/\d+ .*examples/s = ([0-9.]+)")
 CHOICES = 4
 
@@ -119,9 +123,9 @@ def pin_one_core():
   os.sched_setaffinity(0, {core})
 
 
-def run_ours(args, seed, work, extra):
+def run_ours(args, seed, work, system, extra):
   """run_multiple_choice as a user runs it: (dev accuracy, examples/s, wall seconds)."""
-  out = os.path.join(work, f"ours_{seed}_{len(extra)}")
+  out = os.path.join(work, f"{system}_{seed}")
   model = minilm()
   command = [sys.executable, "-m", "bert_tf.run_multiple_choice",
              f"--train_file={DATA['train']}", f"--eval_file={DATA['dev']}",
@@ -259,8 +263,7 @@ def main(argv=None):
             print(f"| {seed} | hf | not installed (torch, transformers) | | |")
             continue
         else:
-          extra = ["--packing=none"] if system == "ours_unpacked" else []
-          found = run_ours(args, seed, work, extra)
+          found = run_ours(args, seed, work, system, EXTRA_FLAGS[system])
         accuracy, rate, wall = found
         runs.append(dict(seed=seed, system=system, accuracy=accuracy,
                          examples_per_second=rate, wall_seconds=wall))
