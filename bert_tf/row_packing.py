@@ -30,8 +30,6 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Uni
 
 import numpy as np
 
-from bert_tf import length_buckets
-
 MODES = ("none", "exact", "static", "auto")
 NONE, EXACT, STATIC, AUTO = MODES
 # At most this many examples share a row (a fixed K: the [CLS] positions are a [rows, K] input).
@@ -204,27 +202,6 @@ def expected_rows(length_counts: Sequence[int], batch_size: int, row_length: int
   draws = rng.choice(len(counts), size=(samples, batch_size), p=counts / counts.sum())
   return float(np.mean([len(first_fit_decreasing(list(d), row_length, max_per_row))
                         for d in draws]))
-
-
-def packed_position_share(length_counts: Sequence[int], batch_size: int, row_length: int,
-                          boundaries: Optional[Sequence[int]] = None,
-                          max_per_row: int = MAX_EXAMPLES_PER_ROW) -> float:
-  """The positions an exactly packed batch computes, over those of the same batch unpacked.
-
-  Packed: first_fit_decreasing's expected rows of row_length for batch_size examples drawn from
-  length_counts (count of examples per length), rounded up to row_ladder(batch_size). Unpacked:
-  batch_size rows cut to the bucket of their longest (boundaries; None: row_length). Below 1
-  packing computes fewer positions; near 1 it only adds its attention mask and gathers (e.g.
-  pairs of about 50 tokens in rows of 64: one per row either way).
-  """
-  if sum(length_counts[1:]) <= 0:
-    return 1.0
-  rows = ladder_rows(int(math.ceil(expected_rows(length_counts, batch_size, row_length,
-                                                 max_per_row) - 1e-9)), batch_size)
-  widths = tuple(boundaries) if boundaries else (row_length,)
-  longest = length_buckets.batch_longest_distribution(length_counts, batch_size)
-  unpacked = batch_size * length_buckets.expected_width(longest, widths)
-  return rows * row_length / max(unpacked, 1e-9)
 
 
 def static_rows(length_counts: Sequence[int], batch_size: int, row_length: int,

@@ -222,15 +222,49 @@ def run(task: FineTuningTask, config: BertConfig, settings,
 
 
 def resolved_packing(task: FineTuningTask, settings):
-  """settings with --packing=auto made concrete (PackingMode.resolved): exact for the tasks
-  whose packed loss is the unpacked one (task.packs_exactly) without XLA, else none; logged."""
+  """settings with --packing=auto made concrete where the flags decide (PackingMode.resolved):
+  none for the tasks whose packed loss is not the unpacked one (task.packs_exactly), under XLA
+  and with --group_by_length; logged. Where they would pack (exact) it stays auto until the
+  training records are written: packing_for_records decides then."""
   asked = settings.packing_mode
   mode = asked.resolved(exact_task=task.packs_exactly, xla=settings.use_tpu or settings.jit_compile)
   if settings.group_by_length and asked.auto:
     mode = packed_rows.PackingMode(row_packing.NONE)  # length-grouped batches, asked for, instead
-  if asked.auto:
-    logging.info("--packing=auto: %s", mode.value)
-  return dataclasses.replace(settings, packing=mode.value)
+  if not asked.auto or not mode.exact:
+    if asked.auto:
+      logging.info("--packing=auto: %s", mode.value)
+    return dataclasses.replace(settings, packing=mode.value)
+  return settings
+
+
+# --packing=auto packs a task's batches only when packed rows compute at most this share of the
+# positions of the same batches unpacked and cut to their length bucket: near 1 packing only adds
+# its attention mask and gathers (pairs of ~50 tokens in rows of 64 are one a row either way).
+AUTO_PACKING_MAX_SHARE = 0.9
+
+
+def packing_for_records(settings, records: Optional[str], num_replicas: int):
+  """settings with an --packing=auto that resolved_packing left open made concrete from the
+  training records' lengths (packed_rows.packed_position_share of a replica's batches): exact
+  when it computes at most AUTO_PACKING_MAX_SHARE of the positions, else none; without training
+  records (eval or predict only), exact. Logged."""
+  if not settings.packing_mode.auto:
+    return settings
+  mode, why = row_packing.EXACT, "no training records to measure"
+  if records is not None:
+    shares = distribution.BatchShares(settings.train_batch_size, num_replicas,
+                                      settings.gradient_accumulation_steps)
+    sequences = shares.micro_batch_per_replica * bucketing.sequences_per_record(
+        records, settings.max_seq_length)
+    share = packed_rows.packed_position_share(
+        bucketing.length_counts(records, settings.max_seq_length), sequences,
+        settings.max_seq_length, settings.buckets(settings.max_seq_length))
+    if share > AUTO_PACKING_MAX_SHARE:
+      mode = row_packing.NONE
+    why = (f"packed rows would compute {share:.0%} of the positions of the unpacked batches "
+           f"cut to their length buckets (packing pays below {AUTO_PACKING_MAX_SHARE:.0%})")
+  logging.info("--packing=auto: %s (%s)", mode, why)
+  return dataclasses.replace(settings, packing=mode)
 
 
 def num_train_steps(count: int, train_batch_size: int, num_train_epochs: float) -> int:
@@ -258,7 +292,8 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
       logging.info("  %s", line)
     logging.info("  Batch size = %d", settings.train_batch_size)
     logging.info("  Num steps = %d (warmup %d)", steps, warmup)
-
+  settings = state.settings = packing_for_records(
+      settings, train_path if settings.do_train else None, state.strategy.num_replicas_in_sync)
   packed = settings.packing_mode.packed
   run_ = loop.prepare_run(state.strategy,
                           lambda: task.build_model(state.config, state.inputs, packed=packed),

@@ -3,10 +3,12 @@ examples packed into rows, static rows from a window of examples, and per-positi
 back to each example's own positions."""
 
 import dataclasses
+import math
 from typing import Dict, List, Mapping, Optional, Sequence
 
 import tensorflow as tf
 
+from bert_tf import length_buckets
 from bert_tf import row_packing
 from bert_tf.training.record_files import EXAMPLE_INDEX, as_written
 
@@ -71,6 +73,28 @@ class Packing:
   @property
   def exact(self) -> bool:
     return self.mode == row_packing.EXACT
+
+
+def packed_position_share(length_counts: Sequence[int], batch_size: int, row_length: int,
+                          boundaries: Optional[Sequence[int]] = None,
+                          max_per_row: int = row_packing.MAX_EXAMPLES_PER_ROW) -> float:
+  """The positions an exactly packed batch computes, over those of the same batch unpacked.
+
+  Packed: row_packing.first_fit_decreasing's expected rows of row_length for batch_size examples drawn from
+  length_counts (count of examples per length), rounded up to row_packing.row_ladder(batch_size). Unpacked:
+  batch_size rows cut to the bucket of their longest (boundaries; None: row_length). Below 1
+  packing computes fewer positions; near 1 it only adds its attention mask and gathers (e.g.
+  pairs of about 50 tokens in rows of 64: one per row either way).
+  """
+  if sum(length_counts[1:]) <= 0:
+    return 1.0
+  rows = row_packing.ladder_rows(int(math.ceil(row_packing.expected_rows(
+      length_counts, batch_size, row_length, max_per_row) - 1e-9)), batch_size)
+  widths = tuple(boundaries) if boundaries else (row_length,)
+  longest = length_buckets.batch_longest_distribution(length_counts, batch_size)
+  unpacked = batch_size * length_buckets.expected_width(longest, widths)
+  return rows * row_length / max(unpacked, 1e-9)
+
 
 
 # === Packed rows (--packing; bert_tf.row_packing) ===

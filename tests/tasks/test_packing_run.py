@@ -250,11 +250,39 @@ def test_auto_packing_is_resolved_per_task_and_device():
   from bert_tf.tasks.tagging import run as tagging_run  # pylint: disable=g-import-not-at-top
   settings = source_settings("/tmp/unused")
   assert settings.packing == "auto"
-  assert fine_tuning.resolved_packing(cr.TASK, settings).packing == "exact"
-  assert fine_tuning.resolved_packing(tagging_run.TASK, settings).packing == "exact"
+  # Tasks that pack exactly: decided from the training records' lengths (packing_for_records).
+  assert fine_tuning.resolved_packing(cr.TASK, settings).packing == "auto"
+  assert fine_tuning.resolved_packing(tagging_run.TASK, settings).packing == "auto"
   assert fine_tuning.resolved_packing(squad_run.TASK, settings).packing == "none"
   for change in (dict(use_tpu=True), dict(jit_compile=True), dict(group_by_length=True)):
     assert fine_tuning.resolved_packing(
         cr.TASK, dataclasses.replace(settings, **change)).packing == "none", change
   assert fine_tuning.resolved_packing(
       cr.TASK, dataclasses.replace(settings, packing="static", use_tpu=True)).packing == "static"
+
+
+def _mask_records(path, lengths, max_seq_length, sequences=1):
+  """Records holding only an input_mask: `sequences` sequences of each length in `lengths`."""
+  with tf.io.TFRecordWriter(str(path)) as writer:
+    for length in lengths:
+      mask = ([1] * length + [0] * (max_seq_length - length)) * sequences
+      feature = {"input_mask": tf.train.Feature(int64_list=tf.train.Int64List(value=mask))}
+      writer.write(tf.train.Example(
+          features=tf.train.Features(feature=feature)).SerializeToString())
+  return str(path)
+
+
+def test_auto_packing_packs_only_batches_that_packing_makes_smaller(tmp_path):
+  settings = dataclasses.replace(source_settings("/tmp/unused"), max_seq_length=64,
+                                 train_batch_size=16, length_buckets="none")
+  rng = np.random.default_rng(0)
+  short = _mask_records(tmp_path / "short", rng.integers(8, 20, 200), 64)
+  assert fine_tuning.packing_for_records(settings, short, 1).packing == "exact"
+  # Four choices of ~50 tokens each in rows of 64: one a row, packed or not.
+  pairs = _mask_records(tmp_path / "pairs", rng.integers(45, 64, 200), 64, sequences=4)
+  assert bucketing.sequences_per_record(pairs, 64) == 4
+  assert fine_tuning.packing_for_records(settings, pairs, 1).packing == "none"
+  assert fine_tuning.packing_for_records(settings, None, 1).packing == "exact"  # nothing to measure
+  for mode in ("none", "exact", "static"):  # only auto is decided here
+    fixed = dataclasses.replace(settings, packing=mode)
+    assert fine_tuning.packing_for_records(fixed, pairs, 1).packing == mode
