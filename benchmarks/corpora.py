@@ -71,3 +71,20 @@ def path(name: str) -> str:
 def paths(names=ENGLISH) -> list:
   """path(name) of each name."""
   return [path(name) for name in names]
+
+
+def documents(path: str) -> list:
+  """The documents of a text in BERT's input format: lists of their stripped, non-empty lines
+  (a blank line ends a document)."""
+  found, current = [], []
+  with open(path, encoding="utf-8") as f:
+    for line in f:
+      line = line.strip()
+      if line:
+        current.append(line)
+      elif current:
+        found.append(current)
+        current = []
+  if current:
+    found.append(current)
+  return found

@@ -44,6 +44,7 @@ BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(BENCHMARKS)
 sys.path.insert(0, BENCHMARKS)
 import corpora  # pylint: disable=g-import-not-at-top,wrong-import-position
+import main_job  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 DATA = {split: os.path.join(BENCHMARKS, "data", f"multiple_choice_{split}.jsonl")
         for split in ("train", "dev")}
@@ -62,28 +63,13 @@ def minilm() -> str:
 # === The data ===
 
 
-def _documents(path):
-  documents, current = [], []
-  with open(path, encoding="utf-8") as f:
-    for line in f:
-      line = line.strip()
-      if line:
-        current.append(line)
-      elif current:
-        documents.append(current)
-        current = []
-  if current:
-    documents.append(current)
-  return documents
-
-
 def make_examples(paths, count, seed=0):
   """`count` examples, an equal share from each corpus: (context, choices, label)."""
   rng = random.Random(seed)
   examples = []
   for path in paths:
     candidates = []
-    for document in _documents(path):
+    for document in corpora.documents(path):
       fit = [i for i, s in enumerate(document) if 8 <= len(s.split()) <= 30]
       if len(fit) < CHOICES + 1:
         continue
@@ -275,7 +261,7 @@ def main(argv=None):
   with open(args.output_file, "w", encoding="utf-8") as f:
     json.dump(dict(settings={k: v for k, v in vars(args).items()
                              if k not in ("hf_worker", "seed", "make_data")},
-                   cpu=_cpu(), runs=runs, medians=summary["medians"]), f, indent=2)
+                   cpu=main_job.cpu_model(), runs=runs, medians=summary["medians"]), f, indent=2)
   print(f"wrote {args.output_file}")
 
 
@@ -301,15 +287,6 @@ def summarize(runs):
   return dict(medians=medians, lines=lines)
 
 
-def _cpu():
-  try:
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-      for line in f:
-        if line.startswith("model name"):
-          return line.split(":", 1)[1].strip()
-  except OSError:
-    pass
-  return None
 
 
 if __name__ == "__main__":

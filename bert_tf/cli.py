@@ -307,6 +307,20 @@ def select_strategy_from_flags(flag_values=FLAGS):
                               f.master, f.num_tpu_cores)
 
 
+def checked_strategy(settings, config, flag_values=FLAGS):
+  """A fine-tuning command's settings checked against the config, then its strategy.
+
+  Impossible flag values are usage errors (exit 2), found at once: before a multi-worker run
+  waits for its cluster (the replica count's own checks come with the strategy).
+  """
+  from bert_tf.training.errors import TrainingError  # pylint: disable=g-import-not-at-top
+  try:
+    settings.check(config)
+  except TrainingError as e:
+    raise UsageError(str(e)) from None
+  return select_strategy_from_flags(flag_values)
+
+
 def apply_runtime_flags(flag_values=FLAGS) -> None:
   """Logging at INFO (unless --verbosity says otherwise) and, with --deterministic_ops,
   TensorFlow's op determinism."""

@@ -117,7 +117,6 @@ def main(argv):
   # pylint: disable-next=g-import-not-at-top
   from bert_tf.tasks.classifier import export as classifier_export
   from bert_tf.tasks.classifier import run as classifier_run  # pylint: disable=g-import-not-at-top
-  from bert_tf.training.errors import TrainingError  # pylint: disable=g-import-not-at-top
   f = FLAGS
   cli.apply_runtime_flags(f)
   seeds = _numbers("seeds", f.seeds, int)
@@ -125,13 +124,7 @@ def main(argv):
     raise cli.UsageError("--seed and --seeds contradict each other; give one")
   config = cli.config_from_flags(f)
   settings = settings_from_flags(f)
-  # Impossible flag values are usage errors (exit 2), found at once: before a multi-worker run
-  # waits for its cluster (the replica count's own checks come with the strategy).
-  try:
-    settings.check(config)
-  except TrainingError as e:
-    raise cli.UsageError(str(e)) from None
-  strategy = cli.select_strategy_from_flags(f)
+  strategy = cli.checked_strategy(settings, config, f)
 
   def runner(config, settings, strategy=None):
     exporter = cli.serving_exporter(classifier_export.EXPORTER, f)

@@ -60,17 +60,11 @@ def main(argv):
   from absl import logging  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks.multiple_choice import export as mc_export  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks.multiple_choice import run as mc_run  # pylint: disable=g-import-not-at-top
-  from bert_tf.training.errors import TrainingError  # pylint: disable=g-import-not-at-top
   f = FLAGS
   cli.apply_runtime_flags(f)
   config = cli.config_from_flags(f)
   settings = settings_from_flags(f)
-  # Impossible flag values are usage errors (exit 2), found at once.
-  try:
-    settings.check(config)
-  except TrainingError as e:
-    raise cli.UsageError(str(e)) from None
-  strategy = cli.select_strategy_from_flags(f)
+  strategy = cli.checked_strategy(settings, config, f)
   exporter = cli.serving_exporter(mc_export.EXPORTER, f)
   result = mc_run.run_multiple_choice(config, settings, strategy, exporter=exporter)
   logging.info("Finished at step %d", result["global_step"])

@@ -74,18 +74,11 @@ def main(argv):
   from absl import logging  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks.tagging import export as tagging_export  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks.tagging import run as tagging_run  # pylint: disable=g-import-not-at-top
-  from bert_tf.training.errors import TrainingError  # pylint: disable=g-import-not-at-top
   f = FLAGS
   cli.apply_runtime_flags(f)
   config = cli.config_from_flags(f)
   settings = settings_from_flags(f)
-  # Impossible flag values are usage errors (exit 2), found at once: before a multi-worker run
-  # waits for its cluster (the replica count's own checks come with the strategy).
-  try:
-    settings.check(config)
-  except TrainingError as e:
-    raise cli.UsageError(str(e)) from None
-  strategy = cli.select_strategy_from_flags(f)
+  strategy = cli.checked_strategy(settings, config, f)
   exporter = cli.serving_exporter(tagging_export.EXPORTER, f)
   result = tagging_run.run_ner(config, settings, strategy, exporter=exporter)
   logging.info("Finished at step %d", result["global_step"])

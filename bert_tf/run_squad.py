@@ -86,7 +86,6 @@ def main(argv):
   from absl import logging  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks.squad import export as squad_export  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks.squad import run as squad_run  # pylint: disable=g-import-not-at-top
-  from bert_tf.training.errors import TrainingError  # pylint: disable=g-import-not-at-top
   f = FLAGS
   cli.apply_runtime_flags(f)
   threshold = parse_threshold(f.null_score_diff_threshold)
@@ -94,13 +93,7 @@ def main(argv):
   settings = cli.settings_from_flags(squad_run.SquadSettings, f,
                                      null_score_diff_threshold=threshold,
                                      use_tpu=f.use_tpu or f.strategy == "tpu")
-  # Impossible flag values are usage errors (exit 2), found at once: before a multi-worker run
-  # waits for its cluster (the replica count's own checks come with the strategy).
-  try:
-    settings.check(config)
-  except TrainingError as e:
-    raise cli.UsageError(str(e)) from None
-  strategy = cli.select_strategy_from_flags(f)
+  strategy = cli.checked_strategy(settings, config, f)
   exporter = cli.serving_exporter(squad_export.EXPORTER, f)
   result = squad_run.run_squad(config, settings, strategy, exporter=exporter)
   logging.info("Finished at step %d", result["global_step"])

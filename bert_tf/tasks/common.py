@@ -181,18 +181,10 @@ def fine_tuning_problems(settings: FineTuningSettings, num_replicas: int) -> Lis
 def distillation_problems(settings: FineTuningSettings) -> List[str]:
   """What is wrong with the distillation flags (--teacher, --distill_alpha,
   --distill_temperature, --init_layers), one message per flag."""
-  problems = []
-  if not 0.0 <= settings.distill_alpha <= 1.0:
-    problems.append(f"--distill_alpha must be in [0, 1] (the hard-label loss's weight), got "
-                    f"{settings.distill_alpha}")
-  if not settings.distill_temperature > 0:
-    problems.append(f"--distill_temperature must be positive, got "
-                    f"{settings.distill_temperature}")
+  problems = distillation.flag_problems(settings.teacher, settings.distill_alpha,
+                                       settings.distill_temperature, settings.do_train)
   if settings.cache_teacher and not settings.teacher:
     problems.append("--cache_teacher caches a --teacher's outputs: add --teacher")
-  if settings.teacher and not settings.do_train:
-    problems.append(f"--teacher={settings.teacher} teaches a run that trains: add --do_train "
-                    "or drop --teacher")
   try:
     layer_selection.parse_init_layers(settings.init_layers)
   except ValueError as e:

@@ -35,6 +35,7 @@ from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.model import provenance
 from bert_tf.training import evaluation
+from bert_tf.training.distillation import predictions
 from bert_tf.training.distillation import teacher as teacher_lib
 from bert_tf.training.errors import TrainingError
 
@@ -55,13 +56,8 @@ class Teacher:
 
   def outputs(self, model_inputs: Callable[[Mapping[str, tf.Tensor]], Dict[str, tf.Tensor]]
               ) -> Callable[[Mapping[str, tf.Tensor]], Dict[str, tf.Tensor]]:
-    """batch -> the teacher's outputs on it, in inference mode (no dropout), held constant."""
-
-    def teacher_outputs(batch):
-      outputs = self.model(model_inputs(batch), training=False)
-      return {key: tf.stop_gradient(value) for key, value in outputs.items()}
-
-    return teacher_outputs
+    """batch -> the teacher's outputs on it (predictions.frozen_outputs)."""
+    return predictions.frozen_outputs(self.model, model_inputs)
 
 
 def _flag(settings) -> str:

@@ -27,7 +27,7 @@ def test_committed_data_is_made_again_from_the_corpora():
   assert [{k: v for k, v in row.items() if k != "id"} for row in committed] == made
   following = {}
   for path in script.corpora.paths():
-    for document in script._documents(path):  # pylint: disable=protected-access
+    for document in script.corpora.documents(path):
       for a, b in zip(document, document[1:]):
         following.setdefault(a, set()).add(b)
   for row in committed:

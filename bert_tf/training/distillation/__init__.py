@@ -30,3 +30,18 @@ positions, each with its own weight.
 # TensorFlow, so that a command's --help does not pay for it.
 DEFAULT_ALPHA = 0.5
 DEFAULT_TEMPERATURE = 2.0
+
+
+def flag_problems(teacher, alpha: float, temperature: float, do_train: bool,
+                  alpha_is: str = "the hard-label loss's weight") -> list:
+  """What is wrong with --distill_alpha, --distill_temperature and --teacher (which teaches a
+  run that trains), one message per flag; alpha_is says what alpha weighs, for the message."""
+  problems = []
+  if not 0.0 <= alpha <= 1.0:
+    problems.append(f"--distill_alpha must be in [0, 1] ({alpha_is}), got {alpha}")
+  if not temperature > 0:
+    problems.append(f"--distill_temperature must be positive, got {temperature}")
+  if teacher and not do_train:
+    problems.append(f"--teacher={teacher} teaches a run that trains: add --do_train or drop "
+                    "--teacher")
+  return problems

@@ -37,6 +37,17 @@ EXCLUDED_LOGIT = -1e9
 COSINE_EPSILON = 1e-12
 
 
+def frozen_outputs(model, model_inputs):
+  """batch -> `model`'s outputs on model_inputs(batch), in inference mode (no dropout), held
+  constant: a frozen teacher run inside the student's training step."""
+
+  def teacher_outputs(batch):
+    outputs = model(model_inputs(batch), training=False)
+    return {key: tf.stop_gradient(value) for key, value in outputs.items()}
+
+  return teacher_outputs
+
+
 def check_temperature(temperature: float) -> float:
   """The temperature as a float; ValueError unless it is > 0."""
   if not temperature > 0:

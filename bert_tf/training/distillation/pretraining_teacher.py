@@ -38,6 +38,8 @@ from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.model import provenance
 from bert_tf.model.heads import MASKED_LM_HIDDEN, build_pretraining_model
+from bert_tf.training import distillation
+from bert_tf.training.distillation import predictions
 from bert_tf.training.distillation import teacher as teacher_lib
 from bert_tf.training.errors import TrainingError
 
@@ -53,30 +55,18 @@ class PretrainingTeacher:
 
   def outputs(self, model_inputs: Callable[[Mapping[str, tf.Tensor]], Dict[str, tf.Tensor]]
               ) -> Callable[[Mapping[str, tf.Tensor]], Dict[str, tf.Tensor]]:
-    """batch -> the teacher's outputs on it, in inference mode (no dropout), held constant."""
-
-    def teacher_outputs(batch):
-      outputs = self.model(model_inputs(batch), training=False)
-      return {key: tf.stop_gradient(value) for key, value in outputs.items()}
-
-    return teacher_outputs
+    """batch -> the teacher's outputs on it (predictions.frozen_outputs)."""
+    return predictions.frozen_outputs(self.model, model_inputs)
 
 
 def settings_problems(settings) -> List[str]:
   """What is wrong with the distillation flags of a pretraining run, one message per flag."""
-  problems = []
-  if not 0.0 <= settings.distill_alpha <= 1.0:
-    problems.append(f"--distill_alpha must be in [0, 1] (the masked LM's weight), got "
-                    f"{settings.distill_alpha}")
-  if not settings.distill_temperature > 0:
-    problems.append(f"--distill_temperature must be positive, got "
-                    f"{settings.distill_temperature}")
+  problems = distillation.flag_problems(settings.teacher, settings.distill_alpha,
+                                       settings.distill_temperature, settings.do_train,
+                                       alpha_is="the masked LM's weight")
   weight = settings.distill_cosine_weight
   if weight is not None and not weight >= 0:
     problems.append(f"--distill_cosine_weight must be >= 0, got {weight}")
-  if settings.teacher and not settings.do_train:
-    problems.append(f"--teacher={settings.teacher} teaches a run that trains: add --do_train or "
-                    "drop --teacher")
   return problems
 
 
