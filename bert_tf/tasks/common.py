@@ -1,14 +1,14 @@
 """The settings every fine-tuning command shares, beside their checks.
 
 FineTuningSettings is the base of each task's settings (ClassifierSettings, SquadSettings,
-NerSettings); fine_tuning_problems is the check of its flags that each task's `check` adds to its
-own. The rest of a run is elsewhere: where it starts (tasks.start), its output_dir
+NerSettings, MultipleChoiceSettings); fine_tuning_problems is the check of its flags that each
+task's `check` adds to its own, split_file_problems the check of a task's input files. The rest of a run is elsewhere: where it starts (tasks.start), its output_dir
 (training.run_folder), the driver (tasks.fine_tuning), what a model folder records
 (bert_tf.model.provenance).
 """
 
 import dataclasses
-from typing import List, Optional, Tuple
+from typing import List, Mapping, Optional, Tuple
 
 from absl import logging
 
@@ -189,4 +189,25 @@ def distillation_problems(settings: FineTuningSettings) -> List[str]:
     layer_selection.parse_init_layers(settings.init_layers)
   except ValueError as e:
     problems.append(str(e))
+  return problems
+
+
+def split_file_problems(settings, config, holding: Mapping[str, str]) -> List[str]:
+  """The checks every task with train/eval/predict files makes: at least one of --do_train,
+  --do_eval, --do_predict; a file for each (settings.file(split), holding[split] saying what
+  --data_dir must hold); --max_seq_length within the config's positions and at least 4."""
+  problems = []
+  if not (settings.do_train or settings.do_eval or settings.do_predict):
+    problems.append("At least one of --do_train, --do_eval or --do_predict must be True.")
+  for split, wanted in (("train", settings.do_train), ("eval", settings.do_eval),
+                        ("predict", settings.do_predict)):
+    if wanted and not settings.file(split):
+      problems.append(f"--do_{split} needs --{split}_file or --data_dir (holding "
+                      f"{holding[split]})")
+  if settings.max_seq_length > config.max_position_embeddings:
+    problems.append(f"Cannot use sequence length {settings.max_seq_length} because the BERT "
+                    f"model was only trained up to sequence length "
+                    f"{config.max_position_embeddings} (--max_seq_length)")
+  if settings.max_seq_length < 4:
+    problems.append(f"--max_seq_length must be at least 4, got {settings.max_seq_length}")
   return problems

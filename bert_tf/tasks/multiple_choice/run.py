@@ -84,20 +84,8 @@ class MultipleChoiceSettings(common.FineTuningSettings):
 
   def check(self, config: BertConfig, num_replicas: int = 1) -> None:
     """Raises TrainingError naming every flag with an impossible value."""
-    problems = []
-    if not (self.do_train or self.do_eval or self.do_predict):
-      problems.append("At least one of --do_train, --do_eval or --do_predict must be True.")
-    for split, wanted in (("train", self.do_train), ("eval", self.do_eval),
-                          ("predict", self.do_predict)):
-      if wanted and not self.file(split):
-        problems.append(f"--do_{split} needs --{split}_file or --data_dir (holding "
-                        f"{DATA_DIR_FILES[split]}.csv or .jsonl)")
-    if self.max_seq_length > config.max_position_embeddings:
-      problems.append(f"Cannot use sequence length {self.max_seq_length} because the BERT model "
-                      f"was only trained up to sequence length {config.max_position_embeddings}"
-                      " (--max_seq_length)")
-    if self.max_seq_length < 4:
-      problems.append(f"--max_seq_length must be at least 4, got {self.max_seq_length}")
+    problems = common.split_file_problems(
+        self, config, {split: f"{name}.csv or .jsonl" for split, name in DATA_DIR_FILES.items()})
     problems += common.fine_tuning_problems(self, num_replicas)
     if (self.packing or "").strip().lower() == "static":
       problems.append("--packing=static would part an example's choices over steps: use "
