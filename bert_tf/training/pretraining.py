@@ -30,7 +30,7 @@ from bert_tf.model import checkpoints
 from bert_tf.model import exporting
 from bert_tf.model import provenance
 from bert_tf.model.encoder import PACKED_INPUTS
-from bert_tf.model.heads import PRETRAINING_INPUTS, build_pretraining_model
+from bert_tf.model.heads import MASKED_LM_HIDDEN, PRETRAINING_INPUTS, build_pretraining_model
 from bert_tf.training import bucketing
 from bert_tf.training import distillation
 from bert_tf.training import distribution
@@ -340,8 +340,8 @@ def distilled_task(teacher_outputs, temperature: float, alpha: float,
     masked_lm = alpha * mlm_nll + (1.0 - alpha) * soft
     if cosine_weight:
       # cosine_loss weighs its positions by a mask: the masked-LM weights are that mask here.
-      cosine = distill_predictions.cosine_loss(outputs[pretraining_teacher.MASKED_LM_HIDDEN],
-                                               teacher[pretraining_teacher.MASKED_LM_HIDDEN],
+      cosine = distill_predictions.cosine_loss(outputs[MASKED_LM_HIDDEN],
+                                               teacher[MASKED_LM_HIDDEN],
                                                weights)
       masked_lm += cosine_weight * tf.reduce_sum(cosine)
     return masked_lm / denominator + nsp_loss, sums
@@ -511,9 +511,11 @@ def run_pretraining(config: BertConfig, settings: PretrainingSettings,
   metadata = _check_data(settings, config, settings.input_file, "input_file")
   if settings.do_eval and settings.eval_input_file:
     _check_data(settings, config, settings.eval_input_file, "eval_input_file")
-  first = record_files.expand_file_patterns(settings.input_file)[0]
-  teacher_config = pretraining_teacher.check_teacher(settings, config, metadata,
-                                                     record_schema.metadata_path(first))
+  teacher_config = None
+  if settings.teacher:
+    first = record_files.expand_file_patterns(settings.input_file)[0]
+    teacher_config = pretraining_teacher.check_teacher(settings, config, metadata,
+                                                       record_schema.metadata_path(first))
   chief = distribution.is_chief(strategy)
   new_folder = chief and not io.exists(settings.output_dir)
   try:

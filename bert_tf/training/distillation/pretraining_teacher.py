@@ -37,7 +37,7 @@ from bert_tf import record_schema
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.model import provenance
-from bert_tf.model.heads import MASKED_LM_HIDDEN, build_pretraining_model
+from bert_tf.model.heads import build_pretraining_model
 from bert_tf.training import distillation
 from bert_tf.training.distillation import predictions
 from bert_tf.training.distillation import teacher as teacher_lib
@@ -173,7 +173,3 @@ def load_teacher(settings, teacher_config: BertConfig, config: BertConfig,
                settings.distill_alpha, 1.0 - settings.distill_alpha,
                settings.distill_temperature, weight)
   return PretrainingTeacher(settings.teacher, teacher_config, model, weight)
-
-
-__all__ = ["MASKED_LM_HIDDEN", "PretrainingTeacher", "check_teacher", "cosine_weight",
-           "load_teacher", "settings_problems", "student_record"]
