@@ -27,15 +27,13 @@ A task is a FineTuningTask: its names and the few plain functions that are its o
 files, writing its records, building its model, its loss, its record spec, its evaluation). A new
 task writes those in its own <task>_run.py and a thin command in bert_tf/ that calls `run`.
 
-Also here, because every fine-tuning command shares them: --seeds (run_seeds) and the paper's
-hyperparameter sweep (run_sweep). The shared settings and their checks are tasks.common's.
+--seeds and the paper's hyperparameter sweep, which every fine-tuning command shares, are
+tasks.repeats'; the shared settings and their checks are tasks.common's.
 """
 
 import contextlib
 import dataclasses
-import json
-import math
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Set, Tuple
 
 from absl import logging
 import keras
@@ -142,6 +140,8 @@ class FineTuningTask:
     export_info: (settings, info, result) -> the task_info the export records (default: info).
     packs_exactly: whether the task's loss on packed rows is its unpacked loss (--packing=auto
       packs only such tasks; a task whose loss is not, e.g. one normalized per row, says False).
+    wide_rows: whether its packed rows may be wider than max_seq_length (packing_for_records):
+      a task whose model's outputs are per example (pooled), none per position.
     distill: (inputs, teacher_outputs, temperature, alpha) -> the loop.Task of the task's loss
       mixed with a teacher's soft targets (teacher_outputs: batch -> the teacher's outputs);
       None: the task cannot be taught (--teacher is refused).
@@ -163,6 +163,7 @@ class FineTuningTask:
   evaluate: Callable[[RunState, Dict[str, Any]], Dict[str, Any]]
   export_info: Optional[Callable[[Any, Dict[str, Any], Dict[str, Any]], Dict[str, Any]]] = None
   packs_exactly: bool = True
+  wide_rows: bool = False
   distill: Optional[Callable[..., loop.Task]] = None
   results_files: Tuple[str, ...] = ()
   cached_outputs: Tuple[str, ...] = ()
@@ -243,28 +244,61 @@ def resolved_packing(task: FineTuningTask, settings):
 AUTO_PACKING_MAX_SHARE = 0.9
 
 
-def packing_for_records(settings, records: Optional[str], num_replicas: int):
-  """settings with an --packing=auto that resolved_packing left open made concrete from the
-  training records' lengths (packed_rows.packed_position_share of a replica's batches): exact
-  when it computes at most AUTO_PACKING_MAX_SHARE of the positions, else none; without training
-  records (eval or predict only), exact. Logged."""
-  if not settings.packing_mode.auto:
+def packing_for_records(settings, records: Optional[str], num_replicas: int,
+                        wide_rows: bool = False, hidden_size: int = 768):
+  """settings with the packing the training records' lengths call for, logged.
+
+  --packing=auto that resolved_packing left open: exact when packed rows compute at most
+  AUTO_PACKING_MAX_SHARE of the work of the unpacked batches cut to their length buckets
+  (packed_rows.packed_position_share of a replica's batches, weighted by row_cost), else none;
+  without training records (eval or predict only), exact.
+
+  Wide rows (wide_rows: the task reads per-example outputs only): with auto or exact packing,
+  rows of WIDE_ROW_FACTOR x max_seq_length (settings.packed_row_length) where they cost less
+  than rows of max_seq_length: examples of more than half of it (pairs of ~45 tokens at 64)
+  fill rows of their own length one at a time, and two or three of them a row twice as wide.
+  """
+  mode = settings.packing_mode
+  if not (mode.auto or (mode.exact and wide_rows)):
     return settings
-  mode, why = row_packing.EXACT, "no training records to measure"
-  if records is not None:
-    shares = distribution.BatchShares(settings.train_batch_size, num_replicas,
-                                      settings.gradient_accumulation_steps)
-    sequences = shares.micro_batch_per_replica * bucketing.sequences_per_record(
-        records, settings.max_seq_length)
-    share = packed_rows.packed_position_share(
-        bucketing.length_counts(records, settings.max_seq_length), sequences,
-        settings.max_seq_length, settings.buckets(settings.max_seq_length))
-    if share > AUTO_PACKING_MAX_SHARE:
-      mode = row_packing.NONE
-    why = (f"packed rows would compute {share:.0%} of the positions of the unpacked batches "
-           f"cut to their length buckets (packing pays below {AUTO_PACKING_MAX_SHARE:.0%})")
-  logging.info("--packing=auto: %s (%s)", mode, why)
-  return dataclasses.replace(settings, packing=mode)
+  if records is None:
+    if mode.auto:
+      logging.info("--packing=auto: exact (no training records to measure)")
+    return dataclasses.replace(settings, packing=row_packing.EXACT)
+  length = settings.max_seq_length
+  shares = distribution.BatchShares(settings.train_batch_size, num_replicas,
+                                    settings.gradient_accumulation_steps)
+  sequences = shares.micro_batch_per_replica * bucketing.sequences_per_record(records, length)
+  counts = bucketing.length_counts(records, length, per_sequence=True)
+  boundaries = settings.buckets(length)
+  costs = {width: packed_rows.packed_position_share(
+      counts, sequences, length, boundaries, packed_row_length=width)
+           * row_cost(width, hidden_size) / row_cost(length, hidden_size)
+           for width in ((length, WIDE_ROW_FACTOR * length) if wide_rows else (length,))}
+  width = min(costs, key=lambda w: (costs[w], w))
+  packing = mode.value
+  if mode.auto:
+    packing = row_packing.EXACT if costs[width] <= AUTO_PACKING_MAX_SHARE else row_packing.NONE
+    logging.info("--packing=auto: %s (packed rows would cost %s of the unpacked batches cut to "
+                 "their length buckets; packing pays below %.0f%%)", packing, ", ".join(
+                     f"{costs[w]:.0%} at width {w}" for w in sorted(costs)),
+                 100 * AUTO_PACKING_MAX_SHARE)
+  wide = packing == row_packing.EXACT and width > length
+  if wide:
+    logging.info("  Packed rows of %d positions (twice --max_seq_length=%d): the examples are "
+                 "too long to share rows of %d", width, length, length)
+  return dataclasses.replace(settings, packing=packing, packed_row_length=width if wide else 0)
+
+
+# Wide rows (packing_for_records) are this many times max_seq_length.
+WIDE_ROW_FACTOR = 2
+
+
+def row_cost(width: int, hidden_size: int) -> float:
+  """One position's work in a row of `width`, relative: its projections and feed-forward (24
+  H^2 flops) plus its attention over the row (4 width H), as the serving graph's
+  request_packing.row_cost counts it."""
+  return 1.0 + width / (6.0 * hidden_size)
 
 
 def num_train_steps(count: int, train_batch_size: int, num_train_epochs: float) -> int:
@@ -293,7 +327,8 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
     logging.info("  Batch size = %d", settings.train_batch_size)
     logging.info("  Num steps = %d (warmup %d)", steps, warmup)
   settings = state.settings = packing_for_records(
-      settings, train_path if settings.do_train else None, state.strategy.num_replicas_in_sync)
+      settings, train_path if settings.do_train else None, state.strategy.num_replicas_in_sync,
+      task.wide_rows, state.config.hidden_size)
   packed = settings.packing_mode.packed
   run_ = loop.prepare_run(state.strategy,
                           lambda: task.build_model(state.config, state.inputs, packed=packed),
@@ -319,7 +354,7 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
       boundaries = settings.record_buckets(train_path, settings.max_seq_length,
                                            shares.per_replica, grouped=grouped)
     elif packing.exact:
-      boundaries = settings.buckets(settings.max_seq_length)  # the row widths to choose from
+      boundaries = settings.packed_widths(settings.max_seq_length)  # the widths to choose from
     result.update(fine_tune(
         run_, settings, lambda batch, ctx: dataset(
             task, state, train_path, batch, is_training=True,
@@ -413,10 +448,12 @@ def training_packing(settings, records: str, micro_batch_per_replica: int
   if not mode.packed:  # none, or auto (which run() resolves)
     return None
   if mode.exact:
-    widths = settings.buckets(settings.max_seq_length) or (settings.max_seq_length,)
-    ladder = row_packing.row_ladder(micro_batch_per_replica)
-    logging.info("  Packed rows (exact): %d examples per replica batch in the fewest rows; "
-                 "row counts %s, widths %s: at most %d batch shapes", micro_batch_per_replica,
+    widths = settings.packed_widths(settings.max_seq_length) or (settings.max_seq_length,)
+    sequences = micro_batch_per_replica * bucketing.sequences_per_record(
+        records, settings.max_seq_length)
+    ladder = row_packing.row_ladder(sequences)
+    logging.info("  Packed rows (exact): %d sequences per replica batch in the fewest rows; "
+                 "row counts %s, widths %s: at most %d batch shapes", sequences,
                  ",".join(map(str, ladder)), ",".join(map(str, widths)),
                  len(ladder) * len(widths))
     return packed_rows.Packing(mode.value)
@@ -453,7 +490,7 @@ def eval_buckets(settings, path: str, rows: int) -> Optional[Tuple[int, ...]]:
   fitted to the file (settings.record_buckets); with --packing, the fixed ladder, which are
   the widths packed rows choose from."""
   if eval_packing(settings) is not None:
-    return settings.buckets(settings.max_seq_length)
+    return settings.packed_widths(settings.max_seq_length)
   return settings.record_buckets(path, settings.max_seq_length, rows)
 
 
@@ -592,174 +629,3 @@ def fine_tune(run: loop.Run, settings, dataset_fn: Callable[..., tf.data.Dataset
   return loop.train(run.trainer, iterator, run.global_step, run.checkpoint.manager,
                     num_train_steps_, settings.iterations_per_loop,
                     settings.save_checkpoints_steps, settings.output_dir, chief)
-
-
-# === Several seeds, and the paper's sweep ===
-
-# Written in each seed's or sweep point's folder when it finishes: a rerun of the --seeds or
-# --sweep command takes its results from there instead of running it again.
-POINT_RESULTS_FILE = "point_results.json"
-
-Runner = Callable[..., Dict[str, Any]]
-
-
-def summarize(runs: Sequence[Mapping[str, float]]) -> Dict[str, Tuple[float, float]]:
-  """{metric: (mean, sample standard deviation)} over runs (std 0 for one run)."""
-  keys = [k for k in runs[0] if k != "global_step" and all(k in r for r in runs)]
-  summary = {}
-  for key in keys:
-    values = np.array([float(r[key]) for r in runs], np.float64)
-    std = float(values.std(ddof=1)) if len(values) > 1 else 0.0
-    summary[key] = (float(values.mean()), std)
-  return summary
-
-
-def _scalar_results(result: Mapping[str, Any]) -> Dict[str, float]:
-  return {k: float(v) for k, v in result.items()
-          if k.startswith(("eval_", "teacher_eval_")) or k in ("loss", "global_step")}
-
-
-def _refuse_repeats(flag: str, values: Sequence[Any]) -> None:
-  repeated = sorted({str(v) for v in values if list(values).count(v) > 1})
-  if repeated:
-    raise TrainingError(f"{flag} repeats {', '.join(repeated)}: each run needs its own "
-                             "folder; give each value once")
-
-
-def _point_settings(settings) -> Dict[str, Any]:
-  return json.loads(json.dumps(dataclasses.asdict(settings), default=str))
-
-
-def _run_point(config, settings, strategy, runner: Runner) -> Dict[str, float]:
-  """One seed or sweep point in settings.output_dir: its eval results, from its
-  POINT_RESULTS_FILE when it finished earlier with the same settings (an interrupted --seeds
-  or --sweep resumes at its first unfinished point), else from running it (an interrupted
-  point resumes from its checkpoints)."""
-  path = io.join(settings.output_dir, POINT_RESULTS_FILE)
-  wanted = _point_settings(settings)
-  if io.exists(path):
-    done = json.loads(io.read_text(path))
-    if done.get("settings") == wanted:
-      logging.info("%s finished earlier: its results are read from %s", settings.output_dir,
-                   path)
-      return {k: float(v) for k, v in done["results"].items()}
-    logging.info("%s finished earlier with other settings: run again", settings.output_dir)
-  results = _scalar_results(runner(config, settings, strategy))
-  if strategy is None or distribution.is_chief(strategy):
-    io.makedirs(settings.output_dir)
-    io.write_text(path, json.dumps(dict(settings=wanted, results=results), indent=2,
-                                   sort_keys=True) + "\n")
-  return results
-
-
-def run_seeds(config: BertConfig, settings, seeds: Sequence[int], runner: Runner,
-              strategy=None) -> Dict[str, Any]:
-  """The same run once per seed in <output_dir>/seed_<s>, and mean ± std of every metric.
-
-  Writes <output_dir>/seeds_summary.txt (`metric = mean +- std`, one line per metric, and the
-  per-seed values). Returns {"runs": {seed: eval results}, "summary": {metric: (mean, std)}}.
-  """
-  if not seeds:
-    raise TrainingError("--seeds is empty")
-  if not settings.do_eval:
-    raise TrainingError("--seeds compares dev results: add --do_eval")
-  _refuse_repeats("--seeds", seeds)
-  runs = {}
-  for seed in seeds:
-    run_settings = dataclasses.replace(
-        settings, seed=seed, output_dir=io.join(settings.output_dir, f"seed_{seed}"))
-    logging.info("***** Seed %d (%d of %d) *****", seed, len(runs) + 1, len(seeds))
-    runs[seed] = _run_point(config, run_settings, strategy, runner)
-  summary = summarize(list(runs.values()))
-  lines = [f"{key} = {mean:.6f} +- {std:.6f}\n" for key, (mean, std) in sorted(summary.items())]
-  lines.append(f"seeds = {','.join(map(str, seeds))}\n")
-  for seed, results in runs.items():
-    lines.append(f"seed_{seed}: " + " ".join(f"{k}={v:.6f}" for k, v in sorted(results.items()))
-                 + "\n")
-  io.makedirs(settings.output_dir)
-  io.write_text(io.join(settings.output_dir, "seeds_summary.txt"), "".join(lines))
-  for line in lines:
-    logging.info("%s", line.rstrip())
-  return {"runs": runs, "summary": summary}
-
-
-def sweep_grid(learning_rates: Sequence[float], epochs: Sequence[float],
-               batch_sizes: Sequence[int]) -> List[Tuple[float, float, int]]:
-  return [(lr, ep, bs) for bs in batch_sizes for lr in learning_rates for ep in epochs]
-
-
-def _grid_name(lr: float, epochs: float, batch: int) -> str:
-  return f"lr{lr:g}_ep{epochs:g}_bs{batch}"
-
-
-def run_sweep(config: BertConfig, settings, runner: Runner,
-              primary_metric: Callable[[Mapping[str, float]], str],
-              learning_rates: Sequence[float] = (5e-5, 3e-5, 2e-5),
-              epochs: Sequence[float] = (2.0, 3.0, 4.0), batch_sizes: Sequence[int] = (16, 32),
-              seeds: Sequence[int] = (), strategy=None, keep_all_checkpoints: bool = False
-              ) -> Dict[str, Any]:
-  """The paper's fine-tuning grid: one run (or one per seed) per learning rate x epochs x batch
-  in <output_dir>/<lr..._ep..._bs...>, ranked by primary_metric(a point's results) on dev (the
-  mean over seeds). The best run keeps its checkpoints and export, the others keep their
-  results only (unless keep_all_checkpoints). Writes <output_dir>/sweep_summary.tsv and
-  best_run.txt.
-  """
-  if not settings.do_train or not settings.do_eval:
-    raise TrainingError("--sweep trains and compares dev results: it needs --do_train "
-                             "and --do_eval")
-  grid = sweep_grid(learning_rates, epochs, batch_sizes)
-  if not grid:
-    raise TrainingError("the sweep grid is empty")
-  for flag, values in (("--sweep_learning_rates", learning_rates),
-                       ("--sweep_epochs", epochs), ("--sweep_batch_sizes", batch_sizes),
-                       ("--seeds", seeds)):
-    _refuse_repeats(flag, values)
-  rows = []
-  for i, (lr, ep, bs) in enumerate(grid):
-    name = _grid_name(lr, ep, bs)
-    point = dataclasses.replace(settings, learning_rate=lr, num_train_epochs=ep,
-                                train_batch_size=bs,
-                                output_dir=io.join(settings.output_dir, name))
-    logging.info("***** Sweep point %d of %d: %s *****", i + 1, len(grid), name)
-    if seeds:
-      summary = run_seeds(config, point, seeds, runner, strategy)["summary"]
-      means = {k: mean for k, (mean, _) in summary.items()}
-      stds = {k: std for k, (_, std) in summary.items()}
-    else:
-      means, stds = _run_point(config, point, strategy, runner), {}
-    rows.append(dict(name=name, learning_rate=lr, num_train_epochs=ep, train_batch_size=bs,
-                     means=means, stds=stds))
-  metric = primary_metric(rows[0]["means"])
-  best = max(rows, key=lambda r: r["means"].get(metric, -math.inf))
-  keys = sorted(rows[0]["means"])
-  lines = ["\t".join(["run", "learning_rate", "num_train_epochs", "train_batch_size"] + keys)
-           + "\n"]
-  for row in rows:
-    cells = [row["name"], f"{row['learning_rate']:g}", f"{row['num_train_epochs']:g}",
-             str(row["train_batch_size"])]
-    for key in keys:
-      cell = f"{row['means'][key]:.6f}"
-      if key in row["stds"] and seeds and len(seeds) > 1:
-        cell += f" +- {row['stds'][key]:.6f}"
-      cells.append(cell)
-    lines.append("\t".join(cells) + "\n")
-  io.write_text(io.join(settings.output_dir, "sweep_summary.tsv"), "".join(lines))
-  best_dir = io.join(settings.output_dir, best["name"])
-  io.write_text(io.join(settings.output_dir, "best_run.txt"),
-                f"{best_dir}\n{metric} = {best['means'][metric]:.6f}\n")
-  logging.info("Best of %d sweep points by %s: %s (%.4f)", len(rows), metric, best["name"],
-               best["means"][metric])
-  if not keep_all_checkpoints:
-    for row in rows:
-      if row is not best:
-        _drop_checkpoints(io.join(settings.output_dir, row["name"]))
-  return {"rows": rows, "best": best, "best_dir": best_dir, "metric": metric}
-
-
-def _drop_checkpoints(run_dir: str) -> None:
-  """Removes the checkpoints, the export and the records of a run (its results stay)."""
-  for name in io.listdir(run_dir):
-    name = name.rstrip("/")
-    if name.startswith(("ckpt-", "checkpoint")) or name.endswith(".tf_record") or \
-        name == exporting.EXPORT_DIR:
-      io.remove(io.join(run_dir, name))

@@ -85,17 +85,24 @@ def as_sequences(batch: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
   return out
 
 
-def length_counts(input_file: str, max_seq_length: int) -> List[int]:
+def length_counts(input_file: str, max_seq_length: int, per_sequence: bool = False) -> List[int]:
   """How many records of a fine-tuning record file have each real length: a list of
   max_seq_length + 1 counts (index = one past the last real position of input_mask; a record
-  of several sequences counts at its longest: record_lengths). Reads the file once, only its
+  of several sequences counts at its longest: record_lengths, or with per_sequence each of its
+  sequences at its own length, as packed rows take them). Reads the file once, only its
   input_mask."""
   sequences = sequences_per_record(input_file, max_seq_length)
   shape = [max_seq_length] if sequences == 1 else [sequences, max_seq_length]
   spec = {"input_mask": tf.io.FixedLenFeature(shape, tf.int64)}
+
+  def lengths(mask):
+    if per_sequence:
+      mask = tf.reshape(mask, [-1, max_seq_length])
+    return record_lengths(mask)
+
   counts_per_batch = tf.data.TFRecordDataset(input_file).batch(4096).map(
       as_written(lambda serialized: tf.math.bincount(
-          record_lengths(tf.io.parse_example(serialized, spec)["input_mask"]),
+          lengths(tf.io.parse_example(serialized, spec)["input_mask"]),
           minlength=max_seq_length + 1, maxlength=max_seq_length + 1, dtype=tf.int64)),
       num_parallel_calls=tf.data.AUTOTUNE)
   counts = autotuning_off(counts_per_batch).reduce(

@@ -12,8 +12,8 @@ from tests.test_imports import imports_of
 
 TASKS = os.path.join(REPO_ROOT, "bert_tf", "tasks")
 # The modules every task shares: the driver, its settings, where a run starts,
-# the original's pair truncation, the teacher of a distilled run.
-GENERIC = ("fine_tuning.py", "common.py", "start.py", "pairs.py", "teaching.py")
+# the original's pair truncation, the teacher of a distilled run, --seeds and --sweep.
+GENERIC = ("fine_tuning.py", "repeats.py", "common.py", "start.py", "pairs.py", "teaching.py")
 HEAD_KINDS = re.compile(r"provenance\.(CLASSIFIER|SQUAD|TAGGER|PRETRAINING)\b")
 
 

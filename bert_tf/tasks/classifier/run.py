@@ -45,6 +45,7 @@ from bert_tf.model import heads
 from bert_tf.model import provenance
 from bert_tf.tasks import common
 from bert_tf.tasks import fine_tuning
+from bert_tf.tasks import repeats
 from bert_tf.tasks import start as start_lib
 from bert_tf.tasks.classifier import data as classifier_data
 from bert_tf.tasks.classifier import loss as classifier
@@ -441,7 +442,7 @@ TASK = fine_tuning.FineTuningTask(
     read=_read, train_records=_train_records, build_model=_build_model, loss=_loss,
     record_spec=_record_spec, evaluate=_evaluate, distill=_distill,
     results_files=tuple(f"eval_results{suffix}.txt" for suffix in ("", MISMATCHED)),
-    cached_outputs=("logits",))
+    cached_outputs=("logits",), wide_rows=True)
 
 
 def run_classifier(config: BertConfig, settings: ClassifierSettings,
@@ -473,24 +474,24 @@ def primary_metric(task_name: str, regression: bool) -> str:
 
 
 def run_seeds(config: BertConfig, settings: ClassifierSettings, seeds: Sequence[int],
-              strategy=None, runner: Optional[fine_tuning.Runner] = None) -> Dict[str, Any]:
-  """fine_tuning.run_seeds of run_classifier (or `runner`): one run per seed in
+              strategy=None, runner: Optional[repeats.Runner] = None) -> Dict[str, Any]:
+  """repeats.run_seeds of run_classifier (or `runner`): one run per seed in
   <output_dir>/seed_<s>, and seeds_summary.txt."""
-  return fine_tuning.run_seeds(config, settings, seeds, runner or run_classifier, strategy)
+  return repeats.run_seeds(config, settings, seeds, runner or run_classifier, strategy)
 
 
 def run_sweep(config: BertConfig, settings: ClassifierSettings,
               learning_rates: Sequence[float] = (5e-5, 3e-5, 2e-5),
               epochs: Sequence[float] = (2.0, 3.0, 4.0), batch_sizes: Sequence[int] = (16, 32),
               seeds: Sequence[int] = (), strategy=None, keep_all_checkpoints: bool = False,
-              runner: Optional[fine_tuning.Runner] = None) -> Dict[str, Any]:
-  """fine_tuning.run_sweep of run_classifier (or `runner`), ranked by the task's GLUE metric
+              runner: Optional[repeats.Runner] = None) -> Dict[str, Any]:
+  """repeats.run_sweep of run_classifier (or `runner`), ranked by the task's GLUE metric
   (primary_metric; accuracy when a point's results lack it)."""
 
   def ranked_by(means: Mapping[str, float]) -> str:
     metric = primary_metric(settings.task_name, "eval_pearson" in means)
     return metric if metric in means else "eval_accuracy"
 
-  return fine_tuning.run_sweep(config, settings, runner or run_classifier, ranked_by,
+  return repeats.run_sweep(config, settings, runner or run_classifier, ranked_by,
                                learning_rates, epochs, batch_sizes, seeds, strategy,
                                keep_all_checkpoints)

@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from bert_tf.model import checkpoints
 from bert_tf.model import provenance
-from bert_tf.tasks import fine_tuning
+from bert_tf.tasks import repeats
 from bert_tf.tasks.classifier import data as cd
 from bert_tf.tasks.classifier import loss as classifier
 from bert_tf.tasks.classifier import run as cr
@@ -123,7 +123,7 @@ def test_a_teacher_never_fine_tuned_or_unreadable_is_refused(tmp_path):
 def test_seed_summaries_keep_the_teachers_dev_results():
   result = {"eval_accuracy": 0.5, "teacher_eval_accuracy": 0.9, "teacher_loss": 0.1,
             "label_list": ["a"], "global_step": 3}
-  assert fine_tuning._scalar_results(result) == {  # pylint: disable=protected-access
+  assert repeats._scalar_results(result) == {  # pylint: disable=protected-access
       "eval_accuracy": 0.5, "teacher_eval_accuracy": 0.9, "global_step": 3.0}
 
 

@@ -599,9 +599,10 @@ def test_command_defaults_are_the_originals():
   for name, value in expected.items():
     assert flag_values[name].default == value, name
   # Every settings field has a flag of the same name, but the library-only knobs that
-  # run_pretraining does not expose either.
+  # run_pretraining does not expose either, and what the run decides from its records
+  # (packed_row_length: fine_tuning.packing_for_records).
   names = {f.name for f in dataclasses.fields(cr.ClassifierSettings)} - {
-      "max_nonfinite_steps", "shuffle_buffer_size"}
+      "max_nonfinite_steps", "shuffle_buffer_size", "packed_row_length"}
   assert names <= set(flag_values), names - set(flag_values)
 
 
