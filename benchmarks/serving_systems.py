@@ -342,8 +342,8 @@ def prepare_tasks(spec):
   import numpy as np  # pylint: disable=g-import-not-at-top
   _tensorflow(spec["threads"])
   from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
-  from bert_tf.serving import squad_module  # pylint: disable=g-import-not-at-top
-  from bert_tf.serving import tagger_module  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.squad import serving_module as squad_module  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.tagging import serving_module as tagger_module  # pylint: disable=g-import-not-at-top
   from bert_tf.serving import tf_serving  # pylint: disable=g-import-not-at-top
   config, weights = _encoder_weights(spec["checkpoint"])
   vocab = os.path.join(spec["checkpoint"], "vocab.txt")

@@ -10,9 +10,10 @@ checks that every table equals its scan.
 
 UNIDATA_VERSION = '14.0.0'
 MAXUNICODE = 1114111
-RANGES = {'bert_tf.serving.tagger_module.is_word_delimiter': ((9, 10), (13, 13), (32, 32), (160, 160),
-                                                     (5760, 5760), (8192, 8202), (8232, 8233),
-                                                     (8239, 8239), (8287, 8287), (12288, 12288)),
+RANGES = {'bert_tf.tasks.tagging.serving_module.is_word_delimiter': ((9, 10), (13, 13), (32, 32), (160, 160),
+                                                            (5760, 5760), (8192, 8202),
+                                                            (8232, 8233), (8239, 8239),
+                                                            (8287, 8287), (12288, 12288)),
  'bert_tf.text.is_python_space': ((9, 13), (28, 32), (133, 133), (160, 160), (5760, 5760),
                                   (8192, 8202), (8232, 8233), (8239, 8239), (8287, 8287),
                                   (12288, 12288)),

@@ -24,7 +24,7 @@ PREDICATES = ("bert_tf.tokenization.is_removed_when_cleaning",
               "bert_tf.tokenization.is_punctuation",
               "bert_tf.tokenization.is_whitespace",
               "bert_tf.text.is_python_space",
-              "bert_tf.serving.tagger_module.is_word_delimiter")
+              "bert_tf.tasks.tagging.serving_module.is_word_delimiter")
 
 
 def predicate(key):

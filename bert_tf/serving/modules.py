@@ -4,7 +4,8 @@ serving/pretrained.py builds an export of pretrained weights (its float32 models
 hands them here: plain_export wraps a model in a plain SavedModel's module, serving_exports
 makes the TF Serving models (preprocessor, encoder and text model) with their assets/ files and
 warm-up requests. A fine-tuned model's export (tf_serving.export_task_module) makes its one
-module here too (ClassifierModule; serving/squad_module.py and tagger_module.py for the others).
+module here too (ClassifierModule; the question-answering and tagging modules are their task
+packages' serving_module.py).
 tf_serving.save_exports writes a list of Exports at one version and builds nothing. So an export
 runs one way: its entry point (saved_model.export_trained_model,
 saved_model.export_serving_models) stages the vocab, pretrained.py checks the settings and builds

@@ -2,7 +2,7 @@
 
 `export_squad(model, config, settings, info, version)` writes
 <output_dir>/export/squad/<version>/ (TF Serving's layout) with
-`bert_tf.serving.squad_module.export_squad_model`: questions and contexts in, the answers of
+`bert_tf.tasks.squad.serving_module.export_squad_model`: questions and contexts in, the answers of
 predictions.json out (windows, max context, n-best and get_final_text all in the graph), with
 the run's max_seq_length, doc_stride, max_query_length, n_best_size, max_answer_length, casing,
 SQuAD version and null_score_diff_threshold.
@@ -19,7 +19,7 @@ from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.model import exporting
 from bert_tf.model import heads
-from bert_tf.serving import squad_module
+from bert_tf.tasks.squad import serving_module as squad_module
 from bert_tf.tasks.squad import metrics as squad_metrics
 
 MODEL_NAME = "squad"

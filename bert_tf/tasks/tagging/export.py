@@ -1,8 +1,8 @@
 """run_ner's export: the fine-tuned tagger as a raw-text SavedModel in TF Serving's layout.
 
 `export_tagger(model, config, settings, info, version)` writes
-<output_dir>/export/ner/<version>/ with `bert_tf.serving.tagger_module.export_tagger_model`:
-texts in; words, tags and entities with code point offsets out (tagger_module's docstring).
+<output_dir>/export/ner/<version>/ with `bert_tf.tasks.tagging.serving_module.export_tagger_model`:
+texts in; words, tags and entities with code point offsets out (serving_module's docstring).
 """
 
 from typing import Any, Mapping, Optional
@@ -15,7 +15,7 @@ from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.model import exporting
 from bert_tf.model import heads
-from bert_tf.serving import tagger_module
+from bert_tf.tasks.tagging import serving_module as tagger_module
 
 MODEL_NAME = "ner"
 

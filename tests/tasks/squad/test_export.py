@@ -1,4 +1,4 @@
-"""The raw-text question-answering export (serving.squad_module, tasks.squad.export) against
+"""The raw-text question-answering export (tasks.squad.serving_module and export) against
 squad_data and squad_answers: for the same model and inputs, every answer equals predictions.json's, the null
 score differences null_odds.json's, and start / end locate the answer in the context.
 
@@ -24,7 +24,7 @@ import tensorflow as tf
 from bert_tf.config import BertConfig
 from bert_tf.model import heads
 from bert_tf.model.encoder import ENCODER_INPUTS
-from bert_tf.serving import squad_module
+from bert_tf.tasks.squad import serving_module as squad_module
 from bert_tf.tasks.squad import answers as sa
 from bert_tf.tasks.squad import data as sd
 from bert_tf.tasks.squad import export as squad_export

@@ -238,7 +238,7 @@ def test_export_words_offsets_and_entities_on_hard_text(tmp_path):
   """Raw text the CoNLL files never show: punctuation inside words, several spaces, tabs,
   non-ASCII, a control character inside a word, an empty text; entities by conlleval's rules
   on fixed tags (a head whose bias decides every tag)."""
-  from bert_tf.serving import tagger_module  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.tagging import serving_module as tagger_module  # pylint: disable=g-import-not-at-top
   labels = ["O", "B-PER", "I-PER", "S-LOC"]
   model = heads.build_tagger_model(CONFIG, len(labels))
   module = tagger_module.TaggerModule(_tokenizer(), model, 16, labels)
