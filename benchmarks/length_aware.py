@@ -75,8 +75,9 @@ for their Model Garden pieces); the timing rounds are harness.measure_training's
 
 The tables go to benchmarks/results/length_aware_DATE.json (benchmarks/results_file.py).
 --smoke: configs/bert_config_tiny.json, the short sentences only (64 examples, batch 8), one
-warm-up step and one round of one step, Hugging Face left out, and the serving rows with 4
-requests and one batch in one round; seconds.
+warm-up step and one round of one step, Hugging Face left out, and the serving rows left out
+(their two SavedModel exports take most of a minute; --smoke --noskip_serving keeps them, with
+4 requests and one batch in one round).
 """
 
 import os
@@ -605,6 +606,10 @@ def apply_smoke():
   FLAGS.bert_config_file = os.path.join(finetuning.REPO_ROOT, "configs", "bert_config_tiny.json")
   FLAGS.length_tasks, FLAGS.examples, FLAGS.seq_length, FLAGS.batch_size = ["short"], 64, 128, 8
   FLAGS.serving_requests, FLAGS.serving_batches, FLAGS.serving_rounds = 4, 1, 1
+  if not FLAGS["skip_serving"].present:
+    FLAGS.skip_serving = True
+    print("smoke: the serving rows left out (two SavedModel exports, most of a minute; "
+          "--noskip_serving keeps them)", flush=True)
 
 
 def main():
