@@ -32,3 +32,15 @@ def test_multiple_choice(tmp_path):
   assert {"settings", "cpu", "runs", "medians", "command", "date", "machine",
           "versions"} <= set(content)
   assert content["settings"]["epochs"] == 1.0
+
+
+def test_serving_precision(tmp_path):
+  """Four training steps, then the same run exported in float32 and in bfloat16 and asked the
+  dev pairs: the answers of two exports of one model, whatever its accuracy."""
+  out, content = smoke.run("serving_precision", tmp_path, own_layout=True)
+  assert "--num_train_epochs=0.35" in out
+  assert content["model"].endswith("[smoke: 4 steps]")
+  assert content["task"] == "tests/data/classifier/pairs (dev, 40 pairs)"
+  assert 0 <= content["answers_changed"] <= 40
+  assert 0 <= content["mean_probability_change"] <= content["max_probability_change"] < 0.5
+  assert content["cpu"]["cpus"] >= 1 and content["versions"]["tensorflow"]
