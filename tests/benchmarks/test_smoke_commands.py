@@ -40,7 +40,7 @@ def test_serving_precision(tmp_path):
   out, content = smoke.run("serving_precision", tmp_path, own_layout=True)
   assert "--num_train_epochs=0.35" in out
   assert content["model"].endswith("[smoke: 4 steps]")
-  assert content["task"] == "tests/data/classifier/pairs (dev, 40 pairs)"
-  assert 0 <= content["answers_changed"] <= 40
+  assert content["task"] == "tests/data/classifier/pairs (dev, 120 pairs)"
+  assert 0 <= content["answers_changed"] <= 120
   assert 0 <= content["mean_probability_change"] <= content["max_probability_change"] < 0.5
   assert content["cpu"]["cpus"] >= 1 and content["versions"]["tensorflow"]
