@@ -98,15 +98,38 @@ def serving_ratios(results_name):
       continue
     cells = []
     for name, key, _ in cols:
-      peers = [(p, summary[p][name][key]) for p in SERVING_PEERS]
-      if key.endswith("_ms"):
-        peer, value = min(peers, key=lambda p: p[1])
-        ratio = value / summary[row][name][key]
-      else:
-        peer, value = max(peers, key=lambda p: p[1])
-        ratio = summary[row][name][key] / value
+      ratio, peer = _faster_peer_ratio(summary, row, name, key)
       cells.append(f"{ratio:.2f} ({'ORT' if peer == 'ONNX Runtime' else 'HF'})")
     lines.append(f"| {label} | " + " | ".join(cells) + " |")
+  return lines
+
+
+def _faster_peer_ratio(summary, row, name, key):
+  """(ours' speed over the faster peer's, that peer's name) for one cell (serving.py's rule)."""
+  peers = [(p, summary[p][name][key]) for p in SERVING_PEERS]
+  if key.endswith("_ms"):
+    peer, value = min(peers, key=lambda p: p[1])
+    return value / summary[row][name][key], peer
+  peer, value = max(peers, key=lambda p: p[1])
+  return summary[row][name][key] / value, peer
+
+
+def serving_summary(results_name):
+  """The README's summary: the text model in both precisions against the faster peer, at batch 1
+  and 32 on short text and batch 32 on long text (the first row names the peer)."""
+  summary = read(results_name)["summary"]["1"]
+  cells = (("short", "p50_ms"), ("short", "batch32_per_s"), ("long", "batch32_per_s"))
+  lines = ["| export | short text, batch 1 (p50) | short, batch 32 | long (~130 WordPieces), "
+           "batch 32 |", "| --- | --: | --: | --: |"]
+  for row, label in (("ours", "default (float32)"),
+                     ("ours: bf16", "`--serving_precision=bfloat16`")):
+    texts = []
+    for name, key in cells:
+      ratio, peer = _faster_peer_ratio(summary, row, name, key)
+      texts.append(f"{ratio:.2f}x" + (f" {peer.replace('Hugging Face PyTorch', 'Hugging Face')}"
+                                      f"'s" + (" speed" if key.endswith("_ms") else "")
+                                      if row == "ours" else ""))
+    lines.append(f"| {label} | " + " | ".join(texts) + " |")
   return lines
 
 
@@ -184,6 +207,7 @@ def main_job(results_name):
 TABLES = {
     "serving_peers_2026-12-06": lambda: serving_figures("serving_peers_2026-12-06.json"),
     "serving_ratios_2026-12-06": lambda: serving_ratios("serving_peers_2026-12-06.json"),
+    "serving_summary_2026-12-06": lambda: serving_summary("serving_peers_2026-12-06.json"),
     "multiple_choice_2026-12-06": lambda: multiple_choice("multiple_choice_2026-12-06.json"),
     "time_to_quality_goals_f32_6min_2026-12-05": lambda: time_to_quality_goals(
         "time_to_quality_f32_6min_2026-12-05.json"),

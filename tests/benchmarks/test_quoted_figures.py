@@ -81,3 +81,48 @@ def test_main_job_table_formats_each_run():
   assert lines[2] == "| 1 | 5.0 min | 0.200 | 0.700 | 0.650 | +0.050 | 5.0 | 4.0 |"
   assert lines[-1] == ("all-MiniLM-L6-v2 fine-tuned on the job's task (24 steps): 130 s, dev "
                        "accuracy 0.711")
+
+
+def _json(name):
+  return json.loads(_read("benchmarks", "results", name))
+
+
+def test_the_serving_precision_figures_are_quoted_from_their_results_file():
+  """README and benchmarks page: bfloat16's answers against float32's on the real task."""
+  saved = _json("serving_precision_2026-12-05.json")
+  assert saved["answers_changed"] == 0  # both pages say no answer changed
+  largest = f"{saved['max_probability_change']:.3f}"
+  readme = " ".join(_read("README.md").split())
+  assert (f"it changed no answer and no probability by more than {largest} "
+          "([serving_precision_2026-12-05.json]") in readme
+  page = " ".join(_read("benchmarks", "README.md").split())
+  assert (f"the same dev accuracy ({saved['accuracy_float32']:.3f}), no answer changed, the "
+          f"largest change of a probability {largest}") in page
+  assert saved["accuracy_float32"] == saved["accuracy_bfloat16"]
+
+
+def test_the_main_job_ranges_are_quoted_from_their_results_file():
+  """README's table of commands and their wall times: the main job's range over its runs and
+  the MiniLM command's time and accuracy."""
+  saved = _json("main_job_2026-12-05.json")
+  minutes = [run["wall_seconds"] / 60 for run in saved["runs"]]
+  differences = [run["summary"]["difference"] for run in saved["runs"]]
+  runs = {5: "five", 6: "six", 7: "seven"}[len(minutes)]
+  row = (f"| the main job, `data_prep/run_sample.py` | {min(minutes):.1f}-{max(minutes):.1f} min "
+         f"({runs} runs) | {min(differences):+.3f} to {max(differences):+.3f} dev "
+         "accuracy from pretraining | `benchmarks/results/main_job_2026-12-05.json` |")
+  readme = _read("README.md")
+  assert row in readme
+  minilm = saved["minilm"]
+  assert (f"| {minilm['wall_seconds']:.0f} s | dev accuracy {minilm['dev_accuracy']:.3f} |"
+          in readme)
+
+
+def test_the_multiple_choice_summary_is_quoted_from_its_results_file():
+  medians = _json("multiple_choice_2026-12-06.json")["medians"]
+  speed = {s: medians[s]["examples_per_second"] / medians["hf"]["examples_per_second"]
+           for s in ("ours", "ours_bf16")}
+  page = " ".join(_read("benchmarks", "README.md").split())
+  assert (f"float32 {speed['ours']:.2f}x Hugging Face's training examples/s, "
+          f"`--mixed_precision=bfloat16` {speed['ours_bf16']:.2f}x; dev accuracy "
+          f"{medians['ours']['accuracy']:.3f} against {medians['hf']['accuracy']:.3f}") in page
