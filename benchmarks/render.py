@@ -195,6 +195,45 @@ def time_to_quality_goals(results_name, ours="ours_adam_bc"):
   return lines
 
 
+def _median_text(values, digits, bold=False, spread=True):
+  import statistics  # pylint: disable=g-import-not-at-top
+  text = f"{statistics.median(values):.{digits}f}"
+  text = f"**{text}**" if bold else text
+  if spread and min(values) != max(values):
+    text += f" ({min(values):.{digits}f}-{max(values):.{digits}f})"
+  return text
+
+
+def time_to_quality_systems(results_name, labels, minutes, final_bold, steps_range):
+  """Per system (labels: system -> the page's name, in order): steps in the budget, examples/s
+  on the training clock, masked-LM accuracy at the given minutes (median; the last with the
+  seeds' min-max) and eval loss at the last point, medians over seeds."""
+  import statistics  # pylint: disable=g-import-not-at-top
+  saved = read(results_name)
+  points = [p / 60 for p in saved["points"]]
+  indexes = [points.index(m) for m in minutes]
+  lines = [f"| system | steps in {minutes[-1]:g} min | examples/s | masked-LM accuracy at "
+           + " / ".join(f"{m:g}" for m in minutes) + f" min | eval loss at {minutes[-1]:g} min |",
+           "| --- | --: | --: | --- | --: |"] if steps_range else [
+               "| system | steps | examples/s | accuracy at " + " / ".join(
+                   f"{m:.1f}" for m in minutes) + f" min | eval loss at {minutes[-1]:g} min |",
+               "| --- | --: | --: | --- | --: |"]
+  for system, label in labels.items():
+    runs = [r for r in saved["runs"] if r["system"] == system]
+    steps = [r["curve"][-1]["steps"] for r in runs]
+    rate = statistics.median((r["curve"][-1]["examples"] - r["batch_size"])
+                             / r["curve"][-1]["seconds"] for r in runs)
+    accuracy = [_median_text([r["curve"][i]["accuracy"] for r in runs], 4, spread=False)
+                for i in indexes[:-1]]
+    accuracy.append(_median_text([r["curve"][indexes[-1]]["accuracy"] for r in runs], 4,
+                                 bold=final_bold))
+    loss = _median_text([r["curve"][indexes[-1]]["loss"] for r in runs], 3, bold=final_bold,
+                        spread=False)
+    lines.append(f"| {label} | {_median_text(steps, 0, spread=steps_range)} | {rate:.1f} | "
+                 + " / ".join(accuracy) + f" | {loss} |")
+  return lines
+
+
 # === The main job (main_job.py), quoted in README.md ===
 
 
@@ -211,6 +250,17 @@ TABLES = {
     "multiple_choice_2026-12-06": lambda: multiple_choice("multiple_choice_2026-12-06.json"),
     "time_to_quality_goals_f32_6min_2026-12-05": lambda: time_to_quality_goals(
         "time_to_quality_f32_6min_2026-12-05.json"),
+    "time_to_quality_systems_f32_6min_2026-12-05": lambda: time_to_quality_systems(
+        "time_to_quality_f32_6min_2026-12-05.json",
+        {"ours_adam_bc": "ours `--adam_bias_correction --cpu_towers=2`",
+         "model_garden": "Model Garden BertPretrainerV2"}, (2, 3, 4, 5, 6), True, True),
+    "time_to_quality_systems_default_2026-12-05": lambda: time_to_quality_systems(
+        "time_to_quality_default_2026-12-05.json",
+        {"ours": "ours (`run_pretraining` defaults)", "ours_dynamic": "ours `--dynamic_masking`",
+         "ours_lamb": "ours `--optimizer=lamb`, batch 128",
+         "model_garden": "Model Garden BertPretrainerV2",
+         "hf": "Hugging Face BertForPreTraining (gathered)",
+         "hf_mlm": "Hugging Face `run_mlm` way (masked LM only)"}, (1.5, 2.0, 2.5), False, False),
     "main_job_2026-12-05": lambda: main_job("main_job_2026-12-05.json"),
 }
 
