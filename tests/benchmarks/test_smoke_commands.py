@@ -7,7 +7,7 @@ import pytest
 
 from tests.benchmarks import smoke
 
-pytestmark = pytest.mark.slow  # 30-50 s each: every run is a command in its own process
+pytestmark = pytest.mark.slow(weight=4)  # 40-70 s each: every run is a command in its own process
 
 
 def test_grouping_accuracy(tmp_path):

@@ -7,7 +7,7 @@ import pytest
 
 from tests.benchmarks import smoke
 
-pytestmark = pytest.mark.slow  # 25-30 s each: TensorFlow, Model Garden and two tiny models
+pytestmark = pytest.mark.slow(weight=2)  # 25-30 s each: TensorFlow, Model Garden, tiny models
 
 
 def _systems(results, measurement):

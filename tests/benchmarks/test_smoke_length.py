@@ -6,7 +6,7 @@ import pytest
 
 from tests.benchmarks import smoke
 
-pytestmark = pytest.mark.slow  # 30-40 s each on a busy 2-core machine
+pytestmark = pytest.mark.slow(weight=3)  # 30-40 s each on a busy 2-core machine
 
 
 def test_length_aware(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 from tests.benchmarks import smoke
 
 
-@pytest.mark.slow  # about two minutes: the job's commands, each a process
+@pytest.mark.slow(weight=12)  # about two minutes: the job's commands, each a process
 def test_main_job(tmp_path):
   out, content = smoke.run("main_job", tmp_path, own_layout=True)
   assert "smoke: one run of the job with 20 pretraining steps" in out

@@ -8,7 +8,7 @@ import pytest
 
 from tests.benchmarks import smoke
 
-pytestmark = pytest.mark.slow  # about a minute each
+pytestmark = pytest.mark.slow(weight=5)  # about a minute each
 
 
 def test_time_to_quality(tmp_path):

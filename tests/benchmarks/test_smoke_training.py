@@ -6,7 +6,7 @@ import pytest
 
 from tests.benchmarks import smoke
 
-pytestmark = pytest.mark.slow  # 10-35 s each
+pytestmark = pytest.mark.slow(weight=2)  # 10-35 s each
 
 
 def test_model_step(tmp_path):
