@@ -133,6 +133,45 @@ def serving_summary(results_name):
   return lines
 
 
+# === finetuning.py's extract_features rows and tokenization.py ===
+
+
+def extract_features(results_name):
+  """Lines/s per preset: the model alone, and the whole command to npz and to JSON lines (the
+  output's size beside it)."""
+  rows = read(results_name)["results"]["rows"]
+  lines = ["| preset | model only (lines/s) | whole command, npz | whole command, jsonl |",
+           "| --- | --: | --: | --: |"]
+  presets = []
+  for row in rows:
+    match = re.match(r"extract_features (\w+), \d+ lines", row["measurement"])
+    if match and match.group(1) not in presets:
+      presets.append(match.group(1))
+  for preset in presets:
+    mine = {row["system"]: row["examples_per_second"] for row in rows
+            if row["measurement"].startswith(f"extract_features {preset},")}
+    cells = [mine.pop("model only (FeatureExtractor)")]
+    for output_format in ("npz", "jsonl"):
+      (system,) = [s for s in mine if s.startswith(f"whole command, {output_format} (")]
+      size = re.search(r"\((.+)\)", system).group(1)
+      cells.append(f"{mine[system]} ({size})")
+    lines.append(f"| {preset} | " + " | ".join(cells) + " |")
+  return lines
+
+
+def tokenization(results_name):
+  """MB/s, wordpieces/s and the speed against the character-at-a-time tokenizer of each
+  tokenizer, and the share of lines whose ids equal the reference's."""
+  (run,) = read(results_name)["results"]["runs"]
+  lines = ["| tokenizer | MB/s | wordpieces/s | speed vs the original's way | lines equal to "
+           "the reference's |", "| --- | --: | --: | --: | --: |"]
+  for row in run["rows"]:
+    lines.append(f"| {row['tokenizer']} | {row['mb_per_second']:.2f} | "
+                 f"{row['wordpieces_per_second']:,.0f} | {row['speedup']:.1f}x | "
+                 f"{100 * row['lines_equal_to_reference']:.2f}% |")
+  return lines
+
+
 # === Multiple choice (multiple_choice.py) ===
 
 MULTIPLE_CHOICE_ROWS = {
