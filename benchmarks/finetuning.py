@@ -487,7 +487,7 @@ def extract_features_rows():
       rows.append((what, "model only (FeatureExtractor)", f"{model_rate:.2f}", "", ""))
       for output_format in ("npz", "jsonl"):
         settings = fe_settings.ExtractFeaturesSettings(
-            input_file=input_file, output_file=os.path.join(tmp, f"out.{output_format}"),
+            input_file=input_file, output_file=os.path.join(tmp, preset, f"out.{output_format}"),
             vocab_file=FLAGS.vocab_file, init_checkpoint=prefix,
             max_seq_length=FLAGS.seq_length, batch_size=size, output_format=output_format,
             layers=layers)
