@@ -34,7 +34,7 @@ command's progress lines), then the mean and standard deviation over seeds of ea
 writes them to benchmarks/results/grouping_accuracy_DATE.json (benchmarks/results_file.py).
 
 --smoke: the author task alone, 64 training and 64 dev sentences, one epoch (two steps), seed 1,
-both default settings; in a temporary folder.
+--group_by_length alone (one command); in a temporary folder.
 """
 
 import argparse
@@ -155,7 +155,9 @@ def main():
   flags = parser.parse_args()
   if flags.smoke:
     flags.tasks, flags.seeds, flags.author_train, flags.author_dev = "author", "1", 64, 64
-    print("smoke: the author task only, 64 training and 64 dev sentences, seed 1", flush=True)
+    flags.settings = "group_by_length"
+    print("smoke: the author task only, 64 training and 64 dev sentences, seed 1, "
+          "--group_by_length only", flush=True)
   model = minilm()
   seeds = [int(s) for s in flags.seeds.split(",")]
   settings = flags.settings.split(",")

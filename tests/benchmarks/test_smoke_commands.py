@@ -7,7 +7,7 @@ import pytest
 
 from tests.benchmarks import smoke
 
-pytestmark = pytest.mark.slow(weight=4)  # 40-70 s each: every run is a command in its own process
+pytestmark = pytest.mark.slow(weight=3)  # 30-70 s each: every run is a command in its own process
 
 
 def test_grouping_accuracy(tmp_path):
@@ -15,8 +15,7 @@ def test_grouping_accuracy(tmp_path):
   assert "smoke: the author task only" in out
   assert "author group_by_length   over seeds 1: eval_accuracy" in out
   runs = results["runs"]["author"]
-  assert [(run["setting"], run["seed"]) for run in runs] == [("group_by_length", 1),
-                                                            ("nogroup_by_length", 1)]
+  assert [(run["setting"], run["seed"]) for run in runs] == [("group_by_length", 1)]
   assert all(0 <= run["eval_accuracy"] <= 1 and run["examples_per_second"] > 0 for run in runs)
   assert results["settings"]["author_train"] == 64
 
@@ -34,6 +33,7 @@ def test_multiple_choice(tmp_path):
   assert content["settings"]["epochs"] == 1.0
 
 
+@smoke.LONG
 def test_serving_precision(tmp_path):
   """Four training steps, then the same run exported in float32 and in bfloat16 and asked the
   dev pairs: the answers of two exports of one model, whatever its accuracy."""

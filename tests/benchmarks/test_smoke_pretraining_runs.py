@@ -23,6 +23,7 @@ def test_time_to_quality(tmp_path):
           "machine", "versions"} <= set(content)
 
 
+@smoke.LONG
 def test_distillation(tmp_path):
   out, content = smoke.run("distillation", tmp_path, own_layout=True)
   assert "| setting | seeds | dev accuracy | training examples/s |" in out
