@@ -286,6 +286,8 @@ TABLES = {
     "serving_peers_2026-12-06": lambda: serving_figures("serving_peers_2026-12-06.json"),
     "serving_ratios_2026-12-06": lambda: serving_ratios("serving_peers_2026-12-06.json"),
     "serving_summary_2026-12-06": lambda: serving_summary("serving_peers_2026-12-06.json"),
+    "tokenization_2026-12-06": lambda: tokenization("tokenization_2026-12-06.json"),
+    "extract_features_2026-12-06": lambda: extract_features("extract_features_2026-12-06.json"),
     "multiple_choice_2026-12-06": lambda: multiple_choice("multiple_choice_2026-12-06.json"),
     "time_to_quality_goals_f32_6min_2026-12-05": lambda: time_to_quality_goals(
         "time_to_quality_f32_6min_2026-12-05.json"),

@@ -6,8 +6,8 @@ A results file is one JSON object per run:
   command    the command line, as `python benchmarks/NAME.py FLAGS`
   date       the day the run ended (UTC, YYYY-MM-DD); written: the time, ISO 8601
   smoke      whether it was a --smoke run (a check that the script runs, not a measurement)
-  machine    CPU model, the SIMD flags that choose TensorFlow's kernels, cores, memory, OS,
-             Python
+  machine    CPU model, the SIMD flags that choose TensorFlow's kernels, cores (and the ones
+             the process may use), the load average when written, memory, OS, Python
   versions   the installed versions of the packages a benchmark's figures depend on (a package
              that is not installed is left out)
   results    what the script measured: its rows, ratios and settings, as the script names them
@@ -90,6 +90,8 @@ def machine() -> dict:
                platform=platform.platform(), python=platform.python_version())
   if hasattr(os, "sched_getaffinity"):
     facts["affinity"] = sorted(os.sched_getaffinity(0))
+  if hasattr(os, "getloadavg"):  # other work on the machine when the file was written
+    facts["load_average"] = [round(load, 2) for load in os.getloadavg()]
   try:
     with open("/proc/cpuinfo", encoding="utf-8") as f:
       info = f.read()

@@ -126,3 +126,19 @@ def test_the_multiple_choice_summary_is_quoted_from_its_results_file():
   assert (f"float32 {speed['ours']:.2f}x Hugging Face's training examples/s, "
           f"`--mixed_precision=bfloat16` {speed['ours_bf16']:.2f}x; dev accuracy "
           f"{medians['ours']['accuracy']:.3f} against {medians['hf']['accuracy']:.3f}") in page
+
+
+def test_the_tokenizer_and_extract_features_headlines_are_quoted_from_their_results_files():
+  (run,) = _json("tokenization_2026-12-06.json")["results"]["runs"]
+  speed = {row["tokenizer"]: row["speedup"] for row in run["rows"]}
+  page = _read("benchmarks", "README.md")
+  assert (f"`FullTokenizer` {speed['bert_tf.tokenization.FullTokenizer']:.1f}x a "
+          "character-at-a-time tokenizer, the in-graph tokenizer "
+          f"{speed['bert_tf.text.InGraphTokenizer']:.1f}x |") in page
+  rows = {row["system"].split(" (")[0]: row
+          for row in _json("extract_features_2026-12-06.json")["results"]["rows"]
+          if row["measurement"].startswith("extract_features mini,")}
+  npz, jsonl = rows["whole command, npz"], rows["whole command, jsonl"]
+  assert (f"Mini {npz['examples_per_second']} lines/s to npz, {jsonl['examples_per_second']} to "
+          f"JSON lines ({npz['ratio'].split('x')[0]}x and {jsonl['ratio'].split('x')[0]}x of "
+          "the model alone)") in page
