@@ -112,7 +112,8 @@ def main():
             f"{pieces / seconds:13,.0f} {ratio:>8s}")
       table.append(dict(file=os.path.basename(path), tokenizer=name, lines=len(lines),
                         megabytes=megabytes, seconds=seconds, wordpieces=pieces,
-                        mb_per_second=megabytes / seconds, speedup=base / seconds if base else None))
+                        mb_per_second=megabytes / seconds,
+                        speedup=base / seconds if base else None))
   results_file.write("reference_tokenizer_speed", dict(rows=table), args.smoke, args.results_file)
 
 

@@ -44,8 +44,9 @@ def test_the_rendered_tables_read_their_results_files():
   lines = render.multiple_choice("multiple_choice_2026-12-06.json")
   medians = render.read("multiple_choice_2026-12-06.json")["medians"]
   ratio = medians["ours_bf16"]["examples_per_second"] / medians["hf"]["examples_per_second"]
-  assert lines[3] == (f"| ours, `--mixed_precision=bfloat16` | {medians['ours_bf16']['accuracy']:.3f}"
-                      f" | {medians['ours_bf16']['examples_per_second']:.2f} | {ratio:.2f}x |")
+  bf16 = medians["ours_bf16"]
+  assert lines[3] == (f"| ours, `--mixed_precision=bfloat16` | {bf16['accuracy']:.3f} | "
+                      f"{bf16['examples_per_second']:.2f} | {ratio:.2f}x |")
   serving = render.read("serving_peers_2026-12-06.json")["summary"]["1"]
   figures = render.serving_figures("serving_peers_2026-12-06.json")
   onnx = [line for line in figures if line.startswith("| ONNX Runtime |")][0]

@@ -1,8 +1,9 @@
 """The smoke run of benchmarks/main_job.py: one run of the README's main job
 (data_prep/run_sample.py) with 20 pretraining steps, its fine-tuning steps unchanged: about three
 minutes on 2 cores, so it runs with BERT_TF_LONG_SMOKE=1 (smoke.LONG); its own file, so the
-runner gives it a worker of its own. Twenty steps leave the masked-LM plateau unreached, so the test checks that every figure of
-the summary is there and in range, not that pretraining helped."""
+runner gives it a worker of its own. Twenty steps leave the masked-LM plateau unreached, so the
+test checks that every figure of the summary is there and in range, not that pretraining
+helped."""
 
 import pytest
 
