@@ -172,6 +172,30 @@ def tokenization(results_name):
   return lines
 
 
+# === pretraining_data.py ===
+
+
+def pretraining_data(results_name):
+  """Per corpus size and mode: instances, wall and CPU seconds, instances per CPU second, the
+  largest process's memory, and the default mode over the reference mode in the same run."""
+  rows = read(results_name)["results"]["rows"]
+  lines = ["| input | mode | instances | wall s | CPU s | instances per CPU second | largest "
+           "process MB | default / reference: per CPU second, memory |",
+           "| --- | --- | --: | --: | --: | --: | --: | --: |"]
+  for row in rows:
+    versus = ""
+    if row["mode"] == "default":
+      reference = [r for r in rows if r["mode"] == "reference" and r["size"] == row["size"]
+                   and r["seed"] == row["seed"]]
+      if reference:
+        speed = (row["instances"] / row["cpu"]) / (reference[0]["instances"] / reference[0]["cpu"])
+        versus = f"{speed:.2f}x, {row['max_rss_mb'] / reference[0]['max_rss_mb']:.2f}x"
+    lines.append(f"| {row['actual_mb']:.1f} MB | {row['mode']} | {row['instances']:,.0f} | "
+                 f"{row['wall']:.1f} | {row['cpu']:.1f} | {row['instances'] / row['cpu']:,.0f} | "
+                 f"{row['max_rss_mb']:,.0f} | {versus} |".replace("|  |", "| |"))
+  return lines
+
+
 # === Multiple choice (multiple_choice.py) ===
 
 MULTIPLE_CHOICE_ROWS = {
@@ -286,6 +310,7 @@ TABLES = {
     "serving_peers_2026-12-06": lambda: serving_figures("serving_peers_2026-12-06.json"),
     "serving_ratios_2026-12-06": lambda: serving_ratios("serving_peers_2026-12-06.json"),
     "serving_summary_2026-12-06": lambda: serving_summary("serving_peers_2026-12-06.json"),
+    "pretraining_data_2026-12-06": lambda: pretraining_data("pretraining_data_2026-12-06.json"),
     "tokenization_2026-12-06": lambda: tokenization("tokenization_2026-12-06.json"),
     "extract_features_2026-12-06": lambda: extract_features("extract_features_2026-12-06.json"),
     "multiple_choice_2026-12-06": lambda: multiple_choice("multiple_choice_2026-12-06.json"),

@@ -142,3 +142,13 @@ def test_the_tokenizer_and_extract_features_headlines_are_quoted_from_their_resu
   assert (f"Mini {npz['examples_per_second']} lines/s to npz, {jsonl['examples_per_second']} to "
           f"JSON lines ({npz['ratio'].split('x')[0]}x and {jsonl['ratio'].split('x')[0]}x of "
           "the model alone)") in page
+
+
+def test_the_pretraining_data_headline_is_quoted_from_its_results_file():
+  rows = _json("pretraining_data_2026-12-06.json")["results"]["rows"]
+  at = {row["mode"]: row for row in rows if row["size"] == 5}
+  speed = ((at["default"]["instances"] / at["default"]["cpu"])
+           / (at["reference"]["instances"] / at["reference"]["cpu"]))
+  memory = at["default"]["max_rss_mb"] / at["reference"]["max_rss_mb"]
+  assert (f"default mode at 5 MB: {speed:.2f}x the reference mode's instances per CPU second, "
+          f"{memory:.2f}x its memory |") in _read("benchmarks", "README.md")
