@@ -152,3 +152,16 @@ def test_the_pretraining_data_headline_is_quoted_from_its_results_file():
   memory = at["default"]["max_rss_mb"] / at["reference"]["max_rss_mb"]
   assert (f"default mode at 5 MB: {speed:.2f}x the reference mode's instances per CPU second, "
           f"{memory:.2f}x its memory |") in _read("benchmarks", "README.md")
+
+
+def test_the_readme_opening_serving_figures_are_quoted_from_their_results_file():
+  """README's first paragraph: batch-32 short-text throughput against Hugging Face, float32 and
+  bfloat16 (the peer that is faster there in the serving run)."""
+  summary = _json("serving_peers_2026-12-06.json")["summary"]["1"]
+  hf = summary["Hugging Face PyTorch"]["short"]["batch32_per_s"]
+  assert hf >= summary["ONNX Runtime"]["short"]["batch32_per_s"]  # the faster peer at b32
+  float32 = summary["ours"]["short"]["batch32_per_s"] / hf
+  bfloat16 = summary["ours: bf16"]["short"]["batch32_per_s"] / hf
+  readme = " ".join(_read("README.md").split())
+  assert (f"answer a batch of 32 short texts {float32:.2f}x faster than Hugging Face, "
+          f"{bfloat16:.2f}x with bfloat16") in readme
