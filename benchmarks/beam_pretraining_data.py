@@ -13,7 +13,9 @@ Usage (from the repository root):
   python benchmarks/beam_pretraining_data.py --size_mb=20
 
 (the repository's English corpora and the bert-base-uncased vocab by default, as
-benchmarks/pretraining_data.py).
+benchmarks/pretraining_data.py). The rows go to benchmarks/results/beam_pretraining_data_DATE.json
+(benchmarks/results_file.py); --smoke runs both on 0.02 MB of tests/data/cpd_austen_100k.txt
+(dupe_factor 1, one worker, one shard, --check) in a temporary folder.
 """
 
 import argparse
@@ -24,6 +26,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pretraining_data as base  # pylint: disable=g-import-not-at-top,wrong-import-position
+import results_file  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 REPO_ROOT = base.REPO_ROOT
 
@@ -79,7 +82,11 @@ def main():
   parser.add_argument("--check", action="store_true",
                       help="Also check that both runs made the same multiset of records.")
   parser.add_argument("--work_dir", default="")
+  results_file.add_arguments(parser)
   args = parser.parse_args()
+  if args.smoke:
+    args.input_files, args.size_mb, args.dupe_factor = base.corpora.AUSTEN_100K, 0.02, 1
+    args.num_workers, args.num_output_shards, args.check = 1, 1, True
 
   input_files = base.expand_inputs(args.input_files)
   work = args.work_dir or tempfile.mkdtemp(prefix="beam_bench_")
@@ -112,11 +119,18 @@ def main():
         f"{beam['instances_per_s'] / local['instances_per_s']:.2f}x, CPU "
         f"{beam['cpu'] / local['cpu']:.2f}x, tree memory "
         f"{beam['tree_rss_mb'] / max(local['tree_rss_mb'], 1):.2f}x")
+  same = None
   if args.check:
     same = records_of(os.path.join(work, "local")) == records_of(os.path.join(work, "beam"))
     print(f"same multiset of records: {same}")
     if not same:
       raise SystemExit(1)
+  results_file.write("beam_pretraining_data", dict(
+      settings=dict(size_mb=args.size_mb, actual_mb=size / 1e6, dupe_factor=args.dupe_factor,
+                    max_seq_length=args.max_seq_length, num_workers=args.num_workers,
+                    num_output_shards=args.num_output_shards),
+      runs=results, beam_over_local_wall=beam["wall"] / local["wall"], same_records=same),
+      args.smoke, args.results_file)
 
 
 if __name__ == "__main__":

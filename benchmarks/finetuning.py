@@ -75,6 +75,10 @@ One run measures, on the same data and configuration for every system:
              tokenize, run, write) to the original's JSON lines and to npz, start to finish.
    No peer: the original writes only JSON through TPUEstimator.predict; the ratios are against
    the model-only rate, i.e. the share of the time the output format costs.
+
+The table goes to benchmarks/results/finetuning_DATE.json (benchmarks/results_file.py). --smoke:
+the tiny preset (2 layers of 128), batch 4, sequence 32, one round of one step, 50 pairs
+converted once, 8 lines through extract_features, Hugging Face left out; seconds.
 """
 
 import collections
@@ -93,6 +97,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # pylint: disable=g-import-not-at-top,wrong-import-position
 import corpora  # pylint: disable=g-import-not-at-top,wrong-import-position
 import peers  # pylint: disable=g-import-not-at-top,wrong-import-position
+import results_file  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 flags.DEFINE_list("presets", ["mini", "small"],
                   "Model sizes; configs/bert_config_<preset>.json is used.")
@@ -125,6 +130,7 @@ flags.DEFINE_bool("skip_extract_features", False, "Leave out the extract_feature
 flags.DEFINE_integer("extract_lines", 256, "Corpus lines (sentence pairs joined by ' ||| ') "
                      "each extract_features row reads.")
 flags.DEFINE_string("hf_worker_dir", None, "Internal: run as the Hugging Face worker process.")
+results_file.define_flags(flags)
 FLAGS = flags.FLAGS
 
 TRAINING_TASKS = ("classifier", "tagging")
@@ -464,8 +470,10 @@ def extract_features_rows():
       config.to_json_file(os.path.join(tmp, preset, "bert_config.json"))
       features = list(fe_inputs.convert_examples_to_features(
           fe_inputs.read_examples(input_file), FLAGS.seq_length, tokenizer))
+      # The default four layers; fewer on a model that has fewer (--smoke's tiny preset).
+      layers = ",".join(str(-i) for i in range(1, min(4, config.num_hidden_layers) + 1))
       extractor = fe_extractor.FeatureExtractor(
-          encoder, fe_settings.parse_layers("-1,-2,-3,-4", config.num_hidden_layers))
+          encoder, fe_settings.parse_layers(layers, config.num_hidden_layers))
       size = FLAGS.batch_size
       extractor.run_features(features[:size], size)  # warm-up (tracing)
       best = float("inf")
@@ -479,9 +487,10 @@ def extract_features_rows():
       rows.append((what, "model only (FeatureExtractor)", f"{model_rate:.2f}", "", ""))
       for output_format in ("npz", "jsonl"):
         settings = fe_settings.ExtractFeaturesSettings(
-            input_file=input_file, output_file=os.path.join(tmp, f"out.{output_format}"),
+            input_file=input_file, output_file=os.path.join(tmp, preset, f"out.{output_format}"),
             vocab_file=FLAGS.vocab_file, init_checkpoint=prefix,
-            max_seq_length=FLAGS.seq_length, batch_size=size, output_format=output_format)
+            max_seq_length=FLAGS.seq_length, batch_size=size, output_format=output_format,
+            layers=layers)
         start = time.perf_counter()
         fe_run.extract_features(settings, config)
         rate = len(features) / (time.perf_counter() - start)
@@ -496,6 +505,9 @@ def extract_features_rows():
 
 def main():
   import numpy as np  # pylint: disable=g-import-not-at-top
+  if FLAGS.smoke:
+    harness.apply_smoke(FLAGS)
+    FLAGS.conversion_examples, FLAGS.conversion_repeats, FLAGS.extract_lines = 50, 1, 8
   unknown = sorted(set(FLAGS.training_tasks) - set(TRAINING_TASKS))
   if unknown:
     raise app.UsageError(f"unknown training task(s) {', '.join(unknown)}; choose from "
@@ -522,9 +534,11 @@ def main():
               f"positions between [CLS] and [SEP] labelled), ")
   if not FLAGS.skip_extract_features:
     rows.extend(extract_features_rows())
-  harness.print_table(
-      harness.rounds_text(FLAGS, labels) +
-      f", conversion best of {FLAGS.conversion_repeats}", "ours / this", rows)
+  settings_text = (harness.rounds_text(FLAGS, labels) +
+                   f", conversion best of {FLAGS.conversion_repeats}")
+  harness.print_table(settings_text, "ours / this", rows)
+  results_file.write("finetuning", harness.table_results(settings_text, rows), FLAGS.smoke,
+                     FLAGS.results_file)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,11 @@ Tasks (labels known by construction):
           max_query_length 32, batch 16, learning rate 1e-4, 2 epochs = 50 steps).
 
 Prints one row per task, setting and seed (dev accuracy or F1/EM, training examples/s from the
-command's progress lines), then the mean and standard deviation over seeds of each setting.
+command's progress lines), then the mean and standard deviation over seeds of each setting, and
+writes them to benchmarks/results/grouping_accuracy_DATE.json (benchmarks/results_file.py).
+
+--smoke: the author task alone, 64 training and 64 dev sentences, one epoch (two steps), seed 1,
+--group_by_length alone (one command); in a temporary folder.
 """
 
 import argparse
@@ -47,6 +51,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import corpora  # pylint: disable=g-import-not-at-top,wrong-import-position
+import results_file  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 CORPUS = corpora.path("austen_moby")
 SQUAD = os.path.join(REPO, "tests", "data", "squad")
@@ -146,7 +151,13 @@ def main():
   parser.add_argument("--author_train", type=int, default=1200)
   parser.add_argument("--author_dev", type=int, default=2000)
   parser.add_argument("--author_epochs", type=float, default=1.0)
+  results_file.add_arguments(parser)
   flags = parser.parse_args()
+  if flags.smoke:
+    flags.tasks, flags.seeds, flags.author_train, flags.author_dev = "author", "1", 64, 64
+    flags.settings = "group_by_length"
+    print("smoke: the author task only, 64 training and 64 dev sentences, seed 1, "
+          "--group_by_length only", flush=True)
   model = minilm()
   seeds = [int(s) for s in flags.seeds.split(",")]
   settings = flags.settings.split(",")
@@ -157,6 +168,7 @@ def main():
     data_dir = os.path.join(work, "author")
     os.makedirs(data_dir)
     write_author_task(data_dir, flags.author_train, flags.author_dev)
+    measured = {}
     for task in flags.tasks.split(","):
       args, keys = task_args(task, model, data_dir, flags)
       scores = {}
@@ -166,6 +178,9 @@ def main():
           results, rate = run(args + [f"--seed={seed}"] + SETTINGS[setting], out)
           values = [float(results[k]) for k in keys]
           scores.setdefault(setting, []).append((values, rate))
+          measured.setdefault(task, []).append(dict(
+              setting=setting, seed=seed, examples_per_second=rate,
+              **{k: v for k, v in zip(keys, values)}))
           print(f"{task} {setting:17} seed {seed}: "
                 + ", ".join(f"{k} {v:.4f}" for k, v in zip(keys, values))
                 + f", training {rate:.2f} examples/s", flush=True)
@@ -178,6 +193,11 @@ def main():
         rate = statistics.median(r for _, r in rows)
         print(f"{task} {setting:17} over seeds {flags.seeds}: " + ", ".join(parts)
               + f", training {rate:.2f} examples/s (median)", flush=True)
+  results_file.write("grouping_accuracy", dict(
+      settings=dict(tasks=flags.tasks.split(","), seeds=seeds, settings=settings,
+                    author_train=flags.author_train, author_dev=flags.author_dev,
+                    author_epochs=flags.author_epochs),
+      runs=measured), flags.smoke, flags.results_file)
 
 
 if __name__ == "__main__":

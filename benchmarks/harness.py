@@ -33,6 +33,7 @@ from absl import app
 from absl import logging
 
 import peers  # benchmarks/peers.py, on the path as this module is; chooses the kernels (oneDNN)
+import results_file  # benchmarks/results_file.py
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -54,6 +55,21 @@ def run(main, settings, build_hf_model):
     logging.set_verbosity(logging.WARNING)
     main()
   app.run(start)
+
+
+def apply_smoke(settings):
+  """--smoke on a script's flags: the tiny preset (2 layers of 128), batch 4, sequence 32, one
+  warm-up step and one round of one step over a pool of two batches, and no system that needs
+  torch (each left out with a printed line)."""
+  settings.presets, settings.batch_size, settings.seq_length = ["tiny"], 4, 32
+  settings.warmup_steps, settings.steps, settings.rounds, settings.pool_batches = 1, 1, 1, 2
+  settings.systems = results_file.without_torch(settings.systems, True)
+
+
+def table_results(settings_text, rows):
+  """A printed table (print_table's rows) as a results file's values."""
+  keys = ("measurement", "system", "examples_per_second", "ratio", "goal")
+  return dict(settings=settings_text, rows=[dict(zip(keys, row)) for row in rows])
 
 
 def dataset_fn(pool, global_batch):

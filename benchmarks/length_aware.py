@@ -72,6 +72,12 @@ The shared knobs (--batch_size, --seq_length, --num_labels, --tagging_labels, --
 --max_seq_length, --doc_stride, --max_query_length and the internal --hf_worker_dir) are
 finetuning.py's and squad.py's flags (this script imports squad for squad_from_corpora and both
 for their Model Garden pieces); the timing rounds are harness.measure_training's.
+
+The tables go to benchmarks/results/length_aware_DATE.json (benchmarks/results_file.py).
+--smoke: configs/bert_config_tiny.json, the short sentences only (64 examples, batch 8), one
+warm-up step and one round of one step, Hugging Face left out, and the serving rows left out
+(their two SavedModel exports take most of a minute; --smoke --noskip_serving keeps them, with
+4 requests and one batch in one round).
 """
 
 import os
@@ -594,7 +600,21 @@ def load_text():
   return f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
 
 
+def apply_smoke():
+  """--smoke's settings (the module docstring)."""
+  harness.apply_smoke(FLAGS)
+  FLAGS.bert_config_file = os.path.join(finetuning.REPO_ROOT, "configs", "bert_config_tiny.json")
+  FLAGS.length_tasks, FLAGS.examples, FLAGS.seq_length, FLAGS.batch_size = ["short"], 64, 128, 8
+  FLAGS.serving_requests, FLAGS.serving_batches, FLAGS.serving_rounds = 4, 1, 1
+  if not FLAGS["skip_serving"].present:
+    FLAGS.skip_serving = True
+    print("smoke: the serving rows left out (two SavedModel exports, most of a minute; "
+          "--noskip_serving keeps them)", flush=True)
+
+
 def main():
+  if FLAGS.smoke:
+    apply_smoke()
   import keras  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -647,6 +667,19 @@ def main():
     print("| --- | --: | --: | --: | --: | --- |")
     for row in serving:
       print("| " + " | ".join(row) + " |")
+  training_keys = ("task", "system", "examples_per_second", "ratio", "goal",
+                   "real_token_gflops")
+  serving_keys = ("export", "batch1_latency_ms", "latency_ratio", "batch32_texts_per_second",
+                  "throughput_ratio", "goal")
+  finetuning.results_file.write("length_aware", dict(
+      settings=dict(sizes=sizes, batch_size=FLAGS.batch_size, seq_length=FLAGS.seq_length,
+                    length_buckets=FLAGS.length_buckets, threads=FLAGS.threads,
+                    warmup_steps=FLAGS.warmup_steps, rounds=FLAGS.rounds, steps=FLAGS.steps,
+                    tasks=FLAGS.length_tasks, examples=FLAGS.examples),
+      matmul_peak_gflops=peak, kernels=peers.kernels_text(),
+      training=[dict(zip(training_keys, row)) for row in rows],
+      serving=[dict(zip(serving_keys, row)) for row in serving]), FLAGS.smoke,
+      FLAGS.results_file)
 
 
 if __name__ == "__main__":

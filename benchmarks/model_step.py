@@ -13,6 +13,10 @@ These are the FLOPs of the full model, counted the same for every system. Ours p
 transformer layer to the rows the heads read ([CLS] and the masked positions; identical logits,
 about 13% fewer FLOPs at these shapes), so its GFLOP/s and "of peak" are effective rates and can
 exceed the matmul peak.
+
+The table goes to benchmarks/results/model_step_DATE.json (benchmarks/results_file.py). --smoke:
+the tiny preset (2 layers of 128), batch 4, sequence 32, 4 predictions, one round, Hugging Face
+left out; seconds.
 """
 
 import os
@@ -25,6 +29,7 @@ from absl import flags
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import peers  # pylint: disable=g-import-not-at-top,wrong-import-position  (before TensorFlow)
+import results_file  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 flags.DEFINE_integer("threads", 1, "Intra-op threads (inter-op is 1).")
 flags.DEFINE_list("presets", ["mini", "small"], "BertConfig presets to measure.")
@@ -37,6 +42,7 @@ flags.DEFINE_list("systems", ["ours", "ours_xla", "model_garden", "hf_torch"],
                   "What to measure; hf_torch is skipped when torch/transformers are missing "
                   "(imported before TensorFlow, as the other order crashed).")
 flags.DEFINE_list("modes", ["forward", "train"], "forward and/or train.")
+results_file.define_flags(flags)
 FLAGS = flags.FLAGS
 
 
@@ -208,6 +214,10 @@ def hf_torch_steps(config, threads, modules):
 
 def main(argv):
   del argv
+  if FLAGS.smoke:
+    FLAGS.presets, FLAGS.batch_size, FLAGS.seq_length, FLAGS.predictions = ["tiny"], 4, 32, 4
+    FLAGS.rounds = 1
+    FLAGS.systems = results_file.without_torch(FLAGS.systems, True)
   torch_modules = import_torch() if "hf_torch" in FLAGS.systems else None  # before TensorFlow
   import numpy as np
   import tensorflow as tf
@@ -254,10 +264,18 @@ def main(argv):
   print(f"| preset | mode | system | examples/s | tokens/s | GFLOP/s | of peak | vs model_garden |")
   print(f"| --- | --- | --- | --- | --- | --- | --- | --- |")
   reference = {(r[0], r[1]): r[3] for r in rows if r[2] == "model_garden"}
+  table = []
   for name, mode, system, eps, tps, gflops, fraction in rows:
     ratio = eps / reference[(name, mode)] if (name, mode) in reference else float("nan")
     print(f"| {name} | {mode} | {system} | {eps:.2f} | {tps:.0f} | {gflops:.1f} | "
           f"{fraction:.0%} | {ratio:.2f}x |")
+    table.append(dict(preset=name, mode=mode, system=system, examples_per_second=eps,
+                      tokens_per_second=tps, gflops=gflops, of_peak=fraction,
+                      vs_model_garden=ratio if ratio == ratio else None))
+  results_file.write("model_step", dict(
+      batch_size=b, seq_length=s, predictions=p, threads=FLAGS.threads, rounds=FLAGS.rounds,
+      peak_gflops=peak, kernels=peers.kernels_text(), rows=table), FLAGS.smoke,
+      FLAGS.results_file)
 
 
 if __name__ == "__main__":

@@ -23,9 +23,13 @@ core each (the process is pinned to it; TensorFlow and PyTorch then use one thre
               examples/s over the steps after the first
 
 Prints a table (dev accuracy, training examples/s, the ratio to Hugging Face) per seed and the
-medians, and writes benchmarks/results/multiple_choice_<date>.json (--output_file).
+medians, and writes benchmarks/results/multiple_choice_<date>.json (--output_file, or
+--results_file), with the command, versions and CPU of benchmarks/results_file.py beside them.
 
   python benchmarks/multiple_choice.py --seeds=1,2,3
+
+--smoke: ours alone (the other systems left out with a printed line) on the first 32 training
+and 32 dev examples, one epoch (two steps), in a temporary folder.
 """
 
 import argparse
@@ -45,6 +49,7 @@ REPO_ROOT = os.path.dirname(BENCHMARKS)
 sys.path.insert(0, BENCHMARKS)
 import corpora  # pylint: disable=g-import-not-at-top,wrong-import-position
 import main_job  # pylint: disable=g-import-not-at-top,wrong-import-position
+import results_file  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 DATA = {split: os.path.join(BENCHMARKS, "data", f"multiple_choice_{split}.jsonl")
         for split in ("train", "dev")}
@@ -114,7 +119,7 @@ def run_ours(args, seed, work, system, extra):
   out = os.path.join(work, f"{system}_{seed}")
   model = minilm()
   command = [sys.executable, "-m", "bert_tf.run_multiple_choice",
-             f"--train_file={DATA['train']}", f"--eval_file={DATA['dev']}",
+             f"--train_file={args.data['train']}", f"--eval_file={args.data['dev']}",
              f"--init_checkpoint={model}", f"--vocab_file={model}", "--do_train", "--do_eval",
              f"--max_seq_length={args.max_seq_length}", f"--train_batch_size={args.batch_size}",
              f"--learning_rate={args.learning_rate}", f"--num_train_epochs={args.epochs}",
@@ -224,8 +229,12 @@ def main(argv=None):
                  help="Write the train and dev files from the committed corpora and exit.")
   p.add_argument("--train_examples", type=int, default=1200)
   p.add_argument("--dev_examples", type=int, default=1000)
-  p.add_argument("--output_file", default=os.path.join(
-      BENCHMARKS, "results", f"multiple_choice_{datetime.date.today().isoformat()}.json"))
+  p.add_argument("--output_file", "--results_file", default=None,
+                 help="default benchmarks/results/multiple_choice_<date>.json; with --smoke a "
+                      "temporary folder")
+  p.add_argument("--smoke", action="store_true",
+                 help="ours alone on 32 training and 32 dev examples, one epoch, outputs in a "
+                      "temporary folder: a check that the script runs, not a measurement")
   p.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
   p.add_argument("--hf_worker", action="store_true", help=argparse.SUPPRESS)
   args = p.parse_args(argv)
@@ -237,6 +246,11 @@ def main(argv=None):
   unknown = sorted(set(systems) - set(SYSTEMS))
   if unknown:
     p.error(f"--systems: unknown {', '.join(unknown)} (known: {', '.join(SYSTEMS)})")
+  args.data = DATA
+  if args.smoke:
+    systems = smoke_settings(args, systems)
+  args.output_file = args.output_file or results_file.default_path(
+      "multiple_choice", args.smoke, datetime.date.today().isoformat())
   runs = []
   print("| seed | system | dev accuracy | training examples/s | wall s |")
   print("| --- | --- | --: | --: | --: |")
@@ -257,12 +271,32 @@ def main(argv=None):
   summary = summarize(runs)
   for line in summary["lines"]:
     print(line)
-  os.makedirs(os.path.dirname(args.output_file), exist_ok=True)
-  with open(args.output_file, "w", encoding="utf-8") as f:
-    json.dump(dict(settings={k: v for k, v in vars(args).items()
-                             if k not in ("hf_worker", "seed", "make_data")},
-                   cpu=main_job.cpu_model(), runs=runs, medians=summary["medians"]), f, indent=2)
-  print(f"wrote {args.output_file}")
+  results_file.write_json(args.output_file, dict(
+      settings={k: v for k, v in vars(args).items()
+                if k not in ("hf_worker", "seed", "make_data", "data")},
+      cpu=main_job.cpu_model(), runs=runs, medians=summary["medians"],
+      command=results_file.command(), date=datetime.date.today().isoformat(),
+      machine=results_file.machine(), versions=results_file.versions(), smoke=args.smoke))
+  print(f"results: {args.output_file}")
+
+
+def smoke_settings(args, systems):
+  """--smoke: the first 32 examples of each file in a temporary folder, one epoch, ours alone;
+  returns the systems kept."""
+  folder = results_file.smoke_dir("multiple_choice")
+  args.data = {}
+  for split, path in DATA.items():
+    args.data[split] = os.path.join(folder, os.path.basename(path))
+    with open(path, encoding="utf-8") as source, \
+         open(args.data[split], "w", encoding="utf-8") as target:
+      target.writelines(line for _, line in zip(range(32), source))
+  args.epochs, args.seeds = 1.0, "1"
+  for system in systems:
+    if system != "ours":
+      reason = ("it needs torch and transformers, which the test extra leaves out"
+                if system == "hf" else "the same command with one more flag")
+      print(f"smoke: {system} left out ({reason})", flush=True)
+  return [s for s in systems if s == "ours"]
 
 
 def summarize(runs):

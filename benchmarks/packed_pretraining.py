@@ -20,6 +20,10 @@ run by loop.Trainer) on the same records in file order (shuffle buffer 1), batch
 After --warmup_steps untimed steps each, the systems take turns for --rounds rounds of --steps
 steps; instances per second count the real instances of each round (static steps vary), real
 tokens per second are that times the records' mean real length. Ratios round by round.
+
+The table goes to benchmarks/results/packed_pretraining_DATE.json (benchmarks/results_file.py).
+--smoke: configs/bert_config_tiny.json, 60 documents at sequence 128, batch 4, one round of one
+step; seconds.
 """
 
 import os
@@ -37,6 +41,7 @@ from absl import flags
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import corpora  # pylint: disable=g-import-not-at-top,wrong-import-position
 import harness  # pylint: disable=g-import-not-at-top,wrong-import-position
+import results_file  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SYSTEMS = ("unpacked", "exact", "static")
@@ -61,6 +66,7 @@ flags.DEFINE_float("learning_rate", 1e-4, "Peak learning rate.")
 flags.DEFINE_integer("threads", 1, "TensorFlow intra- and inter-op threads.")
 flags.DEFINE_list("systems", list(SYSTEMS), "Systems to time: " + ", ".join(SYSTEMS) + ".")
 flags.DEFINE_string("hf_worker_dir", None, "Unused (harness.run's flag).")
+results_file.define_flags(flags)
 FLAGS = flags.FLAGS
 
 
@@ -115,6 +121,10 @@ def main():
   unknown = sorted(set(FLAGS.systems) - set(SYSTEMS))
   if unknown:
     raise app.UsageError(f"unknown system(s) {', '.join(unknown)}")
+  if FLAGS.smoke:
+    FLAGS.bert_config_file = os.path.join(REPO, "configs", "bert_config_tiny.json")
+    FLAGS.documents, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq = 60, 128, 20
+    FLAGS.batch_size, FLAGS.steps, FLAGS.rounds, FLAGS.warmup_steps = 4, 1, 1, 1
   started, load = time.time(), os.getloadavg()
   config = BertConfig.from_json_file(FLAGS.bert_config_file)
   seq, b = FLAGS.max_seq_length, FLAGS.batch_size
@@ -179,8 +189,9 @@ def main():
   print("| system | instances/s | real tokens/s | real tokens / positions | "
         "real tokens/s vs unpacked | goal |")
   print("| --- | --: | --: | --: | --: | --- |")
+  rows = []
   for name in FLAGS.systems:
-    ratio, goal = "", ""
+    ratio, goal, ratios = "", "", None
     if name != "unpacked" and "unpacked" in rates:
       ratios = [a / c for a, c in zip(rates[name], rates["unpacked"])]
       ratio = spread(ratios)
@@ -188,6 +199,16 @@ def main():
     print(f"| ours, {name} | {spread(rates[name])} | "
           f"{spread([r * mean for r in rates[name]], 0)} | {shares[name]:.0%} | {ratio} | "
           f"{goal} |")
+    rows.append(dict(system=name, instances_per_second=rates[name],
+                     real_tokens_per_second=[r * mean for r in rates[name]],
+                     real_token_share=shares[name], over_unpacked=ratios, goal=goal))
+  results_file.write("packed_pretraining", dict(
+      config=config.to_dict(),
+      max_seq_length=seq, max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+      documents=FLAGS.documents, batch_size=b, threads=FLAGS.threads,
+      warmup_steps=FLAGS.warmup_steps, steps=FLAGS.steps, rounds=FLAGS.rounds,
+      mean_real_length=mean, static_rows=static_rows, rows=rows), FLAGS.smoke,
+      FLAGS.results_file)
 
 
 if __name__ == "__main__":

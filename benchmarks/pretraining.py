@@ -37,6 +37,10 @@ Usage (from the repository root):
 
 Without --input_file, records are made first with data_prep/create_pretraining_data.py
 from the first --corpus_mb MB of --corpus_file.
+
+The table goes to benchmarks/results/pretraining_DATE.json (benchmarks/results_file.py).
+--smoke: the tiny preset (2 layers of 128), records of 50 kB of the corpus at sequence 64,
+batch 4, one round of 2 steps, a 256^3 matmul peak; seconds.
 """
 
 import json
@@ -57,6 +61,7 @@ sys.path.insert(0, REPO_ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import corpora  # pylint: disable=g-import-not-at-top,wrong-import-position
 import peers  # pylint: disable=g-import-not-at-top,wrong-import-position  (before TensorFlow)
+import results_file  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 flags.DEFINE_string("input_file", None,
                     "Existing pretraining TFRecords (comma-separated/globs); their sequence "
@@ -89,6 +94,7 @@ flags.DEFINE_integer("cpu_towers", 0,
 flags.DEFINE_string("towers_worker", None,
                     "Internal: print the rates of the --cpu_towers row as JSON, for "
                     "(preset, input_file, output_dir) given as JSON.")
+results_file.define_flags(flags)
 FLAGS = flags.FLAGS
 
 
@@ -344,6 +350,10 @@ def main(argv):
   tf.config.threading.set_intra_op_parallelism_threads(threads)
   logging.set_verbosity(logging.WARNING)
   from bert_tf import config as config_lib  # pylint: disable=g-import-not-at-top
+  if FLAGS.smoke:
+    FLAGS.presets, FLAGS.corpus_mb, FLAGS.max_seq_length = ["tiny"], 0.05, 64
+    FLAGS.max_predictions_per_seq, FLAGS.batch_size, FLAGS.steps, FLAGS.rounds = 10, 4, 2, 1
+    FLAGS.matmul_size = 256
 
   peak = measure_matmul_peak(FLAGS.matmul_size)
   print(f"float32 matmul peak ({FLAGS.matmul_size}^3, {threads} thread(s)): "
@@ -388,6 +398,16 @@ def main(argv):
   for name, row, steps, examples, low, high, fraction, ratio in rows:
     print(f"| {name} | {row} | {steps:.3f} | {examples:.1f} ({low:.1f}-{high:.1f}) | "
           f"{fraction:.2f} | {ratio:.2f} |")
+  keys = ("preset", "run", "steps_per_second", "examples_per_second", "min", "max",
+          "fraction_of_peak", "ours_over_model_garden")
+  results_file.write("pretraining", dict(
+      batch_size=FLAGS.batch_size, max_seq_length=FLAGS.max_seq_length,
+      max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+      mixed_precision=FLAGS.mixed_precision, jit_compile=FLAGS.jit_compile, threads=threads,
+      cpu_towers=FLAGS.cpu_towers, steps=FLAGS.steps, rounds=FLAGS.rounds,
+      matmul_peak_gflops=peak / 1e9, kernels=peers.kernels_text(),
+      rows=[{k: (v if v == v else None) for k, v in zip(keys, row)} for row in rows]),
+      FLAGS.smoke, FLAGS.results_file)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,10 @@ The inputs default to the repository's two English corpora (9.5 MB, benchmarks/c
 the bert-base-uncased vocab; --input_files and --vocab_file take others.
 
 The machine may be shared: CPU seconds are less sensitive to load than wall time.
+
+The rows go to benchmarks/results/pretraining_data_DATE.json (benchmarks/results_file.py);
+--smoke runs both modes once on 0.02 MB of tests/data/cpd_austen_100k.txt (dupe_factor 1) in a
+temporary folder.
 """
 
 import argparse
@@ -29,6 +33,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import corpora  # pylint: disable=g-import-not-at-top,wrong-import-position
+import results_file  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO_ROOT, "data_prep", "create_pretraining_data.py")
@@ -176,7 +181,11 @@ def main():
                       help="Default mode's --num_workers (0 = all cores).")
   parser.add_argument("--work_dir", default="",
                       help="Where corpora and outputs go (default: a temporary folder).")
+  results_file.add_arguments(parser)
   args = parser.parse_args()
+  if args.smoke:
+    args.input_files, args.sizes_mb, args.dupe_factor = corpora.AUSTEN_100K, "0.02", 1
+    args.random_seeds, args.num_workers = "12345", 1
 
   input_files = expand_inputs(args.input_files)
   sizes = [float(s) for s in args.sizes_mb.split(",") if s.strip()]
@@ -253,6 +262,13 @@ def main():
             f"{r['instances_per_s'] / original_speed:.1f}x | "
             f"{r['instances'] / r['cpu'] / original_speed:.1f}x | "
             f"{r['max_rss_mb'] / rss:.2f}x |")
+  results_file.write("pretraining_data", dict(
+      settings=dict(max_seq_length=args.max_seq_length, dupe_factor=args.dupe_factor,
+                    max_predictions_per_seq=args.max_predictions_per_seq,
+                    num_workers=args.num_workers, seeds=seeds, modes=modes),
+      original={f"{size:g}": dict(zip(("instances", "wall", "max_rss_mb"), figures))
+                for size, figures in ORIGINAL.items()},
+      rows=rows), args.smoke, args.results_file)
 
 
 if __name__ == "__main__":

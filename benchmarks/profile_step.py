@@ -21,6 +21,10 @@ The profile stays in --profile_dir (open it with TensorBoard's profile plugin).
 
 The trace slows the step somewhat (the untraced rate is printed beside it): compare shares
 within one profile, and rates with length_aware.py.
+
+The profiles' tables go to benchmarks/results/profile_step_DATE.json
+(benchmarks/results_file.py). --smoke: the short sentences, configs/bert_config_tiny.json, 64
+examples, batch 8, one warm-up step and one step untraced and traced, ours_packed only; seconds.
 """
 
 import collections
@@ -125,6 +129,14 @@ def print_profile(system, rate, traced_seconds, steps, events):
           f"{100 * sum(functions.values()) / total:.1f}% |")
     for function, micros in functions.most_common():
       print(f"| - {function} | {per_step(micros):.1f} | {100 * micros / total:.1f}% |")
+  return dict(system=system, examples_per_second_untraced=rate,
+              traced_ms_a_step=traced_seconds / steps * 1e3, busy_ms_a_step=per_step(total),
+              span_ms_a_step=per_step(span),
+              ops=[dict(op=kind, ms_a_step=per_step(micros), share=micros / total)
+                   for kind, micros in kinds.most_common(FLAGS.op_rows)],
+              xla_functions=[dict(function=function, ms_a_step=per_step(micros),
+                                  share=micros / total)
+                             for function, micros in functions.most_common()])
 
 
 def pretraining_run(tf):
@@ -170,11 +182,24 @@ def profile(tf, run, name, profile_dir):
   run(FLAGS.steps)
   traced = time.perf_counter() - started
   tf.profiler.experimental.stop()
-  print_profile(name, rate, traced, FLAGS.steps, trace_events(profile_dir))
+  return print_profile(name, rate, traced, FLAGS.steps, trace_events(profile_dir))
+
+
+def write_results(profiles):
+  length_aware.finetuning.results_file.write("profile_step", dict(
+      task=FLAGS.profile_task, warmup_steps=FLAGS.warmup_steps, steps=FLAGS.steps,
+      batch_size=FLAGS.batch_size, threads=FLAGS.threads, profiles=profiles), FLAGS.smoke,
+      FLAGS.results_file)
 
 
 def main():
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  if FLAGS.smoke:
+    length_aware.apply_smoke()
+    if FLAGS.profile_task != PRETRAINING:
+      FLAGS.profile_systems = ["ours_packed"]
+    FLAGS.pretraining_preset, FLAGS.pretraining_seq_length = "tiny", 64
+    FLAGS.pretraining_predictions = 10
   if FLAGS.profile_task == PRETRAINING:
     if FLAGS["profile_systems"].present:
       raise ValueError("--profile_systems names systems of length_aware.py's tasks; "
@@ -183,7 +208,8 @@ def main():
     with tempfile.TemporaryDirectory() as directory, distribution.dtype_policy(
         FLAGS.pretraining_mixed_precision):
       run, name = pretraining_run(tf)
-      profile(tf, run, name, FLAGS.profile_dir or os.path.join(directory, PRETRAINING))
+      write_results([profile(tf, run, name,
+                             FLAGS.profile_dir or os.path.join(directory, PRETRAINING))])
     return
   from bert_tf import length_buckets  # pylint: disable=g-import-not-at-top
   from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
@@ -205,9 +231,11 @@ def main():
     settings = types.SimpleNamespace(batch_size=FLAGS.batch_size,
                                      learning_rate=FLAGS.learning_rate)
     systems = length_aware.task_systems(task, path, seq, buckets, {}, settings, fitted)
+    profiles = []
     for system in FLAGS.profile_systems:
       run, _ = systems[system](config, None, FLAGS.warmup_steps + 2 * FLAGS.steps, 2)
-      profile(tf, run, system, os.path.join(profile_root, system))
+      profiles.append(profile(tf, run, system, os.path.join(profile_root, system)))
+  write_results(profiles)
 
 
 if __name__ == "__main__":

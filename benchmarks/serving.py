@@ -58,6 +58,8 @@ REPO_ROOT = os.path.dirname(BENCHMARKS)
 DATA_DIR = os.path.join(BENCHMARKS, "data")
 sys.path.insert(0, BENCHMARKS)
 import corpora  # pylint: disable=g-import-not-at-top,wrong-import-position
+import results_file  # pylint: disable=g-import-not-at-top,wrong-import-position
+
 SETS = ("short", "medium", "long")
 PEERS = ("onnxruntime", "hf_torch")
 TASKS = ("ours_classifier", "ours_tagger", "ours_squad")
@@ -710,6 +712,7 @@ def run(args):
       command=" ".join(["python", "benchmarks/serving.py"] + sys.argv[1:]),
       machine=dict(machine_facts(), load_average_start=load_start,
                    load_average_end=os.getloadavg()),
+      versions=results_file.versions(), smoke=args.smoke,
       settings=dict(vars(args), checkpoint=checkpoint, systems=systems, plan=plan),
       lengths=lengths, skipped=skipped, check=checks,
       onnx=dict(fused=facts.get("onnx_fused_operators"), missing=facts.get("onnx_fusions_missing"),
@@ -758,10 +761,7 @@ def write_outputs(args, results, summaries, plan, work_dir):
   picture = plot(summaries, plan, os.path.join(out, stem + ".png"),
                  f"Serving from raw text, {results['date']}: p50 latency on short text")
   results["plot"] = picture and os.path.relpath(picture, REPO_ROOT)
-  tmp = path + ".tmp"
-  with open(tmp, "w", encoding="utf-8") as f:
-    json.dump(results, f, indent=1, sort_keys=True, default=str)
-  os.replace(tmp, path)
+  results_file.write_json(path, results)
   print(f"\nresults: {path}" + (f"; plot: {picture}" if picture else ""))
 
 

@@ -27,6 +27,9 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
+sys.path.insert(0, HERE)
+import results_file  # pylint: disable=g-import-not-at-top,wrong-import-position
+
 PAIRS = os.path.join(ROOT, "tests", "data", "classifier", "pairs")
 
 
@@ -92,8 +95,8 @@ def main(argv=None):
                       "task (default: fine-tune one in a temporary folder)")
   parser.add_argument("--smoke", action="store_true", help="4 training steps (a third of "
                       "an epoch): checks the script, measures nothing")
-  parser.add_argument("--output", help="results JSON (default benchmarks/results/"
-                      "serving_precision_<date>.json; none with --smoke)")
+  parser.add_argument("--output", "--results_file", help="results JSON (default benchmarks/"
+                      "results/serving_precision_<date>.json; with --smoke a temporary folder)")
   args = parser.parse_args(argv)
   import numpy as np  # pylint: disable=g-import-not-at-top
   with tempfile.TemporaryDirectory() as work:
@@ -116,16 +119,14 @@ def main(argv=None):
       max_probability_change=float(np.abs(f32_probs - bf16_probs).max()),
       mean_probability_change=float(np.abs(f32_probs - bf16_probs).mean()),
       machine=platform.processor() or platform.machine(),
-      date=datetime.date.today().isoformat())
+      date=datetime.date.today().isoformat(), command=results_file.command(
+          None if argv is None else [__file__, *argv]),
+      cpu=results_file.machine(), versions=results_file.versions(), smoke=args.smoke)
   print(json.dumps(result, indent=2))
-  if not args.smoke:
-    output = args.output or os.path.join(HERE, "results",
-                                         f"serving_precision_{result['date']}.json")
-    with open(output + ".tmp", "w") as f:
-      json.dump(result, f, indent=2)
-      f.write("\n")
-    os.replace(output + ".tmp", output)
-    print("wrote", output)
+  output = args.output or results_file.default_path("serving_precision", args.smoke,
+                                                    result["date"])
+  results_file.write_json(output, result)
+  print(f"results: {output}")
   return result
 
 

@@ -677,6 +677,10 @@ def data_rows(np):
 
 def main():
   import numpy as np  # pylint: disable=g-import-not-at-top
+  if FLAGS.smoke:
+    harness.apply_smoke(FLAGS)
+    FLAGS.questions, FLAGS.conversion_repeats = 20, 1
+    FLAGS.max_seq_length, FLAGS.doc_stride, FLAGS.max_query_length = 128, 64, 32
   rows = [] if FLAGS.skip_data else data_rows(np)
   if not FLAGS.skip_training:
     rows.extend(harness.training_rows(
@@ -685,12 +689,15 @@ def main():
         SYSTEMS, NAMES, GOALS, lambda preset: f"fine-tune {preset}, seq {FLAGS.seq_length}",
         skipped_goal=True))
 
-  harness.print_table(
+  settings_text = (
       f"conversion: max_seq_length {FLAGS.max_seq_length}, doc_stride {FLAGS.doc_stride}, "
       f"max_query_length {FLAGS.max_query_length}; post-processing: n_best_size "
       f"{FLAGS.n_best_size}, max_answer_length {FLAGS.max_answer_length}; data best of "
       f"{FLAGS.conversion_repeats}, ratio original / ours. Training: "
-      f"{harness.rounds_text(FLAGS)}, ratio ours / peer", "ratio", rows)
+      f"{harness.rounds_text(FLAGS)}, ratio ours / peer")
+  harness.print_table(settings_text, "ratio", rows)
+  harness.results_file.write("squad", harness.table_results(settings_text, rows), FLAGS.smoke,
+                             FLAGS.results_file)
 
 
 if __name__ == "__main__":

@@ -57,6 +57,14 @@ Usage (from the repository root):
   python benchmarks/time_to_quality.py --systems=ours_adam_bc,model_garden \
       --mixed_precision=bfloat16 --budget_minutes=15 --seeds=1,2,3 --eval_points=6
                                           # every system in mixed bfloat16 (AMX, TPU, GPUs)
+  python benchmarks/time_to_quality.py --smoke                # seconds-long check, no figures
+
+results.json keeps its layout (the committed files under benchmarks/results/ are read by
+--from_results and by the tests) with the command, date, machine and versions of
+benchmarks/results_file.py beside it; --results_file writes it elsewhere than --output_dir.
+--smoke: ours and Model Garden (Hugging Face left out with a printed line), one seed, the tiny
+config on 0.3 MB of the corpus, two evaluations of 64 instances within 0.1 training-clock
+minutes; in a temporary folder.
 """
 
 import contextlib
@@ -80,6 +88,7 @@ sys.path.insert(0, BENCHMARKS)
 import corpora  # pylint: disable=g-import-not-at-top,wrong-import-position
 import curves  # pylint: disable=g-import-not-at-top,wrong-import-position
 import peers  # pylint: disable=g-import-not-at-top,wrong-import-position
+import results_file  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 SYSTEMS = ("ours", "ours_dynamic", "ours_lamb", "ours_adam_bc", "model_garden", "hf", "hf_mlm")
 DEFAULT_SYSTEMS = ("ours", "ours_dynamic", "ours_lamb", "model_garden", "hf", "hf_mlm")
@@ -151,6 +160,7 @@ flags.DEFINE_list("from_results", None,
 flags.DEFINE_list("goal_systems", ["ours", "ours_adam_bc"],
                   "Our systems that the goal table compares with the peers (a table for each "
                   "that ran).")
+results_file.define_flags(flags)
 FLAGS = flags.FLAGS
 
 
@@ -742,8 +752,13 @@ def report(runs, points, settings_text):
 
 
 def plot(runs, target, path, mixed_precision):
-  """Accuracy against training minutes and against steps, median and range over seeds."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  """Accuracy against training minutes and against steps, median and range over seeds; the
+  path, or None (printed) without matplotlib."""
+  try:
+    import matplotlib  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    print("plot: none, matplotlib is not installed (pip install -e '.[benchmark]')")
+    return None
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   figure, axes = plt.subplots(2, 2, figsize=(12, 8.5))
@@ -779,6 +794,19 @@ def plot(runs, target, path, mixed_precision):
   figure.tight_layout()
   figure.savefig(path, dpi=110)
   plt.close(figure)
+  return path
+
+
+def apply_smoke():
+  """--smoke's settings (the module docstring)."""
+  FLAGS.systems = results_file.without_torch(
+      [s for s in FLAGS.systems if s in ("ours", "model_garden", "hf")], True)
+  FLAGS.seeds, FLAGS.budget_minutes, FLAGS.eval_points, FLAGS.eval_minutes = ["1"], 0.1, 2, None
+  FLAGS.bert_config_file = os.path.join(REPO_ROOT, "configs", "bert_config_tiny.json")
+  FLAGS.corpus_mb, FLAGS.eval_documents, FLAGS.eval_examples = 0.3, 8, 64
+  FLAGS.eval_batch_size, FLAGS.dupe_factor, FLAGS.call_seconds = 32, 1, 1.0
+  FLAGS.schedule_steps, FLAGS.num_warmup_steps, FLAGS.ours_cpu_towers = 200, 20, 1
+  FLAGS.output_dir = FLAGS.output_dir or results_file.smoke_dir("time_to_quality")
 
 
 def main(argv):
@@ -786,6 +814,8 @@ def main(argv):
   if FLAGS.worker:
     worker(FLAGS.worker)
     return
+  if FLAGS.smoke:
+    apply_smoke()
   if FLAGS.from_results:
     saved = joined_results(FLAGS.from_results)
     FLAGS.systems = [s for s in SYSTEMS if any(r["system"] == s for r in saved["runs"])]
@@ -878,13 +908,15 @@ def main(argv):
       f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
       f"benchmark wall time {(time.time() - started) / 60:.1f} min")
   target = report(runs, points, settings_text)
-  results_path = os.path.join(directory, "results.json")
-  with open(results_path, "w", encoding="utf-8") as f:
-    json.dump(dict(settings=settings_text, points=points, target=target,
-                   mixed_precision=FLAGS.mixed_precision, runs=runs), f, indent=1)
-  plot_path = os.path.join(directory, "time_to_quality.png")
-  plot(runs, target, plot_path, FLAGS.mixed_precision)
-  print(f"\nresults: {results_path}\nplot: {plot_path}")
+  results_path = FLAGS.results_file or os.path.join(directory, "results.json")
+  shared = results_file.record("time_to_quality", None, FLAGS.smoke)
+  del shared["results"], shared["benchmark"]
+  results_file.write_json(results_path, dict(
+      settings=settings_text, points=points, target=target,
+      mixed_precision=FLAGS.mixed_precision, runs=runs, **shared))
+  plot_path = plot(runs, target, os.path.join(directory, "time_to_quality.png"),
+                   FLAGS.mixed_precision)
+  print(f"\nresults: {results_path}" + (f"\nplot: {plot_path}" if plot_path else ""))
 
 
 if __name__ == "__main__":

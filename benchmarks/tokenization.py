@@ -18,6 +18,9 @@ others.
 
 --check compares only the in-graph tokenizer with the reference on every line (no timing table)
 and exits with status 1 if any line differs: the corpus parity check.
+
+The timings go to benchmarks/results/tokenization_DATE.json (benchmarks/results_file.py);
+--smoke times 20 kB of tests/data/cpd_austen_100k.txt once and writes to a temporary folder.
 """
 
 import argparse
@@ -32,6 +35,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import corpora  # pylint: disable=g-import-not-at-top,wrong-import-position
+import results_file  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf import cli  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
@@ -249,6 +253,7 @@ def run_benchmark(lines, vocab_file, do_lower_case, batch_size, num_threads, ski
     rows.append(("HF tokenizers BertWordPieceTokenizer (Rust)", ids, seconds))
 
   base_seconds = rows[0][2]
+  table = []
   print("%d lines, %.2f MB, do_lower_case=%s; in-graph build %.1f s, first call %.1f s" %
         (len(lines), megabytes, do_lower_case, build_seconds, trace_seconds))
   header = "| tokenizer | MB/s | wordpieces/s | speed vs %s | lines equal to reference |" % (
@@ -261,6 +266,12 @@ def run_benchmark(lines, vocab_file, do_lower_case, batch_size, num_threads, ski
     print("| %s | %.2f | %s | %.1fx | %.4f%% |" % (
         name, megabytes / seconds, "{:,.0f}".format(pieces / seconds),
         base_seconds / seconds, 100 * same))
+    table.append(dict(tokenizer=name, mb_per_second=megabytes / seconds,
+                      wordpieces_per_second=pieces / seconds, speedup=base_seconds / seconds,
+                      lines_equal_to_reference=same))
+  return dict(do_lower_case=do_lower_case, lines=len(lines), megabytes=megabytes,
+              build_seconds=build_seconds, first_call_seconds=trace_seconds,
+              speedup_against="original" if not skip_naive else "reference", rows=table)
 
 
 def main(argv=None):
@@ -284,20 +295,26 @@ def main(argv=None):
                       help="leave out the slow original-equivalent tokenizer")
   parser.add_argument("--check", action="store_true",
                       help="only compare in-graph ids with the reference; exit 1 on any difference")
+  results_file.add_arguments(parser)
   args = parser.parse_args(argv)
+  if args.smoke:
+    args.input_files, args.max_mb, args.repeats = corpora.AUSTEN_100K, 0.02, 1
 
   choices = {"true": [True], "false": [False], "both": [True, False]}
   if args.do_lower_case.lower() not in choices:
     parser.error("--do_lower_case must be true, false or both, got %r" % args.do_lower_case)
   lines = read_lines(args.input_files, args.max_mb)
   differ = 0
+  runs = []
   for do_lower_case in choices[args.do_lower_case.lower()]:
     if args.check:
       differ += run_check(lines, args.vocab_file, do_lower_case, args.batch_size,
                           args.num_threads)
     else:
-      run_benchmark(lines, args.vocab_file, do_lower_case, args.batch_size, args.num_threads,
-                    args.skip_naive, args.repeats)
+      runs.append(run_benchmark(lines, args.vocab_file, do_lower_case, args.batch_size,
+                                args.num_threads, args.skip_naive, args.repeats))
+  if runs:
+    results_file.write("tokenization", dict(runs=runs), args.smoke, args.results_file)
   return 1 if differ else 0
 
 

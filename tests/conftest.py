@@ -48,13 +48,17 @@ def pytest_collection_modifyitems(config, items):  # pylint: disable=unused-argu
   """Files with more `slow` tests first (the longest work first, so the workers finish
   together). The sort is stable and a file's tests are collected together, so each file's
   tests keep their order and files with as many slow tests keep the collection's order.
-  Deterministic, as xdist requires of every worker's collection."""
+  Deterministic, as xdist requires of every worker's collection. A test that alone takes as
+  long as several slow tests says so: @pytest.mark.slow(weight=N) counts it N times."""
 
   def file_of(item):
     return item.nodeid.split("::", 1)[0]
 
-  slow = collections.Counter(file_of(item) for item in items
-                             if item.get_closest_marker("slow"))
+  slow = collections.Counter()
+  for item in items:
+    marker = item.get_closest_marker("slow")
+    if marker:
+      slow[file_of(item)] += marker.kwargs.get("weight", 1)
   items.sort(key=lambda item: -slow[file_of(item)])
 
 

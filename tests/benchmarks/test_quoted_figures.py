@@ -81,3 +81,87 @@ def test_main_job_table_formats_each_run():
   assert lines[2] == "| 1 | 5.0 min | 0.200 | 0.700 | 0.650 | +0.050 | 5.0 | 4.0 |"
   assert lines[-1] == ("all-MiniLM-L6-v2 fine-tuned on the job's task (24 steps): 130 s, dev "
                        "accuracy 0.711")
+
+
+def _json(name):
+  return json.loads(_read("benchmarks", "results", name))
+
+
+def test_the_serving_precision_figures_are_quoted_from_their_results_file():
+  """README and benchmarks page: bfloat16's answers against float32's on the real task."""
+  saved = _json("serving_precision_2026-12-05.json")
+  assert saved["answers_changed"] == 0  # both pages say no answer changed
+  largest = f"{saved['max_probability_change']:.3f}"
+  readme = " ".join(_read("README.md").split())
+  assert (f"it changed no answer and no probability by more than {largest} "
+          "([serving_precision_2026-12-05.json]") in readme
+  page = " ".join(_read("benchmarks", "README.md").split())
+  assert (f"the same dev accuracy ({saved['accuracy_float32']:.3f}), no answer changed, the "
+          f"largest change of a probability {largest}") in page
+  assert saved["accuracy_float32"] == saved["accuracy_bfloat16"]
+
+
+def test_the_main_job_ranges_are_quoted_from_their_results_file():
+  """README's table of commands and their wall times: the main job's range over its runs and
+  the MiniLM command's time and accuracy."""
+  saved = _json("main_job_2026-12-05.json")
+  minutes = [run["wall_seconds"] / 60 for run in saved["runs"]]
+  differences = [run["summary"]["difference"] for run in saved["runs"]]
+  runs = {5: "five", 6: "six", 7: "seven"}[len(minutes)]
+  row = (f"| the main job, `data_prep/run_sample.py` | {min(minutes):.1f}-{max(minutes):.1f} min "
+         f"({runs} runs) | {min(differences):+.3f} to {max(differences):+.3f} dev "
+         "accuracy from pretraining | `benchmarks/results/main_job_2026-12-05.json` |")
+  readme = _read("README.md")
+  assert row in readme
+  minilm = saved["minilm"]
+  assert (f"| {minilm['wall_seconds']:.0f} s | dev accuracy {minilm['dev_accuracy']:.3f} |"
+          in readme)
+
+
+def test_the_multiple_choice_summary_is_quoted_from_its_results_file():
+  medians = _json("multiple_choice_2026-12-06.json")["medians"]
+  speed = {s: medians[s]["examples_per_second"] / medians["hf"]["examples_per_second"]
+           for s in ("ours", "ours_bf16")}
+  page = " ".join(_read("benchmarks", "README.md").split())
+  assert (f"float32 {speed['ours']:.2f}x Hugging Face's training examples/s, "
+          f"`--mixed_precision=bfloat16` {speed['ours_bf16']:.2f}x; dev accuracy "
+          f"{medians['ours']['accuracy']:.3f} against {medians['hf']['accuracy']:.3f}") in page
+
+
+def test_the_tokenizer_and_extract_features_headlines_are_quoted_from_their_results_files():
+  (run,) = _json("tokenization_2026-12-06.json")["results"]["runs"]
+  speed = {row["tokenizer"]: row["speedup"] for row in run["rows"]}
+  page = _read("benchmarks", "README.md")
+  assert (f"`FullTokenizer` {speed['bert_tf.tokenization.FullTokenizer']:.1f}x a "
+          "character-at-a-time tokenizer, the in-graph tokenizer "
+          f"{speed['bert_tf.text.InGraphTokenizer']:.1f}x |") in page
+  rows = {row["system"].split(" (")[0]: row
+          for row in _json("extract_features_2026-12-06.json")["results"]["rows"]
+          if row["measurement"].startswith("extract_features mini,")}
+  npz, jsonl = rows["whole command, npz"], rows["whole command, jsonl"]
+  assert (f"Mini {npz['examples_per_second']} lines/s to npz, {jsonl['examples_per_second']} to "
+          f"JSON lines ({npz['ratio'].split('x')[0]}x and {jsonl['ratio'].split('x')[0]}x of "
+          "the model alone)") in page
+
+
+def test_the_pretraining_data_headline_is_quoted_from_its_results_file():
+  rows = _json("pretraining_data_2026-12-06.json")["results"]["rows"]
+  at = {row["mode"]: row for row in rows if row["size"] == 5}
+  speed = ((at["default"]["instances"] / at["default"]["cpu"])
+           / (at["reference"]["instances"] / at["reference"]["cpu"]))
+  memory = at["default"]["max_rss_mb"] / at["reference"]["max_rss_mb"]
+  assert (f"default mode at 5 MB: {speed:.2f}x the reference mode's instances per CPU second, "
+          f"{memory:.2f}x its memory |") in _read("benchmarks", "README.md")
+
+
+def test_the_readme_opening_serving_figures_are_quoted_from_their_results_file():
+  """README's first paragraph: batch-32 short-text throughput against Hugging Face, float32 and
+  bfloat16 (the peer that is faster there in the serving run)."""
+  summary = _json("serving_peers_2026-12-06.json")["summary"]["1"]
+  hf = summary["Hugging Face PyTorch"]["short"]["batch32_per_s"]
+  assert hf >= summary["ONNX Runtime"]["short"]["batch32_per_s"]  # the faster peer at b32
+  float32 = summary["ours"]["short"]["batch32_per_s"] / hf
+  bfloat16 = summary["ours: bf16"]["short"]["batch32_per_s"] / hf
+  readme = " ".join(_read("README.md").split())
+  assert (f"answer a batch of 32 short texts {float32:.2f}x faster than Hugging Face, "
+          f"{bfloat16:.2f}x with bfloat16") in readme

@@ -8,13 +8,19 @@ neither, so the subprocesses start as that install does: both imports fail as if
 installed, which Keras handles. The pytest processes themselves keep them (Model Garden
 cross-checks and a metrics check import them).
 
+BERT_TF_TEST_NOT_INSTALLED (comma-separated top-level modules) adds to them: the benchmarks'
+smoke tests hide torch, transformers and onnxruntime, so that a machine with the benchmark extra
+runs them as CI's test install does.
+
 This file replaces any sitecustomize module further down the path; the machines the suite runs
 on have none.
 """
 
+import os
 import sys
 
-_NOT_INSTALLED = ("sklearn", "matplotlib")
+_NOT_INSTALLED = ("sklearn", "matplotlib") + tuple(
+    name for name in os.environ.get("BERT_TF_TEST_NOT_INSTALLED", "").split(",") if name)
 
 
 class _NotInstalled:

@@ -1,0 +1,379 @@
+"""Renders the benchmark tables of benchmarks/README.md and README.md from the committed results
+files (benchmarks/results/*.json), so that every rendered figure has one source.
+
+A rendered table sits between two marker comments in the page:
+
+  <!-- table: NAME -->
+  | ... the table ... |
+  <!-- end table -->
+
+NAME is a key of TABLES below: a function of the results files that returns the table's lines.
+Prose around a table is the page's own; the figures inside the markers are the renderer's.
+
+  python benchmarks/render.py            # rewrites the tables in place
+  python benchmarks/render.py --check    # exits 1 naming each table that differs (CI's test)
+
+A marker whose NAME is not in TABLES, or a table in TABLES that no page holds, stops the run with
+the name: a results file without its table, or a table without its file, is an error.
+"""
+
+import argparse
+import json
+import os
+import re
+import sys
+
+BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.dirname(BENCHMARKS)
+RESULTS = os.path.join(BENCHMARKS, "results")
+PAGES = (os.path.join(BENCHMARKS, "README.md"), os.path.join(REPO_ROOT, "README.md"))
+sys.path.insert(0, BENCHMARKS)
+import curves  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+MARKER = re.compile(r"^<!-- table: (?P<name>[\w.-]+) -->\n(?P<body>.*?)^<!-- end table -->$",
+                    re.M | re.S)
+
+
+def read(name: str) -> dict:
+  with open(os.path.join(RESULTS, name), encoding="utf-8") as f:
+    return json.load(f)
+
+
+# === Serving (serving.py) ===
+
+# The results' row names -> the page's.
+SERVING_ROWS = {"ours": "ours (float32)", "ours: bf16": "ours: bfloat16",
+                "ours: classifier export": "ours: classifier export",
+                "ours: tagger export": "ours: tagger export",
+                "ours: SQuAD export": "ours: SQuAD export", "ONNX Runtime": "ONNX Runtime",
+                "Hugging Face PyTorch": "Hugging Face PyTorch"}
+SERVING_PEERS = ("ONNX Runtime", "Hugging Face PyTorch")
+# The rows the bold marks the best of in each column: the text models and the peers (the task
+# exports answer other requests).
+SERVING_TEXT_ROWS = ("ours", "ours: bf16") + SERVING_PEERS
+
+
+def _serving_columns(plan):
+  cols = []
+  for name in plan["sets"]:
+    cols.append((name, "p50_ms", f"{name}: b1 p50 / p99 ms"))
+    cols += [(name, f"batch{b}_per_s", f"b{b} /s") for b in plan["throughput_batches"]]
+  return cols
+
+
+def _best(summary, name, key):
+  values = [summary[row][name][key] for row in SERVING_TEXT_ROWS if row in summary]
+  return min(values) if key.endswith("_ms") else max(values)
+
+
+def serving_figures(results_name):
+  """One thread: b1 p50 / p99 and the batch throughputs of every row; the best of the text
+  models and peers in bold."""
+  saved = read(results_name)
+  summary, cols = saved["summary"]["1"], _serving_columns(saved["settings"]["plan"])
+  lines = ["| one thread | " + " | ".join(c[2] for c in cols) + " |",
+           "| --- |" + " --: |" * len(cols)]
+  for row, label in SERVING_ROWS.items():
+    cells = []
+    for name, key, _ in cols:
+      cell = summary[row][name]
+      bold = row in SERVING_TEXT_ROWS and cell[key] == _best(summary, name, key)
+      text = f"{cell[key]:.2f}" if key == "p50_ms" else f"{cell[key]:.1f}"
+      text = f"**{text}**" if bold else text
+      cells.append(f"{text} / {cell['p99_ms']:.2f}" if key == "p50_ms" else text)
+    lines.append(f"| {label} | " + " | ".join(cells) + " |")
+  return lines
+
+
+def serving_ratios(results_name):
+  """Ours' speed over the faster peer's, per row of ours but the SQuAD export (no peer answers
+  its request); the faster peer in brackets."""
+  saved = read(results_name)
+  summary, cols = saved["summary"]["1"], _serving_columns(saved["settings"]["plan"])
+  headers = [c[2].replace(": b1 p50 / p99 ms", " b1").replace(" /s", "") for c in cols]
+  headers[0] = "short b1"
+  lines = ["| one thread | " + " | ".join(headers) + " |", "| --- |" + " --: |" * len(cols)]
+  for row, label in SERVING_ROWS.items():
+    if row in SERVING_PEERS or "SQuAD" in row:
+      continue
+    cells = []
+    for name, key, _ in cols:
+      ratio, peer = _faster_peer_ratio(summary, row, name, key)
+      cells.append(f"{ratio:.2f} ({'ORT' if peer == 'ONNX Runtime' else 'HF'})")
+    lines.append(f"| {label} | " + " | ".join(cells) + " |")
+  return lines
+
+
+def _faster_peer_ratio(summary, row, name, key):
+  """(ours' speed over the faster peer's, that peer's name) for one cell (serving.py's rule)."""
+  peers = [(p, summary[p][name][key]) for p in SERVING_PEERS]
+  if key.endswith("_ms"):
+    peer, value = min(peers, key=lambda p: p[1])
+    return value / summary[row][name][key], peer
+  peer, value = max(peers, key=lambda p: p[1])
+  return summary[row][name][key] / value, peer
+
+
+def serving_summary(results_name):
+  """The README's summary: the text model in both precisions against the faster peer, at batch 1
+  and 32 on short text and batch 32 on long text (the first row names the peer)."""
+  summary = read(results_name)["summary"]["1"]
+  cells = (("short", "p50_ms"), ("short", "batch32_per_s"), ("long", "batch32_per_s"))
+  lines = ["| export | short text, batch 1 (p50) | short, batch 32 | long (~130 WordPieces), "
+           "batch 32 |", "| --- | --: | --: | --: |"]
+  for row, label in (("ours", "default (float32)"),
+                     ("ours: bf16", "`--serving_precision=bfloat16`")):
+    texts = []
+    for name, key in cells:
+      ratio, peer = _faster_peer_ratio(summary, row, name, key)
+      texts.append(f"{ratio:.2f}x" + (f" {peer.replace('Hugging Face PyTorch', 'Hugging Face')}"
+                                      f"'s" + (" speed" if key.endswith("_ms") else "")
+                                      if row == "ours" else ""))
+    lines.append(f"| {label} | " + " | ".join(texts) + " |")
+  return lines
+
+
+# === finetuning.py's extract_features rows and tokenization.py ===
+
+
+def extract_features(results_name):
+  """Lines/s per preset: the model alone, and the whole command to npz and to JSON lines (the
+  output's size beside it)."""
+  rows = read(results_name)["results"]["rows"]
+  lines = ["| preset | model only (lines/s) | whole command, npz | whole command, jsonl |",
+           "| --- | --: | --: | --: |"]
+  presets = []
+  for row in rows:
+    match = re.match(r"extract_features (\w+), \d+ lines", row["measurement"])
+    if match and match.group(1) not in presets:
+      presets.append(match.group(1))
+  for preset in presets:
+    mine = {row["system"]: row["examples_per_second"] for row in rows
+            if row["measurement"].startswith(f"extract_features {preset},")}
+    cells = [mine.pop("model only (FeatureExtractor)")]
+    for output_format in ("npz", "jsonl"):
+      (system,) = [s for s in mine if s.startswith(f"whole command, {output_format} (")]
+      size = re.search(r"\((.+)\)", system).group(1)
+      cells.append(f"{mine[system]} ({size})")
+    lines.append(f"| {preset} | " + " | ".join(cells) + " |")
+  return lines
+
+
+def tokenization(results_name):
+  """MB/s, wordpieces/s and the speed against the character-at-a-time tokenizer of each
+  tokenizer, and the share of lines whose ids equal the reference's."""
+  (run,) = read(results_name)["results"]["runs"]
+  lines = ["| tokenizer | MB/s | wordpieces/s | speed vs the original's way | lines equal to "
+           "the reference's |", "| --- | --: | --: | --: | --: |"]
+  for row in run["rows"]:
+    lines.append(f"| {row['tokenizer']} | {row['mb_per_second']:.2f} | "
+                 f"{row['wordpieces_per_second']:,.0f} | {row['speedup']:.1f}x | "
+                 f"{100 * row['lines_equal_to_reference']:.2f}% |")
+  return lines
+
+
+# === pretraining_data.py ===
+
+
+def pretraining_data(results_name):
+  """Per corpus size and mode: instances, wall and CPU seconds, instances per CPU second, the
+  largest process's memory, and the default mode over the reference mode in the same run."""
+  rows = read(results_name)["results"]["rows"]
+  lines = ["| input | mode | instances | wall s | CPU s | instances per CPU second | largest "
+           "process MB | default / reference: per CPU second, memory |",
+           "| --- | --- | --: | --: | --: | --: | --: | --: |"]
+  for row in rows:
+    versus = ""
+    if row["mode"] == "default":
+      reference = [r for r in rows if r["mode"] == "reference" and r["size"] == row["size"]
+                   and r["seed"] == row["seed"]]
+      if reference:
+        speed = (row["instances"] / row["cpu"]) / (reference[0]["instances"] / reference[0]["cpu"])
+        versus = f"{speed:.2f}x, {row['max_rss_mb'] / reference[0]['max_rss_mb']:.2f}x"
+    lines.append(f"| {row['actual_mb']:.1f} MB | {row['mode']} | {row['instances']:,.0f} | "
+                 f"{row['wall']:.1f} | {row['cpu']:.1f} | {row['instances'] / row['cpu']:,.0f} | "
+                 f"{row['max_rss_mb']:,.0f} | {versus} |".replace("|  |", "| |"))
+  return lines
+
+
+# === Multiple choice (multiple_choice.py) ===
+
+MULTIPLE_CHOICE_ROWS = {
+    "ours": "ours, defaults (float32; `--packing=auto` leaves these batches unpacked)",
+    "ours_unpacked": "ours, `--packing=none`",
+    "ours_bf16": "ours, `--mixed_precision=bfloat16`",
+    "hf": "Hugging Face `BertForMultipleChoice`"}
+
+
+def multiple_choice(results_name):
+  """Dev accuracy, training examples/s and the ratio to Hugging Face, medians over seeds."""
+  medians = read(results_name)["medians"]
+  hf = medians.get("hf")
+  lines = ["| system | dev accuracy | training examples/s | vs Hugging Face |",
+           "| --- | --: | --: | --: |"]
+  for system, label in MULTIPLE_CHOICE_ROWS.items():
+    if system not in medians:
+      continue
+    m = medians[system]
+    ratio = (f"{m['examples_per_second'] / hf['examples_per_second']:.2f}x"
+             if hf and system != "hf" else "")
+    lines.append(f"| {label} | {m['accuracy']:.3f} | {m['examples_per_second']:.2f} | "
+                 f"{ratio} |".replace("|  |", "| |"))
+  return lines
+
+
+# === Time to quality (time_to_quality.py) ===
+
+TTQ_PEERS = {"model_garden": "Model Garden", "hf": "Hugging Face"}
+TTQ_GOALS = {"model_garden": 0.7, "hf": 0.85}
+TTQ_TARGETS = {"final masked-LM accuracy": "final masked-LM accuracy",
+               "halfway to it (masked-LM accuracy)": "halfway to it (accuracy)",
+               "final eval masked-LM loss": "final eval masked-LM loss",
+               "halfway to it (eval masked-LM loss)": "halfway to it (eval loss)"}
+
+
+def time_to_quality_goals(results_name, ours="ours_adam_bc"):
+  """The goal table of a run: per peer and target, the value, the minutes of the median curves,
+  the ratio and its verdict, the seeds reaching it, and the ratio over seed resamples
+  (curves.goal_rows and curves.ratio_spread, as the script prints them)."""
+  by_system = {}
+  for run in read(results_name)["runs"]:
+    by_system.setdefault(run["system"], []).append(run)
+  lines = ["| peer | target (the peer's, median) | value | the peer's minutes | ours' minutes | "
+           "ratio | goal | seeds reaching it (peer, ours) | ratio over seed resamples: 5-95%, "
+           "met in |", "| --- | --- | --: | --: | --: | --: | --- | --- | --- |"]
+  for peer, label in TTQ_PEERS.items():
+    if peer not in by_system:
+      continue
+    bound = TTQ_GOALS[peer]
+    spread = curves.ratio_spread(by_system[peer], by_system[ours], bound)
+    for row in curves.goal_rows(by_system[peer], by_system[ours], bound):
+      low, high, share = spread[row["target"]]
+      value = f"{row['value']:.4f}" if row["key"] == "accuracy" else f"{row['value']:.3f}"
+      lines.append(
+          f"| {label} | {TTQ_TARGETS[row['target']]} | {value} | {row['peer_minutes']:.2f} | "
+          f"{row['ours_minutes']:.2f} | {row['ratio']:.2f} | <= {bound:g}: "
+          f"{'met' if row['met'] else 'missed'} | {row['peer_seeds']}, {row['ours_seeds']} | "
+          f"{low:.2f}-{high:.2f}, {share:.0%} |")
+  return lines
+
+
+def _median_text(values, digits, bold=False, spread=True):
+  import statistics  # pylint: disable=g-import-not-at-top
+  text = f"{statistics.median(values):.{digits}f}"
+  text = f"**{text}**" if bold else text
+  if spread and min(values) != max(values):
+    text += f" ({min(values):.{digits}f}-{max(values):.{digits}f})"
+  return text
+
+
+def time_to_quality_systems(results_name, labels, minutes, final_bold, steps_range):
+  """Per system (labels: system -> the page's name, in order): steps in the budget, examples/s
+  on the training clock, masked-LM accuracy at the given minutes (median; the last with the
+  seeds' min-max) and eval loss at the last point, medians over seeds."""
+  import statistics  # pylint: disable=g-import-not-at-top
+  saved = read(results_name)
+  points = [p / 60 for p in saved["points"]]
+  indexes = [points.index(m) for m in minutes]
+  lines = [f"| system | steps in {minutes[-1]:g} min | examples/s | masked-LM accuracy at "
+           + " / ".join(f"{m:g}" for m in minutes) + f" min | eval loss at {minutes[-1]:g} min |",
+           "| --- | --: | --: | --- | --: |"] if steps_range else [
+               "| system | steps | examples/s | accuracy at " + " / ".join(
+                   f"{m:.1f}" for m in minutes) + f" min | eval loss at {minutes[-1]:g} min |",
+               "| --- | --: | --: | --- | --: |"]
+  for system, label in labels.items():
+    runs = [r for r in saved["runs"] if r["system"] == system]
+    steps = [r["curve"][-1]["steps"] for r in runs]
+    rate = statistics.median((r["curve"][-1]["examples"] - r["batch_size"])
+                             / r["curve"][-1]["seconds"] for r in runs)
+    accuracy = [_median_text([r["curve"][i]["accuracy"] for r in runs], 4, spread=False)
+                for i in indexes[:-1]]
+    accuracy.append(_median_text([r["curve"][indexes[-1]]["accuracy"] for r in runs], 4,
+                                 bold=final_bold))
+    loss = _median_text([r["curve"][indexes[-1]]["loss"] for r in runs], 3, bold=final_bold,
+                        spread=False)
+    lines.append(f"| {label} | {_median_text(steps, 0, spread=steps_range)} | {rate:.1f} | "
+                 + " / ".join(accuracy) + f" | {loss} |")
+  return lines
+
+
+# === The main job (main_job.py), quoted in README.md ===
+
+
+def main_job(results_name):
+  import main_job as script  # pylint: disable=g-import-not-at-top
+  return [line for line in script.table(read(results_name)).splitlines() if line.startswith("|")]
+
+
+# Marker name -> the lines of its table.
+TABLES = {
+    "serving_peers_2026-12-06": lambda: serving_figures("serving_peers_2026-12-06.json"),
+    "serving_ratios_2026-12-06": lambda: serving_ratios("serving_peers_2026-12-06.json"),
+    "serving_summary_2026-12-06": lambda: serving_summary("serving_peers_2026-12-06.json"),
+    "pretraining_data_2026-12-06": lambda: pretraining_data("pretraining_data_2026-12-06.json"),
+    "tokenization_2026-12-06": lambda: tokenization("tokenization_2026-12-06.json"),
+    "extract_features_2026-12-06": lambda: extract_features("extract_features_2026-12-06.json"),
+    "multiple_choice_2026-12-06": lambda: multiple_choice("multiple_choice_2026-12-06.json"),
+    "time_to_quality_goals_f32_6min_2026-12-05": lambda: time_to_quality_goals(
+        "time_to_quality_f32_6min_2026-12-05.json"),
+    "time_to_quality_systems_f32_6min_2026-12-05": lambda: time_to_quality_systems(
+        "time_to_quality_f32_6min_2026-12-05.json",
+        {"ours_adam_bc": "ours `--adam_bias_correction --cpu_towers=2`",
+         "model_garden": "Model Garden BertPretrainerV2"}, (2, 3, 4, 5, 6), True, True),
+    "time_to_quality_systems_default_2026-12-05": lambda: time_to_quality_systems(
+        "time_to_quality_default_2026-12-05.json",
+        {"ours": "ours (`run_pretraining` defaults)", "ours_dynamic": "ours `--dynamic_masking`",
+         "ours_lamb": "ours `--optimizer=lamb`, batch 128",
+         "model_garden": "Model Garden BertPretrainerV2",
+         "hf": "Hugging Face BertForPreTraining (gathered)",
+         "hf_mlm": "Hugging Face `run_mlm` way (masked LM only)"}, (1.5, 2.0, 2.5), False, False),
+    "main_job_2026-12-05": lambda: main_job("main_job_2026-12-05.json"),
+}
+
+
+def render_page(text: str, tables=None):
+  """(The page with every marked table rendered, [names of its marked tables]); raises
+  ValueError naming a marker without a table."""
+  tables = TABLES if tables is None else tables
+  names = []
+
+  def replace(match):
+    name = match.group("name")
+    if name not in tables:
+      raise ValueError(f"<!-- table: {name} -->: no such table in benchmarks/render.py "
+                       f"(known: {', '.join(sorted(tables))})")
+    names.append(name)
+    return f"<!-- table: {name} -->\n" + "\n".join(tables[name]()) + "\n<!-- end table -->"
+  return MARKER.sub(replace, text), names
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--check", action="store_true",
+                      help="change nothing; exit 1 if a page differs from its rendering")
+  args = parser.parse_args(argv)
+  found, differ = [], []
+  for page in PAGES:
+    with open(page, encoding="utf-8") as f:
+      text = f.read()
+    rendered, names = render_page(text)
+    found += names
+    if rendered != text:
+      differ.append(os.path.relpath(page, REPO_ROOT))
+      if not args.check:
+        with open(page + ".tmp", "w", encoding="utf-8") as f:
+          f.write(rendered)
+        os.replace(page + ".tmp", page)
+  missing = sorted(set(TABLES) - set(found))
+  if missing:
+    sys.exit(f"tables no page marks: {', '.join(missing)}")
+  if args.check and differ:
+    sys.exit(f"not as rendered from benchmarks/results: {', '.join(differ)} (run python "
+             "benchmarks/render.py)")
+  print(("rendered " if not args.check else "checked ") + f"{len(found)} tables"
+        + (f"; rewrote {', '.join(differ)}" if differ and not args.check else ""))
+  return 0
+
+
+if __name__ == "__main__":
+  main()
