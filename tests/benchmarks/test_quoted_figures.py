@@ -44,6 +44,8 @@ def test_the_latest_time_to_quality_run_is_quoted_from_its_results_file():
   assert f"met all four in {low}-{high}x, its two final values in {shares[0]} and {shares[2]}" \
       in readme
   assert re.search(r"bootstrap resamples of its seeds", readme)
+  # The first paragraph's figure.
+  assert f"Garden's final accuracy and eval loss in {low}-{high}x of its time" in readme
 
 
 def test_the_main_job_runs_are_quoted_from_their_results_file():
