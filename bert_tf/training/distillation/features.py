@@ -166,9 +166,23 @@ def feature_model(model: keras.Model, layers: Sequence[int], qkv: bool,
   return keras.Model(model.input, outputs, name=name or f"{model.name}_features")
 
 
+class StepModel(keras.Model):
+  """The student's feature model as the training step runs it. Its trainable variables are the
+  student's, in the student's own order, then the projection's: the optimizer's slots of a run
+  with these losses line up with those of a run without them."""
+
+  def __init__(self, model: keras.Model, features: keras.Model, **kwargs):
+    super().__init__(**kwargs)
+    self.student = model  # tracked first: its variables come first
+    self.features = features
+
+  def call(self, inputs, training=None):
+    return self.features(inputs, training=training)
+
+
 def student_step_model(the_plan: Plan, initializer_range: float):
-  """loop.prepare_run's step_model for the student: model -> (its feature model, the
-  projection's holder to checkpoint beside it, or None)."""
+  """loop.prepare_run's step_model for the student: model -> (its StepModel, the projection's
+  holder to checkpoint beside it, or None)."""
 
   def build(model):
     projection = None
@@ -176,8 +190,9 @@ def student_step_model(the_plan: Plan, initializer_range: float):
       projection = intermediate.HiddenProjection(
           the_plan.teacher_width, num_pairs=len(the_plan.layer_map),
           initializer_range=initializer_range, name=PROJECTION_LAYER)
-    stepped = feature_model(model, [s for s, _ in the_plan.layer_map], the_plan.qkv,
-                            projection, name=f"{model.name}_distilled")
+    stepped = StepModel(model, feature_model(model, [s for s, _ in the_plan.layer_map],
+                                             the_plan.qkv, projection),
+                        name=f"{model.name}_distilled")
     if projection is None:
       return stepped, None
     holder = tf.Module(name="distillation")
