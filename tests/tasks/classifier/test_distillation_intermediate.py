@@ -15,6 +15,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.model import checkpoints
+from bert_tf.tasks.classifier import export as classifier_export
 from bert_tf.tasks.classifier import run as cr
 from bert_tf.training import run_folder
 from bert_tf.training.distillation import intermediate
@@ -76,19 +77,25 @@ def _projection(checkpoint):
 
 @pytest.mark.slow
 def test_the_projection_trains_resumes_and_stays_out_of_the_student(tmp_path):
-  """A distilled run with every intermediate loss: its model and its checkpoints' model weights
-  are a plain run's (the same layers and shapes, no projection), the projection is saved beside
-  them and trained; interrupted after its step-10 checkpoint, it resumes to the uninterrupted
+  """A distilled run with every intermediate loss: its model, its checkpoints' model weights and
+  its export are a plain run's (the same layers and shapes, no projection), the projection is
+  saved beside them and trained; interrupted after its step-10 checkpoint, it resumes to the uninterrupted
   run's student and projection."""
   teacher = _teacher(tmp_path / "teacher")
   common = dict(do_predict=False, num_train_epochs=0.5)
   plain = cr.run_classifier(STUDENT, source_settings(tmp_path / "plain", do_eval=False,
                                                      **common))
   distilled = cr.run_classifier(STUDENT, source_settings(
-      tmp_path / "distilled", teacher=teacher, distill_alpha=0.5, **common, **ALL_LOSSES))
+      tmp_path / "distilled", teacher=teacher, distill_alpha=0.5, export=True, **common,
+      **ALL_LOSSES), exporter=classifier_export.EXPORTER)
   assert np.isfinite(distilled["eval_loss"]) and "teacher_eval_accuracy" in distilled
   shapes = lambda model: {w.path: tuple(w.shape) for w in model.weights}
   assert shapes(distilled["model"]) == shapes(plain["model"])
+  # The export holds the student's weights alone: the shapes of a plain classifier's.
+  exported = tf.train.list_variables(os.path.join(distilled["export_dir"], "variables",
+                                                  "variables"))
+  assert sorted(tuple(shape) for name, shape in exported if name.startswith("variables/")) == \
+      sorted(tuple(w.shape) for w in plain["model"].weights)
   latest = tf.train.latest_checkpoint(str(tmp_path / "distilled"))
   assert (checkpoints.training_checkpoint_layers(latest)
           == checkpoints.training_checkpoint_layers(
