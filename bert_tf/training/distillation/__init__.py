@@ -4,6 +4,8 @@
                 masked LM) mixed with the hard-label loss, and the cosine of hidden states
   intermediate  hidden states through a learned projection with a layer map, and MiniLM's
                 last-layer attention and value-relation transfer
+  features      those intermediate losses in a fine-tuning step: the models' feature views
+                (layer outputs, last-layer Q/K/V, the projection) and the loss they add
   teacher       the checks that a teacher folder can teach a student (vocab, casing, labels,
                 head kind, max_seq_length), from what model/provenance.py records
 
