@@ -201,11 +201,43 @@ def define_distillation_flags(flag_values=FLAGS) -> None:
       "(stamped in teacher_cache.json; a cache stamped for another teacher, vocab, "
       "max_seq_length, labels or head is refused), instead of running the teacher in every "
       "step.", **fv)
+  define_intermediate_flags(flag_values)
   flags.DEFINE_string(
       "init_layers", "even", "Which encoder layers of an --init_checkpoint deeper than the "
       "model it takes: even (evenly spaced from the first to the last, as DistilBERT: 6 of 12 "
       "are 0,2,4,7,9,11), first (the first ones), or the checkpoint's layer numbers from 0 "
       "(e.g. 0,3,5). Logged.", **fv)
+
+
+def define_intermediate_flags(flag_values=FLAGS) -> None:
+  """Distillation losses inside the encoder, with --teacher (each off at weight 0): hidden
+  states through a learned projection with a layer map, and MiniLM's last-layer attention and
+  value relation (training/distillation/features.py)."""
+  from bert_tf.training import distillation  # pylint: disable=g-import-not-at-top
+  fv = dict(flag_values=flag_values)
+  flags.DEFINE_float(
+      "distill_hidden_weight", 0.0, "With --teacher: the weight of the mean squared error "
+      "between the student's hidden states (through a learned projection when the widths "
+      "differ, trained with the student and never exported) and the teacher's, layer pairs "
+      "from --distill_layer_map, averaged over real positions. 0: off.", **fv)
+  flags.DEFINE_string(
+      "distill_layer_map", distillation.DEFAULT_LAYER_MAP, "With --distill_hidden_weight > 0: "
+      "which student layer learns which teacher layer, from 1: uniform (student layer i to "
+      "teacher layer round(i x teacher layers / student layers)), last (last to last), or "
+      "pairs student:teacher such as 1:2,2:4,3:6.", **fv)
+  flags.DEFINE_float(
+      "distill_attention_weight", 0.0, "With --teacher: the weight of MiniLM's attention "
+      "transfer, the KL divergence of the last layer's self-attention distributions (teacher "
+      "to student) per head, averaged over real positions. 0: off.", **fv)
+  flags.DEFINE_float(
+      "distill_value_weight", 0.0, "With --teacher: the weight of MiniLM's value relation, "
+      "the KL divergence of the last layer's softmax(V V^T / sqrt(d)) per head, averaged over "
+      "real positions. 0: off.", **fv)
+  flags.DEFINE_integer(
+      "distill_relation_heads", None, "The heads the attention and value losses split the "
+      "last layer's query, key and value into; it must divide both models' hidden sizes. "
+      "Default: the student's num_attention_heads (each model's own attention heads when the "
+      "teacher has as many).", **fv)
 
 
 def define_serving_flags(flag_values=FLAGS) -> None:

@@ -37,7 +37,9 @@ class FineTuningSettings:
   Distillation (tasks.teaching): teacher (a fine-tuned model of the same task whose soft
   targets the run learns from; None: none), distill_alpha (the hard-label loss's weight),
   distill_temperature; init_layers (which encoder layers of a deeper --init_checkpoint the
-  model takes, training.layer_selection).
+  model takes, training.layer_selection); cache_teacher; the intermediate losses' weights
+  (distill_hidden_weight, distill_attention_weight, distill_value_weight: 0 = off),
+  distill_layer_map and distill_relation_heads (training/distillation/features.py).
   """
   init_checkpoint: Optional[str] = None
   do_lower_case: Optional[bool] = True  # None: what the starting model records, else True
@@ -68,6 +70,11 @@ class FineTuningSettings:
   distill_temperature: float = distillation.DEFAULT_TEMPERATURE
   init_layers: str = layer_selection.EVEN
   cache_teacher: bool = False
+  distill_layer_map: str = distillation.DEFAULT_LAYER_MAP
+  distill_hidden_weight: float = 0.0
+  distill_attention_weight: float = 0.0
+  distill_value_weight: float = 0.0
+  distill_relation_heads: Optional[int] = None
   # Not a flag: rows of packed batches wider than max_seq_length where the training records'
   # lengths call for them (fine_tuning.packing_for_records); 0: rows of max_seq_length.
   packed_row_length: int = 0
@@ -190,11 +197,13 @@ def fine_tuning_problems(settings: FineTuningSettings, num_replicas: int) -> Lis
 
 def distillation_problems(settings: FineTuningSettings) -> List[str]:
   """What is wrong with the distillation flags (--teacher, --distill_alpha,
-  --distill_temperature, --init_layers), one message per flag."""
+  --distill_temperature, --cache_teacher, the intermediate losses', --init_layers), one
+  message per flag."""
   problems = distillation.flag_problems(settings.teacher, settings.distill_alpha,
                                        settings.distill_temperature, settings.do_train)
   if settings.cache_teacher and not settings.teacher:
     problems.append("--cache_teacher caches a --teacher's outputs: add --teacher")
+  problems += distillation.intermediate_flag_problems(settings)
   try:
     layer_selection.parse_init_layers(settings.init_layers)
   except ValueError as e:

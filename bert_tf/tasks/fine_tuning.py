@@ -56,6 +56,8 @@ from bert_tf.training import input_pipeline
 from bert_tf.training import loop
 from bert_tf.training import packed_rows
 from bert_tf.training import run_folder
+from bert_tf.training.distillation import features
+from bert_tf.training.distillation import predictions as distill_predictions
 from bert_tf.training.errors import TrainingError
 
 TRAIN_RECORDS = "train.tf_record"
@@ -113,6 +115,10 @@ class RunState:
   trainer: Optional[loop.Trainer] = None
   teacher: Optional[teaching.Teacher] = None
   cached: Dict[str, int] = dataclasses.field(default_factory=dict)  # output -> width
+  # The intermediate distillation losses (None: off), and the teacher's model exposing what
+  # they read (loaded with the teacher).
+  intermediate: Optional[features.Plan] = None
+  teacher_features: Optional[keras.Model] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -211,6 +217,7 @@ def run(task: FineTuningTask, config: BertConfig, settings,
   if settings.cache_teacher and not task.cached_outputs:
     raise TrainingError(f"--cache_teacher: {task.program} keeps no cache of its teacher's "
                         "outputs; drop it (the teacher then runs in the training step)")
+  plan = teaching.intermediate_plan(settings, config)
   if not settings.do_train and start.checkpoint is None:
     # Refused before output_dir is touched (init_fine_tuning refuses the other untrained cases).
     raise TrainingError(
@@ -218,8 +225,10 @@ def run(task: FineTuningTask, config: BertConfig, settings,
         f"--output_dir={settings.output_dir}; {task.untrained}")
   with run_folder.OutputDirRun(config, settings, strategy, chief, task.program) as record_dir:
     with distribution.dtype_policy(settings.mixed_precision):
-      state = RunState(config, settings, strategy, chief, tokenizer, record_dir, inputs, start)
+      state = RunState(config, settings, strategy, chief, tokenizer, record_dir, inputs, start,
+                       intermediate=plan)
       return _run(task, state, exporter)
+
 
 
 def resolved_packing(task: FineTuningTask, settings):
@@ -333,7 +342,10 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
   run_ = loop.prepare_run(state.strategy,
                           lambda: task.build_model(state.config, state.inputs, packed=packed),
                           _loop_task(task, state), settings, max(steps, 1),
-                          int(steps * settings.warmup_proportion), state.chief)
+                          int(steps * settings.warmup_proportion), state.chief,
+                          step_model=(None if state.intermediate is None else
+                                      features.student_step_model(
+                                          state.intermediate, state.config.initializer_range)))
   state.trainer = run_.trainer
   init_fine_tuning(run_, settings, state.start, task.head_layer, task.head_name, task.untrained,
                    fresh_head=state.inputs.fresh_head)
@@ -391,13 +403,20 @@ def _loop_task(task: FineTuningTask, state: RunState) -> loop.Task:
     return loop_task
 
   def teacher_outputs(batch):
+    if features.TEACHER_OUTPUTS in batch:  # the step ran the teacher for every loss already
+      return batch[features.TEACHER_OUTPUTS]
     if state.cached:
       return {name: tf.reshape(batch[f"{teaching.PREFIX}{name}"], [-1, width])
               for name, width in state.cached.items()}
     return state.teacher.outputs(loop_task.model_inputs)(batch)
 
-  return task.distill(state.inputs, teacher_outputs, state.settings.distill_temperature,
-                      state.settings.distill_alpha)
+  distilled = task.distill(state.inputs, teacher_outputs, state.settings.distill_temperature,
+                           state.settings.distill_alpha)
+  if state.intermediate is None:
+    return distilled
+  return features.distilled_task(
+      distilled, lambda batch: distill_predictions.frozen_outputs(
+          state.teacher_features, loop_task.model_inputs)(batch), state.intermediate)
 
 
 def _teach(task: FineTuningTask, state: RunState, packed: bool) -> Dict[str, Any]:
@@ -409,6 +428,10 @@ def _teach(task: FineTuningTask, state: RunState, packed: bool) -> Dict[str, Any
   state.teacher = teaching.load_teacher(
       settings, lambda config: task.build_model(config, state.inputs, packed=packed),
       state.strategy)
+  if state.intermediate is not None:
+    with state.strategy.scope():
+      state.teacher_features = features.teacher_feature_model(state.intermediate,
+                                                              state.teacher.model)
   trainer = loop.Trainer(state.strategy, state.teacher.model, None, task.loss(state.inputs),
                          settings.train_batch_size)
   output_dir = teaching.teacher_dir(settings.output_dir)

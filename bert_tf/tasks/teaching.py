@@ -14,6 +14,9 @@ with its head and a record of it (task_info.json, a Hugging Face config.json).
                  task builds its model (packed when the student's batches are), frozen,
                  under the run's strategy; it then runs inside the training step in inference
                  mode (training=False), on the student's own batches
+  intermediate_plan  the losses inside the encoder the flags turn on (--distill_hidden_weight,
+                 --distill_attention_weight, --distill_value_weight), checked against both
+                 configs before anything is written (training/distillation/features.py)
   evaluate_teacher  its dev results, before training, with the task's own evaluation: in
                  output_dir/teacher/ (its eval results and predictions), logged, and added
                  to the student's results files as teacher_<key> (e.g. teacher_eval_accuracy)
@@ -34,7 +37,9 @@ from bert_tf import io
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.model import provenance
+from bert_tf.training import distillation
 from bert_tf.training import evaluation
+from bert_tf.training.distillation import features
 from bert_tf.training.distillation import predictions
 from bert_tf.training.distillation import teacher as teacher_lib
 from bert_tf.training.errors import TrainingError
@@ -150,6 +155,26 @@ def _scalars(results: Mapping[str, Any], prefix: str = "") -> Dict[str, float]:
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
       flat[f"{prefix}{key}"] = float(value)
   return flat
+
+
+def intermediate_plan(settings, config: BertConfig) -> Optional[features.Plan]:
+  """The intermediate distillation losses the flags turn on (None: none), checked against
+  both models' configs and logged.
+
+  Raises:
+    TrainingError: one line naming the flag (a layer map or relation heads the two models
+      cannot have).
+  """
+  if not settings.teacher or not any(
+      getattr(settings, name) > 0 for name in distillation.INTERMEDIATE_WEIGHT_FLAGS):
+    return None
+  teacher = teacher_config(settings)
+  try:
+    plan = features.plan(settings, config, teacher)
+  except ValueError as e:
+    raise TrainingError(str(e)) from None
+  logging.info("%s", features.describe(plan, config, teacher))
+  return plan
 
 
 def teacher_dir(output_dir: str) -> str:

@@ -89,19 +89,29 @@ class Trainer:
     max_nonfinite_steps: with float16 loss scaling, stop after this many non-finite steps in a
       row (the scaler skips them); otherwise the first one stops training.
     clip_norm: gradients are clipped to this global norm (the original's 1.0).
+    step_model: the model the training step runs and trains (default: `model`): one sharing
+      `model`'s layers whose outputs add what a task's loss reads beyond the model's own
+      outputs, and whose trainable variables may add weights that train with the model but are
+      not part of it (intermediate distillation's projection, training/distillation/
+      features.py). Evaluation and prediction run `model`.
     towers: each replica's (micro-)batch is split along its first axis into this many towers,
       computed as independent branches of one graph and summed: the same update (the loss
       is normalized over the global batch either way), for CPUs, where towers of one-thread
       ops keep the cores busier than ops that each split their work over the cores
       (use_cpu_towers). Training batches must have a static first axis divisible by it;
       evaluation batches that do not are computed as one tower.
+
+  Size: the step's knobs are independent settings of one object (each with its default), which
+  a settings object would only rename.
   """
 
   def __init__(self, strategy, model, optimizer, task: Task, train_batch_size: int,
                gradient_accumulation_steps: int = 1, jit_compile: bool = False,
-               max_nonfinite_steps: int = 5, clip_norm: float = 1.0, towers: int = 1):
+               max_nonfinite_steps: int = 5, clip_norm: float = 1.0, towers: int = 1,
+               step_model=None):
     self.strategy = strategy
     self.model = model
+    self.step_model = model if step_model is None else step_model
     self.optimizer = optimizer
     self.task = task
     self.train_batch_size = train_batch_size
@@ -124,7 +134,7 @@ class Trainer:
 
   def replica_loss(self, batch, normalizers, training: bool = True):
     """The task's loss and sums of this replica's (micro-)batch, given global normalizers."""
-    outputs = self.model(self.task.model_inputs(batch), training=training)
+    outputs = self.step_model(self.task.model_inputs(batch), training=training)
     return self.task.replica_loss(outputs, batch, normalizers, self.train_batch_size)
 
   def _tower_batches(self, batch, training: bool):
@@ -159,7 +169,7 @@ class Trainer:
     return loss, {k: tf.add_n([result[1][k] for result in results]) for k in results[0][1]}
 
   def _gradients(self, batch, normalizers):
-    variables = self.model.trainable_variables
+    variables = self.step_model.trainable_variables
     with tf.GradientTape() as tape:
       loss, sums = self._tower_loss(batch, normalizers)
       scaled = self.optimizer.scale_loss(loss) if self.loss_scaled else loss
@@ -186,13 +196,13 @@ class Trainer:
                 [a + tf.cast(g, a.dtype) for a, g in zip(grads, micro_grads)])
       start = (tf.constant(0), tf.constant(0.0),
                {k: tf.constant(0.0) for k in self.task.sum_names},
-               [tf.zeros(v.shape, v.dtype) for v in self.model.trainable_variables])
+               [tf.zeros(v.shape, v.dtype) for v in self.step_model.trainable_variables])
       _, loss, sums, grads = tf.while_loop(
           lambda i, *_: i < self.accumulation, accumulate, start,
           maximum_iterations=self.accumulation)
     scale = self.optimizer.dynamic_scale if self.loss_scaled else None
     grads, grad_norm = optimization.clip_by_global_norm(grads, self.clip_norm, loss_scale=scale)
-    self.optimizer.apply(grads, self.model.trainable_variables)
+    self.optimizer.apply(grads, self.step_model.trainable_variables)
     sums = {k: sums[k] for k in self.task.sum_names}
     sums["loss"] = loss
     # Non-finite gradients with a finite loss would poison the weights just the same; with
@@ -284,7 +294,9 @@ def format_eta(seconds: float) -> str:
 
 
 class Run(NamedTuple):
-  """What a task's run trains: built under the strategy, restored from output_dir if possible."""
+  """What a task's run trains: built under the strategy, restored from output_dir if possible.
+  trainer.step_model is the model the step trains (`model` unless prepare_run had a
+  step_model)."""
   model: keras.Model
   optimizer: keras.optimizers.Optimizer
   global_step: tf.Variable
@@ -294,7 +306,8 @@ class Run(NamedTuple):
 
 def prepare_run(strategy, build_model: Callable[[], keras.Model], task: Task, settings,
                 num_train_steps: int, num_warmup_steps: int, chief: bool,
-                towers: int = 1) -> Run:
+                towers: int = 1,
+                step_model: Optional[Callable[[keras.Model], Any]] = None) -> Run:
   """Builds the model, the optimizer (with its schedule) and the step under the strategy, the
   Trainer, and the checkpoint, resuming from settings.output_dir when it holds one.
 
@@ -302,22 +315,27 @@ def prepare_run(strategy, build_model: Callable[[], keras.Model], task: Task, se
   restores only the newest checkpoint), optimizer, adam_bias_correction, learning_rate,
   mixed_precision, train_batch_size, gradient_accumulation_steps, jit_compile,
   max_nonfinite_steps, output_dir, keep_checkpoint_max. towers: Trainer's (CPU towers).
+  step_model: model -> (the model the training step runs, a trackable of the weights it adds
+  or None), built under the strategy after the model (Trainer's step_model): the optimizer
+  trains its variables, and the added weights are saved in the run's checkpoints beside the
+  model (run_folder.checkpoint_state's `extra`), never in it.
   """
   with strategy.scope():
     model = build_model()
+    stepped, extra = step_model(model) if step_model is not None else (model, None)
     optimizer = optimization.create_optimizer(
         settings.optimizer, settings.learning_rate, num_train_steps, num_warmup_steps,
         adam_bias_correction=settings.adam_bias_correction,
         loss_scale=settings.mixed_precision == "float16")
-    optimizer.build(model.trainable_variables)
+    optimizer.build(stepped.trainable_variables)
     global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
                               aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
   trainer = Trainer(strategy, model, optimizer, task, settings.train_batch_size,
                     settings.gradient_accumulation_steps, settings.jit_compile,
-                    settings.max_nonfinite_steps, towers=towers)
+                    settings.max_nonfinite_steps, towers=towers, step_model=stepped)
   state = run_folder.checkpoint_state(model, optimizer, global_step, settings.output_dir,
                                       chief, strategy, settings.keep_checkpoint_max,
-                                      newest_only=not settings.do_train)
+                                      newest_only=not settings.do_train, extra=extra)
   return Run(model, optimizer, global_step, trainer, state)
 
 

@@ -49,17 +49,28 @@ class CheckpointState(NamedTuple):
   resumed_from: Optional[str]
 
 
+# The key of a training checkpoint's weights that are not the model's (checkpoint_state's extra).
+EXTRA_WEIGHTS = "training_extras"
+
+
 def checkpoint_state(model, optimizer, global_step, output_dir: str, chief: bool,
                      strategy, keep_checkpoint_max: int = 5,
-                     newest_only: bool = False) -> CheckpointState:
+                     newest_only: bool = False, extra=None) -> CheckpointState:
   """Builds the run's checkpoint and restores the latest one in output_dir, if any (with
   newest_only, only the newest: see restore_newest_valid_checkpoint).
 
   The model's layers are tracked by name (checkpoints.checkpointable), so export, serving and
   fine-tuning can restore these weights into any graph with the same layers. Non-chief workers
   must take part in saving (collectives) but write to a scratch directory.
+
+  `extra` (a trackable, or None) is saved beside the model under EXTRA_WEIGHTS: weights that
+  train with the model but are not part of it (intermediate distillation's projection), so a
+  resumed run keeps them while everything that reads the model's weights (export, serving,
+  --init_checkpoint, --teacher, the converters) sees the model alone.
   """
   parts = dict(model=checkpoints.checkpointable(model), optimizer=optimizer, step=global_step)
+  if extra is not None:
+    parts[EXTRA_WEIGHTS] = extra
   seeds = checkpoints.dropout_seed_states(model)
   # Checkpoints written before the dropout seeds were saved restore through `without_seeds`.
   without_seeds = tf.train.Checkpoint(**parts) if seeds is not None else None

@@ -4,6 +4,8 @@
                 masked LM) mixed with the hard-label loss, and the cosine of hidden states
   intermediate  hidden states through a learned projection with a layer map, and MiniLM's
                 last-layer attention and value-relation transfer
+  features      those intermediate losses in a fine-tuning step: the models' feature views
+                (layer outputs, last-layer Q/K/V, the projection) and the loss they add
   teacher       the checks that a teacher folder can teach a student (vocab, casing, labels,
                 head kind, max_seq_length), from what model/provenance.py records
 
@@ -30,6 +32,12 @@ positions, each with its own weight.
 # TensorFlow, so that a command's --help does not pay for it.
 DEFAULT_ALPHA = 0.5
 DEFAULT_TEMPERATURE = 2.0
+# --distill_layer_map's default (intermediate.parse_layer_map): student layer i to teacher layer
+# round(i * teacher / student), so the last maps to the last (TinyBERT's i -> i * k).
+DEFAULT_LAYER_MAP = "uniform"
+# The weight flags of the intermediate losses (features.py), each off (0) by default.
+INTERMEDIATE_WEIGHT_FLAGS = ("distill_hidden_weight", "distill_attention_weight",
+                             "distill_value_weight")
 
 
 def flag_problems(teacher, alpha: float, temperature: float, do_train: bool,
@@ -44,4 +52,30 @@ def flag_problems(teacher, alpha: float, temperature: float, do_train: bool,
   if teacher and not do_train:
     problems.append(f"--teacher={teacher} teaches a run that trains: add --do_train or drop "
                     "--teacher")
+  return problems
+
+
+def intermediate_flag_problems(settings) -> list:
+  """What is wrong with the intermediate losses' flags (--distill_hidden_weight,
+  --distill_attention_weight, --distill_value_weight, --distill_relation_heads) on their own,
+  one message per flag: negative weights, weights without --teacher or with --cache_teacher
+  (the cache keeps the head's outputs only; these losses read the teacher's layers in every
+  step). The layer map and the relation heads' fit to both models are checked against the
+  teacher's config (features.plan)."""
+  problems = []
+  on = []
+  for name in INTERMEDIATE_WEIGHT_FLAGS:
+    weight = getattr(settings, name)
+    if not weight >= 0:
+      problems.append(f"--{name} must be >= 0, got {weight}")
+    elif weight > 0:
+      on.append(f"--{name}={weight}")
+  heads = settings.distill_relation_heads
+  if heads is not None and heads < 1:
+    problems.append(f"--distill_relation_heads must be positive, got {heads}")
+  if on and not settings.teacher:
+    problems.append(f"{on[0]} distils from a teacher's layers: add --teacher")
+  elif on and settings.cache_teacher:
+    problems.append(f"{on[0]} reads the teacher's layers in every step but --cache_teacher "
+                    "keeps only its head's outputs: drop one of the two")
   return problems

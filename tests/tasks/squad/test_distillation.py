@@ -72,3 +72,17 @@ def test_a_distilled_span_model_trains_and_reports_its_teachers_scores(tmp_path)
   assert written["teacher_exact_match"] == pytest.approx(teacher_only["eval"]["exact_match"])
   assert result["teacher_eval_f1"] == pytest.approx(teacher_only["eval"]["f1"])
   assert result["global_step"] == result["num_train_steps"] > 0
+
+
+@pytest.mark.slow
+def test_a_shallower_span_model_learns_the_teachers_last_layer(tmp_path):
+  """--distill_layer_map=last at one width (no projection) with MiniLM's relations: every
+  loss is logged, finite and above 0."""
+  prefix = _teacher(tmp_path)
+  student = CONFIG.replace(num_hidden_layers=1)
+  result = sr.run_squad(student, squad_settings(
+      tmp_path / "student", teacher=prefix, num_train_epochs=0.5, distill_layer_map="last",
+      distill_hidden_weight=1.0, distill_attention_weight=1.0, distill_value_weight=1.0))
+  for name in ("hidden_loss", "attention_loss", "value_loss"):
+    assert np.isfinite(result[f"train_{name}"]) and result[f"train_{name}"] > 0, name
+  assert result["global_step"] == result["num_train_steps"] > 0

@@ -70,3 +70,20 @@ def test_a_distilled_tagger_trains_and_reports_its_teachers_scores(tmp_path):
   assert written["teacher_eval_loss"] == pytest.approx(teacher_only["eval"]["loss"], rel=1e-5)
   assert written["eval_loss"] != pytest.approx(written["teacher_eval_loss"])
   assert result["global_step"] == result["num_train_steps"] > 0
+
+
+@pytest.mark.slow
+def test_a_narrower_tagger_learns_the_teachers_layers_on_packed_rows(tmp_path):
+  """--distill_hidden_weight (through a projection), --distill_attention_weight and
+  --distill_value_weight on packed rows: every loss is logged, finite and above 0, and the
+  student's model is a plain tagger of its own config."""
+  prefix = _teacher(tmp_path)
+  student = CONFIG.replace(hidden_size=16, num_hidden_layers=1, intermediate_size=20)
+  result = tagging_run.run_ner(student, settings(
+      tmp_path / "student", do_train=True, teacher=prefix, num_train_epochs=0.5,
+      packing="exact", distill_hidden_weight=1.0, distill_attention_weight=1.0,
+      distill_value_weight=1.0))
+  for name in ("hidden_loss", "attention_loss", "value_loss"):
+    assert np.isfinite(result[f"train_{name}"]) and result[f"train_{name}"] > 0, name
+  assert result["model"].get_layer("classifier").kernel.shape[0] == 16
+  assert not [w for w in result["model"].weights if "distill" in w.path]
