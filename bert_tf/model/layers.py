@@ -182,14 +182,12 @@ class EmbeddingPostprocessor(keras.layers.Layer):
     0, 1, ... along the row (the original)."""
     seq_length = tf.shape(word_embeddings)[1]
     type_embeddings = tf.gather(self.token_type_embeddings, ops.cast(token_type_ids, "int32"))
+    # Without this check a too long sequence fails later with an unhelpful broadcast error.
+    tf.debugging.assert_less_equal(
+        seq_length, self.max_position_embeddings,
+        message=f"{self.name}: sequence longer than max_position_embeddings "
+                f"({self.max_position_embeddings})")
     if position_ids is None:
-      # Without this check a too long sequence fails later with an unhelpful broadcast error.
-      # (Packed rows may be wider than max_position_embeddings: their positions restart at
-      # each example.)
-      tf.debugging.assert_less_equal(
-          seq_length, self.max_position_embeddings,
-          message=f"{self.name}: sequence longer than max_position_embeddings "
-                  f"({self.max_position_embeddings})")
       positions = self.position_embeddings[:seq_length][None, :, :]  # [1, S, H], broadcast
     else:
       positions = tf.gather(self.position_embeddings, ops.cast(position_ids, "int32"))

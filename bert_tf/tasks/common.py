@@ -75,9 +75,6 @@ class FineTuningSettings:
   distill_attention_weight: float = 0.0
   distill_value_weight: float = 0.0
   distill_relation_heads: Optional[int] = None
-  # Not a flag: rows of packed batches wider than max_seq_length where the training records'
-  # lengths call for them (fine_tuning.packing_for_records); 0: rows of max_seq_length.
-  packed_row_length: int = 0
 
   @property
   def packing_mode(self) -> packed_rows.PackingMode:
@@ -89,13 +86,6 @@ class FineTuningSettings:
     always None on TPU with auto, see bert_tf.length_buckets)."""
     return length_buckets_lib.parse(self.length_buckets, max_seq_length,
                                     use_tpu=self.use_tpu)
-
-  def packed_widths(self, max_seq_length: int) -> Optional[Tuple[int, ...]]:
-    """The widths packed rows choose from: packed_row_length alone (wide rows), else the
-    length buckets (None: max_seq_length)."""
-    if self.packed_row_length:
-      return (self.packed_row_length,)
-    return self.buckets(max_seq_length)
 
   def record_buckets(self, records: str, max_seq_length: int, rows: int,
                      grouped: bool = False) -> Optional[Tuple[int, ...]]:

@@ -146,8 +146,6 @@ class FineTuningTask:
     export_info: (settings, info, result) -> the task_info the export records (default: info).
     packs_exactly: whether the task's loss on packed rows is its unpacked loss (--packing=auto
       packs only such tasks; a task whose loss is not, e.g. one normalized per row, says False).
-    wide_rows: whether its packed rows may be wider than max_seq_length (packing_for_records):
-      a task whose model's outputs are per example (pooled), none per position.
     distill: (inputs, teacher_outputs, temperature, alpha) -> the loop.Task of the task's loss
       mixed with a teacher's soft targets (teacher_outputs: batch -> the teacher's outputs);
       None: the task cannot be taught (--teacher is refused).
@@ -169,7 +167,6 @@ class FineTuningTask:
   evaluate: Callable[[RunState, Dict[str, Any]], Dict[str, Any]]
   export_info: Optional[Callable[[Any, Dict[str, Any], Dict[str, Any]], Dict[str, Any]]] = None
   packs_exactly: bool = True
-  wide_rows: bool = False
   distill: Optional[Callable[..., loop.Task]] = None
   results_files: Tuple[str, ...] = ()
   cached_outputs: Tuple[str, ...] = ()
@@ -253,61 +250,29 @@ def resolved_packing(task: FineTuningTask, settings):
 AUTO_PACKING_MAX_SHARE = 0.9
 
 
-def packing_for_records(settings, records: Optional[str], num_replicas: int,
-                        wide_rows: bool = False, hidden_size: int = 768):
-  """settings with the packing the training records' lengths call for, logged.
-
-  --packing=auto that resolved_packing left open: exact when packed rows compute at most
-  AUTO_PACKING_MAX_SHARE of the work of the unpacked batches cut to their length buckets
-  (packed_rows.packed_position_share of a replica's batches, weighted by row_cost), else none;
-  without training records (eval or predict only), exact.
-
-  Wide rows (wide_rows: the task reads per-example outputs only): with auto or exact packing,
-  rows of WIDE_ROW_FACTOR x max_seq_length (settings.packed_row_length) where they cost less
-  than rows of max_seq_length: examples of more than half of it (pairs of ~45 tokens at 64)
-  fill rows of their own length one at a time, and two or three of them a row twice as wide.
-  """
-  mode = settings.packing_mode
-  if not (mode.auto or (mode.exact and wide_rows)):
+def packing_for_records(settings, records: Optional[str], num_replicas: int):
+  """settings with an --packing=auto that resolved_packing left open made concrete from the
+  training records' lengths (packed_rows.packed_position_share of a replica's batches, each
+  sequence of a record of several at its own length, as packed rows take them): exact when it
+  computes at most AUTO_PACKING_MAX_SHARE of the positions, else none; without training
+  records (eval or predict only), exact. Logged."""
+  if not settings.packing_mode.auto:
     return settings
-  if records is None:
-    if mode.auto:
-      logging.info("--packing=auto: exact (no training records to measure)")
-    return dataclasses.replace(settings, packing=row_packing.EXACT)
-  length = settings.max_seq_length
-  shares = distribution.BatchShares(settings.train_batch_size, num_replicas,
-                                    settings.gradient_accumulation_steps)
-  sequences = shares.micro_batch_per_replica * bucketing.sequences_per_record(records, length)
-  counts = bucketing.length_counts(records, length, per_sequence=True)
-  boundaries = settings.buckets(length)
-  costs = {width: packed_rows.packed_position_share(
-      counts, sequences, length, boundaries, packed_row_length=width)
-           * row_cost(width, hidden_size) / row_cost(length, hidden_size)
-           for width in ((length, WIDE_ROW_FACTOR * length) if wide_rows else (length,))}
-  width = min(costs, key=lambda w: (costs[w], w))
-  packing = mode.value
-  if mode.auto:
-    packing = row_packing.EXACT if costs[width] <= AUTO_PACKING_MAX_SHARE else row_packing.NONE
-    logging.info("--packing=auto: %s (packed rows would cost %s of the unpacked batches cut to "
-                 "their length buckets; packing pays below %.0f%%)", packing, ", ".join(
-                     f"{costs[w]:.0%} at width {w}" for w in sorted(costs)),
-                 100 * AUTO_PACKING_MAX_SHARE)
-  wide = packing == row_packing.EXACT and width > length
-  if wide:
-    logging.info("  Packed rows of %d positions (twice --max_seq_length=%d): the examples are "
-                 "too long to share rows of %d", width, length, length)
-  return dataclasses.replace(settings, packing=packing, packed_row_length=width if wide else 0)
-
-
-# Wide rows (packing_for_records) are this many times max_seq_length.
-WIDE_ROW_FACTOR = 2
-
-
-def row_cost(width: int, hidden_size: int) -> float:
-  """One position's work in a row of `width`, relative: its projections and feed-forward (24
-  H^2 flops) plus its attention over the row (4 width H), as the serving graph's
-  request_packing.row_cost counts it."""
-  return 1.0 + width / (6.0 * hidden_size)
+  mode, why = row_packing.EXACT, "no training records to measure"
+  if records is not None:
+    shares = distribution.BatchShares(settings.train_batch_size, num_replicas,
+                                      settings.gradient_accumulation_steps)
+    sequences = shares.micro_batch_per_replica * bucketing.sequences_per_record(
+        records, settings.max_seq_length)
+    share = packed_rows.packed_position_share(
+        bucketing.length_counts(records, settings.max_seq_length, per_sequence=True),
+        sequences, settings.max_seq_length, settings.buckets(settings.max_seq_length))
+    if share > AUTO_PACKING_MAX_SHARE:
+      mode = row_packing.NONE
+    why = (f"packed rows would compute {share:.0%} of the positions of the unpacked batches "
+           f"cut to their length buckets (packing pays below {AUTO_PACKING_MAX_SHARE:.0%})")
+  logging.info("--packing=auto: %s (%s)", mode, why)
+  return dataclasses.replace(settings, packing=mode)
 
 
 def num_train_steps(count: int, train_batch_size: int, num_train_epochs: float) -> int:
@@ -336,8 +301,7 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
     logging.info("  Batch size = %d", settings.train_batch_size)
     logging.info("  Num steps = %d (warmup %d)", steps, warmup)
   settings = state.settings = packing_for_records(
-      settings, train_path if settings.do_train else None, state.strategy.num_replicas_in_sync,
-      task.wide_rows, state.config.hidden_size)
+      settings, train_path if settings.do_train else None, state.strategy.num_replicas_in_sync)
   packed = settings.packing_mode.packed
   run_ = loop.prepare_run(state.strategy,
                           lambda: task.build_model(state.config, state.inputs, packed=packed),
@@ -366,7 +330,7 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
       boundaries = settings.record_buckets(train_path, settings.max_seq_length,
                                            shares.per_replica, grouped=grouped)
     elif packing.exact:
-      boundaries = settings.packed_widths(settings.max_seq_length)  # the widths to choose from
+      boundaries = settings.buckets(settings.max_seq_length)  # the row widths to choose from
     result.update(fine_tune(
         run_, settings, lambda batch, ctx: dataset(
             task, state, train_path, batch, is_training=True,
@@ -471,7 +435,7 @@ def training_packing(settings, records: str, micro_batch_per_replica: int
   if not mode.packed:  # none, or auto (which run() resolves)
     return None
   if mode.exact:
-    widths = settings.packed_widths(settings.max_seq_length) or (settings.max_seq_length,)
+    widths = settings.buckets(settings.max_seq_length) or (settings.max_seq_length,)
     sequences = micro_batch_per_replica * bucketing.sequences_per_record(
         records, settings.max_seq_length)
     ladder = row_packing.row_ladder(sequences)
@@ -513,7 +477,7 @@ def eval_buckets(settings, path: str, rows: int) -> Optional[Tuple[int, ...]]:
   fitted to the file (settings.record_buckets); with --packing, the fixed ladder, which are
   the widths packed rows choose from."""
   if eval_packing(settings) is not None:
-    return settings.packed_widths(settings.max_seq_length)
+    return settings.buckets(settings.max_seq_length)
   return settings.record_buckets(path, settings.max_seq_length, rows)
 
 

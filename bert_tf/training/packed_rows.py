@@ -77,11 +77,8 @@ class Packing:
 
 def packed_position_share(length_counts: Sequence[int], batch_size: int, row_length: int,
                           boundaries: Optional[Sequence[int]] = None,
-                          max_per_row: int = row_packing.MAX_EXAMPLES_PER_ROW,
-                          packed_row_length: int = 0) -> float:
+                          max_per_row: int = row_packing.MAX_EXAMPLES_PER_ROW) -> float:
   """The positions an exactly packed batch computes, over those of the same batch unpacked.
-
-  Packed rows are row_length wide, or packed_row_length (wide rows) when given.
 
   Packed: row_packing.first_fit_decreasing's expected rows of row_length for batch_size examples drawn from
   length_counts (count of examples per length), rounded up to row_packing.row_ladder(batch_size). Unpacked:
@@ -91,13 +88,12 @@ def packed_position_share(length_counts: Sequence[int], batch_size: int, row_len
   """
   if sum(length_counts[1:]) <= 0:
     return 1.0
-  packed_width = packed_row_length or row_length
   rows = row_packing.ladder_rows(int(math.ceil(row_packing.expected_rows(
-      length_counts, batch_size, packed_width, max_per_row) - 1e-9)), batch_size)
+      length_counts, batch_size, row_length, max_per_row) - 1e-9)), batch_size)
   widths = tuple(boundaries) if boundaries else (row_length,)
   longest = length_buckets.batch_longest_distribution(length_counts, batch_size)
   unpacked = batch_size * length_buckets.expected_width(longest, widths)
-  return rows * packed_width / max(unpacked, 1e-9)
+  return rows * row_length / max(unpacked, 1e-9)
 
 
 
@@ -124,9 +120,7 @@ def pack_batch(batch: Mapping[str, tf.Tensor], max_per_row: int = row_packing.MA
   rows: a fixed R (rows of W = L); None for the fewest rows first-fit decreasing finds rounded
   up to row_packing.row_ladder(B), in rows of the narrowest width W among `widths` (length
   buckets; default L) that needs no more of them (row_packing.best_width): at most
-  len(ladder) x len(widths) shapes, in practice a few (full batches keep rows of L). A width
-  above L (one only: wide rows, fine_tuning.packing_for_records) makes rows wider than the
-  examples' records, for examples too long to share a row of L.
+  len(ladder) x len(widths) shapes, in practice a few (full batches keep rows of L).
 
   prediction_keys (pretraining's masked_lm_*, [B, P]) become [R, predictions_per_row]: each
   row's predictions in slot order, positions moved into the row (row_packing.pack_arrays);
@@ -142,12 +136,8 @@ def pack_batch(batch: Mapping[str, tf.Tensor], max_per_row: int = row_packing.MA
               + prediction_keys)
   dtypes = ([batch[k].dtype for k in tokens] + [batch["input_mask"].dtype] * 2
             + [batch[k].dtype for k in examples + prediction_keys])
-  wide = [w for w in (widths or ()) if w > length]
-  if len(wide) > 1 or (wide and len(widths) > 1):
-    raise ValueError(f"packed rows wider than the records' {length} positions take one width, "
-                     f"got {', '.join(map(str, widths))}")
-  choices = tuple(wide) or tuple(w for w in (widths or (length,)) if w <= length) or (length,)
-  if prediction_keys or rows:
+  choices = tuple(w for w in (widths or (length,)) if w <= length) or (length,)
+  if prediction_keys:
     choices = (length,)
 
   def pack(*arrays):
@@ -176,7 +166,7 @@ def pack_batch(batch: Mapping[str, tf.Tensor], max_per_row: int = row_packing.MA
       value.set_shape([rows * max_per_row if rows else None] + batch[key].shape[1:].as_list())
     else:
       value.set_shape([rows or None, max_per_row if key == row_packing.CLS_POSITIONS
-                       else choices[0] if len(choices) == 1 else None])
+                       else length if rows or len(choices) == 1 else None])
     out[key] = value
   return out
 

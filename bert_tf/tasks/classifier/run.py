@@ -442,7 +442,7 @@ TASK = fine_tuning.FineTuningTask(
     read=_read, train_records=_train_records, build_model=_build_model, loss=_loss,
     record_spec=_record_spec, evaluate=_evaluate, distill=_distill,
     results_files=tuple(f"eval_results{suffix}.txt" for suffix in ("", MISMATCHED)),
-    cached_outputs=("logits",), wide_rows=True)
+    cached_outputs=("logits",))
 
 
 def run_classifier(config: BertConfig, settings: ClassifierSettings,

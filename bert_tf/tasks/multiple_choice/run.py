@@ -197,7 +197,7 @@ TASK = fine_tuning.FineTuningTask(
     build_model=lambda config, inputs, packed=False: mc_head.build_multiple_choice_model(
         config, packed=packed),
     loss=lambda inputs: mc_loss.make_task(inputs.data["num_choices"]), record_spec=_record_spec,
-    evaluate=_evaluate, wide_rows=True)
+    evaluate=_evaluate)
 
 
 def run_multiple_choice(config: BertConfig, settings: MultipleChoiceSettings,

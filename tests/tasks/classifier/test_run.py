@@ -599,10 +599,9 @@ def test_command_defaults_are_the_originals():
   for name, value in expected.items():
     assert flag_values[name].default == value, name
   # Every settings field has a flag of the same name, but the library-only knobs that
-  # run_pretraining does not expose either, and what the run decides from its records
-  # (packed_row_length: fine_tuning.packing_for_records).
+  # run_pretraining does not expose either.
   names = {f.name for f in dataclasses.fields(cr.ClassifierSettings)} - {
-      "max_nonfinite_steps", "shuffle_buffer_size", "packed_row_length"}
+      "max_nonfinite_steps", "shuffle_buffer_size"}
   assert names <= set(flag_values), names - set(flag_values)
 
 

@@ -265,7 +265,7 @@ def test_command_defaults_are_the_originals():
   for name, value in expected.items():
     assert flag_values[name].default == value, name
   names = {f.name for f in dataclasses.fields(sr.SquadSettings)} - {
-      "max_nonfinite_steps", "shuffle_buffer_size", "packed_row_length"}
+      "max_nonfinite_steps", "shuffle_buffer_size"}
   assert names <= set(flag_values), names - set(flag_values)
 
 
