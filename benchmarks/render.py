@@ -29,6 +29,7 @@ RESULTS = os.path.join(BENCHMARKS, "results")
 PAGES = (os.path.join(BENCHMARKS, "README.md"), os.path.join(REPO_ROOT, "README.md"))
 sys.path.insert(0, BENCHMARKS)
 import curves  # pylint: disable=g-import-not-at-top,wrong-import-position
+import serving  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 MARKER = re.compile(r"^<!-- table: (?P<name>[\w.-]+) -->\n(?P<body>.*?)^<!-- end table -->$",
                     re.M | re.S)
@@ -53,14 +54,6 @@ SERVING_PEERS = ("ONNX Runtime", "Hugging Face PyTorch")
 SERVING_TEXT_ROWS = ("ours", "ours: bf16") + SERVING_PEERS
 
 
-def _serving_columns(plan):
-  cols = []
-  for name in plan["sets"]:
-    cols.append((name, "p50_ms", f"{name}: b1 p50 / p99 ms"))
-    cols += [(name, f"batch{b}_per_s", f"b{b} /s") for b in plan["throughput_batches"]]
-  return cols
-
-
 def _best(summary, name, key):
   values = [summary[row][name][key] for row in SERVING_TEXT_ROWS if row in summary]
   return min(values) if key.endswith("_ms") else max(values)
@@ -70,7 +63,7 @@ def serving_figures(results_name):
   """One thread: b1 p50 / p99 and the batch throughputs of every row; the best of the text
   models and peers in bold."""
   saved = read(results_name)
-  summary, cols = saved["summary"]["1"], _serving_columns(saved["settings"]["plan"])
+  summary, cols = saved["summary"]["1"], serving.columns(saved["settings"]["plan"], every_set_named=False)
   lines = ["| one thread | " + " | ".join(c[2] for c in cols) + " |",
            "| --- |" + " --: |" * len(cols)]
   for row, label in SERVING_ROWS.items():
@@ -89,7 +82,7 @@ def serving_ratios(results_name):
   """Ours' speed over the faster peer's, per row of ours but the SQuAD export (no peer answers
   its request); the faster peer in brackets."""
   saved = read(results_name)
-  summary, cols = saved["summary"]["1"], _serving_columns(saved["settings"]["plan"])
+  summary, cols = saved["summary"]["1"], serving.columns(saved["settings"]["plan"], every_set_named=False)
   headers = [c[2].replace(": b1 p50 / p99 ms", " b1").replace(" /s", "") for c in cols]
   headers[0] = "short b1"
   lines = ["| one thread | " + " | ".join(headers) + " |", "| --- |" + " --: |" * len(cols)]

@@ -535,11 +535,15 @@ def speed_ratio(ours, peers, key):
   return ours[key] / peer[1][key], peer[0]
 
 
-def columns(plan):
+def columns(plan, every_set_named: bool = True):
+  """(set, summary key, header) of each column: batch-1 latency and each throughput batch per
+  set; the throughput headers name their set unless every_set_named is False (the rendered
+  page's tables, whose latency header names it once)."""
   cols = []
   for name in plan["sets"]:
+    prefix = f"{name}: " if every_set_named else ""
     cols.append((name, "p50_ms", f"{name}: b1 p50 / p99 ms"))
-    cols += [(name, f"batch{b}_per_s", f"{name}: b{b} /s") for b in plan["throughput_batches"]]
+    cols += [(name, f"batch{b}_per_s", f"{prefix}b{b} /s") for b in plan["throughput_batches"]]
   return cols
 
 
