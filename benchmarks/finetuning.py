@@ -7,7 +7,7 @@ One run measures, on the same data and configuration for every system:
 
 1. Training examples/s of sentence-pair classification (2 labels, batch 32, sequence 128) at each
    preset (configs/bert_config_<preset>.json):
-     ours:         bert_tf.model.heads.build_classifier_model trained by the generic loop
+     ours:         bert_tf.tasks.classifier.head.build_classifier_model trained by the generic loop
                    (bert_tf.training.loop.Trainer with classifier.TASK, the original's AdamW from
                    optimization.create_optimizer, global-norm clipping 1.0), one device;
      Model Garden: official.nlp.modeling.models.BertClassifier over networks.BertEncoder of the
@@ -35,7 +35,7 @@ One run measures, on the same data and configuration for every system:
    one segment, and label_mask 1 on a random --tagging_labelled share (0.7) of the positions
    between [CLS] and [SEP] (a word's first piece), label_ids drawn there (O for 83%, about
    CoNLL-2003's share of O tokens), 0 elsewhere:
-     ours:         bert_tf.model.heads.build_tagger_model trained by loop.Trainer with
+     ours:         bert_tf.tasks.tagging.head.build_tagger_model trained by loop.Trainer with
                    tagging.TASK (mean cross-entropy over the labelled positions), the same
                    optimizer;
      Model Garden: models.BertTokenClassifier over the same networks.BertEncoder, as built by
@@ -177,9 +177,9 @@ def tagger_pool(np, vocab_size, num_labels, labelled, batches, batch, seq, seed=
 
 
 def ours(config, pool, total_steps, warmup):
-  from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.classifier import head as clf_head  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks.classifier import loss as classifier  # pylint: disable=g-import-not-at-top
-  return harness.ours(lambda: heads.build_classifier_model(config, FLAGS.num_labels),
+  return harness.ours(lambda: clf_head.build_classifier_model(config, FLAGS.num_labels),
                       classifier.TASK, pool, total_steps, warmup, FLAGS)
 
 
@@ -228,9 +228,9 @@ SYSTEMS = {"ours": ours, "model_garden": model_garden, "hf_torch": hf_torch}
 
 
 def ours_tagger(config, pool, total_steps, warmup):
-  from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.tagging import head as tagging_head  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks.tagging import loss as tagging  # pylint: disable=g-import-not-at-top
-  return harness.ours(lambda: heads.build_tagger_model(config, FLAGS.tagging_labels),
+  return harness.ours(lambda: tagging_head.build_tagger_model(config, FLAGS.tagging_labels),
                       tagging.TASK, pool, total_steps, warmup, FLAGS)
 
 

@@ -61,9 +61,9 @@ over the round's time, against peers.matmul_peak_gflops measured in the same pro
 thread count. Our classifier computes only the [CLS] row in its last layer, so its rate is an
 effective one (it can do less work than counted).
 
-Serving (--skip_serving to leave out): the classifier exported twice by tf_serving.
-export_classifier_model (length_buckets "auto" and "none"; the same random weights), both
-SavedModels loaded; on the short sentences, batch-1 latency (median over --serving_requests
+Serving (--skip_serving to leave out): the classifier exported twice by
+tasks/classifier/serving_module.export_classifier_model (length_buckets "auto" and "none"; the
+same random weights), both SavedModels loaded; on the short sentences, batch-1 latency (median over --serving_requests
 requests) and batch-32 throughput (--serving_batches batches), the two exports taking turns for
 --serving_rounds rounds; ratios round by round.
 
@@ -355,17 +355,19 @@ def model_config():
 
 
 def build_ours(task, config, packed=False):
-  from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.classifier import head as clf_head  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.squad import head as squad_head  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.tagging import head as tagging_head  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks.classifier import loss as classifier  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks.squad import loss as squad_task  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks.tagging import loss as tagging  # pylint: disable=g-import-not-at-top
   if task in ("short", "pairs"):
-    return (lambda: heads.build_classifier_model(config, FLAGS.num_labels, packed=packed),
+    return (lambda: clf_head.build_classifier_model(config, FLAGS.num_labels, packed=packed),
             classifier.TASK)
   if task == "tagging":
-    return (lambda: heads.build_tagger_model(config, FLAGS.tagging_labels, packed=packed),
+    return (lambda: tagging_head.build_tagger_model(config, FLAGS.tagging_labels, packed=packed),
             tagging.TASK)
-  return lambda: heads.build_span_model(config, packed=packed), squad_task.TASK
+  return lambda: squad_head.build_span_model(config, packed=packed), squad_task.TASK
 
 
 def task_systems(task, path, seq, buckets, pools, settings, fitted):
@@ -535,14 +537,14 @@ def serving_rows(np, tf, config, texts, directory):
   """Batch-1 latency and batch-32 throughput of the exports with and without length buckets,
   on `texts`: rows (export, latency ms, ratio, texts/s, ratio, goal)."""
   import keras  # pylint: disable=g-import-not-at-top
-  from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
-  from bert_tf.serving import tf_serving  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.classifier import head as clf_head  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.classifier import serving_module  # pylint: disable=g-import-not-at-top
   keras.utils.set_random_seed(0)
-  model = heads.build_classifier_model(config, FLAGS.num_labels)
+  model = clf_head.build_classifier_model(config, FLAGS.num_labels)
   labels = [str(i) for i in range(FLAGS.num_labels)]
   exports = {}
   for buckets in ("auto", "none"):
-    path = tf_serving.export_classifier_model(
+    path = serving_module.export_classifier_model(
         model, config, FLAGS.vocab_file, os.path.join(directory, "exports"), labels, pair=False,
         seq_length=FLAGS.seq_length, warmup=False, length_buckets=buckets,
         model_name=f"classifier_{buckets}")

@@ -60,7 +60,8 @@ def export_both(run_dir: str, export_dir: str):
   """{precision: version directory} of the run's classifier exported at each precision."""
   from bert_tf.model import checkpoints, layers  # pylint: disable=g-import-not-at-top
   from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
-  from bert_tf.serving import modules, tf_serving  # pylint: disable=g-import-not-at-top
+  from bert_tf.serving import modules  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.classifier import serving_module  # pylint: disable=g-import-not-at-top
   config = BertConfig.from_json_file(os.path.join(run_dir, "bert_config.json"))
   path = checkpoints.resolve_checkpoint(run_dir)
   with layers.dtype_policy("float32"):
@@ -70,7 +71,7 @@ def export_both(run_dir: str, export_dir: str):
   exports = {}
   for precision in ("float32", "bfloat16"):
     with modules.inference_options(modules.InferenceOptions(precision)):
-      exports[precision] = tf_serving.export_classifier_model(
+      exports[precision] = serving_module.export_classifier_model(
           model, config, os.path.join(run_dir, "vocab.txt"), export_dir, labels, pair=True,
           seq_length=128, model_name=f"classifier_{precision}", warmup=False)
   return exports

@@ -341,30 +341,32 @@ def prepare_tasks(spec):
   import keras  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
   _tensorflow(spec["threads"])
-  from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.classifier import head as clf_head  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.squad import head as squad_head  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.tagging import head as tagging_head  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.classifier import serving_module as clf  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks.squad import serving_module as squad_module  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks.tagging import serving_module as tagger_module  # pylint: disable=g-import-not-at-top
-  from bert_tf.serving import tf_serving  # pylint: disable=g-import-not-at-top
   config, weights = _encoder_weights(spec["checkpoint"])
   vocab = os.path.join(spec["checkpoint"], "vocab.txt")
   keras.utils.set_random_seed(0)
   paths = {}
   kinds = spec["kinds"]
   if "ours_classifier" in kinds:
-    model = _with_encoder(heads.build_classifier_model(config, 2), weights)
-    paths["ours_classifier"] = tf_serving.export_classifier_model(
+    model = _with_encoder(clf_head.build_classifier_model(config, 2), weights)
+    paths["ours_classifier"] = clf.export_classifier_model(
         model, config, vocab, spec["out_dir"], ["first", "second"], pair=False,
         seq_length=spec["max_length"], warmup=spec["warmup"])
-    dense = model.get_layer(heads.CLASSIFIER_LAYER)
-    np.savez(os.path.join(spec["out_dir"], "classifier_head.npz"),
+    dense = model.get_layer(clf_head.HEAD_LAYER)
+    np.savez(os.path.join(spec["out_dir"], "clf_head.npz"),
              kernel=dense.kernel.numpy(), bias=dense.bias.numpy())
   if "ours_tagger" in kinds:
-    model = _with_encoder(heads.build_tagger_model(config, 3), weights)
+    model = _with_encoder(tagging_head.build_tagger_model(config, 3), weights)
     paths["ours_tagger"] = tagger_module.export_tagger_model(
         model, config, vocab, spec["out_dir"], ["O", "B-X", "I-X"], do_lower_case=True,
         seq_length=spec["max_length"], warmup=spec["warmup"])
   if "ours_squad" in kinds:
-    model = _with_encoder(heads.build_span_model(config), weights)
+    model = _with_encoder(squad_head.build_span_model(config), weights)
     answers = squad_module.AnswerSettings(
         do_lower_case=True, seq_length=384, doc_stride=128, max_query_length=64, n_best_size=20,
         max_answer_length=30, version_2_with_negative=False, null_score_diff_threshold=0.0)

@@ -39,7 +39,8 @@ One run measures, on the same data and configuration for every system:
 
 2. Training examples/s of the span labeler (batch --batch_size, sequence --seq_length, random
    batches with start/end positions inside the unpadded part, 0 for a third) at each preset:
-     ours:         bert_tf.model.heads.build_span_model trained by bert_tf.training.loop.Trainer
+     ours:         bert_tf.tasks.squad.head.build_span_model trained by
+                   bert_tf.training.loop.Trainer
                    with squad.TASK and optimization.create_optimizer("adamw"), clipping 1.0;
      Model Garden: official.nlp.modeling.models.BertSpanLabeler over networks.BertEncoder of the
                    same sizes (benchmarks/peers.py), OptimizerFactory "adamw" as finetuning.py,
@@ -605,9 +606,9 @@ def span_pool(np, vocab_size, batches, batch, seq, seed=0):
 
 
 def ours(config, pool, total_steps, warmup):
-  from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.squad import head as squad_head  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks.squad import loss as squad  # pylint: disable=g-import-not-at-top
-  return harness.ours(lambda: heads.build_span_model(config), squad.TASK, pool, total_steps,
+  return harness.ours(lambda: squad_head.build_span_model(config), squad.TASK, pool, total_steps,
                       warmup, FLAGS)
 
 

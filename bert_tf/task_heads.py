@@ -12,12 +12,16 @@ a name read at run time is no import arrow (tests/test_imports.py reads import s
 Why a list of names read lazily rather than tasks registering themselves when imported: every
 reader (a conversion, load_weights, a training run's resume check, an export) then knows every
 head whatever it imported first, and the list is one place a new task edits (CONTRIBUTING.md,
-"Adding a task"). The pretraining, classifier, span (SQuAD) and tagger heads are still built in
-(model/heads.py, provenance.BUILT_IN_HEAD_KINDS).
+"Adding a task"). Only the encoder's own pretraining head is built in (model/heads.py,
+provenance.BUILT_IN_HEAD_KINDS). The order is the registry's (error messages list heads in it);
+no reader depends on it.
 
 Foundation: imports nothing, so the model tier's narrowest module (provenance) may read it.
 """
 
 HEAD_MODULES = (
+    "bert_tf.tasks.classifier.head",
+    "bert_tf.tasks.squad.head",
+    "bert_tf.tasks.tagging.head",
     "bert_tf.tasks.multiple_choice.head",
 )

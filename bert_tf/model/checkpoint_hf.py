@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from bert_tf import io
 from bert_tf.config import BertConfig
+from bert_tf.model import head_specs
 from bert_tf.model.checkpoint_names import LoadReport, get_original_weights, set_original_weights
 
 # === Hugging Face safetensors ===
@@ -20,7 +21,7 @@ from bert_tf.model.checkpoint_names import LoadReport, get_original_weights, set
 # says which variables it holds (_HF_VARIABLES): a Linear's weight is [out, in], the transpose
 # of the original's kernel; a LayerNorm's weight/bias are the original's gamma/beta; a tensor
 # row is one variable in the same layout (embeddings, biases, and the [out, in] output_weights
-# of the next sentence, classifier and SQuAD heads).
+# of the next sentence head and of every fine-tuned head).
 _DENSE, _NORM, _TENSOR = "dense", "norm", "tensor"
 _HF_TABLE: Tuple[Tuple[str, str, str], ...] = (
     ("bert/embeddings/word_embeddings", "embeddings.word_embeddings.weight", _TENSOR),
@@ -45,13 +46,9 @@ _HF_TABLE: Tuple[Tuple[str, str, str], ...] = (
     ("cls/predictions/output_bias", "cls.predictions.bias", _TENSOR),
     ("cls/seq_relationship/output_weights", "cls.seq_relationship.weight", _TENSOR),
     ("cls/seq_relationship/output_bias", "cls.seq_relationship.bias", _TENSOR),
-    # Fine-tuning heads (BertForSequenceClassification / BertForTokenClassification,
-    # BertForQuestionAnswering).
-    ("output_weights", "classifier.weight", _TENSOR),
-    ("output_bias", "classifier.bias", _TENSOR),
-    ("cls/squad/output_weights", "qa_outputs.weight", _TENSOR),
-    ("cls/squad/output_bias", "qa_outputs.bias", _TENSOR),
 )
+# The fine-tuned heads' rows follow (_hf_names): each registered head's weights
+# (head_specs.HeadWeights: original and Hugging Face names, one tensor each).
 # kind -> (original suffix, Hugging Face suffix, transposed) of each variable of a row.
 _HF_VARIABLES = {_DENSE: (("/kernel", ".weight", True), ("/bias", ".bias", False)),
                  _NORM: (("/gamma", ".weight", False), ("/beta", ".bias", False)),
@@ -61,8 +58,9 @@ _HF_NAMES: Tuple[Tuple[str, str, bool], ...] = tuple(
     (original + original_suffix, hf + hf_suffix, transposed)
     for original, hf, kind in _HF_TABLE
     for original_suffix, hf_suffix, transposed in _HF_VARIABLES[kind])
-# The heads' Hugging Face names never take the "bert." prefix.
-_HF_TOP_LEVEL = ("cls.", "classifier.", "qa_outputs.")
+# The pretraining heads' Hugging Face names never take the "bert." prefix (nor do the fine-tuned
+# heads': _top_level).
+_HF_TOP_LEVEL = ("cls.",)
 # Present in some Hugging Face files but not weights of the original model: buffers, and the
 # decoder, which is tied to the word embeddings (its bias is cls.predictions.bias).
 _HF_IGNORED = re.compile(r"(^|\.)(position_ids|cls\.predictions\.decoder\.(weight|bias))$")
@@ -70,15 +68,34 @@ _HF_IGNORED = re.compile(r"(^|\.)(position_ids|cls\.predictions\.decoder\.(weigh
 _HF_OLD_LAYER_NORM = {"gamma": "weight", "beta": "bias"}
 
 
-_HF_PATTERNS = tuple(tuple(re.compile(re.escape(name).replace(re.escape("{n}"), r"(?P<n>\d+)"))
-                           for name in row[:2]) for row in _HF_NAMES)
+def _patterns(rows) -> Tuple[Tuple[re.Pattern, re.Pattern], ...]:
+  return tuple(tuple(re.compile(re.escape(name).replace(re.escape("{n}"), r"(?P<n>\d+)"))
+                     for name in row[:2]) for row in rows)
+
+
+_HF_PATTERNS = _patterns(_HF_NAMES)
+
+
+def _hf_names() -> Tuple[Tuple[Tuple[str, str, bool], ...], tuple]:
+  """The rows of _HF_NAMES and those of every registered head's weights (one tensor each, in
+  the same layout), with their patterns; each row once (heads may share their weights)."""
+  rows = tuple(dict.fromkeys((original, hf, False) for spec in head_specs.registered()
+                             for original, hf in zip(spec.weights.original, spec.weights.hf)))
+  return _HF_NAMES + rows, _HF_PATTERNS + _patterns(rows)
+
+
+def _top_level() -> Tuple[str, ...]:
+  """The prefixes of the Hugging Face names that never take "bert.": the pretraining heads' and
+  every registered head's."""
+  return _HF_TOP_LEVEL + tuple(dict.fromkeys(name for spec in head_specs.registered()
+                                             for name in spec.weights.hf))
 
 
 def _hf_name_map(name: str, hf_to_original: bool) -> Optional[Tuple[str, bool]]:
-  """The other column's name of `name` in _HF_NAMES, and whether the value is transposed; None
-  for a name of no row."""
+  """The other column's name of `name` in _hf_names(), and whether the value is transposed;
+  None for a name of no row."""
   source, target = (1, 0) if hf_to_original else (0, 1)
-  for row, patterns in zip(_HF_NAMES, _HF_PATTERNS):
+  for row, patterns in zip(*_hf_names()):
     match = patterns[source].fullmatch(name)
     if match:
       return row[target].format(**match.groupdict()), row[2]
@@ -132,7 +149,7 @@ def original_to_hf(values: Mapping[str, np.ndarray], prefix: str = "bert.",
     value = np.asarray(value)
     if transposed:
       value = value.T
-    result[hf if hf.startswith(_HF_TOP_LEVEL) else prefix + hf] = np.ascontiguousarray(value)
+    result[hf if hf.startswith(_top_level()) else prefix + hf] = np.ascontiguousarray(value)
   if tie_decoder and "cls/predictions/output_bias" in values:
     result["cls.predictions.decoder.weight"] = np.ascontiguousarray(
         values["bert/embeddings/word_embeddings"])

@@ -138,7 +138,7 @@ def _model_garden_encoder(path: str, prefix: Optional[str] = None):
 def model_garden_head_variables(path: str, prefix: Optional[str] = None) -> List[str]:
   """The variables of a Model Garden checkpoint that read_model_garden_checkpoint leaves out:
   neither the encoder's nor the optimizer's nor a counter, i.e. the heads of a pretrainer or
-  classifier saved with it (their layout has no original names, so conversion cannot keep them).
+  task model saved with it (their layout has no original names, so conversion cannot keep them).
 
   A variable the encoder shares with a head (the word embeddings) counts as the encoder's.
   """
@@ -164,7 +164,7 @@ def read_model_garden_checkpoint(path: str, prefix: Optional[str] = None
   """Reads the encoder of a Model Garden (object-based, TF2) checkpoint under the original names.
 
   Works for BertEncoder (functional: `layer_with_weights-K` children) and BertEncoderV2
-  (attribute children), saved alone or inside a pretrainer or classifier. Variables are found by
+  (attribute children), saved alone or inside a pretrainer or a task model. Variables are found by
   walking the checkpoint's object graph, so a table shared with a head (stored once, under the
   head's path) is still found from the encoder; optimizer slots are never read.
 

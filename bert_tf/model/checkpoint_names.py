@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.config import BertConfig
+from bert_tf.model import head_specs
 from bert_tf.model import layers
 
 # (regular expression over our variable path, original name template, transpose?)
@@ -47,19 +48,10 @@ ORIGINAL_NAMES: Tuple[Tuple[str, str, bool], ...] = (
     (r"predictions_output_bias/bias", "cls/predictions/output_bias", False),
     (r"seq_relationship/kernel", "cls/seq_relationship/output_weights", True),
     (r"seq_relationship/bias", "cls/seq_relationship/output_bias", False),
-    # Fine-tuning heads, named as the original run_classifier.py:create_model and
-    # run_squad.py:create_model name them: the classifier's at the root scope
-    # (output_weights [num_labels, H]), SQuAD's under cls/squad ([2, H]). Our Dense kernels are
-    # [H, num_labels] / [H, 2].
-    (r"classifier/kernel", "output_weights", True),
-    (r"classifier/bias", "output_bias", False),
-    (r"squad_logits/kernel", "cls/squad/output_weights", True),
-    (r"squad_logits/bias", "cls/squad/output_bias", False),
 )
-
-# The fine-tuning heads' original names (not part of a pretraining checkpoint).
-CLASSIFIER_NAMES = ("output_weights", "output_bias")
-SQUAD_NAMES = ("cls/squad/output_weights", "cls/squad/output_bias")
+# The fine-tuning heads' rows follow, each registered head's (head_specs.name_rows: its dense
+# layer's kernel and bias under the names the original's fine-tuning scripts gave them; the
+# kernel stored transposed, [outputs, H]), read when a name is first looked up.
 
 # Names in a training checkpoint that are not model weights.
 _OPTIMIZER_SLOT = re.compile(r"(/adam_m|/adam_v|/Adam|/Adam_1|/Momentum)$")
@@ -141,7 +133,7 @@ def original_name(path: str) -> Tuple[str, bool]:
   Raises:
     KeyError: the path is not a BERT variable of ours.
   """
-  for pattern, template, transpose in ORIGINAL_NAMES:
+  for pattern, template, transpose in ORIGINAL_NAMES + head_specs.name_rows():
     match = re.fullmatch(pattern, path)
     if match:
       return template.format(*match.groups()), transpose
@@ -149,19 +141,18 @@ def original_name(path: str) -> Tuple[str, bool]:
 
 
 def original_variable_shapes(config: BertConfig, heads: bool = True,
-                             num_labels: Optional[int] = None,
-                             squad: bool = False) -> Dict[str, Tuple[int, ...]]:
+                             head_shapes: Optional[Mapping[str, Tuple[int, ...]]] = None
+                             ) -> Dict[str, Tuple[int, ...]]:
   """The original model's variable names and shapes, in the original's order.
 
   As modeling.py:BertModel and run_pretraining.py (get_masked_lm_output,
-  get_next_sentence_output) create them, plus the fine-tuning heads of run_classifier.py and
-  run_squad.py (create_model) when asked.
+  get_next_sentence_output) create them, plus a fine-tuned head's when given.
 
   Args:
     config: the model hyperparameters.
     heads: include the cls/ (masked LM and next sentence) variables.
-    num_labels: include the classifier head (output_weights [num_labels, H], output_bias).
-    squad: include the SQuAD head (cls/squad/output_weights [2, H], cls/squad/output_bias).
+    head_shapes: a fine-tuned head's weights (original name -> shape, as a registered head's
+      HeadWeights.original_shapes gives them), appended.
   """
   h, i = config.hidden_size, config.intermediate_size
   shapes = collections.OrderedDict()
@@ -195,12 +186,7 @@ def original_variable_shapes(config: BertConfig, heads: bool = True,
     shapes["cls/predictions/output_bias"] = (config.vocab_size,)
     shapes["cls/seq_relationship/output_weights"] = (2, h)
     shapes["cls/seq_relationship/output_bias"] = (2,)
-  if num_labels is not None:
-    shapes["output_weights"] = (num_labels, h)
-    shapes["output_bias"] = (num_labels,)
-  if squad:
-    shapes["cls/squad/output_weights"] = (2, h)
-    shapes["cls/squad/output_bias"] = (2,)
+  shapes.update(head_shapes or {})
   return shapes
 
 

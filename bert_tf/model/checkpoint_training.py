@@ -15,8 +15,8 @@ from bert_tf.config import BertConfig
 from bert_tf.model.checkpoint_names import get_original_weights
 from bert_tf.model.checkpoint_tf1 import checkpoint_reader
 from bert_tf.model.encoder import build_encoder
-from bert_tf.model.heads import (CLASSIFIER_LAYER, SPAN_LAYER, build_classifier_model,
-                                 build_pretraining_model, build_span_model, build_tagger_model)
+from bert_tf.model import head_specs
+from bert_tf.model.heads import build_pretraining_model
 
 # === Our training checkpoints ===
 # run_pretraining writes tf.train.Checkpoint(model=checkpointable(model), optimizer=...,
@@ -120,24 +120,23 @@ def training_checkpoint_layers(path: str) -> Dict[str, Dict[str, Tuple[int, ...]
 
 def build_model_like_checkpoint(path: str, config: BertConfig,
                                 found: Optional[Mapping[str, object]] = None):
-  """The model (pretraining, classifier, tagger, span labeler or encoder) whose layers one of
-  our training checkpoints holds (`found`: its training_checkpoint_layers), built from config.
+  """The model (pretraining, a registered head's or the encoder) whose layers one of our training
+  checkpoints holds (`found`: its training_checkpoint_layers), built from config.
 
-  The classifier and the tagger name their head layer alike; the pooler tells them apart: the
-  classifier's head reads the pooled [CLS] output, the tagger's every position, so a tagger's
-  model (and checkpoint) has no pooler layer at all (nor has the span labeler's).
+  A registered head's dense layer (HeadSpec.weights.layer) says which head it is; heads that
+  name that layer alike are told apart by the pooler (a head on every position has none, so its
+  checkpoint holds no pooler layer at all: head_specs.spec_for_layers), its outputs read from
+  the kernel's shape.
   """
   if found is None:
     found = training_checkpoint_layers(path)
-  if SPAN_LAYER in found:
-    return build_span_model(config)
-  if CLASSIFIER_LAYER in found:
-    shape = found[CLASSIFIER_LAYER].get("_kernel") or found[CLASSIFIER_LAYER].get("kernel")
+  spec = head_specs.spec_for_layers(found)
+  if spec is not None:
+    layer = spec.weights.layer
+    shape = found[layer].get("_kernel") or found[layer].get("kernel")
     if not shape:
-      raise ValueError(f"{path}: the classifier layer has no kernel")
-    if "pooler" not in found:
-      return build_tagger_model(config, shape[-1])
-    return build_classifier_model(config, shape[-1] if shape[-1] > 1 else None)
+      raise ValueError(f"{path}: the {layer} layer has no kernel")
+    return spec.build(config, shape[-1])
   if "seq_relationship" in found or "predictions_transform" in found:
     return build_pretraining_model(config)
   return build_encoder(config)

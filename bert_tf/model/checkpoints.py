@@ -37,7 +37,7 @@ from bert_tf.model.checkpoint_model_garden import (
     load_model_garden_encoder, model_garden_encoder_weights, model_garden_head_variables,
     model_garden_to_original, read_model_garden_checkpoint)
 from bert_tf.model.checkpoint_names import (
-    CLASSIFIER_NAMES, ORIGINAL_NAMES, SQUAD_NAMES, CheckpointMismatchError, LoadReport,
+    ORIGINAL_NAMES, CheckpointMismatchError, LoadReport,
     describe_sizes, float32_copy, get_original_weights, is_weight_name, model_sizes,
     model_variables, original_name, original_variable_shapes, set_original_weights)
 from bert_tf.model.checkpoint_tf1 import (
@@ -47,22 +47,21 @@ from bert_tf.model.checkpoint_training import (
     DROPOUT_SEEDS, build_model_like_checkpoint, checkpointable, config_from_model,
     dropout_seed_states, is_training_checkpoint, read_training_checkpoint,
     restore_training_checkpoint, training_checkpoint_layers)
-from bert_tf.model.heads import CLASSIFIER_LAYER, SPAN_LAYER
 # The head kinds, the task_info.json and Hugging Face tokenizer files every reader of a model
 # folder shares (conversion imports them from here too).
 from bert_tf.model.provenance import (
-    CLASSIFIER, HF_ARCHITECTURES, HF_SPECIAL_TOKENS_FILE, HF_TOKENIZER_CONFIG_FILE,
-    OUTPUT_WEIGHTS_HEADS, HF_VOCAB_FILE, PRETRAINING, SQUAD, TAGGER, TASK_INFO_FILE,
-    hf_task_info, read_hf_casing, recorded_task_info)
+    HF_ARCHITECTURES, HF_SPECIAL_TOKENS_FILE, HF_TOKENIZER_CONFIG_FILE, OUTPUT_WEIGHTS_HEADS,
+    HF_VOCAB_FILE, PRETRAINING, TASK_INFO_FILE, hf_task_info, read_hf_casing, recorded_task_info)
 from bert_tf.model.provenance import head_of as head_of_task_info
 # pylint: enable=unused-import
 
 # === Fine-tuned heads ===
 # The heads a checkpoint can hold beside the encoder, each with the Hugging Face class holding it,
-# are provenance.HEAD_KINDS (the one table). The classifier's, the tagger's and those of any
-# registered head of provenance.OUTPUT_WEIGHTS_HEADS have the same names (the original's
-# output_weights / output_bias, Hugging Face's classifier.*): which one they are is read from
-# what is recorded beside them (Hugging Face's config.json `architectures`, our task_info.json:
+# are provenance.HEAD_KINDS (the one table); a fine-tuned head's weights are named by its
+# registration (head_specs.HeadSpec.weights). The heads of provenance.OUTPUT_WEIGHTS_HEADS have
+# the same names (the original's output_weights / output_bias, and one Hugging Face name):
+# which one they are is read from what is recorded beside them (Hugging Face's config.json
+# `architectures`, our task_info.json:
 # provenance.recorded_task_info), never guessed from the weights. Every format holds every
 # head: tf1 and hf by name (hf with its class in config.json), keras as the task model; the
 # labels and the head's kind go to task_info.json beside tf1 and keras outputs (and to
@@ -71,17 +70,11 @@ from bert_tf.model.provenance import head_of as head_of_task_info
 
 def model_head(model) -> Optional[str]:
   """The head of a model built here: a registered head's kind (head_specs: each says how it
-  recognises its model, before the built-in kinds), PRETRAINING, CLASSIFIER, SQUAD, TAGGER or
-  None (encoder)."""
-  names = {layer.name for layer in model.layers}
-  if SPAN_LAYER in names:
-    return SQUAD
+  recognises its model), PRETRAINING or None (encoder)."""
   registered = head_specs.recognised(model)
   if registered is not None:
     return registered
-  if CLASSIFIER_LAYER in names:
-    # The tagger's logits are per position ([B, S, labels]), the classifier's per example.
-    return TAGGER if len(model.get_layer(CLASSIFIER_LAYER).output.shape) == 3 else CLASSIFIER
+  names = {layer.name for layer in model.layers}
   if "seq_relationship" in names or "predictions_transform" in names:
     return PRETRAINING
   return None
@@ -145,8 +138,8 @@ def read_weights(path: str, config: Optional[BertConfig] = None,
 
   Args:
     path: one of our training checkpoints (file prefix, or the run directory for its latest),
-      an original TF1 checkpoint (including run_classifier / run_squad outputs, whose heads
-      come back as output_weights / cls/squad/...), a Model Garden checkpoint, Hugging Face
+      an original TF1 checkpoint (including the outputs of the original's fine-tuning scripts,
+      whose heads come back under their original names), a Model Garden checkpoint, Hugging Face
       safetensors or a .keras model.
     config: the model's config; needed only for our training checkpoints (read from
       bert_config.json beside them when None).
@@ -178,8 +171,8 @@ def load_weights(model, path: str, strict: bool = False,
 
   Our training checkpoints are restored by layer name, so they load into a pruned or a full
   graph alike; every other format goes through the original names (set_original_weights).
-  A classifier's head never loads into a tagger, nor the other way round, nor into or from any
-  other head of provenance.OUTPUT_WEIGHTS_HEADS (their weights have the same names): when what
+  A head of provenance.OUTPUT_WEIGHTS_HEADS never loads into a model of another such head
+  (their weights have the same names): when what
   is recorded beside the checkpoint (recorded_task_info) names the other kind, the head is left
   out (reported missing, with a warning) and the rest is loaded.
 
@@ -208,7 +201,7 @@ def load_weights(model, path: str, strict: bool = False,
       restore_training_checkpoint(model, path, saved)
       return LoadReport(loaded=list(model_variables(model)))
   if source_format == "bert_tf":
-    # Another task's checkpoint (e.g. pretraining into a classifier): by the original names.
+    # Another task's checkpoint (e.g. pretraining into a task model): by the original names.
     values = read_training_checkpoint(path, config_from_model(model))
     optional: Tuple[str, ...] = ("cls/", "output_")
   elif source_format == "tf1":
@@ -217,7 +210,8 @@ def load_weights(model, path: str, strict: bool = False,
     # Model Garden encoders and Hugging Face BertModel files have no pretraining heads.
     values, optional = read_weights(path, source_format=source_format), ("cls/",)
   if other_head is not None:
-    values = {name: value for name, value in values.items() if name not in CLASSIFIER_NAMES}
+    shared = head_specs.spec_of(other_head).weights.original
+    values = {name: value for name, value in values.items() if name not in shared}
   report = set_original_weights(model, values, strict=strict, source=path, optional=optional)
   if source_format == "tf1":
     names = checkpoint_reader(path).get_variable_to_shape_map()

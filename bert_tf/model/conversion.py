@@ -5,7 +5,8 @@ ours) becomes a tf1 checkpoint, a Hugging Face model folder or a .keras model. T
 pretraining or fine-tuned, is kept in every output format (the model holding it is built here,
 see source_head), and a conversion refuses to drop one it cannot hold unless told to
 (drop_head). What the model has is written; what the target layout expects but the model never
-had (the pooler of a tagger or span model, in the TF1 layout) is logged in one line
+had (the pooler of a model whose head reads every position, in the TF1 layout) is logged in one
+line
 (report_layout_gaps). python -m bert_tf.convert_checkpoint is convert_resolved with its inputs
 resolved and its errors naming its flags (model.conversion_inputs.convert).
 """
@@ -22,21 +23,20 @@ import numpy as np
 from bert_tf import io
 from bert_tf.config import BertConfig, hf_activation
 from bert_tf.model import head_specs
+from bert_tf.model import provenance
 from bert_tf.model.checkpoints import (
-    CLASSIFIER, CLASSIFIER_NAMES, FORMATS, HF_ARCHITECTURES, HF_SPECIAL_TOKENS_FILE,
-    CheckpointMismatchError, describe_sizes, HF_TOKENIZER_CONFIG_FILE, HF_VOCAB_FILE,
-    HF_WEIGHTS_FILE, OUTPUT_WEIGHTS_HEADS, PRETRAINING, SQUAD, SQUAD_NAMES, TAGGER,
+    FORMATS, HF_ARCHITECTURES, HF_SPECIAL_TOKENS_FILE, CheckpointMismatchError, describe_sizes,
+    HF_TOKENIZER_CONFIG_FILE, HF_VOCAB_FILE, HF_WEIGHTS_FILE, OUTPUT_WEIGHTS_HEADS, PRETRAINING,
     TASK_INFO_FILE, TF_CHECKPOINT_PARTS, config_beside, detect_format, head_of_task_info,
     model_garden_head_variables, model_head, original_name, original_variable_shapes,
     read_hf_casing, read_weights, recorded_task_info, resolve_checkpoint, save_hf_safetensors,
     save_tf1_checkpoint, set_original_weights)
 from bert_tf.model.encoder import build_encoder
-from bert_tf.model.heads import (CLASSIFIER_LAYER, build_classifier_model,
-                                 build_pretraining_model, build_span_model, build_tagger_model)
+from bert_tf.model.heads import build_pretraining_model
 
 # === The head a conversion keeps ===
-# The pooler is not part of the span and tagger models (ours and Hugging Face's
-# BertForQuestionAnswering / BertForTokenClassification): fine-tuning them never changes it.
+# The pooler is not part of the models of heads that read every position (HeadSpec.pooler
+# False; nor of Hugging Face's models of them): fine-tuning them never changes it.
 _NOT_IN_SEQUENCE_MODELS = ("bert/pooler/dense/kernel", "bert/pooler/dense/bias")
 
 
@@ -45,15 +45,15 @@ class HeadError(ValueError):
 
 
 def head_kinds(values: Mapping[str, object]) -> List[str]:
-  """The heads whose weights are among `values` (original names); output_weights is listed as
-  CLASSIFIER (every head of OUTPUT_WEIGHTS_HEADS has the same names: source_head reads which)."""
+  """The heads whose weights are among `values` (original names); weights that several heads
+  name alike (output_weights: every head of OUTPUT_WEIGHTS_HEADS) are listed as the default
+  head's (head_specs.default_kind; source_head reads which they are)."""
   kinds = []
   if any(n.startswith(("cls/predictions/", "cls/seq_relationship/")) for n in values):
     kinds.append(PRETRAINING)
-  if any(n in CLASSIFIER_NAMES for n in values):
-    kinds.append(CLASSIFIER)
-  if any(n in SQUAD_NAMES for n in values):
-    kinds.append(SQUAD)
+  for names, owners in head_specs.weight_groups().items():
+    if any(n in names for n in values):
+      kinds.append(head_specs.default_kind(owners))
   return kinds
 
 
@@ -62,11 +62,11 @@ def source_head(path: str, source_format: str, values: Mapping[str, np.ndarray]
   """The head the weights `values` read from `path` hold, and its task info.
 
   Returns:
-    (head, task_info): head is one of PRETRAINING, CLASSIFIER, SQUAD, TAGGER, a registered
-    head's kind (head_specs) or None (an encoder); task_info (fine-tuned heads only) is what
-    is recorded beside the checkpoint (see recorded_task_info) with "head" set, or just
-    {"head": ...} when nothing is: output_weights are then a classifier's, as the original
-    run_classifier wrote them.
+    (head, task_info): head is PRETRAINING, a registered head's kind (head_specs) or None (an
+    encoder); task_info (fine-tuned heads only) is what is recorded beside the checkpoint (see
+    recorded_task_info) with "head" set, or just {"head": ...} when nothing is: output_weights
+    are then the default head's (HeadKind.default), as the original's fine-tuning script wrote
+    them.
 
   Raises:
     HeadError: several heads (one model holds one), a head recorded as another kind, a Hugging
@@ -83,21 +83,22 @@ def source_head(path: str, source_format: str, values: Mapping[str, np.ndarray]
     raise HeadError(f"{path}: {where} says {info['architecture']}, whose head has no "
                     "equivalent here")
   recorded = head_of_task_info(info)
-  if head == CLASSIFIER and recorded in OUTPUT_WEIGHTS_HEADS:
+  shared = head in OUTPUT_WEIGHTS_HEADS  # the default head's kind, for weights several share
+  if shared and recorded in OUTPUT_WEIGHTS_HEADS:
     head = recorded
-  elif head == CLASSIFIER and recorded is None and source_format == "keras":
+  elif shared and recorded is None and source_format == "keras":
     head = model_head(keras.models.load_model(path))
   elif recorded not in (None, head):
     raise HeadError(f"{path}: holds a {head} head but {where} describes a {recorded}'s")
-  if recorded is None and head == CLASSIFIER:
-    logging.info("%s: output_weights / output_bias taken as a classifier's head (nothing beside "
-                 "it says otherwise)", path)
+  if recorded is None and shared and head == kinds[0]:
+    logging.info("%s: output_weights / output_bias taken as a %s's head (nothing beside it says "
+                 "otherwise)", path, head)
   info = dict(info or {}, head=head)
   spec = head_specs.spec_of(head)
   problem = spec.check_weights(values) if spec and spec.check_weights else None
   if problem:
     raise HeadError(f"{path}: {problem}")
-  if head in (CLASSIFIER, TAGGER):
+  if provenance.HEAD_KINDS[head].labelled:
     outputs = int(np.shape(values.get("output_bias", values.get("output_weights")))[0])
     labels = info.get("labels")
     if labels is not None and len(labels) != outputs:
@@ -118,12 +119,6 @@ def build_head_model(config: BertConfig, head: Optional[str],
     return spec.build(config, outputs)
   if head == PRETRAINING:
     return build_pretraining_model(config)
-  if head == CLASSIFIER:
-    return build_classifier_model(config, None if outputs == 1 else outputs)
-  if head == SQUAD:
-    return build_span_model(config)
-  if head == TAGGER:
-    return build_tagger_model(config, outputs)
   return build_encoder(config)
 
 
@@ -154,19 +149,21 @@ class Tokenizer:
 def hf_config_dict(config: BertConfig, head: Optional[str] = None,
                    task_info: Optional[Mapping[str, Any]] = None) -> Dict[str, object]:
   """A Hugging Face config.json dict for our config (their "gelu" is the exact form) and the
-  class that holds `head` (HF_ARCHITECTURES): BertModel without one. A classifier's or tagger's
-  labels (task_info["labels"], in id order) become id2label / label2id; a classifier without
-  labels gets the placeholders LABEL_0, ... for its number of outputs (task_info["outputs"])."""
+  class that holds `head` (HF_ARCHITECTURES): BertModel without one. A labelled head's labels
+  (HeadKind.labelled; task_info["labels"], in id order) become id2label / label2id; without
+  labels it gets the placeholders LABEL_0, ... for its number of outputs (task_info["outputs"]),
+  and a head that may be a regressor (HeadKind.regression) its problem_type."""
   values = config.to_dict()
   values.update(hidden_act=hf_activation(config.hidden_act), layer_norm_eps=1e-12,
                 model_type="bert", position_embedding_type="absolute", pad_token_id=0,
                 architectures=[HF_ARCHITECTURES[head]])
-  if head in (CLASSIFIER, TAGGER):
+  kind = provenance.HEAD_KINDS.get(head)
+  if kind is not None and kind.labelled:
     info = task_info or {}
     labels = info.get("labels") or [f"LABEL_{i}" for i in range(info.get("outputs", 2))]
     values.update(id2label={str(i): label for i, label in enumerate(labels)},
                   label2id={label: i for i, label in enumerate(labels)})
-    if head == CLASSIFIER:
+    if kind.regression:
       values["problem_type"] = ("regression" if info.get("regression") else
                                 "single_label_classification")
   return values
@@ -317,8 +314,8 @@ def write_converted(model, config: BertConfig, target: str, target_format: str,
       logging.warning("%s: Hugging Face's from_pretrained reads %s, not this name", target,
                       HF_WEIGHTS_FILE)
     info = dict(task_info or {})
-    if head in (CLASSIFIER, TAGGER):
-      info["outputs"] = model.get_layer(CLASSIFIER_LAYER).kernel.shape[-1]
+    if head is not None and provenance.HEAD_KINDS[head].labelled:
+      info["outputs"] = _outputs(model, head)
     beside[config_output_path(target, "hf")] = _json_text(hf_config_dict(config, head, info))
   beside.update(_tokenizer_files(target, target_format, tokenizer, config))
   if fine_tuned and task_info is not None:
@@ -362,24 +359,28 @@ def _tokenizer_files(target: str, target_format: str, tokenizer: Optional[Tokeni
   return files
 
 
+def _outputs(model, head: str) -> int:
+  """The number of outputs of a registered head's model (its dense layer's)."""
+  return model.get_layer(head_specs.spec_of(head).weights.layer).kernel.shape[-1]
+
+
 def layout_gaps(model, config: BertConfig, target_format: str) -> List[str]:
   """The weights (original names) that target_format's layout has for a model with `model`'s
   head but `model` does not: what a conversion to it cannot write.
 
   The original's modeling.py:BertModel always builds the pooler, so every checkpoint in its TF1
-  layout (the release's, run_classifier's, run_squad's) holds bert/pooler/dense/*; a tagger or
-  span model has no pooler, as Hugging Face's BertForTokenClassification and
-  BertForQuestionAnswering have none (add_pooling_layer=False). A .keras file is the model
-  itself.
+  layout (the release's, and its fine-tuning scripts') holds bert/pooler/dense/*; the model of a
+  head on every position (HeadSpec.pooler False) has no pooler, as Hugging Face's models of
+  those heads have none (add_pooling_layer=False). A .keras file is the model itself.
   """
   head = model_head(model)
   if target_format not in ("tf1", "hf"):
     return []
-  outputs = (model.get_layer(CLASSIFIER_LAYER).kernel.shape[-1]
-             if head in OUTPUT_WEIGHTS_HEADS else None)
-  expected = original_variable_shapes(config, heads=head == PRETRAINING, num_labels=outputs,
-                                      squad=head == SQUAD)
-  if target_format == "hf" and head in (SQUAD, TAGGER):
+  spec = head_specs.spec_of(head)
+  head_shapes = (spec.weights.original_shapes(config.hidden_size, _outputs(model, head))
+                 if spec is not None else None)
+  expected = original_variable_shapes(config, heads=head == PRETRAINING, head_shapes=head_shapes)
+  if target_format == "hf" and spec is not None and not spec.pooler:
     expected = [name for name in expected if name not in _NOT_IN_SEQUENCE_MODELS]
   held = {original_name(variable.path)[0] for variable in model.weights}
   return [name for name in expected if name not in held]
@@ -390,7 +391,8 @@ _LAYOUTS = {"tf1": "the original TF1 layout", "hf": "Hugging Face's layout"}
 
 def report_layout_gaps(model, config: BertConfig, target: str, target_format: str) -> List[str]:
   """Logs, in one line, what target_format's layout expects but `model` never had (layout_gaps;
-  e.g. a tagger's pooler in the TF1 layout): the conversion writes the rest, without them.
+  e.g. the pooler in the TF1 layout of a model without one): the conversion writes the rest,
+  without them.
 
   Returns:
     The names missing (none for most models and formats).
@@ -415,9 +417,9 @@ def converted_model(config: BertConfig, values: Mapping[str, np.ndarray], source
   every weight of the source, and the head's task info.
 
   Nothing is dropped silently: weights that the model cannot hold raise HeadError unless
-  drop_head, which converts the encoder alone. Only the pooler of a span or tagger checkpoint is
-  left out (with an INFO line): those models have none (nor do Hugging Face's), fine-tuning
-  never changes it.
+  drop_head, which converts the encoder alone. Only the pooler of a checkpoint whose head reads
+  every position is left out (with an INFO line): those models have none (nor do Hugging
+  Face's), fine-tuning never changes it.
 
   Returns:
     (model, task_info); task_info is None without a fine-tuned head.
@@ -436,8 +438,9 @@ def converted_model(config: BertConfig, values: Mapping[str, np.ndarray], source
   model = build_head_model(config, head, values)
   held = {original_name(variable.path)[0] for variable in model.weights}
   left_out = [name for name in values if name not in held]
-  dropped = [name for name in left_out if not (head in (SQUAD, TAGGER) and
-                                               name in _NOT_IN_SEQUENCE_MODELS)]
+  spec = head_specs.spec_of(head)
+  no_pooler = spec is not None and not spec.pooler
+  dropped = [name for name in left_out if not (no_pooler and name in _NOT_IN_SEQUENCE_MODELS)]
   encoder_left_out = [name for name in dropped if name.startswith("bert/")]
   if encoder_left_out:  # the encoder itself does not fit: no head flag can help
     detail = (describe_sizes({n: np.shape(v) for n, v in values.items()},

@@ -1,9 +1,9 @@
 """The one export convention of the training commands: what a command hands its run, and where
 the run's exports go.
 
-run_pretraining, run_classifier, run_squad and run_ner all export the same way: the command
-hands its run an `Exporter` (the run never imports serving code: training and tasks/*_run.py
-stay below it), and after training the run's chief calls
+run_pretraining and every fine-tuning command export the same way: the command hands its run an
+`Exporter` (the run never imports serving code: training stays below it, and a task's export
+module is its own), and after training the run's chief calls
 
     exporter.export(model, config, settings, info, version=step) -> the directory written
 
@@ -16,8 +16,8 @@ directory per model under <output_dir>/EXPORT_DIR/, a version directory per step
     <output_dir>/export/<model_name>/<step>/
 
 so `tensorflow_model_server --model_base_path=<output_dir>/export/<model_name>` serves the
-newest step of any of them. A fine-tuning command writes one model ("classifier", "squad",
-"ner"); run_pretraining writes the plain SavedModels "encoder" (its Exporter's model_name,
+newest step of any of them. A fine-tuning command writes one model (named by its task's export
+module); run_pretraining writes the plain SavedModels "encoder" (its Exporter's model_name,
 always written) and "pretraining", and with a vocab the raw-text TF Serving models "bert",
 "bert_encoder" and "bert_preprocessor", all at the same step. Each version directory holds
 its bert_config.json (and vocab.txt, data_metadata.json or task_info.json) in assets/.
@@ -38,9 +38,9 @@ class Exporter(NamedTuple):
   """The export a command hands to its run.
 
   Attributes:
-    model_name: the folder under <output_dir>/export/ that the versions go to ("classifier",
-      "squad", "ner"; "encoder" for run_pretraining, whose other models are written beside it
-      at the same version).
+    model_name: the folder under <output_dir>/export/ that the versions go to (a fine-tuning
+      task's name for its model; "encoder" for run_pretraining, whose other models are written
+      beside it at the same version).
     export: (model, config, settings, info, version) -> the directory written, which is
       export_path(settings.output_dir, model_name, version).
   """

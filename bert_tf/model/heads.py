@@ -1,17 +1,15 @@
-"""The models with heads: pretraining (masked LM, next sentence) and the fine-tuning classifier
-and span (SQuAD) and token classification (tagger) models, each the encoder graph
-(encoder.encoder_graph) with its head's layers (layers.py: MaskedLMTransform and OutputBias for
-the masked LM, Keras Dense layers for the others).
+"""The encoder's own heads, pretraining (masked LM, next sentence): the encoder graph
+(encoder.encoder_graph) with layers.py's MaskedLMTransform and OutputBias; and what a task's head
+(a registered head, model/head_specs.py, built in its task package) builds on: the model inputs
+(model_inputs, packed_args) and pooled_head_model, a dense layer on the pooled output.
 
-build_pretraining_model(config), build_classifier_model(config, num_labels),
-build_span_model(config), build_tagger_model(config, num_labels); pooled_head_model for a task's
-own head on the pooled output (a registered head, model/head_specs.py).
+build_pretraining_model(config); pooled_head_model(config, outputs, layer_name, dropout_name,
+name).
 
 Shape legend: B = batch, S = sequence length, P = masked positions per example
 (max_predictions_per_seq), H = hidden size, V = vocab size.
 """
 
-from typing import Optional
 
 import keras
 from keras import ops
@@ -27,15 +25,6 @@ from bert_tf.model.encoder import ENCODER_INPUTS, PACKED_INPUTS, encoder_graph, 
 PRETRAINING_INPUTS = ENCODER_INPUTS + ("masked_lm_positions",)
 # build_pretraining_model(masked_hidden=True)'s extra output.
 MASKED_LM_HIDDEN = "masked_lm_hidden"
-# The classifier's dense layer; the checkpoint name table maps it to the original's root-scope
-# output_weights (transposed) and output_bias.
-CLASSIFIER_LAYER = "classifier"
-# The tagger's dense layer has the classifier's name, so it is output_weights / output_bias too:
-# Hugging Face's BertForTokenClassification (classifier.weight / bias) and the common TF1 BERT
-# NER code use those names for the per-token head.
-TAGGER_LAYER = CLASSIFIER_LAYER
-# The span head's dense layer ([H, 2]): cls/squad/output_weights ([2, H]) and output_bias.
-SPAN_LAYER = "squad_logits"
 
 # === Functional Model ===
 def build_pretraining_model(config: BertConfig, name: str = "bert_pretraining",
@@ -80,11 +69,11 @@ def build_pretraining_model(config: BertConfig, name: str = "bert_pretraining",
     rows = ops.concatenate([ops.cast(cls_rows, positions.dtype), positions], axis=1)
     encoded, word_embedding = encoder_graph(config, inputs["input_word_ids"], inputs["input_mask"],
                                             inputs["input_type_ids"], last_layer_positions=rows,
-                                            **_packed_args(inputs))
+                                            **packed_args(inputs))
     masked = encoded["sequence_output"][:, num_cls:, :]  # already at the masked positions
   else:
     encoded, word_embedding = encoder_graph(config, inputs["input_word_ids"], inputs["input_mask"],
-                                            inputs["input_type_ids"], **_packed_args(inputs))
+                                            inputs["input_type_ids"], **packed_args(inputs))
     masked = None
   hidden = None
   if masked_hidden:
@@ -111,7 +100,9 @@ def build_pretraining_model(config: BertConfig, name: str = "bert_pretraining",
   return keras.Model(inputs=inputs, outputs=outputs, name=name)
 
 
-def _inputs(packed: bool, cls_positions: bool = True):
+def model_inputs(packed: bool, cls_positions: bool = True):
+  """The Keras inputs of a task model: the encoder's three, and with `packed` the packed rows'
+  input_position_ids and (with cls_positions) packed_cls_positions."""
   inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in ENCODER_INPUTS}
   if packed:
     inputs.update({k: v for k, v in packed_inputs().items()
@@ -119,44 +110,24 @@ def _inputs(packed: bool, cls_positions: bool = True):
   return inputs
 
 
-def _packed_args(inputs):
+def packed_args(inputs):
   """encoder_graph's packed-row arguments from the model inputs (none for unpacked ones)."""
   return dict(position_ids=inputs.get(PACKED_INPUTS[0]), cls_positions=inputs.get(
       PACKED_INPUTS[1]))
 
 
-def build_classifier_model(config: BertConfig, num_labels: Optional[int],
-                           name: str = "bert_classifier", packed: bool = False) -> keras.Model:
-  """The encoder, dropout on the pooled output, and a dense layer to the logits.
-
-  Args:
-    config: the encoder's hyperparameters.
-    num_labels: classes; None for a regression head (one output).
-    name: the Keras model name.
-    packed: take packed rows (bert_tf.row_packing): the inputs add input_position_ids
-      [R, S] and packed_cls_positions [R, K], and the logits are one row per slot,
-      [R * K, num_labels]. The layers and weights are the unpacked model's.
-
-  Returns:
-    A functional keras.Model: inputs input_word_ids, input_mask, input_type_ids (int32 [B, S]);
-    output {"logits": float32 [B, num_labels]} (or [B, 1] for regression).
-  """
-  if num_labels is not None and num_labels < 2:
-    raise ValueError(f"a classifier needs at least 2 labels, got {num_labels}")
-  return pooled_head_model(config, 1 if num_labels is None else num_labels, "classifier_dropout",
-                           name, packed)
-
-
-def pooled_head_model(config: BertConfig, outputs: int, dropout_name: str, name: str,
-                      packed: bool = False) -> keras.Model:
-  """A head on the pooled output: dropout (named `dropout_name`), then one dense layer
-  (CLASSIFIER_LAYER: the original's output_weights [outputs, H] / output_bias) to `outputs`
-  logits, the last transformer layer computing the [CLS] rows alone. The classifier's model,
-  and any registered head of that shape (its dropout's name tells it apart).
+def pooled_head_model(config: BertConfig, outputs: int, layer_name: str, dropout_name: str,
+                      name: str, packed: bool = False) -> keras.Model:
+  """A head on the pooled output: dropout (named `dropout_name`), then one dense layer (named
+  `layer_name`; its names in every format are the head's HeadSpec.weights) to `outputs` logits,
+  the last transformer layer computing the [CLS] rows alone. The model of every registered head
+  of that shape (heads that share the dense layer's name tell their models apart by the
+  dropout's).
 
   Args:
     config: the encoder's hyperparameters.
     outputs: the logits per sequence.
+    layer_name: the dense layer's name.
     dropout_name: the dropout layer's name (it holds no weights).
     name: the Keras model name.
     packed: take packed rows (bert_tf.row_packing): the inputs add input_position_ids [R, S]
@@ -166,7 +137,7 @@ def pooled_head_model(config: BertConfig, outputs: int, dropout_name: str, name:
     A functional keras.Model: inputs input_word_ids, input_mask, input_type_ids (int32 [B, S]);
     output {"logits": float32 [B, outputs]}.
   """
-  inputs = _inputs(packed)
+  inputs = model_inputs(packed)
   # The head reads only the pooled output ([CLS]), so the last transformer layer computes that
   # row alone (each slot's [CLS] in packed rows): the same logits with 1/L of the layers' work
   # saved per step.
@@ -174,62 +145,10 @@ def pooled_head_model(config: BertConfig, outputs: int, dropout_name: str, name:
               else ops.zeros_like(inputs["input_word_ids"][:, :1]))
   encoded, _ = encoder_graph(config, inputs["input_word_ids"], inputs["input_mask"],
                              inputs["input_type_ids"], last_layer_positions=cls_rows,
-                             **_packed_args(inputs))
+                             **packed_args(inputs))
   pooled = layers.Dropout(config.hidden_dropout_prob, name=dropout_name)(
       encoded["pooled_output"])
   logits = keras.layers.Dense(
       outputs, kernel_initializer=layers.truncated_normal(config.initializer_range),
-      name=CLASSIFIER_LAYER, dtype=layers.float32_policy(keras.config.dtype_policy()))(pooled)
-  return keras.Model(inputs=inputs, outputs={"logits": logits}, name=name)
-
-
-def build_span_model(config: BertConfig, name: str = "bert_span_labeler",
-                     packed: bool = False) -> keras.Model:
-  """The encoder and the original run_squad.py's head: one dense layer from every position's
-  final hidden state to a start and an end logit (no dropout in the head, nothing masked).
-
-  With packed=True the inputs add input_position_ids (packed rows, bert_tf.row_packing) and
-  the logits stay per position of the rows (the span loss reads each example's own positions:
-  tasks/squad.py).
-
-  Returns:
-    A functional keras.Model: inputs input_word_ids, input_mask, input_type_ids (int32 [B, S]);
-    outputs {"start_logits", "end_logits"}: float32 [B, S].
-  """
-  inputs = _inputs(packed, cls_positions=False)
-  encoded, _ = encoder_graph(config, inputs["input_word_ids"], inputs["input_mask"],
-                             inputs["input_type_ids"], **_packed_args(inputs))
-  logits = keras.layers.Dense(
-      2, kernel_initializer=layers.truncated_normal(config.initializer_range),
-      name=SPAN_LAYER, dtype=layers.float32_policy(keras.config.dtype_policy()))(
-          encoded["sequence_output"])
-  return keras.Model(inputs=inputs, outputs={"start_logits": logits[:, :, 0],
-                                             "end_logits": logits[:, :, 1]}, name=name)
-
-
-def build_tagger_model(config: BertConfig, num_labels: int, name: str = "bert_tagger",
-                       packed: bool = False) -> keras.Model:
-  """The encoder, dropout on every position's final hidden state and a dense layer to the
-  label logits (BertForTokenClassification's head; the paper's NER setup).
-
-  The layers are named as the classifier's ("classifier_dropout", "classifier"), so the head's
-  weights are the original's output_weights [num_labels, H] and output_bias in every format.
-
-  With packed=True the inputs add input_position_ids (packed rows, bert_tf.row_packing) and
-  the logits stay per position of the rows.
-
-  Returns:
-    A functional keras.Model: inputs input_word_ids, input_mask, input_type_ids (int32 [B, S]);
-    output {"logits": float32 [B, S, num_labels]}.
-  """
-  if num_labels < 1:
-    raise ValueError(f"a tagger needs at least 1 label, got {num_labels}")
-  inputs = _inputs(packed, cls_positions=False)
-  encoded, _ = encoder_graph(config, inputs["input_word_ids"], inputs["input_mask"],
-                             inputs["input_type_ids"], **_packed_args(inputs))
-  hidden = layers.Dropout(config.hidden_dropout_prob, name="classifier_dropout")(
-      encoded["sequence_output"])
-  logits = keras.layers.Dense(
-      num_labels, kernel_initializer=layers.truncated_normal(config.initializer_range),
-      name=TAGGER_LAYER, dtype=layers.float32_policy(keras.config.dtype_policy()))(hidden)
+      name=layer_name, dtype=layers.float32_policy(keras.config.dtype_policy()))(pooled)
   return keras.Model(inputs=inputs, outputs={"logits": logits}, name=name)

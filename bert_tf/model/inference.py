@@ -3,8 +3,8 @@
 A served request pays for every op the graph runs, and at batch 1 a short text's matmuls are
 small enough that the Keras layers' bookkeeping (dtype casts, per-projection bias adds, head
 reshapes three times over) is a real share of the answer's time. `InferenceEncoder` reads the
-weights of any of our Keras models (encoder, pretraining, classifier, span or tagger model: the
-layers are named after the original's scopes) and runs the encoder as plain TensorFlow ops:
+weights of any of our Keras models (encoder, pretraining or a task's model: the layers are
+named after the original's scopes) and runs the encoder as plain TensorFlow ops:
 
 - the query, key and value projections as one matmul against a fused [H, 3H] kernel, with the
   attention scale 1/sqrt(D) folded into the query's kernel and bias;
@@ -34,7 +34,6 @@ from bert_tf.model import checkpoints
 from bert_tf.model import provenance
 from bert_tf.model import encoder as encoder_lib
 from bert_tf.model import head_specs
-from bert_tf.model import heads
 from bert_tf.model import layers
 
 # The matmul precisions an export may choose (--serving_precision).
@@ -138,7 +137,7 @@ class InferenceEncoder(tf.Module):
     self.max_positions = embeddings.max_position_embeddings
     self.blocks = [_Block(model.get_layer(f"layer_{i}"), dtype)
                    for i in range(_block_count(model))]
-    # Span and tagger models have no pooler: their pooled_output is None.
+    # The models of heads on every position have no pooler: their pooled_output is None.
     names = {layer.name for layer in model.layers}
     self.has_pooler = "pooler" in names
     if self.has_pooler:
@@ -203,7 +202,7 @@ class InferenceEncoder(tf.Module):
     """The encoder's outputs (see the class docstring).
 
     pooled_only: return pooled_output alone, the last layer computing only the [CLS] rows
-    (what a classifier reads; heads.build_classifier_model does the same).
+    (what a head on the pooled output reads; heads.pooled_head_model does the same).
     """
     rows, seq = tf.shape(input_word_ids)[0], tf.shape(input_word_ids)[1]
     packed = position_ids is not None
@@ -241,12 +240,9 @@ class InferenceEncoder(tf.Module):
 
 
 def _serving(kind: Optional[str]) -> Optional[str]:
-  """How InferenceModel computes the head `kind`: head_specs.POOLED_LOGITS for the classifier
-  and the registered heads that say so (logits from the pooled [CLS] output alone, one row per
-  sequence), else None (the encoder, the built-in per-position heads, or a registered head
-  served as its Keras model)."""
-  if kind == provenance.CLASSIFIER:
-    return head_specs.POOLED_LOGITS
+  """How InferenceModel computes the head `kind`: its HeadSpec.serving (one of
+  head_specs.SERVING_MODES), else None (the encoder, or a registered head served as its Keras
+  model)."""
   spec = head_specs.spec_of(kind)
   return spec.serving if spec is not None else None
 
@@ -266,11 +262,11 @@ def supports(model: keras.Model) -> bool:
 class InferenceModel(tf.Module):
   """A Keras model of ours as the inference graph, returning what the Keras model returns.
 
-  The model is an encoder (outputs sequence_output, pooled_output, encoder_outputs), a
-  classifier or a registered head served as head_specs.POOLED_LOGITS (logits [B, C], from the
-  pooled output), a span model (start_logits, end_logits [B, S]) or a tagger (logits
-  [B, S, C]); heads are read from the layers the model tier names (heads.CLASSIFIER_LAYER,
-  heads.SPAN_LAYER). Pretraining heads are not served this way.
+  The model is an encoder (outputs sequence_output, pooled_output, encoder_outputs) or a
+  registered head's model, computed as its HeadSpec.serving says: head_specs.POOLED_LOGITS
+  (logits [B, C], from the pooled output), POSITION_LOGITS (logits [B, S, C]) or
+  START_END_LOGITS (start_logits, end_logits [B, S]); the head's weights are read from its dense
+  layer (HeadSpec.weights.layer). Pretraining heads are not served this way.
 
   PER_EXAMPLE and per_position name the outputs with one row per example and those with one
   per position, which is what unpacking packed rows needs to know.
@@ -292,8 +288,10 @@ class InferenceModel(tf.Module):
     if self.kind == provenance.PRETRAINING:
       raise ValueError(f"{model.name}: a pretraining model's heads are not served by "
                        "InferenceModel; pass its encoder")
-    self.pooled = _serving(self.kind) == head_specs.POOLED_LOGITS
-    if head_specs.spec_of(self.kind) is not None and not self.pooled:
+    self.serving = _serving(self.kind)
+    self.pooled = self.serving == head_specs.POOLED_LOGITS
+    spec = head_specs.spec_of(self.kind)
+    if spec is not None and self.serving is None:
       raise ValueError(f"{model.name}: a {self.kind} head says no way to serve it here; serve "
                        "the Keras model (inference.supports is False for it)")
     self.encoder = InferenceEncoder(model, precision)
@@ -303,13 +301,8 @@ class InferenceModel(tf.Module):
       if unknown:
         raise ValueError(f"{model.name} has no output {', '.join(unknown)}")
       self.output_names = tuple(outputs)
-    if self.kind in provenance.OUTPUT_WEIGHTS_HEADS:
-      head = model.get_layer(heads.CLASSIFIER_LAYER)
-    elif self.kind == provenance.SQUAD:
-      head = model.get_layer(heads.SPAN_LAYER)
-    else:
-      head = None
-    if head is not None:
+    if spec is not None:
+      head = model.get_layer(spec.weights.layer)
       self.head_kernel, self.head_bias = head.kernel.value, head.bias.value
 
   @property
@@ -333,6 +326,6 @@ class InferenceModel(tf.Module):
       return {key: encoded[key] for key in self.output_names}
     logits = tf.einsum("bsh,hc->bsc", encoded["sequence_output"], self.head_kernel)
     logits = logits + self.head_bias
-    if self.kind == provenance.SQUAD:
+    if self.serving == head_specs.START_END_LOGITS:
       return dict(start_logits=logits[:, :, 0], end_logits=logits[:, :, 1])
     return dict(logits=logits)

@@ -56,34 +56,40 @@ OVERRIDE_FLAG = "--allow_tokenizer_mismatch"
 
 # === Head kinds ===
 # The heads a checkpoint can hold beside the encoder: the one table, HEAD_KINDS. The model tier
-# builds four itself (BUILT_IN_HEAD_KINDS); a task's own head is registered in one place,
-# bert_tf/task_heads.py (CONTRIBUTING.md, "Adding a task"), and joins the table the first time it
-# is read (registered_heads). tests/model/test_provenance.py fails when a head that
-# checkpoints, conversion or a task's run uses is missing here.
+# builds the encoder's own pretraining head itself (BUILT_IN_HEAD_KINDS); every fine-tuned head
+# is a task's, registered in one place, bert_tf/task_heads.py (CONTRIBUTING.md, "Adding a
+# task"), and joins the table the first time it is read (registered_heads).
+# tests/model/test_provenance.py fails when a head that checkpoints, conversion or a task's run
+# uses is missing here.
 
 
 @dataclasses.dataclass(frozen=True)
 class HeadKind:
   """A head kind: the Hugging Face class that holds it, the task_info task_names that mean it
   (before task_info.json recorded "head"), whether a fine-tuning command trains it, and whether
-  its weights are the original's root-scope output_weights / output_bias (Hugging Face's
-  classifier.*), which several kinds share: which one a checkpoint holds is then read from what
-  is recorded beside it, never guessed from the weights."""
+  its weights are the original's root-scope output_weights / output_bias, which several kinds
+  share (so do their Hugging Face names): which one a checkpoint holds is then read from what is
+  recorded beside it, never guessed from the weights.
+
+  labelled: its outputs are labels (task_info's "labels", Hugging Face's id2label / label2id).
+  regression: it may be a regression head of one output (task_info's "regression", Hugging
+    Face's problem_type).
+  default: the head of every task_name no head claims, and the one output_weights are when
+    nothing recorded says which (as the original's fine-tuning script wrote them); one head at
+    most says so."""
   hf_architecture: str
   task_names: Tuple[str, ...] = ()
   fine_tuned: bool = True
   output_weights: bool = False
+  labelled: bool = False
+  regression: bool = False
+  default: bool = False
 
 
-PRETRAINING, CLASSIFIER, SQUAD, TAGGER = "pretraining", "classifier", "squad", "tagger"
+PRETRAINING = "pretraining"
 BUILT_IN_HEAD_KINDS: Dict[str, HeadKind] = {
     PRETRAINING: HeadKind("BertForPreTraining", fine_tuned=False),
-    CLASSIFIER: HeadKind("BertForSequenceClassification", output_weights=True),
-    SQUAD: HeadKind("BertForQuestionAnswering", task_names=("squad",)),
-    TAGGER: HeadKind("BertForTokenClassification", task_names=("ner",), output_weights=True),
 }
-# A task_name no head claims is a classifier task's (the GLUE tasks, "generic", ...).
-DEFAULT_TASK_HEAD = CLASSIFIER
 # The class of an encoder without a head.
 ENCODER_ARCHITECTURE = "BertModel"
 
@@ -137,6 +143,8 @@ def _check_registered(specs: Sequence[Any]) -> None:
     if spec.facts.hf_architecture in architectures:
       taken.append(f"Hugging Face class {spec.facts.hf_architecture!r}")
     taken += [f"task_name {name!r}" for name in spec.facts.task_names if name in task_names]
+    if spec.facts.default and any(head.default for head in kinds.values()):
+      taken.append("default")
     if taken:
       raise ValueError(f"the registered head {spec.kind!r} (bert_tf/task_heads.py) takes the "
                        f"{', '.join(taken)} of another head")
@@ -179,6 +187,13 @@ _HF_HEADS = _Table(lambda: {architecture: kind
                             for kind, architecture in HF_ARCHITECTURES.items()})
 _TASK_HEADS = _Table(lambda: {name: kind for kind, head in HEAD_KINDS.items()
                               for name in head.task_names})
+
+
+def default_task_head() -> Optional[str]:
+  """The head of a task_name no head claims (HeadKind.default), None when no head says so."""
+  return next((kind for kind, head in HEAD_KINDS.items() if head.default), None)
+
+
 # The kinds a fine-tuning command trains, and those whose weights are output_weights /
 # output_bias (mappings kind -> HeadKind: `in` and iteration read their kinds).
 FINE_TUNED_HEADS: Mapping[str, HeadKind] = _Table(lambda: {
@@ -195,7 +210,7 @@ def head_of(info: Optional[Mapping[str, Any]]) -> Optional[str]:
   if "head" in info:
     return info["head"] if info["head"] in HEAD_KINDS else None
   if info.get("task_name"):
-    return _TASK_HEADS.get(info["task_name"], DEFAULT_TASK_HEAD)
+    return _TASK_HEADS.get(info["task_name"], default_task_head())
   return None
 
 
@@ -235,11 +250,11 @@ def hf_task_info(hf_config: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
     return {"head": None, "architecture": architecture}
   info: Dict[str, Any] = {"head": head}
   id2label = hf_config.get("id2label")
-  if head in (CLASSIFIER, TAGGER) and isinstance(id2label, dict):
+  if HEAD_KINDS[head].labelled and isinstance(id2label, dict):
     labels = [str(id2label[k]) for k in sorted(id2label, key=int)]
     if labels != [f"LABEL_{i}" for i in range(len(labels))]:
       info["labels"] = labels
-  if head == CLASSIFIER:
+  if HEAD_KINDS[head].regression:
     info["regression"] = hf_config.get("problem_type") == "regression"
     if info["regression"]:
       info.pop("labels", None)

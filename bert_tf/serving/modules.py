@@ -4,8 +4,8 @@ serving/pretrained.py builds an export of pretrained weights (its float32 models
 hands them here: plain_export wraps a model in a plain SavedModel's module, serving_exports
 makes the TF Serving models (preprocessor, encoder and text model) with their assets/ files and
 warm-up requests. A fine-tuned model's export (tf_serving.export_task_module) makes its one
-module here too (ClassifierModule; the question-answering and tagging modules are their task
-packages' serving_module.py).
+module with the model tier's head (a task's signature module is its package's
+serving_module.py).
 tf_serving.save_exports writes a list of Exports at one version and builds nothing. So an export
 runs one way: its entry point (saved_model.export_trained_model,
 saved_model.export_serving_models) stages the vocab, pretrained.py checks the settings and builds
@@ -39,7 +39,8 @@ _LENGTHS = tf.TensorSpec([None], tf.int32)
 _IDS = tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1)
 
 
-def _seq_length_vector(text: tf.Tensor, seq_length: int) -> tf.Tensor:
+def seq_length_vector(text: tf.Tensor, seq_length: int) -> tf.Tensor:
+  """[B] int32 filled with seq_length, one per text (the Packer's budget per row)."""
   return tf.fill(tf.shape(text, out_type=tf.int32)[:1], seq_length)
 
 
@@ -332,7 +333,7 @@ class PreprocessorModule(tf.Module):
 
   def _serve(self, text):
     return self.packer.pack(self.packer.tokenize(text), None,
-                            _seq_length_vector(text, self.seq_length), pad_to=self.seq_length)
+                            seq_length_vector(text, self.seq_length), pad_to=self.seq_length)
 
   def _preprocess(self, text, text_b, seq_length):
     return self.packer.pack(self.packer.tokenize(text), self.packer.tokenize(text_b), seq_length)
@@ -406,7 +407,7 @@ class TextModule(ReusableModule):
 
   def _pack(self, text):
     return self.packer.pack(self.packer.tokenize(text), None,
-                            _seq_length_vector(text, self.seq_length), pad_to=self.seq_length)
+                            seq_length_vector(text, self.seq_length), pad_to=self.seq_length)
 
   def _serve(self, text):
     return self._embed(self._pack_single(text))
@@ -427,7 +428,7 @@ class TextModule(ReusableModule):
   def _fill_mask(self, text):
     # M = the most [MASK]s in one row of the batch (after truncation), K = top_k.
     inputs = self.packer.pack(self.packer.tokenize_with_masks(text), None,
-                              _seq_length_vector(text, self.seq_length), pad_to=self.seq_length)
+                              seq_length_vector(text, self.seq_length), pad_to=self.seq_length)
     ids = inputs["input_word_ids"]
     is_mask = tf.equal(ids, self.packer.mask_id)
     all_positions = tf.broadcast_to(tf.range(tf.shape(ids)[1], dtype=tf.int32), tf.shape(ids))
@@ -447,90 +448,13 @@ class TextModule(ReusableModule):
 
   def _next_sentence(self, text, text_b):
     inputs = self.packer.pack(self.packer.tokenize(text), self.packer.tokenize(text_b),
-                              _seq_length_vector(text, self.seq_length), pad_to=self.seq_length)
+                              seq_length_vector(text, self.seq_length), pad_to=self.seq_length)
     no_positions = tf.zeros([tf.shape(text)[0], 0], tf.int32)
     logits = self.pretraining(self._pretraining_inputs(inputs, no_positions),
                               training=False)["next_sentence_logits"]
     probabilities = tf.nn.softmax(logits, axis=-1)
     return dict(probabilities=probabilities, is_next_probability=probabilities[:, 0])
 
-
-
-class ClassifierModule(ReusableModule):
-  """A fine-tuned classifier (or regressor) on raw text: tokenization, packing, the model.
-
-  __call__(inputs, training=False) for TF Hub: inputs is text [B] (single texts) or the dict
-    {"text": [B], "text_b": [B]} -> logits [B, C] float32 and probabilities [B, C]
-    (regression: logits [B, 1] and score [B]); with the model's variables, so
-    hub.KerasLayer(path, trainable=True) goes on fine-tuning it.
-
-  Signatures (B = batch, C = labels):
-    serving_default: text [B] (and text_b [B] when the task is a pair task) ->
-      classification: label [B] string, label_id [B] int32, probabilities [B, C] float32,
-      label_names [B, C] string (the label of each probability column; repeated per row,
-      because TF Serving's row format wants the batch first);
-      regression: score [B] float32.
-    classify: text, text_b [B] -> the same outputs; an empty text_b is a single segment (the
-      original's rule), so one signature serves single texts and pairs.
-  """
-
-  def __init__(self, packer: Packer, model: keras.Model, seq_length: int,
-               label_names: Optional[Sequence[str]], pair: bool):
-    super().__init__(name="bert_classifier")
-    self.packer = packer
-    self.model = model
-    self.seq_length = seq_length
-    self.regression = label_names is None
-    self.label_names = tf.constant(list(label_names or [""]), tf.string)
-    self.set_inference(model)
-    # Traced once and called by every entry point (tracing the packing is the slow part).
-    self._pack_texts = tf.function(self._pack, input_signature=[_STRINGS, _STRINGS],
-                                   autograph=False)
-    self.classify = tf.function(self._classify, input_signature=[_STRINGS, _STRINGS],
-                                autograph=False)
-    if pair:
-      self.serving_default = tf.function(self._classify, input_signature=[_STRINGS, _STRINGS],
-                                         autograph=False)
-    else:
-      self.serving_default = tf.function(self._serve_single, input_signature=[_STRINGS],
-                                         autograph=False)
-    self.signature_functions = {"serving_default": self.serving_default,
-                                "classify": self.classify}
-    self.make_reusable(model, self._call, [_STRINGS, dict(text=_STRINGS, text_b=_STRINGS)])
-
-  def _serve_single(self, text):
-    return self._classify(text, tf.fill(tf.shape(text), ""))
-
-  def _pack(self, text, text_b):
-    return self.packer.pack(self.packer.tokenize(text), self.packer.tokenize(text_b),
-                            _seq_length_vector(text, self.seq_length), pad_to=self.seq_length)
-
-  def _logits(self, text, text_b, training=False):
-    inputs = self._pack_texts(text, text_b)
-    inputs = {key: inputs[key] for key in ENCODER_INPUTS}
-    outputs = self.model(inputs, training=True) if training else self.infer(inputs)
-    return tf.cast(outputs["logits"], tf.float32)
-
-  def _call(self, inputs, training):
-    if isinstance(inputs, Mapping):
-      text, text_b = inputs["text"], inputs["text_b"]
-    else:
-      text, text_b = inputs, tf.fill(tf.shape(inputs), "")
-    logits = self._logits(text, text_b, training)
-    if self.regression:
-      return dict(logits=logits, score=logits[:, 0])
-    return dict(logits=logits, probabilities=tf.nn.softmax(logits, axis=-1))
-
-  def _classify(self, text, text_b):
-    logits = self._logits(text, text_b)
-    if self.regression:
-      return dict(score=logits[:, 0])
-    probabilities = tf.nn.softmax(logits, axis=-1)
-    label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
-    rows = tf.shape(logits)[0]
-    return dict(label=tf.gather(self.label_names, label_id), label_id=label_id,
-                probabilities=probabilities,
-                label_names=tf.tile(self.label_names[tf.newaxis], [rows, 1]))
 
 
 # === What an export writes ===

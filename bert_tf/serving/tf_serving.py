@@ -29,14 +29,14 @@ Every version directory holds the vocab as a SavedModel asset (assets/vocab.txt,
 graph's id -> token table), bert_config.json and data_metadata.json (when known) beside it in
 assets/, and warm-up requests in assets.extra/tf_serving_warmup_requests.
 
-Packing follows the original run_classifier.py: [CLS] A [SEP] for one text, [CLS] A [SEP] B [SEP]
-for two; a pair over the budget (seq_length - 3) loses tokens from the end of the longer segment
-one at a time (B when they tie), a single text keeps its first seq_length - 2 tokens. Invalid
-UTF-8 bytes are dropped (like the original's decode("utf-8", "ignore")), never an error.
+Packing follows the original's convert_single_example: [CLS] A [SEP] for one text,
+[CLS] A [SEP] B [SEP] for two; a pair over the budget (seq_length - 3) loses tokens from the end
+of the longer segment one at a time (B when they tie), a single text keeps its first
+seq_length - 2 tokens. Invalid UTF-8 bytes are dropped (like the original's decode("utf-8", "ignore")), never an error.
 
 serving/pretrained.py builds what an export of pretrained weights holds (pretraining_exports:
-these three models and the plain SavedModels of serving/saved_model.py) and serving/modules.py
-the fine-tuned tasks' modules; this module
+these three models and the plain SavedModels of serving/saved_model.py) and each task package
+its fine-tuned model's module (export_task_module); this module
 stages the vocab they carry and writes them: save_exports, the one writer of every export of the
 package, saves a list of modules.Export at one version.
 
@@ -62,8 +62,7 @@ from bert_tf import length_buckets as length_buckets_lib
 from bert_tf import record_schema
 from bert_tf.config import BertConfig
 from bert_tf.packing import Packer
-from bert_tf.serving.modules import (WARMUP_TEXTS, ClassifierModule, Export,
-                                     current_inference_options, text_inputs)
+from bert_tf.serving.modules import Export, current_inference_options
 from bert_tf.serving.pretrained import check_seq_length
 
 DEFAULT_SEQ_LENGTH = 128
@@ -260,46 +259,6 @@ def staged_vocab(vocab_file: str):
 
 
 # === Fine-tuned models ===
-
-
-def export_classifier_model(model, config: BertConfig, vocab_file: str, export_dir: str,
-                            label_names: Optional[Sequence[str]], pair: bool,
-                            do_lower_case: bool = True, seq_length: int = DEFAULT_SEQ_LENGTH,
-                            version: Optional[int] = None, model_name: str = "classifier",
-                            task_info: Optional[Mapping[str, Any]] = None,
-                            warmup: bool = True,
-                            length_buckets: Optional[str] = length_buckets_lib.AUTO) -> str:
-  """Writes a raw-text classifier SavedModel in TF Serving's layout (ClassifierModule).
-
-  Size: thirteen parameters, the export's settings as run_classifier's flags give them, one each.
-
-  Args:
-    model: the trained classifier (model.heads.build_classifier_model) in float32, built
-      outside any distribution strategy (so the SavedModel holds plain variables).
-    config: its BertConfig.
-    vocab_file: the vocab it was fine-tuned with (an asset of the export).
-    export_dir: the model base directory; the version goes to <export_dir>/<model_name>/<v>/.
-    label_names: the labels in id order; None for a regression model (one score).
-    pair: whether serving_default takes text_b (the task had a second text).
-    do_lower_case: the tokenizer's casing (as in fine-tuning).
-    seq_length: the packed length (the fine-tuning max_seq_length).
-    version: default one more than the largest already there.
-    model_name: the directory name under export_dir.
-    task_info: written as assets/task_info.json (labels, task, casing, vocab checksum).
-    warmup: write TF Serving warm-up requests.
-    length_buckets: as for saved_model.export_serving_models.
-
-  Returns:
-    The version directory written.
-  """
-  info = dict(kind="classifier", labels=None if label_names is None else list(label_names),
-              regression=label_names is None, pair=bool(pair))
-  return export_task_module(
-      lambda packer: ClassifierModule(packer, model, seq_length, label_names, pair), config,
-      vocab_file, export_dir, do_lower_case=do_lower_case, seq_length=seq_length,
-      version=version, model_name=model_name, info=info, task_info=task_info,
-      warmup_inputs=lambda name: text_inputs(WARMUP_TEXTS, pair=pair or name == "classify"),
-      warmup=warmup, length_buckets=length_buckets)
 
 
 def export_task_module(make_module: Callable[[Packer], tf.Module], config: BertConfig,

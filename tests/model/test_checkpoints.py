@@ -11,6 +11,8 @@ from bert_tf.model import checkpoints
 from bert_tf.model import conversion
 from bert_tf.model.encoder import build_encoder
 from bert_tf.model.heads import build_pretraining_model
+from bert_tf.tasks.squad import head as squad_head
+from bert_tf.tasks.classifier import head as classifier_head
 from tests import helpers
 from tests.helpers import (ODD_CONFIG, random_inputs, random_original_weights, ref_encoder,
                          ref_pretraining_heads)
@@ -240,10 +242,18 @@ def test_hf_safetensors_round_trip(tmp_path, prefix):
     np.testing.assert_array_equal(again[name], tensors[name])
 
 
+def _task_heads(num_labels):
+  """The classifier's (num_labels outputs) and the span head's weights under the original
+  names, with their shapes in ODD_CONFIG."""
+  h = ODD_CONFIG.hidden_size
+  return {**classifier_head.HEAD_WEIGHTS.original_shapes(h, num_labels),
+          **squad_head.HEAD_WEIGHTS.original_shapes(h, None)}
+
+
 def test_hf_name_table_both_ways_with_fine_tuning_heads_and_old_layer_norm_names():
   """One table gives both directions: every original name (fine-tuning heads included) goes to
   a Hugging Face name and back; older files' LayerNorm gamma/beta read as weight/bias."""
-  shapes = checkpoints.original_variable_shapes(ODD_CONFIG, num_labels=3, squad=True)
+  shapes = checkpoints.original_variable_shapes(ODD_CONFIG, head_shapes=_task_heads(3))
   rng = np.random.default_rng(41)
   weights = {name: rng.standard_normal(shape) for name, shape in shapes.items()}
   hf = checkpoints.original_to_hf(weights, tie_decoder=False)
@@ -390,11 +400,11 @@ def test_fine_tuned_tf1_checkpoint_heads_are_read_under_their_original_names(tmp
   rng = np.random.default_rng(60)
   h = ODD_CONFIG.hidden_size
   values = random_original_weights(ODD_CONFIG, rng, heads=False)
-  shapes = checkpoints.original_variable_shapes(ODD_CONFIG, heads=False, num_labels=3,
-                                                squad=True)
+  shapes = checkpoints.original_variable_shapes(ODD_CONFIG, heads=False,
+                                                head_shapes=_task_heads(3))
   assert shapes["output_weights"] == (3, h) and shapes["output_bias"] == (3,)
   assert shapes["cls/squad/output_weights"] == (2, h) and shapes["cls/squad/output_bias"] == (2,)
-  for name in checkpoints.CLASSIFIER_NAMES + checkpoints.SQUAD_NAMES:
+  for name in classifier_head.HEAD_WEIGHTS.original + squad_head.HEAD_WEIGHTS.original:
     values[name] = rng.normal(0, 0.2, shapes[name]).astype(np.float32)
   prefix = write_tf1_style_checkpoint(values, str(tmp_path / "model.ckpt-1234"),
                                       optimizer_slots=True)
@@ -410,8 +420,8 @@ def test_fine_tuned_tf1_checkpoint_heads_are_read_under_their_original_names(tmp
   # Into an encoder: every encoder weight is loaded, the heads are reported, not an error.
   encoder = build_encoder(ODD_CONFIG)
   report = checkpoints.load_weights(encoder, prefix, strict=True)
-  assert sorted(report.unexpected) == sorted(checkpoints.CLASSIFIER_NAMES
-                                             + checkpoints.SQUAD_NAMES)
+  assert sorted(report.unexpected) == sorted(classifier_head.HEAD_WEIGHTS.original
+                                             + squad_head.HEAD_WEIGHTS.original)
   assert not report.missing and not report.mismatched
   assert "global_step" in report.skipped
   got = checkpoints.get_original_weights(encoder)

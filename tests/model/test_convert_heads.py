@@ -30,6 +30,9 @@ from bert_tf.model.encoder import build_encoder
 from bert_tf.tasks.classifier import run as cr
 from bert_tf.tokenization import FullTokenizer
 from bert_tf.training import run_folder
+from bert_tf.tasks.tagging import head as tagging_head
+from bert_tf.tasks.squad import head as squad_head
+from bert_tf.tasks.classifier import head as classifier_head
 from tests import helpers
 
 VOCAB = os.path.join(helpers.TEST_DATA, "vocab_uncased.txt")
@@ -93,7 +96,7 @@ def classifier_run(tmp_path_factory):
 
 
 def build_classifier():
-  return heads.build_classifier_model(CONFIG, len(LABELS))
+  return classifier_head.build_classifier_model(CONFIG, len(LABELS))
 
 
 # === A fine-tuned classifier run, to every format and back ===
@@ -179,7 +182,9 @@ def test_classifier_run_to_the_originals_names(classifier_run, tmp_path, capsys)
   code, out = convert(capsys, f"--from={classifier_run}", f"--to={tf1}")
   assert code == 0, out
   shapes = dict(tf.train.list_variables(str(tf1)))
-  expected = checkpoints.original_variable_shapes(CONFIG, heads=False, num_labels=3)
+  expected = checkpoints.original_variable_shapes(
+      CONFIG, heads=False,
+      head_shapes=classifier_head.HEAD_WEIGHTS.original_shapes(CONFIG.hidden_size, 3))
   assert {k: tuple(v) for k, v in shapes.items()} == dict(expected)
   # Beside it, as beside the original's release checkpoints: the config and the run's vocab,
   # and the casing the run recorded.
@@ -215,11 +220,11 @@ def test_drop_head_converts_the_encoder_alone(classifier_run, tmp_path, capsys):
 @pytest.mark.slow
 def test_a_classifier_head_never_loads_into_a_tagger(classifier_run):
   """probe K14: the tagger's head has the classifier's names; what the run recorded decides."""
-  tagger = heads.build_tagger_model(CONFIG, len(LABELS))
-  before = tagger.get_layer(heads.TAGGER_LAYER).kernel.numpy()
+  tagger = tagging_head.build_tagger_model(CONFIG, len(LABELS))
+  before = tagger.get_layer(tagging_head.HEAD_LAYER).kernel.numpy()
   report = checkpoints.load_weights(tagger, classifier_run)
   assert sorted(report.missing) == ["output_bias", "output_weights"]
-  np.testing.assert_array_equal(tagger.get_layer(heads.TAGGER_LAYER).kernel.numpy(), before)
+  np.testing.assert_array_equal(tagger.get_layer(tagging_head.HEAD_LAYER).kernel.numpy(), before)
   encoder_names = [n for n in checkpoints.get_original_weights(tagger) if n.startswith("bert/")]
   assert sorted(report.loaded) == sorted(encoder_names)
 
@@ -253,7 +258,7 @@ def _tf1_dir(root, values, config, task_info=None, vocab=True):
 def test_tagger_converts_as_bert_for_token_classification(tmp_path, capsys):
   rng = np.random.default_rng(2)
   tags = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
-  tagger = heads.build_tagger_model(SMALL, len(tags))
+  tagger = tagging_head.build_tagger_model(SMALL, len(tags))
   values = _values_of(tagger, rng)
   assert "bert/pooler/dense/kernel" not in values  # the tagger has no pooler
   source = _tf1_dir(tmp_path / "ner_run", values, SMALL,
@@ -270,13 +275,13 @@ def test_tagger_converts_as_bert_for_token_classification(tmp_path, capsys):
   assert tensors["classifier.weight"].shape == (5, 16)
   batch = inputs(SMALL, rng, seq=6)
   expected = {k: np.asarray(v) for k, v in tagger(batch).items()}
-  build_tagger = lambda: heads.build_tagger_model(SMALL, len(tags))
+  build_tagger = lambda: tagging_head.build_tagger_model(SMALL, len(tags))
   assert_same_logits(logits_after_loading(build_tagger, str(hf_dir), batch), expected)
   # Without our task_info.json the folder is still a tagger's: config.json says so, and gives
   # the labels to --init_checkpoint (provenance.read_task_info, as run_ner reads them).
   os.remove(hf_dir / "task_info.json")
   assert provenance.read_task_info(str(hf_dir)) == {"head": "tagger", "labels": tags}
-  classifier = heads.build_classifier_model(SMALL, len(tags))
+  classifier = classifier_head.build_classifier_model(SMALL, len(tags))
   report = checkpoints.load_weights(classifier, str(hf_dir))
   assert {"output_weights", "output_bias"} <= set(report.missing)
   back = tmp_path / "back" / "model.keras"
@@ -291,7 +296,7 @@ def test_squad_head_converts_as_bert_for_question_answering(tmp_path, capsys):
   """An original run_squad checkpoint (it also holds the pretrained pooler, which the span model
   and Hugging Face's class do not have) to Hugging Face and back."""
   rng = np.random.default_rng(3)
-  span = heads.build_span_model(SMALL)
+  span = squad_head.build_span_model(SMALL)
   values = _values_of(span, rng)
   values["bert/pooler/dense/kernel"] = rng.standard_normal((16, 16)).astype(np.float32)
   values["bert/pooler/dense/bias"] = rng.standard_normal(16).astype(np.float32)
@@ -307,7 +312,7 @@ def test_squad_head_converts_as_bert_for_question_answering(tmp_path, capsys):
   assert "bert.pooler.dense.weight" not in tensors
   batch = inputs(SMALL, rng, seq=6)
   expected = {k: np.asarray(v) for k, v in span(batch).items()}
-  build_span = lambda: heads.build_span_model(SMALL)
+  build_span = lambda: squad_head.build_span_model(SMALL)
   assert_same_logits(logits_after_loading(build_span, str(hf_dir), batch), expected)
   tf1 = tmp_path / "back" / "model.ckpt"
   assert convert(capsys, f"--from={hf_dir}", f"--to={tf1}")[0] == 0
@@ -317,7 +322,7 @@ def test_squad_head_converts_as_bert_for_question_answering(tmp_path, capsys):
 
 def test_regression_head_is_a_one_output_classifier(tmp_path):
   rng = np.random.default_rng(4)
-  model = heads.build_classifier_model(SMALL, None)
+  model = classifier_head.build_classifier_model(SMALL, None)
   values = _values_of(model, rng)
   source = _tf1_dir(tmp_path / "stsb", values, SMALL,
                     dict(task_name="sts-b", labels=None, regression=True))
@@ -327,7 +332,7 @@ def test_regression_head_is_a_one_output_classifier(tmp_path):
   assert hf_config["problem_type"] == "regression"
   assert hf_config["id2label"] == {"0": "LABEL_0"}
   batch = inputs(SMALL, rng, seq=6)
-  build = lambda: heads.build_classifier_model(SMALL, None)
+  build = lambda: classifier_head.build_classifier_model(SMALL, None)
   assert_same_logits(logits_after_loading(build, target, batch),
                      {k: np.asarray(v) for k, v in model(batch).items()})
   assert checkpoints.hf_task_info(hf_config) == {"head": "classifier", "regression": True}
@@ -336,9 +341,9 @@ def test_regression_head_is_a_one_output_classifier(tmp_path):
 def test_the_task_names_are_the_runs():
   from bert_tf.tasks.squad import run as squad_run  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks.tagging import run as tagging_run  # pylint: disable=g-import-not-at-top
-  assert checkpoints.head_of_task_info({"task_name": squad_run.TASK_NAME}) == checkpoints.SQUAD
-  assert checkpoints.head_of_task_info({"task_name": tagging_run.TASK_NAME}) == checkpoints.TAGGER
-  assert checkpoints.head_of_task_info({"task_name": "mrpc"}) == checkpoints.CLASSIFIER
+  assert checkpoints.head_of_task_info({"task_name": squad_run.TASK_NAME}) == squad_head.SQUAD
+  assert checkpoints.head_of_task_info({"task_name": tagging_run.TASK_NAME}) == tagging_head.TAGGER
+  assert checkpoints.head_of_task_info({"task_name": "mrpc"}) == classifier_head.CLASSIFIER
   assert run_folder.TASK_INFO_FILE == checkpoints.TASK_INFO_FILE
 
 

@@ -19,6 +19,9 @@ from bert_tf.model import checkpoints
 from bert_tf.model import conversion
 from bert_tf.model import heads
 from bert_tf.tasks.tagging import run as tagging_run
+from bert_tf.tasks.tagging import head as tagging_head
+from bert_tf.tasks.squad import head as squad_head
+from bert_tf.tasks.classifier import head as classifier_head
 from tests import helpers
 
 SMALL = helpers.tiny_config(vocab_size=20, hidden_size=16, intermediate_size=8,
@@ -28,11 +31,11 @@ TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 CLASSES = ["austen", "bible", "linux"]
 # head -> (the model its run trains, what the run records in task_info.json)
 RUNS = {
-    "tagger": (lambda: heads.build_tagger_model(SMALL, len(TAGS)),
+    "tagger": (lambda: tagging_head.build_tagger_model(SMALL, len(TAGS)),
                dict(task_name="ner", labels=TAGS, tag_scheme="iob2", do_lower_case=True)),
-    "squad": (lambda: heads.build_span_model(SMALL),
+    "squad": (lambda: squad_head.build_span_model(SMALL),
               dict(task_name="squad", do_lower_case=True)),
-    "classifier": (lambda: heads.build_classifier_model(SMALL, len(CLASSES)),
+    "classifier": (lambda: classifier_head.build_classifier_model(SMALL, len(CLASSES)),
                    dict(task_name="generic", labels=CLASSES, regression=False,
                         do_lower_case=True)),
 }
@@ -152,7 +155,7 @@ def test_layout_gaps_name_the_pooler_of_sequence_models_in_the_tf1_layout():
     assert conversion.layout_gaps(model, SMALL, "hf") == [], head
     assert conversion.layout_gaps(model, SMALL, "keras") == [], head
   for model in (heads.build_pretraining_model(SMALL),
-                heads.build_classifier_model(SMALL, None)):
+                classifier_head.build_classifier_model(SMALL, None)):
     assert conversion.layout_gaps(model, SMALL, "tf1") == []
 
 
@@ -160,20 +163,20 @@ def test_a_tagger_checkpoint_builds_a_tagger(runs):
   """The tagger's layers have the classifier's names; its checkpoint has no pooler layer."""
   path = checkpoints.resolve_checkpoint(runs["tagger"][0])
   found = checkpoints.training_checkpoint_layers(path)
-  assert "pooler" not in found and heads.TAGGER_LAYER in found
+  assert "pooler" not in found and tagging_head.HEAD_LAYER in found
   model = checkpoints.build_model_like_checkpoint(path, SMALL, found)
-  assert checkpoints.model_head(model) == checkpoints.TAGGER
-  assert model.get_layer(heads.TAGGER_LAYER).kernel.shape == (16, len(TAGS))
+  assert checkpoints.model_head(model) == tagging_head.TAGGER
+  assert model.get_layer(tagging_head.HEAD_LAYER).kernel.shape == (16, len(TAGS))
   classifier_path = checkpoints.resolve_checkpoint(runs["classifier"][0])
   assert checkpoints.model_head(checkpoints.build_model_like_checkpoint(
-      classifier_path, SMALL)) == checkpoints.CLASSIFIER
+      classifier_path, SMALL)) == classifier_head.CLASSIFIER
 
 
 def test_a_classifier_initialized_from_a_tagger_run_gets_its_encoder(runs):
   """--init_checkpoint of a tagger run into a classifier: the encoder loads, the head and the
   pooler (which the run never had) keep their fresh values."""
   run_dir, values = runs["tagger"]
-  classifier = heads.build_classifier_model(SMALL, len(CLASSES))
+  classifier = classifier_head.build_classifier_model(SMALL, len(CLASSES))
   report = checkpoints.load_weights(classifier, run_dir)
   assert sorted(report.missing) == sorted(POOLER + ["output_bias", "output_weights"])
   got = checkpoints.get_original_weights(classifier)

@@ -6,6 +6,9 @@ import tensorflow as tf
 
 from bert_tf import row_packing
 from bert_tf.model import checkpoints, heads, inference, layers
+from bert_tf.tasks.tagging import head as tagging_head
+from bert_tf.tasks.squad import head as squad_head
+from bert_tf.tasks.classifier import head as classifier_head
 from tests import helpers
 
 CONFIG = helpers.ODD_CONFIG
@@ -25,7 +28,7 @@ def _inputs(rng, batch=4, seq=9):
 
 
 def test_encoder_matches_the_numpy_reference():
-  model, weights = _model(lambda: heads.build_classifier_model(CONFIG, 2))
+  model, weights = _model(lambda: classifier_head.build_classifier_model(CONFIG, 2))
   x = _inputs(np.random.default_rng(1))
   encoder = inference.InferenceEncoder(model)
   got = encoder(*[tf.constant(x[k]) for k in ("input_word_ids", "input_mask", "input_type_ids")],
@@ -42,10 +45,10 @@ def test_encoder_matches_the_numpy_reference():
 @pytest.mark.parametrize("kind", ["classifier", "span", "tagger", "regression"])
 def test_every_head_equals_the_keras_model(kind):
   builders = dict(
-      classifier=lambda: heads.build_classifier_model(CONFIG, 3),
-      regression=lambda: heads.build_classifier_model(CONFIG, None),
-      span=lambda: heads.build_span_model(CONFIG),
-      tagger=lambda: heads.build_tagger_model(CONFIG, 5))
+      classifier=lambda: classifier_head.build_classifier_model(CONFIG, 3),
+      regression=lambda: classifier_head.build_classifier_model(CONFIG, None),
+      span=lambda: squad_head.build_span_model(CONFIG),
+      tagger=lambda: tagging_head.build_tagger_model(CONFIG, 5))
   model, _ = _model(builders[kind])
   x = _inputs(np.random.default_rng(2))
   want = model({k: tf.constant(v) for k, v in x.items()}, training=False)
@@ -60,7 +63,7 @@ def test_every_head_equals_the_keras_model(kind):
 
 
 def test_packed_rows_give_each_example_its_own_outputs():
-  model, _ = _model(lambda: heads.build_tagger_model(CONFIG, 5))
+  model, _ = _model(lambda: tagging_head.build_tagger_model(CONFIG, 5))
   x = _inputs(np.random.default_rng(3), batch=5, seq=7)
   fast = inference.InferenceModel(model)
   packed = row_packing.pack_arrays(x, {}, 16)
@@ -76,7 +79,7 @@ def test_packed_rows_give_each_example_its_own_outputs():
 
 
 def test_bfloat16_stays_close_and_keeps_float32_outputs():
-  model, _ = _model(lambda: heads.build_classifier_model(CONFIG, 3))
+  model, _ = _model(lambda: classifier_head.build_classifier_model(CONFIG, 3))
   x = {k: tf.constant(v) for k, v in _inputs(np.random.default_rng(4)).items()}
   full = inference.InferenceModel(model)(x)["logits"].numpy()
   half = inference.InferenceModel(model, "bfloat16")(x)["logits"]
@@ -87,7 +90,7 @@ def test_bfloat16_stays_close_and_keeps_float32_outputs():
 
 
 def test_bad_settings_are_refused():
-  model, _ = _model(lambda: heads.build_classifier_model(CONFIG, 3))
+  model, _ = _model(lambda: classifier_head.build_classifier_model(CONFIG, 3))
   with pytest.raises(ValueError, match="precision must be one of float32, bfloat16"):
     inference.InferenceModel(model, "float16")
   with pytest.raises(ValueError, match="has no output sequence_output"):

@@ -11,6 +11,8 @@ import tensorflow as tf
 from bert_tf import row_packing
 from bert_tf.model import checkpoints
 from bert_tf.model import heads
+from bert_tf.tasks.tagging import head as tagging_head
+from bert_tf.tasks.classifier import head as classifier_head
 from tests import helpers
 
 CONFIG = helpers.tiny_config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
@@ -50,12 +52,13 @@ def _pair_models(build):
 
 @pytest.fixture(scope="module")
 def classifiers():
-  return _pair_models(lambda packed: heads.build_classifier_model(CONFIG, 3, packed=packed))
+  return _pair_models(
+      lambda packed: classifier_head.build_classifier_model(CONFIG, 3, packed=packed))
 
 
 @pytest.fixture(scope="module")
 def taggers():
-  return _pair_models(lambda packed: heads.build_tagger_model(CONFIG, 5, packed=packed))
+  return _pair_models(lambda packed: tagging_head.build_tagger_model(CONFIG, 5, packed=packed))
 
 
 # Lengths of the cases the issue names: pairs cut at max_seq_length (a full row, alone), rows
@@ -108,7 +111,7 @@ def test_training_pass_is_finite_with_fused_dropout():
   config = helpers.tiny_config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                                intermediate_size=37, max_position_embeddings=64,
                                hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
-  model = heads.build_classifier_model(config, 2, packed=True)
+  model = classifier_head.build_classifier_model(config, 2, packed=True)
   rows = _pack(_examples(CASES["mixed"]), rows=4)
   inputs = {k: tf.constant(rows[k]) for k in MODEL_INPUTS}
   with tf.GradientTape() as tape:

@@ -17,6 +17,9 @@ from bert_tf.model import conversion
 from bert_tf.model import head_specs
 from bert_tf.model import heads
 from bert_tf.model import provenance
+from bert_tf.tasks.tagging import head as tagging_head
+from bert_tf.tasks.squad import head as squad_head
+from bert_tf.tasks.classifier import head as classifier_head
 from tests import helpers
 
 SMALL = helpers.tiny_config(vocab_size=20, hidden_size=16, intermediate_size=8,
@@ -76,21 +79,28 @@ def test_the_registered_heads():
     assert module.startswith("bert_tf.tasks.") and module.count(".") == 3, module
     assert provenance.HEAD_KINDS[spec.kind] is spec.facts
     assert head_specs.spec_of(spec.kind) is spec
-  assert head_specs.spec_of(provenance.CLASSIFIER) is None
-  assert set(provenance.OUTPUT_WEIGHTS_HEADS) >= {provenance.CLASSIFIER, provenance.TAGGER}
-  assert provenance.SQUAD not in provenance.OUTPUT_WEIGHTS_HEADS
+  assert head_specs.spec_of(provenance.PRETRAINING) is None
+  assert set(provenance.OUTPUT_WEIGHTS_HEADS) >= {classifier_head.CLASSIFIER, tagging_head.TAGGER}
+  assert squad_head.SQUAD not in provenance.OUTPUT_WEIGHTS_HEADS
   assert provenance.PRETRAINING not in provenance.FINE_TUNED_HEADS
-  spec = specs[0]
+  assert provenance.default_task_head() == classifier_head.CLASSIFIER
+  spec = specs[-1]
   for facts, taken in ((provenance.HeadKind("BertForSequenceClassification"),
                         "Hugging Face class 'BertForSequenceClassification'"),
                        (provenance.HeadKind("BertForNew", task_names=("ner",)),
-                        "task_name 'ner'")):
+                        "task_name 'ner'"),
+                       (provenance.HeadKind("BertForNew", default=True), "default")):
     with pytest.raises(ValueError, match=f"takes the {taken} of another head"):
-      provenance._check_registered([head_specs.HeadSpec(  # pylint: disable=protected-access
-          "new", facts, spec.build, spec.recognise)])
+      provenance._check_registered(specs + (head_specs.HeadSpec(  # pylint: disable=protected-access
+          "new", facts, spec.weights, spec.build, spec.recognise),))
   with pytest.raises(ValueError, match="takes the kind 'squad'"):
+    provenance._check_registered(specs + (  # pylint: disable=protected-access
+        head_specs.HeadSpec(squad_head.SQUAD, spec.facts, spec.weights, spec.build,
+                            spec.recognise),))
+  with pytest.raises(ValueError, match="takes the kind 'pretraining'"):
     provenance._check_registered([  # pylint: disable=protected-access
-        head_specs.HeadSpec(provenance.SQUAD, spec.facts, spec.build, spec.recognise)])
+        head_specs.HeadSpec(provenance.PRETRAINING, spec.facts, spec.weights, spec.build,
+                            spec.recognise)])
 
 
 def test_the_registry_is_read_when_first_asked(monkeypatch):
@@ -108,7 +118,7 @@ def test_heads_of_task_infos():
   assert provenance.head_of({"head": "nonesuch", "task_name": "ner"}) is None
   assert provenance.head_of({"head": provenance.PRETRAINING}) == provenance.PRETRAINING
   assert provenance.fine_tuned_head({"head": provenance.PRETRAINING}) is None
-  assert provenance.head_of({"task_name": "mrpc"}) == provenance.CLASSIFIER
+  assert provenance.head_of({"task_name": "mrpc"}) == classifier_head.CLASSIFIER
   assert checkpoints.head_of_task_info is provenance.head_of
 
 

@@ -10,6 +10,9 @@ from bert_tf import length_buckets
 from bert_tf.model import heads
 from bert_tf.packing import Packer
 from bert_tf.serving import modules
+from bert_tf.tasks.classifier import serving_module as classifier_serving
+from bert_tf.tasks.squad import head as squad_head
+from bert_tf.tasks.classifier import head as classifier_head
 from tests import helpers
 
 VOCAB = os.path.join(helpers.TEST_DATA, "vocab_uncased.txt")
@@ -45,7 +48,7 @@ def test_a_request_is_padded_to_its_bucket_with_the_same_values():
 def test_windows_run_cut_and_come_back_at_full_length():
   config = helpers.tiny_config(max_position_embeddings=SEQ)
   tf.keras.utils.set_random_seed(2)
-  model = heads.build_span_model(config)
+  model = squad_head.build_span_model(config)
   rng = np.random.default_rng(0)
   lengths = np.array([5, 17, 3])
   mask = (np.arange(SEQ)[None, :] < lengths[:, None]).astype(np.int32)
@@ -74,7 +77,7 @@ def test_the_signatures_and_buckets_share_one_traced_model_without_dropout():
   config = helpers.tiny_config(max_position_embeddings=SEQ,
                                vocab_size=bucketed.tokenizer.vocab_size)
   tf.keras.utils.set_random_seed(4)
-  model = heads.build_classifier_model(config, 2)
+  model = classifier_head.build_classifier_model(config, 2)
   traced = []
   call = model.call
 
@@ -82,7 +85,7 @@ def test_the_signatures_and_buckets_share_one_traced_model_without_dropout():
     traced.append(bool(training))
     return call(inputs, training=training, **kwargs)
   model.call = counting_call
-  module = modules.ClassifierModule(bucketed, model, SEQ, ["no", "yes"], pair=True)
+  module = classifier_serving.ClassifierModule(bucketed, model, SEQ, ["no", "yes"], pair=True)
   # make_reusable traces __call__ with dropout at once, once per input structure; without
   # dropout every entry point runs ReusableModule.infer, the inference graph
   # (model/inference.py), which reads the weights and never calls the Keras model.

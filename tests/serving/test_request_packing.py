@@ -9,6 +9,9 @@ import tensorflow as tf
 from bert_tf import row_packing
 from bert_tf.model import checkpoints, heads, inference, layers
 from bert_tf.serving import modules, request_packing
+from bert_tf.tasks.tagging import head as tagging_head
+from bert_tf.tasks.squad import head as squad_head
+from bert_tf.tasks.classifier import head as classifier_head
 from tests import helpers
 
 _PLAN = tf.function(request_packing.plan_rows, reduce_retracing=True)
@@ -35,9 +38,9 @@ def test_row_counts_follow_the_ladder(needed, most):
 
 
 def _model(kind, config):
-  builders = dict(classifier=lambda: heads.build_classifier_model(config, 3),
-                  span=lambda: heads.build_span_model(config),
-                  tagger=lambda: heads.build_tagger_model(config, 4))
+  builders = dict(classifier=lambda: classifier_head.build_classifier_model(config, 3),
+                  span=lambda: squad_head.build_span_model(config),
+                  tagger=lambda: tagging_head.build_tagger_model(config, 4))
   with layers.dtype_policy("float32"):
     model = builders[kind]()
   checkpoints.set_original_weights(

@@ -18,9 +18,10 @@ import tensorflow as tf
 
 from bert_tf.model import checkpoints
 from bert_tf.model.encoder import ENCODER_INPUTS
-from bert_tf.model.heads import build_classifier_model
 from bert_tf.serving import tf_serving
 from bert_tf.serving.pretrained import float32_models
+from bert_tf.tasks.classifier import serving_module as classifier_serving
+from bert_tf.tasks.classifier import head as classifier_head
 
 from tests.helpers import REPO_ROOT
 from tests.serving.shared import CONFIG, SEQ_LENGTH, VOCAB
@@ -54,10 +55,10 @@ def hub_exports(exported, tmp_path_factory):
   weights = checkpoints.get_original_weights(pretraining)
   encoder, _ = float32_models(CONFIG, weights)
   keras.utils.set_random_seed(11)
-  classifier = build_classifier_model(CONFIG, len(LABEL_NAMES))
+  classifier = classifier_head.build_classifier_model(CONFIG, len(LABEL_NAMES))
   checkpoints.set_original_weights(classifier, weights, strict=False, source="test")
   work = tmp_path_factory.mktemp("tf_hub")
-  paths["classifier"] = tf_serving.export_classifier_model(
+  paths["classifier"] = classifier_serving.export_classifier_model(
       classifier, CONFIG, VOCAB, str(work / "export"), LABEL_NAMES, pair=True,
       seq_length=SEQ_LENGTH, warmup=False)
   return paths, encoder, classifier, tokenizer, work

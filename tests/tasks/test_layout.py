@@ -14,7 +14,9 @@ TASKS = os.path.join(REPO_ROOT, "bert_tf", "tasks")
 # The modules every task shares: the driver, its settings, where a run starts,
 # the original's pair truncation, the teacher of a distilled run, --seeds and --sweep.
 GENERIC = ("fine_tuning.py", "repeats.py", "common.py", "start.py", "pairs.py", "teaching.py")
-HEAD_KINDS = re.compile(r"provenance\.(CLASSIFIER|SQUAD|TAGGER|PRETRAINING)\b")
+# A head kind named in code: provenance's (the pretraining head) or a task's head module's.
+HEAD_KINDS = re.compile(
+    r"\b(?:provenance|\w+_head)\.(PRETRAINING|CLASSIFIER|SQUAD|TAGGER|MULTIPLE_CHOICE)\b")
 
 
 def _task_packages():
@@ -55,26 +57,32 @@ def test_a_task_imports_no_other_task():
 def test_the_checks_catch_a_task_named_or_reached():
   assert _task_of("bert_tf.tasks.squad.run") == "squad"
   assert _task_of("bert_tf.tasks.fine_tuning") is None
-  assert HEAD_KINDS.findall("exact_task=task.head != provenance.SQUAD") == ["SQUAD"]
+  assert HEAD_KINDS.findall("exact_task=task.head != squad_head.SQUAD") == ["SQUAD"]
+  assert HEAD_KINDS.findall("head == provenance.PRETRAINING") == ["PRETRAINING"]
   tree_imports = imports_of(os.path.join(TASKS, "squad", "run.py"))
   assert "bert_tf.tasks.squad.data" in [module for module, _, _ in tree_imports]
 
 
 def _words_of(spec, module):
   """What would name a registered head in another tier's source: its kind (as written with
-  underscores, hyphens or spaces), its Hugging Face class and its task package."""
+  underscores, hyphens or spaces), its Hugging Face class, its task package, its dense layer's
+  name and its weights' Hugging Face names."""
   kind = spec.kind.lower()
   return {kind, kind.replace("_", "-"), kind.replace("_", " "),
-          spec.facts.hf_architecture.lower(), module.split(".")[2]}
+          spec.facts.hf_architecture.lower(), module.split(".")[2], spec.weights.layer.lower(),
+          *(name.lower() for name in spec.weights.hf)}
 
 
 def test_the_model_and_serving_tiers_name_no_registered_head():
-  """A task's own head lives in its package and is named once, in bert_tf/task_heads.py: the
-  model and serving tiers name none beyond the heads they build in (pretraining, classifier,
-  span, tagger)."""
+  """Every fine-tuned head lives in its task's package and is named once, in
+  bert_tf/task_heads.py: the model and serving tiers name none (they build in only the
+  encoder's own pretraining head). The classifier, span (SQuAD), tagger and multiple-choice
+  heads are all registered, so each is checked here."""
+  assert {"classifier", "squad", "tagger", "multiple_choice"} <= {
+      spec.kind for spec in head_specs.registered()}
   words = {word: module for module, spec in zip(task_heads.HEAD_MODULES, head_specs.registered())
            for word in _words_of(spec, module)}
-  assert words
+  assert {"qa_outputs.weight", "squad_logits", "bertfortokenclassification"} <= set(words)
   for tier in ("model", "serving"):
     folder = os.path.join(REPO_ROOT, "bert_tf", tier)
     for name in sorted(os.listdir(folder)):

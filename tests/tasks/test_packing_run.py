@@ -23,6 +23,7 @@ from bert_tf.training import input_pipeline
 from bert_tf.training import packed_rows
 from bert_tf.training import record_files
 from bert_tf.training.errors import TrainingError
+from bert_tf.tasks.squad import head as squad_head
 from tests.tasks.classifier.test_run import CONFIG, source_settings
 
 NO_DROPOUT = dataclasses.replace(CONFIG, hidden_dropout_prob=0.0,
@@ -190,8 +191,8 @@ def test_packed_span_loss_is_the_unpacked_loss_with_padding_masked():
   from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks.squad import loss as squad  # pylint: disable=g-import-not-at-top
   from tests.model import test_packed_rows as tp  # pylint: disable=g-import-not-at-top
-  plain = heads.build_span_model(tp.CONFIG)
-  packed = heads.build_span_model(tp.CONFIG, packed=True)
+  plain = squad_head.build_span_model(tp.CONFIG)
+  packed = squad_head.build_span_model(tp.CONFIG, packed=True)
   checkpoints.set_original_weights(packed, checkpoints.get_original_weights(plain), "plain")
   lengths = [12, 32, 5, 20, 9, 1]
   features = tp._examples(lengths, seed=4)
@@ -234,7 +235,7 @@ def test_packed_squad_predictions_equal_unpacked(tmp_path):
   from tests.tasks.squad import test_run as sq  # pylint: disable=g-import-not-at-top
   keras.utils.set_random_seed(3)
   weights = str(tmp_path / "span.keras")  # a span model's weights (random: any will do)
-  heads.build_span_model(sq.CONFIG).save(weights)
+  squad_head.build_span_model(sq.CONFIG).save(weights)
   answers = {}
   for mode in ("none", "exact"):
     squad_run.run_squad(sq.CONFIG, sq.squad_settings(

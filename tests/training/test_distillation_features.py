@@ -16,6 +16,8 @@ from bert_tf.model import heads
 from bert_tf.tasks.classifier import loss as classifier
 from bert_tf.training.distillation import features
 from bert_tf.training.distillation import intermediate
+from bert_tf.tasks.tagging import head as tagging_head
+from bert_tf.tasks.classifier import head as classifier_head
 from tests.helpers import tiny_config
 from tests.training.test_distillation import (B, INPUT_MASK, REAL, S, _log_softmax, _normal,
                                               _relation_kl_reference)
@@ -80,7 +82,7 @@ def test_feature_model_exposes_every_position_of_the_layers_and_the_last_qkv():
   that layer at every position, equal to the encoder's, and the last layer's q, k, v; the
   classifier's own outputs are unchanged and the weights are shared, not copied."""
   tf.keras.utils.set_random_seed(1)
-  model = heads.build_classifier_model(STUDENT, 3)
+  model = classifier_head.build_classifier_model(STUDENT, 3)
   plain = encoder.build_encoder(STUDENT)
   checkpoints.set_original_weights(plain, checkpoints.get_original_weights(model))
   view = features.feature_model(model, [1, 2], qkv=True)
@@ -169,7 +171,7 @@ def _packed_pair(model_fn, config, seed):
 def test_packed_rows_give_the_unpacked_intermediate_losses():
   """Three examples (lengths 5, 3, 2), one a row, or packed two rows (the second holding two
   examples): each intermediate loss over the real positions is the same, projection included."""
-  classifier_model = lambda config, packed: heads.build_classifier_model(config, 3,
+  classifier_model = lambda config, packed: classifier_head.build_classifier_model(config, 3,
                                                                          packed=packed)
   student, student_packed = _packed_pair(classifier_model, STUDENT, 2)
   teacher, teacher_packed = _packed_pair(classifier_model, TEACHER, 3)
@@ -212,11 +214,11 @@ def test_packed_rows_give_the_unpacked_intermediate_losses():
 
 
 def test_a_projection_is_built_only_when_the_widths_differ():
-  model = heads.build_tagger_model(TEACHER, 4)
+  model = tagging_head.build_tagger_model(TEACHER, 4)
   same = features.plan(_settings(distill_hidden_weight=1.0), TEACHER, TEACHER)
   view, holder = features.student_step_model(same, 0.02)(model)
   assert holder is None and len(view.trainable_variables) == len(model.trainable_variables)
-  small = heads.build_tagger_model(STUDENT, 4)
+  small = tagging_head.build_tagger_model(STUDENT, 4)
   wider = features.plan(_settings(distill_hidden_weight=1.0, distill_layer_map="2:3"), STUDENT,
                         TEACHER)
   view, holder = features.student_step_model(wider, 0.02)(small)

@@ -15,6 +15,8 @@ from bert_tf.model import conversion
 from bert_tf.model import heads
 from bert_tf.model import provenance
 from bert_tf.training.distillation import teacher as teacher_lib
+from bert_tf.tasks.tagging import head as tagging_head
+from bert_tf.tasks.classifier import head as classifier_head
 from tests import helpers
 
 LABELS = ["contradiction", "entailment", "neutral"]
@@ -29,12 +31,12 @@ def _vocab(tmp_path, name="vocab.txt", extra=()):
   return path
 
 
-def _info(head=provenance.CLASSIFIER, labels=LABELS, vocab_md5=helpers.TINY_VOCAB_MD5,
+def _info(head=classifier_head.CLASSIFIER, labels=LABELS, vocab_md5=helpers.TINY_VOCAB_MD5,
           **changes):
-  info = dict(task_name="mnli" if head == provenance.CLASSIFIER else head, head=head,
+  info = dict(task_name="mnli" if head == classifier_head.CLASSIFIER else head, head=head,
               labels=labels, regression=False, do_lower_case=True, vocab_md5=vocab_md5,
               max_seq_length=16)
-  if head != provenance.CLASSIFIER:
+  if head != classifier_head.CLASSIFIER:
     info.pop("regression")
   info.update(changes)
   return {k: v for k, v in info.items() if v is not None}
@@ -137,7 +139,7 @@ def test_the_vocab_beside_the_teacher_counts_when_task_info_has_no_md5(tmp_path)
 
 def test_a_teacher_of_another_task_is_refused(tmp_path):
   vocab = _vocab(tmp_path)
-  tagger = _run_folder(tmp_path, "tagger", vocab, head=provenance.TAGGER, labels=["O", "B-X"])
+  tagger = _run_folder(tmp_path, "tagger", vocab, head=tagging_head.TAGGER, labels=["O", "B-X"])
   assert _problems(tagger, _student(tmp_path, vocab)) == [
       f"--teacher={tagger} has a tagger head but the student a classifier head (teacher: "
       f"{tagger}/task_info.json; student: {tmp_path}/student/task_info.json)"]
@@ -178,8 +180,8 @@ def _hf_folder(tmp_path, name, head, labels, do_lower_case=True):
   """A Hugging Face model folder as convert_checkpoint writes it (task_info.json removed, as a
   downloaded folder has none)."""
   config = helpers.tiny_config(hidden_size=16, intermediate_size=24)
-  model = (heads.build_classifier_model(config, len(labels)) if head == provenance.CLASSIFIER
-           else None)
+  model = (classifier_head.build_classifier_model(config, len(labels))
+           if head == classifier_head.CLASSIFIER else None)
   if model is None:
     from bert_tf.model import encoder  # pylint: disable=g-import-not-at-top
     model = encoder.build_encoder(config)
@@ -198,7 +200,7 @@ def _hf_folder(tmp_path, name, head, labels, do_lower_case=True):
 def test_hugging_face_teachers(tmp_path):
   student = _student(tmp_path, _vocab(tmp_path))
   swapped = list(reversed(LABELS))
-  teacher = _hf_folder(tmp_path, "hf_teacher", provenance.CLASSIFIER, swapped,
+  teacher = _hf_folder(tmp_path, "hf_teacher", classifier_head.CLASSIFIER, swapped,
                        do_lower_case=False)
   record = teacher_lib.read_record(teacher)
   assert (record.head, record.labels, record.do_lower_case, record.vocab_md5,

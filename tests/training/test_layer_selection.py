@@ -8,6 +8,7 @@ from bert_tf.model import heads
 from bert_tf.training import layer_selection
 from bert_tf.training import loop
 from bert_tf.training.errors import TrainingError
+from bert_tf.tasks.classifier import head as classifier_head
 from tests.helpers import random_original_weights, tiny_config
 
 
@@ -45,7 +46,7 @@ def test_a_two_layer_model_takes_the_chosen_layers_of_a_four_layer_checkpoint(
   deep = tiny_config(num_hidden_layers=4)
   values = random_original_weights(deep, np.random.default_rng(0))
   path = checkpoints.write_tf1_checkpoint(values, str(tmp_path / "model.ckpt"))
-  model = heads.build_classifier_model(tiny_config(num_hidden_layers=2), 3)
+  model = classifier_head.build_classifier_model(tiny_config(num_hidden_layers=2), 3)
   restored = loop.load_init_checkpoint(model, path, init_layers)
   loaded = checkpoints.get_original_weights(model)
   for mine, theirs in enumerate(expected):
@@ -60,7 +61,7 @@ def test_a_two_layer_model_takes_the_chosen_layers_of_a_four_layer_checkpoint(
 def test_an_init_layers_list_that_does_not_fit_is_a_training_error(tmp_path):
   values = random_original_weights(tiny_config(num_hidden_layers=4), np.random.default_rng(0))
   path = checkpoints.write_tf1_checkpoint(values, str(tmp_path / "model.ckpt"))
-  model = heads.build_classifier_model(tiny_config(num_hidden_layers=2), 3)
+  model = classifier_head.build_classifier_model(tiny_config(num_hidden_layers=2), 3)
   with pytest.raises(TrainingError, match="--init_layers=0,1,2: the model has 2 layers and the "
                      "checkpoint 4"):
     loop.load_init_checkpoint(model, path, "0,1,2")

@@ -14,6 +14,9 @@ from bert_tf.training import evaluation, loop
 from bert_tf.training import bucketing
 from bert_tf.training import input_pipeline
 from bert_tf.training import record_files
+from bert_tf.tasks.tagging import head as tagging_head
+from bert_tf.tasks.squad import head as squad_head
+from bert_tf.tasks.classifier import head as classifier_head
 from tests import helpers
 
 SEQ = 64
@@ -336,9 +339,9 @@ TASK = loop.Task(model_inputs=lambda batch: {k: batch[k] for k in
 @pytest.mark.parametrize("task", ["classifier", "span", "tagger"])
 def test_outputs_with_length_buckets_equal_those_at_full_padding(tmp_path, task):
   config = helpers.tiny_config(max_position_embeddings=SEQ)
-  build = {"classifier": lambda: heads.build_classifier_model(config, 3),
-           "span": lambda: heads.build_span_model(config),
-           "tagger": lambda: heads.build_tagger_model(config, 5)}[task]
+  build = {"classifier": lambda: classifier_head.build_classifier_model(config, 3),
+           "span": lambda: squad_head.build_span_model(config),
+           "tagger": lambda: tagging_head.build_tagger_model(config, 5)}[task]
   lengths = _lengths(27)
   path = str(tmp_path / "r.tfrecord")
   spec = _write_records(path, lengths)
@@ -389,7 +392,7 @@ def test_training_on_cut_batches_traces_once_and_gives_the_full_length_updates(
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     tf.keras.utils.set_random_seed(5)
     with strategy.scope():
-      model = heads.build_classifier_model(config, 64)
+      model = classifier_head.build_classifier_model(config, 64)
       optimizer = optimization.create_optimizer("adamw", 1e-3, 8, 1)
       optimizer.build(model.trainable_variables)
     trainer = loop.Trainer(strategy, model, optimizer, classifier.TASK, 8,

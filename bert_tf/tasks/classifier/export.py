@@ -2,7 +2,7 @@
 
 `export_classifier(model, config, settings, info, version)` writes
 <output_dir>/export/classifier/<version>/ (TF Serving's layout) with
-`bert_tf.serving.tf_serving.export_classifier_model`: texts (and pairs) in; labels,
+`serving_module.export_classifier_model`: texts (and pairs) in; labels,
 probabilities and logits out, with the run's labels, casing, max_seq_length and length buckets.
 The command hands EXPORTER (a model.exporting.Exporter) to the run (tasks.fine_tuning.run).
 """
@@ -16,8 +16,8 @@ from bert_tf import io
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.model import exporting
-from bert_tf.model import heads
-from bert_tf.serving import tf_serving
+from bert_tf.tasks.classifier import head as classifier_head
+from bert_tf.tasks.classifier import serving_module
 
 MODEL_NAME = "classifier"
 
@@ -40,9 +40,9 @@ def export_classifier(model: keras.Model, config: BertConfig, settings: Any,
     The version directory written.
   """
   labels = info["labels"]
-  float_model = checkpoints.float32_copy(model, lambda: heads.build_classifier_model(
+  float_model = checkpoints.float32_copy(model, lambda: classifier_head.build_classifier_model(
       config, None if labels is None else len(labels)))
-  path = tf_serving.export_classifier_model(
+  path = serving_module.export_classifier_model(
       float_model, config, settings.vocab_file,
       export_dir or io.join(settings.output_dir, exporting.EXPORT_DIR), labels, info["pair"],
       do_lower_case=settings.do_lower_case, seq_length=settings.max_seq_length,

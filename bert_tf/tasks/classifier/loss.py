@@ -1,11 +1,12 @@
 """Classification as a task of the generic loop: the original run_classifier.py's loss and sums.
 
-`build_classifier_model(config, num_labels)` (in model/heads.py, so that checkpoints of every
-task are read by one reader) is the original's create_model: the encoder's pooled
-output, dropout (the config's hidden_dropout_prob, 0.1 for the released models), and one dense
-layer to the label logits. The dense layer is named "classifier", which the checkpoint name table
-maps to the original's root-scope `output_weights` [num_labels, H] and `output_bias`, so a
-classifier fine-tuned with the original loads here and ours converts to the original's names.
+`head.build_classifier_model(config, num_labels)` (registered with the model tier, so that
+checkpoints of every task are read by one reader) is the original's create_model: the encoder's
+pooled output, dropout (the config's hidden_dropout_prob, 0.1 for the released models), and one
+dense layer to the label logits. The dense layer is named "classifier", which the head's
+registration maps to the original's root-scope `output_weights` [num_labels, H] and
+`output_bias`, so a classifier fine-tuned with the original loads here and ours converts to the
+original's names.
 `num_labels=None` is a regression head (one output, mean squared error), for STS-B.
 
 `TASK` / `REGRESSION_TASK` plug the loss and metrics into the generic loop (training.loop):

@@ -41,13 +41,12 @@ import tensorflow as tf
 
 from bert_tf import io
 from bert_tf.config import BertConfig
-from bert_tf.model import heads
-from bert_tf.model import provenance
 from bert_tf.tasks import common
 from bert_tf.tasks import fine_tuning
 from bert_tf.tasks import repeats
 from bert_tf.tasks import start as start_lib
 from bert_tf.tasks.classifier import data as classifier_data
+from bert_tf.tasks.classifier import head as classifier_head
 from bert_tf.tasks.classifier import loss as classifier
 from bert_tf.tasks.classifier import processors as classifier_processors
 from bert_tf.training import evaluation
@@ -208,7 +207,7 @@ def _label_list(processor, settings: ClassifierSettings,
       how = None  # refused by starting_head, naming the flags that give them
   else:
     how = None  # the fine-tuned model's
-  return start_lib.starting_head(settings, start, provenance.CLASSIFIER, labels, how,
+  return start_lib.starting_head(settings, start, classifier_head.CLASSIFIER, labels, how,
                                  "--label_list", settings.label_list_file)
 
 
@@ -232,7 +231,7 @@ def _read(settings: ClassifierSettings, start: start_lib.Start,
   info = dict(task_name=settings.task_name.lower(), labels=label_list,
               regression=label_list is None, pair=data["pair"],
               do_lower_case=bool(settings.do_lower_case), vocab_md5=vocab_md5,
-              max_seq_length=settings.max_seq_length, head=provenance.CLASSIFIER)
+              max_seq_length=settings.max_seq_length, head=classifier_head.CLASSIFIER)
   outputs = [f"{kind}{suffix}{ext}" for suffix in ("", MISMATCHED) for kind, ext in (
       ("train", ".tf_record"), ("eval", ".tf_record"), ("predict", ".tf_record"),
       ("eval_results", ".txt"), ("test_results", ".tsv"), ("test_predictions", ".tsv"))]
@@ -330,7 +329,7 @@ def _train_records(state: fine_tuning.RunState, path: str) -> fine_tuning.Traini
 
 def _build_model(config: BertConfig, inputs: fine_tuning.TaskInputs, packed: bool = False):
   labels = inputs.data["labels"]
-  return heads.build_classifier_model(config, None if labels is None else len(labels),
+  return classifier_head.build_classifier_model(config, None if labels is None else len(labels),
                                       packed=packed)
 
 
@@ -434,7 +433,8 @@ def _predict_set(state: fine_tuning.RunState, examples, suffix: str) -> str:
 
 
 TASK = fine_tuning.FineTuningTask(
-    program="run_classifier", head=provenance.CLASSIFIER, head_layer=heads.CLASSIFIER_LAYER,
+    program="run_classifier", head=classifier_head.CLASSIFIER,
+    head_layer=classifier_head.HEAD_LAYER,
     head_name="classifier head (output_weights/output_bias)",
     untrained=("evaluating or predicting it would give random results "
                "(google-research/bert#1037). Add --do_train, or point --init_checkpoint at a "

@@ -5,9 +5,9 @@ The paper's multiple-choice head (SWAG, section 4.4; Hugging Face's BertForMulti
 choice is its own sequence through the encoder, its pooled [CLS] output, dropout and a dense
 layer to one score; the task takes the softmax over an example's choices (loss.py).
 
-Its dense layer has the classifier's name (heads.CLASSIFIER_LAYER), so its weights are the
-original's output_weights [1, H] / output_bias (run_classifier.py's convention with one output)
-and Hugging Face's classifier.weight [1, H] / classifier.bias in every format; its dropout's name
+Its dense layer has the classifier's name ("classifier"), so its weights are the original's
+output_weights [1, H] / output_bias (run_classifier.py's convention with one output) and Hugging
+Face's classifier.weight [1, H] / classifier.bias in every format (HEAD_WEIGHTS); its dropout's name
 tells the model from a one-output (regression) classifier (HEAD_SPEC.recognise), and what is
 recorded beside a checkpoint (task_info.json's "head", config.json's architectures) tells its
 weights from a classifier's.
@@ -28,8 +28,10 @@ from bert_tf.model import provenance
 
 # The head kind (task_info.json's "head" and task_name).
 MULTIPLE_CHOICE = "multiple_choice"
-HEAD_LAYER = heads.CLASSIFIER_LAYER
+HEAD_LAYER = "classifier"
 DROPOUT = "multiple_choice_dropout"
+HEAD_WEIGHTS = head_specs.HeadWeights(HEAD_LAYER, ("output_weights", "output_bias"),
+                                      ("classifier.weight", "classifier.bias"))
 
 
 def build_multiple_choice_model(config: BertConfig, name: str = "bert_multiple_choice",
@@ -46,7 +48,7 @@ def build_multiple_choice_model(config: BertConfig, name: str = "bert_multiple_c
     A functional keras.Model: inputs input_word_ids, input_mask, input_type_ids (int32 [N, S],
     one row per choice: an example of C choices is C rows); output {"logits": float32 [N, 1]}.
   """
-  return heads.pooled_head_model(config, 1, DROPOUT, name, packed)
+  return heads.pooled_head_model(config, 1, HEAD_LAYER, DROPOUT, name, packed)
 
 
 def _check_weights(values: Mapping[str, np.ndarray]) -> Optional[str]:
@@ -60,6 +62,7 @@ HEAD_SPEC = head_specs.HeadSpec(
     kind=MULTIPLE_CHOICE,
     facts=provenance.HeadKind("BertForMultipleChoice", task_names=(MULTIPLE_CHOICE,),
                               output_weights=True),
+    weights=HEAD_WEIGHTS,
     build=lambda config, outputs: build_multiple_choice_model(config),
     recognise=lambda model: DROPOUT in {layer.name for layer in model.layers},
     check_weights=_check_weights,

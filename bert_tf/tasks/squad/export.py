@@ -18,7 +18,7 @@ from bert_tf import io
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.model import exporting
-from bert_tf.model import heads
+from bert_tf.tasks.squad import head as squad_head
 from bert_tf.tasks.squad import serving_module as squad_module
 from bert_tf.tasks.squad import metrics as squad_metrics
 
@@ -63,7 +63,7 @@ def export_squad(model: keras.Model, config: BertConfig, settings: Any,
   Returns:
     The version directory written.
   """
-  float_model = checkpoints.float32_copy(model, lambda: heads.build_span_model(config))
+  float_model = checkpoints.float32_copy(model, lambda: squad_head.build_span_model(config))
   path = squad_module.export_squad_model(
       float_model, config, settings.vocab_file,
       export_dir or io.join(settings.output_dir, exporting.EXPORT_DIR),

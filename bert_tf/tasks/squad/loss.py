@@ -1,6 +1,6 @@
 """SQuAD's loss as a task of the generic loop: the original run_squad.py's span loss and sums.
 
-The model is heads.build_span_model (the head's dense layer, "squad_logits", is the original's
+The model is head.build_span_model (the head's dense layer, "squad_logits", is the original's
 cls/squad/output_weights [2, H] and output_bias in the checkpoint name table). The original's
 loss (run_squad.py:model_fn): for the start and the end separately, the mean over the batch of
 -log softmax(logits over all S positions)[gold position]; the total is their average. Here it is

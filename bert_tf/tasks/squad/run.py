@@ -42,13 +42,12 @@ import tensorflow as tf
 
 from bert_tf import io
 from bert_tf.config import BertConfig
-from bert_tf.model import heads
-from bert_tf.model import provenance
 from bert_tf.tasks import common
 from bert_tf.tasks import fine_tuning
 from bert_tf.tasks import start as start_lib
 from bert_tf.tasks.squad import answers as squad_answers
 from bert_tf.tasks.squad import data as squad_data
+from bert_tf.tasks.squad import head as squad_head
 from bert_tf.tasks.squad import loss as squad
 from bert_tf.tasks.squad import metrics as squad_metrics
 from bert_tf.training import run_folder
@@ -132,9 +131,9 @@ def has_answers(articles: List[Dict[str, Any]]) -> bool:
 
 def _read(settings: SquadSettings, start: start_lib.Start,
           vocab_md5: str) -> fine_tuning.TaskInputs:
-  head = start_lib.starting_head(settings, start, provenance.SQUAD, None, "explicit", "",
+  head = start_lib.starting_head(settings, start, squad_head.SQUAD, None, "explicit", "",
                                   labelled=False)
-  info = dict(task_name=TASK_NAME, head=provenance.SQUAD,
+  info = dict(task_name=TASK_NAME, head=squad_head.SQUAD,
               version_2_with_negative=settings.version_2_with_negative,
               do_lower_case=bool(settings.do_lower_case), vocab_md5=vocab_md5,
               max_seq_length=settings.max_seq_length, doc_stride=settings.doc_stride,
@@ -332,12 +331,12 @@ def write_outputs(examples, eval_features, results, settings: SquadSettings,
 
 
 TASK = fine_tuning.FineTuningTask(
-    program="run_squad", head=provenance.SQUAD, head_layer=heads.SPAN_LAYER,
+    program="run_squad", head=squad_head.SQUAD, head_layer=squad_head.HEAD_LAYER,
     head_name="SQuAD head (cls/squad/output_weights, output_bias)",
     untrained=("predicting with it would give random answers. Add --do_train, or point "
                "--init_checkpoint at a model fine-tuned on SQuAD"),
     read=_read, train_records=_train_records,
-    build_model=lambda config, inputs, packed=False: heads.build_span_model(
+    build_model=lambda config, inputs, packed=False: squad_head.build_span_model(
         config, packed=packed),
     loss=lambda inputs: squad.TASK, record_spec=_record_spec, evaluate=_evaluate,
     export_info=_export_info,

@@ -483,7 +483,7 @@ def export_squad_model(model: keras.Model, config: BertConfig, vocab_file: str, 
   """Writes a raw-text question-answering SavedModel in TF Serving's layout.
 
   Args:
-    model: the trained span model (model.heads.build_span_model) in float32, built outside any
+    model: the trained span model (head.build_span_model) in float32, built outside any
       distribution strategy.
     config: its BertConfig.
     vocab_file: the vocab it was fine-tuned with (an asset of the export).

@@ -14,7 +14,7 @@ from bert_tf import io
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.model import exporting
-from bert_tf.model import heads
+from bert_tf.tasks.tagging import head as tagging_head
 from bert_tf.tasks.tagging import serving_module as tagger_module
 
 MODEL_NAME = "ner"
@@ -38,7 +38,7 @@ def export_tagger(model: keras.Model, config: BertConfig, settings: Any,
   """
   labels = list(info["labels"])
   float_model = checkpoints.float32_copy(
-      model, lambda: heads.build_tagger_model(config, len(labels)))
+      model, lambda: tagging_head.build_tagger_model(config, len(labels)))
   path = tagger_module.export_tagger_model(
       float_model, config, settings.vocab_file,
       export_dir or io.join(settings.output_dir, exporting.EXPORT_DIR), labels,

@@ -1,6 +1,6 @@
 """Token classification's loss as a task of the generic loop: the tagger's loss and sums.
 
-The model is heads.build_tagger_model (dropout and a dense layer on every position's final
+The model is head.build_tagger_model (dropout and a dense layer on every position's final
 hidden state). The loss is Hugging Face's BertForTokenClassification loss and the usual BERT NER
 recipe: the mean cross-entropy over the labelled positions of the batch (each word's first
 piece, label_mask 1). The mean is over the global batch: the loop all-reduces the count of

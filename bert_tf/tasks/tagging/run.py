@@ -34,12 +34,11 @@ import tensorflow as tf
 
 from bert_tf import io
 from bert_tf.config import BertConfig
-from bert_tf.model import heads
-from bert_tf.model import provenance
 from bert_tf.tasks import common
 from bert_tf.tasks import fine_tuning
 from bert_tf.tasks import start as start_lib
 from bert_tf.tasks.tagging import data as tagging_data
+from bert_tf.tasks.tagging import head as tagging_head
 from bert_tf.tasks.tagging import loss as tagging
 from bert_tf.tasks.tagging import metrics as tagging_metrics
 from bert_tf.training import evaluation
@@ -147,7 +146,7 @@ def _read(settings: NerSettings, start: start_lib.Start,
   info = dict(task_name=TASK_NAME, labels=labels, tag_scheme=scheme,
               document_context=bool(settings.document_context),
               do_lower_case=bool(settings.do_lower_case), vocab_md5=vocab_md5,
-              max_seq_length=settings.max_seq_length, head=provenance.TAGGER)
+              max_seq_length=settings.max_seq_length, head=tagging_head.TAGGER)
   return fine_tuning.TaskInputs(
       data=data, info=info, fresh_head=head.fresh_head, train_files=[settings.file("train")],
       outputs=[f"{name}{suffix}" for name in ("train", "eval", "test") for suffix in (
@@ -183,7 +182,7 @@ def _labels(settings: NerSettings, start: start_lib.Start,
         "no labels: without --do_train, give --labels or --labels_file (every tag, in the "
         "model's label id order) or an --init_checkpoint / --output_dir whose task_info.json "
         "lists them")
-  return start_lib.starting_head(settings, start, provenance.TAGGER, labels, how, "--labels",
+  return start_lib.starting_head(settings, start, tagging_head.TAGGER, labels, how, "--labels",
                                  settings.labels_file)
 
 
@@ -315,9 +314,9 @@ def _predict_and_score(state: fine_tuning.RunState, sentences, name: str, batch_
 
 
 TASK = fine_tuning.FineTuningTask(
-    program="run_ner", head=provenance.TAGGER, head_layer=heads.TAGGER_LAYER,
+    program="run_ner", head=tagging_head.TAGGER, head_layer=tagging_head.HEAD_LAYER,
     head_name=HEAD_NAME, untrained=UNTRAINED, read=_read, train_records=_train_records,
-    build_model=lambda config, inputs, packed=False: heads.build_tagger_model(
+    build_model=lambda config, inputs, packed=False: tagging_head.build_tagger_model(
         config, len(inputs.data["labels"]), packed=packed),
     loss=lambda inputs: tagging.TASK, record_spec=_record_spec, evaluate=_evaluate,
     distill=lambda inputs, teacher_outputs, temperature, alpha: tagging.distillation_task(

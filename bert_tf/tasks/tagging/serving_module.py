@@ -283,7 +283,7 @@ def export_tagger_model(model: keras.Model, config: BertConfig, vocab_file: str,
   Size: twelve parameters, the export's settings as run_ner's flags give them, one each.
 
   Args:
-    model: the trained tagger (model.heads.build_tagger_model) in float32, built outside any
+    model: the trained tagger (head.build_tagger_model) in float32, built outside any
       distribution strategy.
     config: its BertConfig.
     vocab_file: the vocab it was fine-tuned with (an asset of the export).

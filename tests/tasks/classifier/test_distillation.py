@@ -26,6 +26,7 @@ from bert_tf.tasks.classifier import loss as classifier
 from bert_tf.tasks.classifier import run as cr
 from bert_tf.training import evaluation
 from bert_tf.training.errors import TrainingError
+from bert_tf.tasks.tagging import head as tagging_head
 from tests.helpers import REPO_ROOT, subprocess_env
 from tests.tasks.classifier.test_run import CONFIG, fine_tuned_checkpoint, source_settings
 
@@ -89,7 +90,7 @@ def test_regression_distillation_loss_is_squared_error_to_the_teacher():
     (dict(vocab_md5="0" * 32), "its vocab has md5 " + "0" * 32),
     (dict(do_lower_case=False), "do_lower_case=False"),
     (dict(max_seq_length=64), "max_seq_length=64"),
-    (dict(head=provenance.TAGGER), "has a tagger head but the student a classifier head"),
+    (dict(head=tagging_head.TAGGER), "has a tagger head but the student a classifier head"),
 ])
 def test_a_teacher_that_contradicts_the_run_is_refused_before_writing(tmp_path, change,
                                                                        message):

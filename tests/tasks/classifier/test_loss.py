@@ -9,6 +9,7 @@ from bert_tf.model import heads
 from bert_tf.tasks.classifier import loss as classifier
 from bert_tf.training import distribution, evaluation, loop, run_folder
 from bert_tf.training import optimization
+from bert_tf.tasks.classifier import head as classifier_head
 from tests.helpers import ODD_CONFIG, random_inputs, random_original_weights, ref_encoder
 
 
@@ -24,7 +25,7 @@ def test_a_classifier_fine_tuned_by_the_original_loads_and_gives_its_logits(tmp_
   rng = np.random.default_rng(0)
   values = _fine_tuned_weights(rng, 3)
   prefix = checkpoints.write_tf1_checkpoint(values, str(tmp_path / "model.ckpt-100"))
-  model = heads.build_classifier_model(ODD_CONFIG, num_labels=3)
+  model = classifier_head.build_classifier_model(ODD_CONFIG, num_labels=3)
   report = checkpoints.load_weights(model, prefix, strict=True)
   assert not report.missing and not report.unexpected and not report.mismatched
   ids, mask, types, _ = random_inputs(ODD_CONFIG, rng)
@@ -41,10 +42,10 @@ def test_a_classifier_fine_tuned_by_the_original_loads_and_gives_its_logits(tmp_
 
 
 def test_regression_head_has_one_output_and_labels_are_checked():
-  model = heads.build_classifier_model(ODD_CONFIG, num_labels=None)
+  model = classifier_head.build_classifier_model(ODD_CONFIG, num_labels=None)
   assert model.get_layer("classifier").units == 1
   with pytest.raises(ValueError, match="at least 2 labels"):
-    heads.build_classifier_model(ODD_CONFIG, num_labels=1)
+    classifier_head.build_classifier_model(ODD_CONFIG, num_labels=1)
 
 
 def _numpy_scores(labels, predictions):
@@ -108,7 +109,7 @@ def test_the_classifier_learns_through_the_generic_loop(tmp_path):
   strategy = distribution.select_strategy("one_device")
   steps = 60
   with strategy.scope():
-    model = heads.build_classifier_model(config, num_labels=2)
+    model = classifier_head.build_classifier_model(config, num_labels=2)
     optimizer = optimization.create_optimizer("adamw", 1e-3, steps, 6)
     optimizer.build(model.trainable_variables)
     step = tf.Variable(0, dtype=tf.int64)

@@ -32,6 +32,7 @@ from bert_tf.tokenization import FullTokenizer
 from bert_tf.training import evaluation, loop
 from bert_tf.training import run_folder
 from bert_tf.training.errors import TrainingError
+from bert_tf.tasks.classifier import head as classifier_head
 from tests import helpers
 from tests.helpers import REPO_ROOT, TEST_DATA, random_original_weights, subprocess_env
 
@@ -307,9 +308,9 @@ def test_a_pretraining_run_records_its_data_tokenizer_for_fine_tuning(tmp_path):
       os.path.join(run_dir, "vocab.txt"), True)
   # A classifier starts from the run directory: every encoder weight, a fresh head.
   from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
-  model = heads.build_classifier_model(tiny_config(), 3)
+  model = classifier_head.build_classifier_model(tiny_config(), 3)
   restored = loop.load_init_checkpoint(model, run_dir)
-  head = model.get_layer(heads.CLASSIFIER_LAYER)
+  head = model.get_layer(classifier_head.HEAD_LAYER)
   assert head.kernel.path not in restored
   assert len(restored) == len(model.weights) - 2
   expected = checkpoints.read_weights(run_dir, tiny_config())
@@ -795,7 +796,7 @@ def test_eval_and_predict_from_a_fine_tuned_checkpoint_use_its_labels(tmp_path):
                            ).get_test_examples(str(data))
   feats = [cd.convert_single_example(i, e, recorded, 32, tokenizer) for i, e in enumerate(test)]
   from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
-  model = heads.build_classifier_model(CONFIG, 3)
+  model = classifier_head.build_classifier_model(CONFIG, 3)
   checkpoints.set_original_weights(model, values)
   inputs = dict(input_word_ids=np.array([f.input_ids for f in feats], np.int32),
                 input_mask=np.array([f.input_mask for f in feats], np.int32),

@@ -14,6 +14,7 @@ from bert_tf.model import conversion
 from bert_tf.model import heads
 from bert_tf.model import provenance
 from bert_tf.tasks.multiple_choice import head as mc_head
+from bert_tf.tasks.classifier import head as classifier_head
 from tests import helpers
 
 HF_TINY = os.path.join(helpers.TEST_DATA, "multiple_choice", "hf_tiny")
@@ -74,7 +75,7 @@ def test_conversion_keeps_the_head_in_every_format(tmp_path):
 
 def test_a_multiple_choice_head_is_never_loaded_as_a_classifier(tmp_path):
   config = checkpoints.config_beside(os.path.join(HF_TINY, "model.safetensors"))
-  classifier = heads.build_classifier_model(config, None)
+  classifier = classifier_head.build_classifier_model(config, None)
   report = checkpoints.load_weights(classifier, HF_TINY)
   assert "output_weights" not in report.loaded and "bert/pooler/dense/kernel" in report.loaded
   # A head recorded as multiple choice has one output (a score per choice).

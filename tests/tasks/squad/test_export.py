@@ -31,6 +31,7 @@ from bert_tf.tasks.squad import export as squad_export
 from bert_tf.tasks.squad import run as squad_run
 from bert_tf.text import InGraphTokenizer
 from bert_tf.tokenization import FullTokenizer
+from bert_tf.tasks.squad import head as squad_head
 from tests import helpers
 from tests.helpers import REPO_ROOT, TEST_DATA, protobuf_fields, subprocess_env
 
@@ -272,7 +273,7 @@ def test_argument_errors(score_model, tokenizer):
 @pytest.fixture(scope="module")
 def span_model():
   keras.utils.set_random_seed(5)
-  return heads.build_span_model(CONFIG)
+  return squad_head.build_span_model(CONFIG)
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,7 @@ from bert_tf.tasks.squad import metrics as squad_metrics
 from bert_tf.tasks.squad import run as sr
 from bert_tf.tokenization import FullTokenizer
 from bert_tf.training.errors import TrainingError
+from bert_tf.tasks.squad import head as squad_head
 from tests.helpers import TEST_DATA, random_original_weights
 from tests.tasks.squad import squad_reference as ref
 
@@ -177,7 +178,7 @@ def test_predict_only_from_the_trained_run_and_from_converted_checkpoints(traine
                                [e["probability"] for e in cut_nbest[qid]], atol=1e-5)
   # The head in the original's names, through an original TF1 checkpoint and Hugging Face.
   values = checkpoints.read_weights(settings.output_dir, CONFIG)
-  kernel = result["model"].get_layer(heads.SPAN_LAYER).kernel.numpy()
+  kernel = result["model"].get_layer(squad_head.HEAD_LAYER).kernel.numpy()
   np.testing.assert_array_equal(values["cls/squad/output_weights"], kernel.T)
   tf1 = checkpoints.write_tf1_checkpoint(values, str(tmp_path / "tf1" / "model.ckpt"))
   hf = str(tmp_path / "hf" / "model.safetensors")

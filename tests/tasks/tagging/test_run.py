@@ -22,6 +22,7 @@ from bert_tf.tasks.tagging import metrics as tagging_metrics
 from bert_tf.tasks.tagging import run as tagging_run
 from bert_tf.training import evaluation
 from bert_tf.training.errors import TrainingError
+from bert_tf.tasks.tagging import head as tagging_head
 from tests import helpers
 
 VOCAB = os.path.join(helpers.TEST_DATA, "vocab_uncased.txt")
@@ -142,13 +143,13 @@ def test_bad_input_stops_before_anything_is_written(tmp_path):
 def test_the_tagger_head_is_output_weights_in_every_format(tmp_path):
   """Hugging Face's BertForTokenClassification names its head classifier.*, which the
   converters map to output_weights / output_bias: a tagger saved as safetensors loads back."""
-  model = heads.build_tagger_model(CONFIG.replace(vocab_size=99), 5)
+  model = tagging_head.build_tagger_model(CONFIG.replace(vocab_size=99), 5)
   weights = checkpoints.get_original_weights(model)
   assert weights["output_weights"].shape == (5, 64) and weights["output_bias"].shape == (5,)
   path = checkpoints.save_hf_safetensors(model, str(tmp_path / "model.safetensors"))
   from safetensors.numpy import load_file  # pylint: disable=g-import-not-at-top
   assert {"classifier.weight", "classifier.bias"} <= set(load_file(path))
-  again = heads.build_tagger_model(CONFIG.replace(vocab_size=99), 5)
+  again = tagging_head.build_tagger_model(CONFIG.replace(vocab_size=99), 5)
   report = checkpoints.load_weights(again, path)
   assert not report.missing and not report.mismatched
   inputs = dict(input_word_ids=np.arange(12, dtype=np.int32).reshape(2, 6) % 99,
@@ -240,7 +241,7 @@ def test_export_words_offsets_and_entities_on_hard_text(tmp_path):
   on fixed tags (a head whose bias decides every tag)."""
   from bert_tf.tasks.tagging import serving_module as tagger_module  # pylint: disable=g-import-not-at-top
   labels = ["O", "B-PER", "I-PER", "S-LOC"]
-  model = heads.build_tagger_model(CONFIG, len(labels))
+  model = tagging_head.build_tagger_model(CONFIG, len(labels))
   module = tagger_module.TaggerModule(_tokenizer(), model, 16, labels)
   texts = ["Dr. Émile\tZola  went\u00a0to U.S.A.", "", "ab\x07cd!", "x " * 40]
   out = {k: v.numpy() for k, v in module.tag(tf.constant(texts)).items()}
