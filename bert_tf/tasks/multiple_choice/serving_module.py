@@ -93,7 +93,7 @@ def export_multiple_choice_model(model, config: BertConfig, vocab_file: str, exp
                                  warmup: bool = True,
                                  length_buckets: Optional[str] = length_buckets_lib.AUTO) -> str:
   """Writes the raw-text multiple-choice SavedModel in TF Serving's layout
-  (tf_serving.export_task_module; the arguments are export_classifier_model's).
+  (tf_serving.export_task_module; the arguments are the classifier's export_classifier_model's).
 
   Size: eleven parameters, the export's settings as the command's flags give them, one each.
 
