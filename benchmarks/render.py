@@ -63,7 +63,8 @@ def serving_figures(results_name):
   """One thread: b1 p50 / p99 and the batch throughputs of every row; the best of the text
   models and peers in bold."""
   saved = read(results_name)
-  summary, cols = saved["summary"]["1"], serving.columns(saved["settings"]["plan"], every_set_named=False)
+  summary = saved["summary"]["1"]
+  cols = serving.columns(saved["settings"]["plan"], every_set_named=False)
   lines = ["| one thread | " + " | ".join(c[2] for c in cols) + " |",
            "| --- |" + " --: |" * len(cols)]
   for row, label in SERVING_ROWS.items():
@@ -82,7 +83,8 @@ def serving_ratios(results_name):
   """Ours' speed over the faster peer's, per row of ours but the SQuAD export (no peer answers
   its request); the faster peer in brackets."""
   saved = read(results_name)
-  summary, cols = saved["summary"]["1"], serving.columns(saved["settings"]["plan"], every_set_named=False)
+  summary = saved["summary"]["1"]
+  cols = serving.columns(saved["settings"]["plan"], every_set_named=False)
   headers = [c[2].replace(": b1 p50 / p99 ms", " b1").replace(" /s", "") for c in cols]
   headers[0] = "short b1"
   lines = ["| one thread | " + " | ".join(headers) + " |", "| --- |" + " --: |" * len(cols)]
@@ -251,6 +253,72 @@ def time_to_quality_goals(results_name, ours="ours_adam_bc"):
   return lines
 
 
+# The runs with a results file, newest first: file -> the page's words for the run (what set it
+# apart; the CPU, which the older files do not record).
+TTQ_RUNS = {
+    "time_to_quality_f32_6min_2026-12-05.json":
+        "[the latest: pre-registered, ours with `--cpu_towers=2`, five seeds, 12 evaluations]"
+        "(#the-latest-run), Intel Xeon",
+    "time_to_quality_f32_towers_2026-12-05.json":
+        "pre-registered, ours with `--cpu_towers=2`, 16 evaluations of 1,024 instances, Intel Xeon",
+    "time_to_quality_f32_dense_2026-12-05.json":
+        "pre-registered, 32 evaluations dense over the first minutes, Intel Xeon",
+    "time_to_quality_f32_20points_2026-12-05.json":
+        "pre-registered, 20 evaluations of 1,024 instances, Intel Xeon",
+    "time_to_quality_f32_warmup300_2026-12-04.json":
+        "pre-registered, against both peers, Intel Xeon",
+    "time_to_quality_bf16_warmup300_2026-12-04.json": "pre-registered, mixed bfloat16, Intel Xeon",
+    "time_to_quality_bf16_2026-12-04.json":
+        "mixed bfloat16, a rerun stopped after four runs (ours' seed 2 on the plateau), Intel Xeon",
+}
+
+
+def _training_rate(runs):
+  """Median examples/s on the training clock (the first step's batch excluded, as the script)."""
+  import statistics  # pylint: disable=g-import-not-at-top
+  return statistics.median((r["curve"][-1]["examples"] - r["batch_size"])
+                           / r["curve"][-1]["seconds"] for r in runs)
+
+
+def time_to_quality_runs(ours="ours_adam_bc"):
+  """One row per run of TTQ_RUNS: precision and warmup, seeds and minutes, ours' examples/s over
+  each peer's, and per peer the goals met with their ratios (final accuracy, halfway to it, final
+  eval loss, halfway to it) and the share of seed resamples meeting each (curves.goal_rows and
+  curves.ratio_spread, as the script prints them)."""
+  lines = ["| run | precision, warmup | seeds, minutes per run | examples/s against Model "
+           "Garden (Hugging Face) | against Model Garden (goal <= 0.7x) | in resamples | "
+           "against Hugging Face (goal <= 0.85x) | in resamples |",
+           "| --- | --- | --- | --: | --- | --- | --- | --- |"]
+  for name, label in TTQ_RUNS.items():
+    saved = read(name)
+    by_system = {}
+    for run in saved["runs"]:
+      by_system.setdefault(run["system"], []).append(run)
+    seeds = sorted(run["seed"] for run in by_system[ours])
+    warmup = re.search(r"warmup (\d+)", saved["settings"]).group(1)
+    precision = "float32" if saved["mixed_precision"] == "none" else saved["mixed_precision"]
+    speed = " ".join(
+        (f"{_training_rate(by_system[ours]) / _training_rate(by_system[peer]):.2f}x"
+         if peer == "model_garden" else
+         f"({_training_rate(by_system[ours]) / _training_rate(by_system[peer]):.2f}x)")
+        for peer in TTQ_PEERS if peer in by_system)
+    cells = [label, f"{precision}, {warmup}",
+             f"{seeds[0]}-{seeds[-1]}, {saved['points'][-1] / 60:g}", speed]
+    for peer in TTQ_PEERS:
+      if peer not in by_system:
+        cells += ["not run", ""]
+        continue
+      rows = curves.goal_rows(by_system[peer], by_system[ours], TTQ_GOALS[peer])
+      spread = curves.ratio_spread(by_system[peer], by_system[ours], TTQ_GOALS[peer])
+      met = sum(row["met"] for row in rows)
+      verdict = f"{met} of {len(rows)}"
+      cells.append((f"**{verdict}**" if met == len(rows) else verdict) + ": " + ", ".join(
+          "-" if row["ratio"] is None else f"{row['ratio']:.2f}" for row in rows))
+      cells.append(", ".join(f"{spread[row['target']][2]:.0%}" for row in rows))
+    lines.append(("| " + " | ".join(cells) + " |").replace("|  |", "| |"))
+  return lines
+
+
 def _median_text(values, digits, bold=False, spread=True):
   import statistics  # pylint: disable=g-import-not-at-top
   text = f"{statistics.median(values):.{digits}f}"
@@ -320,6 +388,7 @@ TABLES = {
          "model_garden": "Model Garden BertPretrainerV2",
          "hf": "Hugging Face BertForPreTraining (gathered)",
          "hf_mlm": "Hugging Face `run_mlm` way (masked LM only)"}, (1.5, 2.0, 2.5), False, False),
+    "time_to_quality_runs": time_to_quality_runs,
     "main_job_2026-12-05": lambda: main_job("main_job_2026-12-05.json"),
 }
 

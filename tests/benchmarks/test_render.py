@@ -52,3 +52,25 @@ def test_the_rendered_tables_read_their_results_files():
   onnx = [line for line in figures if line.startswith("| ONNX Runtime |")][0]
   assert onnx.split(" | ")[1] == (f"{serving['ONNX Runtime']['short']['p50_ms']:.2f} / "
                                   f"{serving['ONNX Runtime']['short']['p99_ms']:.2f}")
+
+
+def test_the_time_to_quality_runs_table_reads_each_run_file():
+  """One row per kept run, newest first: the speed ratio is the median training-clock rates of
+  the file's runs, and a run whose median curve of ours never reached a target shows '-'."""
+  lines = render.time_to_quality_runs()
+  assert len(lines) == 2 + len(render.TTQ_RUNS)
+  runs = render.read("time_to_quality_f32_warmup300_2026-12-04.json")["runs"]
+
+  def rate(system):
+    values = sorted((r["curve"][-1]["examples"] - r["batch_size"]) / r["curve"][-1]["seconds"]
+                    for r in runs if r["system"] == system)
+    return values[len(values) // 2]  # three seeds each: the middle one
+
+  both = lines[2 + list(render.TTQ_RUNS).index("time_to_quality_f32_warmup300_2026-12-04.json")]
+  cells = both.split(" | ")
+  ours = rate("ours_adam_bc")
+  assert cells[1:4] == ["float32, 300", "7-9, 10",
+                        f"{ours / rate('model_garden'):.2f}x ({ours / rate('hf'):.2f}x)"]
+  assert cells[6].startswith("**4 of 4**: ")  # against Hugging Face, every goal
+  stopped = lines[-1].split(" | ")
+  assert stopped[1] == "bfloat16, 50" and stopped[4].startswith("1 of 4: -, -, -, ")
