@@ -316,12 +316,12 @@ def distillation_runs(results_name):
     for key, suffix in metrics:
       cells = _seed_cells({seed: row[key] for seed, row in runs.items()}, 3)
       if len(runs) == 1:  # a teacher: one run, its value under the median
-        cells = [""] * len(seeds) + cells[-1:]
+        cells = ["-"] * len(seeds) + cells[-1:]
       steps = next(iter(runs.values()))["num_train_steps"]
       seconds = statistics.median(row["train_seconds"] for row in runs.values())
       lines.append(f"| {setting}{suffix} | {steps} | " + " | ".join(cells) +
                    f" | {seconds:.1f} |")
-  return [line.replace("|  |", "| |") for line in lines]
+  return lines
 
 
 def distillation_goals(results_name):
@@ -360,11 +360,16 @@ def distillation_goals(results_name):
                cached_steady_seconds_per_example="cached: seconds per example, second half / "
                "alone",
                uncached_steady_seconds_per_example="teacher in the step: seconds per example, "
-               "second half / alone")
+               "second half / alone",
+               cpu_cached_with_cache_pass="cached: CPU seconds of the training phase + the "
+               "teacher's pass / alone",
+               cpu_cached_training_phase="cached: CPU seconds of the training phase / alone",
+               cpu_uncached_training_phase="teacher in the step: CPU seconds of the training "
+               "phase / alone")
   for key, name in names.items():
     if key in cost:
-      add("epoch <= 1.2x alone" if key == "cached_with_cache_pass" else "", name, cost[key], 2,
-          "<=")
+      add("epoch <= 1.2x alone" if key.endswith("cached_with_cache_pass") else "", name,
+          cost[key], 2, "<=")
   return [line.replace("|  |", "| |") for line in lines]
 
 
@@ -400,6 +405,18 @@ def main_job(results_name):
 
 # Marker name -> the lines of its table.
 TABLES = {
+    "distillation_runs_2026-12-06": lambda: distillation_runs(
+        "distillation_goals_2026-12-06.json"),
+    "distillation_goals_2026-12-06": lambda: distillation_goals(
+        "distillation_goals_2026-12-06.json"),
+    "distillation_serving_2026-12-06": lambda: distillation_serving(
+        "distillation_goals_2026-12-06.json"),
+    "distillation_cost_runs_2026-12-06": lambda: distillation_runs(
+        "distillation_cost_serving_2026-12-06.json"),
+    "distillation_cost_goals_2026-12-06": lambda: distillation_goals(
+        "distillation_cost_serving_2026-12-06.json"),
+    "distillation_cost_serving_2026-12-06": lambda: distillation_serving(
+        "distillation_cost_serving_2026-12-06.json"),
     "serving_peers_2026-12-06": lambda: serving_figures("serving_peers_2026-12-06.json"),
     "serving_ratios_2026-12-06": lambda: serving_ratios("serving_peers_2026-12-06.json"),
     "serving_summary_2026-12-06": lambda: serving_summary("serving_peers_2026-12-06.json"),

@@ -61,6 +61,18 @@ def test_cost_goals_divide_each_seed_by_its_twin_alone():
   assert cost["uncached_steady_seconds_per_example"]["per_seed"] == pytest.approx({1: 100 / 60,
                                                                                    2: 1.25})
   assert distillation.cost_goals(ROWS[:3], 360) == {}  # no cached twin, no cost
+  assert not any(key.startswith("cpu_") for key in cost)  # rows without CPU seconds
+
+
+def test_cost_goals_in_cpu_seconds():
+  cpu = dict(zip(range(1, 7), (10.0, 14.0, 11.0, 20.0, 30.0, 24.0)))
+  rows = [dict(row, train_cpu_seconds=cpu.get(i), cache_cpu_seconds=1.0 if "cached" in
+               row["setting"] else 0.0) for i, row in enumerate(ROWS[:7])]
+  cost = distillation.cost_goals(rows, 360)
+  assert cost["cpu_cached_with_cache_pass"]["per_seed"] == pytest.approx({1: 1.2, 2: 1.25})
+  assert cost["cpu_cached_with_cache_pass"]["goal"] == 1.2
+  assert cost["cpu_cached_training_phase"]["per_seed"] == pytest.approx({1: 1.1, 2: 1.2})
+  assert cost["cpu_uncached_training_phase"]["per_seed"] == pytest.approx({1: 1.4, 2: 1.5})
 
 
 def _cell(p50, b32):

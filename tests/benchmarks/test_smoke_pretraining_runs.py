@@ -67,6 +67,10 @@ def test_distillation_goals(tmp_path):
   short = serving["summary"]["teacher: text model"]["short"]["p50_ms"] / \
       serving["summary"]["student: text model"]["short"]["p50_ms"]
   assert abs(text["short_b1_p50"] - short) < 1e-9
-  assert len(content["goal_lines"]) == 11 and content["goal_lines"][-2].startswith(
+  assert set(goals["cost"]) == {
+      "cached_with_cache_pass", "cached_training_phase", "uncached_training_phase",
+      "cached_steady_seconds_per_example", "uncached_steady_seconds_per_example",
+      "cpu_cached_with_cache_pass", "cpu_cached_training_phase", "cpu_uncached_training_phase"}
+  assert len(content["goal_lines"]) == 14 and content["goal_lines"][-2].startswith(
       "serving, text model: the teacher's p50 / the student's, batch 1, short")
   assert "matplotlib not installed: no plot" in out and content["plot"] is None
