@@ -2,7 +2,8 @@
 fine-tuned alone and distilled from a fine-tuned 6-layer teacher, side by side, seed by seed.
 
   python benchmarks/distillation.py [--seeds=1,2,3] [--labelled=48,360] [--transfer]
-      [--student_epochs=3] [--intermediate=hidden] [--keras_distiller] [--out=results.json]
+      [--student_epochs=3] [--intermediate=hidden] [--keras_distiller] [--cache_teacher]
+      [--serving] [--tagging] [--goals] [--out=results.json]
 
 Task: tests/data/classifier/source (which of three books a real sentence comes from: Austen,
 the Bible, the Linux documentation; 360 training and 120 dev sentences; labels by construction).
@@ -24,15 +25,31 @@ LogitsDistillation at the same temperature, student_loss_weight = --distill_alph
 once with its default loss and once with loss=keras.losses.KLDivergence(), see keras_distiller)
 training the same student (the same layers of the same checkpoint, the same seed) on the same
 training records, batches and steps with run_classifier's optimizer and schedule, through
-Distiller.fit; its dev accuracy on the same dev records. Its examples/s, like the others',
-counts the training call whole (tracing included).
+Distiller.fit; its dev accuracy on the same dev records. Its examples/s counts the training
+call whole (tracing included).
+
+The issue's goals (--goals: the three below, and the verdicts against GOALS):
+  --cache_teacher  a twin distilled with --cache_teacher (the same steps). Training cost per
+                   seed: the wall clock of each run's training phase (every step, tracing
+                   included; _phase_clock) and of the cache's pass of the teacher, distilled over
+                   alone; and the loop's examples/s of its last logged interval (the second half
+                   of the steps, after tracing), which every run's examples/s here is.
+  --serving        the teacher and the first seed's distilled twin of the last --labelled
+                   size, exported twice (`python -m bert_tf.export`'s text model, and
+                   run_classifier's own classifier export) and timed by benchmarks/serving.py's
+                   workers (serve); dev accuracy against batch-1 latency plotted beside the
+                   results file when matplotlib is installed.
+  --tagging        the same comparison for token classification on tests/data/ner (a
+                   tagger teacher, then 3-layer twins alone and distilled; dev token accuracy
+                   and entity F1).
 
 Prints one row per setting and seed (dev accuracy, the student's training examples/s with the
-teacher's forward pass included), then the mean and standard deviation over seeds, and writes
-every number to --out (JSON).
+teacher's forward pass included), then the mean and standard deviation over seeds and the
+goals' lines, and writes every number to --out (JSON).
 """
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -45,6 +62,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, REPO)
 SOURCE = os.path.join(REPO, "tests", "data", "classifier", "source")
+NER = os.path.join(REPO, "tests", "data", "ner")
 
 
 def _minilm() -> str:
@@ -95,22 +113,81 @@ INTERMEDIATE = {
 
 
 def _twins(labelled: int, transfer: bool, teacher_dir: str, workdir: str, student_epochs,
-           intermediate=()):
+           intermediate=(), cached=False):
   """(name, extra settings) of the students: alone on the labelled sentences, distilled (with
   --transfer_file: the other training sentences, unlabelled, and the epochs cut so that both
-  take the same steps), and distilled with each `intermediate` variant's losses."""
-  distilled = dict(teacher=teacher_dir)
+  take the same steps), with cached: distilled with --cache_teacher (the same steps), and
+  distilled with each `intermediate` variant's losses. Each logs its steps in two intervals
+  (--iterations_per_loop, _half): the last, which the run's examples/s is, holds no tracing."""
+  distilled = dict(teacher=teacher_dir, num_train_epochs=student_epochs)
+  records = labelled
   alone_epochs = student_epochs
   if transfer:
     distilled["transfer_file"] = _transfer(workdir, labelled)
     alone_epochs = student_epochs * 360 / labelled
+    records = 360
+  distilled["iterations_per_loop"] = _half(records, student_epochs)
   name = "distilled" + (" with transfer" if transfer else "")
-  twins = [("alone", dict(num_train_epochs=alone_epochs)),
-           (name, dict(distilled, num_train_epochs=student_epochs))]
+  twins = [("alone", dict(num_train_epochs=alone_epochs,
+                          iterations_per_loop=_half(labelled, alone_epochs))),
+           (name, distilled)]
+  if cached:
+    twins.append((f"{name}, cached teacher", dict(distilled, cache_teacher=True)))
   for variant in intermediate:
-    twins.append((f"{name} + intermediate ({variant})",
-                  dict(distilled, num_train_epochs=student_epochs, **INTERMEDIATE[variant])))
+    twins.append((f"{name} + intermediate ({variant})", dict(distilled, **INTERMEDIATE[variant])))
   return twins
+
+
+def _half(records: int, epochs: float) -> int:
+  """--iterations_per_loop cutting a run of `records` x `epochs` (batches of 16) into two logged
+  intervals: the first holds the step's tracing, the last (the run's examples/s) does not."""
+  return max(1, (int(records / 16 * epochs) + 1) // 2)
+
+
+@contextlib.contextmanager
+def _phase_clock():
+  """{"train_seconds", "cache_seconds"} of the run_classifier / run_ner call made inside: the
+  wall clock of its training phase (fine_tuning.fine_tune: every step, tracing included, and the
+  last checkpoint) and of --cache_teacher's pass of the teacher over the training records
+  (fine_tuning._cache_teacher), timed by wrapping the two functions of the module that
+  fine_tuning.run calls them from, for the length of the block; and the same phases' CPU
+  seconds of this process, every thread's ("train_cpu_seconds", "cache_cpu_seconds"): on a
+  machine shared with other work the wall clock moves with their load, the CPU time much
+  less."""
+  from bert_tf.tasks import fine_tuning  # pylint: disable=g-import-not-at-top
+  seconds = {}
+  # pylint: disable=protected-access
+  originals = dict(train_seconds=fine_tuning.fine_tune,
+                   cache_seconds=fine_tuning._cache_teacher)
+
+  def timed(key, function):
+    def call(*args, **kwargs):
+      start, cpu = time.perf_counter(), time.process_time()
+      try:
+        return function(*args, **kwargs)
+      finally:
+        seconds[key] = seconds.get(key, 0.0) + time.perf_counter() - start
+        cpu_key = key.replace("_seconds", "_cpu_seconds")
+        seconds[cpu_key] = seconds.get(cpu_key, 0.0) + time.process_time() - cpu
+    return call
+  fine_tuning.fine_tune = timed("train_seconds", originals["train_seconds"])
+  fine_tuning._cache_teacher = timed("cache_seconds", originals["cache_seconds"])
+  try:
+    yield seconds
+  finally:
+    fine_tuning.fine_tune = originals["train_seconds"]
+    fine_tuning._cache_teacher = originals["cache_seconds"]
+  # pylint: enable=protected-access
+
+
+def _clock_fields(clock, result):
+  """A row's training-cost fields: its steps, the training phase's and the cache's seconds (wall
+  clock and CPU)."""
+  return dict(num_train_steps=result.get("num_train_steps"),
+              train_seconds=clock.get("train_seconds"),
+              cache_seconds=clock.get("cache_seconds", 0.0),
+              train_cpu_seconds=clock.get("train_cpu_seconds"),
+              cache_cpu_seconds=clock.get("cache_cpu_seconds", 0.0))
 
 
 def _read_records(path: str, batch_size: int, training: bool, seed: int):
@@ -147,13 +224,14 @@ def keras_distiller(student_config, minilm: str, teacher_dir: str, alone_dir: st
   """
   import keras  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
-  from bert_tf.model import checkpoints, heads  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.classifier import head  # pylint: disable=g-import-not-at-top
   from bert_tf.training import loop, optimization  # pylint: disable=g-import-not-at-top
   config = checkpoints.config_beside(os.path.join(minilm, "model.safetensors"))
   keras.utils.set_random_seed(seed)
-  student = heads.build_classifier_model(student_config, 3)
+  student = head.build_classifier_model(student_config, 3)
   loop.load_init_checkpoint(student, minilm)  # --init_layers's default: evenly spaced
-  teacher = heads.build_classifier_model(config, 3)
+  teacher = head.build_classifier_model(config, 3)
   checkpoints.load_weights(teacher, teacher_dir, strict=True)
   teacher.trainable = False
   logits = lambda model: keras.Model(model.input, model.output["logits"])
@@ -179,37 +257,60 @@ def keras_distiller(student_config, minilm: str, teacher_dir: str, alone_dir: st
 
 
 def run(seeds, labelled_sizes, student_epochs, workdir, transfer=False, intermediate=(),
-        with_keras=False):
+        with_keras=False, cached=False, export=False):
+  """The classifier's rows: the teacher, then each labelled size's twins seed by seed.
+
+  cached: add the twin distilled with --cache_teacher. export: the teacher and the first seed's
+  distilled twin of the last labelled size write run_classifier's raw-text export (the command's
+  exporter) for the serving measurement. Returns (rows, {"teacher"/"student": run folder,
+  export folder, dev accuracy}).
+  """
   from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top
+  from bert_tf.tasks.classifier import export as classifier_export
   from bert_tf.tasks.classifier import run as cr  # pylint: disable=g-import-not-at-top
   from bert_tf.training import distillation  # pylint: disable=g-import-not-at-top
   minilm = _minilm()
   config = checkpoints.config_beside(os.path.join(minilm, "model.safetensors"))
   teacher_dir = os.path.join(workdir, "teacher")
+  exporter = classifier_export.EXPORTER if export else None
   start = time.time()
-  teacher = cr.run_classifier(config, _settings(teacher_dir, SOURCE, minilm,
-                                                init_checkpoint=minilm, num_train_epochs=2.0))
+  with _phase_clock() as clock:
+    teacher = cr.run_classifier(config, _settings(
+        teacher_dir, SOURCE, minilm, init_checkpoint=minilm, num_train_epochs=2.0,
+        iterations_per_loop=_half(360, 2.0), export=export), exporter=exporter)
   rows = [dict(setting="teacher (6 layers, 360 labelled)", seed=0,
                eval_accuracy=teacher["eval_accuracy"],
                examples_per_second=teacher["examples_per_second"],
-               seconds=time.time() - start)]
+               seconds=time.time() - start, **_clock_fields(clock, teacher))]
+  print(json.dumps(rows[-1]), flush=True)
+  runs = dict(teacher=dict(run_dir=teacher_dir, export_dir=teacher.get("export_dir"),
+                           eval_accuracy=teacher["eval_accuracy"]))
   student = config.replace(num_hidden_layers=3)
   for labelled in labelled_sizes:
     data = _subset(workdir, labelled)
     for seed in seeds:
       for name, extra in _twins(labelled, transfer, teacher_dir, workdir, student_epochs,
-                                intermediate):
+                                intermediate, cached):
+        exported = export and name == "distilled" and labelled == labelled_sizes[-1] and \
+            seed == seeds[0]
         start = time.time()
         output_dir = os.path.join(workdir, f"{name}_{labelled}_{seed}".replace(" ", "_"))
-        result = cr.run_classifier(student, _settings(output_dir, data, minilm,
-                                                      init_checkpoint=minilm, seed=seed, **extra))
+        with _phase_clock() as clock:
+          result = cr.run_classifier(student, _settings(
+              output_dir, data, minilm, init_checkpoint=minilm, seed=seed, export=exported,
+              **extra), exporter=exporter if exported else None)
         rows.append(dict(setting=f"student (3 layers, {labelled} labelled) {name}", seed=seed,
                          eval_accuracy=result["eval_accuracy"],
                          examples_per_second=result["examples_per_second"],
-                         seconds=time.time() - start))
+                         seconds=time.time() - start, **_clock_fields(clock, result)))
         print(json.dumps(rows[-1]), flush=True)
         if name == "alone":
           alone = (output_dir, result["num_train_steps"])
+        if exported:
+          runs["student"] = dict(run_dir=output_dir, export_dir=result["export_dir"],
+                                 eval_accuracy=result["eval_accuracy"], seed=seed,
+                                 setting=rows[-1]["setting"])
       for kl_instance in ((False, True) if with_keras else ()):
         start = time.time()
         accuracy, speed = keras_distiller(student, minilm, teacher_dir, alone[0], seed,
@@ -220,7 +321,311 @@ def run(seeds, labelled_sizes, student_epochs, workdir, transfer=False, intermed
                          f"(logits, {loss})", seed=seed, eval_accuracy=accuracy,
                          examples_per_second=speed, seconds=time.time() - start))
         print(json.dumps(rows[-1]), flush=True)
+  return rows, runs
+
+
+# === Token classification (--tagging) ===
+
+
+def _ner_subset(workdir: str, sentences: int) -> str:
+  """tests/data/ner/train.txt up to its first `sentences` sentences (documents kept whole up to
+  there; all of it when it holds fewer)."""
+  path = os.path.join(workdir, f"ner_train_{sentences}.txt")
+  kept, count = [], 0
+  with open(os.path.join(NER, "train.txt"), encoding="utf-8") as f:
+    for line in f:
+      if count >= sentences:
+        break
+      kept.append(line)
+      if not line.strip() and kept[-2:-1] and kept[-2].strip() and \
+          not kept[-2].startswith("-DOCSTART-"):
+        count += 1
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("".join(kept))
+  return path
+
+
+def _ner_settings(output_dir, train_file, minilm, **changes):
+  from bert_tf.tasks.tagging import run as nr  # pylint: disable=g-import-not-at-top
+  values = dict(output_dir=output_dir, vocab_file=os.path.join(minilm, "vocab.txt"),
+                train_file=train_file, eval_file=os.path.join(NER, "dev.txt"),
+                max_seq_length=128, do_train=True, do_eval=True, train_batch_size=16,
+                eval_batch_size=16, learning_rate=1e-4, save_checkpoints_steps=100000,
+                export=False)
+  values.update(changes)
+  return nr.NerSettings(**values)
+
+
+def run_tagging(seeds, sentences, teacher_epochs, student_epochs, workdir):
+  """The tagger's rows: a 6-layer MiniLM teacher fine-tuned on tests/data/ner/train.txt's
+  first `sentences` sentences, then each seed's 3-layer twins (its layers 0, 3, 5) on the same
+  sentences with the same steps and seed, alone and distilled at the defaults; dev token
+  accuracy (eval_accuracy) and conlleval's entity F1 (eval_f1) on tests/data/ner/dev.txt."""
+  from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.tagging import run as nr  # pylint: disable=g-import-not-at-top
+  minilm = _minilm()
+  config = checkpoints.config_beside(os.path.join(minilm, "model.safetensors"))
+  train = _ner_subset(workdir, sentences)
+  teacher_dir = os.path.join(workdir, "ner_teacher")
+  rows = []
+
+  def one(setting, model_config, output_dir, seed, epochs, **extra):
+    start = time.time()
+    with _phase_clock() as clock:
+      result = nr.run_ner(model_config, _ner_settings(
+          output_dir, train, minilm, init_checkpoint=minilm, seed=seed,
+          num_train_epochs=epochs, iterations_per_loop=_half(sentences, epochs), **extra))
+    rows.append(dict(setting=setting, seed=seed, eval_accuracy=result["eval"]["accuracy"],
+                     eval_f1=result["eval"]["f1"],
+                     examples_per_second=result["examples_per_second"],
+                     seconds=time.time() - start, **_clock_fields(clock, result)))
+    print(json.dumps(rows[-1]), flush=True)
+
+  one(f"tagger teacher (6 layers, {sentences} sentences)", config, teacher_dir, None,
+      teacher_epochs)
+  rows[-1]["seed"] = 0
+  student = config.replace(num_hidden_layers=3)
+  for seed in seeds:
+    for name, extra in (("alone", {}), ("distilled", dict(teacher=teacher_dir))):
+      one(f"tagger student (3 layers, {sentences} sentences) {name}", student,
+          os.path.join(workdir, f"ner_{name}_{seed}"), seed, student_epochs, **extra)
   return rows
+
+
+# === Serving the teacher and the student (--serving) ===
+
+
+def serve(runs, workdir, smoke, rounds):
+  """The raw-text exports of the teacher and the distilled student, timed side by side by
+  benchmarks/serving.py's workers (each in a process of its own, one thread, pinned to the
+  first core this process may use; the rows taking turns for `rounds` rounds, the best round of
+  each figure), on its committed short and long text sets:
+
+    text model        `python -m bert_tf.export --checkpoint=<the run's folder>
+                      --seq_length=256` (serving.export_ours: `bert/<version>`, the encoder's
+                      outputs from raw text; 256 holds every long text whole)
+    classifier export run_classifier's own export (export/classifier/<step>/, labels and
+                      probabilities from raw text, at the run's max_seq_length of 32: long
+                      texts are cut there)
+
+  Before timing, each classifier export classifies the dev sentences: its accuracy must be its
+  run's eval_accuracy (the export answers as the model measured). Returns the results' serving
+  part: {"rows", "summary" (serving.summarize per row), "export_dev_accuracy", "plan", "load"}.
+  """
+  sys.path.insert(0, HERE)
+  import serving  # pylint: disable=g-import-not-at-top
+  flags = ["--sets=short,long", "--threads=1", f"--rounds={rounds}", "--sweep_batches=1",
+           "--sweep_examples=2"] + (["--smoke"] if smoke else [])
+  args = serving.parse_args(flags)
+  rows = []
+  for who in ("teacher", "student"):
+    run_ = runs[who]
+    paths = serving.export_ours(run_["run_dir"], workdir, who, [], args.max_length,
+                                warmup=not smoke)
+    rows.append((f"{who}: text model", "ours", paths["text"]))
+    rows.append((f"{who}: classifier export", "ours_classifier", run_["export_dir"]))
+  accuracy = {who: _export_accuracy(runs[who]["export_dir"]) for who in ("teacher", "student")}
+  for who, value in accuracy.items():
+    if abs(value - runs[who]["eval_accuracy"]) > 1e-9:
+      raise SystemExit(f"the {who}'s classifier export classifies the dev sentences with "
+                       f"accuracy {value:.4f}, its run measured {runs[who]['eval_accuracy']:.4f}")
+  sets = serving.read_sets(["short", "long"])
+  core = sorted(os.sched_getaffinity(0))[0]
+  spec = serving.worker_spec(args, sets, _minilm(), 1, core)
+  load = [os.getloadavg()[0]]
+  workers = []
+  try:
+    for row, system, path in rows:
+      workers.append(serving.Worker(row, system, dict(spec, path=path), workdir))
+    record = serving.timed_rounds(workers, args.rounds)
+  finally:
+    for worker in workers:
+      worker.close()
+  load.append(os.getloadavg()[0])
+  summary = {row: serving.summarize(r["rounds"], spec["plan"]) for row, r in record.items()}
+  return dict(rows=[row for row, _, _ in rows], summary=summary, export_dev_accuracy=accuracy,
+              plan=spec["plan"], core=core, load_average_start_end=load,
+              settings=dict(rounds=args.rounds, requests=args.requests, examples=args.examples,
+                            max_length=args.max_length))
+
+
+def _export_accuracy(export_dir: str) -> float:
+  """The dev accuracy of a classifier export's serving_default on the dev sentences."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
+  with open(os.path.join(SOURCE, "dev.tsv"), encoding="utf-8") as f:
+    pairs = [line.rstrip("\n").split("\t") for line in f.read().splitlines()[1:] if line]
+  fn = tf.saved_model.load(export_dir).signatures["serving_default"]
+  predicted = []
+  for i in range(0, len(pairs), 32):
+    out = fn(text=tf.constant([text for text, _ in pairs[i:i + 32]]))
+    predicted += [label.decode() for label in out["label"].numpy()]
+  return sum(p == label for p, (_, label) in zip(predicted, pairs)) / len(pairs)
+
+
+# === The goals ===
+
+# The issue's goals: the distilled 3-layer student's dev accuracy over the teacher's (median of
+# seeds); its gain over its twin alone (points of dev accuracy, median of the seeds' differences;
+# sentences, then tokens); the teacher's export latency over the student's (short text, batch 1,
+# one thread); a distillation epoch with --cache_teacher over the twin alone's.
+GOALS = dict(retention=0.97, gain=0.010, tagging_gain=0.005, speedup=1.8, cached_cost=1.2)
+
+
+def _by_seed(rows, setting):
+  return {row["seed"]: row for row in rows if row["setting"] == setting}
+
+
+def _median_of(per_seed):
+  return statistics.median(per_seed.values()) if per_seed else None
+
+
+def accuracy_goals(rows, labelled_sizes, transfer):
+  """Retention (last labelled size) and gain (every size; the tagger's when there) per seed."""
+  name = "distilled" + (" with transfer" if transfer else "")
+  teacher = rows[0]["eval_accuracy"]
+  last = f"student (3 layers, {labelled_sizes[-1]} labelled) "
+  distilled = _by_seed(rows, last + name)
+  retention = {seed: row["eval_accuracy"] / teacher for seed, row in distilled.items()}
+  found = dict(retention=dict(per_seed=retention, median=_median_of(retention),
+                              teacher=teacher, setting=last + name, goal=GOALS["retention"]))
+  for labelled in labelled_sizes:
+    prefix = f"student (3 layers, {labelled} labelled) "
+    alone, twins = _by_seed(rows, prefix + "alone"), _by_seed(rows, prefix + name)
+    gain = {seed: twins[seed]["eval_accuracy"] - alone[seed]["eval_accuracy"] for seed in twins}
+    found[f"gain_{labelled}"] = dict(per_seed=gain, median=_median_of(gain), goal=GOALS["gain"],
+                                     setting=prefix + name)
+  tagger = [row for row in rows if row["setting"].startswith("tagger student")]
+  if tagger:
+    prefix = tagger[0]["setting"].rsplit(" ", 1)[0] + " "
+    alone, twins = _by_seed(rows, prefix + "alone"), _by_seed(rows, prefix + "distilled")
+    for key, metric in (("tagging_gain", "eval_accuracy"), ("tagging_f1_gain", "eval_f1")):
+      gain = {seed: twins[seed][metric] - alone[seed][metric] for seed in twins}
+      found[key] = dict(per_seed=gain, median=_median_of(gain), setting=prefix + "distilled",
+                        goal=GOALS["tagging_gain"] if key == "tagging_gain" else None)
+  return found
+
+
+def cost_goals(rows, labelled):
+  """Per seed, the distilled twins' training phase over the twin alone's (same steps): with
+  --cache_teacher (its pass of the teacher included, and without it) and with the teacher in
+  the step; and the loop's steady examples/s of the twin alone over each's."""
+  prefix = f"student (3 layers, {labelled} labelled) "
+  alone = _by_seed(rows, prefix + "alone")
+  uncached = _by_seed(rows, prefix + "distilled")
+  cached = _by_seed(rows, prefix + "distilled, cached teacher")
+  if not cached:
+    return {}
+  ratios = dict(
+      cached_with_cache_pass={s: (r["train_seconds"] + r["cache_seconds"])
+                              / alone[s]["train_seconds"] for s, r in cached.items()},
+      cached_training_phase={s: r["train_seconds"] / alone[s]["train_seconds"]
+                             for s, r in cached.items()},
+      uncached_training_phase={s: r["train_seconds"] / alone[s]["train_seconds"]
+                               for s, r in uncached.items()},
+      cached_steady_seconds_per_example={
+          s: alone[s]["examples_per_second"] / r["examples_per_second"]
+          for s, r in cached.items()},
+      uncached_steady_seconds_per_example={
+          s: alone[s]["examples_per_second"] / r["examples_per_second"]
+          for s, r in uncached.items()})
+  if all(r.get("train_cpu_seconds") for r in list(cached.values()) + list(alone.values())):
+    ratios.update(
+        cpu_cached_with_cache_pass={s: (r["train_cpu_seconds"] + r["cache_cpu_seconds"])
+                                    / alone[s]["train_cpu_seconds"] for s, r in cached.items()},
+        cpu_cached_training_phase={s: r["train_cpu_seconds"] / alone[s]["train_cpu_seconds"]
+                                   for s, r in cached.items()},
+        cpu_uncached_training_phase={s: r["train_cpu_seconds"] / alone[s]["train_cpu_seconds"]
+                                     for s, r in uncached.items()})
+  return {key: dict(per_seed=value, median=_median_of(value),
+                    goal=GOALS["cached_cost"] if key.endswith("cached_with_cache_pass") else None)
+          for key, value in ratios.items()}
+
+
+def serving_goals(summary):
+  """The teacher's figure over the student's, per export kind: batch-1 p50 latency (short,
+  long; above 1 = the student faster) and batch-32 throughput (the student's over the
+  teacher's)."""
+  found = {}
+  for kind in ("text model", "classifier export"):
+    teacher, student = summary[f"teacher: {kind}"], summary[f"student: {kind}"]
+    cells = {}
+    for name in ("short", "long"):
+      cells[f"{name}_b1_p50"] = teacher[name]["p50_ms"] / student[name]["p50_ms"]
+      cells[f"{name}_b32_per_s"] = student[name]["batch32_per_s"] / teacher[name]["batch32_per_s"]
+    found[kind] = cells
+  return found
+
+
+def goal_lines(goals):
+  """The goals' verdict lines (printed and kept in the results file)."""
+  lines = []
+
+  def line(text, entry, op=">="):
+    per_seed = ", ".join(f"{v:.3f}" for _, v in sorted(entry["per_seed"].items()))
+    median, goal = entry["median"], entry.get("goal")
+    verdict = "" if goal is None else (
+        " (goal " + op + f" {goal:g}: " + ("met" if (median >= goal if op == ">=" else
+                                                     median <= goal) else "NOT met") + ")")
+    lines.append(f"{text}: median {median:.3f}, per seed {per_seed}{verdict}")
+  accuracy = goals["accuracy"]
+  line(f"distilled student's dev accuracy / the teacher's ({accuracy['retention']['teacher']:.3f})",
+       accuracy["retention"])
+  for key, entry in accuracy.items():
+    if key.startswith("gain_"):
+      line(f"gain over the twin alone, {key[5:]} labelled (dev accuracy)", entry)
+  if "tagging_gain" in accuracy:
+    line("tagger: gain over the twin alone (dev token accuracy)", accuracy["tagging_gain"])
+    line("tagger: gain over the twin alone (dev entity F1)", accuracy["tagging_f1_gain"])
+  for key, entry in goals.get("cost", {}).items():
+    line(f"training cost, distilled / alone: {key.replace('_', ' ')}", entry, "<=")
+  for kind, cells in goals.get("serving", {}).items():
+    speedup = cells["short_b1_p50"]
+    lines.append(f"serving, {kind}: the teacher's p50 / the student's, batch 1, short "
+                 f"{speedup:.2f}x (goal >= {GOALS['speedup']:g}x: "
+                 f"{'met' if speedup >= GOALS['speedup'] else 'NOT met'}), long "
+                 f"{cells['long_b1_p50']:.2f}x; batch-32 examples/s, student / teacher: short "
+                 f"{cells['short_b32_per_s']:.2f}x, long {cells['long_b32_per_s']:.2f}x")
+  return lines
+
+
+def plot(rows, serving_part, labelled, path):
+  """Dev accuracy (median of seeds) against the classifier export's batch-1 p50 latency on
+  short text: the teacher, and the 3-layer students of `labelled` labels (alone and distilled
+  share the student's export latency: one architecture). None without matplotlib."""
+  try:
+    import matplotlib  # pylint: disable=g-import-not-at-top
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    print("matplotlib not installed: no plot")
+    return None
+  summary = serving_part["summary"]
+  latency = {who: summary[f"{who}: classifier export"]["short"]["p50_ms"]
+             for who in ("teacher", "student")}
+  points = [("teacher (6 layers)", latency["teacher"], rows[0]["eval_accuracy"])]
+  prefix = f"student (3 layers, {labelled} labelled) "
+  for name in ("alone", "distilled", "distilled, cached teacher"):
+    accuracy = [r["eval_accuracy"] for r in rows if r["setting"] == prefix + name]
+    if accuracy:
+      points.append((f"student (3 layers) {name}", latency["student"],
+                     statistics.median(accuracy)))
+  fig, ax = plt.subplots(figsize=(7, 5.5))
+  # Alone and distilled share the x; the markers differ in shape and size so both show.
+  for (label, x, y), marker, size in zip(points, "osD^", (70, 70, 110, 40)):
+    ax.scatter([x], [y], s=size, marker=marker, label=f"{label}: {y:.3f}, {x:.1f} ms")
+  ys = [y for _, _, y in points]
+  ax.set_xlim(0, max(x for _, x, _ in points) * 1.15)
+  ax.set_ylim(min(ys) - 0.02, max(ys) + 0.02)
+  ax.set_xlabel("batch-1 p50 latency, short text, one thread (ms; classifier export)")
+  ax.set_ylabel(f"dev accuracy (median of seeds; students: {labelled} labels)")
+  ax.set_title("Distillation: accuracy against serving latency")
+  ax.grid(True, alpha=0.3)
+  ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  return path
 
 
 def summary(rows):
@@ -239,6 +644,44 @@ def summary(rows):
 
 
 def main():
+  args = _parse_args()
+  if args.plot_from:  # redraw a results file's plot beside it, nothing measured
+    with open(args.plot_from, encoding="utf-8") as f:
+      saved = json.load(f)
+    labelled = int(saved["args"]["labelled"].split(",")[-1])
+    print(plot(saved["rows"], saved["serving"], labelled,
+               os.path.splitext(args.plot_from)[0] + ".png"))
+    return
+  from absl import logging  # pylint: disable=g-import-not-at-top
+  logging.set_verbosity("error")
+  loads = [("start", os.getloadavg())]
+  with tempfile.TemporaryDirectory() as workdir:
+    seeds = [int(s) for s in args.seeds.split(",")]
+    labelled = [int(n) for n in args.labelled.split(",")]
+    rows, runs = run(seeds, labelled, args.student_epochs, workdir, transfer=args.transfer,
+                     intermediate=args.variants, with_keras=args.keras_distiller,
+                     cached=args.cache_teacher, export=args.serving)
+    loads.append(("classifier runs done", os.getloadavg()))
+    if args.tagging:
+      rows += run_tagging(seeds, args.tagging_sentences, args.tagging_teacher_epochs,
+                          args.student_epochs, workdir)
+      loads.append(("tagger runs done", os.getloadavg()))
+    serving_part = serve(runs, workdir, args.smoke, args.serving_rounds) if args.serving else None
+    loads.append(("end", os.getloadavg()))
+  table = summary(rows)
+  print(table)
+  goals = dict(accuracy=accuracy_goals(rows, labelled, args.transfer))
+  if args.cache_teacher:
+    goals["cost"] = cost_goals(rows, labelled[-1])
+  if serving_part:
+    goals["serving"] = serving_goals(serving_part["summary"])
+  lines = goal_lines(goals)
+  print("\n".join(lines))
+  _write(args, dict(rows=rows, table=table, goals=goals, goal_lines=lines,
+                    serving=serving_part, load_averages=loads), labelled[-1])
+
+
+def _parse_args():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--smoke", action="store_true",
                       help="one seed, 16 labelled sentences, one student epoch, the results in a "
@@ -255,42 +698,62 @@ def main():
                       f"for: {', '.join(INTERMEDIATE)}")
   parser.add_argument("--keras_distiller", action="store_true",
                       help="add the same student trained by keras.distillation.Distiller")
+  parser.add_argument("--cache_teacher", action="store_true",
+                      help="add a twin distilled with --cache_teacher and the training cost "
+                      "(training phase seconds, distilled / alone)")
+  parser.add_argument("--serving", action="store_true",
+                      help="export the teacher and the first seed's distilled student of the "
+                      "last --labelled and time them side by side (benchmarks/serving.py's "
+                      "workers), then plot accuracy against latency")
+  parser.add_argument("--serving_rounds", type=int, default=3)
+  parser.add_argument("--tagging", action="store_true",
+                      help="add a tagger teacher and twins on tests/data/ner")
+  parser.add_argument("--tagging_sentences", type=int, default=400,
+                      help="training sentences of the tagger (teacher and students)")
+  parser.add_argument("--tagging_teacher_epochs", type=float, default=2.0)
+  parser.add_argument("--goals", action="store_true",
+                      help="the issue's goals: --cache_teacher --serving --tagging")
+  parser.add_argument("--plot_from", default=None,
+                      help="redraw the plot of this results file (written with --serving) "
+                      "beside it, and exit")
   parser.add_argument("--out", default=None)
   args = parser.parse_args()
-  variants = [v for v in args.intermediate.split(",") if v and v != "none"]
-  unknown = [v for v in variants if v not in INTERMEDIATE]
+  args.variants = [v for v in args.intermediate.split(",") if v and v != "none"]
+  unknown = [v for v in args.variants if v not in INTERMEDIATE]
   if unknown:
     parser.error(f"--intermediate: unknown {', '.join(unknown)} (give {', '.join(INTERMEDIATE)})")
   if args.keras_distiller and args.transfer:
     parser.error("--keras_distiller trains on the labelled records only: drop --transfer")
-  from absl import logging  # pylint: disable=g-import-not-at-top
-  logging.set_verbosity("error")
+  if args.goals:
+    args.cache_teacher = args.serving = args.tagging = True
   _smoke(args)
-  with tempfile.TemporaryDirectory() as workdir:
-    rows = run([int(s) for s in args.seeds.split(",")],
-               [int(n) for n in args.labelled.split(",")], args.student_epochs, workdir,
-               transfer=args.transfer, intermediate=variants, with_keras=args.keras_distiller)
-  table = summary(rows)
-  print(table)
-  _write(args, rows, table)
+  return args
 
 
 def _smoke(args):
   """--smoke's settings; the teacher is fine-tuned as in a measured run (about 20 s)."""
   if args.smoke:
     args.seeds, args.labelled, args.student_epochs = "1", "16", 1.0
+    args.tagging_sentences, args.tagging_teacher_epochs, args.serving_rounds = 32, 1.0, 1
 
 
-def _write(args, rows, table):
+def _write(args, values, labelled):
   """The results file (--out, or benchmarks/results/distillation_DATE.json; with --smoke a
-  temporary folder): its layout, with the command, date, machine and versions beside it."""
+  temporary folder): its layout, with the command, date, machine and versions beside it; with
+  --serving the plot beside it (the same name, .png), its path in the file."""
   sys.path.insert(0, HERE)
   import results_file  # pylint: disable=g-import-not-at-top
   shared = results_file.record("distillation", None, args.smoke)
   del shared["results"], shared["benchmark"]
   path = args.out or results_file.default_path("distillation", args.smoke, shared["date"])
-  results_file.write_json(path, dict(args=vars(args), rows=rows, table=table, **shared))
-  print(f"results: {path}")
+  picture = None
+  if values["serving"]:
+    picture = plot(values["rows"], values["serving"], labelled,
+                   os.path.splitext(path)[0] + ".png")
+  values["plot"] = picture and os.path.relpath(picture, REPO)
+  arguments = {k: v for k, v in vars(args).items() if k != "variants"}
+  results_file.write_json(path, dict(args=arguments, **values, **shared))
+  print(f"results: {path}" + (f"; plot: {picture}" if picture else ""))
 
 
 if __name__ == "__main__":

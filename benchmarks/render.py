@@ -358,6 +358,111 @@ def time_to_quality_systems(results_name, labels, minutes, final_bold, steps_ran
   return lines
 
 
+# === Distillation (distillation.py --goals) ===
+
+
+def _seed_cells(values, digits):
+  """Each seed's value (in seed order), then their median."""
+  import statistics  # pylint: disable=g-import-not-at-top
+  ordered = [value for _, value in sorted(values.items(), key=lambda kv: int(kv[0]))]
+  return [f"{v:.{digits}f}" for v in ordered] + [f"{statistics.median(ordered):.{digits}f}"]
+
+
+def distillation_runs(results_name):
+  """Per setting: dev accuracy per seed and the median (the taggers: token accuracy, then
+  entity F1), and the median seconds of the training phase."""
+  import statistics  # pylint: disable=g-import-not-at-top
+  rows = read(results_name)["rows"]
+  seeds = sorted({row["seed"] for row in rows if row["seed"]})
+  lines = ["| setting | steps | " + " | ".join(f"seed {s}" for s in seeds) + " | median | "
+           "training phase, s (median) |", "| --- | --: |" + " --: |" * (len(seeds) + 2)]
+  settings = list(dict.fromkeys(row["setting"] for row in rows))
+  for setting in settings:
+    runs = {row["seed"]: row for row in rows if row["setting"] == setting}
+    metrics = [("eval_accuracy", "")] + ([("eval_f1", ", entity F1")]
+                                         if "eval_f1" in next(iter(runs.values())) else [])
+    for key, suffix in metrics:
+      cells = _seed_cells({seed: row[key] for seed, row in runs.items()}, 3)
+      if len(runs) == 1:  # a teacher: one run, its value under the median
+        cells = ["-"] * len(seeds) + cells[-1:]
+      steps = next(iter(runs.values()))["num_train_steps"]
+      seconds = statistics.median(row["train_seconds"] for row in runs.values())
+      lines.append(f"| {setting}{suffix} | {steps} | " + " | ".join(cells) +
+                   f" | {seconds:.1f} |")
+  return lines
+
+
+def distillation_goals(results_name):
+  """The goals: each measure per seed and its median against the goal (the script's functions,
+  recomputed from the rows and the serving summary)."""
+  import distillation  # pylint: disable=g-import-not-at-top
+  saved = read(results_name)
+  labelled = [int(n) for n in saved["args"]["labelled"].split(",")]
+  accuracy = distillation.accuracy_goals(saved["rows"], labelled, saved["args"]["transfer"])
+  cost = distillation.cost_goals(saved["rows"], labelled[-1])
+  seeds = sorted(accuracy["retention"]["per_seed"], key=int)
+  lines = ["| goal | measure | " + " | ".join(f"seed {s}" for s in seeds)
+           + " | median | verdict |", "| --- | --- |" + " --: |" * (len(seeds) + 1) + " --- |"]
+
+  def add(goal, measure, entry, digits, op=">="):
+    cells = _seed_cells(entry["per_seed"], digits)
+    median, target = entry["median"], entry.get("goal")
+    verdict = ""
+    if target is not None:
+      met = median >= target if op == ">=" else median <= target
+      verdict = f"{op} {target:g}: {'met' if met else '**not met**'}"
+    lines.append(f"| {goal} | {measure} | " + " | ".join(cells) + f" | {verdict} |")
+  add(">= 97% of the teacher", f"distilled / teacher dev accuracy "
+      f"({accuracy['retention']['teacher']:.3f}), {labelled[-1]} labels",
+      accuracy["retention"], 3)
+  for size in labelled:
+    add("+1.0 point, sentences", f"distilled - alone, dev accuracy, {size} labels",
+        accuracy[f"gain_{size}"], 3)
+  if "tagging_gain" in accuracy:
+    add("+0.5 point, tokens", "distilled - alone, dev token accuracy", accuracy["tagging_gain"],
+        4)
+    add("", "distilled - alone, dev entity F1", accuracy["tagging_f1_gain"], 3)
+  names = dict(cached_with_cache_pass="cached: training phase + the teacher's pass / alone",
+               cached_training_phase="cached: training phase / alone",
+               uncached_training_phase="teacher in the step: training phase / alone",
+               cached_steady_seconds_per_example="cached: seconds per example, second half / "
+               "alone",
+               uncached_steady_seconds_per_example="teacher in the step: seconds per example, "
+               "second half / alone",
+               cpu_cached_with_cache_pass="cached: CPU seconds of the training phase + the "
+               "teacher's pass / alone",
+               cpu_cached_training_phase="cached: CPU seconds of the training phase / alone",
+               cpu_uncached_training_phase="teacher in the step: CPU seconds of the training "
+               "phase / alone")
+  for key, name in names.items():
+    if key in cost:
+      add("epoch <= 1.2x alone" if key.endswith("cached_with_cache_pass") else "", name,
+          cost[key], 2, "<=")
+  return [line.replace("|  |", "| |") for line in lines]
+
+
+def distillation_serving(results_name):
+  """The teacher's and the student's exports, one thread: batch-1 p50 / p99 and batch-32
+  examples/s on short and long text, then the student's speed over the teacher's."""
+  import distillation  # pylint: disable=g-import-not-at-top
+  serving_part = read(results_name)["serving"]
+  summary = serving_part["summary"]
+  lines = ["| export (one thread) | short: b1 p50 / p99 ms | short: b32 /s | long: b1 p50 / p99 "
+           "ms | long: b32 /s |", "| --- | --: | --: | --: | --: |"]
+  for row in serving_part["rows"]:
+    cells = []
+    for name in ("short", "long"):
+      cell = summary[row][name]
+      cells += [f"{cell['p50_ms']:.2f} / {cell['p99_ms']:.2f}", f"{cell['batch32_per_s']:.1f}"]
+    lines.append(f"| {row} | " + " | ".join(cells) + " |")
+  for kind, ratios in distillation.serving_goals(summary).items():
+    lines.append(f"| student's speed / teacher's, {kind} | "
+                 + " | ".join(f"{ratios[key]:.2f}x" for key in (
+                     "short_b1_p50", "short_b32_per_s", "long_b1_p50", "long_b32_per_s"))
+                 + " |")
+  return lines
+
+
 # === The main job (main_job.py), quoted in README.md ===
 
 
@@ -368,6 +473,18 @@ def main_job(results_name):
 
 # Marker name -> the lines of its table.
 TABLES = {
+    "distillation_runs_2026-12-06": lambda: distillation_runs(
+        "distillation_goals_2026-12-06.json"),
+    "distillation_goals_2026-12-06": lambda: distillation_goals(
+        "distillation_goals_2026-12-06.json"),
+    "distillation_serving_2026-12-06": lambda: distillation_serving(
+        "distillation_goals_2026-12-06.json"),
+    "distillation_cost_runs_2026-12-06": lambda: distillation_runs(
+        "distillation_cost_serving_2026-12-06.json"),
+    "distillation_cost_goals_2026-12-06": lambda: distillation_goals(
+        "distillation_cost_serving_2026-12-06.json"),
+    "distillation_cost_serving_2026-12-06": lambda: distillation_serving(
+        "distillation_cost_serving_2026-12-06.json"),
     "serving_peers_2026-12-06": lambda: serving_figures("serving_peers_2026-12-06.json"),
     "serving_ratios_2026-12-06": lambda: serving_ratios("serving_peers_2026-12-06.json"),
     "serving_summary_2026-12-06": lambda: serving_summary("serving_peers_2026-12-06.json"),

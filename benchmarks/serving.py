@@ -470,7 +470,7 @@ def check_outputs(workers, tolerance, variant_tolerance, classifier_head):
 
 def timing_phase(args, rows, sets, checkpoint, threads, work_dir, facts, variant_tolerance):
   """Workers of every row at one thread setting: the check, a warm pass, then the rounds in
-  turn (the order rotating). {row: {"ready", "versions", "rounds": [...]}} and the check."""
+  turn (timed_rounds). {row: {"ready", "versions", "rounds": [...]}} and the check."""
   cores = sorted(os.sched_getaffinity(0))
   core = cores[0] if args.core is None else args.core
   count = 1 if threads == "1" else len(cores)
@@ -482,20 +482,28 @@ def timing_phase(args, rows, sets, checkpoint, threads, work_dir, facts, variant
       print(f"  {row}: loaded in {workers[-1].ready['ready']:.1f} s", flush=True)
     check = check_outputs(workers, args.tolerance, variant_tolerance,
                           facts.get("classifier_head"))
-    for worker in workers:
-      worker.ask("warm")
-    record = {w.row: dict(ready=w.ready["ready"], versions=w.ready["versions"], rounds=[],
-                          system=w.system) for w in workers}
-    for r in range(args.rounds):
-      order = workers[r % len(workers):] + workers[:r % len(workers)]
-      for worker in order:
-        record[worker.row]["rounds"].append(worker.ask("round")["round"])
-      print(f"  round {r + 1} of {args.rounds} done ({time.strftime('%H:%M:%S')}, load "
-            f"{os.getloadavg()[0]:.2f})", flush=True)
+    record = timed_rounds(workers, args.rounds)
   finally:
     for worker in workers:
       worker.close()
   return record, check
+
+
+def timed_rounds(workers, rounds):
+  """A warm pass of every worker, then `rounds` rounds in turn (the order rotating, so that load
+  from elsewhere hits every row alike): {row: {"ready", "versions", "rounds": [...], "system"}}.
+  The workers stay open (the caller closes them)."""
+  for worker in workers:
+    worker.ask("warm")
+  record = {w.row: dict(ready=w.ready["ready"], versions=w.ready["versions"], rounds=[],
+                        system=w.system) for w in workers}
+  for r in range(rounds):
+    order = workers[r % len(workers):] + workers[:r % len(workers)]
+    for worker in order:
+      record[worker.row]["rounds"].append(worker.ask("round")["round"])
+    print(f"  round {r + 1} of {rounds} done ({time.strftime('%H:%M:%S')}, load "
+          f"{os.getloadavg()[0]:.2f})", flush=True)
+  return record
 
 
 def percentile(values, q):

@@ -167,3 +167,81 @@ def test_the_readme_opening_serving_figures_are_quoted_from_their_results_file()
   readme = " ".join(_read("README.md").split())
   assert (f"answer a batch of 32 short texts {float32:.2f}x faster than Hugging Face, "
           f"{bfloat16:.2f}x with bfloat16") in readme
+
+
+DISTILLATION = "distillation_goals_2026-12-06.json"
+DISTILLATION_COST = "distillation_cost_serving_2026-12-06.json"
+
+
+def _distillation_figures():
+  """The distillation goals' figures the pages quote, recomputed from the two results files with
+  the script's own functions (benchmarks/distillation.py)."""
+  import distillation  # pylint: disable=g-import-not-at-top
+  first = json.loads(_read("benchmarks", "results", DISTILLATION))
+  second = json.loads(_read("benchmarks", "results", DISTILLATION_COST))
+  accuracy = distillation.accuracy_goals(first["rows"], [48, 360], False)
+  second_accuracy = distillation.accuracy_goals(second["rows"], [360], False)
+  return dict(accuracy=accuracy, second_accuracy=second_accuracy,
+              serving=distillation.serving_goals(first["serving"]["summary"]),
+              second_serving=distillation.serving_goals(second["serving"]["summary"]),
+              cost=distillation.cost_goals(second["rows"], 360), first=first, second=second)
+
+
+def test_the_distillation_goals_are_quoted_from_their_results_files():
+  f = _distillation_figures()
+  accuracy, cost = f["accuracy"], f["cost"]
+  text, classifier = f["serving"]["text model"], f["serving"]["classifier export"]
+  second_text = f["second_serving"]["text model"]
+  second_classifier = f["second_serving"]["classifier export"]
+  readme = " ".join(_read("README.md").split())
+  points = lambda key: f"{accuracy[key]['median'] * 100:+.1f}"
+  for quoted in (
+      f"kept {accuracy['retention']['median']:.1%} of its teacher's dev accuracy",
+      f"({points('gain_48')} points with 48 labels, {points('gain_360')} with 360; goal +1.0)",
+      f"({accuracy['tagging_gain']['median'] * 100:+.2f} points of token accuracy; goal +0.5)",
+      f"answered a short text at batch 1 {text['short_b1_p50']:.2f}x faster",
+      f"{second_text['short_b1_p50']:.2f}x in a second run; the classifier exports "
+      f"{classifier['short_b1_p50']:.2f}x and {second_classifier['short_b1_p50']:.2f}x",
+      f"had {text['short_b32_per_s']:.2f}x the teacher's examples/s at batch 32",
+      f"took {cost['cpu_cached_with_cache_pass']['median']:.2f}x the CPU time",
+      f"({cost['cpu_cached_training_phase']['median']:.2f}x without the teacher's one pass",
+      f"the teacher in every step {cost['cpu_uncached_training_phase']['median']:.2f}x",
+      f"benchmarks/results/{DISTILLATION}", DISTILLATION_COST,
+      f"(benchmarks/results/{DISTILLATION.replace('.json', '.png')})"):
+    assert quoted in readme, quoted
+  # The verdicts the pages state, as the figures say.
+  assert accuracy["retention"]["median"] >= 0.97
+  assert max(accuracy["gain_48"]["median"], accuracy["gain_360"]["median"],
+             f["second_accuracy"]["gain_360"]["median"]) < 0.01
+  assert accuracy["tagging_gain"]["median"] < 0.005
+  assert text["short_b1_p50"] < 1.8 and second_text["short_b1_p50"] < 1.8
+  assert cost["cpu_cached_with_cache_pass"]["median"] > 1.2
+  # The plot the README shows is the first run's, named in its results file.
+  assert f["first"]["plot"] == f"benchmarks/results/{DISTILLATION.replace('.json', '.png')}"
+  assert os.path.exists(os.path.join(REPO_ROOT, f["first"]["plot"]))
+
+
+def test_the_distillation_section_quotes_its_results_files():
+  f = _distillation_figures()
+  accuracy, second, cost = f["accuracy"], f["second_accuracy"], f["cost"]
+  page = " ".join(_read("benchmarks", "README.md").split())
+  points = lambda entry: f"{entry['median'] * 100:+.1f}"
+  summary = f["first"]["serving"]["summary"]
+  teacher, student = summary["teacher: text model"], summary["student: text model"]
+  fixed = (2 * student["short"]["p50_ms"] - teacher["short"]["p50_ms"])
+  for quoted in (
+      f"the medians are {accuracy['retention']['median']:.1%} and "
+      f"{second['retention']['median']:.1%} of the teacher's accuracy",
+      f"{points(accuracy['gain_48'])} points with 48 labels and {points(accuracy['gain_360'])} "
+      f"with 360 (median of three seeds), {points(second['gain_360'])} in the second run",
+      f"{accuracy['tagging_gain']['median'] * 100:+.2f} points of token accuracy (median) and "
+      f"{points(accuracy['tagging_f1_gain'])} points of entity F1",
+      f"The text model answered {f['serving']['text model']['short_b1_p50']:.2f}x and "
+      f"{f['second_serving']['text model']['short_b1_p50']:.2f}x faster",
+      f"about {fixed:.1f} ms of the teacher text model's {teacher['short']['p50_ms']:.2f} ms",
+      f"training phase took {cost['cpu_cached_training_phase']['median']:.2f}x of its twin "
+      f"alone's (median), and {cost['cpu_cached_with_cache_pass']['median']:.2f}x with the "
+      f"teacher's one pass",
+      f"every step took {cost['cpu_uncached_training_phase']['median']:.2f}x",
+      f"results/{DISTILLATION.replace('.json', '.png')}"):
+    assert quoted in page, quoted

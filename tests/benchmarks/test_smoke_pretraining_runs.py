@@ -32,3 +32,45 @@ def test_distillation(tmp_path):
       "student (3 layers, 16 labelled) distilled"]
   assert content["rows"][0]["eval_accuracy"] > 0.8  # the teacher's two real epochs
   assert content["args"]["smoke"] is True and content["versions"]["tensorflow"]
+
+
+@smoke.LONG
+def test_distillation_goals(tmp_path):
+  """--goals on the smoke settings: the cached twin, the tagger, both exports of the teacher
+  and the student timed side by side, the goal lines; no plot without matplotlib."""
+  out, content = smoke.run("distillation", tmp_path, "--goals", own_layout=True, timeout=1200)
+  assert [row["setting"] for row in content["rows"]] == [
+      "teacher (6 layers, 360 labelled)", "student (3 layers, 16 labelled) alone",
+      "student (3 layers, 16 labelled) distilled",
+      "student (3 layers, 16 labelled) distilled, cached teacher",
+      "tagger teacher (6 layers, 32 sentences)", "tagger student (3 layers, 32 sentences) alone",
+      "tagger student (3 layers, 32 sentences) distilled"]
+  rows = {row["setting"]: row for row in content["rows"]}
+  assert all(row["train_seconds"] > 0 for row in content["rows"])
+  assert rows["student (3 layers, 16 labelled) distilled, cached teacher"]["cache_seconds"] > 0
+  assert rows["student (3 layers, 16 labelled) distilled"]["cache_seconds"] == 0
+  serving = content["serving"]
+  assert serving["rows"] == ["teacher: text model", "teacher: classifier export",
+                             "student: text model", "student: classifier export"]
+  for row in serving["rows"]:
+    for name in ("short", "long"):
+      assert serving["summary"][row][name]["p50_ms"] > 0
+      assert serving["summary"][row][name]["batch32_per_s"] > 0
+  # The exports classify the dev sentences as their runs measured.
+  assert serving["export_dev_accuracy"] == {
+      "teacher": rows["teacher (6 layers, 360 labelled)"]["eval_accuracy"],
+      "student": rows["student (3 layers, 16 labelled) distilled"]["eval_accuracy"]}
+  goals = content["goals"]
+  assert set(goals) == {"accuracy", "cost", "serving"}
+  assert set(goals["accuracy"]) == {"retention", "gain_16", "tagging_gain", "tagging_f1_gain"}
+  text = goals["serving"]["text model"]
+  short = serving["summary"]["teacher: text model"]["short"]["p50_ms"] / \
+      serving["summary"]["student: text model"]["short"]["p50_ms"]
+  assert abs(text["short_b1_p50"] - short) < 1e-9
+  assert set(goals["cost"]) == {
+      "cached_with_cache_pass", "cached_training_phase", "uncached_training_phase",
+      "cached_steady_seconds_per_example", "uncached_steady_seconds_per_example",
+      "cpu_cached_with_cache_pass", "cpu_cached_training_phase", "cpu_uncached_training_phase"}
+  assert len(content["goal_lines"]) == 14 and content["goal_lines"][-2].startswith(
+      "serving, text model: the teacher's p50 / the student's, batch 1, short")
+  assert "matplotlib not installed: no plot" in out and content["plot"] is None

@@ -1,0 +1,120 @@
+"""benchmarks/distillation.py's goal arithmetic (the verdicts its results file and the pages
+quote) on hand-made rows, and the tagger's training subset, without training anything."""
+
+# pylint: disable=protected-access
+
+import os
+import sys
+
+import pytest
+
+from bert_tf.tasks.tagging import data as tagging_data
+from tests.helpers import REPO_ROOT
+
+sys.path.insert(0, os.path.join(REPO_ROOT, "benchmarks"))
+import distillation  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+
+def _row(setting, seed, accuracy, train=10.0, cache=0.0, speed=100.0, f1=None):
+  row = dict(setting=setting, seed=seed, eval_accuracy=accuracy, train_seconds=train,
+             cache_seconds=cache, examples_per_second=speed)
+  if f1 is not None:
+    row["eval_f1"] = f1
+  return row
+
+
+STUDENT = "student (3 layers, 360 labelled) "
+ROWS = [
+    _row("teacher (6 layers, 360 labelled)", 0, 0.9),
+    _row(STUDENT + "alone", 1, 0.85, train=10.0, speed=100.0),
+    _row(STUDENT + "distilled", 1, 0.88, train=15.0, speed=60.0),
+    _row(STUDENT + "distilled, cached teacher", 1, 0.88, train=11.0, cache=2.0, speed=80.0),
+    _row(STUDENT + "alone", 2, 0.90, train=20.0, speed=50.0),
+    _row(STUDENT + "distilled", 2, 0.89, train=30.0, speed=40.0),
+    _row(STUDENT + "distilled, cached teacher", 2, 0.89, train=22.0, cache=2.0, speed=50.0),
+    _row("tagger teacher (6 layers, 400 sentences)", 0, 0.99, f1=0.9),
+    _row("tagger student (3 layers, 400 sentences) alone", 1, 0.97, f1=0.80),
+    _row("tagger student (3 layers, 400 sentences) distilled", 1, 0.98, f1=0.86),
+]
+
+
+def test_accuracy_goals_per_seed_and_median():
+  found = distillation.accuracy_goals(ROWS, [360], transfer=False)
+  assert found["retention"]["per_seed"] == pytest.approx({1: 0.88 / 0.9, 2: 0.89 / 0.9})
+  assert found["retention"]["median"] == pytest.approx((0.88 + 0.89) / 2 / 0.9)
+  assert found["retention"]["teacher"] == 0.9
+  assert found["gain_360"]["per_seed"] == pytest.approx({1: 0.03, 2: -0.01})
+  assert found["gain_360"]["median"] == pytest.approx(0.01)
+  assert found["tagging_gain"]["per_seed"] == pytest.approx({1: 0.01})
+  assert found["tagging_f1_gain"]["per_seed"] == pytest.approx({1: 0.06})
+  assert found["tagging_gain"]["goal"] == 0.005 and found["tagging_f1_gain"]["goal"] is None
+
+
+def test_cost_goals_divide_each_seed_by_its_twin_alone():
+  cost = distillation.cost_goals(ROWS, 360)
+  assert cost["cached_with_cache_pass"]["per_seed"] == pytest.approx({1: 1.3, 2: 1.2})
+  assert cost["cached_with_cache_pass"]["median"] == pytest.approx(1.25)
+  assert cost["cached_training_phase"]["per_seed"] == pytest.approx({1: 1.1, 2: 1.1})
+  assert cost["uncached_training_phase"]["per_seed"] == pytest.approx({1: 1.5, 2: 1.5})
+  assert cost["cached_steady_seconds_per_example"]["per_seed"] == pytest.approx({1: 1.25,
+                                                                                 2: 1.0})
+  assert cost["uncached_steady_seconds_per_example"]["per_seed"] == pytest.approx({1: 100 / 60,
+                                                                                   2: 1.25})
+  assert distillation.cost_goals(ROWS[:3], 360) == {}  # no cached twin, no cost
+  assert not any(key.startswith("cpu_") for key in cost)  # rows without CPU seconds
+
+
+def test_cost_goals_in_cpu_seconds():
+  cpu = dict(zip(range(1, 7), (10.0, 14.0, 11.0, 20.0, 30.0, 24.0)))
+  rows = [dict(row, train_cpu_seconds=cpu.get(i), cache_cpu_seconds=1.0 if "cached" in
+               row["setting"] else 0.0) for i, row in enumerate(ROWS[:7])]
+  cost = distillation.cost_goals(rows, 360)
+  assert cost["cpu_cached_with_cache_pass"]["per_seed"] == pytest.approx({1: 1.2, 2: 1.25})
+  assert cost["cpu_cached_with_cache_pass"]["goal"] == 1.2
+  assert cost["cpu_cached_training_phase"]["per_seed"] == pytest.approx({1: 1.1, 2: 1.2})
+  assert cost["cpu_uncached_training_phase"]["per_seed"] == pytest.approx({1: 1.4, 2: 1.5})
+
+
+def _cell(p50, b32):
+  return dict(p50_ms=p50, p99_ms=p50 * 1.2, batch8_per_s=1.0, batch32_per_s=b32)
+
+
+def test_serving_goals_and_the_verdict_lines():
+  summary = {"teacher: text model": dict(short=_cell(10.0, 100.0), long=_cell(40.0, 20.0)),
+             "student: text model": dict(short=_cell(5.0, 210.0), long=_cell(16.0, 45.0)),
+             "teacher: classifier export": dict(short=_cell(9.0, 90.0), long=_cell(9.0, 90.0)),
+             "student: classifier export": dict(short=_cell(6.0, 150.0), long=_cell(6.0, 150.0))}
+  serving = distillation.serving_goals(summary)
+  assert serving["text model"] == pytest.approx(dict(short_b1_p50=2.0, short_b32_per_s=2.1,
+                                                     long_b1_p50=2.5, long_b32_per_s=2.25))
+  assert serving["classifier export"]["short_b1_p50"] == pytest.approx(1.5)
+  goals = dict(accuracy=distillation.accuracy_goals(ROWS, [360], False),
+               cost=distillation.cost_goals(ROWS, 360), serving=serving)
+  lines = distillation.goal_lines(goals)
+  assert lines[0] == ("distilled student's dev accuracy / the teacher's (0.900): median 0.983, "
+                      "per seed 0.978, 0.989 (goal >= 0.97: met)")
+  assert lines[1] == ("gain over the twin alone, 360 labelled (dev accuracy): median 0.010, "
+                      "per seed 0.030, -0.010 (goal >= 0.01: met)")
+  assert ("training cost, distilled / alone: cached with cache pass: median 1.250, per seed "
+          "1.300, 1.200 (goal <= 1.2: NOT met)") in lines
+  assert ("serving, text model: the teacher's p50 / the student's, batch 1, short 2.00x (goal "
+          ">= 1.8x: met), long 2.50x; batch-32 examples/s, student / teacher: short 2.10x, "
+          "long 2.25x") in lines
+  assert any(line.startswith("serving, classifier export: the teacher's p50 / the student's, "
+                             "batch 1, short 1.50x (goal >= 1.8x: NOT met)") for line in lines)
+
+
+def test_the_tagger_subset_holds_the_first_sentences_whole(tmp_path):
+  every = tagging_data.read_conll(os.path.join(distillation.NER, "train.txt"))
+  for count in (1, 5, 32):
+    kept = tagging_data.read_conll(distillation._ner_subset(str(tmp_path), count))
+    assert [s.words for s in kept] == [s.words for s in every[:count]]
+    assert [s.tags for s in kept] == [s.tags for s in every[:count]]
+  whole = tagging_data.read_conll(distillation._ner_subset(str(tmp_path), 10_000))
+  assert len(whole) == len(every) == 400
+
+
+def test_half_cuts_the_steps_in_two_intervals():
+  assert distillation._half(360, 3.0) == 34
+  assert distillation._half(48, 3.0) == 5
+  assert distillation._half(1, 1.0) == 1
