@@ -31,11 +31,12 @@ Systems (--systems), trained with batch --batch_size, max length --seq_length (-
 for squad), the MiniLM-L6 sizes (L6, H384, A12, I1536, vocabulary 30522; random weights) unless
 --bert_config_file, one device and --threads threads:
   ours_packed   packed rows, exact (input_pipeline.Packing(EXACT); rows narrowed to the fixed
-                'auto' ladder when no row is added), the packed model (the task head.py's builder(...,
-                packed=True));
+                'auto' ladder when no row is added), the packed model (the builder of the
+                task's head.py with packed=True);
   ours_static   packed rows, static: row_packing.static_rows rows a step fitted to the file;
                 its examples/s count the real examples of each round (they vary per step);
-  ours          the task head.py's builder trained by loop.Trainer with the task's TASK (harness.ours),
+  ours          the task's head.py builder, trained by loop.Trainer with the task's TASK
+                (harness.ours),
                 batches in file order cut to --length_buckets (auto: fitted to the
                 file's lengths for batches of --batch_size, as the commands fit their
                 training files; input_pipeline.fitted_buckets);
