@@ -37,6 +37,7 @@ from bert_tf.config import BertConfig
 from bert_tf.tasks import common
 from bert_tf.tasks import fine_tuning
 from bert_tf.tasks import start as start_lib
+from bert_tf.tasks import teaching
 from bert_tf.tasks.tagging import data as tagging_data
 from bert_tf.tasks.tagging import head as tagging_head
 from bert_tf.tasks.tagging import loss as tagging
@@ -321,7 +322,10 @@ TASK = fine_tuning.FineTuningTask(
     loss=lambda inputs: tagging.TASK, record_spec=_record_spec, evaluate=_evaluate,
     distill=lambda inputs, teacher_outputs, temperature, alpha: tagging.distillation_task(
         teacher_outputs, temperature, alpha),
-    results_files=("eval_results.txt", "test_results.txt"))
+    results_files=("eval_results.txt", "test_results.txt"),
+    # The teacher's logits [n, labels] of each window's n real positions (float32): its loss
+    # counts no padding position, so a window of 20 pieces in rows of 128 stores 20 rows.
+    cached_outputs=("logits",), cache_layout=teaching.REAL_POSITIONS)
 
 
 def run_ner(config: BertConfig, settings: NerSettings,
