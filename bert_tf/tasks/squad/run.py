@@ -45,6 +45,7 @@ from bert_tf.config import BertConfig
 from bert_tf.tasks import common
 from bert_tf.tasks import fine_tuning
 from bert_tf.tasks import start as start_lib
+from bert_tf.tasks import teaching
 from bert_tf.tasks.squad import answers as squad_answers
 from bert_tf.tasks.squad import data as squad_data
 from bert_tf.tasks.squad import head as squad_head
@@ -199,7 +200,8 @@ def _train_records(state: fine_tuning.RunState, path: str) -> fine_tuning.Traini
            f"Num split examples = {num_features}",
            f"{steps * settings.train_batch_size / num_features:.2f} epochs over the windows"),
       result=dict(train_examples=len(train_examples), train_features=num_features,
-                  train_stats=dict(state.inputs.data["train_stats"], **stats)))
+                  train_stats=dict(state.inputs.data["train_stats"], **stats)),
+      records=num_features)
 
 
 def _record_spec(inputs: fine_tuning.TaskInputs, max_seq_length: int, is_training: bool):
@@ -345,7 +347,11 @@ TASK = fine_tuning.FineTuningTask(
     results_files=(squad_metrics.EVAL_RESULTS_FILE,),
     # Packed, each window's softmax is over its own positions (loss.py): not the original's
     # loss over the padded row, so --packing=auto leaves SQuAD unpacked.
-    packs_exactly=False)
+    packs_exactly=False,
+    # The teacher's start and end logits at every position of a window (float32, 2 x
+    # max_seq_length values): unpacked, the softmax of the loss runs over the padding
+    # positions too, so the teacher's logits there are part of its soft targets.
+    cached_outputs=("start_logits", "end_logits"), cache_layout=teaching.EVERY_POSITION)
 
 
 def run_squad(config: BertConfig, settings: SquadSettings,
