@@ -20,6 +20,10 @@ with its head and a record of it (task_info.json, a Hugging Face config.json).
   evaluate_teacher  its dev results, before training, with the task's own evaluation: in
                  output_dir/teacher/ (its eval results and predictions), logged, and added
                  to the student's results files as teacher_<key> (e.g. teacher_eval_accuracy)
+  cache_stamp, check_cache_stamp, cached_record_spec, cached_batch_outputs,
+  write_cached_outputs  --cache_teacher: the teacher's outputs written once into the training
+                 records in the task's layout (CACHE_LAYOUTS: per example, or per position,
+                 the real positions only or every position), stamped, read back per batch
 
 The teacher is never part of the student's checkpoint or export: a resumed run loads it again,
 and the student exports as any fine-tuned model.
