@@ -196,11 +196,12 @@ def define_distillation_flags(flag_values=FLAGS) -> None:
       "temperature T of the soft targets; the soft loss is scaled by T^2 (a regression "
       "head's soft loss is the squared error to the teacher's score, without T).", **fv)
   flags.DEFINE_bool(
-      "cache_teacher", False, "With --teacher (run_classifier): compute the teacher's outputs "
-      "on the training records once, before the first step, and write them into the records "
-      "(stamped in teacher_cache.json; a cache stamped for another teacher, vocab, "
-      "max_seq_length, labels or head is refused), instead of running the teacher in every "
-      "step.", **fv)
+      "cache_teacher", False, "With --teacher: compute the teacher's outputs on the training "
+      "records once, before the first step, and write them into the records as float32 "
+      "(run_classifier: its logits; run_ner: its logits at each window's real positions; "
+      "run_squad: its start and end logits at every position), stamped in teacher_cache.json "
+      "(a cache stamped for another teacher, vocab, max_seq_length, labels or head is "
+      "refused), instead of running the teacher in every step.", **fv)
   define_intermediate_flags(flag_values)
   flags.DEFINE_string(
       "init_layers", "even", "Which encoder layers of an --init_checkpoint deeper than the "

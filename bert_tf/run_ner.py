@@ -58,6 +58,12 @@ def define_flags(flag_values=FLAGS) -> None:
   flags.DEFINE_bool("document_context", False, "Fill each window with the sentence's "
                     "neighbours from the same document (the paper's setting); only the "
                     "centre sentence is predicted.", **fv)
+  flags.DEFINE_string("transfer_file", None, "With --teacher: more training sentences without "
+                      "tags, one per line, its words split at spaces and tabs (as a CoNLL "
+                      "file's word column holds them) and each word into WordPieces as the "
+                      "training file's; each line alone, without document context. Their words "
+                      "train on the teacher's soft targets only; the training file is always "
+                      "part of the data.", **fv)
   flags.mark_flags_as_required(["vocab_file", "output_dir"], **fv)
 
 

@@ -66,6 +66,11 @@ def define_flags(flag_values=FLAGS) -> None:
   flags.DEFINE_bool("steps_from_features", False,
                     "Count training steps from the windows (features) instead of the examples "
                     "as the original does (google-research/bert#662).", **fv)
+  flags.DEFINE_string("transfer_file", None, "With --teacher: more training questions, a "
+                      "SQuAD-format JSON (v1.1 or v2.0 layout) whose answers, when it has any, "
+                      "are not read: every window of its questions trains on the teacher's "
+                      "start and end logits only; the training file is always part of the "
+                      "data, and the steps count its questions too.", **fv)
   flags.mark_flags_as_required(["vocab_file", "output_dir"], **fv)
 
 

@@ -201,6 +201,15 @@ def distillation_problems(settings: FineTuningSettings) -> List[str]:
   return problems
 
 
+def transfer_file_problems(settings) -> List[str]:
+  """--transfer_file (a task's inputs without labels) is refused without --teacher: only a
+  teacher's soft targets train on it."""
+  if getattr(settings, "transfer_file", None) and not settings.teacher:
+    return [f"--transfer_file={settings.transfer_file} has no labels: only a --teacher's soft "
+            "targets train on it; add --teacher"]
+  return []
+
+
 def split_file_problems(settings, config, holding: Mapping[str, str]) -> List[str]:
   """The checks every task with train/eval/predict files makes: at least one of --do_train,
   --do_eval, --do_predict; a file for each (settings.file(split), holding[split] saying what

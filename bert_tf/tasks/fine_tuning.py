@@ -94,11 +94,18 @@ class TaskInputs:
 class TrainingRecords:
   """What task.train_records wrote: `count` training `unit`s ("examples" or "windows") that the
   step count is taken from (the original's int(count / train_batch_size * num_train_epochs)),
-  the lines logged under "Running training", and entries for the run's result."""
+  the lines logged under "Running training", and entries for the run's result; `records`, the
+  records in the file when they are not `count` (SQuAD counts examples, each of a few windows).
+  """
   count: int
   unit: str
   log: Tuple[str, ...] = ()
   result: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  records: Optional[int] = None
+
+  @property
+  def num_records(self) -> int:
+    return self.count if self.records is None else self.records
 
 
 @dataclasses.dataclass
@@ -114,7 +121,8 @@ class RunState:
   start: start_lib.Start = dataclasses.field(default_factory=start_lib.Start)
   trainer: Optional[loop.Trainer] = None
   teacher: Optional[teaching.Teacher] = None
-  cached: Dict[str, int] = dataclasses.field(default_factory=dict)  # output -> width
+  # --cache_teacher: output -> the shape of one record's cached values.
+  cached: Dict[str, Tuple[int, ...]] = dataclasses.field(default_factory=dict)
   # The intermediate distillation losses (None: off), and the teacher's model exposing what
   # they read (loaded with the teacher).
   intermediate: Optional[features.Plan] = None
@@ -152,7 +160,9 @@ class FineTuningTask:
     results_files: the files of results the task writes in output_dir (`key = value` text or
       JSON), to which a distilled run adds its teacher's results (tasks.teaching).
     cached_outputs: the teacher's outputs --cache_teacher writes into the training records
-      (one vector per example, e.g. ("logits",)); empty: the task has no cache.
+      (e.g. ("logits",)); empty: the task has no cache.
+    cache_layout: how they sit in the records (teaching.CACHE_LAYOUTS): one vector per
+      example, or per position (the record's real positions only, or every position).
   """
   program: str
   head: str
@@ -170,6 +180,7 @@ class FineTuningTask:
   distill: Optional[Callable[..., loop.Task]] = None
   results_files: Tuple[str, ...] = ()
   cached_outputs: Tuple[str, ...] = ()
+  cache_layout: str = teaching.PER_EXAMPLE
 
 
 # The export a command hands in (model.exporting's convention, shared with run_pretraining):
@@ -317,7 +328,7 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
   # run without --teacher starts from (building a model draws on the random initializers).
   result.update(_teach(task, state, packed))
   if settings.teacher and settings.cache_teacher and settings.do_train:
-    _cache_teacher(task, state, train_path, records.count)
+    _cache_teacher(task, state, train_path, records.num_records)
   run_folder.record_run_info(state.config, settings, state.start, state.chief, state.inputs.info)
   if settings.do_train:
     grouped = settings.grouped(settings.max_seq_length)
@@ -370,8 +381,7 @@ def _loop_task(task: FineTuningTask, state: RunState) -> loop.Task:
     if features.TEACHER_OUTPUTS in batch:  # the step ran the teacher for every loss already
       return batch[features.TEACHER_OUTPUTS]
     if state.cached:
-      return {name: tf.reshape(batch[f"{teaching.PREFIX}{name}"], [-1, width])
-              for name, width in state.cached.items()}
+      return teaching.cached_batch_outputs(task.cache_layout, state.cached, batch)
     return state.teacher.outputs(loop_task.model_inputs)(batch)
 
   distilled = task.distill(state.inputs, teacher_outputs, state.settings.distill_temperature,
@@ -409,22 +419,34 @@ def _teach(task: FineTuningTask, state: RunState, packed: bool) -> Dict[str, Any
 def _cache_teacher(task: FineTuningTask, state: RunState, train_path: str, count: int) -> None:
   """--cache_teacher: the teacher's outputs on every training record, written into the records
   (read back by `dataset` while training); a cache stamped for another teacher or other inputs
-  is refused first."""
+  is refused first.
+
+  Per-position outputs are predicted at the records' full length (fine_tuning.predict's
+  sequence_length); those kept at every position, padding included (teaching.EVERY_POSITION),
+  from batches not cut to length buckets, so that a padding position holds the teacher's own
+  logit there, as the teacher in the step gives it (packed rows never read padding)."""
   settings = state.settings
   stamp = teaching.cache_stamp(settings, state.inputs.info)
   teaching.check_cache_stamp(state.record_dir, stamp)
   trainer = loop.Trainer(state.strategy, state.teacher.model, None, task.loss(state.inputs),
                          settings.train_batch_size)
-  outputs = predict(task, dataclasses.replace(state, trainer=trainer), train_path,
-                    settings.train_batch_size, count, keep=(teaching.REAL_EXAMPLE,))
-  real = outputs[teaching.REAL_EXAMPLE].reshape(-1) > 0  # not the last batch's padding
+  per_position = task.cache_layout != teaching.PER_EXAMPLE
+  if task.cache_layout == teaching.EVERY_POSITION and not settings.packing_mode.packed:
+    settings = dataclasses.replace(settings, length_buckets=length_buckets.NONE)
+  spec = task.record_spec(state.inputs, settings.max_seq_length, False)
+  keep = (teaching.REAL_EXAMPLE,) if teaching.REAL_EXAMPLE in spec else ()
+  outputs = predict(task, dataclasses.replace(state, trainer=trainer, settings=settings),
+                    train_path, settings.train_batch_size, count, keep=keep,
+                    sequence_length=settings.max_seq_length if per_position else None)
+  real = (outputs[teaching.REAL_EXAMPLE].reshape(-1) > 0 if keep  # not the last batch's padding
+          else np.ones(len(outputs[task.cached_outputs[0]]), bool))
   cached = {name: outputs[name][real] for name in task.cached_outputs}
   for name, values in cached.items():
     if len(values) != count:
       raise TrainingError(f"--cache_teacher: {len(values)} teacher {name} for {count} training "
                           f"records in {train_path}")
-  teaching.write_cached_outputs(train_path, cached, state.record_dir, stamp)
-  state.cached = {name: int(np.prod(values.shape[1:])) for name, values in cached.items()}
+  teaching.write_cached_outputs(train_path, cached, state.record_dir, stamp, task.cache_layout)
+  state.cached = {name: tuple(values.shape[1:]) for name, values in cached.items()}
 
 
 def training_packing(settings, records: str, micro_batch_per_replica: int
@@ -486,9 +508,8 @@ def dataset(task: FineTuningTask, state: RunState, path: str, batch_size: int,
   """The batches of one of the task's record files (input_pipeline.record_dataset with the
   task's record spec; options are record_dataset's)."""
   spec = task.record_spec(state.inputs, state.settings.max_seq_length, is_training)
-  if is_training and state.cached:  # [1, width]: never taken for a per-position feature
-    spec = dict(spec, **{f"{teaching.PREFIX}{name}": ((1, width), "float32")
-                         for name, width in state.cached.items()})
+  if is_training and state.cached:
+    spec = dict(spec, **teaching.cached_record_spec(task.cache_layout, state.cached))
   return input_pipeline.record_dataset(path, input_pipeline.parsing_spec(spec), batch_size,
                                        is_training, **options)
 

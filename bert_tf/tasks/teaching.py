@@ -20,6 +20,10 @@ with its head and a record of it (task_info.json, a Hugging Face config.json).
   evaluate_teacher  its dev results, before training, with the task's own evaluation: in
                  output_dir/teacher/ (its eval results and predictions), logged, and added
                  to the student's results files as teacher_<key> (e.g. teacher_eval_accuracy)
+  cache_stamp, check_cache_stamp, cached_record_spec, cached_batch_outputs,
+  write_cached_outputs  --cache_teacher: the teacher's outputs written once into the training
+                 records in the task's layout (CACHE_LAYOUTS: per example, or per position,
+                 the real positions only or every position), stamped, read back per batch
 
 The teacher is never part of the student's checkpoint or export: a resumed run loads it again,
 and the student exports as any fine-tuned model.
@@ -31,6 +35,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
 from absl import logging
 import keras
+import numpy as np
 import tensorflow as tf
 
 from bert_tf import io
@@ -235,20 +240,72 @@ def check_cache_stamp(record_dir: str, stamp: Mapping[str, Any]) -> None:
         + "; use another --output_dir or remove the cache")
 
 
+# How a task's cached outputs sit in its training records (FineTuningTask.cache_layout):
+#   PER_EXAMPLE     one vector per record (a classifier's logits [C])
+#   REAL_POSITIONS  one vector per position, for the record's real positions only (a tagger's
+#                   logits: n x C values for a window of n real positions; its loss counts no
+#                   padding position), read back as [L, C] with 0 past the window's end
+#   EVERY_POSITION  one value per position, padding included (SQuAD's start and end logits
+#                   [L]: an unpacked window's softmax runs over all its positions, as the
+#                   original's loss, so the teacher's logits at padding positions count too)
+# The per-position layouts are per-position features of the records: length buckets cut them
+# and packed rows pack them exactly as they cut and pack the inputs.
+PER_EXAMPLE = "example"
+REAL_POSITIONS = "real_positions"
+EVERY_POSITION = "every_position"
+CACHE_LAYOUTS = (PER_EXAMPLE, REAL_POSITIONS, EVERY_POSITION)
+
+
+def cached_record_spec(layout: str, shapes: Mapping[str, Sequence[int]]) -> Dict[str, Any]:
+  """The training records' spec entries (input_pipeline.RecordSpec) of cached outputs:
+  {output: the shape of one record's values} (per example: (C,); per position: (L,) or
+  (L, C)) as teacher_<output> features of that layout."""
+  spec = {}
+  for name, shape in shapes.items():
+    shape = tuple(int(d) for d in shape)
+    if layout == PER_EXAMPLE:  # [1, C]: never taken for a per-position feature
+      spec[f"{PREFIX}{name}"] = ((1, int(np.prod(shape))), "float32")
+    elif layout == REAL_POSITIONS:
+      spec[f"{PREFIX}{name}"] = ((None,) + shape[1:], "float32")
+    else:
+      spec[f"{PREFIX}{name}"] = (shape, "float32")
+  return spec
+
+
+def cached_batch_outputs(layout: str, shapes: Mapping[str, Sequence[int]],
+                         batch: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+  """The teacher's outputs of a training batch read from its cached features, shaped as the
+  teacher's model gives them (per example [B, C]; per position as the batch's rows: cut to
+  its length bucket, or packed, [B, W] or [B, W, C])."""
+  if layout == PER_EXAMPLE:
+    return {name: tf.reshape(batch[f"{PREFIX}{name}"], [-1, int(np.prod(shape))])
+            for name, shape in shapes.items()}
+  return {name: batch[f"{PREFIX}{name}"] for name in shapes}
+
+
+def _real_length(example: tf.train.Example) -> int:
+  """One past the last real position of a record (its input_mask)."""
+  mask = example.features.feature["input_mask"].int64_list.value
+  return max((i + 1 for i, value in enumerate(mask) if value), default=0)
+
+
 def write_cached_outputs(records: str, outputs: Mapping[str, Any], record_dir: str,
-                         stamp: Mapping[str, Any]) -> None:
+                         stamp: Mapping[str, Any], layout: str = PER_EXAMPLE) -> None:
   """Rewrites the training records with the teacher's outputs (one float feature teacher_<name>
-  per output, in file order) and writes the stamp beside them."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
+  per output, in file order; `layout` says which values of a record's outputs are kept: all,
+  or those of its real positions) and writes the stamp beside them."""
   from bert_tf import record_schema  # pylint: disable=g-import-not-at-top
   raw = [record.numpy() for record in tf.data.TFRecordDataset(records)]
   with record_schema.RecordFileWriter(records) as writer:
     for index, record in enumerate(raw):
       example = tf.train.Example.FromString(record)
       for name, values in outputs.items():
+        values = np.asarray(values[index], np.float32)
+        if layout == REAL_POSITIONS:
+          values = values[:_real_length(example)]
         example.features.feature[f"{PREFIX}{name}"].float_list.value.extend(
-            np.asarray(values[index], np.float32).reshape(-1).tolist())
+            values.reshape(-1).tolist())
       writer.write(example.SerializeToString(deterministic=True))
   io.write_text(io.join(record_dir, CACHE_STAMP_FILE), json.dumps(stamp, sort_keys=True) + "\n")
-  logging.info("--cache_teacher: the teacher's %s for %d training records written into %s",
-               ", ".join(outputs), len(raw), records)
+  logging.info("--cache_teacher: the teacher's %s for %d training records written into %s "
+               "(%s)", ", ".join(outputs), len(raw), records, layout.replace("_", " "))

@@ -120,13 +120,22 @@ def fitted_buckets(input_file: str, max_seq_length: int, rows: int,
 
 def cut_to_bucket(batch: Mapping[str, tf.Tensor], boundaries: Sequence[int],
                   mask_key: str = "input_mask") -> Dict[str, tf.Tensor]:
-  """The batch with every per-position feature (same rank and length as batch[mask_key]) cut
-  to bucket_length: the positions dropped are padding of every row, so the model's outputs at
-  the kept positions are those of the full batch. Packed rows are cut the same way (their
-  input_mask is non-zero at every real position)."""
+  """The batch with every per-position feature (same rank and length as batch[mask_key], or
+  one more axis after the positions: a vector per position) cut to bucket_length: the
+  positions dropped are padding of every row, so the model's outputs at the kept positions are
+  those of the full batch. Packed rows are cut the same way (their input_mask is non-zero at
+  every real position)."""
   mask = batch[mask_key]
   width = bucket_length(mask, boundaries)
   rank, length = mask.shape.rank, mask.shape[-1]
-  return {key: value[..., :width] if (value.shape.rank == rank and value.shape[-1] == length
-                                      and key != row_packing.CLS_POSITIONS)
-          else value for key, value in batch.items()}
+
+  def cut(key, value):
+    if key == row_packing.CLS_POSITIONS:
+      return value
+    if value.shape.rank == rank and value.shape[-1] == length:
+      return value[..., :width]
+    if value.shape.rank == rank + 1 and value.shape[rank - 1] == length:
+      return value[..., :width, :]
+    return value
+
+  return {key: cut(key, value) for key, value in batch.items()}

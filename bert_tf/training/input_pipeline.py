@@ -265,17 +265,35 @@ def _with_next_sentence_weights(batch):
 
 # A record spec, as a task's data module gives it (without TensorFlow): {feature name:
 # (shape, dtype name)}, e.g. {"input_ids": ((128,), "int64"), "label_ids": ((), "float32")}.
-RecordSpec = Mapping[str, Tuple[Tuple[int, ...], str]]
+# A shape whose first entry is None, e.g. (None, 9), is a per-position feature stored for the
+# record's real positions only (n x 9 values for a record of n real positions): it is read as
+# [B, L, 9], the positions past the record's end holding 0 (L: the records' input_mask length).
+RecordSpec = Mapping[str, Tuple[Tuple[Optional[int], ...], str]]
 
 
-def parsing_spec(spec: RecordSpec) -> Dict[str, tf.io.FixedLenFeature]:
-  """A task's record spec (its data module's `record_spec`) as tf.io parsing features."""
-  return {name: tf.io.FixedLenFeature(list(shape), tf.as_dtype(dtype))
-          for name, (shape, dtype) in spec.items()}
+def parsing_spec(spec: RecordSpec) -> Dict[str, Union[tf.io.FixedLenFeature,
+                                                       tf.io.FixedLenSequenceFeature]]:
+  """A task's record spec (its data module's `record_spec`) as tf.io parsing features (a
+  feature of real positions only: a FixedLenSequenceFeature, padded by _parse_records)."""
+  out = {}
+  for name, (shape, dtype) in spec.items():
+    if shape and shape[0] is None:
+      out[name] = tf.io.FixedLenSequenceFeature(list(shape[1:]), tf.as_dtype(dtype),
+                                                allow_missing=True, default_value=0)
+    else:
+      out[name] = tf.io.FixedLenFeature(list(shape), tf.as_dtype(dtype))
+  return out
 
 
 def _parse_records(serialized, spec):
   parsed = tf.io.parse_example(serialized, spec)
+  length = spec["input_mask"].shape[-1]
+  for name, feature in spec.items():
+    if isinstance(feature, tf.io.FixedLenSequenceFeature):  # real positions -> [B, L, ...]
+      value = parsed[name]
+      paddings = [[0, 0], [0, length - tf.shape(value)[1]]] + [[0, 0]] * len(feature.shape)
+      parsed[name] = tf.ensure_shape(tf.pad(value, paddings),
+                                     [None, length] + list(feature.shape))
   return record_schema.to_model_names(
       {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v for k, v in parsed.items()})
 

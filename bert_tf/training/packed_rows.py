@@ -102,9 +102,10 @@ def packed_position_share(length_counts: Sequence[int], batch_size: int, row_len
 
 def _split_features(batch: Mapping[str, tf.Tensor], mask_key: str = "input_mask"):
   """(per-position keys, per-example keys) of a batch: a per-position feature has
-  batch[mask_key]'s [B, L] shape."""
+  batch[mask_key]'s [B, L] shape, or [B, L, ...] (one vector per position, e.g. a tagger
+  teacher's cached logits)."""
   length = batch[mask_key].shape[-1]
-  tokens = [k for k, v in batch.items() if v.shape.rank == 2 and v.shape[1] == length]
+  tokens = [k for k, v in batch.items() if v.shape.rank >= 2 and v.shape[1] == length]
   return tokens, [k for k in batch if k not in tokens]
 
 
@@ -165,8 +166,9 @@ def pack_batch(batch: Mapping[str, tf.Tensor], max_per_row: int = row_packing.MA
     elif key in examples:
       value.set_shape([rows * max_per_row if rows else None] + batch[key].shape[1:].as_list())
     else:
+      trailing = batch[key].shape[2:].as_list() if key in batch else []
       value.set_shape([rows or None, max_per_row if key == row_packing.CLS_POSITIONS
-                       else length if rows or len(choices) == 1 else None])
+                       else length if rows or len(choices) == 1 else None] + trailing)
     out[key] = value
   return out
 

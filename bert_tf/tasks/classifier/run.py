@@ -129,9 +129,7 @@ class ClassifierSettings(common.FineTuningSettings):
       if given:
         problems.append(f"--{', --'.join(given)} apply only to --task_name=generic (the "
                         f"{self.task_name} task has fixed files and columns)")
-    if self.transfer_file and not self.teacher:
-      problems.append(f"--transfer_file={self.transfer_file} has no labels: only a --teacher's "
-                      "soft targets train on it; add --teacher")
+    problems += common.transfer_file_problems(self)
     if self.transfer_file and self.regression:
       problems.append("--transfer_file applies to classification, not --regression")
     if problems:

@@ -67,9 +67,13 @@ def span_logits(outputs, batch, side: str):
   return tf.cast(logits, tf.float32)
 
 
-def _position_sums(outputs, batch):
+def _position_sums(outputs, batch, labelled=None):
+  """The loss and accuracy sums of a batch's windows; `labelled` ([N] 0/1): only the windows
+  with gold positions count (a --transfer_file window has none)."""
   sums = {}
   weights = _weights(batch)
+  if labelled is not None:
+    weights = labelled if weights is None else weights * labelled
   for side in ("start", "end"):
     logits = span_logits(outputs, batch, side)
     positions = tf.reshape(tf.cast(batch[f"{side}_positions"], tf.int32), [-1])
@@ -124,6 +128,10 @@ def distillation_task(teacher_outputs, temperature: float, alpha: float) -> loop
   positions in packed rows), averaged over start and end and the global batch; the metric sums
   stay the task's.
 
+  A window whose gold positions are negative (a --transfer_file question,
+  run.UNLABELLED_POSITION) has no hard loss and counts in no accuracy; its soft loss counts,
+  and it counts in the examples.
+
   Args:
     teacher_outputs: batch -> the teacher's outputs ({"start_logits", "end_logits"}).
     temperature: T > 0.
@@ -134,15 +142,30 @@ def distillation_task(teacher_outputs, temperature: float, alpha: float) -> loop
     teacher = teacher_outputs(batch)
     student_logits = [span_logits(outputs, batch, side) for side in ("start", "end")]
     teacher_logits = [span_logits(teacher, batch, side) for side in ("start", "end")]
-    per_window = predictions.span_loss(
-        *student_logits, *teacher_logits, tf.cast(batch["start_positions"], tf.int32),
-        tf.cast(batch["end_positions"], tf.int32), temperature, alpha)
+    positions = [tf.reshape(tf.cast(batch[f"{side}_positions"], tf.int32), [-1])
+                 for side in ("start", "end")]
+    labelled = tf.cast(positions[0] >= 0, tf.float32)
+    positions = [tf.maximum(p, 0) for p in positions]
+    per_window = predictions.span_loss(*student_logits, *teacher_logits, *positions,
+                                       temperature, alpha, hard_weights=labelled)
     weights = _weights(batch)
     if weights is not None:
       per_window *= weights
     denominator = (tf.maximum(global_normalizers["examples"], 1.0)
                    if "examples" in global_normalizers else float(examples_per_update))
-    _, sums = replica_loss(outputs, batch, global_normalizers, examples_per_update)
+    labelled_batch = dict(batch, start_positions=positions[0], end_positions=positions[1])
+    sums = _position_sums(outputs, labelled_batch, labelled)
+    every = (tf.cast(tf.size(labelled), tf.float32) if weights is None
+             else tf.reduce_sum(weights))
+    sums = dict(start_correct=sums["start_correct"], end_correct=sums["end_correct"],
+                labelled=sums["examples"], examples=every)
     return tf.reduce_sum(per_window) / denominator, sums
 
-  return TASK._replace(replica_loss=distilled_loss)
+  return TASK._replace(replica_loss=distilled_loss,
+                       sum_names=TASK.sum_names + ("labelled",),
+                       train_metrics=_distilled_train_metrics)
+
+
+def _distilled_train_metrics(totals: Mapping[str, float], good_steps: int) -> Dict[str, float]:
+  """train_metrics over the windows with gold positions (a --transfer_file window has none)."""
+  return train_metrics(dict(totals, examples=totals["labelled"]), good_steps)

@@ -45,6 +45,7 @@ from bert_tf.config import BertConfig
 from bert_tf.tasks import common
 from bert_tf.tasks import fine_tuning
 from bert_tf.tasks import start as start_lib
+from bert_tf.tasks import teaching
 from bert_tf.tasks.squad import answers as squad_answers
 from bert_tf.tasks.squad import data as squad_data
 from bert_tf.tasks.squad import head as squad_head
@@ -67,8 +68,9 @@ class SquadSettings(common.FineTuningSettings):
   vocab_file, train_file, predict_file, max_seq_length, doc_stride, max_query_length,
   do_predict, predict_batch_size, n_best_size, max_answer_length, verbose_logging,
   version_2_with_negative, null_score_diff_threshold (None: "auto", the best threshold on the
-  predict file's answers). Addition: steps_from_features (count the training steps from the
-  windows, not the examples).
+  predict file's answers). Additions: steps_from_features (count the training steps from the
+  windows, not the examples); transfer_file (questions whose answers the --teacher gives:
+  read_transfer_examples).
   """
   output_dir: str
   vocab_file: str
@@ -85,6 +87,7 @@ class SquadSettings(common.FineTuningSettings):
   version_2_with_negative: bool = False
   null_score_diff_threshold: Optional[float] = 0.0
   steps_from_features: bool = False
+  transfer_file: Optional[str] = None
 
   def check(self, config: BertConfig, num_replicas: int = 1) -> None:
     """Raises TrainingError naming every flag with an impossible value (the original's
@@ -107,6 +110,7 @@ class SquadSettings(common.FineTuningSettings):
       if getattr(self, name) <= 0:
         problems.append(f"--{name} must be positive, got {getattr(self, name)}")
     problems += common.fine_tuning_problems(self, num_replicas)
+    problems += common.transfer_file_problems(self)
     if self.null_score_diff_threshold is None and not (self.version_2_with_negative and
                                                        self.do_predict):
       problems.append("--null_score_diff_threshold=auto needs --version_2_with_negative and "
@@ -141,14 +145,17 @@ def _read(settings: SquadSettings, start: start_lib.Start,
               max_answer_length=settings.max_answer_length, n_best_size=settings.n_best_size)
   return fine_tuning.TaskInputs(
       data=_read_data(settings), info=info, fresh_head=head.fresh_head,
-      train_files=[settings.train_file],
+      train_files=[settings.train_file, settings.transfer_file],
       outputs=["train.tf_record", "eval.tf_record", PREDICTIONS_FILE, NBEST_FILE,
                NULL_ODDS_FILE, squad_metrics.EVAL_RESULTS_FILE],
-      inputs={"--train_file": settings.train_file, "--predict_file": settings.predict_file})
+      inputs={"--train_file": settings.train_file, "--predict_file": settings.predict_file,
+              "--transfer_file": settings.transfer_file})
 
 
 def _read_data(settings: SquadSettings) -> Dict[str, Any]:
-  data: Dict[str, Any] = {"train": None, "predict": None, "gold": None}
+  data: Dict[str, Any] = {"train": None, "predict": None, "gold": None, "transfer": []}
+  if settings.do_train and settings.transfer_file:
+    data["transfer"] = read_transfer_examples(settings.transfer_file)
   if settings.do_train:
     stats: Dict[str, int] = {}
     train_examples = squad_data.read_squad_examples(
@@ -175,31 +182,82 @@ def _read_data(settings: SquadSettings) -> Dict[str, Any]:
   return data
 
 
+def read_transfer_examples(path: str) -> List[squad_data.SquadExample]:
+  """The questions of --transfer_file, a SQuAD-format JSON (v1.1 or v2.0 layout), read as a
+  predict file's: answers and is_impossible, when given, are not read, so each of its windows
+  trains on the teacher's soft targets only (UNLABELLED_POSITION).
+
+  Raises:
+    TrainingError: a missing file or one without a question (bad JSON: SquadFormatError,
+      naming the file).
+  """
+  if not io.exists(path):
+    raise TrainingError(f"--transfer_file={path} does not exist")
+  examples = squad_data.examples_from_articles(squad_data.load_squad_json(path), path,
+                                               is_training=False)
+  if not examples:
+    raise TrainingError(f"--transfer_file={path} has no question")
+  return examples
+
+
+# The start and end position of a --transfer_file window in the training records: it has no
+# gold span, so its hard loss is dropped (loss.distillation_task).
+UNLABELLED_POSITION = -1
+
+
+def _write_train_windows(state: fine_tuning.RunState, path: str) -> Dict[str, int]:
+  """The training examples' windows, then the --transfer_file questions' (their positions
+  UNLABELLED_POSITION), written to path; the conversion's counts (transfer_windows added)."""
+  settings, data = state.settings, state.inputs.data
+  stats: Dict[str, int] = {}
+  options = dict(tokenizer=state.tokenizer, max_seq_length=settings.max_seq_length,
+                 doc_stride=settings.doc_stride, max_query_length=settings.max_query_length)
+  with squad_data.FeatureWriter(path, is_training=True) as writer:
+    try:
+      squad_data.convert_examples_to_features(
+          data["train"], is_training=True, output_fn=writer.process_feature, stats=stats,
+          **options)
+    except squad_data.SquadFormatError as e:  # no window at all: nothing to train on
+      raise TrainingError(f"--train_file={settings.train_file}: {e}") from None
+    labelled = writer.num_features
+
+    def unlabelled(feature):
+      feature.start_position = feature.end_position = UNLABELLED_POSITION
+      writer.process_feature(feature)
+
+    if data["transfer"]:
+      transfer_stats: Dict[str, int] = {}
+      squad_data.convert_examples_to_features(data["transfer"], is_training=False,
+                                              output_fn=unlabelled, stats=transfer_stats,
+                                              **options)
+      _log_stats(transfer_stats, "--transfer_file")
+  return dict(stats, features=writer.num_features,
+              transfer_windows=writer.num_features - labelled)
+
+
 def _train_records(state: fine_tuning.RunState, path: str) -> fine_tuning.TrainingRecords:
   settings = state.settings
-  train_examples = state.inputs.data["train"]
-  stats: Dict[str, int] = {}
-  try:
-    with squad_data.FeatureWriter(path, is_training=True) as writer:
-      squad_data.convert_examples_to_features(
-          train_examples, state.tokenizer, settings.max_seq_length, settings.doc_stride,
-          settings.max_query_length, is_training=True, output_fn=writer.process_feature,
-          stats=stats)
-  except squad_data.SquadFormatError as e:  # no window at all: nothing to train on
-    raise TrainingError(f"--train_file={settings.train_file}: {e}") from None
-  num_features = writer.num_features
+  train_examples, transfer = state.inputs.data["train"], state.inputs.data["transfer"]
+  stats = _write_train_windows(state, path)
+  num_features = stats["features"]
   _log_stats(stats, "training")
   # The original counts steps from the examples (google-research/bert#662); the flag, windows.
-  count = num_features if settings.steps_from_features else len(train_examples)
+  examples = len(train_examples) + len(transfer)
+  count = num_features if settings.steps_from_features else examples
   steps = fine_tuning.num_train_steps(count, settings.train_batch_size,
                                       settings.num_train_epochs)
+  log = (f"Num orig examples = {examples}",)
+  if transfer:
+    log += (f"  ({len(train_examples)} labelled, {len(transfer)} from --transfer_file with "
+            f"{stats['transfer_windows']} windows, labelled by the teacher only)",)
   return fine_tuning.TrainingRecords(
       count, "windows" if settings.steps_from_features else "examples",
-      log=(f"Num orig examples = {len(train_examples)}",
-           f"Num split examples = {num_features}",
-           f"{steps * settings.train_batch_size / num_features:.2f} epochs over the windows"),
-      result=dict(train_examples=len(train_examples), train_features=num_features,
-                  train_stats=dict(state.inputs.data["train_stats"], **stats)))
+      log=log + (f"Num split examples = {num_features}",
+                 f"{steps * settings.train_batch_size / num_features:.2f} epochs over the "
+                 "windows"),
+      result=dict(train_examples=examples, train_features=num_features,
+                  train_stats=dict(state.inputs.data["train_stats"], **stats)),
+      records=num_features)
 
 
 def _record_spec(inputs: fine_tuning.TaskInputs, max_seq_length: int, is_training: bool):
@@ -345,7 +403,11 @@ TASK = fine_tuning.FineTuningTask(
     results_files=(squad_metrics.EVAL_RESULTS_FILE,),
     # Packed, each window's softmax is over its own positions (loss.py): not the original's
     # loss over the padded row, so --packing=auto leaves SQuAD unpacked.
-    packs_exactly=False)
+    packs_exactly=False,
+    # The teacher's start and end logits at every position of a window (float32, 2 x
+    # max_seq_length values): unpacked, the softmax of the loss runs over the padding
+    # positions too, so the teacher's logits there are part of its soft targets.
+    cached_outputs=("start_logits", "end_logits"), cache_layout=teaching.EVERY_POSITION)
 
 
 def run_squad(config: BertConfig, settings: SquadSettings,

@@ -28,7 +28,8 @@ Windows (`plan_windows`): with B = max_seq_length - 2 pieces per window,
 Context pieces may be cut mid-word at a window's edge; they only give context.
 
 Records (`FeatureWriter`): input_ids, input_mask, segment_ids (all 0), label_ids (the label's
-index, 0 where not labelled) and label_mask, max_seq_length int64 each, one record per window.
+index, 0 where not labelled; UNLABELLED_ID, -1, at the words of a --transfer_file sentence,
+which has no tags) and label_mask, max_seq_length int64 each, one record per window.
 """
 
 import dataclasses
@@ -46,6 +47,9 @@ OUTSIDE = "O"
 # The record's features (InputFeatures' fields of the same names), written by
 # serialize_feature and read through record_spec.
 LABEL_IDS, LABEL_MASK = "label_ids", "label_mask"
+# The label id of a word without a tag in the training records (run_ner --transfer_file): its
+# first piece counts in a teacher's soft loss only.
+UNLABELLED_ID = -1
 RECORD_FIELDS = (record_schema.INPUT_IDS, record_schema.INPUT_MASK, record_schema.SEGMENT_IDS,
                  LABEL_IDS, LABEL_MASK)
 _COLUMNS = re.compile(r"[ \t]+")
@@ -297,7 +301,7 @@ class InputFeatures:
 def convert_sentences_to_features(
     sentences: Sequence[Sentence], label_map: Optional[Mapping[str, int]], max_seq_length: int,
     tokenizer, output_fn: Callable[[InputFeatures], None], document_context: bool = False,
-    stats: Optional[Dict[str, int]] = None) -> int:
+    stats: Optional[Dict[str, int]] = None, unlabelled_id: int = 0) -> int:
   """Turns sentences into windows (InputFeatures), passed to output_fn in sentence order.
 
   Args:
@@ -310,6 +314,9 @@ def convert_sentences_to_features(
       (the paper's setting) instead of the sentence alone.
     stats: if given, filled with sentences, windows, split_sentences (sentences needing more
       than one window), words and empty_words (words the tokenizer turned into nothing).
+    unlabelled_id: the label id of each word's first piece in a sentence without tags
+      (run_ner --transfer_file: UNLABELLED_ID, whose positions only a teacher's soft targets
+      train); label_mask is 1 there either way.
 
   Returns:
     The number of windows.
@@ -353,6 +360,8 @@ def convert_sentences_to_features(
             label_mask[position] = 1
             if label_map is not None and sentence.tags is not None:
               label_ids[position] = label_map[sentence.tags[w]]
+            else:
+              label_ids[position] = unlabelled_id
         padding = max_seq_length - len(ids)
         output_fn(InputFeatures(
             unique_id=unique_id, example_index=index, input_ids=ids + [0] * padding,
@@ -381,6 +390,27 @@ def _context_groups(sentences: Sequence[Sentence], document_context: bool
     group.append(index)
   if group:
     yield group
+
+
+def read_plain_sentences(path: str) -> List[Sentence]:
+  """The sentences of a plain text file (run_ner --transfer_file): one per non-blank line, its
+  words split at whitespace (spaces and tabs, as a CoNLL file's word column holds them; each
+  word is then split into WordPieces as the task's own words), without tags; each line is a
+  document of its own (no context from its neighbours).
+
+  Raises:
+    ConllFormatError: a missing file, or one without a word (naming the file).
+  """
+  if not io.exists(path):
+    raise ConllFormatError(f"--transfer_file={path} does not exist")
+  sentences = []
+  for number, line in enumerate(io.read_text(path).splitlines(), 1):
+    words = tuple(line.split())
+    if words:
+      sentences.append(Sentence(words=words, tags=None, document=len(sentences), line=number))
+  if not sentences:
+    raise ConllFormatError(f"--transfer_file={path} has no line of text")
+  return sentences
 
 
 # === Records ===

@@ -78,6 +78,9 @@ def distillation_task(teacher_outputs, temperature: float, alpha: float) -> loop
   counts (label_mask 1: each word's first piece; padding and the other pieces weigh 0), over
   the global count of those positions; the metric sums stay the task's.
 
+  A position whose label id is negative (a --transfer_file word, tagging_data.UNLABELLED_ID)
+  has no hard loss and counts in no metric sum; its soft loss counts.
+
   Args:
     teacher_outputs: batch -> the teacher's outputs ({"logits": [B, S, C]}) on the same batch.
     temperature: T > 0.
@@ -86,11 +89,16 @@ def distillation_task(teacher_outputs, temperature: float, alpha: float) -> loop
 
   def distilled_loss(outputs, batch, global_normalizers, examples_per_update):
     teacher = teacher_outputs(batch)
+    label_ids = tf.cast(batch["label_ids"], tf.int32)
+    labelled = tf.cast(label_ids >= 0, tf.float32)
+    label_ids = tf.maximum(label_ids, 0)
     per_position = predictions.tagger_loss(
-        outputs["logits"], teacher["logits"], tf.cast(batch["label_ids"], tf.int32),
-        batch["label_mask"], temperature, alpha)
+        outputs["logits"], teacher["logits"], label_ids, batch["label_mask"], temperature,
+        alpha, hard_weights=labelled)
     loss = tf.reduce_sum(per_position) / tf.maximum(global_normalizers["label_weight"], 1.0)
-    _, sums = replica_loss(outputs, batch, global_normalizers, examples_per_update)
+    labelled_batch = dict(batch, label_ids=label_ids,
+                          label_mask=tf.cast(batch["label_mask"], tf.float32) * labelled)
+    _, sums = replica_loss(outputs, labelled_batch, global_normalizers, examples_per_update)
     return loss, sums
 
   return TASK._replace(replica_loss=distilled_loss)

@@ -37,6 +37,7 @@ from bert_tf.config import BertConfig
 from bert_tf.tasks import common
 from bert_tf.tasks import fine_tuning
 from bert_tf.tasks import start as start_lib
+from bert_tf.tasks import teaching
 from bert_tf.tasks.tagging import data as tagging_data
 from bert_tf.tasks.tagging import head as tagging_head
 from bert_tf.tasks.tagging import loss as tagging
@@ -65,7 +66,8 @@ class NerSettings(common.FineTuningSettings):
   labels (every tag, in id order; default from the training file; labels_file: the file it
   was read from, named in messages), tag_scheme (auto, iob1,
   iob2, iobes, plain), eval_mode (conlleval or strict), document_context (fill windows with the
-  sentence's document, the paper's setting).
+  sentence's document, the paper's setting); transfer_file (plain text sentences without
+  tags that the --teacher labels: tagging_data.read_plain_sentences).
   """
   output_dir: str
   vocab_file: str
@@ -83,6 +85,7 @@ class NerSettings(common.FineTuningSettings):
   do_predict: bool = False
   eval_batch_size: int = 8
   predict_batch_size: int = 8
+  transfer_file: Optional[str] = None
 
   def file(self, split: str) -> Optional[str]:
     """The file of a split ("train", "eval", "predict"): the explicit flag, else data_dir's."""
@@ -95,6 +98,7 @@ class NerSettings(common.FineTuningSettings):
     """Raises TrainingError naming every flag with an impossible value."""
     problems = common.split_file_problems(self, config, DATA_DIR_FILES)
     problems += common.fine_tuning_problems(self, num_replicas)
+    problems += common.transfer_file_problems(self)
     if self.tag_scheme not in TAG_SCHEMES:
       problems.append(f"--tag_scheme must be one of {', '.join(TAG_SCHEMES)}, got "
                       f"{self.tag_scheme!r}")
@@ -142,16 +146,21 @@ def _read(settings: NerSettings, start: start_lib.Start,
   if settings.eval_mode == "strict" and scheme not in ("iob2", "iobes"):
     raise TrainingError(f"--eval_mode=strict needs the IOB2 or IOBES scheme; the tags are "
                              f"{scheme} (--tag_scheme)")
-  data.update(labels=labels, scheme=scheme)
+  data.update(labels=labels, scheme=scheme, transfer=(
+      tagging_data.read_plain_sentences(settings.transfer_file)
+      if settings.transfer_file and settings.do_train else []))
   info = dict(task_name=TASK_NAME, labels=labels, tag_scheme=scheme,
               document_context=bool(settings.document_context),
               do_lower_case=bool(settings.do_lower_case), vocab_md5=vocab_md5,
               max_seq_length=settings.max_seq_length, head=tagging_head.TAGGER)
   return fine_tuning.TaskInputs(
-      data=data, info=info, fresh_head=head.fresh_head, train_files=[settings.file("train")],
+      data=data, info=info, fresh_head=head.fresh_head,
+      train_files=[settings.file("train"), settings.transfer_file],
       outputs=[f"{name}{suffix}" for name in ("train", "eval", "test") for suffix in (
           ".tf_record", "_predictions.txt", "_results.txt", "_conlleval.txt")],
-      inputs={f"--{split}_file": settings.file(split) for split in ("train", "eval", "predict")},
+      inputs=dict({f"--{split}_file": settings.file(split)
+                   for split in ("train", "eval", "predict")},
+                  **{"--transfer_file": settings.transfer_file}),
       result={"labels": labels, "scheme": scheme})
 
 
@@ -186,7 +195,10 @@ def _labels(settings: NerSettings, start: start_lib.Start,
                                  settings.labels_file)
 
 
-def _convert(state: fine_tuning.RunState, sentences, path: str, what: str, keep: bool = False):
+def _convert(state: fine_tuning.RunState, sentences, path: str, what: str, keep: bool = False,
+             transfer: Sequence[tagging_data.Sentence] = ()):
+  """The windows of `sentences` written to path, then those of the --transfer_file sentences
+  `transfer` (each alone, every word's first piece labelled UNLABELLED_ID)."""
   settings = state.settings
   label_map = {tag: i for i, tag in enumerate(state.inputs.data["labels"])}
   stats: Dict[str, int] = {}
@@ -194,16 +206,25 @@ def _convert(state: fine_tuning.RunState, sentences, path: str, what: str, keep:
     tagging_data.convert_sentences_to_features(
         sentences, label_map, settings.max_seq_length, state.tokenizer, writer,
         document_context=settings.document_context, stats=stats)
-  tagging_data.log_stats(stats, what)
+    tagging_data.log_stats(stats, what)
+    if transfer:
+      stats = {}
+      tagging_data.convert_sentences_to_features(
+          transfer, label_map, settings.max_seq_length, state.tokenizer, writer, stats=stats,
+          unlabelled_id=tagging_data.UNLABELLED_ID)
+      tagging_data.log_stats(stats, "--transfer_file")
   return writer
 
 
 def _train_records(state: fine_tuning.RunState, path: str) -> fine_tuning.TrainingRecords:
-  sentences = state.inputs.data["train"]
-  writer = _convert(state, sentences, path, "training")
+  sentences, transfer = state.inputs.data["train"], state.inputs.data["transfer"]
+  writer = _convert(state, sentences, path, "training", transfer=transfer)
+  log = f"Num sentences = {len(sentences)}, windows = {writer.num_features}"
+  if transfer:
+    log += (f" ({len(transfer)} sentences from --transfer_file, labelled by the teacher "
+            "only)")
   return fine_tuning.TrainingRecords(
-      writer.num_features, "windows",
-      log=(f"Num sentences = {len(sentences)}, windows = {writer.num_features}",),
+      writer.num_features, "windows", log=(log,),
       result={"train_windows": writer.num_features})
 
 
@@ -321,7 +342,10 @@ TASK = fine_tuning.FineTuningTask(
     loss=lambda inputs: tagging.TASK, record_spec=_record_spec, evaluate=_evaluate,
     distill=lambda inputs, teacher_outputs, temperature, alpha: tagging.distillation_task(
         teacher_outputs, temperature, alpha),
-    results_files=("eval_results.txt", "test_results.txt"))
+    results_files=("eval_results.txt", "test_results.txt"),
+    # The teacher's logits [n, labels] of each window's n real positions (float32): its loss
+    # counts no padding position, so a window of 20 pieces in rows of 128 stores 20 rows.
+    cached_outputs=("logits",), cache_layout=teaching.REAL_POSITIONS)
 
 
 def run_ner(config: BertConfig, settings: NerSettings,
