@@ -24,7 +24,6 @@ from bert_tf import record_schema
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.model import conversion
-from bert_tf.model import heads
 from bert_tf.model import provenance
 from bert_tf.model.encoder import build_encoder
 from bert_tf.tasks.classifier import run as cr

@@ -10,7 +10,6 @@ import tensorflow as tf
 
 from bert_tf import row_packing
 from bert_tf.model import checkpoints
-from bert_tf.model import heads
 from bert_tf.tasks.tagging import head as tagging_head
 from bert_tf.tasks.classifier import head as classifier_head
 from tests import helpers

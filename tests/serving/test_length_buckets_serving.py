@@ -7,7 +7,6 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import length_buckets
-from bert_tf.model import heads
 from bert_tf.packing import Packer
 from bert_tf.serving import modules
 from bert_tf.tasks.classifier import serving_module as classifier_serving

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import row_packing
-from bert_tf.model import checkpoints, heads, inference, layers
+from bert_tf.model import checkpoints, inference, layers
 from bert_tf.serving import modules, request_packing
 from bert_tf.tasks.tagging import head as tagging_head
 from bert_tf.tasks.squad import head as squad_head

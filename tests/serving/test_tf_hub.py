@@ -18,7 +18,6 @@ import tensorflow as tf
 
 from bert_tf.model import checkpoints
 from bert_tf.model.encoder import ENCODER_INPUTS
-from bert_tf.serving import tf_serving
 from bert_tf.serving.pretrained import float32_models
 from bert_tf.tasks.classifier import serving_module as classifier_serving
 from bert_tf.tasks.classifier import head as classifier_head

@@ -188,7 +188,6 @@ def test_exact_packing_tags_as_unpacked(tmp_path):
 def test_packed_span_loss_is_the_unpacked_loss_with_padding_masked():
   """SQuAD's softmax over a packed window's own positions equals the unpacked model's softmax
   with the padding positions masked out (not the original's, which includes them)."""
-  from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks.squad import loss as squad  # pylint: disable=g-import-not-at-top
   from tests.model import test_packed_rows as tp  # pylint: disable=g-import-not-at-top
   plain = squad_head.build_span_model(tp.CONFIG)
@@ -230,7 +229,6 @@ def test_packed_squad_predictions_equal_unpacked(tmp_path):
   real position agree; padding positions are never answers)."""
   import json  # pylint: disable=g-import-not-at-top
   import keras  # pylint: disable=g-import-not-at-top
-  from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks.squad import run as squad_run  # pylint: disable=g-import-not-at-top
   from tests.tasks.squad import test_run as sq  # pylint: disable=g-import-not-at-top
   keras.utils.set_random_seed(3)

@@ -12,7 +12,6 @@ import tensorflow as tf
 
 from bert_tf.model import checkpoints
 from bert_tf.model import encoder
-from bert_tf.model import heads
 from bert_tf.tasks.classifier import loss as classifier
 from bert_tf.training.distillation import features
 from bert_tf.training.distillation import intermediate

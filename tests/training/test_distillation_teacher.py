@@ -12,7 +12,6 @@ import pytest
 
 from bert_tf import record_schema
 from bert_tf.model import conversion
-from bert_tf.model import heads
 from bert_tf.model import provenance
 from bert_tf.training.distillation import teacher as teacher_lib
 from bert_tf.tasks.tagging import head as tagging_head

@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 
 from bert_tf.model import checkpoints
-from bert_tf.model import heads
 from bert_tf.training import layer_selection
 from bert_tf.training import loop
 from bert_tf.training.errors import TrainingError

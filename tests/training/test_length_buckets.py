@@ -9,7 +9,6 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import length_buckets
-from bert_tf.model import heads
 from bert_tf.training import evaluation, loop
 from bert_tf.training import bucketing
 from bert_tf.training import input_pipeline

@@ -19,7 +19,6 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.model import checkpoints
-from bert_tf.model import provenance
 from bert_tf.tasks import repeats
 from bert_tf.tasks.classifier import data as cd
 from bert_tf.tasks.classifier import loss as classifier

@@ -5,7 +5,6 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.model import checkpoints
-from bert_tf.model import heads
 from bert_tf.tasks.classifier import loss as classifier
 from bert_tf.training import distribution, evaluation, loop, run_folder
 from bert_tf.training import optimization

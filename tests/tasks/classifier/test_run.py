@@ -307,7 +307,6 @@ def test_a_pretraining_run_records_its_data_tokenizer_for_fine_tuning(tmp_path):
   assert export._tokenizer(flags, tiny_config(), None) == (  # pylint: disable=protected-access
       os.path.join(run_dir, "vocab.txt"), True)
   # A classifier starts from the run directory: every encoder weight, a fresh head.
-  from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
   model = classifier_head.build_classifier_model(tiny_config(), 3)
   restored = loop.load_init_checkpoint(model, run_dir)
   head = model.get_layer(classifier_head.HEAD_LAYER)
@@ -795,7 +794,6 @@ def test_eval_and_predict_from_a_fine_tuned_checkpoint_use_its_labels(tmp_path):
   test = cr.make_processor(dataclasses.replace(settings, label_list=tuple(recorded))
                            ).get_test_examples(str(data))
   feats = [cd.convert_single_example(i, e, recorded, 32, tokenizer) for i, e in enumerate(test)]
-  from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
   model = classifier_head.build_classifier_model(CONFIG, 3)
   checkpoints.set_original_weights(model, values)
   inputs = dict(input_word_ids=np.array([f.input_ids for f in feats], np.int32),

@@ -11,7 +11,6 @@ from safetensors import safe_open
 
 from bert_tf.model import checkpoints
 from bert_tf.model import conversion
-from bert_tf.model import heads
 from bert_tf.model import provenance
 from bert_tf.tasks.multiple_choice import head as mc_head
 from bert_tf.tasks.classifier import head as classifier_head

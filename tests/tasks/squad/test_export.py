@@ -22,7 +22,6 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.config import BertConfig
-from bert_tf.model import heads
 from bert_tf.model.encoder import ENCODER_INPUTS
 from bert_tf.tasks.squad import serving_module as squad_module
 from bert_tf.tasks.squad import answers as sa

@@ -17,7 +17,6 @@ import tensorflow as tf
 
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
-from bert_tf.model import heads
 from bert_tf.tasks import fine_tuning
 from bert_tf.tasks.squad import answers as sa
 from bert_tf.tasks.squad import data as sd

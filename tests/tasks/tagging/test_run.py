@@ -14,7 +14,6 @@ import tensorflow as tf
 
 from bert_tf import run_ner
 from bert_tf.model import checkpoints
-from bert_tf.model import heads
 from bert_tf.tasks import start as start_lib
 from bert_tf.tasks.tagging import data as tagging_data
 from bert_tf.tasks.tagging import export as tagging_export
