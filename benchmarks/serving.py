@@ -337,7 +337,7 @@ def prepare(args, work_dir, checkpoint, systems):
                              max_length=args.max_length, warmup=not smoke, threads=2), work_dir,
                         "tasks")["paths"]
     rows += [(NAMES[s], s, paths[s]) for s in tasks]
-    facts["classifier_head"] = os.path.join(out, "classifier_head.npz")
+    facts["classifier_head"] = os.path.join(out, serving_systems.CLASSIFIER_HEAD_FILE)
   for peer in (s for s in systems if s in PEERS):
     missing = missing_modules(peer)
     if missing:

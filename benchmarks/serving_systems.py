@@ -34,6 +34,9 @@ import sys
 import time
 
 PROTOCOL = "@@serving "
+# The random classifier head's weights, beside the task exports: serving.check_outputs computes
+# the classifier export's expected logits from the text model's pooled output with them.
+CLASSIFIER_HEAD_FILE = "classifier_head.npz"
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -358,7 +361,7 @@ def prepare_tasks(spec):
         model, config, vocab, spec["out_dir"], ["first", "second"], pair=False,
         seq_length=spec["max_length"], warmup=spec["warmup"])
     dense = model.get_layer(clf_head.HEAD_LAYER)
-    np.savez(os.path.join(spec["out_dir"], "clf_head.npz"),
+    np.savez(os.path.join(spec["out_dir"], CLASSIFIER_HEAD_FILE),
              kernel=dense.kernel.numpy(), bias=dense.bias.numpy())
   if "ours_tagger" in kinds:
     model = _with_encoder(tagging_head.build_tagger_model(config, 3), weights)

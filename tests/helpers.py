@@ -10,6 +10,8 @@ head and checkpoint tests compare against them.
 import hashlib
 import math
 import os
+import re
+import shutil
 
 import numpy as np
 import tensorflow as tf
@@ -47,6 +49,22 @@ def user_env(**extra):
     if name not in extra:
       env.pop(name, None)
   return env
+
+
+def run_folder_at_step(source, target, step: int):
+  """A copy of run folder `source` at `target` as a run interrupted after its step-`step`
+  checkpoint leaves it: the later checkpoints' files removed and the checkpoint index naming
+  ckpt-`step` (for the resume tests: the same command on `target` resumes from there).
+  Returns target."""
+  shutil.copytree(source, target)
+  for name in os.listdir(target):
+    found = re.match(r"ckpt-(\d+)\.", name)
+    if found and int(found.group(1)) > step:
+      os.remove(os.path.join(target, name))
+  assert os.path.exists(os.path.join(target, f"ckpt-{step}.index")), os.listdir(target)
+  with open(os.path.join(target, "checkpoint"), "w", encoding="utf-8") as f:
+    f.write(f'model_checkpoint_path: "ckpt-{step}"\nall_model_checkpoint_paths: "ckpt-{step}"\n')
+  return target
 
 
 def load_script(name: str):

@@ -50,8 +50,9 @@ def test_the_rendered_tables_read_their_results_files():
   serving = render.read("serving_peers_2026-12-06.json")["summary"]["1"]
   figures = render.serving_figures("serving_peers_2026-12-06.json")
   onnx = [line for line in figures if line.startswith("| ONNX Runtime |")][0]
-  assert onnx.split(" | ")[1] == (f"{serving['ONNX Runtime']['short']['p50_ms']:.2f} / "
-                                  f"{serving['ONNX Runtime']['short']['p99_ms']:.2f}")
+  assert onnx.split(" | ")[1].replace("**", "") == (
+      f"{serving['ONNX Runtime']['short']['p50_ms']:.2f} / "
+      f"{serving['ONNX Runtime']['short']['p99_ms']:.2f}")
 
 
 def test_the_time_to_quality_runs_table_reads_each_run_file():

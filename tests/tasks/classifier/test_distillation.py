@@ -10,7 +10,6 @@ random classifiers written as the original's checkpoints with our task_info.json
 import dataclasses
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -23,9 +22,10 @@ from bert_tf.tasks import repeats
 from bert_tf.tasks.classifier import data as cd
 from bert_tf.tasks.classifier import loss as classifier
 from bert_tf.tasks.classifier import run as cr
+from bert_tf.tasks.tagging import head as tagging_head
 from bert_tf.training import evaluation
 from bert_tf.training.errors import TrainingError
-from bert_tf.tasks.tagging import head as tagging_head
+from tests import helpers
 from tests.helpers import REPO_ROOT, subprocess_env
 from tests.tasks.classifier.test_run import CONFIG, fine_tuned_checkpoint, source_settings
 
@@ -168,12 +168,7 @@ def test_the_teachers_results_come_first_and_alpha_one_trains_as_without_teacher
   assert np.abs(alpha0 - plain).max() > 1e-3
   # Interrupted after its step-10 checkpoint, the distilled run resumes (the teacher loaded
   # again) to the uninterrupted run's weights.
-  cut = tmp_path / "cut"
-  shutil.copytree(tmp_path / "alpha0", cut)
-  for name in os.listdir(cut):
-    if name.startswith("ckpt-11"):
-      os.remove(cut / name)
-  (cut / "checkpoint").write_text('model_checkpoint_path: "ckpt-10"\n')
+  cut = helpers.run_folder_at_step(tmp_path / "alpha0", tmp_path / "cut", 10)
   resumed = cr.run_classifier(NO_DROPOUT, source_settings(
       cut, do_predict=False, do_eval=False, num_train_epochs=0.5, teacher=teacher,
       distill_alpha=0.0))

@@ -8,7 +8,6 @@ loss goes through a projection.
 """
 
 import os
-import shutil
 
 import numpy as np
 import pytest
@@ -20,6 +19,7 @@ from bert_tf.tasks.classifier import run as cr
 from bert_tf.training import run_folder
 from bert_tf.training.distillation import intermediate
 from bert_tf.training.errors import TrainingError
+from tests import helpers
 from tests.tasks.classifier.test_distillation import _teacher
 from tests.tasks.classifier.test_run import CONFIG, source_settings
 
@@ -106,12 +106,7 @@ def test_the_projection_trains_resumes_and_stays_out_of_the_student(tmp_path):
   kernel, bias = _projection(latest)
   assert kernel.shape == (1, 16, 32) and np.abs(bias).max() > 0  # trained from zeros
   # Interrupted after its step-10 checkpoint: resumed, the same student and projection.
-  cut = tmp_path / "cut"
-  shutil.copytree(tmp_path / "distilled", cut)
-  for name in os.listdir(cut):
-    if name.startswith("ckpt-11"):
-      os.remove(cut / name)
-  (cut / "checkpoint").write_text('model_checkpoint_path: "ckpt-10"\n')
+  cut = helpers.run_folder_at_step(tmp_path / "distilled", tmp_path / "cut", 10)
   resumed = cr.run_classifier(STUDENT, source_settings(
       cut, teacher=teacher, distill_alpha=0.5, do_eval=False, **common, **ALL_LOSSES))
   a = checkpoints.get_original_weights(distilled["model"])

@@ -663,13 +663,7 @@ def test_an_interrupted_fine_tuning_resumes_to_the_same_weights(tmp_path):
   whole = cr.run_classifier(config, full)
   assert whole["global_step"] == 22
   # The interrupted run: the same directory as it was after the step-10 checkpoint.
-  cut = tmp_path / "cut"
-  shutil.copytree(tmp_path / "full", cut)
-  for path in os.listdir(cut):
-    if path.startswith(("ckpt-20", "ckpt-22")):
-      os.remove(cut / path)
-  (cut / "checkpoint").write_text('model_checkpoint_path: "ckpt-10"\n'
-                                  'all_model_checkpoint_paths: "ckpt-10"\n')
+  cut = helpers.run_folder_at_step(tmp_path / "full", tmp_path / "cut", 10)
   assert tf.train.latest_checkpoint(str(cut)).endswith("ckpt-10")
   resumed = cr.run_classifier(config, dataclasses.replace(full, output_dir=str(cut)))
   assert resumed["global_step"] == 22

@@ -7,8 +7,6 @@ Data: tests/data/squad (tests/data/README.md). The teacher: a tiny random span m
 """
 
 import json
-import os
-import shutil
 
 import numpy as np
 import pytest
@@ -19,6 +17,7 @@ from bert_tf.tasks import teaching
 from bert_tf.tasks.squad import head as squad_head
 from bert_tf.tasks.squad import run as sr
 from bert_tf.training.errors import TrainingError
+from tests import helpers
 from tests.tasks.squad.test_distillation import _teacher
 from tests.tasks.squad.test_run import CONFIG, squad_settings
 
@@ -99,13 +98,8 @@ def test_packed_rows_read_the_cache_as_the_packed_teacher_gives_it(tmp_path):
 @pytest.mark.slow
 def test_a_cached_run_resumes_to_the_uninterrupted_weights(cached_run):
   tmp, teacher, cached = cached_run
-  cut = tmp / "cut"
-  shutil.copytree(tmp / "cached", cut)
   last = cached["global_step"]
-  for name in os.listdir(cut):
-    if name.startswith(f"ckpt-{last}"):
-      os.remove(cut / name)
-  (cut / "checkpoint").write_text('model_checkpoint_path: "ckpt-10"\n')
+  cut = helpers.run_folder_at_step(tmp / "cached", tmp / "cut", 10)
   resumed = sr.run_squad(NO_DROPOUT, _student(cut, teacher, cache_teacher=True))
   assert resumed["global_step"] == last
   _assert_same_weights(cached["model"], resumed["model"])

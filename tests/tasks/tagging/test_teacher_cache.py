@@ -9,7 +9,6 @@ checkpoint with our task_info.json; no teacher is trained here.
 
 import json
 import os
-import shutil
 
 import numpy as np
 import pytest
@@ -126,13 +125,8 @@ def test_a_cached_run_resumes_to_the_uninterrupted_weights(cached_run):
   """Interrupted after its step-10 checkpoint, the run writes its records and cache again
   and resumes to the uninterrupted run's weights."""
   tmp, teacher, cached = cached_run
-  cut = tmp / "cut"
-  shutil.copytree(tmp / "cached", cut)
   last = cached["global_step"]
-  for name in os.listdir(cut):
-    if name.startswith(f"ckpt-{last}"):
-      os.remove(cut / name)
-  (cut / "checkpoint").write_text('model_checkpoint_path: "ckpt-10"\n')
+  cut = helpers.run_folder_at_step(tmp / "cached", tmp / "cut", 10)
   resumed = tagging_run.run_ner(NO_DROPOUT, _student(cut, teacher, cache_teacher=True,
                                                      packing="none"))
   assert resumed["global_step"] == last
