@@ -128,6 +128,43 @@ def serving_summary(results_name):
   return lines
 
 
+def _goal_cell(ratio, bound):
+  return f"**met ({ratio:.2f}x)**" if ratio >= bound else f"missed ({ratio:.2f}x)"
+
+
+def _p99_cell(summary, row, bound=1.5):
+  """'short met (1.38); medium and long missed (1.89, 1.72)': p99 / p50 at batch 1 per set."""
+  sets = [name for name in ("short", "medium", "long") if name in summary[row]]
+  ratios = {name: summary[row][name]["p99_ms"] / summary[row][name]["p50_ms"] for name in sets}
+  parts = []
+  for verdict, chosen in (("met", [n for n in sets if ratios[n] <= bound]),
+                          ("missed", [n for n in sets if ratios[n] > bound])):
+    if chosen:
+      names = ", ".join(chosen[:-1]) + (" and " if len(chosen) > 1 else "") + chosen[-1]
+      parts.append(f"{names} {verdict} ({', '.join(f'{ratios[n]:.2f}' for n in chosen)})")
+  return "; ".join(parts)
+
+
+def serving_goals(results_name):
+  """The serving goals, one thread, for the text model in both precisions: batch-1 short p50
+  against ONNX Runtime's (speed >= 1.25x), batch-32 throughput against the faster peer on short
+  (>= 1.5x) and long text (>= 1.2x), p99 at most 1.5x p50 at batch 1 on each set."""
+  summary = read(results_name)["summary"]["1"]
+  rows = ("ours", "ours: bf16")
+  b1 = [summary["ONNX Runtime"]["short"]["p50_ms"] / summary[r]["short"]["p50_ms"] for r in rows]
+  b32 = {name: [_faster_peer_ratio(summary, r, name, "batch32_per_s")[0] for r in rows]
+         for name in ("short", "long")}
+  return ["| goal | float32 (the default) | bfloat16 |", "| --- | --- | --- |",
+          "| batch 1, short text: p50 at most 0.8x ONNX Runtime's (speed >= 1.25x) | "
+          + " | ".join(_goal_cell(r, 1.25) for r in b1) + " |",
+          "| batch 32, short text: >= 1.5x the faster peer's throughput | "
+          + " | ".join(_goal_cell(r, 1.5) for r in b32["short"]) + " |",
+          "| batch 32, long text: >= 1.2x the faster peer's | "
+          + " | ".join(_goal_cell(r, 1.2) for r in b32["long"]) + " |",
+          "| p99 at most 1.5x p50 at batch 1 | "
+          + " | ".join(_p99_cell(summary, r) for r in rows) + " |"]
+
+
 # === finetuning.py's extract_features rows and tokenization.py ===
 
 
@@ -488,6 +525,7 @@ TABLES = {
     "serving_peers_2026-12-06": lambda: serving_figures("serving_peers_2026-12-06.json"),
     "serving_ratios_2026-12-06": lambda: serving_ratios("serving_peers_2026-12-06.json"),
     "serving_summary_2026-12-06": lambda: serving_summary("serving_peers_2026-12-06.json"),
+    "serving_goals_2026-12-06": lambda: serving_goals("serving_peers_2026-12-06.json"),
     "pretraining_data_2026-12-06": lambda: pretraining_data("pretraining_data_2026-12-06.json"),
     "tokenization_2026-12-06": lambda: tokenization("tokenization_2026-12-06.json"),
     "extract_features_2026-12-06": lambda: extract_features("extract_features_2026-12-06.json"),

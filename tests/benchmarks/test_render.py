@@ -75,3 +75,16 @@ def test_the_time_to_quality_runs_table_reads_each_run_file():
   assert cells[6].startswith("**4 of 4**: ")  # against Hugging Face, every goal
   stopped = lines[-1].split(" | ")
   assert stopped[1] == "bfloat16, 50" and stopped[4].startswith("1 of 4: -, -, -, ")
+
+
+def test_the_serving_goals_table_reads_its_results_file():
+  """The batch-1 cell is ONNX Runtime's p50 over ours; met only at the goal's bound or above."""
+  summary = render.read("serving_peers_2026-12-06.json")["summary"]["1"]
+  lines = render.serving_goals("serving_peers_2026-12-06.json")
+  speed = summary["ONNX Runtime"]["short"]["p50_ms"] / summary["ours"]["short"]["p50_ms"]
+  float32 = lines[2].split(" | ")[1]
+  assert float32 == (f"**met ({speed:.2f}x)**" if speed >= 1.25 else f"missed ({speed:.2f}x)")
+  assert render._goal_cell(1.2, 1.2) == "**met (1.20x)**"  # pylint: disable=protected-access
+  assert render._goal_cell(1.19, 1.2) == "missed (1.19x)"  # pylint: disable=protected-access
+  short = summary["ours"]["short"]["p99_ms"] / summary["ours"]["short"]["p50_ms"]
+  assert f"({short:.2f}" in lines[5].split(" | ")[1]
