@@ -32,7 +32,8 @@ assets/, and warm-up requests in assets.extra/tf_serving_warmup_requests.
 Packing follows the original's convert_single_example: [CLS] A [SEP] for one text,
 [CLS] A [SEP] B [SEP] for two; a pair over the budget (seq_length - 3) loses tokens from the end
 of the longer segment one at a time (B when they tie), a single text keeps its first
-seq_length - 2 tokens. Invalid UTF-8 bytes are dropped (like the original's decode("utf-8", "ignore")), never an error.
+seq_length - 2 tokens. Invalid UTF-8 bytes are dropped (like the original's
+decode("utf-8", "ignore")), never an error.
 
 serving/pretrained.py builds what an export of pretrained weights holds (pretraining_exports:
 these three models and the plain SavedModels of serving/saved_model.py) and each task package

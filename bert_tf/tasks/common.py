@@ -201,12 +201,13 @@ def distillation_problems(settings: FineTuningSettings) -> List[str]:
   return problems
 
 
-def transfer_file_problems(settings) -> List[str]:
+def transfer_file_problems(transfer_file: Optional[str],
+                           teacher: Optional[str]) -> List[str]:
   """--transfer_file (a task's inputs without labels) is refused without --teacher: only a
   teacher's soft targets train on it."""
-  if getattr(settings, "transfer_file", None) and not settings.teacher:
-    return [f"--transfer_file={settings.transfer_file} has no labels: only a --teacher's soft "
-            "targets train on it; add --teacher"]
+  if transfer_file and not teacher:
+    return [f"--transfer_file={transfer_file} has no labels: only a --teacher's soft targets "
+            "train on it; add --teacher"]
   return []
 
 

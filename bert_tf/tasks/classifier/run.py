@@ -129,7 +129,7 @@ class ClassifierSettings(common.FineTuningSettings):
       if given:
         problems.append(f"--{', --'.join(given)} apply only to --task_name=generic (the "
                         f"{self.task_name} task has fixed files and columns)")
-    problems += common.transfer_file_problems(self)
+    problems += common.transfer_file_problems(self.transfer_file, self.teacher)
     if self.transfer_file and self.regression:
       problems.append("--transfer_file applies to classification, not --regression")
     if problems:

@@ -102,7 +102,8 @@ class ClassifierModule(ReusableModule):
 
 def export_classifier_model(model, config: BertConfig, vocab_file: str, export_dir: str,
                             label_names: Optional[Sequence[str]], pair: bool,
-                            do_lower_case: bool = True, seq_length: int = tf_serving.DEFAULT_SEQ_LENGTH,
+                            do_lower_case: bool = True,
+                            seq_length: int = tf_serving.DEFAULT_SEQ_LENGTH,
                             version: Optional[int] = None, model_name: str = "classifier",
                             task_info: Optional[Mapping[str, Any]] = None,
                             warmup: bool = True,

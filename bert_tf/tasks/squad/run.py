@@ -110,7 +110,7 @@ class SquadSettings(common.FineTuningSettings):
       if getattr(self, name) <= 0:
         problems.append(f"--{name} must be positive, got {getattr(self, name)}")
     problems += common.fine_tuning_problems(self, num_replicas)
-    problems += common.transfer_file_problems(self)
+    problems += common.transfer_file_problems(self.transfer_file, self.teacher)
     if self.null_score_diff_threshold is None and not (self.version_2_with_negative and
                                                        self.do_predict):
       problems.append("--null_score_diff_threshold=auto needs --version_2_with_negative and "

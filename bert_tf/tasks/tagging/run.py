@@ -98,7 +98,7 @@ class NerSettings(common.FineTuningSettings):
     """Raises TrainingError naming every flag with an impossible value."""
     problems = common.split_file_problems(self, config, DATA_DIR_FILES)
     problems += common.fine_tuning_problems(self, num_replicas)
-    problems += common.transfer_file_problems(self)
+    problems += common.transfer_file_problems(self.transfer_file, self.teacher)
     if self.tag_scheme not in TAG_SCHEMES:
       problems.append(f"--tag_scheme must be one of {', '.join(TAG_SCHEMES)}, got "
                       f"{self.tag_scheme!r}")
