@@ -77,7 +77,7 @@ class _Block(tf.Module):
 
   In float32 the kernels are the Keras variables (stored once in a SavedModel); in a reduced
   precision they are arrays of that dtype that InferenceEncoder makes graph constants (see
-  InferenceEncoder._constant_kernels).
+  InferenceEncoder._kernels).
   """
 
   def __init__(self, block: layers.TransformerBlock, dtype: tf.DType):
