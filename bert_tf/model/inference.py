@@ -10,7 +10,8 @@ named after the original's scopes) and runs the encoder as plain TensorFlow ops:
   attention scale 1/sqrt(D) folded into the query's kernel and bias;
 - the residual stream, LayerNorm, softmax and every bias in float32;
 - the matmuls in the export's `precision`: float32 (the default), or bfloat16 on CPUs whose
-  matrix units take it (AMX, AVX-512 BF16), with float32 accumulation of the residual stream;
+  matrix units take it (AMX, AVX-512 BF16), with float32 accumulation of the residual stream
+  and the bfloat16 kernels as graph constants (InferenceEncoder._kernels says why);
 - packed rows (bert_tf.row_packing's layout: slot ids in input_mask, position ids restarting
   at each example, [CLS] positions per slot) with attention kept within each example, the
   mask of model/layers.py:PackedAttentionMask.
@@ -67,8 +68,17 @@ def _block_count(model: keras.Model) -> int:
     count += 1
 
 
+# The matmul kernels of a layer, in the order _Block.kernels lists them.
+KERNELS = ("qkv_kernel", "output_kernel", "intermediate_kernel", "out_kernel")
+
+
 class _Block(tf.Module):
-  """One transformer layer's weights in the layout the inference graph reads."""
+  """One transformer layer's weights in the layout the inference graph reads.
+
+  In float32 the kernels are the Keras variables (stored once in a SavedModel); in a reduced
+  precision they are arrays of that dtype that InferenceEncoder makes graph constants (see
+  InferenceEncoder._kernels).
+  """
 
   def __init__(self, block: layers.TransformerBlock, dtype: tf.DType):
     super().__init__(name=block.name)
@@ -81,25 +91,47 @@ class _Block(tf.Module):
     kernels[0], biases[0] = kernels[0] * scale, biases[0] * scale
     self.heads = attention.num_attention_heads
     self.head_size = attention.head_size
-    self.qkv_kernel = _variable(np.concatenate(kernels, axis=1), dtype, "qkv_kernel")
-
-    self.qkv_bias = _variable(np.concatenate(biases), dtype, "qkv_bias")
+    constant = dtype != tf.float32
 
     def weight(variable, name):
       # The Keras variable itself where the dtypes agree (stored once in the SavedModel).
       return variable.value if dtype == tf.float32 else _variable(variable, dtype, name)
 
-    self.output_kernel = weight(block.attention_output.kernel, "output_kernel")
+    def kernel(variable, name):
+      if constant:
+        return np.asarray(tf.cast(variable, dtype).numpy())
+      return weight(variable, name)
+
+    qkv = np.concatenate(kernels, axis=1)
+    qkv_kernel = (np.asarray(tf.cast(qkv, dtype).numpy()) if constant
+                  else _variable(qkv, dtype, "qkv_kernel"))
+    output_kernel = kernel(block.attention_output.kernel, "output_kernel")
+    intermediate_kernel = kernel(block.intermediate.kernel, "intermediate_kernel")
+    out_kernel = kernel(block.output_dense.kernel, "out_kernel")
+    if constant:  # plain arrays, not attributes a tf.Module would track
+      self._arrays = dict(qkv_kernel=qkv_kernel, output_kernel=output_kernel,
+                          intermediate_kernel=intermediate_kernel, out_kernel=out_kernel)
+    else:
+      self.qkv_kernel, self.output_kernel = qkv_kernel, output_kernel
+      self.intermediate_kernel, self.out_kernel = intermediate_kernel, out_kernel
+    self.qkv_bias = _variable(np.concatenate(biases), dtype, "qkv_bias")
     self.output_bias = weight(block.attention_output.bias, "output_bias")
     self.attention_norm = (block.attention_layer_norm.gamma.value,
                            block.attention_layer_norm.beta.value)
-    self.intermediate_kernel = weight(block.intermediate.kernel, "intermediate_kernel")
     self.intermediate_bias = weight(block.intermediate.bias, "intermediate_bias")
-    self.out_kernel = weight(block.output_dense.kernel, "out_kernel")
     self.out_bias = weight(block.output_dense.bias, "out_bias")
     self.output_norm = (block.output_layer_norm.gamma.value, block.output_layer_norm.beta.value)
     self.epsilon = block.attention_layer_norm.epsilon
     self.activation = _activation(block.hidden_act)
+
+  @property
+  def constant_arrays(self) -> Optional[Dict[str, np.ndarray]]:
+    """The kernels as arrays (reduced precision), else None (they are variables)."""
+    return self.__dict__.get("_arrays")
+
+  def kernels(self) -> Dict[str, tf.Tensor]:
+    """The kernels by name (KERNELS) as the variables' values (float32)."""
+    return {name: getattr(self, name) for name in KERNELS}
 
 
 class InferenceEncoder(tf.Module):
@@ -144,6 +176,27 @@ class InferenceEncoder(tf.Module):
       pooler = model.get_layer("pooler").dense
       self.pooler_kernel = pooler.kernel.value
       self.pooler_bias = pooler.bias.value
+    arrays = [block.constant_arrays for block in self.blocks]
+    if arrays and arrays[0] is not None:
+      # One function returning every layer's kernels, however many times the encoder is traced
+      # (a serving function traces it once per branch): its constants are stored once.
+      self._constant_kernels = tf.function(
+          lambda: [{name: tf.constant(a[name]) for name in KERNELS} for a in arrays],
+          autograph=False)
+
+  def _kernels(self) -> List[Dict[str, tf.Tensor]]:
+    """Every layer's matmul kernels (KERNELS by name).
+
+    In a reduced precision they are graph constants: TensorFlow's oneDNN matmul then keeps
+    each kernel in the blocked layout its fastest kernel reads (AMX with bfloat16), reordered
+    once, where a variable's kernel is read in plain layout at every call by a slower one
+    (bfloat16 matmuls took about half the time at batch 1, measured). In float32 the two ran
+    alike, so the kernels stay the Keras variables, stored once. The constants sit in
+    saved_model.pb, 2 bytes a weight: BERT-large's 0.6 GB stays under protobuf's 2 GB.
+    """
+    if "_constant_kernels" in self.__dict__:
+      return self._constant_kernels()
+    return [block.kernels() for block in self.blocks]
 
   def _norm(self, x, norm, epsilon):
     mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
@@ -169,11 +222,12 @@ class InferenceEncoder(tf.Module):
       visible = visible[:, tf.newaxis]
     return (1.0 - visible) * layers.MASK_ADDER
 
-  def _block(self, block: _Block, x, adder, rows, seq, queries=None):
-    """One layer on the residual stream x [B * S, H] float32; with queries [B, Q] (positions)
-    only those rows are computed: [B * Q, H] (keys and values still from every position)."""
+  def _block(self, block: _Block, kernels, x, adder, rows, seq, queries=None):
+    """One layer on the residual stream x [B * S, H] float32 (kernels: the layer's, by name);
+    with queries [B, Q] (positions) only those rows are computed: [B * Q, H] (keys and values
+    still from every position)."""
     heads, size = block.heads, block.head_size
-    qkv = self._dense(x, block.qkv_kernel, block.qkv_bias, float32=False)  # [B * S, 3H]
+    qkv = self._dense(x, kernels["qkv_kernel"], block.qkv_bias, float32=False)  # [B * S, 3H]
     qkv = tf.reshape(qkv, [rows, seq, 3, heads, size])
     qkv = tf.transpose(qkv, [2, 0, 3, 1, 4])  # [3, B, N, S, D]
     query = qkv[0]
@@ -188,11 +242,11 @@ class InferenceEncoder(tf.Module):
     probs = tf.nn.softmax(tf.cast(scores, tf.float32) + adder, axis=-1)
     context = tf.matmul(tf.cast(probs, self.compute_dtype), qkv[2])  # [B, N, Q, D]
     context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, heads * size])
-    x = self._norm(self._dense(context, block.output_kernel, block.output_bias) + x,
+    x = self._norm(self._dense(context, kernels["output_kernel"], block.output_bias) + x,
                    block.attention_norm, block.epsilon)
-    hidden = self._dense(x, block.intermediate_kernel, block.intermediate_bias,
+    hidden = self._dense(x, kernels["intermediate_kernel"], block.intermediate_bias,
                          block.activation, float32=False)
-    return self._norm(self._dense(hidden, block.out_kernel, block.out_bias) + x,
+    return self._norm(self._dense(hidden, kernels["out_kernel"], block.out_bias) + x,
                       block.output_norm, block.epsilon)
 
   def __call__(self, input_word_ids, input_mask, input_type_ids,
@@ -218,9 +272,9 @@ class InferenceEncoder(tf.Module):
       cls_positions = tf.zeros([rows, 1], tf.int32)
     outputs: List[tf.Tensor] = []
     last = len(self.blocks) - 1
-    for i, block in enumerate(self.blocks):
+    for i, (block, kernels) in enumerate(zip(self.blocks, self._kernels())):
       queries = cls_positions if pooled_only and i == last else None
-      x = self._block(block, x, adder, rows, seq, queries)
+      x = self._block(block, kernels, x, adder, rows, seq, queries)
       if all_layers:
         outputs.append(tf.reshape(x, [rows, seq, self.hidden_size]))
     if pooled_only:  # x holds the [CLS] rows: [B * K, H]

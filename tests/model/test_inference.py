@@ -89,6 +89,42 @@ def test_bfloat16_stays_close_and_keeps_float32_outputs():
   assert np.abs(half.numpy() - full).max() > 0  # the matmuls really ran in bfloat16
 
 
+def _kernel_constants(graph_def, shapes):
+  """How many Const nodes of the graph and its library hold a tensor of one of `shapes`."""
+  nodes = list(graph_def.node)
+  for function in graph_def.library.function:
+    nodes += function.node_def
+  return sum(1 for node in nodes if node.op == "Const" and tuple(
+      d.size for d in node.attr["value"].tensor.tensor_shape.dim) in shapes)
+
+
+def test_bfloat16_kernels_are_constants_stored_once(tmp_path):
+  model, _ = _model(lambda: classifier_head.build_classifier_model(CONFIG, 3))
+  fast = inference.InferenceModel(model, "bfloat16")
+  x = {k: tf.constant(v) for k, v in _inputs(np.random.default_rng(5)).items()}
+  module = tf.Module()
+  module.fast = fast
+  spec = {k: tf.TensorSpec([None, None], tf.int32) for k in x}
+  # The encoder traced twice, as a serving function's two branches trace it.
+  module.run = tf.function(
+      lambda inputs: tf.cond(tf.shape(inputs["input_mask"])[0] > 2,
+                             lambda: fast(inputs)["logits"], lambda: fast(inputs)["logits"]),
+      input_signature=[spec])
+  want = module.run(x).numpy()
+  tf.saved_model.save(module, str(tmp_path))
+  loaded = tf.saved_model.load(str(tmp_path))
+  got = loaded.run(x).numpy()
+  np.testing.assert_array_equal(got, want)
+  hidden, inner = CONFIG.hidden_size, CONFIG.intermediate_size
+  shapes = {(hidden, 3 * hidden), (hidden, hidden), (hidden, inner), (inner, hidden)}
+  graph = module.run.get_concrete_function().graph.as_graph_def()
+  # Each layer's four kernels once (in the one function that returns them), not once a trace.
+  assert _kernel_constants(graph, shapes) == 4 * CONFIG.num_hidden_layers
+  kernel_variables = [v.name for v in fast.variables
+                      if v.dtype == tf.bfloat16 and tuple(v.shape) in shapes]
+  assert not kernel_variables
+
+
 def test_bad_settings_are_refused():
   model, _ = _model(lambda: classifier_head.build_classifier_model(CONFIG, 3))
   with pytest.raises(ValueError, match="precision must be one of float32, bfloat16"):

@@ -29,9 +29,9 @@ CONFIG = BertConfig(vocab_size=30522, hidden_size=64, num_hidden_layers=2, num_a
 METADATA = {"format": "test", "max_seq_length": 128}
 
 
-def export_with_the_command_line(root):
-  """Exports through `python -m bert_tf.export` into root/export (version 3); returns
-  (paths, keras pretraining model, python tokenizer, root)."""
+def export_with_the_command_line(root, flags=()):
+  """Exports through `python -m bert_tf.export` (with `flags` added) into root/export (version
+  3); returns (paths, keras pretraining model, python tokenizer, root)."""
   keras.utils.set_random_seed(7)
   model = build_pretraining_model(CONFIG)
   ckpt_dir = root / "ckpt"
@@ -44,7 +44,7 @@ def export_with_the_command_line(root):
   command = [sys.executable, "-m", "bert_tf.export",
              f"--checkpoint={ckpt_dir / 'bert_model.ckpt'}", f"--vocab_file={VOCAB}",
              f"--export_dir={export_dir}", f"--seq_length={SEQ_LENGTH}", f"--top_k={TOP_K}",
-             f"--data_metadata_file={metadata_file}", "--version=3"]
+             f"--data_metadata_file={metadata_file}", "--version=3", *flags]
   env = helpers.subprocess_env()
   result = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True,
                           timeout=600)

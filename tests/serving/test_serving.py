@@ -31,6 +31,7 @@ from bert_tf.config import BertConfig
 from tests import helpers
 from tests.helpers import REPO_ROOT, TEST_DATA, protobuf_fields
 
+from tests.serving import shared
 from tests.serving.shared import CONFIG, METADATA, SEQ_LENGTH, TOP_K, VOCAB
 
 REQUESTS = os.path.join(TEST_DATA, "serving_requests.json")
@@ -335,6 +336,32 @@ def assert_real_positions_close(actual, desired, mask):
 
 
 # === saved_model_cli ===
+
+
+@pytest.mark.slow
+def test_a_bfloat16_export_answers_as_the_float32_one(exported, tmp_path):
+  """--serving_precision=bfloat16 through the command line: the same signatures, answers within
+  bfloat16's rounding of the float32 export's for one text and a packed batch, and the matmul
+  kernels held as graph constants (no bfloat16 kernel variables). The tiny model's weights are
+  drawn wide (initializer_range 0.5): its bfloat16 outputs move by up to about 0.15, the same
+  with the kernels as variables; a wrong kernel would move them by about 1."""
+  paths, _, _, _ = shared.export_with_the_command_line(
+      tmp_path, ["--serving_precision=bfloat16", "--nowarmup"])
+  half = tf.saved_model.load(paths["text"])
+  full = tf.saved_model.load(exported[0]["text"])
+  assert sorted(half.signatures) == sorted(full.signatures)
+  batch = ["a short text.", "and a longer one, with more words in it", "x"]
+  for texts in (batch[:1], batch):
+    want = full.signatures["serving_default"](text=tf.constant(texts))
+    got = half.signatures["serving_default"](text=tf.constant(texts))
+    assert sorted(got) == sorted(want)
+    mask = want["input_mask"].numpy()[..., None] > 0
+    np.testing.assert_array_equal(got["input_mask"].numpy(), want["input_mask"].numpy())
+    np.testing.assert_allclose(got["sequence_output"].numpy() * mask,
+                               want["sequence_output"].numpy() * mask, atol=0.25)
+    np.testing.assert_allclose(got["pooled_output"].numpy(), want["pooled_output"].numpy(),
+                               atol=0.25)
+  assert not [v.name for v in half.variables if v.dtype == tf.bfloat16 and len(v.shape) == 2]
 
 
 @pytest.mark.slow
