@@ -522,6 +522,10 @@ TABLES = {
         "distillation_cost_serving_2026-12-06.json"),
     "distillation_cost_serving_2026-12-06": lambda: distillation_serving(
         "distillation_cost_serving_2026-12-06.json"),
+    "distillation_books_runs_2026-12-06": lambda: distillation_runs(
+        "distillation_books_2026-12-06.json"),
+    "distillation_books_goals_2026-12-06": lambda: distillation_goals(
+        "distillation_books_2026-12-06.json"),
     "serving_peers_2026-12-06": lambda: serving_figures("serving_peers_2026-12-06.json"),
     "serving_ratios_2026-12-06": lambda: serving_ratios("serving_peers_2026-12-06.json"),
     "serving_summary_2026-12-06": lambda: serving_summary("serving_peers_2026-12-06.json"),
