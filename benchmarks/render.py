@@ -529,7 +529,8 @@ TABLES = {
     "pretraining_data_2026-12-06": lambda: pretraining_data("pretraining_data_2026-12-06.json"),
     "tokenization_2026-12-06": lambda: tokenization("tokenization_2026-12-06.json"),
     "extract_features_2026-12-06": lambda: extract_features("extract_features_2026-12-06.json"),
-    "multiple_choice_2026-12-06": lambda: multiple_choice("multiple_choice_2026-12-06.json"),
+    "multiple_choice_2026-12-06_speed": lambda: multiple_choice(
+        "multiple_choice_2026-12-06_speed.json"),
     "time_to_quality_goals_f32_6min_2026-12-05": lambda: time_to_quality_goals(
         "time_to_quality_f32_6min_2026-12-05.json"),
     "time_to_quality_systems_f32_6min_2026-12-05": lambda: time_to_quality_systems(

@@ -41,8 +41,8 @@ def test_a_marker_without_a_table_is_refused():
 
 def test_the_rendered_tables_read_their_results_files():
   """Spot checks against the files' own numbers, formatted as the page prints them."""
-  lines = render.multiple_choice("multiple_choice_2026-12-06.json")
-  medians = render.read("multiple_choice_2026-12-06.json")["medians"]
+  lines = render.multiple_choice("multiple_choice_2026-12-06_speed.json")
+  medians = render.read("multiple_choice_2026-12-06_speed.json")["medians"]
   ratio = medians["ours_bf16"]["examples_per_second"] / medians["hf"]["examples_per_second"]
   bf16 = medians["ours_bf16"]
   assert lines[3] == (f"| ours, `--mixed_precision=bfloat16` | {bf16['accuracy']:.3f} | "
