@@ -1,10 +1,10 @@
 """Fused elementwise kernels for training: each is an XLA-compiled forward and backward pair
 joined by tf.custom_gradient, used inside otherwise ordinary (non-XLA) TensorFlow graphs.
 
-Why: on CPU, TensorFlow runs GELU (either form), softmax, dropout and the cross-entropy as chains of separate
-elementwise kernels, each a full pass over memory; they cost about a quarter of a BERT-Mini
-training step. Compiling the whole step with XLA fuses them but makes the matmuls and the
-column reductions (bias gradients) slower on CPU, so only these elementwise blocks are
+Why: on CPU, TensorFlow runs GELU (either form), softmax, dropout and the cross-entropy as
+chains of separate elementwise kernels, each a full pass over memory; they cost about a quarter
+of a BERT-Mini training step. Compiling the whole step with XLA fuses them but makes the matmuls
+and the column reductions (bias gradients) slower on CPU, so only these elementwise blocks are
 compiled; matmuls and reductions stay with TensorFlow's own kernels (oneDNN's, which the
 commands turn on on x86-64: bert_tf.cli.choose_cpu_kernels).
 
