@@ -27,6 +27,10 @@ medians, and writes benchmarks/results/multiple_choice_<date>.json (--output_fil
 --results_file), with the command, versions and CPU of benchmarks/results_file.py beside them.
 
   python benchmarks/multiple_choice.py --seeds=1,2,3
+  python benchmarks/multiple_choice.py --seeds=1,2 --epochs=1 --adam_bias_correction
+
+--adam_bias_correction gives our systems Hugging Face's optimizer (Adam with bias correction);
+without it they train with the original's AdamW, as run_multiple_choice does by default.
 
 --smoke: ours alone (the other systems left out with a printed line) on the first 32 training
 and 32 dev examples, one epoch (two steps), in a temporary folder.
@@ -125,6 +129,8 @@ def run_ours(args, seed, work, system, extra):
              f"--learning_rate={args.learning_rate}", f"--num_train_epochs={args.epochs}",
              f"--seed={seed}", "--noexport", "--iterations_per_loop=10",
              f"--output_dir={out}"] + extra
+  if args.adam_bias_correction:
+    command.append("--adam_bias_correction")
   env = dict(os.environ, PYTHONPATH=REPO_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
   start = time.time()
   done = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT, env=env,
@@ -225,6 +231,10 @@ def main(argv=None):
   p.add_argument("--epochs", type=float, default=2.0)
   p.add_argument("--batch_size", type=int, default=16, help="Examples (of 4 choices) a step.")
   p.add_argument("--max_seq_length", type=int, default=64)
+  p.add_argument("--adam_bias_correction", action="store_true",
+                 help="Our systems train with Adam's bias correction (run_multiple_choice's "
+                      "flag), Hugging Face's AdamW: the same optimizer on both sides. Without "
+                      "it ours is the original's AdamW, whose early steps are larger.")
   p.add_argument("--make_data", action="store_true",
                  help="Write the train and dev files from the committed corpora and exit.")
   p.add_argument("--train_examples", type=int, default=1200)

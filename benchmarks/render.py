@@ -238,14 +238,20 @@ MULTIPLE_CHOICE_ROWS = {
 
 
 def multiple_choice(results_name):
-  """Dev accuracy, training examples/s and the ratio to Hugging Face, medians over seeds."""
-  medians = read(results_name)["medians"]
+  """Dev accuracy, training examples/s and the ratio to Hugging Face, medians over seeds (ours'
+  rows say when they trained with --adam_bias_correction, Hugging Face's optimizer)."""
+  saved = read(results_name)
+  medians = saved["medians"]
+  bias_correction = saved["settings"].get("adam_bias_correction", False)
   hf = medians.get("hf")
   lines = ["| system | dev accuracy | training examples/s | vs Hugging Face |",
            "| --- | --: | --: | --: |"]
   for system, label in MULTIPLE_CHOICE_ROWS.items():
     if system not in medians:
       continue
+    if bias_correction and system != "hf":
+      label = label.replace("ours, defaults (", "ours, `--adam_bias_correction` (") if (
+          label.startswith("ours, defaults")) else f"{label} `--adam_bias_correction`"
     m = medians[system]
     ratio = (f"{m['examples_per_second'] / hf['examples_per_second']:.2f}x"
              if hf and system != "hf" else "")
@@ -533,7 +539,10 @@ TABLES = {
     "pretraining_data_2026-12-06": lambda: pretraining_data("pretraining_data_2026-12-06.json"),
     "tokenization_2026-12-06": lambda: tokenization("tokenization_2026-12-06.json"),
     "extract_features_2026-12-06": lambda: extract_features("extract_features_2026-12-06.json"),
-    "multiple_choice_2026-12-06": lambda: multiple_choice("multiple_choice_2026-12-06.json"),
+    "multiple_choice_2026-12-06_speed": lambda: multiple_choice(
+        "multiple_choice_2026-12-06_speed.json"),
+    "multiple_choice_2026-12-06_adam_bc": lambda: multiple_choice(
+        "multiple_choice_2026-12-06_adam_bc.json"),
     "time_to_quality_goals_f32_6min_2026-12-05": lambda: time_to_quality_goals(
         "time_to_quality_f32_6min_2026-12-05.json"),
     "time_to_quality_systems_f32_6min_2026-12-05": lambda: time_to_quality_systems(

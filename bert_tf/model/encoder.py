@@ -29,7 +29,8 @@ def packed_inputs():
 
 
 def encoder_graph(config: BertConfig, word_ids, input_mask, type_ids,
-                  last_layer_positions=None, position_ids=None, cls_positions=None):
+                  last_layer_positions=None, position_ids=None, cls_positions=None,
+                  unpadded: bool = False):
   """Applies freshly made encoder layers to symbolic inputs.
 
   Shared by build_encoder and heads.build_pretraining_model so that the pretraining model is one
@@ -48,6 +49,10 @@ def encoder_graph(config: BertConfig, word_ids, input_mask, type_ids,
       (1..K, 0 = padding) and attention stays within an example; cls_positions [B, K] (each
       slot's [CLS] position) makes pooled_output [B * K, H], one row per slot (slot order);
       without it, packed rows have no pooled_output (None).
+    unpadded: when training unpacked rows, the transformer layers compute their per-token
+      sublayers on the real tokens alone (TransformerBlock's unpadded path): the outputs at
+      real positions are the same to float rounding, those at padding positions are 0. For
+      models whose heads read real positions only.
 
   Returns:
     (outputs, word_embedding_layer): outputs is the dict described in the module docstring.
@@ -67,15 +72,17 @@ def encoder_graph(config: BertConfig, word_ids, input_mask, type_ids,
   else:
     x = embeddings(x, type_ids)
   encoder_outputs = []
+  # A Python value of the layers' call, like `training`: the inference graphs stay as they are.
+  options = dict(unpadded=True) if unpadded and not packed else {}
   for i in range(config.num_hidden_layers):
     block = layers.TransformerBlock(
         config.hidden_size, config.num_attention_heads, config.intermediate_size,
         config.hidden_act, config.hidden_dropout_prob, config.attention_probs_dropout_prob,
         config.initializer_range, name=f"layer_{i}")
     if i == config.num_hidden_layers - 1 and last_layer_positions is not None:
-      x = block(x, input_mask, last_layer_positions)
+      x = block(x, input_mask, last_layer_positions, **options)
     else:
-      x = block(x, input_mask)
+      x = block(x, input_mask, **options)
     encoder_outputs.append(x)
   pooler = layers.Pooler(config.hidden_size, config.initializer_range, name="pooler")
   if not packed:

@@ -1,10 +1,10 @@
 """Fused elementwise kernels for training: each is an XLA-compiled forward and backward pair
 joined by tf.custom_gradient, used inside otherwise ordinary (non-XLA) TensorFlow graphs.
 
-Why: on CPU, TensorFlow runs GELU, softmax, dropout and the cross-entropy as chains of separate
-elementwise kernels, each a full pass over memory; they cost about a quarter of a BERT-Mini
-training step. Compiling the whole step with XLA fuses them but makes the matmuls and the
-column reductions (bias gradients) slower on CPU, so only these elementwise blocks are
+Why: on CPU, TensorFlow runs GELU (either form), softmax, dropout and the cross-entropy as
+chains of separate elementwise kernels, each a full pass over memory; they cost about a quarter
+of a BERT-Mini training step. Compiling the whole step with XLA fuses them but makes the matmuls
+and the column reductions (bias gradients) slower on CPU, so only these elementwise blocks are
 compiled; matmuls and reductions stay with TensorFlow's own kernels (oneDNN's, which the
 commands turn on on x86-64: bert_tf.cli.choose_cpu_kernels).
 
@@ -142,6 +142,35 @@ def _gelu_backward(x, dy):
 def gelu_tanh(x):
   """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), with a fused analytic gradient."""
   return _gelu_forward(x), lambda dy: _gelu_backward(x, dy)
+
+
+# === GELU (exact erf form: Hugging Face's "gelu", all-MiniLM-L6-v2's hidden_act) ===
+# TensorFlow runs the exact GELU and its gradient as about ten elementwise kernels over the
+# [rows, intermediate_size] activations; fused, one pass each way. The erfc form is
+# TensorFlow's own (tf.nn.gelu), exact for large negative x where 1 + erf(x) cancels.
+GELU_ERF_SCALE = 1.0 / math.sqrt(2.0)
+GELU_DENSITY = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+@tf.function(jit_compile=True, autograph=False)
+def _gelu_exact_forward(x):
+  x32 = tf.cast(x, tf.float32)
+  return tf.cast(0.5 * x32 * tf.math.erfc(-GELU_ERF_SCALE * x32), x.dtype)
+
+
+@tf.function(jit_compile=True, autograph=False)
+def _gelu_exact_backward(x, dy):
+  x32 = tf.cast(x, tf.float32)
+  # d/dx x Phi(x) = Phi(x) + x phi(x), Phi the normal CDF and phi its density.
+  slope = (0.5 * tf.math.erfc(-GELU_ERF_SCALE * x32)
+           + x32 * GELU_DENSITY * tf.exp(-0.5 * x32 * x32))
+  return tf.cast(tf.cast(dy, tf.float32) * slope, dy.dtype)
+
+
+@tf.custom_gradient
+def gelu_exact(x):
+  """0.5 x erfc(-x / sqrt(2)) = 0.5 x (1 + erf(x / sqrt(2))), with a fused analytic gradient."""
+  return _gelu_exact_forward(x), lambda dy: _gelu_exact_backward(x, dy)
 
 
 # === Masked softmax + dropout of attention scores ===

@@ -117,7 +117,7 @@ def packed_args(inputs):
 
 
 def pooled_head_model(config: BertConfig, outputs: int, layer_name: str, dropout_name: str,
-                      name: str, packed: bool = False) -> keras.Model:
+                      name: str, packed: bool = False, unpadded: bool = False) -> keras.Model:
   """A head on the pooled output: dropout (named `dropout_name`), then one dense layer (named
   `layer_name`; its names in every format are the head's HeadSpec.weights) to `outputs` logits,
   the last transformer layer computing the [CLS] rows alone. The model of every registered head
@@ -132,6 +132,9 @@ def pooled_head_model(config: BertConfig, outputs: int, layer_name: str, dropout
     name: the Keras model name.
     packed: take packed rows (bert_tf.row_packing): the inputs add input_position_ids [R, S]
       and packed_cls_positions [R, K], and the logits are one row per slot, [R * K, outputs].
+    unpadded: when training unpacked rows, compute the layers' per-token sublayers on the real
+      tokens alone (encoder_graph's unpadded): the same logits to float rounding, with the
+      padding positions' share of the work saved. The inference graph is unchanged.
 
   Returns:
     A functional keras.Model: inputs input_word_ids, input_mask, input_type_ids (int32 [B, S]);
@@ -145,7 +148,7 @@ def pooled_head_model(config: BertConfig, outputs: int, layer_name: str, dropout
               else ops.zeros_like(inputs["input_word_ids"][:, :1]))
   encoded, _ = encoder_graph(config, inputs["input_word_ids"], inputs["input_mask"],
                              inputs["input_type_ids"], last_layer_positions=cls_rows,
-                             **packed_args(inputs))
+                             unpadded=unpadded, **packed_args(inputs))
   pooled = layers.Dropout(config.hidden_dropout_prob, name=dropout_name)(
       encoded["pooled_output"])
   logits = keras.layers.Dense(

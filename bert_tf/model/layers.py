@@ -29,8 +29,8 @@ LAYER_NORM_EPSILON = 1e-12
 def get_activation(name, training=None):
   """The activation function for a `hidden_act` value of BertConfig (see config.py).
 
-  With training=True the tanh GELU is the fused kernel of fused.py (same values, faster
-  gradient); inference graphs always use plain ops so that exports need no XLA.
+  With training=True either GELU is a fused kernel of fused.py (same values to float rounding,
+  faster gradient); inference graphs always use plain ops so that exports need no XLA.
   """
   name = name.lower()
   if name not in HIDDEN_ACTIVATIONS:
@@ -41,6 +41,8 @@ def get_activation(name, training=None):
       return fused.gelu_tanh
     return lambda x: keras.activations.gelu(x, approximate=True)
   if function == "gelu_exact":
+    if training and fused.ENABLED:
+      return fused.gelu_exact
     return lambda x: keras.activations.gelu(x, approximate=False)
   return keras.activations.get(function)  # relu, tanh, silu, linear
 
@@ -208,6 +210,43 @@ class EmbeddingPostprocessor(keras.layers.Layer):
     return config
 
 
+
+class TokenRows:
+  """The real tokens of unpacked rows as rows of their own: input_mask [B, S] (1 = real) ->
+  the flat positions of its T real tokens, and row moves between [B * S, ...] and [T, ...]
+  (TransformerBlock's unpadded path). Both moves are row gathers, and each one's gradient is
+  the other move: a gathered row comes from one position, so its gradient needs no
+  accumulation (tf.gather's own gradient is a segment sum, several times slower here)."""
+
+  def __init__(self, input_mask):
+    real = tf.reshape(input_mask, [-1]) > 0
+    self.positions = tf.cast(tf.where(real)[:, 0], tf.int32)  # [T]
+    count = tf.shape(self.positions)[0]
+    # Each flat position's row among the tokens; padding positions read an added zero row.
+    self.rows = tf.where(real, tf.cumsum(tf.cast(real, tf.int32)) - 1, count)  # [B * S]
+
+  def _gather(self, flat):
+    return tf.gather(flat, self.positions)
+
+  def _scatter(self, tokens):
+    zero = tf.zeros_like(tokens[:1])
+    return tf.gather(tf.concat([tokens, zero], 0), self.rows)
+
+  def gather(self, flat):
+    """[B * S, ...] -> [T, ...]: the real positions' rows."""
+    @tf.custom_gradient
+    def move(flat):
+      return self._gather(flat), self._scatter
+    return move(flat)
+
+  def scatter(self, tokens):
+    """[T, ...] -> [B * S, ...]: each token at its position, zeros at padding."""
+    @tf.custom_gradient
+    def move(tokens):
+      return self._scatter(tokens), self._gather
+    return move(tokens)
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
 class SelfAttention(keras.layers.Layer):
   """Multi-head scaled dot-product self-attention (query/key/value projections only).
@@ -266,6 +305,37 @@ class SelfAttention(keras.layers.Layer):
     q = self._split_heads(self.query(queries), batch, query_seq)
     k = self._split_heads(self.key(hidden_states), batch, seq)
     v = self._split_heads(self.value(hidden_states), batch, seq)
+    return self._attend(q, k, v, input_mask, training, batch, query_seq)
+
+  def call_unpadded(self, tokens, token_rows, input_mask, queries=None, training=None):
+    """The attention of TransformerBlock's unpadded training path: the projections of the real
+    tokens only, the attention itself per padded row.
+
+    Args:
+      tokens: [T, H] the hidden states of the real tokens (input_mask's non-zero positions).
+      token_rows: TokenRows of input_mask.
+      input_mask: [B, S] (1 = real token).
+      queries: optional [B, Q, H]: query these hidden states only (query_positions' rows).
+
+    Returns:
+      The context [T, H] of each real token, or [B, Q, H] with queries: the rows of `call`'s
+      output at those positions (padding keys weigh 0 either way: their values here are 0,
+      the original's are the padding's own, and the -10000 adder zeroes both).
+    """
+    shape = ops.shape(input_mask)
+    batch, seq = shape[0], shape[1]
+    padded = lambda x: self._split_heads(token_rows.scatter(x), batch, seq)
+    k, v = padded(self.key(tokens)), padded(self.value(tokens))
+    if queries is not None:
+      query_seq = ops.shape(queries)[1]
+      q = self._split_heads(self.query(queries), batch, query_seq)
+      return self._attend(q, k, v, input_mask, training, batch, query_seq)
+    context = self._attend(padded(self.query(tokens)), k, v, input_mask, training, batch, seq)
+    return token_rows.gather(tf.reshape(context, [-1, self.hidden_size]))
+
+  def _attend(self, q, k, v, input_mask, training, batch, query_seq):
+    """softmax(q k^T / sqrt(D) + mask adder) v of split heads q [B, N, Q, D], k and v
+    [B, N, S, D], with dropout on the probabilities: the context [B, Q, H] (Q = query_seq)."""
     # Scale the query rather than the [B, N, S, S] scores: fewer multiplications, same result.
     q = q * ops.cast(1.0 / math.sqrt(self.head_size), q.dtype)
     scores = tf.matmul(q, k, transpose_b=True)  # [B, N, Q, S] (Q = S without query_positions)
@@ -339,22 +409,59 @@ class TransformerBlock(keras.layers.Layer):
     self.output_layer_norm.build(input_shape)
     self.built = True
 
-  def call(self, hidden_states, input_mask, query_positions=None, training=None):
+  def call(self, hidden_states, input_mask, query_positions=None, training=None,
+           unpadded=False):
     """[B, S, H] -> [B, S, H]; with query_positions [B, Q], only those rows: [B, Q, H].
 
     A layer's output at a position depends on the other positions only through attention's
     keys and values, so the last layer of a pretraining model need not compute the rows no
     head reads (heads.build_pretraining_model(prune_last_layer=True)).
+
+    unpadded (training only, input_mask [B, S] of 0 and 1; other calls ignore it): every
+    per-token sublayer (projections, feed-forward, dropout, LayerNorm) computes the real
+    tokens alone, only the attention runs per padded row (_call_unpadded). The real
+    positions' outputs are the padded computation's (to float rounding; the dropout masks
+    are drawn over other shapes); the padding positions' outputs are 0, where the padded
+    computation gives values nothing reads but the next layer's masked keys.
     """
+    if unpadded and training and input_mask.shape.rank == 2:
+      return self._call_unpadded(hidden_states, input_mask, query_positions, training)
     context = self.attention(hidden_states, input_mask, query_positions, training=training)
     residual = hidden_states
     if query_positions is not None:
       residual = tf.gather(hidden_states, ops.cast(query_positions, "int32"), batch_dims=1)
+    return self._feed_forward(context, residual, training)
+
+  def _feed_forward(self, context, residual, training):
+    """The sublayers after attention: output projection, dropout, residual and LayerNorm,
+    then the feed-forward block, on [..., H] rows."""
     x = self._dropout_add_norm(self.attention_output(context), residual,
                                self.attention_dropout, self.attention_layer_norm, training)
-    y = get_activation(self.hidden_act, training)(self.intermediate(x))  # [B, S, I]
+    y = get_activation(self.hidden_act, training)(self.intermediate(x))  # [..., I]
     return self._dropout_add_norm(self.output_dense(y), x, self.output_dropout,
                                   self.output_layer_norm, training)
+
+  def _call_unpadded(self, hidden_states, input_mask, query_positions, training):
+    """call(unpadded=True): the real tokens gathered to [T, H] rows, the attention's
+    keys and values scattered back to [B, S] rows (SelfAttention.call_unpadded), the output
+    scattered to [B, S, H] (zeros at padding), or [B, Q, H] at query_positions."""
+    shape = ops.shape(hidden_states)
+    batch, seq = shape[0], shape[1]
+    flat = tf.reshape(hidden_states, [-1, self.hidden_size])
+    token_rows = TokenRows(input_mask)
+    tokens = token_rows.gather(flat)  # [T, H]
+    if query_positions is not None:
+      # The queried rows, [B * Q]: row b's position p is flat row b * S + p.
+      rows = tf.reshape(ops.cast(query_positions, "int32")
+                        + tf.range(batch, dtype=tf.int32)[:, None] * seq, [-1])
+      queries = tf.reshape(tf.gather(flat, rows), [batch, -1, self.hidden_size])
+      context = self.attention.call_unpadded(tokens, token_rows, input_mask, queries,
+                                             training=training)
+      return self._feed_forward(context, queries, training)
+    context = self.attention.call_unpadded(tokens, token_rows, input_mask,
+                                           training=training)
+    out = token_rows.scatter(self._feed_forward(context, tokens, training))
+    return tf.reshape(out, [batch, seq, self.hidden_size])
 
   def _dropout_add_norm(self, x, residual, dropout, norm, training):
     """LayerNorm(dropout(x) + residual) in the compute dtype (fused when training)."""

@@ -41,12 +41,17 @@ def test_a_marker_without_a_table_is_refused():
 
 def test_the_rendered_tables_read_their_results_files():
   """Spot checks against the files' own numbers, formatted as the page prints them."""
-  lines = render.multiple_choice("multiple_choice_2026-12-06.json")
-  medians = render.read("multiple_choice_2026-12-06.json")["medians"]
+  lines = render.multiple_choice("multiple_choice_2026-12-06_speed.json")
+  medians = render.read("multiple_choice_2026-12-06_speed.json")["medians"]
   ratio = medians["ours_bf16"]["examples_per_second"] / medians["hf"]["examples_per_second"]
   bf16 = medians["ours_bf16"]
   assert lines[3] == (f"| ours, `--mixed_precision=bfloat16` | {bf16['accuracy']:.3f} | "
                       f"{bf16['examples_per_second']:.2f} | {ratio:.2f}x |")
+  # A run with --adam_bias_correction says so in ours' rows; Hugging Face's row is unchanged.
+  adam_bc = render.multiple_choice("multiple_choice_2026-12-06_adam_bc.json")
+  assert adam_bc[2].startswith("| ours, `--adam_bias_correction` (float32;")
+  assert adam_bc[3].startswith("| Hugging Face `BertForMultipleChoice` |")
+  assert not any("--adam_bias_correction" in line for line in lines)
   serving = render.read("serving_peers_2026-12-06.json")["summary"]["1"]
   figures = render.serving_figures("serving_peers_2026-12-06.json")
   onnx = [line for line in figures if line.startswith("| ONNX Runtime |")][0]

@@ -65,6 +65,52 @@ def test_gelu_in_bfloat16():
   np.testing.assert_array_equal(g.numpy(), tf.cast(g32, tf.bfloat16).numpy())
 
 
+def _gelu_exact_reference(x, upstream):
+  """The exact (erf) GELU and its derivative times upstream, in float64."""
+  x = x.astype(np.float64)
+  cdf = 0.5 * np.array([math.erfc(-v / math.sqrt(2.0)) for v in x.ravel()]).reshape(x.shape)
+  density = np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+  return x * cdf, upstream * (cdf + x * density)
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_exact_gelu_matches_the_formula_and_the_plain_autodiff(graph):
+  rng = np.random.default_rng(1)
+  x = rng.normal(0, 3, (64, 96)).astype(np.float32)
+  x[0, :4] = [-30.0, -9.0, 9.0, 30.0]  # the tails: 0 and x, no cancellation
+  upstream = rng.normal(0, 1, (64, 96)).astype(np.float32)
+  eager_run = lambda f: _value_and_grad(f, tf.constant(x), tf.constant(upstream))
+  run = (lambda f: tf.function(lambda: eager_run(f))()) if graph else eager_run
+  got_y, got_g = run(fused.gelu_exact)
+  want_y, want_g = _gelu_exact_reference(x, upstream)
+  np.testing.assert_allclose(got_y.numpy(), want_y, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(got_g.numpy(), want_g, rtol=1e-5, atol=1e-5)
+  # What the layers ran before (Keras' exact GELU, TensorFlow's autodiff).
+  plain_y, plain_g = run(lambda t: keras.activations.gelu(t, approximate=False))
+  np.testing.assert_allclose(got_y.numpy(), plain_y.numpy(), rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(got_g.numpy(), plain_g.numpy(), rtol=1e-4, atol=2e-5)
+  np.testing.assert_allclose(fused.gelu_exact(tf.constant([-1.0, 0.0, 1.0, 2.0])).numpy(),
+                             [-0.15865525, 0.0, 0.84134475, 1.95449974], rtol=1e-6)
+
+
+def test_exact_gelu_in_bfloat16_is_the_float32_kernel_rounded():
+  x = tf.cast(tf.constant(np.random.default_rng(6).normal(0, 3, 4096), tf.float32), tf.bfloat16)
+  dy = tf.cast(tf.constant(np.random.default_rng(7).normal(0, 1, 4096), tf.float32), tf.bfloat16)
+  y, g = _value_and_grad(fused.gelu_exact, x, dy)
+  assert y.dtype == tf.bfloat16 and g.dtype == tf.bfloat16
+  y32, g32 = _value_and_grad(fused.gelu_exact, tf.cast(x, tf.float32), tf.cast(dy, tf.float32))
+  np.testing.assert_array_equal(y.numpy(), tf.cast(y32, tf.bfloat16).numpy())
+  np.testing.assert_array_equal(g.numpy(), tf.cast(g32, tf.bfloat16).numpy())
+
+
+def test_training_activations_are_the_fused_kernels():
+  assert layers.get_activation("gelu_exact", training=True) is fused.gelu_exact
+  assert layers.get_activation("gelu", training=True) is fused.gelu_tanh
+  x = tf.constant([-1.0, 0.5, 2.0])
+  np.testing.assert_allclose(layers.get_activation("gelu_exact", training=False)(x).numpy(),
+                             fused.gelu_exact(x).numpy(), rtol=1e-6)
+
+
 def _attention_inputs(rng, dtype=tf.float32):
   scores = tf.constant(rng.normal(0, 2, (3, 2, 7, 7)), dtype)
   mask = np.ones((3, 7), np.float32)

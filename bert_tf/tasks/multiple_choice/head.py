@@ -48,7 +48,10 @@ def build_multiple_choice_model(config: BertConfig, name: str = "bert_multiple_c
     A functional keras.Model: inputs input_word_ids, input_mask, input_type_ids (int32 [N, S],
     one row per choice: an example of C choices is C rows); output {"logits": float32 [N, 1]}.
   """
-  return heads.pooled_head_model(config, 1, HEAD_LAYER, DROPOUT, name, packed)
+  # Unpadded when training: pairs of a context and a choice are often well short of
+  # max_seq_length (every row of a batch padded to its longest choice), so the layers compute
+  # the real tokens alone (heads.pooled_head_model); the logits are the same.
+  return heads.pooled_head_model(config, 1, HEAD_LAYER, DROPOUT, name, packed, unpadded=True)
 
 
 def _check_weights(values: Mapping[str, np.ndarray]) -> Optional[str]:

@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import tokenization
+from bert_tf.model import heads
 from bert_tf.tasks.multiple_choice import data as mc_data
 from bert_tf.tasks.multiple_choice import head as mc_head
 from bert_tf.tasks.multiple_choice import loss as mc_loss
@@ -82,6 +83,40 @@ def test_packed_rows_give_the_unpacked_loss_and_scores(records):
   results = task.eval_results([{k: v.numpy() for k, v in task.eval_sums(packed_out, packed)
                                 .items()}])
   assert results == pytest.approx(mc_metrics.eval_results(logits, labels, 8))
+
+
+def test_training_unpadded_gives_the_padded_loss_and_gradients(records):
+  """The model trains unpadded (heads.pooled_head_model(unpadded=True)): its training loss
+  and gradients are those of the same weights computing every padding position, on a batch
+  with short choices and a padding example (rows of no real token)."""
+  path, _ = records
+  batch = _batch(path)
+  config = helpers.tiny_config(vocab_size=30522, hidden_size=32, num_hidden_layers=2,
+                               intermediate_size=37, max_position_embeddings=64,
+                               hidden_act="gelu_exact")
+  tf.keras.utils.set_random_seed(2)
+  model = mc_head.build_multiple_choice_model(config)
+  padded = heads.pooled_head_model(config, 1, mc_head.HEAD_LAYER, mc_head.DROPOUT,
+                                   "bert_multiple_choice")
+  padded.set_weights(model.get_weights())
+  mask = batch["input_mask"].numpy()
+  assert mask.sum() < 0.8 * mask.size and not mask[-CHOICES:].any()
+  task = mc_loss.make_task(CHOICES)
+
+  def loss_and_grads(m):
+    with tf.GradientTape() as tape:
+      loss, sums = task.replica_loss(m(task.model_inputs(batch), training=True), batch, {},
+                                     COUNT)
+    return loss, sums, tape.gradient(loss, m.trainable_variables)
+
+  loss, sums, grads = loss_and_grads(model)
+  want_loss, want_sums, want_grads = loss_and_grads(padded)
+  assert float(loss) == pytest.approx(float(want_loss), rel=1e-5)
+  assert float(sums["correct"]) == float(want_sums["correct"])
+  for variable, got, want in zip(model.trainable_variables, grads, want_grads):
+    np.testing.assert_allclose(tf.convert_to_tensor(got).numpy(),
+                               tf.convert_to_tensor(want).numpy(), rtol=1e-4, atol=1e-6,
+                               err_msg=variable.path)
 
 
 def test_scores_are_gathered_by_example_and_choice_whatever_the_slot_order():
