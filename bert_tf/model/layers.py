@@ -210,7 +210,6 @@ class EmbeddingPostprocessor(keras.layers.Layer):
     return config
 
 
-
 class TokenRows:
   """The real tokens of unpacked rows as rows of their own: input_mask [B, S] (1 = real) ->
   the flat positions of its T real tokens, and row moves between [B * S, ...] and [T, ...]

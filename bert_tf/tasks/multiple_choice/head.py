@@ -35,7 +35,7 @@ HEAD_WEIGHTS = head_specs.HeadWeights(HEAD_LAYER, ("output_weights", "output_bia
 
 
 def build_multiple_choice_model(config: BertConfig, name: str = "bert_multiple_choice",
-                                packed: bool = False) -> keras.Model:
+                                packed: bool = False, unpadded: bool = True) -> keras.Model:
   """The multiple-choice model (the module docstring).
 
   Args:
@@ -43,6 +43,8 @@ def build_multiple_choice_model(config: BertConfig, name: str = "bert_multiple_c
     name: the Keras model name.
     packed: take packed rows (bert_tf.row_packing): the inputs add input_position_ids [R, S]
       and packed_cls_positions [R, K], and the scores are one row per slot, [R * K, 1].
+    unpadded: when training unpacked rows, the layers compute the real tokens alone (below);
+      False for a step compiled whole by XLA (the real-token count is a per-batch shape).
 
   Returns:
     A functional keras.Model: inputs input_word_ids, input_mask, input_type_ids (int32 [N, S],
@@ -51,7 +53,8 @@ def build_multiple_choice_model(config: BertConfig, name: str = "bert_multiple_c
   # Unpadded when training: pairs of a context and a choice are often well short of
   # max_seq_length (every row of a batch padded to its longest choice), so the layers compute
   # the real tokens alone (heads.pooled_head_model); the logits are the same.
-  return heads.pooled_head_model(config, 1, HEAD_LAYER, DROPOUT, name, packed, unpadded=True)
+  return heads.pooled_head_model(config, 1, HEAD_LAYER, DROPOUT, name, packed,
+                                 unpadded=unpadded)
 
 
 def _check_weights(values: Mapping[str, np.ndarray]) -> Optional[str]:

@@ -97,6 +97,14 @@ class MultipleChoiceSettings(common.FineTuningSettings):
 # === The run: what run_multiple_choice does around the driver (tasks.fine_tuning) ===
 
 
+def unpadded_layers(settings: MultipleChoiceSettings) -> bool:
+  """Whether the model trains with unpadded layers (mc_head.build_multiple_choice_model): they
+  gather a batch's real tokens, a count that changes from batch to batch, which XLA would
+  compile again for every count and TPUs cannot take; runs that compile their step whole
+  (--use_tpu, --jit_compile) keep the padded layers."""
+  return not (settings.use_tpu or settings.jit_compile)
+
+
 def _read(settings: MultipleChoiceSettings, start: start_lib.Start,
           vocab_md5: str) -> fine_tuning.TaskInputs:
   data: Dict[str, Any] = {}
@@ -111,6 +119,7 @@ def _read(settings: MultipleChoiceSettings, start: start_lib.Start,
     raise TrainingError("the files of a run have one number of choices: " + ", ".join(
         f"{path} has {count}" for path, count in counts.items()))
   data["num_choices"] = next(iter(counts.values()))
+  data["unpadded"] = unpadded_layers(settings)
   head = start_lib.starting_head(settings, start, mc_head.MULTIPLE_CHOICE, None, "explicit",
                                  "--train_file", labelled=False)
   info = dict(task_name=TASK_NAME, num_choices=data["num_choices"],
@@ -195,7 +204,7 @@ TASK = fine_tuning.FineTuningTask(
     head_layer=mc_head.HEAD_LAYER, head_name=HEAD_NAME, untrained=UNTRAINED,
     read=_read, train_records=_train_records,
     build_model=lambda config, inputs, packed=False: mc_head.build_multiple_choice_model(
-        config, packed=packed),
+        config, packed=packed, unpadded=inputs.data["unpadded"]),
     loss=lambda inputs: mc_loss.make_task(inputs.data["num_choices"]), record_spec=_record_spec,
     evaluate=_evaluate)
 

@@ -2,6 +2,7 @@
 choices sharing rows) and on one row per choice, and equal to its NumPy formula."""
 
 import os
+import types
 
 import numpy as np
 import pytest
@@ -160,3 +161,24 @@ def test_length_counts_count_a_record_at_its_longest_choice(records):
           for e in examples for i in range(CHOICES)]
   assert bucketing.length_counts(path, SEQ, per_sequence=True) == list(
       np.bincount(each, minlength=SEQ + 1))
+
+
+@pytest.mark.parametrize("use_tpu,jit_compile", [(False, False), (True, False), (False, True)])
+def test_a_step_compiled_whole_keeps_the_padded_layers(use_tpu, jit_compile):
+  """The unpadded layers gather each batch's real tokens, a count that changes per batch: a run
+  that compiles its step with XLA (--use_tpu, --jit_compile) builds the padded model, whose
+  training graph has no such data-dependent shape (no Where op)."""
+  # pylint: disable-next=g-import-not-at-top
+  from bert_tf.tasks.multiple_choice import run as mc_run
+  config = helpers.tiny_config(vocab_size=64, hidden_size=16, num_hidden_layers=1,
+                               intermediate_size=24, max_position_embeddings=16)
+  settings = mc_run.MultipleChoiceSettings(output_dir="unused", vocab_file="unused",
+                                           use_tpu=use_tpu, jit_compile=jit_compile)
+  unpadded = not (use_tpu or jit_compile)
+  inputs = types.SimpleNamespace(data={"unpadded": mc_run.unpadded_layers(settings)})
+  assert inputs.data["unpadded"] == unpadded
+  model = mc_run.TASK.build_model(config, inputs)
+  batch = {name: tf.TensorSpec([None, 8], tf.int32)
+           for name in ("input_word_ids", "input_mask", "input_type_ids")}
+  graph = tf.function(lambda x: model(x, training=True)).get_concrete_function(batch).graph
+  assert any(op.type == "Where" for op in graph.get_operations()) == unpadded
