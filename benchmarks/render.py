@@ -532,6 +532,10 @@ TABLES = {
         "distillation_books_2026-12-06.json"),
     "distillation_books_goals_2026-12-06": lambda: distillation_goals(
         "distillation_books_2026-12-06.json"),
+    "distillation_books_5epochs_runs_2026-12-06": lambda: distillation_runs(
+        "distillation_books_5epochs_2026-12-06.json"),
+    "distillation_books_5epochs_goals_2026-12-06": lambda: distillation_goals(
+        "distillation_books_5epochs_2026-12-06.json"),
     "serving_peers_2026-12-06": lambda: serving_figures("serving_peers_2026-12-06.json"),
     "serving_ratios_2026-12-06": lambda: serving_ratios("serving_peers_2026-12-06.json"),
     "serving_summary_2026-12-06": lambda: serving_summary("serving_peers_2026-12-06.json"),

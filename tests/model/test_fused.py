@@ -30,24 +30,39 @@ def _gelu_reference(x, upstream):
   return 0.5 * x * (1.0 + t), upstream * slope
 
 
+# Per GELU form: the fused kernel, a float64 reference of value and gradient, what TensorFlow
+# or Keras run unfused, and golden values at -1, 0, 1, 2 (the original's tanh formula; the erf
+# form's normal CDF).
+GELU_FORMS = {
+    "tanh": (lambda: fused.gelu_tanh, lambda x, up: _gelu_reference(x, up),
+             lambda t: tf.nn.gelu(t, approximate=True),
+             [-0.15880801, 0.0, 0.84119199, 1.95459769]),
+    "exact": (lambda: fused.gelu_exact, lambda x, up: _gelu_exact_reference(x, up),
+              lambda t: keras.activations.gelu(t, approximate=False),
+              [-0.15865525, 0.0, 0.84134475, 1.95449974]),
+}
+
+
+@pytest.mark.parametrize("form", sorted(GELU_FORMS))
 @pytest.mark.parametrize("graph", [False, True])
-def test_gelu_matches_the_formula_and_the_plain_autodiff(graph):
+def test_gelu_matches_the_formula_and_the_plain_autodiff(graph, form):
+  kernel, reference, plain, golden = GELU_FORMS[form]
   rng = np.random.default_rng(0)
   x = rng.normal(0, 3, (64, 96)).astype(np.float32)
+  x[0, :4] = [-30.0, -9.0, 9.0, 30.0]  # the tails: 0 and x, no cancellation
   upstream = rng.normal(0, 1, (64, 96)).astype(np.float32)
   eager_run = lambda f: _value_and_grad(f, tf.constant(x), tf.constant(upstream))
   run = (lambda f: tf.function(lambda: eager_run(f))()) if graph else eager_run
-  got_y, got_g = run(fused.gelu_tanh)
-  want_y, want_g = _gelu_reference(x, upstream)
+  got_y, got_g = run(kernel())
+  want_y, want_g = reference(x, upstream)
   np.testing.assert_allclose(got_y.numpy(), want_y, rtol=1e-5, atol=1e-6)
   np.testing.assert_allclose(got_g.numpy(), want_g, rtol=1e-5, atol=1e-5)
-  # TensorFlow's own tanh GELU and its autodiff (float32 rounding differs slightly).
-  plain_y, plain_g = run(lambda t: tf.nn.gelu(t, approximate=True))
+  # The unfused ops and their autodiff (float32 rounding differs slightly).
+  plain_y, plain_g = run(plain)
   np.testing.assert_allclose(got_y.numpy(), plain_y.numpy(), rtol=1e-5, atol=1e-6)
   np.testing.assert_allclose(got_g.numpy(), plain_g.numpy(), rtol=1e-4, atol=2e-5)
-  # Golden points of the original's formula.
-  np.testing.assert_allclose(fused.gelu_tanh(tf.constant([-1.0, 0.0, 1.0, 2.0])).numpy(),
-                             [-0.15880801, 0.0, 0.84119199, 1.95459769], rtol=1e-6)
+  np.testing.assert_allclose(kernel()(tf.constant([-1.0, 0.0, 1.0, 2.0])).numpy(), golden,
+                             rtol=1e-6)
 
 
 def test_gelu_in_bfloat16():
@@ -71,26 +86,6 @@ def _gelu_exact_reference(x, upstream):
   cdf = 0.5 * np.array([math.erfc(-v / math.sqrt(2.0)) for v in x.ravel()]).reshape(x.shape)
   density = np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
   return x * cdf, upstream * (cdf + x * density)
-
-
-@pytest.mark.parametrize("graph", [False, True])
-def test_exact_gelu_matches_the_formula_and_the_plain_autodiff(graph):
-  rng = np.random.default_rng(1)
-  x = rng.normal(0, 3, (64, 96)).astype(np.float32)
-  x[0, :4] = [-30.0, -9.0, 9.0, 30.0]  # the tails: 0 and x, no cancellation
-  upstream = rng.normal(0, 1, (64, 96)).astype(np.float32)
-  eager_run = lambda f: _value_and_grad(f, tf.constant(x), tf.constant(upstream))
-  run = (lambda f: tf.function(lambda: eager_run(f))()) if graph else eager_run
-  got_y, got_g = run(fused.gelu_exact)
-  want_y, want_g = _gelu_exact_reference(x, upstream)
-  np.testing.assert_allclose(got_y.numpy(), want_y, rtol=1e-5, atol=1e-6)
-  np.testing.assert_allclose(got_g.numpy(), want_g, rtol=1e-5, atol=1e-5)
-  # What the layers ran before (Keras' exact GELU, TensorFlow's autodiff).
-  plain_y, plain_g = run(lambda t: keras.activations.gelu(t, approximate=False))
-  np.testing.assert_allclose(got_y.numpy(), plain_y.numpy(), rtol=1e-5, atol=1e-6)
-  np.testing.assert_allclose(got_g.numpy(), plain_g.numpy(), rtol=1e-4, atol=2e-5)
-  np.testing.assert_allclose(fused.gelu_exact(tf.constant([-1.0, 0.0, 1.0, 2.0])).numpy(),
-                             [-0.15865525, 0.0, 0.84134475, 1.95449974], rtol=1e-6)
 
 
 def test_exact_gelu_in_bfloat16_is_the_float32_kernel_rounded():
