@@ -18,6 +18,7 @@ the name: a results file without its table, or a table without its file, is an e
 """
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -514,28 +515,31 @@ def main_job(results_name):
   return [line for line in script.table(read(results_name)).splitlines() if line.startswith("|")]
 
 
+# Distillation results files (distillation.py) by their tables' marker prefix, and whether the
+# run timed the exports (--serving): each gives PREFIX_runs_DATE and PREFIX_goals_DATE, and with
+# --serving PREFIX_serving_DATE.
+DISTILLATION_RESULTS = {
+    "distillation": ("distillation_goals_2026-12-06.json", True),
+    "distillation_cost": ("distillation_cost_serving_2026-12-06.json", True),
+    "distillation_books": ("distillation_books_2026-12-06.json", False),
+    "distillation_books_5epochs": ("distillation_books_5epochs_2026-12-06.json", False),
+}
+
+
+def _distillation_tables():
+  tables = {}
+  for prefix, (name, timed) in DISTILLATION_RESULTS.items():
+    date = name.rsplit("_", 1)[1][:-len(".json")]
+    tables[f"{prefix}_runs_{date}"] = functools.partial(distillation_runs, name)
+    tables[f"{prefix}_goals_{date}"] = functools.partial(distillation_goals, name)
+    if timed:
+      tables[f"{prefix}_serving_{date}"] = functools.partial(distillation_serving, name)
+  return tables
+
+
 # Marker name -> the lines of its table.
 TABLES = {
-    "distillation_runs_2026-12-06": lambda: distillation_runs(
-        "distillation_goals_2026-12-06.json"),
-    "distillation_goals_2026-12-06": lambda: distillation_goals(
-        "distillation_goals_2026-12-06.json"),
-    "distillation_serving_2026-12-06": lambda: distillation_serving(
-        "distillation_goals_2026-12-06.json"),
-    "distillation_cost_runs_2026-12-06": lambda: distillation_runs(
-        "distillation_cost_serving_2026-12-06.json"),
-    "distillation_cost_goals_2026-12-06": lambda: distillation_goals(
-        "distillation_cost_serving_2026-12-06.json"),
-    "distillation_cost_serving_2026-12-06": lambda: distillation_serving(
-        "distillation_cost_serving_2026-12-06.json"),
-    "distillation_books_runs_2026-12-06": lambda: distillation_runs(
-        "distillation_books_2026-12-06.json"),
-    "distillation_books_goals_2026-12-06": lambda: distillation_goals(
-        "distillation_books_2026-12-06.json"),
-    "distillation_books_5epochs_runs_2026-12-06": lambda: distillation_runs(
-        "distillation_books_5epochs_2026-12-06.json"),
-    "distillation_books_5epochs_goals_2026-12-06": lambda: distillation_goals(
-        "distillation_books_5epochs_2026-12-06.json"),
+    **_distillation_tables(),
     "serving_peers_2026-12-06": lambda: serving_figures("serving_peers_2026-12-06.json"),
     "serving_ratios_2026-12-06": lambda: serving_ratios("serving_peers_2026-12-06.json"),
     "serving_summary_2026-12-06": lambda: serving_summary("serving_peers_2026-12-06.json"),
