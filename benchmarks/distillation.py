@@ -437,25 +437,57 @@ def _ner_settings(output_dir, train_file, minilm, **changes):
   return nr.NerSettings(**values)
 
 
-def run_tagging(seeds, sentences, teacher_epochs, student_epochs, workdir):
+def _ner_transfer(workdir: str, labelled: int, sentences: int) -> str:
+  """--tagging_transfer's --transfer_file: tests/data/ner/train.txt's sentences after the first
+  `labelled` up to its first `sentences`, without their tags (a sentence a line, its words
+  joined by single spaces: run_ner's plain-text format)."""
+  from bert_tf.tasks.tagging import data as tagging_data  # pylint: disable=g-import-not-at-top
+  every = tagging_data.read_conll(os.path.join(NER, "train.txt"))[labelled:sentences]
+  path = os.path.join(workdir, f"ner_transfer_{labelled}_{sentences}.txt")
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("".join(" ".join(s.words) + "\n" for s in every))
+  return path
+
+
+def _tagger_twins(labelled: int, sentences: int, transfer: bool, teacher_dir: str,
+                  workdir: str, student_epochs: float):
+  """(name, training file, epochs, records, extra settings) of the tagger's twins: alone on the
+  first `labelled` sentences, and distilled on them at the defaults. With `transfer` a third
+  twin, distilled, also reads the other sentences up to `sentences`, untagged, as
+  --transfer_file, for student_epochs epochs; the other two take as many steps on their
+  labelled sentences (more epochs), so that the three differ in what they learn from only."""
+  train = _ner_subset(workdir, labelled)
+  epochs = student_epochs * sentences / labelled if transfer else student_epochs
+  twins = [("alone", train, epochs, labelled, {}),
+           ("distilled", train, epochs, labelled, dict(teacher=teacher_dir))]
+  if transfer:
+    twins.append(("distilled with transfer", train, student_epochs, sentences, dict(
+        teacher=teacher_dir, transfer_file=_ner_transfer(workdir, labelled, sentences))))
+  return twins
+
+
+def run_tagging(seeds, sentences, teacher_epochs, student_epochs, workdir, labelled=None,
+                transfer=False):
   """The tagger's rows: a 6-layer MiniLM teacher fine-tuned on tests/data/ner/train.txt's
-  first `sentences` sentences, then each seed's 3-layer twins (its layers 0, 3, 5) on the same
-  sentences with the same steps and seed, alone and distilled at the defaults; dev token
-  accuracy (eval_accuracy) and conlleval's entity F1 (eval_f1) on tests/data/ner/dev.txt."""
+  first `sentences` sentences, then each seed's 3-layer twins (its layers 0, 3, 5) on the first
+  `labelled` of them (None: all) with the same steps and seed, alone and distilled at the
+  defaults (with `transfer`: the other sentences untagged as --transfer_file, _tagger_twins);
+  dev token accuracy (eval_accuracy) and conlleval's entity F1 (eval_f1) on
+  tests/data/ner/dev.txt."""
   from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks.tagging import run as nr  # pylint: disable=g-import-not-at-top
   minilm = _minilm()
   config = checkpoints.config_beside(os.path.join(minilm, "model.safetensors"))
-  train = _ner_subset(workdir, sentences)
+  labelled = labelled or sentences
   teacher_dir = os.path.join(workdir, "ner_teacher")
   rows = []
 
-  def one(setting, model_config, output_dir, seed, epochs, **extra):
+  def one(setting, model_config, output_dir, seed, epochs, train, records, **extra):
     start = time.time()
     with _phase_clock() as clock:
       result = nr.run_ner(model_config, _ner_settings(
           output_dir, train, minilm, init_checkpoint=minilm, seed=seed,
-          num_train_epochs=epochs, iterations_per_loop=_half(sentences, epochs), **extra))
+          num_train_epochs=epochs, iterations_per_loop=_half(records, epochs), **extra))
     rows.append(dict(setting=setting, seed=seed, eval_accuracy=result["eval"]["accuracy"],
                      eval_f1=result["eval"]["f1"],
                      examples_per_second=result["examples_per_second"],
@@ -463,13 +495,17 @@ def run_tagging(seeds, sentences, teacher_epochs, student_epochs, workdir):
     print(json.dumps(rows[-1]), flush=True)
 
   one(f"tagger teacher (6 layers, {sentences} sentences)", config, teacher_dir, None,
-      teacher_epochs)
+      teacher_epochs, _ner_subset(workdir, sentences), sentences)
   rows[-1]["seed"] = 0
   student = config.replace(num_hidden_layers=3)
+  size = (f"{sentences} sentences" if labelled == sentences else
+          f"{labelled} of {sentences} sentences labelled")
   for seed in seeds:
-    for name, extra in (("alone", {}), ("distilled", dict(teacher=teacher_dir))):
-      one(f"tagger student (3 layers, {sentences} sentences) {name}", student,
-          os.path.join(workdir, f"ner_{name}_{seed}"), seed, student_epochs, **extra)
+    for name, train, epochs, records, extra in _tagger_twins(
+        labelled, sentences, transfer, teacher_dir, workdir, student_epochs):
+      one(f"tagger student (3 layers, {size}) {name}", student,
+          os.path.join(workdir, f"ner_{name}_{seed}".replace(" ", "_")), seed, epochs, train,
+          records, **extra)
   return rows
 
 
@@ -562,7 +598,16 @@ def _median_of(per_seed):
 
 
 def accuracy_goals(rows, labelled_sizes, transfer):
-  """Retention (last labelled size) and gain (every size; the tagger's when there) per seed."""
+  """Retention (last labelled size) and gain (every size) per seed of the classifier rows when
+  there, and the tagger's (tagging_goals) when there."""
+  found = {}
+  if rows and not rows[0]["setting"].startswith("tagger"):
+    found.update(_classifier_goals(rows, labelled_sizes, transfer))
+  found.update(tagging_goals(rows))
+  return found
+
+
+def _classifier_goals(rows, labelled_sizes, transfer):
   name = "distilled" + (" with transfer" if transfer else "")
   teacher = rows[0]["eval_accuracy"]
   last = f"student (3 layers, {labelled_sizes[-1]} labelled) "
@@ -576,14 +621,33 @@ def accuracy_goals(rows, labelled_sizes, transfer):
     gain = {seed: twins[seed]["eval_accuracy"] - alone[seed]["eval_accuracy"] for seed in twins}
     found[f"gain_{labelled}"] = dict(per_seed=gain, median=_median_of(gain), goal=GOALS["gain"],
                                      setting=prefix + name)
-  tagger = [row for row in rows if row["setting"].startswith("tagger student")]
-  if tagger:
-    prefix = tagger[0]["setting"].rsplit(" ", 1)[0] + " "
-    alone, twins = _by_seed(rows, prefix + "alone"), _by_seed(rows, prefix + "distilled")
-    for key, metric in (("tagging_gain", "eval_accuracy"), ("tagging_f1_gain", "eval_f1")):
-      gain = {seed: twins[seed][metric] - alone[seed][metric] for seed in twins}
-      found[key] = dict(per_seed=gain, median=_median_of(gain), setting=prefix + "distilled",
-                        goal=GOALS["tagging_gain"] if key == "tagging_gain" else None)
+  return found
+
+
+def tagging_goals(rows):
+  """The tagger's distilled twin (with transfer data when it had them) against its twin alone,
+  per seed: token accuracy and entity F1 gains, and its token accuracy over the tagger
+  teacher's ({} without tagger rows)."""
+  alone_rows = [row for row in rows if row["setting"].startswith("tagger student")
+                and row["setting"].endswith(" alone")]
+  if not alone_rows:
+    return {}
+  prefix = alone_rows[0]["setting"][:-len("alone")]
+  alone = _by_seed(rows, prefix + "alone")
+  name = prefix + "distilled with transfer"
+  twins = _by_seed(rows, name) or _by_seed(rows, prefix + "distilled")
+  name = name if _by_seed(rows, name) else prefix + "distilled"
+  found = {}
+  for key, metric in (("tagging_gain", "eval_accuracy"), ("tagging_f1_gain", "eval_f1")):
+    gain = {seed: twins[seed][metric] - alone[seed][metric] for seed in twins}
+    found[key] = dict(per_seed=gain, median=_median_of(gain), setting=name,
+                      goal=GOALS["tagging_gain"] if key == "tagging_gain" else None)
+  teacher = [row for row in rows if row["setting"].startswith("tagger teacher")]
+  if teacher:
+    value = teacher[0]["eval_accuracy"]
+    retention = {seed: row["eval_accuracy"] / value for seed, row in twins.items()}
+    found["tagging_retention"] = dict(per_seed=retention, median=_median_of(retention),
+                                      teacher=value, setting=name, goal=None)
   return found
 
 
@@ -650,14 +714,18 @@ def goal_lines(goals):
                                                      median <= goal) else "NOT met") + ")")
     lines.append(f"{text}: median {median:.3f}, per seed {per_seed}{verdict}")
   accuracy = goals["accuracy"]
-  line(f"distilled student's dev accuracy / the teacher's ({accuracy['retention']['teacher']:.3f})",
-       accuracy["retention"])
+  if "retention" in accuracy:
+    line("distilled student's dev accuracy / the teacher's "
+         f"({accuracy['retention']['teacher']:.3f})", accuracy["retention"])
   for key, entry in accuracy.items():
     if key.startswith("gain_"):
       line(f"gain over the twin alone, {key[5:]} labelled (dev accuracy)", entry)
   if "tagging_gain" in accuracy:
     line("tagger: gain over the twin alone (dev token accuracy)", accuracy["tagging_gain"])
     line("tagger: gain over the twin alone (dev entity F1)", accuracy["tagging_f1_gain"])
+  if "tagging_retention" in accuracy:
+    line("tagger: distilled student's dev token accuracy / the teacher's "
+         f"({accuracy['tagging_retention']['teacher']:.3f})", accuracy["tagging_retention"])
   for key, entry in goals.get("cost", {}).items():
     line(f"training cost, distilled / alone: {key.replace('_', ' ')}", entry, "<=")
   for kind, cells in goals.get("serving", {}).items():
@@ -739,14 +807,17 @@ def main():
   with tempfile.TemporaryDirectory() as workdir:
     seeds = [int(s) for s in args.seeds.split(",")]
     labelled = [int(n) for n in args.labelled.split(",")]
-    rows, runs = run(seeds, labelled, args.student_epochs, workdir, transfer=args.transfer,
-                     intermediate=args.variants, with_keras=args.keras_distiller,
-                     cached=args.cache_teacher, export=args.serving,
-                     task=make_task(args.task, workdir), teacher_epochs=args.teacher_epochs)
-    loads.append(("classifier runs done", os.getloadavg()))
+    rows, runs = [], {}
+    if not args.tagging_only:
+      rows, runs = run(seeds, labelled, args.student_epochs, workdir, transfer=args.transfer,
+                       intermediate=args.variants, with_keras=args.keras_distiller,
+                       cached=args.cache_teacher, export=args.serving,
+                       task=make_task(args.task, workdir), teacher_epochs=args.teacher_epochs)
+      loads.append(("classifier runs done", os.getloadavg()))
     if args.tagging:
       rows += run_tagging(seeds, args.tagging_sentences, args.tagging_teacher_epochs,
-                          args.student_epochs, workdir)
+                          args.tagging_student_epochs or args.student_epochs, workdir,
+                          labelled=args.tagging_labelled, transfer=args.tagging_transfer)
       loads.append(("tagger runs done", os.getloadavg()))
     serving_part = serve(runs, workdir, args.smoke, args.serving_rounds) if args.serving else None
     loads.append(("end", os.getloadavg()))
@@ -800,6 +871,17 @@ def _parse_args():
   parser.add_argument("--tagging_sentences", type=int, default=400,
                       help="training sentences of the tagger (teacher and students)")
   parser.add_argument("--tagging_teacher_epochs", type=float, default=2.0)
+  parser.add_argument("--tagging_student_epochs", type=float, default=None,
+                      help="the tagger twins' epochs (default: --student_epochs)")
+  parser.add_argument("--tagging_labelled", type=int, default=None,
+                      help="the tagger twins' labelled sentences: the first N of "
+                      "--tagging_sentences (default: all; the teacher always has all)")
+  parser.add_argument("--tagging_transfer", action="store_true",
+                      help="the distilled tagger twin also reads the other training sentences, "
+                      "untagged, as --transfer_file; the twin alone takes as many steps on its "
+                      "labelled ones")
+  parser.add_argument("--tagging_only", action="store_true",
+                      help="the tagger's rows only (implies --tagging; no classifier rows)")
   parser.add_argument("--goals", action="store_true",
                       help="the issue's goals: --cache_teacher --serving --tagging")
   parser.add_argument("--plot_from", default=None,
@@ -818,7 +900,17 @@ def _parse_args():
                  "sentences and labels: use them with --task=source")
   if args.goals:
     args.cache_teacher = args.serving = args.tagging = True
+  if args.tagging_only:
+    if args.goals or args.serving or args.cache_teacher or args.keras_distiller or \
+        args.intermediate or args.transfer:
+      parser.error("--tagging_only runs no classifier rows: drop --goals, --serving, "
+                   "--cache_teacher, --keras_distiller, --intermediate and --transfer")
+    args.tagging = True
   _smoke(args)
+  if args.tagging_transfer and not (args.tagging_labelled and
+                                    args.tagging_labelled < args.tagging_sentences):
+    parser.error("--tagging_transfer needs --tagging_labelled below --tagging_sentences (the "
+                 "transfer sentences are the others)")
   return args
 
 
@@ -827,6 +919,9 @@ def _smoke(args):
   if args.smoke:
     args.seeds, args.labelled, args.student_epochs = "1", "16", 1.0
     args.tagging_sentences, args.tagging_teacher_epochs, args.serving_rounds = 32, 1.0, 1
+    args.tagging_student_epochs = None
+    if args.tagging_labelled:
+      args.tagging_labelled = 16
 
 
 def _write(args, values, labelled):
@@ -837,7 +932,8 @@ def _write(args, values, labelled):
   import results_file  # pylint: disable=g-import-not-at-top
   shared = results_file.record("distillation", None, args.smoke)
   del shared["results"], shared["benchmark"]
-  path = args.out or results_file.default_path("distillation", args.smoke, shared["date"])
+  name = "distillation_tagging" if args.tagging_only else "distillation"
+  path = args.out or results_file.default_path(name, args.smoke, shared["date"])
   picture = None
   if values["serving"]:
     picture = plot(values["rows"], values["serving"], labelled,

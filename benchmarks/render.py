@@ -444,7 +444,7 @@ def distillation_goals(results_name):
   labelled = [int(n) for n in saved["args"]["labelled"].split(",")]
   accuracy = distillation.accuracy_goals(saved["rows"], labelled, saved["args"]["transfer"])
   cost = distillation.cost_goals(saved["rows"], labelled[-1])
-  seeds = sorted(accuracy["retention"]["per_seed"], key=int)
+  seeds = sorted((accuracy.get("retention") or accuracy["tagging_gain"])["per_seed"], key=int)
   lines = ["| goal | measure | " + " | ".join(f"seed {s}" for s in seeds)
            + " | median | verdict |", "| --- | --- |" + " --: |" * (len(seeds) + 1) + " --- |"]
 
@@ -456,16 +456,21 @@ def distillation_goals(results_name):
       met = median >= target if op == ">=" else median <= target
       verdict = f"{op} {target:g}: {'met' if met else '**not met**'}"
     lines.append(f"| {goal} | {measure} | " + " | ".join(cells) + f" | {verdict} |")
-  add(">= 97% of the teacher", f"distilled / teacher dev accuracy "
-      f"({accuracy['retention']['teacher']:.3f}), {labelled[-1]} labels",
-      accuracy["retention"], 3)
-  for size in labelled:
-    add("+1.0 point, sentences", f"distilled - alone, dev accuracy, {size} labels",
-        accuracy[f"gain_{size}"], 3)
+  if "retention" in accuracy:  # the classifier rows
+    add(">= 97% of the teacher", f"distilled / teacher dev accuracy "
+        f"({accuracy['retention']['teacher']:.3f}), {labelled[-1]} labels",
+        accuracy["retention"], 3)
+    for size in labelled:
+      add("+1.0 point, sentences", f"distilled - alone, dev accuracy, {size} labels",
+          accuracy[f"gain_{size}"], 3)
   if "tagging_gain" in accuracy:
-    add("+0.5 point, tokens", "distilled - alone, dev token accuracy", accuracy["tagging_gain"],
+    twin = accuracy["tagging_gain"]["setting"].split(") ", 1)[1]
+    add("+0.5 point, tokens", f"{twin} - alone, dev token accuracy", accuracy["tagging_gain"],
         4)
-    add("", "distilled - alone, dev entity F1", accuracy["tagging_f1_gain"], 3)
+    add("", f"{twin} - alone, dev entity F1", accuracy["tagging_f1_gain"], 3)
+    retention = accuracy["tagging_retention"]
+    add("", f"{twin} / tagger teacher dev token accuracy ({retention['teacher']:.3f})",
+        retention, 3)
   names = dict(cached_with_cache_pass="cached: training phase + the teacher's pass / alone",
                cached_training_phase="cached: training phase / alone",
                uncached_training_phase="teacher in the step: training phase / alone",
@@ -523,6 +528,7 @@ DISTILLATION_RESULTS = {
     "distillation_cost": ("distillation_cost_serving_2026-12-06.json", True),
     "distillation_books": ("distillation_books_2026-12-06.json", False),
     "distillation_books_5epochs": ("distillation_books_5epochs_2026-12-06.json", False),
+    "distillation_tagging": ("distillation_tagging_2026-12-06.json", False),
 }
 
 

@@ -147,3 +147,49 @@ def test_the_books_task_is_balanced_disjoint_and_the_same_on_every_run(tmp_path)
     assert f.read().splitlines()[1:] == ["\t".join(row) for row in splits["train"][:40]]
   with open(distillation._transfer(str(tmp_path / "a"), 2390, task), encoding="utf-8") as f:
     assert f.read().splitlines() == [row[0] for row in splits["train"][2390:]]
+
+
+def test_the_tagger_transfer_sentences_are_the_others_untagged(tmp_path):
+  """--tagging_labelled=32 --tagging_transfer: the twins' labelled file is train.txt's first 32
+  sentences with their tags; the transfer file, read as run_ner reads it, the next 368 without
+  tags, a sentence a line; the three twins take the same steps (the two without transfer
+  sentences more epochs)."""
+  from bert_tf.tasks import fine_tuning  # pylint: disable=g-import-not-at-top
+  every = tagging_data.read_conll(os.path.join(distillation.NER, "train.txt"))
+  twins = distillation._tagger_twins(32, 400, True, "teacher", str(tmp_path), 3.0)
+  assert [name for name, *_ in twins] == ["alone", "distilled", "distilled with transfer"]
+  assert [twin[1] for twin in twins] == [twins[0][1]] * 3  # one labelled file
+  assert [twin[4] for twin in twins[:2]] == [{}, dict(teacher="teacher")]
+  extra = twins[2][4]
+  assert extra["teacher"] == "teacher" and set(extra) == {"teacher", "transfer_file"}
+  kept = tagging_data.read_conll(twins[0][1])
+  assert [(s.words, s.tags) for s in kept] == [(s.words, s.tags) for s in every[:32]]
+  transfer = tagging_data.read_plain_sentences(extra["transfer_file"])
+  assert [s.words for s in transfer] == [s.words for s in every[32:400]]
+  assert all(s.tags is None for s in transfer)
+  assert [(twin[2], twin[3]) for twin in twins] == [(37.5, 32), (37.5, 32), (3.0, 400)]
+  assert {fine_tuning.num_train_steps(records, 16, epochs)
+          for _, _, epochs, records, _ in twins} == {75}
+  plain = distillation._tagger_twins(400, 400, False, "teacher", str(tmp_path), 3.0)
+  assert [(n, e, r, x) for n, _, e, r, x in plain] == [
+      ("alone", 3.0, 400, {}), ("distilled", 3.0, 400, dict(teacher="teacher"))]
+
+
+def test_the_tagger_goals_take_the_transfer_twin_without_classifier_rows():
+  size = "tagger student (3 layers, 32 of 400 sentences labelled) "
+  rows = [_row("tagger teacher (6 layers, 400 sentences)", 0, 0.99, f1=0.9),
+          _row(size + "alone", 1, 0.970, f1=0.60), _row(size + "distilled with transfer", 1,
+                                                         0.985, f1=0.75),
+          _row(size + "alone", 2, 0.975, f1=0.65), _row(size + "distilled with transfer", 2,
+                                                         0.978, f1=0.66)]
+  found = distillation.accuracy_goals(rows, [48, 360], transfer=False)
+  assert set(found) == {"tagging_gain", "tagging_f1_gain", "tagging_retention"}
+  assert found["tagging_gain"]["per_seed"] == pytest.approx({1: 0.015, 2: 0.003})
+  assert found["tagging_gain"]["median"] == pytest.approx(0.009)
+  assert found["tagging_gain"]["setting"] == size + "distilled with transfer"
+  assert found["tagging_f1_gain"]["per_seed"] == pytest.approx({1: 0.15, 2: 0.01})
+  assert found["tagging_retention"]["per_seed"] == pytest.approx({1: 0.985 / 0.99,
+                                                                  2: 0.978 / 0.99})
+  lines = distillation.goal_lines(dict(accuracy=found))
+  assert lines[0] == ("tagger: gain over the twin alone (dev token accuracy): median 0.009, "
+                      "per seed 0.015, 0.003 (goal >= 0.005: met)")
