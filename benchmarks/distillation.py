@@ -4,6 +4,7 @@ fine-tuned alone and distilled from a fine-tuned 6-layer teacher, side by side, 
   python benchmarks/distillation.py [--task=source] [--seeds=1,2,3] [--labelled=48,360]
       [--transfer] [--student_epochs=3] [--intermediate=hidden] [--keras_distiller]
       [--cache_teacher] [--serving] [--tagging] [--goals] [--out=results.json]
+  python benchmarks/distillation.py --tagging_only [--tagging_labelled=32 --tagging_transfer]
 
 Task (--task=source): tests/data/classifier/source (which of three corpora a real sentence
 comes from: Austen and Melville, the Bible, the Linux documentation; 360 training and 120 dev
@@ -45,6 +46,15 @@ The issue's goals (--goals: the three below, and the verdicts against GOALS):
   --tagging        the same comparison for token classification on tests/data/ner (a
                    tagger teacher, then 3-layer twins alone and distilled; dev token accuracy
                    and entity F1).
+
+Tagging alone (--tagging_only; no classifier rows): the tagger teacher (--tagging_teacher_epochs,
+on all --tagging_sentences) and each seed's 3-layer twins on the first --tagging_labelled of
+them. With --tagging_transfer a third twin, distilled, also reads the other sentences, their
+tags withheld, as run_ner's --transfer_file (a sentence a line, words joined by spaces), for
+--student_epochs epochs; the twin alone and the twin distilled on the labelled ones only take
+as many steps (more epochs). The tags are names from fixed lists, so a student that saw 32
+labelled sentences misses the names it never saw, which the teacher, trained on all 400, tags
+in the transfer sentences; the gain goal is then measured on the transfer twin.
 
 Prints one row per setting and seed (dev accuracy, the student's training examples/s with the
 teacher's forward pass included), then the mean and standard deviation over seeds and the
@@ -626,8 +636,9 @@ def _classifier_goals(rows, labelled_sizes, transfer):
 
 def tagging_goals(rows):
   """The tagger's distilled twin (with transfer data when it had them) against its twin alone,
-  per seed: token accuracy and entity F1 gains, and its token accuracy over the tagger
-  teacher's ({} without tagger rows)."""
+  per seed: token accuracy and entity F1 gains (and the token accuracy gain of the twin
+  distilled without them, when both ran), and its token accuracy over the tagger teacher's ({}
+  without tagger rows)."""
   alone_rows = [row for row in rows if row["setting"].startswith("tagger student")
                 and row["setting"].endswith(" alone")]
   if not alone_rows:
@@ -642,6 +653,11 @@ def tagging_goals(rows):
     gain = {seed: twins[seed][metric] - alone[seed][metric] for seed in twins}
     found[key] = dict(per_seed=gain, median=_median_of(gain), setting=name,
                       goal=GOALS["tagging_gain"] if key == "tagging_gain" else None)
+  plain = _by_seed(rows, prefix + "distilled")
+  if plain and name != prefix + "distilled":  # the twin distilled without the transfer data
+    gain = {seed: plain[seed]["eval_accuracy"] - alone[seed]["eval_accuracy"] for seed in plain}
+    found["tagging_gain_without_transfer"] = dict(
+        per_seed=gain, median=_median_of(gain), setting=prefix + "distilled", goal=None)
   teacher = [row for row in rows if row["setting"].startswith("tagger teacher")]
   if teacher:
     value = teacher[0]["eval_accuracy"]
@@ -723,6 +739,9 @@ def goal_lines(goals):
   if "tagging_gain" in accuracy:
     line("tagger: gain over the twin alone (dev token accuracy)", accuracy["tagging_gain"])
     line("tagger: gain over the twin alone (dev entity F1)", accuracy["tagging_f1_gain"])
+  if "tagging_gain_without_transfer" in accuracy:
+    line("tagger: gain over the twin alone without the transfer data (dev token accuracy)",
+         accuracy["tagging_gain_without_transfer"])
   if "tagging_retention" in accuracy:
     line("tagger: distilled student's dev token accuracy / the teacher's "
          f"({accuracy['tagging_retention']['teacher']:.3f})", accuracy["tagging_retention"])

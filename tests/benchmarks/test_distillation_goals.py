@@ -184,6 +184,10 @@ def test_the_tagger_goals_take_the_transfer_twin_without_classifier_rows():
                                                          0.978, f1=0.66)]
   found = distillation.accuracy_goals(rows, [48, 360], transfer=False)
   assert set(found) == {"tagging_gain", "tagging_f1_gain", "tagging_retention"}
+  plain = [_row(size + "distilled", 1, 0.969, f1=0.5), _row(size + "distilled", 2, 0.977, f1=0.6)]
+  both = distillation.accuracy_goals(rows + plain, [48], transfer=False)
+  assert both["tagging_gain_without_transfer"]["per_seed"] == pytest.approx({1: -0.001, 2: 0.002})
+  assert both["tagging_gain"] == found["tagging_gain"]  # the goal stays the transfer twin's
   assert found["tagging_gain"]["per_seed"] == pytest.approx({1: 0.015, 2: 0.003})
   assert found["tagging_gain"]["median"] == pytest.approx(0.009)
   assert found["tagging_gain"]["setting"] == size + "distilled with transfer"
