@@ -197,3 +197,34 @@ def test_the_tagger_goals_take_the_transfer_twin_without_classifier_rows():
   lines = distillation.goal_lines(dict(accuracy=found))
   assert lines[0] == ("tagger: gain over the twin alone (dev token accuracy): median 0.009, "
                       "per seed 0.015, 0.003 (goal >= 0.005: met)")
+
+
+def test_the_tagging_section_quotes_its_results_file():
+  """The figures the benchmarks page states for the tagger with transfer sentences are the
+  results file's (recomputed with the script's own functions), and its verdict is theirs."""
+  import json  # pylint: disable=g-import-not-at-top
+  import statistics  # pylint: disable=g-import-not-at-top
+  with open(os.path.join(REPO_ROOT, "benchmarks", "results",
+                         "distillation_tagging_2026-12-06.json"), encoding="utf-8") as f:
+    saved = json.load(f)
+  with open(os.path.join(REPO_ROOT, "benchmarks", "README.md"), encoding="utf-8") as f:
+    page = " ".join(f.read().split())
+  found = distillation.tagging_goals(saved["rows"])
+  gain, f1 = found["tagging_gain"], found["tagging_f1_gain"]
+  assert gain["setting"].endswith("distilled with transfer") and gain["median"] >= 0.005
+  assert found["tagging_gain_without_transfer"]["median"] < 0.005
+  points = sorted(v * 100 for v in gain["per_seed"].values())
+  f1_points = sorted(v * 100 for v in f1["per_seed"].values())
+  size = "tagger student (3 layers, 32 of 400 sentences labelled) "
+  median = lambda name: statistics.median(
+      r["eval_accuracy"] for r in saved["rows"] if r["setting"] == size + name)
+  for quoted in (
+      f"by {points[0]:.1f} to {points[-1]:.1f} points of token accuracy (median "
+      f"{gain['median'] * 100:+.1f}: the +0.5 goal met) and {f1_points[0]:.0f} to "
+      f"{f1_points[-1]:.0f} points of entity F1",
+      f"+0.5 point on tokens: met with transfer data ({gain['median'] * 100:+.1f})",
+      f"{median('distilled with transfer'):.3f} dev token accuracy against "
+      f"{median('alone'):.3f} alone (3 seeds; teacher {saved['rows'][0]['eval_accuracy']:.3f})",
+      f"as transfer data, where the teacher knows names the students were never shown, "
+      f"{gain['median'] * 100:+.1f} points"):
+    assert quoted in page, quoted
