@@ -532,6 +532,7 @@ DISTILLATION_RESULTS = {
     "distillation_books": ("distillation_books_2026-12-06.json", False),
     "distillation_books_5epochs": ("distillation_books_5epochs_2026-12-06.json", False),
     "distillation_tagging": ("distillation_tagging_2026-12-06.json", False),
+    "distillation_tagging_100": ("distillation_tagging_100_2026-12-06.json", False),
 }
 
 
