@@ -646,8 +646,9 @@ def tagging_goals(rows):
   prefix = alone_rows[0]["setting"][:-len("alone")]
   alone = _by_seed(rows, prefix + "alone")
   name = prefix + "distilled with transfer"
-  twins = _by_seed(rows, name) or _by_seed(rows, prefix + "distilled")
-  name = name if _by_seed(rows, name) else prefix + "distilled"
+  if not _by_seed(rows, name):
+    name = prefix + "distilled"
+  twins = _by_seed(rows, name)
   found = {}
   for key, metric in (("tagging_gain", "eval_accuracy"), ("tagging_f1_gain", "eval_f1")):
     gain = {seed: twins[seed][metric] - alone[seed][metric] for seed in twins}
@@ -835,7 +836,7 @@ def main():
       loads.append(("classifier runs done", os.getloadavg()))
     if args.tagging:
       rows += run_tagging(seeds, args.tagging_sentences, args.tagging_teacher_epochs,
-                          args.tagging_student_epochs or args.student_epochs, workdir,
+                          args.student_epochs, workdir,
                           labelled=args.tagging_labelled, transfer=args.tagging_transfer)
       loads.append(("tagger runs done", os.getloadavg()))
     serving_part = serve(runs, workdir, args.smoke, args.serving_rounds) if args.serving else None
@@ -890,8 +891,6 @@ def _parse_args():
   parser.add_argument("--tagging_sentences", type=int, default=400,
                       help="training sentences of the tagger (teacher and students)")
   parser.add_argument("--tagging_teacher_epochs", type=float, default=2.0)
-  parser.add_argument("--tagging_student_epochs", type=float, default=None,
-                      help="the tagger twins' epochs (default: --student_epochs)")
   parser.add_argument("--tagging_labelled", type=int, default=None,
                       help="the tagger twins' labelled sentences: the first N of "
                       "--tagging_sentences (default: all; the teacher always has all)")
@@ -926,6 +925,10 @@ def _parse_args():
                    "--cache_teacher, --keras_distiller, --intermediate and --transfer")
     args.tagging = True
   _smoke(args)
+  if args.tagging_labelled is not None and not \
+      0 < args.tagging_labelled <= args.tagging_sentences:
+    parser.error(f"--tagging_labelled={args.tagging_labelled}: give 1 to --tagging_sentences "
+                 f"({args.tagging_sentences})")
   if args.tagging_transfer and not (args.tagging_labelled and
                                     args.tagging_labelled < args.tagging_sentences):
     parser.error("--tagging_transfer needs --tagging_labelled below --tagging_sentences (the "
@@ -938,7 +941,6 @@ def _smoke(args):
   if args.smoke:
     args.seeds, args.labelled, args.student_epochs = "1", "16", 1.0
     args.tagging_sentences, args.tagging_teacher_epochs, args.serving_rounds = 32, 1.0, 1
-    args.tagging_student_epochs = None
     if args.tagging_labelled:
       args.tagging_labelled = 16
 

@@ -235,8 +235,9 @@ def test_the_tagging_section_quotes_its_results_files():
                   f"{gains[labelled]:+.1f}")
     quoted.append(f"{f1_points[0]:.0f} to {f1_points[-1]:.0f} points of entity F1")
     if labelled == 32:
+      teacher = rows[0]["eval_accuracy"]
       quoted.append(f"{medians['distilled with transfer']:.3f} dev token accuracy against "
-                    f"{medians['alone']:.3f} alone (3 seeds; teacher {rows[0]['eval_accuracy']:.3f})")
+                    f"{medians['alone']:.3f} alone (3 seeds; teacher {teacher:.3f})")
     else:
       without = found["tagging_gain_without_transfer"]["median"] * 100
       quoted.append(f"within four dev words of it ({without:+.2f} points, median)")
