@@ -56,6 +56,7 @@ from bert_tf.training import input_pipeline
 from bert_tf.training import loop
 from bert_tf.training import packed_rows
 from bert_tf.training import run_folder
+from bert_tf.training import run_result
 from bert_tf.training.distillation import features
 from bert_tf.training.distillation import predictions as distill_predictions
 from bert_tf.training.errors import TrainingError
@@ -293,7 +294,7 @@ def num_train_steps(count: int, train_batch_size: int, num_train_epochs: float) 
 
 def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) -> Dict[str, Any]:
   settings = state.settings
-  result: Dict[str, Any] = dict(state.inputs.result)
+  result = run_result.RunResult(state.inputs.result)
   train_path = io.join(state.record_dir, TRAIN_RECORDS)
   steps = 0
   if settings.do_train:
@@ -351,8 +352,11 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
             batches_per_update=settings.gradient_accumulation_steps, packing=packing),
         steps, state.chief, boundaries, packing))
   result["global_step"] = int(run_.global_step.numpy())
-  result["model"] = unpacked_model(run_.model, lambda: task.build_model(
-      state.config, state.inputs, packed=False), state.strategy) if packed else run_.model
+  if packed:  # the unpacked copy callers feed the encoder's inputs (run_result.py)
+    result.copy_model(lambda: unpacked_model(run_.model, lambda: task.build_model(
+        state.config, state.inputs, packed=False)), state.strategy)
+  else:
+    result["model"] = run_.model
 
   result.update(task.evaluate(state, result))
   if state.teacher is not None and state.chief:
@@ -482,13 +486,11 @@ def eval_packing(settings) -> Optional[packed_rows.Packing]:
   return packed_rows.Packing(row_packing.EXACT)
 
 
-def unpacked_model(model: keras.Model, build: Callable[[], keras.Model],
-                   strategy: tf.distribute.Strategy) -> keras.Model:
-  """The model build() makes (the unpacked one, under the strategy and the current dtype
+def unpacked_model(model: keras.Model, build: Callable[[], keras.Model]) -> keras.Model:
+  """The model build() makes (the unpacked one, under the caller's strategy scope and dtype
   policy) holding `model`'s weights: what a run returns when it trained on packed rows, so
   that callers feed it the encoder's inputs as before."""
-  with strategy.scope():
-    copy = build()
+  copy = build()
   checkpoints.set_original_weights(copy, checkpoints.get_original_weights(model),
                                    source=model.name)
   return copy

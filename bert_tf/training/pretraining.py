@@ -44,6 +44,7 @@ from bert_tf.training import packed_rows
 from bert_tf.training import record_files
 from bert_tf.training import remasking
 from bert_tf.training import run_folder
+from bert_tf.training import run_result
 from bert_tf.training.distillation import predictions as distill_predictions
 from bert_tf.training.distillation import pretraining_teacher
 from bert_tf.training.errors import TrainingError
@@ -628,7 +629,7 @@ def _run(config, settings, strategy, chief, metadata, exporter, teacher_config=N
                       export_dir, step)
     return exporter.export(model, config, settings, metadata, version=step)
 
-  result: Dict[str, Any] = {"model": model}
+  result = run_result.RunResult(model=model)
   # One eval dataset and one traced eval step for every evaluation of the run; each
   # evaluation reads the same batches from a new iterator.
   evaluations: Dict[int, Dict[str, float]] = {}
@@ -678,14 +679,14 @@ def _run(config, settings, strategy, chief, metadata, exporter, teacher_config=N
   if settings.do_train and settings.export_at_end and chief and exporter is not None:
     result["export_dir"] = export(result["global_step"])
   if packed:  # callers get the unpacked model (the encoder's inputs) with the trained weights
-    result["model"] = _unpacked_copy(model, config, strategy)
+    result.copy_model(lambda: _unpacked_copy(model, config), strategy)  # run_result.py
   return result
 
 
-def _unpacked_copy(model, config, strategy):
-  """build_pretraining_model(config) under the strategy, holding `model`'s weights now."""
-  with strategy.scope():
-    copy = build_pretraining_model(config, prune_last_layer=True)
+def _unpacked_copy(model, config):
+  """build_pretraining_model(config), holding `model`'s weights (under the caller's strategy
+  scope and dtype policy)."""
+  copy = build_pretraining_model(config, prune_last_layer=True)
   checkpoints.set_original_weights(copy, checkpoints.get_original_weights(model),
                                    source=model.name)
   return copy
