@@ -1,5 +1,6 @@
 """benchmarks/multiple_choice.py's task: the committed files are what --make_data makes from the
-committed corpora, and each example's labelled choice is the sentence after its context."""
+committed corpora, and each example's labelled choice is the sentence after its context; and
+--runs_from_printed reads the per-run table a stopped run printed."""
 
 import importlib.util
 import json
