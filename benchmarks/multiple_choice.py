@@ -34,6 +34,9 @@ without it they train with the original's AdamW, as run_multiple_choice does by 
 
 --smoke: ours alone (the other systems left out with a printed line) on the first 32 training
 and 32 dev examples, one epoch (two steps), in a temporary folder.
+
+--runs_from_printed=FILE: no run; the results file of a run that was stopped before it wrote
+one, from the per-run table it printed (FILE: its standard output), with that run's flags.
 """
 
 import argparse
@@ -245,6 +248,9 @@ def main(argv=None):
   p.add_argument("--smoke", action="store_true",
                  help="ours alone on 32 training and 32 dev examples, one epoch, outputs in a "
                       "temporary folder: a check that the script runs, not a measurement")
+  p.add_argument("--runs_from_printed", default=None,
+                 help="Run nothing: write the results file of a stopped run from the table of "
+                      "runs it printed (its standard output), given that run's flags.")
   p.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
   p.add_argument("--hf_worker", action="store_true", help=argparse.SUPPRESS)
   args = p.parse_args(argv)
@@ -261,11 +267,14 @@ def main(argv=None):
     systems = smoke_settings(args, systems)
   args.output_file = args.output_file or results_file.default_path(
       "multiple_choice", args.smoke, datetime.date.today().isoformat())
-  runs = []
+  runs = printed_runs(args.runs_from_printed) if args.runs_from_printed else []
   print("| seed | system | dev accuracy | training examples/s | wall s |")
   print("| --- | --- | --: | --: | --: |")
+  for run in runs:
+    print(f"| {run['seed']} | {run['system']} | {run['accuracy']:.4f} | "
+          f"{run['examples_per_second']:.2f} | {run['wall_seconds']:.0f} |")
   with tempfile.TemporaryDirectory() as work:
-    for seed in (int(s) for s in args.seeds.split(",")):
+    for seed in (int(s) for s in args.seeds.split(",")) if not runs else ():
       for system in systems:
         if system == "hf":
           found = run_hf(args, seed)
@@ -288,6 +297,22 @@ def main(argv=None):
       command=results_file.command(), date=datetime.date.today().isoformat(),
       machine=results_file.machine(), versions=results_file.versions(), smoke=args.smoke))
   print(f"results: {args.output_file}")
+
+
+def printed_runs(path):
+  """The runs of the per-run table a run printed (`| seed | system | accuracy | examples/s |
+  wall s |` rows; other lines ignored)."""
+  row = re.compile(r"^\| (\d+) \| (\w+) \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \|$")
+  runs = []
+  with open(path, encoding="utf-8") as f:
+    for line in f:
+      found = row.match(line.strip())
+      if found:
+        runs.append(dict(seed=int(found[1]), system=found[2], accuracy=float(found[3]),
+                         examples_per_second=float(found[4]), wall_seconds=float(found[5])))
+  if not runs:
+    sys.exit(f"--runs_from_printed: {path} has no printed runs")
+  return runs
 
 
 def smoke_settings(args, systems):

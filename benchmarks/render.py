@@ -261,6 +261,35 @@ def multiple_choice(results_name):
   return lines
 
 
+def multiple_choice_seeds(*results_names, ours="ours"):
+  """Seed by seed over the runs of one or more results files, ours against Hugging Face: each
+  one's dev accuracy and the paired difference in points, then the medians, and the
+  differences' mean with its standard error (their standard deviation over the square root of
+  the seeds) and range."""
+  import statistics  # pylint: disable=g-import-not-at-top
+  by_seed = {}
+  for name in results_names:
+    for run in read(name)["runs"]:
+      by_seed.setdefault(run["seed"], {})[run["system"]] = run
+  pairs = [(seed, runs[ours], runs["hf"]) for seed, runs in sorted(by_seed.items())
+           if ours in runs and "hf" in runs]
+  lines = ["| seed | ours | Hugging Face | ours - Hugging Face (points) |",
+           "| --- | --: | --: | --: |"]
+  differences = []
+  for seed, mine, theirs in pairs:
+    differences.append(100 * (mine["accuracy"] - theirs["accuracy"]))
+    lines.append(f"| {seed} | {mine['accuracy']:.3f} | {theirs['accuracy']:.3f} | "
+                 f"{differences[-1]:+.1f} |")
+  median = lambda values: statistics.median(values)
+  lines.append(f"| median | {median([p[1]['accuracy'] for p in pairs]):.3f} | "
+               f"{median([p[2]['accuracy'] for p in pairs]):.3f} | {median(differences):+.1f} |")
+  if len(differences) > 1:
+    error = statistics.stdev(differences) / len(differences) ** 0.5
+    lines.append(f"| mean, its standard error; range | | | {statistics.mean(differences):+.1f} "
+                 f"± {error:.1f}; {min(differences):+.1f} to {max(differences):+.1f} |")
+  return lines
+
+
 # === Time to quality (time_to_quality.py) ===
 
 TTQ_PEERS = {"model_garden": "Model Garden", "hf": "Hugging Face"}
@@ -557,10 +586,11 @@ TABLES = {
     "pretraining_data_2026-12-06": lambda: pretraining_data("pretraining_data_2026-12-06.json"),
     "tokenization_2026-12-06": lambda: tokenization("tokenization_2026-12-06.json"),
     "extract_features_2026-12-06": lambda: extract_features("extract_features_2026-12-06.json"),
-    "multiple_choice_2026-12-06_speed": lambda: multiple_choice(
-        "multiple_choice_2026-12-06_speed.json"),
-    "multiple_choice_2026-12-06_adam_bc": lambda: multiple_choice(
-        "multiple_choice_2026-12-06_adam_bc.json"),
+    "multiple_choice_2026-12-06_speed_rounded": lambda: multiple_choice(
+        "multiple_choice_2026-12-06_speed_rounded.json"),
+    "multiple_choice_2026-12-06_accuracy": lambda: multiple_choice_seeds(
+        "multiple_choice_2026-12-06_accuracy.json",
+        "multiple_choice_2026-12-06_accuracy_seed3.json"),
     "time_to_quality_goals_f32_6min_2026-12-05": lambda: time_to_quality_goals(
         "time_to_quality_f32_6min_2026-12-05.json"),
     "time_to_quality_systems_f32_6min_2026-12-05": lambda: time_to_quality_systems(

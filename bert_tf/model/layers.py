@@ -210,39 +210,62 @@ class EmbeddingPostprocessor(keras.layers.Layer):
     return config
 
 
+# TokenRows rounds a batch's real-token count up to one of this many steps of its [B * S]
+# positions (a step of at least one position), so the per-token kernels see few distinct shapes.
+TOKEN_ROW_SHAPES = 32
+
+
 class TokenRows:
   """The real tokens of unpacked rows as rows of their own: input_mask [B, S] (1 = real) ->
-  the flat positions of its T real tokens, and row moves between [B * S, ...] and [T, ...]
+  the flat positions of its T real tokens, and row moves between [B * S, ...] and [T', ...]
   (TransformerBlock's unpadded path). Both moves are row gathers, and each one's gradient is
   the other move: a gathered row comes from one position, so its gradient needs no
-  accumulation (tf.gather's own gradient is a segment sum, several times slower here)."""
+  accumulation (tf.gather's own gradient is a segment sum, several times slower here).
 
-  def __init__(self, input_mask):
+  T' is T rounded up to a multiple of max(1, B * S // shapes) (at most B * S): the rows after
+  the T real tokens are padding positions, computed and then dropped (scatter leaves them out,
+  and no gradient reaches them). Every distinct row count is a new shape for the XLA kernels
+  (bert_tf.model.fused) and oneDNN's matmuls, each compiled on first sight, which cost more
+  than a training step's whole computation when every batch brought a count of its own; the
+  rounding bounds the shapes at `shapes` per [B, S] at the cost of < 1 / shapes more rows."""
+
+  def __init__(self, input_mask, shapes: int = TOKEN_ROW_SHAPES):
     real = tf.reshape(input_mask, [-1]) > 0
-    self.positions = tf.cast(tf.where(real)[:, 0], tf.int32)  # [T]
-    count = tf.shape(self.positions)[0]
+    size = tf.size(real)
+    count = tf.reduce_sum(tf.cast(real, tf.int32))
+    step = tf.maximum(size // shapes, 1)
+    rounded = tf.minimum((count + step - 1) // step * step, size)
+    # The real positions in order, then as many padding positions as the rounding adds.
+    order = tf.concat([tf.where(real)[:, 0], tf.where(tf.logical_not(real))[:, 0]], 0)
+    self.positions = tf.cast(order[:rounded], tf.int32)  # [T']
+    # 1 for the real tokens' rows, 0 for the added ones: their gradient.
+    self.keep = tf.sequence_mask(count, rounded)[:, None]
     # Each flat position's row among the tokens; padding positions read an added zero row.
-    self.rows = tf.where(real, tf.cumsum(tf.cast(real, tf.int32)) - 1, count)  # [B * S]
+    self.rows = tf.where(real, tf.cumsum(tf.cast(real, tf.int32)) - 1, rounded)  # [B * S]
 
   def _gather(self, flat):
     return tf.gather(flat, self.positions)
+
+  def _gather_real(self, flat):
+    """_gather with the added rows 0: scatter's gradient (their values reach no output)."""
+    return tf.where(self.keep, self._gather(flat), tf.zeros([], flat.dtype))
 
   def _scatter(self, tokens):
     zero = tf.zeros_like(tokens[:1])
     return tf.gather(tf.concat([tokens, zero], 0), self.rows)
 
   def gather(self, flat):
-    """[B * S, ...] -> [T, ...]: the real positions' rows."""
+    """[B * S, ...] -> [T', ...]: the real positions' rows, then the added padding rows."""
     @tf.custom_gradient
     def move(flat):
       return self._gather(flat), self._scatter
     return move(flat)
 
   def scatter(self, tokens):
-    """[T, ...] -> [B * S, ...]: each token at its position, zeros at padding."""
+    """[T', ...] -> [B * S, ...]: each real token at its position, zeros at padding."""
     @tf.custom_gradient
     def move(tokens):
-      return self._scatter(tokens), self._gather
+      return self._scatter(tokens), self._gather_real
     return move(tokens)
 
 
@@ -311,13 +334,13 @@ class SelfAttention(keras.layers.Layer):
     tokens only, the attention itself per padded row.
 
     Args:
-      tokens: [T, H] the hidden states of the real tokens (input_mask's non-zero positions).
+      tokens: [T', H] the hidden states of token_rows.positions (the real tokens first).
       token_rows: TokenRows of input_mask.
       input_mask: [B, S] (1 = real token).
       queries: optional [B, Q, H]: query these hidden states only (query_positions' rows).
 
     Returns:
-      The context [T, H] of each real token, or [B, Q, H] with queries: the rows of `call`'s
+      The context [T', H] of each of those rows, or [B, Q, H] with queries: the rows of `call`'s
       output at those positions (padding keys weigh 0 either way: their values here are 0,
       the original's are the padding's own, and the -10000 adder zeroes both).
     """
@@ -441,14 +464,14 @@ class TransformerBlock(keras.layers.Layer):
                                   self.output_layer_norm, training)
 
   def _call_unpadded(self, hidden_states, input_mask, query_positions, training):
-    """call(unpadded=True): the real tokens gathered to [T, H] rows, the attention's
+    """call(unpadded=True): the real tokens gathered to [T', H] rows (TokenRows), the attention's
     keys and values scattered back to [B, S] rows (SelfAttention.call_unpadded), the output
     scattered to [B, S, H] (zeros at padding), or [B, Q, H] at query_positions."""
     shape = ops.shape(hidden_states)
     batch, seq = shape[0], shape[1]
     flat = tf.reshape(hidden_states, [-1, self.hidden_size])
     token_rows = TokenRows(input_mask)
-    tokens = token_rows.gather(flat)  # [T, H]
+    tokens = token_rows.gather(flat)  # [T', H]
     if query_positions is not None:
       # The queried rows, [B * Q]: row b's position p is flat row b * S + p.
       rows = tf.reshape(ops.cast(query_positions, "int32")

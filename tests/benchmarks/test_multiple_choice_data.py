@@ -1,9 +1,12 @@
 """benchmarks/multiple_choice.py's task: the committed files are what --make_data makes from the
-committed corpora, and each example's labelled choice is the sentence after its context."""
+committed corpora, and each example's labelled choice is the sentence after its context; and
+--runs_from_printed reads the per-run table a stopped run printed."""
 
 import importlib.util
 import json
 import os
+
+import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -33,3 +36,21 @@ def test_committed_data_is_made_again_from_the_corpora():
   for row in committed:
     assert len(row["choices"]) == 4 and len(set(row["choices"])) == 4
     assert row["choices"][row["label"]] in following[row["context"]]
+
+
+def test_runs_from_printed_reads_the_per_run_table_a_stopped_run_printed(tmp_path):
+  """--runs_from_printed: the rows of the per-run table, other lines (the header, logs, the
+  medians table) ignored; a file without such rows is refused."""
+  script = _script()
+  printed = tmp_path / "out.txt"
+  printed.write_text("| seed | system | dev accuracy | training examples/s | wall s |\n"
+                     "| --- | --- | --: | --: | --: |\n| 1 | ours | 0.4870 | 2.40 | 1128 |\n"
+                     "a log line\n| 1 | hf | 0.4910 | 1.62 | 1786 |\n"
+                     "| ours | 0.4870 | 2.40 | 1.48x examples/s, -0.4 accuracy points |\n")
+  assert script.printed_runs(str(printed)) == [
+      dict(seed=1, system="ours", accuracy=0.487, examples_per_second=2.4, wall_seconds=1128.0),
+      dict(seed=1, system="hf", accuracy=0.491, examples_per_second=1.62, wall_seconds=1786.0)]
+  empty = tmp_path / "empty.txt"
+  empty.write_text("| seed | system | dev accuracy | training examples/s | wall s |\n")
+  with pytest.raises(SystemExit, match="has no printed runs"):
+    script.printed_runs(str(empty))

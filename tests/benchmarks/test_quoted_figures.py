@@ -121,7 +121,7 @@ def test_the_main_job_ranges_are_quoted_from_their_results_file():
 
 
 def test_the_multiple_choice_summary_is_quoted_from_its_results_file():
-  medians = _json("multiple_choice_2026-12-06_speed.json")["medians"]
+  medians = _json("multiple_choice_2026-12-06_speed_rounded.json")["medians"]
   speed = {s: medians[s]["examples_per_second"] / medians["hf"]["examples_per_second"]
            for s in ("ours", "ours_bf16")}
   page = " ".join(_read("benchmarks", "README.md").split())

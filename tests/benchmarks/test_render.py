@@ -93,3 +93,25 @@ def test_the_serving_goals_table_reads_its_results_file():
   assert render._goal_cell(1.19, 1.2) == "missed (1.19x)"  # pylint: disable=protected-access
   short = summary["ours"]["short"]["p99_ms"] / summary["ours"]["short"]["p50_ms"]
   assert f"({short:.2f}" in lines[5].split(" | ")[1]
+
+
+def test_the_multiple_choice_seeds_table_pairs_each_seed(tmp_path, monkeypatch):
+  """One row per seed run by both systems (a seed one system lacks is left out), the points
+  ours - Hugging Face, the medians, and the differences' mean, standard error and range, over
+  the runs of several files."""
+  import json  # pylint: disable=g-import-not-at-top
+  runs = lambda *rows: {"runs": [dict(seed=seed, system=system, accuracy=accuracy)
+                                 for seed, system, accuracy in rows]}
+  (tmp_path / "a.json").write_text(json.dumps(runs(
+      (1, "ours", 0.5), (1, "hf", 0.48), (2, "ours", 0.41), (2, "hf", 0.42), (4, "ours", 0.9))))
+  (tmp_path / "b.json").write_text(json.dumps(runs((3, "hf", 0.45), (3, "ours", 0.47))))
+  monkeypatch.setattr(render, "RESULTS", str(tmp_path))
+  assert render.multiple_choice_seeds("a.json", "b.json") == [
+      "| seed | ours | Hugging Face | ours - Hugging Face (points) |",
+      "| --- | --: | --: | --: |",
+      "| 1 | 0.500 | 0.480 | +2.0 |",
+      "| 2 | 0.410 | 0.420 | -1.0 |",
+      "| 3 | 0.470 | 0.450 | +2.0 |",
+      "| median | 0.470 | 0.450 | +2.0 |",
+      # differences 2, -1, 2: mean 1, standard deviation sqrt(3), over sqrt(3) seeds: 1.0.
+      "| mean, its standard error; range | | | +1.0 ± 1.0; -1.0 to +2.0 |"]

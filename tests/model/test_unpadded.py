@@ -44,12 +44,17 @@ def _run(block, x, mask, unpadded, query_positions=None):
   return out.numpy(), [tf.convert_to_tensor(g).numpy() for g in grads]
 
 
+# TokenRows' row-count steps: the default (48 positions: a step of 1, the 27 real tokens
+# alone), and 4 (a step of 12: 36 rows, 9 of them padding positions computed and dropped).
 @pytest.mark.parametrize("hidden_act", ["gelu_exact", "gelu"])
 @pytest.mark.parametrize("query", [False, True])
-def test_unpadded_block_equals_the_padded_block(hidden_act, query):
+@pytest.mark.parametrize("shapes", [layers.TOKEN_ROW_SHAPES, 4])
+def test_unpadded_block_equals_the_padded_block(hidden_act, query, shapes, monkeypatch):
+  monkeypatch.setattr(layers.TokenRows.__init__, "__defaults__", (shapes,))
   block = _block(hidden_act)
   x = tf.constant(np.random.default_rng(1).normal(0, 1, (4, SEQ, HIDDEN)), tf.float32)
   mask = _mask()
+  assert layers.TokenRows(mask).positions.shape[0] == (27 if shapes == 32 else 36)
   positions = tf.constant([[0, 3], [0, 4], [0, 8], [0, 0]], tf.int32) if query else None
   want, want_grads = _run(block, x, mask, False, positions)
   got, got_grads = _run(block, x, mask, True, positions)
@@ -77,6 +82,30 @@ def test_token_rows_move_rows_and_their_gradients():
   # d loss / d flat: 10 x the weight at real positions, 0 at padding.
   np.testing.assert_array_equal(tape.gradient(loss, flat).numpy(),
                                 [[10.0], [20.0], [0.0], [40.0], [0.0], [0.0]])
+
+
+def test_token_rows_round_the_count_up_with_padding_rows_that_reach_nothing():
+  """5 real tokens of 8 positions, steps of 8 // 3 = 2 positions: 6 rows, the last one the
+  first padding position (5), left out of scatter's output and of every gradient."""
+  mask = tf.constant([[1, 1, 1, 0], [1, 1, 0, 0]])
+  rows = layers.TokenRows(mask, shapes=3)
+  flat = tf.constant(np.arange(1.0, 9.0)[:, None], tf.float32)
+  with tf.GradientTape(persistent=True) as tape:
+    tape.watch(flat)
+    tokens = rows.gather(flat)
+    tape.watch(tokens)
+    back = rows.scatter(tokens * 10.0 + 1.0)
+    loss = tf.reduce_sum(back * flat)
+  np.testing.assert_array_equal(tokens.numpy()[:, 0], [1, 2, 3, 5, 6, 4])
+  np.testing.assert_array_equal(back.numpy()[:, 0], [11, 21, 31, 0, 51, 61, 0, 0])
+  # d loss / d tokens: 10 x flat at the real tokens' positions, 0 for the added row.
+  np.testing.assert_array_equal(tape.gradient(loss, tokens).numpy()[:, 0],
+                                [10, 20, 30, 50, 60, 0])
+  # d loss / d flat: the direct term (back) plus 10 x flat through the gather, at real rows.
+  np.testing.assert_array_equal(tape.gradient(loss, flat).numpy()[:, 0],
+                                [21, 41, 61, 0, 101, 121, 0, 0])
+  # A step never passes the positions: 5 of 8 with a step of 8 stays 8.
+  assert layers.TokenRows(mask, shapes=1).positions.shape[0] == 8
 
 
 def _op_types(model, inputs, training):
