@@ -280,7 +280,7 @@ def multiple_choice_seeds(*results_names, ours="ours"):
     differences.append(100 * (mine["accuracy"] - theirs["accuracy"]))
     lines.append(f"| {seed} | {mine['accuracy']:.3f} | {theirs['accuracy']:.3f} | "
                  f"{differences[-1]:+.1f} |")
-  median = lambda values: statistics.median(values)
+  median = statistics.median
   lines.append(f"| median | {median([p[1]['accuracy'] for p in pairs]):.3f} | "
                f"{median([p[2]['accuracy'] for p in pairs]):.3f} | {median(differences):+.1f} |")
   if len(differences) > 1:
