@@ -649,22 +649,25 @@ def tagging_goals(rows):
   if not _by_seed(rows, name):
     name = prefix + "distilled"
   twins = _by_seed(rows, name)
-  found = {}
-  for key, metric in (("tagging_gain", "eval_accuracy"), ("tagging_f1_gain", "eval_f1")):
-    gain = {seed: twins[seed][metric] - alone[seed][metric] for seed in twins}
-    found[key] = dict(per_seed=gain, median=_median_of(gain), setting=name,
-                      goal=GOALS["tagging_gain"] if key == "tagging_gain" else None)
+
+  def measure(per_seed, setting, goal=None, **extra):
+    return dict(per_seed=per_seed, median=_median_of(per_seed), setting=setting, goal=goal,
+                **extra)
+
+  def gain(runs, metric):
+    return {seed: runs[seed][metric] - alone[seed][metric] for seed in runs}
+
+  found = dict(tagging_gain=measure(gain(twins, "eval_accuracy"), name, GOALS["tagging_gain"]),
+               tagging_f1_gain=measure(gain(twins, "eval_f1"), name))
   plain = _by_seed(rows, prefix + "distilled")
   if plain and name != prefix + "distilled":  # the twin distilled without the transfer data
-    gain = {seed: plain[seed]["eval_accuracy"] - alone[seed]["eval_accuracy"] for seed in plain}
-    found["tagging_gain_without_transfer"] = dict(
-        per_seed=gain, median=_median_of(gain), setting=prefix + "distilled", goal=None)
+    found["tagging_gain_without_transfer"] = measure(gain(plain, "eval_accuracy"),
+                                                     prefix + "distilled")
   teacher = [row for row in rows if row["setting"].startswith("tagger teacher")]
   if teacher:
     value = teacher[0]["eval_accuracy"]
-    retention = {seed: row["eval_accuracy"] / value for seed, row in twins.items()}
-    found["tagging_retention"] = dict(per_seed=retention, median=_median_of(retention),
-                                      teacher=value, setting=name, goal=None)
+    found["tagging_retention"] = measure(
+        {seed: row["eval_accuracy"] / value for seed, row in twins.items()}, name, teacher=value)
   return found
 
 
