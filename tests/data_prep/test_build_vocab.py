@@ -85,11 +85,14 @@ def test_unknown_rate_agrees_with_the_tokenizer(sample_counts, sample_vocab):
 
 @pytest.mark.slow
 def test_deterministic_whatever_the_count_order(sample_counts):
-  small = collections.Counter(dict(sample_counts.most_common(3000)))
+  # 800 words and 600 slots: the learner's threshold search takes several tries, as on the
+  # whole sample, at a fifth of the cost.
+  small = collections.Counter(dict(sample_counts.most_common(800)))
   reordered = collections.Counter(dict(reversed(list(small.items()))))
-  a = build_vocab.build_vocab(small, vocab_size=1500, num_unused=10)
-  b = build_vocab.build_vocab(reordered, vocab_size=1500, num_unused=10)
-  assert a == b and len(a) == 1500
+  a = build_vocab.build_vocab(small, vocab_size=600, num_unused=10)
+  b = build_vocab.build_vocab(reordered, vocab_size=600, num_unused=10)
+  assert a == b and len(a) == 600
+  assert sum(not token.startswith("[") for token in a) > 500  # learned, not topped up
 
 
 def test_tops_up_with_unused_slots_when_the_corpus_is_small():
