@@ -41,6 +41,7 @@ import tensorflow as tf
 from bert_tf import io
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
+from bert_tf.model import layers
 from bert_tf.model import provenance
 from bert_tf.training import distillation
 from bert_tf.training import evaluation
@@ -124,7 +125,8 @@ def load_teacher(settings, build_model: Callable[[BertConfig], keras.Model],
   """
   config = teacher_config(settings)
   with strategy.scope():
-    model = build_model(config)
+    with layers.zero_initial_values():  # every weight is loaded strictly below
+      model = build_model(config)
     try:
       checkpoints.load_weights(model, settings.teacher, strict=True)
     except (FileNotFoundError, ValueError, KeyError, tf.errors.OpError) as e:
