@@ -34,10 +34,12 @@ call whole (tracing included).
 
 The issue's goals (--goals: the three below, and the verdicts against GOALS):
   --cache_teacher  a twin distilled with --cache_teacher (the same steps). Training cost per
-                   seed: the wall clock of each run's training phase (every step, tracing
-                   included; _phase_clock) and of the cache's pass of the teacher, distilled over
-                   alone; and the loop's examples/s of its last logged interval (the second half
-                   of the steps, after tracing), which every run's examples/s here is.
+                   seed: the wall clock and CPU seconds of each run's training phase (every
+                   step, tracing included; _phase_clock) and of the cache's pass of the
+                   teacher, distilled over alone (in CPU seconds also with the teacher's
+                   loading and dev evaluation before training, reported beside the goal); and
+                   the loop's examples/s of its last logged interval (the second half of the
+                   steps, after tracing), which every run's examples/s here is.
   --serving        the teacher and the first seed's distilled twin of the last --labelled
                    size, exported twice (`python -m bert_tf.export`'s text model, and
                    run_classifier's own classifier export) and timed by benchmarks/serving.py's

@@ -426,7 +426,9 @@ def _teach(task: FineTuningTask, state: RunState, packed: bool) -> Dict[str, Any
 def _cache_teacher(task: FineTuningTask, state: RunState, train_path: str, count: int) -> None:
   """--cache_teacher: the teacher's outputs on every training record, written into the records
   (read back by `dataset` while training); a cache stamped for another teacher or other inputs
-  is refused first.
+  is refused first. Predicted with state.teacher_trainer, whose step the teacher's dev
+  evaluation traced (predict_keep: the same step serves both where the batches' shapes agree,
+  as packed rows' do at any batch size).
 
   Per-position outputs are predicted at the records' full length (fine_tuning.predict's
   sequence_length); those kept at every position, padding included (teaching.EVERY_POSITION),

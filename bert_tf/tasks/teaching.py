@@ -11,7 +11,8 @@ with its head and a record of it (task_info.json, a Hugging Face config.json).
                  casing, max_seq_length; training.distillation.teacher), one line per problem
   load_teacher   its config (bert_config.json or config.json beside the weights) and weights,
                  strictly (a teacher missing its head's weights is refused), built as the
-                 task builds its model (packed when the student's batches are), frozen,
+                 task builds its model (packed when the student's batches are; from zero
+                 initial values, which the strict load overwrites all of), frozen,
                  under the run's strategy; it then runs inside the training step in inference
                  mode (training=False), on the student's own batches
   intermediate_plan  the losses inside the encoder the flags turn on (--distill_hidden_weight,
