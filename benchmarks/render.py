@@ -512,6 +512,8 @@ def distillation_goals(results_name):
                "second half / alone",
                cpu_cached_with_cache_pass="cached: CPU seconds of the training phase + the "
                "teacher's pass / alone",
+               cpu_cached_with_teacher="cached: CPU seconds of the training phase + the "
+               "teacher's pass + its loading and dev evaluation / alone",
                cpu_cached_training_phase="cached: CPU seconds of the training phase / alone",
                cpu_uncached_training_phase="teacher in the step: CPU seconds of the training "
                "phase / alone")
@@ -520,6 +522,23 @@ def distillation_goals(results_name):
       add("epoch <= 1.2x alone" if key.endswith("cached_with_cache_pass") else "", name,
           cost[key], 2, "<=")
   return [line.replace("|  |", "| |") for line in lines]
+
+
+def distillation_phases(results_name):
+  """Per student setting: the median over seeds of each phase's CPU seconds (the training phase,
+  --cache_teacher's pass of the teacher, the teacher's loading and dev evaluation before
+  training), as distillation.py's _phase_clock timed them."""
+  import statistics  # pylint: disable=g-import-not-at-top
+  rows = [row for row in read(results_name)["rows"] if row["seed"]]
+  keys = ("train_cpu_seconds", "cache_cpu_seconds", "teacher_cpu_seconds")
+  lines = ["| setting | training phase | the teacher's pass | the teacher's loading and dev "
+           "evaluation | in all |", "| --- | --: | --: | --: | --: |"]
+  for setting in dict.fromkeys(row["setting"] for row in rows):
+    runs = [[row.get(key) or 0.0 for key in keys] for row in rows if row["setting"] == setting]
+    medians = [statistics.median(column) for column in zip(*runs)]
+    medians.append(statistics.median(sum(phases) for phases in runs))
+    lines.append(f"| {setting} | " + " | ".join(f"{value:.2f}" for value in medians) + " |")
+  return lines
 
 
 def distillation_serving(results_name):
@@ -558,6 +577,7 @@ def main_job(results_name):
 DISTILLATION_RESULTS = {
     "distillation": ("distillation_goals_2026-12-06.json", True),
     "distillation_cost": ("distillation_cost_serving_2026-12-06.json", True),
+    "distillation_cache_pass": ("distillation_cache_pass_2026-12-06.json", False),
     "distillation_books": ("distillation_books_2026-12-06.json", False),
     "distillation_books_5epochs": ("distillation_books_5epochs_2026-12-06.json", False),
     "distillation_tagging": ("distillation_tagging_2026-12-06.json", False),
@@ -579,6 +599,8 @@ def _distillation_tables():
 # Marker name -> the lines of its table.
 TABLES = {
     **_distillation_tables(),
+    "distillation_cache_pass_phases_2026-12-06": lambda: distillation_phases(
+        "distillation_cache_pass_2026-12-06.json"),
     "serving_peers_2026-12-06": lambda: serving_figures("serving_peers_2026-12-06.json"),
     "serving_ratios_2026-12-06": lambda: serving_ratios("serving_peers_2026-12-06.json"),
     "serving_summary_2026-12-06": lambda: serving_summary("serving_peers_2026-12-06.json"),

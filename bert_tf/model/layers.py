@@ -11,6 +11,7 @@ Shape legend used in comments:
 
 import contextlib
 import math
+import threading
 
 import keras
 from keras import ops
@@ -47,9 +48,31 @@ def get_activation(name, training=None):
   return keras.activations.get(function)  # relu, tanh, silu, linear
 
 
+_INITIAL_VALUES = threading.local()
+
+
 def truncated_normal(stddev):
-  """The original's initializer (truncated at 2 stddev); a new object per sublayer."""
+  """The original's initializer (truncated at 2 stddev); a new object per sublayer; zeros
+  within zero_initial_values()."""
+  if getattr(_INITIAL_VALUES, "zeros", False):
+    return keras.initializers.Zeros()
   return keras.initializers.TruncatedNormal(stddev=stddev)
+
+
+@contextlib.contextmanager
+def zero_initial_values():
+  """Within (this thread): the layers built here start from zeros instead of random values.
+
+  For a model whose every weight is loaded right after it is built, and strictly (a frozen
+  teacher, checkpoints.load_weights(strict=True)): drawing random values that the load then
+  overwrites costs more CPU than the rest of building a small model's variables (about 0.8 s
+  of 2 for a 6 x 384 BERT)."""
+  before = getattr(_INITIAL_VALUES, "zeros", False)
+  _INITIAL_VALUES.zeros = True
+  try:
+    yield
+  finally:
+    _INITIAL_VALUES.zeros = before
 
 
 def float32_policy(policy):

@@ -122,6 +122,9 @@ class RunState:
   start: start_lib.Start = dataclasses.field(default_factory=start_lib.Start)
   trainer: Optional[loop.Trainer] = None
   teacher: Optional[teaching.Teacher] = None
+  # The teacher's predictions (its dev evaluation, the --cache_teacher pass): one Trainer, so
+  # that they share its traced predict step.
+  teacher_trainer: Optional[loop.Trainer] = None
   # --cache_teacher: output -> the shape of one record's cached values.
   cached: Dict[str, Tuple[int, ...]] = dataclasses.field(default_factory=dict)
   # The intermediate distillation losses (None: off), and the teacher's model exposing what
@@ -410,8 +413,8 @@ def _teach(task: FineTuningTask, state: RunState, packed: bool) -> Dict[str, Any
     with state.strategy.scope():
       state.teacher_features = features.teacher_feature_model(state.intermediate,
                                                               state.teacher.model)
-  trainer = loop.Trainer(state.strategy, state.teacher.model, None, task.loss(state.inputs),
-                         settings.train_batch_size)
+  trainer = state.teacher_trainer = loop.Trainer(
+      state.strategy, state.teacher.model, None, task.loss(state.inputs), settings.train_batch_size)
   output_dir = teaching.teacher_dir(settings.output_dir)
   if state.chief:
     io.makedirs(output_dir)
@@ -423,7 +426,9 @@ def _teach(task: FineTuningTask, state: RunState, packed: bool) -> Dict[str, Any
 def _cache_teacher(task: FineTuningTask, state: RunState, train_path: str, count: int) -> None:
   """--cache_teacher: the teacher's outputs on every training record, written into the records
   (read back by `dataset` while training); a cache stamped for another teacher or other inputs
-  is refused first.
+  is refused first. Predicted with state.teacher_trainer, whose step the teacher's dev
+  evaluation traced (predict_keep: the same step serves both where the batches' shapes agree,
+  as packed rows' do at any batch size).
 
   Per-position outputs are predicted at the records' full length (fine_tuning.predict's
   sequence_length); those kept at every position, padding included (teaching.EVERY_POSITION),
@@ -432,8 +437,7 @@ def _cache_teacher(task: FineTuningTask, state: RunState, train_path: str, count
   settings = state.settings
   stamp = teaching.cache_stamp(settings, state.inputs.info)
   teaching.check_cache_stamp(state.record_dir, stamp)
-  trainer = loop.Trainer(state.strategy, state.teacher.model, None, task.loss(state.inputs),
-                         settings.train_batch_size)
+  trainer = state.teacher_trainer  # its predict step traced by the dev evaluation, if any
   per_position = task.cache_layout != teaching.PER_EXAMPLE
   if task.cache_layout == teaching.EVERY_POSITION and not settings.packing_mode.packed:
     settings = dataclasses.replace(settings, length_buckets=length_buckets.NONE)
@@ -544,10 +548,23 @@ def predict(task: FineTuningTask, state: RunState, path: str, batch_size: int,
     keep: batch entries returned beside the outputs (e.g. label_ids).
     sequence_length: pad per-position outputs of cut batches back to it (evaluation.predict).
   """
-  return evaluation.predict(state.trainer,
-                            eval_dataset(task, state, path, batch_size, num_examples),
-                            input_pipeline.eval_steps(num_examples, batch_size), keep=keep,
-                            sequence_length=sequence_length)
+  kept = predict_keep(task, state, keep)
+  outputs = evaluation.predict(state.trainer,
+                               eval_dataset(task, state, path, batch_size, num_examples),
+                               input_pipeline.eval_steps(num_examples, batch_size), keep=kept,
+                               sequence_length=sequence_length)
+  extra = set(kept) - set(keep)
+  return {key: value for key, value in outputs.items() if key not in extra}
+
+
+def predict_keep(task: FineTuningTask, state: RunState, keep: Sequence[str]) -> Tuple[str, ...]:
+  """The batch entries a predict step returns for a caller asking for `keep`: those and every
+  per-example entry of the task's records (one value a record), in one order. The traced
+  predict step is keyed on them, so predictions of one model with different wishes (the
+  teacher's dev evaluation, then its --cache_teacher pass) share one trace: tracing and
+  optimizing the step costs more CPU than predicting a few hundred short records."""
+  spec = task.record_spec(state.inputs, state.settings.max_seq_length, False)
+  return tuple(sorted(set(keep) | {name for name, (shape, _) in spec.items() if not shape}))
 
 
 @contextlib.contextmanager

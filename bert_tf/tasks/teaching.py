@@ -11,7 +11,8 @@ with its head and a record of it (task_info.json, a Hugging Face config.json).
                  casing, max_seq_length; training.distillation.teacher), one line per problem
   load_teacher   its config (bert_config.json or config.json beside the weights) and weights,
                  strictly (a teacher missing its head's weights is refused), built as the
-                 task builds its model (packed when the student's batches are), frozen,
+                 task builds its model (packed when the student's batches are; from zero
+                 initial values, which the strict load overwrites all of), frozen,
                  under the run's strategy; it then runs inside the training step in inference
                  mode (training=False), on the student's own batches
   intermediate_plan  the losses inside the encoder the flags turn on (--distill_hidden_weight,
@@ -41,6 +42,7 @@ import tensorflow as tf
 from bert_tf import io
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
+from bert_tf.model import layers
 from bert_tf.model import provenance
 from bert_tf.training import distillation
 from bert_tf.training import evaluation
@@ -124,7 +126,8 @@ def load_teacher(settings, build_model: Callable[[BertConfig], keras.Model],
   """
   config = teacher_config(settings)
   with strategy.scope():
-    model = build_model(config)
+    with layers.zero_initial_values():  # every weight is loaded strictly below
+      model = build_model(config)
     try:
       checkpoints.load_weights(model, settings.teacher, strict=True)
     except (FileNotFoundError, ValueError, KeyError, tf.errors.OpError) as e:

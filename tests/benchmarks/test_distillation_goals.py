@@ -73,6 +73,22 @@ def test_cost_goals_in_cpu_seconds():
   assert cost["cpu_cached_with_cache_pass"]["goal"] == 1.2
   assert cost["cpu_cached_training_phase"]["per_seed"] == pytest.approx({1: 1.1, 2: 1.2})
   assert cost["cpu_uncached_training_phase"]["per_seed"] == pytest.approx({1: 1.4, 2: 1.5})
+  assert "cpu_cached_with_teacher" not in cost  # rows without the teacher's phase timed
+
+
+def test_cost_goals_with_the_teachers_loading_and_dev_evaluation():
+  """The cached twin's CPU seconds of training + the cache pass + the teacher's loading and
+  dev evaluation (_teach), over the twin alone's training phase; reported, not the goal."""
+  cpu = dict(zip(range(1, 7), (10.0, 14.0, 11.0, 20.0, 30.0, 24.0)))
+  rows = [dict(row, train_cpu_seconds=cpu.get(i),
+               cache_cpu_seconds=1.0 if "cached" in row["setting"] else 0.0,
+               teacher_cpu_seconds=3.0 if "distilled" in row["setting"] else 0.0)
+          for i, row in enumerate(ROWS[:7])]
+  cost = distillation.cost_goals(rows, 360)
+  assert cost["cpu_cached_with_teacher"]["per_seed"] == pytest.approx({1: 1.5, 2: 1.4})
+  assert cost["cpu_cached_with_teacher"]["median"] == pytest.approx(1.45)
+  assert cost["cpu_cached_with_teacher"]["goal"] is None
+  assert cost["cpu_cached_with_cache_pass"]["per_seed"] == pytest.approx({1: 1.2, 2: 1.25})
 
 
 def _cell(p50, b32):

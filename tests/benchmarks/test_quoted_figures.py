@@ -171,6 +171,7 @@ def test_the_readme_opening_serving_figures_are_quoted_from_their_results_file()
 
 DISTILLATION = "distillation_goals_2026-12-06.json"
 DISTILLATION_COST = "distillation_cost_serving_2026-12-06.json"
+DISTILLATION_CACHE = "distillation_cache_pass_2026-12-06.json"
 
 
 def _distillation_figures():
@@ -184,12 +185,14 @@ def _distillation_figures():
   return dict(accuracy=accuracy, second_accuracy=second_accuracy,
               serving=distillation.serving_goals(first["serving"]["summary"]),
               second_serving=distillation.serving_goals(second["serving"]["summary"]),
-              cost=distillation.cost_goals(second["rows"], 360), first=first, second=second)
+              cost=distillation.cost_goals(second["rows"], 360), first=first, second=second,
+              cached=distillation.cost_goals(json.loads(_read(
+                  "benchmarks", "results", DISTILLATION_CACHE))["rows"], 360))
 
 
 def test_the_distillation_goals_are_quoted_from_their_results_files():
   f = _distillation_figures()
-  accuracy, cost = f["accuracy"], f["cost"]
+  accuracy, cost, cached = f["accuracy"], f["cost"], f["cached"]
   text, classifier = f["serving"]["text model"], f["serving"]["classifier export"]
   second_text = f["second_serving"]["text model"]
   second_classifier = f["second_serving"]["classifier export"]
@@ -203,10 +206,10 @@ def test_the_distillation_goals_are_quoted_from_their_results_files():
       f"{second_text['short_b1_p50']:.2f}x in a second run; the classifier exports "
       f"{classifier['short_b1_p50']:.2f}x and {second_classifier['short_b1_p50']:.2f}x",
       f"had {text['short_b32_per_s']:.2f}x the teacher's examples/s at batch 32",
-      f"took {cost['cpu_cached_with_cache_pass']['median']:.2f}x the CPU time",
-      f"({cost['cpu_cached_training_phase']['median']:.2f}x without the teacher's one pass",
-      f"the teacher in every step {cost['cpu_uncached_training_phase']['median']:.2f}x",
-      f"benchmarks/results/{DISTILLATION}", DISTILLATION_COST,
+      f"took {cached['cpu_cached_with_cache_pass']['median']:.2f}x the CPU time",
+      f"{cached['cpu_cached_training_phase']['median']:.2f}x without the pass",
+      f"the teacher in every step {cached['cpu_uncached_training_phase']['median']:.2f}x",
+      f"benchmarks/results/{DISTILLATION}", DISTILLATION_COST, DISTILLATION_CACHE,
       f"(benchmarks/results/{DISTILLATION.replace('.json', '.png')})"):
     assert quoted in readme, quoted
   # The verdicts the pages state, as the figures say.
@@ -215,7 +218,8 @@ def test_the_distillation_goals_are_quoted_from_their_results_files():
              f["second_accuracy"]["gain_360"]["median"]) < 0.01
   assert accuracy["tagging_gain"]["median"] < 0.005
   assert text["short_b1_p50"] < 1.8 and second_text["short_b1_p50"] < 1.8
-  assert cost["cpu_cached_with_cache_pass"]["median"] > 1.2
+  assert cost["cpu_cached_with_cache_pass"]["median"] > 1.2  # the second run, before the
+  assert cached["cpu_cached_with_cache_pass"]["median"] <= 1.2  # pass reused the dev trace
   # The plot the README shows is the first run's, named in its results file.
   assert f["first"]["plot"] == f"benchmarks/results/{DISTILLATION.replace('.json', '.png')}"
   assert os.path.exists(os.path.join(REPO_ROOT, f["first"]["plot"]))
@@ -245,3 +249,40 @@ def test_the_distillation_section_quotes_its_results_files():
       f"every step took {cost['cpu_uncached_training_phase']['median']:.2f}x",
       f"results/{DISTILLATION.replace('.json', '.png')}"):
     assert quoted in page, quoted
+
+
+def test_the_cheaper_teacher_pass_is_quoted_from_its_results_file():
+  """The cost run after the teacher's pass reused the dev evaluation's traced step: its ratios
+  and phase seconds as benchmarks/README.md quotes them, recomputed from the results file."""
+  import statistics  # pylint: disable=g-import-not-at-top
+  f = _distillation_figures()
+  cached, second = f["cached"], f["second"]
+  rows = json.loads(_read("benchmarks", "results", DISTILLATION_CACHE))["rows"]
+
+  def seconds(setting, key):
+    return [r[key] for r in rows if r["setting"] == f"student (3 layers, 360 labelled) {setting}"]
+
+  spread = lambda values: f"{min(values):.2f} to {max(values):.2f}"
+  ratio = cached["cpu_cached_with_cache_pass"]
+  passes = seconds("distilled, cached teacher", "cache_cpu_seconds")
+  before = [r["cache_cpu_seconds"] for r in second["rows"] if r["cache_cpu_seconds"]]
+  alone = seconds("alone", "train_cpu_seconds")
+  teacher = [statistics.median(seconds(name, "teacher_cpu_seconds"))
+             for name in ("distilled", "distilled, cached teacher")]
+  page = " ".join(_read("benchmarks", "README.md").split())
+  for quoted in (
+      f"took {ratio['median']:.2f}x of its twin alone's (median; "
+      f"{spread(ratio['per_seed'].values())} over the seeds), the training phase alone "
+      f"{cached['cpu_cached_training_phase']['median']:.2f}x",
+      f"The pass itself took {statistics.median(passes):.2f} CPU s (median; {spread(passes)}), "
+      f"against {statistics.median(before):.2f} in the second run above",
+      f"{statistics.median(passes) / statistics.median(alone):.2f} of the student's three "
+      f"epochs alone ({statistics.median(alone):.2f} CPU s, median)",
+      f"The same student trained alone took {spread(alone)} CPU s",
+      f"**With the teacher's loading and dev evaluation: "
+      f"{cached['cpu_cached_with_teacher']['median']:.2f}x**",
+      f"({teacher[0]:.2f} and {teacher[1]:.2f} CPU s, the medians",
+      f"benchmarks/results/{DISTILLATION_CACHE}"):
+    assert quoted in page, quoted
+  assert ratio["median"] <= 1.2 < statistics.median(
+      f["cost"]["cpu_cached_with_cache_pass"]["per_seed"].values())

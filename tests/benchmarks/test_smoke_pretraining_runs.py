@@ -49,6 +49,8 @@ def test_distillation_goals(tmp_path):
   assert all(row["train_seconds"] > 0 for row in content["rows"])
   assert rows["student (3 layers, 16 labelled) distilled, cached teacher"]["cache_seconds"] > 0
   assert rows["student (3 layers, 16 labelled) distilled"]["cache_seconds"] == 0
+  assert rows["student (3 layers, 16 labelled) distilled"]["teacher_cpu_seconds"] > 0
+  assert rows["student (3 layers, 16 labelled) alone"]["teacher_cpu_seconds"] < 0.01
   serving = content["serving"]
   assert serving["rows"] == ["teacher: text model", "teacher: classifier export",
                              "student: text model", "student: classifier export"]
@@ -70,7 +72,8 @@ def test_distillation_goals(tmp_path):
   assert set(goals["cost"]) == {
       "cached_with_cache_pass", "cached_training_phase", "uncached_training_phase",
       "cached_steady_seconds_per_example", "uncached_steady_seconds_per_example",
-      "cpu_cached_with_cache_pass", "cpu_cached_training_phase", "cpu_uncached_training_phase"}
-  assert len(content["goal_lines"]) == 14 and content["goal_lines"][-2].startswith(
+      "cpu_cached_with_cache_pass", "cpu_cached_training_phase", "cpu_uncached_training_phase",
+      "cpu_cached_with_teacher"}
+  assert len(content["goal_lines"]) == 15 and content["goal_lines"][-2].startswith(
       "serving, text model: the teacher's p50 / the student's, batch 1, short")
   assert "matplotlib not installed: no plot" in out and content["plot"] is None

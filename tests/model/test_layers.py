@@ -83,3 +83,26 @@ def test_sequence_longer_than_position_table_is_a_clear_error():
   words = np.zeros((1, 5, 8), np.float32)
   with pytest.raises(Exception, match="longer than max_position_embeddings"):
     layer(words, np.zeros((1, 5), np.int32))
+
+
+def test_zero_initial_values_builds_zeros_where_the_original_draws_random_values():
+  """Within layers.zero_initial_values() the truncated-normal weights of a model start at zero
+  (a teacher whose every weight is loaded next); outside, and after it, they are random again;
+  the other initializers (LayerNorm's ones) are untouched."""
+  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.classifier import head  # pylint: disable=g-import-not-at-top
+  config = BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                      intermediate_size=32, max_position_embeddings=32)
+
+  def kernels(model):
+    return {v.path: np.asarray(v) for v in model.weights
+            if v.path.endswith(("kernel", "embeddings", "output_weights"))}
+
+  with layers.zero_initial_values():
+    zeroed = head.build_classifier_model(config, 3)
+  random = head.build_classifier_model(config, 3)
+  assert len(kernels(zeroed)) >= 8 and set(kernels(zeroed)) == set(kernels(random))
+  assert all(not value.any() for value in kernels(zeroed).values())
+  assert all(value.std() > 0.005 for value in kernels(random).values())
+  gammas = [np.asarray(v) for v in zeroed.weights if v.path.endswith("gamma")]
+  assert gammas and all((g == 1).all() for g in gammas)

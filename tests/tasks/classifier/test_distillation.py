@@ -18,6 +18,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.model import checkpoints
+from bert_tf.tasks import fine_tuning
 from bert_tf.tasks import repeats
 from bert_tf.tasks.classifier import data as cd
 from bert_tf.tasks.classifier import loss as classifier
@@ -276,6 +277,42 @@ def test_a_run_with_transfer_data_counts_its_examples_in_the_steps(tmp_path):
   transfer.write_text("Another sentence.\n")
   with pytest.raises(TrainingError, match="transfer.txt"):
     cr.run_classifier(CONFIG, dataclasses.replace(settings, num_train_epochs=1.0))
+
+
+@pytest.mark.slow
+def test_the_cache_pass_reuses_the_step_that_traced_the_teachers_dev_evaluation(
+    tmp_path, monkeypatch):
+  """--cache_teacher predicts the training records with the Trainer whose predict step the
+  teacher's dev evaluation traced (eval batches of 7, the cache's of 16): no second trace
+  (packed rows, whose batch shapes do not depend on the batch size; the two callers keep
+  different entries, fine_tuning.predict_keep), and each caller gets back what it asked for."""
+  teacher = _teacher(tmp_path / "teacher")
+  calls, returned = [], []
+  original_predict, original_driver_predict = evaluation.predict, fine_tuning.predict
+
+  def predict(trainer, *args, **kwargs):
+    out = original_predict(trainer, *args, **kwargs)
+    calls.append((trainer, trainer.predict_step.experimental_get_tracing_count(), sorted(out)))
+    return out
+
+  def driver_predict(*args, **kwargs):
+    out = original_driver_predict(*args, **kwargs)
+    returned.append(sorted(out))
+    return out
+
+  monkeypatch.setattr(evaluation, "predict", predict)
+  monkeypatch.setattr(fine_tuning, "predict", driver_predict)
+  result = cr.run_classifier(CONFIG, source_settings(
+      tmp_path / "run", do_predict=False, num_train_epochs=0.1, teacher=teacher,
+      cache_teacher=True, packing="exact"))
+  (dev, dev_traces, dev_entries), (cache, cache_traces, cache_entries) = calls[:2]
+  assert cache is dev and dev_traces == cache_traces == 1
+  assert dev_entries == cache_entries == ["example_index", "is_real_example", "label_ids",
+                                          "logits"]
+  assert returned[:2] == [["example_index", "is_real_example", "label_ids", "logits"],
+                          ["example_index", "is_real_example", "logits"]]
+  assert len(calls) == 3 and calls[2][0] is not dev  # the student's dev evaluation
+  assert 0.0 <= result["teacher_eval_accuracy"] <= 1.0
 
 
 @pytest.mark.slow
