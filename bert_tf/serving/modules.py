@@ -332,8 +332,8 @@ class PreprocessorModule(tf.Module):
       self.bert_pack_inputs.get_concrete_function(specs, tf.TensorSpec([], tf.int32))
 
   def _serve(self, text):
-    return self.packer.pack(self.packer.tokenize(text), None,
-                            seq_length_vector(text, self.seq_length), pad_to=self.seq_length)
+    return self.packer.pack(self.packer.tokenize(text), None, int(self.seq_length),
+                            pad_to=self.seq_length)
 
   def _preprocess(self, text, text_b, seq_length):
     return self.packer.pack(self.packer.tokenize(text), self.packer.tokenize(text_b), seq_length)
@@ -406,8 +406,8 @@ class TextModule(ReusableModule):
                 input_mask=inputs["input_mask"], tokens=tokens)
 
   def _pack(self, text):
-    return self.packer.pack(self.packer.tokenize(text), None,
-                            seq_length_vector(text, self.seq_length), pad_to=self.seq_length)
+    return self.packer.pack(self.packer.tokenize(text), None, int(self.seq_length),
+                            pad_to=self.seq_length)
 
   def _serve(self, text):
     return self._embed(self._pack_single(text))
@@ -427,8 +427,8 @@ class TextModule(ReusableModule):
 
   def _fill_mask(self, text):
     # M = the most [MASK]s in one row of the batch (after truncation), K = top_k.
-    inputs = self.packer.pack(self.packer.tokenize_with_masks(text), None,
-                              seq_length_vector(text, self.seq_length), pad_to=self.seq_length)
+    inputs = self.packer.pack(self.packer.tokenize_with_masks(text), None, int(self.seq_length),
+                              pad_to=self.seq_length)
     ids = inputs["input_word_ids"]
     is_mask = tf.equal(ids, self.packer.mask_id)
     all_positions = tf.broadcast_to(tf.range(tf.shape(ids)[1], dtype=tf.int32), tf.shape(ids))
