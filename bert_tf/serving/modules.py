@@ -398,8 +398,11 @@ class TextModule(ReusableModule):
   def _tokens(self, ids: tf.Tensor) -> tf.Tensor:
     return tf.strings.strip(self.id_to_token.lookup(tf.cast(ids, tf.int64)))
 
-  def _embed(self, inputs):
-    outputs = with_a_position(self.infer, inputs)
+  def _embed(self, inputs, positive_width: bool = False):
+    """The text model's outputs for packed inputs; positive_width: their width is known to be
+    at least 1 (a length bucket or the export's seq_length), so no padding position is added
+    for the pooler (with_a_position)."""
+    outputs = self.infer(inputs) if positive_width else with_a_position(self.infer, inputs)
     tokens = tf.where(inputs["input_mask"] > 0, self._tokens(inputs["input_word_ids"]), "")
     return dict(pooled_output=outputs["pooled_output"],
                 sequence_output=outputs["sequence_output"],
@@ -410,7 +413,8 @@ class TextModule(ReusableModule):
                             pad_to=self.seq_length)
 
   def _serve(self, text):
-    return self._embed(self._pack_single(text))
+    # Padded to a length bucket or to seq_length: never 0 positions, even for an empty batch.
+    return self._embed(self._pack_single(text), positive_width=True)
 
   def _call(self, text, training):
     inputs = self._pack_single(text)
