@@ -20,7 +20,9 @@ every character class compiled from the predicates in `bert_tf.tokenization`:
   5. WordPiece: tensorflow-text FastWordpieceTokenizer (greedy longest-match-first, the same
              result as the original's), and words over 200 characters forced to [UNK]
 The original spaces out CJK before lower-casing; `InGraphTokenizer._split_words` says why the
-order here gives the same words.
+order here gives the same words. A batch whose texts are all ASCII skips the Unicode passes of
+steps 1 and 2 (invalid-UTF-8 dropping, ICU lower-casing and its fixes, NFD, mark deletion), which
+change nothing there; tests hold the two paths to the same ids.
 
 Unicode versions. Python 3.11 uses Unicode 14.0; TensorFlow 2.20's `tf.strings.lower` knows an
 older version and tensorflow-text's NFD a newer one. Differences found by comparing every code
