@@ -221,11 +221,15 @@ def run_inference(model: inference.InferenceModel, inputs: Mapping[str, tf.Tenso
   mask = tf.cast(inputs["input_mask"], tf.int32) > 0
   lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1, keepdims=True)
   suffix_padded = tf.reduce_all(tf.equal(mask, tf.range(tf.shape(mask)[1]) < lengths))
-  return tf.cond((tf.shape(mask)[0] > 1) & suffix_padded,
-                 lambda: request_packing.call_packed(
-                     model, inputs, model.per_example, fill,
-                     max_width=model.encoder.max_positions,
-                     hidden_size=model.encoder.hidden_size),
+  # The packed path as one call that is never inlined: the tf.cond is lowered to Switch and
+  # Merge, and every op of the branch not taken still passes through the executor as a dead op,
+  # so a batch of one would step through a whole second encoder graph on each request.
+  packed = tf.function(
+      lambda values: request_packing.call_packed(
+          model, values, model.per_example, fill, max_width=model.encoder.max_positions,
+          hidden_size=model.encoder.hidden_size),
+      autograph=False, experimental_attributes={"_noinline": True})
+  return tf.cond((tf.shape(mask)[0] > 1) & suffix_padded, lambda: packed(inputs),
                  lambda: model(inputs))
 
 
