@@ -20,7 +20,9 @@ every character class compiled from the predicates in `bert_tf.tokenization`:
   5. WordPiece: tensorflow-text FastWordpieceTokenizer (greedy longest-match-first, the same
              result as the original's), and words over 200 characters forced to [UNK]
 The original spaces out CJK before lower-casing; `InGraphTokenizer._split_words` says why the
-order here gives the same words.
+order here gives the same words. A batch whose texts are all ASCII skips the Unicode passes of
+steps 1 and 2 (invalid-UTF-8 dropping, ICU lower-casing and its fixes, NFD, mark deletion), which
+change nothing there; tests hold the two paths to the same ids.
 
 Unicode versions. Python 3.11 uses Unicode 14.0; TensorFlow 2.20's `tf.strings.lower` knows an
 older version and tensorflow-text's NFD a newer one. Differences found by comparing every code
@@ -225,6 +227,21 @@ def _vocab_list(vocab: Union[str, Sequence[str]]) -> List[str]:
 # === The tokenizer ===
 
 
+def split_on_spaces(text: tf.Tensor) -> tf.RaggedTensor:
+  """tf.strings.split(text) of [batch] strings: the words between ASCII whitespace,
+  [batch, (words)].
+
+  The same op splits; the row splits come from one LowerBound over the words' row numbers,
+  where tf.strings.split builds them with a dozen ops (a bincount, a cumsum and their checks),
+  each of which a served request pays for.
+  """
+  split = tf.raw_ops.StringSplitV2(input=text, sep="")
+  rows = tf.range(tf.size(text, out_type=tf.int64) + 1)
+  row_splits = tf.raw_ops.LowerBound(sorted_inputs=split.indices[tf.newaxis, :, 0],
+                                     values=rows[tf.newaxis], out_type=tf.int64)[0]
+  return tf.RaggedTensor.from_row_splits(split.values, row_splits, validate=False)
+
+
 class InGraphTokenizer(tf.Module):
   """BERT WordPiece tokenization made of TensorFlow ops, equal to the reference FullTokenizer.
 
@@ -318,21 +335,39 @@ class InGraphTokenizer(tf.Module):
     text = tf_text.normalize_utf8(text, "NFD")
     return tf.strings.regex_replace(text, self._patterns["mark"], "")
 
-  def _split_words(self, text: tf.Tensor) -> tf.RaggedTensor:
-    p = self._patterns
+  def _clean(self, text: tf.Tensor) -> tf.Tensor:
+    """Invalid bytes dropped (drop_invalid_utf8), deleted characters deleted, lower-cased
+    (do_lower_case): any UTF-8 text."""
     if self.drop_invalid_utf8:
       text = tf.strings.unicode_transcode(
           text, "UTF-8", "UTF-8", errors="ignore", replace_control_characters=False)
-    text = tf.strings.regex_replace(text, p["remove"], "")
+    text = tf.strings.regex_replace(text, self._patterns["remove"], "")
+    return self._lower(text) if self.do_lower_case else text
+
+  def _clean_ascii(self, text: tf.Tensor) -> tf.Tensor:
+    """_clean for ASCII text, where the Unicode passes change nothing: ASCII is valid UTF-8,
+    has no combining marks, no character that NFD decomposes or that the lower-casing fixes
+    touch, and lower-cases byte by byte (in every locale: the graph's "I" -> "i" is ASCII's
+    own rule)."""
+    text = tf.strings.regex_replace(text, self._patterns["remove"], "")
+    return tf.strings.lower(text) if self.do_lower_case else text
+
+  def _split_words(self, text: tf.Tensor) -> tf.RaggedTensor:
+    p = self._patterns
     # The original splits on whitespace and spaces out CJK before lower-casing, and splits off
     # punctuation after it. Doing all the spacing after lower-casing is the same: spaces and CJK
     # ideographs are neither cased nor case-ignorable (so final sigma sees the same context),
     # NFD keeps CJK ideographs CJK, and no character lower-cases or decomposes into whitespace.
-    if self.do_lower_case:
-      text = self._lower(text)
+    if self.drop_invalid_utf8 or self.do_lower_case:
+      # A batch of ASCII text (most English requests) skips the Unicode passes, which cost a
+      # served short text more than the rest of its tokenization.
+      ascii = tf.reduce_all(tf.strings.regex_full_match(text, "[\\x00-\\x7f]*"))
+      text = tf.cond(ascii, lambda: self._clean_ascii(text), lambda: self._clean(text))
+    else:
+      text = self._clean(text)
     text = tf.strings.regex_replace(text, p["space"], " ")
     text = tf.strings.regex_replace(text, p["alone"], r" \0 ")
-    return tf.strings.split(text)
+    return split_on_spaces(text)
 
   def _word_pieces(self, words: tf.RaggedTensor) -> tf.RaggedTensor:
     """Words [batch, (words)] -> ids [batch, (words), (pieces)]."""
@@ -357,11 +392,15 @@ class InGraphTokenizer(tf.Module):
     # words are rare, so the character count runs only for batches holding one.
     any_long = tf.reduce_any(tf.strings.length(flat) > MAX_CHARS_PER_WORD)
     pieces = tf.cond(any_long, limit_chars, lambda: raw)
-    return tf.RaggedTensor.from_row_splits(pieces, words.row_splits)
+    # Unchecked: the row splits are the words' own, which the split made valid.
+    return tf.RaggedTensor.from_row_splits(pieces, words.row_splits, validate=False)
 
   def _wordpiece_ids(self, words: tf.RaggedTensor) -> tf.RaggedTensor:
     """Words [batch, (words)] -> ids [batch, (pieces)]."""
-    return self._word_pieces(words).merge_dims(1, 2)
+    pieces = self._word_pieces(words)
+    return tf.RaggedTensor.from_row_splits(
+        pieces.flat_values, tf.gather(pieces.values.row_splits, pieces.row_splits),
+        validate=False)
 
   # --- public graph functions ---
 

@@ -221,11 +221,15 @@ def run_inference(model: inference.InferenceModel, inputs: Mapping[str, tf.Tenso
   mask = tf.cast(inputs["input_mask"], tf.int32) > 0
   lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1, keepdims=True)
   suffix_padded = tf.reduce_all(tf.equal(mask, tf.range(tf.shape(mask)[1]) < lengths))
-  return tf.cond((tf.shape(mask)[0] > 1) & suffix_padded,
-                 lambda: request_packing.call_packed(
-                     model, inputs, model.per_example, fill,
-                     max_width=model.encoder.max_positions,
-                     hidden_size=model.encoder.hidden_size),
+  # The packed path as one call that is never inlined: the tf.cond is lowered to Switch and
+  # Merge, and every op of the branch not taken still passes through the executor as a dead op,
+  # so a batch of one would step through a whole second encoder graph on each request.
+  packed = tf.function(
+      lambda values: request_packing.call_packed(
+          model, values, model.per_example, fill, max_width=model.encoder.max_positions,
+          hidden_size=model.encoder.hidden_size),
+      autograph=False, experimental_attributes={"_noinline": True})
+  return tf.cond((tf.shape(mask)[0] > 1) & suffix_padded, lambda: packed(inputs),
                  lambda: model(inputs))
 
 
@@ -332,8 +336,8 @@ class PreprocessorModule(tf.Module):
       self.bert_pack_inputs.get_concrete_function(specs, tf.TensorSpec([], tf.int32))
 
   def _serve(self, text):
-    return self.packer.pack(self.packer.tokenize(text), None,
-                            seq_length_vector(text, self.seq_length), pad_to=self.seq_length)
+    return self.packer.pack(self.packer.tokenize(text), None, int(self.seq_length),
+                            pad_to=self.seq_length)
 
   def _preprocess(self, text, text_b, seq_length):
     return self.packer.pack(self.packer.tokenize(text), self.packer.tokenize(text_b), seq_length)
@@ -398,19 +402,23 @@ class TextModule(ReusableModule):
   def _tokens(self, ids: tf.Tensor) -> tf.Tensor:
     return tf.strings.strip(self.id_to_token.lookup(tf.cast(ids, tf.int64)))
 
-  def _embed(self, inputs):
-    outputs = with_a_position(self.infer, inputs)
+  def _embed(self, inputs, positive_width: bool = False):
+    """The text model's outputs for packed inputs; positive_width: their width is known to be
+    at least 1 (a length bucket or the export's seq_length), so no padding position is added
+    for the pooler (with_a_position)."""
+    outputs = self.infer(inputs) if positive_width else with_a_position(self.infer, inputs)
     tokens = tf.where(inputs["input_mask"] > 0, self._tokens(inputs["input_word_ids"]), "")
     return dict(pooled_output=outputs["pooled_output"],
                 sequence_output=outputs["sequence_output"],
                 input_mask=inputs["input_mask"], tokens=tokens)
 
   def _pack(self, text):
-    return self.packer.pack(self.packer.tokenize(text), None,
-                            seq_length_vector(text, self.seq_length), pad_to=self.seq_length)
+    return self.packer.pack(self.packer.tokenize(text), None, int(self.seq_length),
+                            pad_to=self.seq_length)
 
   def _serve(self, text):
-    return self._embed(self._pack_single(text))
+    # Padded to a length bucket or to seq_length: never 0 positions, even for an empty batch.
+    return self._embed(self._pack_single(text), positive_width=True)
 
   def _call(self, text, training):
     inputs = self._pack_single(text)
@@ -427,8 +435,8 @@ class TextModule(ReusableModule):
 
   def _fill_mask(self, text):
     # M = the most [MASK]s in one row of the batch (after truncation), K = top_k.
-    inputs = self.packer.pack(self.packer.tokenize_with_masks(text), None,
-                              seq_length_vector(text, self.seq_length), pad_to=self.seq_length)
+    inputs = self.packer.pack(self.packer.tokenize_with_masks(text), None, int(self.seq_length),
+                              pad_to=self.seq_length)
     ids = inputs["input_word_ids"]
     is_mask = tf.equal(ids, self.packer.mask_id)
     all_positions = tf.broadcast_to(tf.range(tf.shape(ids)[1], dtype=tf.int32), tf.shape(ids))

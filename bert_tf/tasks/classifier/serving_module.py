@@ -53,6 +53,8 @@ class ClassifierModule(ReusableModule):
     # Traced once and called by every entry point (tracing the packing is the slow part).
     self._pack_texts = tf.function(self._pack, input_signature=[_STRINGS, _STRINGS],
                                    autograph=False)
+    # A single text's packing: the inputs an empty text_b gives, without tokenizing it.
+    self._pack_single = tf.function(self._pack_one, input_signature=[_STRINGS], autograph=False)
     self.classify = tf.function(self._classify, input_signature=[_STRINGS, _STRINGS],
                                 autograph=False)
     if pair:
@@ -66,14 +68,20 @@ class ClassifierModule(ReusableModule):
     self.make_reusable(model, self._call, [_STRINGS, dict(text=_STRINGS, text_b=_STRINGS)])
 
   def _serve_single(self, text):
-    return self._classify(text, tf.fill(tf.shape(text), ""))
+    return self._answers(self._run(self._pack_single(text)))
 
   def _pack(self, text, text_b):
     return self.packer.pack(self.packer.tokenize(text), self.packer.tokenize(text_b),
                             seq_length_vector(text, self.seq_length), pad_to=self.seq_length)
 
+  def _pack_one(self, text):
+    return self.packer.pack(self.packer.tokenize(text), None, int(self.seq_length),
+                            pad_to=self.seq_length)
+
   def _logits(self, text, text_b, training=False):
-    inputs = self._pack_texts(text, text_b)
+    return self._run(self._pack_texts(text, text_b), training)
+
+  def _run(self, inputs, training=False):
     inputs = {key: inputs[key] for key in ENCODER_INPUTS}
     outputs = self.model(inputs, training=True) if training else self.infer(inputs)
     return tf.cast(outputs["logits"], tf.float32)
@@ -89,7 +97,10 @@ class ClassifierModule(ReusableModule):
     return dict(logits=logits, probabilities=tf.nn.softmax(logits, axis=-1))
 
   def _classify(self, text, text_b):
-    logits = self._logits(text, text_b)
+    return self._answers(self._logits(text, text_b))
+
+  def _answers(self, logits):
+    """The signatures' outputs from the logits [B, C]."""
     if self.regression:
       return dict(score=logits[:, 0])
     probabilities = tf.nn.softmax(logits, axis=-1)
