@@ -361,8 +361,8 @@ class InGraphTokenizer(tf.Module):
     if self.drop_invalid_utf8 or self.do_lower_case:
       # A batch of ASCII text (most English requests) skips the Unicode passes, which cost a
       # served short text more than the rest of its tokenization.
-      ascii = tf.reduce_all(tf.strings.regex_full_match(text, "[\\x00-\\x7f]*"))
-      text = tf.cond(ascii, lambda: self._clean_ascii(text), lambda: self._clean(text))
+      all_ascii = tf.reduce_all(tf.strings.regex_full_match(text, "[\\x00-\\x7f]*"))
+      text = tf.cond(all_ascii, lambda: self._clean_ascii(text), lambda: self._clean(text))
     else:
       text = self._clean(text)
     text = tf.strings.regex_replace(text, p["space"], " ")
