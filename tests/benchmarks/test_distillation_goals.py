@@ -263,3 +263,32 @@ def test_the_tagging_section_quotes_its_results_files():
              f"with 100 labelled sentences"]
   for text in quoted:
     assert text in page, text
+
+
+class _Stop(Exception):
+  """Ends a benchmark run at its first training run (the teacher's), once its settings are
+  seen."""
+
+
+@pytest.mark.parametrize("program", ["sentences", "tagging"])
+def test_the_teachers_are_fine_tuned_with_a_fixed_seed(program, tmp_path, monkeypatch):
+  """Each run's teacher is fine-tuned with distillation.TEACHER_SEED, not unseeded: a rerun
+  trains the same teacher, so its students' rows move with their own seeds only."""
+  from bert_tf.tasks.classifier import run as cr  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.tagging import run as nr  # pylint: disable=g-import-not-at-top
+  seen = []
+
+  def first_run(config, settings, *args, **kwargs):  # pylint: disable=unused-argument
+    seen.append((settings.output_dir, settings.seed))
+    raise _Stop()
+
+  monkeypatch.setattr(cr, "run_classifier", first_run)
+  monkeypatch.setattr(nr, "run_ner", first_run)
+  with pytest.raises(_Stop):
+    if program == "sentences":
+      distillation.run([1], [48], 1.0, str(tmp_path))
+    else:
+      distillation.run_tagging([1], 32, 1.0, 1.0, str(tmp_path))
+  (output_dir, seed), = seen
+  assert "teacher" in os.path.basename(output_dir)
+  assert seed == distillation.TEACHER_SEED == 0
