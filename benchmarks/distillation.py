@@ -252,10 +252,10 @@ def _phase_clock():
   clock moves with their load, the CPU time much less."""
   from bert_tf.tasks import fine_tuning  # pylint: disable=g-import-not-at-top
   seconds = {}
-  # pylint: disable=protected-access
-  originals = dict(train_seconds=fine_tuning.fine_tune,
-                   cache_seconds=fine_tuning._cache_teacher,
-                   teacher_seconds=fine_tuning._teach)
+  # The phase each key times -> the function of fine_tuning that runs it.
+  phases = dict(train_seconds="fine_tune", cache_seconds="_cache_teacher",
+                teacher_seconds="_teach")
+  originals = {key: getattr(fine_tuning, name) for key, name in phases.items()}
 
   def timed(key, function):
     def call(*args, **kwargs):
@@ -267,16 +267,13 @@ def _phase_clock():
         cpu_key = key.replace("_seconds", "_cpu_seconds")
         seconds[cpu_key] = seconds.get(cpu_key, 0.0) + time.process_time() - cpu
     return call
-  fine_tuning.fine_tune = timed("train_seconds", originals["train_seconds"])
-  fine_tuning._cache_teacher = timed("cache_seconds", originals["cache_seconds"])
-  fine_tuning._teach = timed("teacher_seconds", originals["teacher_seconds"])
+  for key, name in phases.items():
+    setattr(fine_tuning, name, timed(key, originals[key]))
   try:
     yield seconds
   finally:
-    fine_tuning.fine_tune = originals["train_seconds"]
-    fine_tuning._cache_teacher = originals["cache_seconds"]
-    fine_tuning._teach = originals["teacher_seconds"]
-  # pylint: enable=protected-access
+    for key, name in phases.items():
+      setattr(fine_tuning, name, originals[key])
 
 
 def _clock_fields(clock, result):

@@ -73,6 +73,16 @@ def test_variants_parse_and_bad_ones_are_refused():
       serving.parse_variants([bad])
 
 
+
+def test_existing_exports_parse_and_bad_ones_are_refused(tmp_path):
+  (tmp_path / "saved_model.pb").write_bytes(b"")
+  assert serving.parse_exports([f"before:{tmp_path}"]) == [("before", str(tmp_path))]
+  for bad in ("no_colon", f":{tmp_path}", f"default:{tmp_path}", f"a b:{tmp_path}"):
+    with pytest.raises(SystemExit, match="expected NAME:FOLDER"):
+      serving.parse_exports([bad])
+  with pytest.raises(SystemExit, match="holds no saved_model.pb"):
+    serving.parse_exports([f"empty:{tmp_path / 'nothing'}"])
+
 def test_an_export_flag_bert_tf_lacks_stops_the_run_naming_it(tmp_path):
   with pytest.raises(SystemExit, match="has no flag --no_such_export_flag"):
     serving.export_ours(str(tmp_path), str(tmp_path), "future", ["--no_such_export_flag=1"], 64)
