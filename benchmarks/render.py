@@ -229,6 +229,128 @@ def pretraining_data(results_name):
   return lines
 
 
+# === Training speed: finetuning.py, squad.py, model_step.py, pretraining.py,
+# packed_pretraining.py, length_aware.py; accuracy: grouping_accuracy.py ===
+
+
+def _row(cells):
+  """A Markdown table row of the cells (an empty cell as '| |')."""
+  return re.sub(r" {2,}\|", " |", "| " + " | ".join(str(c) for c in cells) + " |")
+
+
+def measurements(results_name, rate_header, ratio_header):
+  """The script's printed table (harness.print_table's rows, as finetuning.py and squad.py write
+  them): measurement, system, the rate, the ratio, the goal."""
+  rows = read(results_name)["results"]["rows"]
+  lines = [f"| measurement | system | {rate_header} | {ratio_header} | goal |",
+           "| --- | --- | --: | --: | --- |"]
+  for row in rows:
+    lines.append(_row((row["measurement"], row["system"], row["examples_per_second"],
+                       row["ratio"], row["goal"])))
+  return lines
+
+
+def model_step(results_name):
+  """Per preset, mode and system: examples/s, tokens/s, GFLOP/s (the full model's FLOPs), the
+  share of the matmul peak and the speed against Model Garden's."""
+  rows = read(results_name)["results"]["rows"]
+  lines = ["| preset | mode | system | examples/s | tokens/s | GFLOP/s | of peak | "
+           "vs Model Garden |", "| --- | --- | --- | --: | --: | --: | --: | --: |"]
+  for row in rows:
+    ratio = row["vs_model_garden"]
+    lines.append(f"| {row['preset']} | {row['mode']} | {row['system']} | "
+                 f"{row['examples_per_second']:.2f} | {row['tokens_per_second']:,.0f} | "
+                 f"{row['gflops']:.1f} | {row['of_peak']:.0%} | "
+                 + ("-" if ratio is None else f"{ratio:.2f}x") + " |")
+  return lines
+
+
+def pretraining(results_name):
+  """Per preset and run: steps/s, examples/s (min-max over rounds), the share of the matmul peak
+  and the speed against Model Garden's (from records)."""
+  rows = read(results_name)["results"]["rows"]
+  lines = ["| preset | run | steps/s | examples/s (min-max) | fraction of matmul peak | "
+           "ours / Model Garden |", "| --- | --- | --: | --: | --: | --: |"]
+  for row in rows:
+    ratio = row["ours_over_model_garden"]
+    lines.append(f"| {row['preset']} | {row['run']} | {row['steps_per_second']:.3f} | "
+                 f"{row['examples_per_second']:.1f} ({row['min']:.1f}-{row['max']:.1f}) | "
+                 f"{row['fraction_of_peak']:.2f} | "
+                 + ("-" if ratio is None else f"{ratio:.2f}") + " |")
+  return lines
+
+
+def _spread(values, digits):
+  """median (min-max) of a list."""
+  ordered = sorted(values)
+  middle = ordered[len(ordered) // 2] if len(ordered) % 2 else (
+      ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2]) / 2
+  return f"{middle:,.{digits}f} ({ordered[0]:,.{digits}f}-{ordered[-1]:,.{digits}f})"
+
+
+def packed_pretraining(results_name):
+  """Per packing mode: instances/s and real tokens/s (median (min-max) over rounds), the share
+  of computed positions that are real tokens, real tokens/s over the unpacked rows' (round by
+  round) and the goal."""
+  rows = read(results_name)["results"]["rows"]
+  lines = ["| system | instances/s | real tokens/s | real tokens / positions | "
+           "real tokens/s vs unpacked | goal |", "| --- | --: | --: | --: | --: | --- |"]
+  for row in rows:
+    ratio = _spread(row["over_unpacked"], 2) if row["over_unpacked"] else ""
+    lines.append(_row((f"ours, {row['system']}", _spread(row["instances_per_second"], 2),
+                       _spread(row["real_tokens_per_second"], 0),
+                       f"{row['real_token_share']:.0%}", ratio, row["goal"])))
+  return lines
+
+
+def length_aware(results_name, tasks=None):
+  """The training table of length_aware.py (rows of `tasks`, all when None): task, system,
+  examples/s, ours over the peer round by round, the goal, real-token GFLOP/s."""
+  rows = read(results_name)["results"]["training"]
+  lines = ["| task | system | examples/s | ratio | goal | real-token GFLOP/s |",
+           "| --- | --- | --: | --: | --- | --: |"]
+  for row in rows:
+    if tasks is None or any(row["task"].startswith(task) for task in tasks):
+      lines.append(_row((row["task"], row["system"], row["examples_per_second"], row["ratio"],
+                         row["goal"], row["real_token_gflops"])))
+  return lines
+
+
+GROUPING_SCORES = {"author": (("eval_accuracy", "accuracy", 4),),
+                   "squad": (("f1", "F1", 1), ("exact_match", "EM", 1))}
+
+
+def grouping_accuracy(results_name):
+  """Per task and setting: each seed's dev score, their mean and standard deviation. (The
+  file's training examples/s are left out: the commands run on whatever cores are free, and
+  length_aware.py measures the speed.)"""
+  import statistics  # pylint: disable=g-import-not-at-top
+  import grouping_accuracy as script  # pylint: disable=g-import-not-at-top
+  saved = read(results_name)["results"]
+  seeds = saved["settings"]["seeds"]
+  lines = ["| task | setting | " + " | ".join(f"seed {s}" for s in seeds)
+           + " | mean (sd) |", "| --- | --- |" + " --: |" * (len(seeds) + 1)]
+  for task, runs in saved["runs"].items():
+    scores = GROUPING_SCORES[task]
+    for setting in saved["settings"]["settings"]:
+      by_seed = {r["seed"]: r for r in runs if r["setting"] == setting}
+      if not by_seed:
+        continue
+      mine = list(by_seed.values())
+      cells = [" / ".join(f"{by_seed[seed][key]:.{digits}f}" for key, _, digits in scores)
+               if seed in by_seed else "-" for seed in seeds]
+      summary = []
+      for key, _, digits in scores:
+        column = [r[key] for r in mine]
+        sd = statistics.stdev(column) if len(column) > 1 else 0.0
+        summary.append(f"{statistics.mean(column):.{digits}f} ({sd:.{digits}f})")
+      label = task + " (" + " / ".join(name for _, name, _ in scores) + ")"
+      flags = " ".join(script.SETTINGS[setting])
+      lines.append(f"| {label} | `{flags}` | " + " | ".join(cells) + " | "
+                   + " / ".join(summary) + " |")
+  return lines
+
+
 # === Multiple choice (multiple_choice.py) ===
 
 MULTIPLE_CHOICE_ROWS = {
@@ -627,6 +749,12 @@ TABLES = {
          "hf": "Hugging Face BertForPreTraining (gathered)",
          "hf_mlm": "Hugging Face `run_mlm` way (masked LM only)"}, (1.5, 2.0, 2.5), False, False),
     "time_to_quality_runs": time_to_quality_runs,
+    "finetuning_2026-12-06": lambda: measurements(
+        "finetuning_2026-12-06.json", "examples/s", "ours / this"),
+    "grouping_accuracy_2026-12-06": lambda: grouping_accuracy("grouping_accuracy_2026-12-06.json"),
+    "model_step_2026-12-06": lambda: model_step("model_step_2026-12-06.json"),
+    "squad_2026-12-06": lambda: measurements(
+        "squad_2026-12-06.json", "examples/s (data step: questions/s)", "ratio"),
     "main_job_2026-12-05": lambda: main_job("main_job_2026-12-05.json"),
 }
 

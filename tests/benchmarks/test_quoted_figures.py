@@ -286,3 +286,60 @@ def test_the_cheaper_teacher_pass_is_quoted_from_its_results_file():
     assert quoted in page, quoted
   assert ratio["median"] <= 1.2 < statistics.median(
       f["cost"]["cpu_cached_with_cache_pass"]["per_seed"].values())
+
+
+def _measured(name, measurement, system_prefix):
+  """The ratio cell (a float) of a harness.print_table row of results file `name`."""
+  (row,) = [r for r in _json(name)["results"]["rows"]
+            if r["measurement"] == measurement and r["system"].startswith(system_prefix)]
+  return row["ratio"]
+
+
+def test_the_training_speed_headlines_are_quoted_from_their_results_files():
+  """benchmarks/README.md's summary rows of fine-tuning, SQuAD and the model step: the ratios
+  they quote are those of the committed files."""
+  page = _read("benchmarks", "README.md")
+  fine = "finetuning_2026-12-06.json"
+  classifier = [_measured(fine, f"fine-tune {p}", s) for p in ("mini", "small")
+                for s in ("Model Garden", "HF")]
+  tagger = [_measured(fine, f"tagging {p}", s) for p in ("mini", "small")
+            for s in ("Model Garden", "HF")]
+  conversion = _measured(fine, "conversion, 5000 pairs", "original-equivalent")
+  assert classifier[0] == classifier[1]  # "1.74x Model Garden's and Hugging Face's"
+  span = lambda cells: (f"{min(cells)[:-1]}-{max(cells)}" if min(cells) != max(cells)
+                        else max(cells))  # "1.53x", "1.55x" -> "1.53-1.55x"
+  assert (f"classifier {classifier[0]} Model Garden's and Hugging Face's examples/s at Mini, "
+          f"{span(classifier[2:])} at Small; tagger {span(tagger[:2])} at Mini, "
+          f"{span(tagger[2:])} at Small; conversion to records {conversion} the original's "
+          "way") in page
+  squad = "squad_2026-12-06.json"
+  training = [_measured(squad, f"fine-tune {p}, seq 128", s) for p in ("mini", "small")
+              for s in ("Model Garden", "HF")]
+  conversion = [r["ratio"] for r in _json(squad)["results"]["rows"] if r["ratio"]][:3]
+  assert (f"data step: {conversion[0]} the original's conversion, {span(conversion[1:])} its "
+          f"post-processing; training {span(training[0::2])} Model Garden's examples/s, "
+          f"{span(training[1::2])} Hugging Face's") in page
+  step = {(r["preset"], r["mode"], r["system"]): r
+          for r in _json("model_step_2026-12-06.json")["results"]["rows"]}
+  versus_hf = [step[(p, "train", "ours")]["examples_per_second"]
+               / step[(p, "train", "hf_torch")]["examples_per_second"] for p in ("mini", "small")]
+  assert (f"training step {step[('mini', 'train', 'ours')]['vs_model_garden']:.2f}x Model "
+          f"Garden's examples/s at Mini, {step[('small', 'train', 'ours')]['vs_model_garden']:.2f}x"
+          f" at Small; {min(versus_hf):.1f}-{max(versus_hf):.1f}x Hugging Face's") in page
+
+
+def test_the_grouping_accuracy_figures_are_quoted_from_their_results_file():
+  import statistics  # pylint: disable=g-import-not-at-top
+  runs = _json("grouping_accuracy_2026-12-06.json")["results"]["runs"]
+  mean = lambda task, setting, key: statistics.mean(
+      r[key] for r in runs[task] if r["setting"] == setting)
+  grouped = mean("author", "group_by_length", "eval_accuracy")
+  plain = mean("author", "nogroup_by_length", "eval_accuracy")
+  readme = " ".join(_read("README.md").split())
+  assert f"({grouped:.4f} grouped against {plain:.4f}, three seeds each)" in readme
+  f1 = [r["f1"] for r in runs["squad"]]
+  assert (f"(F1 {mean('squad', 'group_by_length', 'f1'):.1f} grouped against "
+          f"{mean('squad', 'nogroup_by_length', 'f1'):.1f} in the plain order, the means of three "
+          f"seeds whose F1 spans {min(f1):.0f} to {max(f1):.0f}") in readme
+  page = " ".join(_read("benchmarks", "README.md").split())
+  assert f"author task, three seeds: {grouped:.4f} grouped against {plain:.4f}" in page

@@ -115,3 +115,46 @@ def test_the_multiple_choice_seeds_table_pairs_each_seed(tmp_path, monkeypatch):
       "| median | 0.470 | 0.450 | +2.0 |",
       # differences 2, -1, 2: mean 1, standard deviation sqrt(3), over sqrt(3) seeds: 1.0.
       "| mean, its standard error; range | | | +1.0 ± 1.0; -1.0 to +2.0 |"]
+
+
+def test_the_training_speed_and_grouping_tables_read_their_files(tmp_path, monkeypatch):
+  """model_step.py's, packed_pretraining.py's and grouping_accuracy.py's tables from small files:
+  a missing Model Garden ratio prints '-', spreads are median (min-max) over rounds, and the
+  grouping table gives each seed's score with the mean and standard deviation per setting."""
+  import json  # pylint: disable=g-import-not-at-top
+  write = lambda name, results: (tmp_path / name).write_text(json.dumps({"results": results}))
+  write("step.json", {"rows": [
+      dict(preset="mini", mode="train", system="ours", examples_per_second=17.614,
+           tokens_per_second=2254.6, gflops=40.25, of_peak=0.5432, vs_model_garden=1.447),
+      dict(preset="mini", mode="train", system="hf_torch", examples_per_second=4.5,
+           tokens_per_second=576.0, gflops=10.0, of_peak=0.1, vs_model_garden=None)]})
+  write("packed.json", {"rows": [
+      dict(system="unpacked", instances_per_second=[10.0, 12.0, 11.0],
+           real_tokens_per_second=[500.0, 600.0, 550.0], real_token_share=0.5,
+           over_unpacked=None, goal=""),
+      dict(system="static", instances_per_second=[18.0, 20.0, 19.0, 25.0],
+           real_tokens_per_second=[900.0, 1000.0, 950.0, 1250.0], real_token_share=0.914,
+           over_unpacked=[1.8, 1.667, 1.727], goal=">= 1.6x: met")]})
+  write("grouping.json", {
+      "settings": {"seeds": [1, 2, 3], "settings": ["group_by_length", "nogroup_by_length"]},
+      "runs": {"author": [
+          dict(setting="group_by_length", seed=2, eval_accuracy=0.92, examples_per_second=1.0),
+          dict(setting="group_by_length", seed=1, eval_accuracy=0.91, examples_per_second=1.0),
+          dict(setting="group_by_length", seed=3, eval_accuracy=0.93, examples_per_second=1.0),
+          dict(setting="nogroup_by_length", seed=1, eval_accuracy=0.9, examples_per_second=1.0)],
+               "squad": [dict(setting="group_by_length", seed=1, f1=40.04, exact_match=20.0,
+                              examples_per_second=1.0)]}})
+  monkeypatch.setattr(render, "RESULTS", str(tmp_path))
+  assert render.model_step("step.json")[2:] == [
+      "| mini | train | ours | 17.61 | 2,255 | 40.2 | 54% | 1.45x |",
+      "| mini | train | hf_torch | 4.50 | 576 | 10.0 | 10% | - |"]
+  packed = render.packed_pretraining("packed.json")
+  assert packed[2] == "| ours, unpacked | 11.00 (10.00-12.00) | 550 (500-600) | 50% | | |"
+  # An even count of rounds takes the mean of the middle two.
+  assert packed[3] == ("| ours, static | 19.50 (18.00-25.00) | 975 (900-1,250) | 91% | "
+                       "1.73 (1.67-1.80) | >= 1.6x: met |")
+  assert render.grouping_accuracy("grouping.json")[2:] == [
+      "| author (accuracy) | `--group_by_length` | 0.9100 | 0.9200 | 0.9300 | 0.9200 (0.0100) |",
+      "| author (accuracy) | `--nogroup_by_length --packing=none` | 0.9000 | - | - | "
+      "0.9000 (0.0000) |",
+      "| squad (F1 / EM) | `--group_by_length` | 40.0 / 20.0 | - | - | 40.0 (0.0) / 20.0 (0.0) |"]
