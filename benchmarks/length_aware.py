@@ -74,7 +74,9 @@ The shared knobs (--batch_size, --seq_length, --num_labels, --tagging_labels, --
 finetuning.py's and squad.py's flags (this script imports squad for squad_from_corpora and both
 for their Model Garden pieces); the timing rounds are harness.measure_training's.
 
-The tables go to benchmarks/results/length_aware_DATE.json (benchmarks/results_file.py).
+The tables go to benchmarks/results/length_aware_DATE.json (benchmarks/results_file.py),
+rewritten after each task ("complete": false until the run ends), so a run cut short keeps the
+tasks it finished. squad runs only the systems of --squad_systems (memory: see its help).
 --smoke: configs/bert_config_tiny.json, the short sentences only (64 examples, batch 8), one
 warm-up step and one round of one step, Hugging Face left out, and the serving rows left out
 (their two SavedModel exports take most of a minute; --smoke --noskip_serving keeps them, with
@@ -106,6 +108,10 @@ flags.DEFINE_list("length_tasks", list(TASKS), "Training distributions to time: 
 flags.DEFINE_integer("examples", 1600, "Examples of each distribution (records written).")
 flags.DEFINE_integer("squad_steps", 1, "Timed steps per round for squad (384-long windows).")
 flags.DEFINE_integer("squad_warmup_steps", 1, "Untimed steps per system for squad.")
+flags.DEFINE_list("squad_systems", ["ours_packed", "ours_static", "ours", "hf_dynamic"],
+                  "The systems of --systems that also run squad. Every system's model, optimizer "
+                  "and compiled steps stay in memory while the systems take turns, and at 384 "
+                  "positions all of the default systems together need more than 23 GB.")
 flags.DEFINE_string("length_buckets", "auto", "Our buckets (bert_tf.length_buckets.parse).")
 flags.DEFINE_string("bert_config_file", "", "Model sizes; default MiniLM-L6 (L6 H384 A12 I1536).")
 flags.DEFINE_bool("skip_serving", False, "Leave out the serving rows.")
@@ -453,8 +459,13 @@ def training_rows(np, task, config, corpora, tokenizer, directory, peak):
         f"{','.join(map(str, buckets))} (grouped)", flush=True)
   steps = FLAGS.squad_steps if task == "squad" else FLAGS.steps
   warmup_steps = FLAGS.squad_warmup_steps if task == "squad" else FLAGS.warmup_steps
+  timed = ([s for s in FLAGS.systems if s in FLAGS.squad_systems] if task == "squad"
+           else FLAGS.systems)
+  if len(timed) < len(FLAGS.systems):
+    print(f"{task}: left out by --squad_systems: "
+          f"{', '.join(s for s in FLAGS.systems if s not in timed)}", flush=True)
   settings = types.SimpleNamespace(
-      systems=FLAGS.systems, warmup_steps=warmup_steps, steps=steps,
+      systems=timed, warmup_steps=warmup_steps, steps=steps,
       rounds=FLAGS.rounds, batch_size=FLAGS.batch_size, learning_rate=FLAGS.learning_rate,
       threads=FLAGS.threads)
   total = warmup_steps + steps * FLAGS.rounds
@@ -486,7 +497,7 @@ def training_rows(np, task, config, corpora, tokenizer, directory, peak):
   shares = {}
   packed = packings(path, seq)
   for system in ("ours_packed", "ours_static"):
-    if system in FLAGS.systems:
+    if system in timed:
       shares[system] = packed_shares(task, path, seq, buckets if system == "ours_packed"
                                      else None, packed[system], total)
   computed = {"ours": np.mean(widths["file"]), "ours_fixed": seq}
@@ -498,7 +509,7 @@ def training_rows(np, task, config, corpora, tokenizer, directory, peak):
 
   rows = []
   label = f"{task} (mean {np.mean(all_lengths):.0f} of {seq})"
-  for system in FLAGS.systems:
+  for system in timed:
     if system in skipped:
       rows.append((label, NAMES[system], f"skipped: {skipped[system]}", "", "", ""))
       continue
@@ -586,7 +597,7 @@ def serving_rows(np, tf, config, texts, directory):
        spread(throughput["auto"], 1), f"{spread(throughput_ratios)} higher",
        harness.goal_text(statistics.median(latency_ratios), SERVING_LATENCY_GOAL) +
        " (batch-1 latency)"),
-      ("length_buckets none (fixed, today)", spread(latency["none"]), "",
+      ("length_buckets none (fixed length)", spread(latency["none"]), "",
        spread(throughput["none"], 1), "", "")]
 
 
@@ -637,11 +648,19 @@ def main():
   peak = peers.matmul_peak_gflops(tf)
   print(f"float32 matmul peak at {FLAGS.threads} thread(s): {peak:.1f} GFLOP/s", flush=True)
   rows, serving = [], []
+  sizes = (f"L{config.num_hidden_layers} H{config.hidden_size} A{config.num_attention_heads} "
+           f"I{config.intermediate_size}")
+  # One path for the whole run: the file is rewritten after each task, so a run cut short
+  # (killed, out of memory) keeps the tasks it finished, marked incomplete.
+  path = FLAGS.results_file or finetuning.results_file.default_path(
+      "length_aware", FLAGS.smoke, time.strftime("%Y-%m-%d", time.gmtime()))
+  save = lambda complete: write_results(sizes, peak, rows, serving, complete, path)
   with tempfile.TemporaryDirectory() as directory:
     for task in FLAGS.length_tasks:
       task_rows = training_rows(np, task, config, corpora, tokenizer, directory, peak)
       print_training_table(task_rows)  # now, so a run cut short keeps its finished tasks
       rows.extend(task_rows)
+      save(complete=False)
       keras.utils.clear_session(free_memory=True)  # the task's models and steps go
     if not FLAGS.skip_serving:
       print("serving", flush=True)
@@ -649,8 +668,6 @@ def main():
                                                    32 * FLAGS.serving_batches),
                            SHORT_RANGE, random.Random(f"{FLAGS.data_seed}-serving"), pair=False)
       serving = serving_rows(np, tf, config, texts, directory)
-  sizes = (f"L{config.num_hidden_layers} H{config.hidden_size} A{config.num_attention_heads} "
-           f"I{config.intermediate_size}")
   print(f"\n{sizes}, batch {FLAGS.batch_size}, max length {FLAGS.seq_length} (squad "
         f"{FLAGS.max_seq_length}), length buckets {FLAGS.length_buckets}, {FLAGS.threads} "
         f"thread(s), {FLAGS.warmup_steps} warm-up steps then {FLAGS.rounds} rounds x "
@@ -670,6 +687,11 @@ def main():
     print("| --- | --: | --: | --: | --: | --- |")
     for row in serving:
       print("| " + " | ".join(row) + " |")
+  save(complete=True)
+
+
+def write_results(sizes, peak, rows, serving, complete, path):
+  """The results file of the rows so far (`complete` False while tasks remain)."""
   training_keys = ("task", "system", "examples_per_second", "ratio", "goal",
                    "real_token_gflops")
   serving_keys = ("export", "batch1_latency_ms", "latency_ratio", "batch32_texts_per_second",
@@ -678,12 +700,11 @@ def main():
       settings=dict(sizes=sizes, batch_size=FLAGS.batch_size, seq_length=FLAGS.seq_length,
                     length_buckets=FLAGS.length_buckets, threads=FLAGS.threads,
                     warmup_steps=FLAGS.warmup_steps, rounds=FLAGS.rounds, steps=FLAGS.steps,
-                    tasks=FLAGS.length_tasks, examples=FLAGS.examples),
-      matmul_peak_gflops=peak, kernels=peers.kernels_text(),
+                    tasks=FLAGS.length_tasks, examples=FLAGS.examples,
+                    squad_systems=FLAGS.squad_systems),
+      complete=complete, matmul_peak_gflops=peak, kernels=peers.kernels_text(),
       training=[dict(zip(training_keys, row)) for row in rows],
-      serving=[dict(zip(serving_keys, row)) for row in serving]), FLAGS.smoke,
-      FLAGS.results_file)
-
+      serving=[dict(zip(serving_keys, row)) for row in serving]), FLAGS.smoke, path)
 
 if __name__ == "__main__":
   harness.run(main, FLAGS, hf_model)

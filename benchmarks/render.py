@@ -316,6 +316,86 @@ def length_aware(results_name, tasks=None):
   return lines
 
 
+def length_aware_serving(results_name):
+  """length_aware.py's serving rows: the classifier export with and without length buckets."""
+  lines = ["| export | batch 1 latency (ms) | latency ratio | batch 32 (texts/s) | throughput "
+           "ratio | goal |", "| --- | --: | --: | --: | --: | --- |"]
+  for row in read(results_name)["results"]["serving"]:
+    # Older runs named the fixed-length export "(fixed, today)".
+    export = row["export"].replace("(fixed, today)", "(fixed length)")
+    lines.append(_row((export, row["batch1_latency_ms"], row["latency_ratio"],
+                       row["batch32_texts_per_second"], row["throughput_ratio"], row["goal"])))
+  return lines
+
+
+# length_aware.py's system names as its results file writes them, and the README's task names.
+LENGTH_AWARE_NAMES = {"ours": "ours, length buckets",
+                      "ours_packed": "ours, packed rows (exact) + length buckets",
+                      "ours_static": "ours, packed rows (static: one shape)",
+                      "ours_fixed": "ours, fixed length",
+                      "ours_grouped": "ours, length buckets + group_by_length",
+                      "hf_dynamic": "HF PyTorch, dynamic padding",
+                      "model_garden": "Model Garden, fixed length"}
+LENGTH_AWARE_TASKS = {"short": "short sentences", "tagging": "CoNLL-length tagging",
+                      "pairs": "sentence pairs", "squad": "SQuAD windows"}
+
+
+def _length_aware_by_task(results_name):
+  """{task: (its label's 'mean M of N', {system key: row})} of length_aware.py's file, in the
+  file's order."""
+  keys = {name: key for key, name in LENGTH_AWARE_NAMES.items()}
+  tasks = {}
+  for row in read(results_name)["results"]["training"]:
+    task, length = re.match(r"(\w+) \(mean (\d+ of \d+)\)", row["task"]).groups()
+    tasks.setdefault(task, (length, {}))[1][keys.get(row["system"], row["system"])] = row
+  return tasks
+
+
+def _median_of(cell):
+  """The median of a 'median (min-max)' cell (after an optional 'a / b: ' prefix), or None."""
+  match = re.search(r"(?:^|: )([0-9.]+) \(", cell)
+  return float(match.group(1)) if match else None
+
+
+def _share_of(row):
+  return re.search(r"real tokens (\d+%) of positions", row["real_token_gflops"]).group(1)
+
+
+def length_bucket_gains(results_name):
+  """README: our length-bucketed batches against our fixed length, Hugging Face's dynamic
+  padding and Model Garden, per task (ratios of the median rounds' examples/s), and the
+  serving rows' batch-1 latency."""
+  saved = read(results_name)["results"]
+  lines = ["| task (mean real length) | against our fixed length | against Hugging Face, dynamic "
+           "padding | against Model Garden |", "| --- | ---: | ---: | ---: |"]
+  for task, (length, rows) in _length_aware_by_task(results_name).items():
+    ours = _median_of(rows["ours"]["examples_per_second"])
+    cells = [f"{ours / _median_of(rows[peer]['examples_per_second']):.2f}x"
+             if peer in rows else "" for peer in ("ours_fixed", "hf_dynamic", "model_garden")]
+    lines.append(_row((f"{LENGTH_AWARE_TASKS[task]} ({length})", *cells)))
+  for row in saved["serving"]:
+    if row["latency_ratio"]:
+      lines.append(_row(("serving one short text (batch-1 latency)",
+                         f"{_median_of(row['latency_ratio']):.2f}x lower", "", "")))
+  return lines
+
+
+def packed_row_gains(results_name):
+  """README: packed rows per task: the real-token share of exact packing and of length buckets,
+  exact against our buckets and against Hugging Face's dynamic padding, static against our fixed
+  length (each the median of the round-by-round ratios)."""
+  lines = ["| task (mean real length) | real tokens / positions: exact, buckets | exact vs our "
+           "buckets | exact vs Hugging Face, dynamic padding | static vs our fixed length "
+           "(TPU) |", "| --- | --- | --: | --: | --: |"]
+  for task, (length, rows) in _length_aware_by_task(results_name).items():
+    ratio = lambda key: (f"{_median_of(rows[key]['ratio']):.2f}x"
+                         if key in rows and _median_of(rows[key]["ratio"]) else "")
+    lines.append(_row((f"{LENGTH_AWARE_TASKS[task]} ({length})",
+                       f"{_share_of(rows['ours_packed'])}, {_share_of(rows['ours'])}",
+                       ratio("ours"), ratio("hf_dynamic"), ratio("ours_fixed"))))
+  return lines
+
+
 GROUPING_SCORES = {"author": (("eval_accuracy", "accuracy", 4),),
                    "squad": (("f1", "F1", 1), ("exact_match", "EM", 1))}
 
@@ -752,7 +832,19 @@ TABLES = {
     "finetuning_2026-12-06": lambda: measurements(
         "finetuning_2026-12-06.json", "examples/s", "ours / this"),
     "grouping_accuracy_2026-12-06": lambda: grouping_accuracy("grouping_accuracy_2026-12-06.json"),
+    "grouping_accuracy_static_2026-12-06": lambda: grouping_accuracy(
+        "grouping_accuracy_static_2026-12-06.json"),
     "model_step_2026-12-06": lambda: model_step("model_step_2026-12-06.json"),
+    "pretraining_2026-12-06": lambda: pretraining("pretraining_2026-12-06.json"),
+    "packed_pretraining_2026-12-06": lambda: packed_pretraining(
+        "packed_pretraining_2026-12-06.json"),
+    "packed_pretraining_readme_2026-12-06": lambda: packed_pretraining(
+        "packed_pretraining_2026-12-06.json"),
+    "length_aware_2026-12-06": lambda: length_aware("length_aware_2026-12-06.json"),
+    "length_aware_serving_2026-12-06": lambda: length_aware_serving(
+        "length_aware_2026-12-06.json"),
+    "length_bucket_gains_2026-12-06": lambda: length_bucket_gains("length_aware_2026-12-06.json"),
+    "packed_row_gains_2026-12-06": lambda: packed_row_gains("length_aware_2026-12-06.json"),
     "squad_2026-12-06": lambda: measurements(
         "squad_2026-12-06.json", "examples/s (data step: questions/s)", "ratio"),
     "main_job_2026-12-05": lambda: main_job("main_job_2026-12-05.json"),

@@ -343,3 +343,58 @@ def test_the_grouping_accuracy_figures_are_quoted_from_their_results_file():
           f"seeds whose F1 spans {min(f1):.0f} to {max(f1):.0f}") in readme
   page = " ".join(_read("benchmarks", "README.md").split())
   assert f"author task, three seeds: {grouped:.4f} grouped against {plain:.4f}" in page
+
+
+def test_the_length_aware_headlines_are_quoted_from_their_results_files():
+  """benchmarks/README.md's summary rows of packed rows and length buckets: the ratios they
+  quote are the rendered tables' (benchmarks/render.py reads the committed file)."""
+  import render  # pylint: disable=g-import-not-at-top
+  name = "length_aware_2026-12-06.json"
+  cells = lambda lines: {line.split(" | ")[0][2:].split(" (")[0]: line.split(" | ")[1:]
+                         for line in lines[2:]}
+  gains = cells(render.length_bucket_gains(name))
+  packed = cells(render.packed_row_gains(name))
+  page = _read("benchmarks", "README.md")
+  short = gains["short sentences"]
+  assert (f"short sentences {short[0]} our fixed length, {short[1]} Hugging Face's dynamic "
+          f"padding, {short[2][:-2]} Model Garden; serving one short text "
+          f"{gains['serving one short text'][0]} latency") in page
+  hf = {task: packed[task][2] for task in packed}
+  assert (f"exact packing against Hugging Face's dynamic padding: {hf['short sentences']} on "
+          f"short sentences, {hf['sentence pairs']} on pairs, {hf['CoNLL-length tagging']} on "
+          f"tagging, {hf['SQuAD windows']} on SQuAD windows; {packed['short sentences'][1]} our "
+          f"length buckets on short sentences; static {packed['short sentences'][3][:-2]} our "
+          "fixed length") in page
+  rows = {r["system"]: r for r in _json("packed_pretraining_2026-12-06.json")["results"]["rows"]}
+  median = lambda values: sorted(values)[len(values) // 2]
+  assert (f"pretraining at 512 on short documents {median(rows['exact']['over_unpacked']):.2f}x "
+          f"(exact) and {median(rows['static']['over_unpacked']):.2f}x (static)") in page
+  pretraining = {r["run"]: r for r in _json("pretraining_2026-12-06.json")["results"]["rows"]}
+  assert (f"`run_pretraining` on BERT-Mini "
+          f"{pretraining['ours, records']['ours_over_model_garden']:.2f}x Model Garden's "
+          f"examples/s, {pretraining['ours, records, --cpu_towers=2']['ours_over_model_garden']:.2f}"
+          "x with `--cpu_towers=2`") in page
+
+
+def test_the_group_by_length_speed_is_quoted_from_its_results_file():
+  rows = _json("length_aware_2026-12-06.json")["results"]["training"]
+  gain = {r["task"].split(" ")[0]: r["ratio"].split(": ")[1].split(" ")[0] for r in rows
+          if r["system"] == "ours, length buckets + group_by_length"}
+  readme = " ".join(_read("README.md").split())
+  assert (f"length buckets alone ({gain['short']}x; pairs {gain['pairs']}x, tagging "
+          f"{gain['tagging']}x: the group_by_length rows of") in readme
+
+
+def test_the_static_packing_accuracy_is_quoted_from_its_results_file():
+  import statistics  # pylint: disable=g-import-not-at-top
+  runs = _json("grouping_accuracy_static_2026-12-06.json")["results"]["runs"]["author"]
+  of = lambda setting, key: [r[key] for r in runs if r["setting"] == setting]
+  static, plain = of("static", "eval_accuracy"), of("unpacked", "eval_accuracy")
+  rates = [statistics.median(of(s, "examples_per_second")) for s in ("static", "unpacked")]
+  readme = " ".join(_read("README.md").split())
+  assert (f"dev accuracy {statistics.mean(static):.4f} (sd {statistics.stdev(static):.4f}) over "
+          f"three seeds against {statistics.mean(plain):.4f} (sd {statistics.stdev(plain):.4f}) "
+          f"unpacked, at {rates[0] / rates[1]:.1f}x the unpacked command's") in readme
+  page = " ".join(_read("benchmarks", "README.md").split())
+  assert (f"{rates[0]:.1f} static against {rates[1]:.1f} unpacked, "
+          f"{rates[0] / rates[1]:.1f}x, end to end") in page

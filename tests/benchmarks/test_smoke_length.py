@@ -19,6 +19,10 @@ def test_length_aware(tmp_path):
       "ours, length buckets", "ours, fixed length", "Model Garden, fixed length"]
   assert all(row["task"].startswith("short (mean") for row in results["training"])
   assert results["serving"] == []
+  # Written after the task and again at the end, so a run cut short keeps its finished tasks.
+  assert out.count("results: ") == 2 and results["complete"] is True
+  assert results["settings"]["squad_systems"] == ["ours_packed", "ours_static", "ours",
+                                                  "hf_dynamic"]
 
 
 def test_packed_pretraining(tmp_path):
