@@ -629,15 +629,16 @@ def apply_smoke():
 def main():
   if FLAGS.smoke:
     apply_smoke()
+  unknown = sorted(set(FLAGS.length_tasks) - set(TASKS))
+  unknown_systems = sorted((set(FLAGS.systems) | set(FLAGS.squad_systems)) - set(SYSTEMS))
+  if unknown or unknown_systems:
+    raise app.UsageError(f"--length_tasks / --systems / --squad_systems: unknown "
+                         f"{', '.join(unknown + unknown_systems)}; tasks: {', '.join(TASKS)}; "
+                         f"systems: {', '.join(SYSTEMS)}")
   import keras  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
-  unknown = sorted(set(FLAGS.length_tasks) - set(TASKS))
-  unknown_systems = sorted(set(FLAGS.systems) - set(SYSTEMS))
-  if unknown or unknown_systems:
-    raise app.UsageError(f"unknown task(s)/system(s) {', '.join(unknown + unknown_systems)}; "
-                         f"tasks: {', '.join(TASKS)}; systems: {', '.join(SYSTEMS)}")
   start_load = load_text()
   started = time.time()
   corpora = corpus_documents(FLAGS.corpora)
@@ -705,6 +706,7 @@ def write_results(sizes, peak, rows, serving, complete, path):
       complete=complete, matmul_peak_gflops=peak, kernels=peers.kernels_text(),
       training=[dict(zip(training_keys, row)) for row in rows],
       serving=[dict(zip(serving_keys, row)) for row in serving]), FLAGS.smoke, path)
+
 
 if __name__ == "__main__":
   harness.run(main, FLAGS, hf_model)

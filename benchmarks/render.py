@@ -303,16 +303,15 @@ def packed_pretraining(results_name):
   return lines
 
 
-def length_aware(results_name, tasks=None):
-  """The training table of length_aware.py (rows of `tasks`, all when None): task, system,
-  examples/s, ours over the peer round by round, the goal, real-token GFLOP/s."""
+def length_aware(results_name):
+  """The training table of length_aware.py: task, system, examples/s, ours over the peer round
+  by round, the goal, real-token GFLOP/s."""
   rows = read(results_name)["results"]["training"]
   lines = ["| task | system | examples/s | ratio | goal | real-token GFLOP/s |",
            "| --- | --- | --: | --: | --- | --: |"]
   for row in rows:
-    if tasks is None or any(row["task"].startswith(task) for task in tasks):
-      lines.append(_row((row["task"], row["system"], row["examples_per_second"], row["ratio"],
-                         row["goal"], row["real_token_gflops"])))
+    lines.append(_row((row["task"], row["system"], row["examples_per_second"], row["ratio"],
+                       row["goal"], row["real_token_gflops"])))
   return lines
 
 

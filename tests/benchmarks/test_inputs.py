@@ -75,3 +75,12 @@ def test_script_help_evaluates_its_defaults_from_a_clone(script):
                           capture_output=True, text=True, cwd=REPO, timeout=120, check=False)
   assert result.returncode == 0, result.stderr
   assert "usage:" in result.stdout
+
+
+def test_length_aware_names_an_unknown_squad_system_before_any_work():
+  result = subprocess.run([sys.executable, os.path.join(BENCHMARKS, "length_aware.py"),
+                           "--squad_systems=ours,hf_nope", "--results_file=/nonexistent/x.json"],
+                          capture_output=True, text=True, cwd=REPO, timeout=120, check=False)
+  assert result.returncode != 0
+  assert "--length_tasks / --systems / --squad_systems: unknown hf_nope;" in result.stderr
+  assert "tensorflow" not in result.stderr.lower()  # refused before TensorFlow was imported
