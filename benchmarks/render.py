@@ -250,34 +250,40 @@ def measurements(results_name, rate_header, ratio_header):
   return lines
 
 
+def _columns_table(rows, columns):
+  """A table of `rows` (dicts) with `columns`: (header, alignment, the cell of a row)."""
+  lines = ["| " + " | ".join(header for header, _, _ in columns) + " |",
+           "| " + " | ".join(align for _, align, _ in columns) + " |"]
+  return lines + [_row([cell(row) for _, _, cell in columns]) for row in rows]
+
+
+def _ratio_text(value, suffix=""):
+  return "-" if value is None else f"{value:.2f}{suffix}"
+
+
 def model_step(results_name):
   """Per preset, mode and system: examples/s, tokens/s, GFLOP/s (the full model's FLOPs), the
   share of the matmul peak and the speed against Model Garden's."""
-  rows = read(results_name)["results"]["rows"]
-  lines = ["| preset | mode | system | examples/s | tokens/s | GFLOP/s | of peak | "
-           "vs Model Garden |", "| --- | --- | --- | --: | --: | --: | --: | --: |"]
-  for row in rows:
-    ratio = row["vs_model_garden"]
-    lines.append(f"| {row['preset']} | {row['mode']} | {row['system']} | "
-                 f"{row['examples_per_second']:.2f} | {row['tokens_per_second']:,.0f} | "
-                 f"{row['gflops']:.1f} | {row['of_peak']:.0%} | "
-                 + ("-" if ratio is None else f"{ratio:.2f}x") + " |")
-  return lines
+  return _columns_table(read(results_name)["results"]["rows"], (
+      ("preset", "---", lambda r: r["preset"]), ("mode", "---", lambda r: r["mode"]),
+      ("system", "---", lambda r: r["system"]),
+      ("examples/s", "--:", lambda r: f"{r['examples_per_second']:.2f}"),
+      ("tokens/s", "--:", lambda r: f"{r['tokens_per_second']:,.0f}"),
+      ("GFLOP/s", "--:", lambda r: f"{r['gflops']:.1f}"),
+      ("of peak", "--:", lambda r: f"{r['of_peak']:.0%}"),
+      ("vs Model Garden", "--:", lambda r: _ratio_text(r["vs_model_garden"], "x"))))
 
 
 def pretraining(results_name):
   """Per preset and run: steps/s, examples/s (min-max over rounds), the share of the matmul peak
   and the speed against Model Garden's (from records)."""
-  rows = read(results_name)["results"]["rows"]
-  lines = ["| preset | run | steps/s | examples/s (min-max) | fraction of matmul peak | "
-           "ours / Model Garden |", "| --- | --- | --: | --: | --: | --: |"]
-  for row in rows:
-    ratio = row["ours_over_model_garden"]
-    lines.append(f"| {row['preset']} | {row['run']} | {row['steps_per_second']:.3f} | "
-                 f"{row['examples_per_second']:.1f} ({row['min']:.1f}-{row['max']:.1f}) | "
-                 f"{row['fraction_of_peak']:.2f} | "
-                 + ("-" if ratio is None else f"{ratio:.2f}") + " |")
-  return lines
+  return _columns_table(read(results_name)["results"]["rows"], (
+      ("preset", "---", lambda r: r["preset"]), ("run", "---", lambda r: r["run"]),
+      ("steps/s", "--:", lambda r: f"{r['steps_per_second']:.3f}"),
+      ("examples/s (min-max)", "--:",
+       lambda r: f"{r['examples_per_second']:.1f} ({r['min']:.1f}-{r['max']:.1f})"),
+      ("fraction of matmul peak", "--:", lambda r: f"{r['fraction_of_peak']:.2f}"),
+      ("ours / Model Garden", "--:", lambda r: _ratio_text(r["ours_over_model_garden"]))))
 
 
 def _spread(values, digits):
