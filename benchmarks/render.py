@@ -22,6 +22,7 @@ import functools
 import json
 import os
 import re
+import statistics
 import sys
 
 BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
@@ -288,10 +289,8 @@ def pretraining(results_name):
 
 def _spread(values, digits):
   """median (min-max) of a list."""
-  ordered = sorted(values)
-  middle = ordered[len(ordered) // 2] if len(ordered) % 2 else (
-      ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2]) / 2
-  return f"{middle:,.{digits}f} ({ordered[0]:,.{digits}f}-{ordered[-1]:,.{digits}f})"
+  return (f"{statistics.median(values):,.{digits}f} ({min(values):,.{digits}f}-"
+          f"{max(values):,.{digits}f})")
 
 
 def packed_pretraining(results_name):
@@ -345,12 +344,12 @@ LENGTH_AWARE_TASKS = {"short": "short sentences", "tagging": "CoNLL-length taggi
                       "pairs": "sentence pairs", "squad": "SQuAD windows"}
 
 
-def _length_aware_by_task(results_name):
-  """{task: (its label's 'mean M of N', {system key: row})} of length_aware.py's file, in the
-  file's order."""
+def _length_aware_by_task(training):
+  """{task: (its label's 'mean M of N', {system key: row})} of length_aware.py's training rows,
+  in the file's order."""
   keys = {name: key for key, name in LENGTH_AWARE_NAMES.items()}
   tasks = {}
-  for row in read(results_name)["results"]["training"]:
+  for row in training:
     task, length = re.match(r"(\w+) \(mean (\d+ of \d+)\)", row["task"]).groups()
     tasks.setdefault(task, (length, {}))[1][keys.get(row["system"], row["system"])] = row
   return tasks
@@ -373,7 +372,7 @@ def length_bucket_gains(results_name):
   saved = read(results_name)["results"]
   lines = ["| task (mean real length) | against our fixed length | against Hugging Face, dynamic "
            "padding | against Model Garden |", "| --- | ---: | ---: | ---: |"]
-  for task, (length, rows) in _length_aware_by_task(results_name).items():
+  for task, (length, rows) in _length_aware_by_task(saved["training"]).items():
     ours = _median_of(rows["ours"]["examples_per_second"])
     cells = [f"{ours / _median_of(rows[peer]['examples_per_second']):.2f}x"
              if peer in rows else "" for peer in ("ours_fixed", "hf_dynamic", "model_garden")]
@@ -392,7 +391,8 @@ def packed_row_gains(results_name):
   lines = ["| task (mean real length) | real tokens / positions: exact, buckets | exact vs our "
            "buckets | exact vs Hugging Face, dynamic padding | static vs our fixed length "
            "(TPU) |", "| --- | --- | --: | --: | --: |"]
-  for task, (length, rows) in _length_aware_by_task(results_name).items():
+  training = read(results_name)["results"]["training"]
+  for task, (length, rows) in _length_aware_by_task(training).items():
     ratio = lambda key: (f"{_median_of(rows[key]['ratio']):.2f}x"
                          if key in rows and _median_of(rows[key]["ratio"]) else "")
     lines.append(_row((f"{LENGTH_AWARE_TASKS[task]} ({length})",
@@ -409,7 +409,6 @@ def grouping_accuracy(results_name):
   """Per task and setting: each seed's dev score, their mean and standard deviation. (The
   file's training examples/s are left out: the commands run on whatever cores are free, and
   length_aware.py measures the speed.)"""
-  import statistics  # pylint: disable=g-import-not-at-top
   import grouping_accuracy as script  # pylint: disable=g-import-not-at-top
   saved = read(results_name)["results"]
   seeds = saved["settings"]["seeds"]
@@ -473,7 +472,6 @@ def multiple_choice_seeds(*results_names, ours="ours"):
   one's dev accuracy and the paired difference in points, then the medians, and the
   differences' mean with its standard error (their standard deviation over the square root of
   the seeds) and range."""
-  import statistics  # pylint: disable=g-import-not-at-top
   by_seed = {}
   for name in results_names:
     for run in read(name)["runs"]:
@@ -555,7 +553,6 @@ TTQ_RUNS = {
 
 def _training_rate(runs):
   """Median examples/s on the training clock (the first step's batch excluded, as the script)."""
-  import statistics  # pylint: disable=g-import-not-at-top
   return statistics.median((r["curve"][-1]["examples"] - r["batch_size"])
                            / r["curve"][-1]["seconds"] for r in runs)
 
@@ -600,7 +597,6 @@ def time_to_quality_runs(ours="ours_adam_bc"):
 
 
 def _median_text(values, digits, bold=False, spread=True):
-  import statistics  # pylint: disable=g-import-not-at-top
   text = f"{statistics.median(values):.{digits}f}"
   text = f"**{text}**" if bold else text
   if spread and min(values) != max(values):
@@ -612,7 +608,6 @@ def time_to_quality_systems(results_name, labels, minutes, final_bold, steps_ran
   """Per system (labels: system -> the page's name, in order): steps in the budget, examples/s
   on the training clock, masked-LM accuracy at the given minutes (median; the last with the
   seeds' min-max) and eval loss at the last point, medians over seeds."""
-  import statistics  # pylint: disable=g-import-not-at-top
   saved = read(results_name)
   points = [p / 60 for p in saved["points"]]
   indexes = [points.index(m) for m in minutes]
@@ -643,7 +638,6 @@ def time_to_quality_systems(results_name, labels, minutes, final_bold, steps_ran
 
 def _seed_cells(values, digits):
   """Each seed's value (in seed order), then their median."""
-  import statistics  # pylint: disable=g-import-not-at-top
   ordered = [value for _, value in sorted(values.items(), key=lambda kv: int(kv[0]))]
   return [f"{v:.{digits}f}" for v in ordered] + [f"{statistics.median(ordered):.{digits}f}"]
 
@@ -651,7 +645,6 @@ def _seed_cells(values, digits):
 def distillation_runs(results_name):
   """Per setting: dev accuracy per seed and the median (the taggers: token accuracy, then
   entity F1), and the median seconds of the training phase."""
-  import statistics  # pylint: disable=g-import-not-at-top
   rows = read(results_name)["rows"]
   seeds = sorted({row["seed"] for row in rows if row["seed"]})
   lines = ["| setting | steps | " + " | ".join(f"seed {s}" for s in seeds) + " | median | "
@@ -735,7 +728,6 @@ def distillation_phases(results_name):
   """Per student setting: the median over seeds of each phase's CPU seconds (the training phase,
   --cache_teacher's pass of the teacher, the teacher's loading and dev evaluation before
   training), as distillation.py's _phase_clock timed them."""
-  import statistics  # pylint: disable=g-import-not-at-top
   rows = [row for row in read(results_name)["rows"] if row["seed"]]
   keys = ("train_cpu_seconds", "cache_cpu_seconds", "teacher_cpu_seconds")
   lines = ["| setting | training phase | the teacher's pass | the teacher's loading and dev "

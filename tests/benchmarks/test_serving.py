@@ -73,7 +73,6 @@ def test_variants_parse_and_bad_ones_are_refused():
       serving.parse_variants([bad])
 
 
-
 def test_existing_exports_parse_and_bad_ones_are_refused(tmp_path):
   (tmp_path / "saved_model.pb").write_bytes(b"")
   assert serving.parse_exports([f"before:{tmp_path}"]) == [("before", str(tmp_path))]
