@@ -3,7 +3,8 @@ fine-tuned alone and distilled from a fine-tuned 6-layer teacher, side by side, 
 
   python benchmarks/distillation.py [--task=source] [--seeds=1,2,3] [--labelled=48,360]
       [--transfer] [--student_epochs=3] [--intermediate=hidden] [--keras_distiller]
-      [--cache_teacher] [--serving] [--tagging] [--goals] [--out=results.json]
+      [--cache_teacher] [--serving] [--tagging] [--goals] [--sweep=ALPHA:T,...]
+      [--out=results.json]
   python benchmarks/distillation.py --tagging_only [--tagging_labelled=32 --tagging_transfer]
 
 Task (--task=source): tests/data/classifier/source (which of three corpora a real sentence
@@ -31,6 +32,10 @@ training the same student (the same layers of the same checkpoint, the same seed
 training records, batches and steps with run_classifier's optimizer and schedule, through
 Distiller.fit; its dev accuracy on the same dev records. Its examples/s counts the training
 call whole (tracing included).
+
+--sweep adds, per ALPHA:T pair, a twin distilled at that --distill_alpha and
+--distill_temperature (the default twin runs as always), and prints each pair's median dev
+accuracy and gain over the twin alone per labelled size (the results file's "sweep").
 
 The issue's goals (--goals: the three below, and the verdicts against GOALS):
   --cache_teacher  a twin distilled with --cache_teacher (the same steps). Training cost per
@@ -208,11 +213,12 @@ INTERMEDIATE = {
 
 
 def _twins(labelled: int, transfer: bool, teacher_dir: str, workdir: str, student_epochs,
-           task: Task, intermediate=(), cached=False):
+           task: Task, intermediate=(), cached=False, sweep=()):
   """(name, extra settings) of the students: alone on the labelled sentences, distilled (with
   --transfer_file: the other training sentences, unlabelled, and the epochs cut so that both
-  take the same steps), with cached: distilled with --cache_teacher (the same steps), and
-  distilled with each `intermediate` variant's losses. Each logs its steps in two intervals
+  take the same steps), with cached: distilled with --cache_teacher (the same steps),
+  distilled with each `intermediate` variant's losses, and distilled at each (alpha,
+  temperature) of `sweep` (sweep_name). Each logs its steps in two intervals
   (--iterations_per_loop, _half): the last, which the run's examples/s is, holds no tracing."""
   distilled = dict(teacher=teacher_dir, num_train_epochs=student_epochs)
   records = labelled
@@ -230,7 +236,30 @@ def _twins(labelled: int, transfer: bool, teacher_dir: str, workdir: str, studen
     twins.append((f"{name}, cached teacher", dict(distilled, cache_teacher=True)))
   for variant in intermediate:
     twins.append((f"{name} + intermediate ({variant})", dict(distilled, **INTERMEDIATE[variant])))
+  for alpha, temperature in sweep:
+    twins.append((sweep_name(name, alpha, temperature),
+                  dict(distilled, distill_alpha=alpha, distill_temperature=temperature)))
   return twins
+
+
+def sweep_name(name: str, alpha: float, temperature: float) -> str:
+  """The setting name of a --sweep twin (its alpha and temperature in the name)."""
+  return f"{name} (alpha {alpha:g}, T {temperature:g})"
+
+
+def parse_sweep(text: str):
+  """--sweep's "ALPHA:T,ALPHA:T" as [(alpha, temperature)]; ValueError naming the bad pair."""
+  pairs = []
+  for item in filter(None, (part.strip() for part in text.split(","))):
+    alpha, sep, temperature = item.partition(":")
+    try:
+      pair = (float(alpha), float(temperature))
+    except ValueError:
+      pair = None
+    if not sep or pair is None or not 0.0 <= pair[0] <= 1.0 or pair[1] <= 0:
+      raise ValueError(f"--sweep: {item!r} is not ALPHA:T with 0 <= ALPHA <= 1 and T > 0")
+    pairs.append(pair)
+  return pairs
 
 
 def _half(records: int, epochs: float) -> int:
@@ -355,11 +384,12 @@ def keras_distiller(student_config, minilm: str, teacher_dir: str, alone_dir: st
 
 
 def run(seeds, labelled_sizes, student_epochs, workdir, transfer=False, intermediate=(),
-        with_keras=False, cached=False, export=False, task=None, teacher_epochs=2.0):
+        with_keras=False, cached=False, export=False, task=None, teacher_epochs=2.0, sweep=()):
   """The classifier's rows: the teacher, then each labelled size's twins seed by seed, on
   `task` (a Task; None: the source task).
 
-  cached: add the twin distilled with --cache_teacher. export: the teacher and the first seed's
+  cached: add the twin distilled with --cache_teacher. sweep: add a twin distilled at each
+  (alpha, temperature). export: the teacher and the first seed's
   distilled twin of the last labelled size write run_classifier's raw-text export (the command's
   exporter) for the serving measurement. Returns (rows, {"teacher"/"student": run folder,
   export folder, dev accuracy}).
@@ -393,7 +423,7 @@ def run(seeds, labelled_sizes, student_epochs, workdir, transfer=False, intermed
     data = _subset(workdir, labelled, task)
     for seed in seeds:
       for name, extra in _twins(labelled, transfer, teacher_dir, workdir, student_epochs, task,
-                                intermediate, cached):
+                                intermediate, cached, sweep):
         exported = export and name == "distilled" and labelled == labelled_sizes[-1] and \
             seed == seeds[0]
         start = time.time()
@@ -817,6 +847,40 @@ def plot(rows, serving_part, labelled, path):
   return path
 
 
+def sweep_gains(rows, labelled_sizes, transfer, pairs):
+  """Per labelled size, the default twin's and each --sweep twin's dev accuracy gain over the
+  twin alone, per seed and median: {labelled: {"alpha:T": {per_seed, median, accuracy}}}."""
+  from bert_tf.training import distillation  # pylint: disable=g-import-not-at-top
+  name = "distilled" + (" with transfer" if transfer else "")
+  found = {}
+  default = (distillation.DEFAULT_ALPHA, distillation.DEFAULT_TEMPERATURE)
+  for labelled in labelled_sizes:
+    prefix = f"student (3 layers, {labelled} labelled) "
+    alone = _by_seed(rows, prefix + "alone")
+    per_pair = {}
+    for alpha, temperature in [default] + [p for p in pairs if p != default]:
+      setting = name if (alpha, temperature) == default else sweep_name(name, alpha, temperature)
+      twins = _by_seed(rows, prefix + setting)
+      gain = {seed: twins[seed]["eval_accuracy"] - alone[seed]["eval_accuracy"]
+              for seed in twins}
+      accuracy = {seed: row["eval_accuracy"] for seed, row in twins.items()}
+      per_pair[f"{alpha:g}:{temperature:g}"] = dict(
+          per_seed=gain, median=_median_of(gain), accuracy=_median_of(accuracy))
+    found[str(labelled)] = per_pair
+  return found
+
+
+def sweep_lines(gains):
+  """The sweep's lines: per labelled size and (alpha, T), the median dev accuracy and gain."""
+  lines = []
+  for labelled, per_pair in gains.items():
+    for pair, entry in per_pair.items():
+      seeds = ", ".join(f"{g * 100:+.1f}" for g in entry["per_seed"].values())
+      lines.append(f"{labelled} labelled, alpha:T {pair}: dev accuracy {entry['accuracy']:.3f}, "
+                   f"gain over alone {entry['median'] * 100:+.1f} points (seeds {seeds})")
+  return lines
+
+
 def summary(rows):
   """Mean and standard deviation over seeds of each setting's accuracy and examples/s."""
   by_setting = {}
@@ -852,7 +916,8 @@ def main():
       rows, runs = run(seeds, labelled, args.student_epochs, workdir, transfer=args.transfer,
                        intermediate=args.variants, with_keras=args.keras_distiller,
                        cached=args.cache_teacher, export=args.serving,
-                       task=make_task(args.task, workdir), teacher_epochs=args.teacher_epochs)
+                       task=make_task(args.task, workdir), teacher_epochs=args.teacher_epochs,
+                       sweep=args.sweep_pairs)
       loads.append(("classifier runs done", os.getloadavg()))
     if args.tagging:
       rows += run_tagging(seeds, args.tagging_sentences, args.tagging_teacher_epochs,
@@ -870,7 +935,11 @@ def main():
     goals["serving"] = serving_goals(serving_part["summary"])
   lines = goal_lines(goals)
   print("\n".join(lines))
-  _write(args, dict(rows=rows, table=table, goals=goals, goal_lines=lines,
+  sweep = None
+  if args.sweep_pairs:
+    sweep = sweep_gains(rows, labelled, args.transfer, args.sweep_pairs)
+    print("\n".join(sweep_lines(sweep)))
+  _write(args, dict(rows=rows, table=table, goals=goals, goal_lines=lines, sweep=sweep,
                     serving=serving_part, load_averages=loads), labelled[-1])
 
 
@@ -896,6 +965,10 @@ def _parse_args():
   parser.add_argument("--intermediate", default="",
                       help="comma-separated variants of the intermediate losses to add a twin "
                       f"for: {', '.join(INTERMEDIATE)}")
+  parser.add_argument("--sweep", default="",
+                      help="comma-separated ALPHA:T pairs, each adding a twin distilled at that "
+                      "--distill_alpha and --distill_temperature (e.g. 0:2,0.9:2,0.5:1,0.5:4); "
+                      "the default twin (0.5:2) always runs")
   parser.add_argument("--keras_distiller", action="store_true",
                       help="add the same student trained by keras.distillation.Distiller")
   parser.add_argument("--cache_teacher", action="store_true",
@@ -928,6 +1001,10 @@ def _parse_args():
   parser.add_argument("--out", default=None)
   args = parser.parse_args()
   args.variants = [v for v in args.intermediate.split(",") if v and v != "none"]
+  try:
+    args.sweep_pairs = parse_sweep(args.sweep)
+  except ValueError as e:
+    parser.error(str(e))
   unknown = [v for v in args.variants if v not in INTERMEDIATE]
   if unknown:
     parser.error(f"--intermediate: unknown {', '.join(unknown)} (give {', '.join(INTERMEDIATE)})")
@@ -940,9 +1017,9 @@ def _parse_args():
     args.cache_teacher = args.serving = args.tagging = True
   if args.tagging_only:
     if args.goals or args.serving or args.cache_teacher or args.keras_distiller or \
-        args.intermediate or args.transfer:
+        args.intermediate or args.transfer or args.sweep_pairs:
       parser.error("--tagging_only runs no classifier rows: drop --goals, --serving, "
-                   "--cache_teacher, --keras_distiller, --intermediate and --transfer")
+                   "--cache_teacher, --keras_distiller, --intermediate, --transfer and --sweep")
     args.tagging = True
   _smoke(args)
   if args.tagging_labelled is not None and not \
@@ -980,7 +1057,7 @@ def _write(args, values, labelled):
     picture = plot(values["rows"], values["serving"], labelled,
                    os.path.splitext(path)[0] + ".png")
   values["plot"] = picture and os.path.relpath(picture, REPO)
-  arguments = {k: v for k, v in vars(args).items() if k != "variants"}
+  arguments = {k: v for k, v in vars(args).items() if k not in ("variants", "sweep_pairs")}
   results_file.write_json(path, dict(args=arguments, **values, **shared))
   print(f"results: {path}" + (f"; plot: {picture}" if picture else ""))
 

@@ -167,6 +167,26 @@ def serving_goals(results_name):
           + " | ".join(_p99_cell(summary, r) for r in rows) + " |"]
 
 
+def serving_tails(results_name):
+  """p99 / p50 at batch 1, one thread, per system and set: over the set's requests (the goal's
+  measure, the texts' spread of lengths included) and over as many requests of one text of the
+  set's median length (the tail the system adds by itself)."""
+  summary = read(results_name)["summary"]["1"]
+  rows = [r for r in SERVING_TEXT_ROWS if r in summary]
+  sets = [name for name in ("short", "medium", "long") if name in summary[rows[0]]]
+  lines = ["| batch 1, one thread: p99 / p50 | " + " | ".join(
+      f"{name}: the set's requests | {name}: one text repeated" for name in sets) + " |",
+           "| --- |" + " --: | --: |" * len(sets)]
+  for row in rows:
+    cells = []
+    for name in sets:
+      cell = summary[row][name]
+      cells += [f"{cell['p99_ms'] / cell['p50_ms']:.2f}",
+                f"{cell['same_text_p99_ms'] / cell['same_text_p50_ms']:.2f}"]
+    lines.append(f"| {SERVING_ROWS[row]} | " + " | ".join(cells) + " |")
+  return lines
+
+
 # === finetuning.py's extract_features rows and tokenization.py ===
 
 
@@ -774,7 +794,7 @@ def main_job(results_name):
 # run timed the exports (--serving): each gives PREFIX_runs_DATE and PREFIX_goals_DATE, and with
 # --serving PREFIX_serving_DATE.
 DISTILLATION_RESULTS = {
-    "distillation": ("distillation_goals_2026-12-06.json", True),
+    "distillation": ("distillation_goals_2026-12-07.json", True),
     "distillation_cost": ("distillation_cost_serving_2026-12-06.json", True),
     "distillation_cache_pass": ("distillation_cache_pass_2026-12-06.json", False),
     "distillation_books": ("distillation_books_2026-12-06.json", False),
@@ -800,10 +820,11 @@ TABLES = {
     **_distillation_tables(),
     "distillation_cache_pass_phases_2026-12-06": lambda: distillation_phases(
         "distillation_cache_pass_2026-12-06.json"),
-    "serving_peers_2026-12-06": lambda: serving_figures("serving_peers_2026-12-06.json"),
-    "serving_ratios_2026-12-06": lambda: serving_ratios("serving_peers_2026-12-06.json"),
-    "serving_summary_2026-12-06": lambda: serving_summary("serving_peers_2026-12-06.json"),
-    "serving_goals_2026-12-06": lambda: serving_goals("serving_peers_2026-12-06.json"),
+    "serving_peers_2026-12-07": lambda: serving_figures("serving_peers_2026-12-07.json"),
+    "serving_ratios_2026-12-07": lambda: serving_ratios("serving_peers_2026-12-07.json"),
+    "serving_summary_2026-12-07": lambda: serving_summary("serving_peers_2026-12-07.json"),
+    "serving_goals_2026-12-07": lambda: serving_goals("serving_peers_2026-12-07.json"),
+    "serving_tails_2026-12-07": lambda: serving_tails("serving_peers_2026-12-07.json"),
     "pretraining_data_2026-12-06": lambda: pretraining_data("pretraining_data_2026-12-06.json"),
     "tokenization_2026-12-06": lambda: tokenization("tokenization_2026-12-06.json"),
     "extract_features_2026-12-06": lambda: extract_features("extract_features_2026-12-06.json"),

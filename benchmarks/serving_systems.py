@@ -219,16 +219,27 @@ def batches_of(texts, size, count):
   return [[texts[(i * size + j) % len(texts)] for j in range(size)] for i in range(count)]
 
 
+def median_text(texts, count):
+  """Of the first `count` texts (wrapping around, as batches_of takes them), the one of median
+  length in characters (the first of equal lengths)."""
+  chosen = [texts[i % len(texts)] for i in range(count)]
+  return sorted(chosen, key=len)[(len(chosen) - 1) // 2]
+
+
 def one_round(call, spec, warm=False):
-  """{"latency": {set: seconds per batch-1 request}, "throughput": {set: {batch: seconds per
+  """{"latency": {set: seconds per batch-1 request}, "latency_same": {set: seconds per batch-1
+  request of one text (median_text), as many}, "throughput": {set: {batch: seconds per
   batch}}, "sweep": {batch: seconds per batch of short text}}. With warm, a few calls of each
   kind (allocation, kernel choice) and nothing kept."""
   texts, plan = spec["texts"], spec["plan"]
   few = lambda count: min(count, 2) if warm else count
-  result = {"latency": {}, "throughput": {}, "sweep": {}}
+  result = {"latency": {}, "latency_same": {}, "throughput": {}, "sweep": {}}
   for name in plan["sets"]:
     count = min(plan["requests"], 10) if warm else plan["requests"]
     result["latency"][name] = timed(call, batches_of(texts[name], 1, count))
+    # The same requests' count of one text, the set's median length of them, asked again and
+    # again: the tail a server adds by itself, without the texts' own spread of lengths.
+    result["latency_same"][name] = timed(call, [[median_text(texts[name], count)]] * count)
     result["throughput"][name] = {
         str(size): timed(call, batches_of(texts[name], size,
                                           few(max(1, plan["examples"] // size))))

@@ -292,3 +292,40 @@ def test_the_teachers_are_fine_tuned_with_a_fixed_seed(program, tmp_path, monkey
   (output_dir, seed), = seen
   assert "teacher" in os.path.basename(output_dir)
   assert seed == distillation.TEACHER_SEED == 0
+
+
+def test_the_sweep_pairs_are_parsed_and_bad_ones_named():
+  assert distillation.parse_sweep("0:2, 0.9:2,0.5:4") == [(0.0, 2.0), (0.9, 2.0), (0.5, 4.0)]
+  assert distillation.parse_sweep("") == []
+  for bad in ("0.5", "a:2", "1.5:2", "0.5:0", "0.5:-1"):
+    with pytest.raises(ValueError, match=f"--sweep: '{bad}' is not ALPHA:T"):
+      distillation.parse_sweep(f"0:2,{bad}")
+
+
+def test_the_sweep_twins_carry_their_alpha_and_temperature(tmp_path):
+  task = distillation.make_task("source", str(tmp_path))
+  twins = dict(distillation._twins(48, False, "teacher", str(tmp_path), 3.0, task,
+                                   sweep=[(0.0, 2.0), (0.9, 4.0)]))
+  assert "distill_alpha" not in twins["distilled"]  # the default twin takes the flags' defaults
+  zero, high = twins["distilled (alpha 0, T 2)"], twins["distilled (alpha 0.9, T 4)"]
+  assert (zero["distill_alpha"], zero["distill_temperature"]) == (0.0, 2.0)
+  assert (high["distill_alpha"], high["distill_temperature"]) == (0.9, 4.0)
+  assert zero["teacher"] == "teacher" and zero["num_train_epochs"] == 3.0
+
+
+def test_the_sweep_gains_are_per_seed_against_the_twin_alone():
+  student = "student (3 layers, 48 labelled) "
+  rows = [_row("teacher (6 layers, 360 labelled)", 0, 0.9)]
+  for seed, (alone, default, zero) in {1: (0.80, 0.83, 0.78), 2: (0.70, 0.76, 0.75),
+                                       3: (0.75, 0.75, 0.80)}.items():
+    rows += [_row(student + "alone", seed, alone), _row(student + "distilled", seed, default),
+             _row(student + "distilled (alpha 0, T 2)", seed, zero)]
+  gains = distillation.sweep_gains(rows, [48], False, [(0.0, 2.0), (0.5, 2.0)])
+  assert list(gains["48"]) == ["0.5:2", "0:2"]  # the default first, not twice
+  assert gains["48"]["0.5:2"]["per_seed"] == pytest.approx({1: 0.03, 2: 0.06, 3: 0.0})
+  assert gains["48"]["0.5:2"]["median"] == pytest.approx(0.03)
+  assert gains["48"]["0:2"]["median"] == pytest.approx(0.05)
+  assert gains["48"]["0:2"]["accuracy"] == pytest.approx(0.78)
+  lines = distillation.sweep_lines(gains)
+  assert lines[1] == ("48 labelled, alpha:T 0:2: dev accuracy 0.780, gain over alone +5.0 "
+                      "points (seeds -2.0, +5.0, +5.0)")

@@ -156,10 +156,13 @@ def test_the_pretraining_data_headline_is_quoted_from_its_results_file():
           f"{memory:.2f}x its memory |") in _read("benchmarks", "README.md")
 
 
+SERVING = "serving_peers_2026-12-07.json"
+
+
 def test_the_readme_opening_serving_figures_are_quoted_from_their_results_file():
   """README's first paragraph: batch-32 short-text throughput against Hugging Face, float32 and
   bfloat16 (the peer that is faster there in the serving run)."""
-  summary = _json("serving_peers_2026-12-06.json")["summary"]["1"]
+  summary = _json(SERVING)["summary"]["1"]
   hf = summary["Hugging Face PyTorch"]["short"]["batch32_per_s"]
   assert hf >= summary["ONNX Runtime"]["short"]["batch32_per_s"]  # the faster peer at b32
   float32 = summary["ours"]["short"]["batch32_per_s"] / hf
@@ -169,47 +172,106 @@ def test_the_readme_opening_serving_figures_are_quoted_from_their_results_file()
           f"{bfloat16:.2f}x with bfloat16") in readme
 
 
-DISTILLATION = "distillation_goals_2026-12-06.json"
+def test_the_serving_tails_and_bounds_are_quoted_from_their_results_file():
+  """benchmarks/README.md's serving prose and summary row, and the README's tail sentence: the
+  p99 / p50 ratios, the bfloat16 batch-1 figures and the verdicts, from the serving run."""
+  saved = _json(SERVING)
+  summary = saved["summary"]["1"]
+  page = " ".join(_read("benchmarks", "README.md").split())
+  readme = " ".join(_read("README.md").split())
+  repeated = [summary[row][name]["same_text_p99_ms"] / summary[row][name]["same_text_p50_ms"]
+              for row in ("ours", "ours: bf16", "ONNX Runtime", "Hugging Face PyTorch")
+              for name in ("short", "medium", "long")]
+  assert max(repeated) <= 1.2  # "every system keeps its p99 within 1.2x its p50"
+  assert "Asked one text at a time, every system keeps its p99 within 1.2x its p50" in page
+  assert "stays within 1.2x the p50 for one text asked again and again" in readme
+  bf16 = summary["ours: bf16"]["short"]
+  ort = summary["ONNX Runtime"]["short"]
+  hf = summary["Hugging Face PyTorch"]
+  ratios = dict(
+      f32_b1=ort["p50_ms"] / summary["ours"]["short"]["p50_ms"],
+      f32_b32=summary["ours"]["short"]["batch32_per_s"] / hf["short"]["batch32_per_s"],
+      bf16_b1=ort["p50_ms"] / bf16["p50_ms"],
+      bf16_b32=bf16["batch32_per_s"] / hf["short"]["batch32_per_s"],
+      bf16_long=summary["ours: bf16"]["long"]["batch32_per_s"] / hf["long"]["batch32_per_s"])
+  tail = bf16["p99_ms"] / bf16["p50_ms"]
+  for quoted in (
+      f"what is left of bfloat16's {tail:.2f}x on the short set is the texts' spread, which "
+      f"weighs more in an answer of {bf16['p50_ms']:.2f} ms",
+      f"bfloat16 answers one short text in the tables above at {ratios['bf16_b1']:.2f}x ONNX "
+      "Runtime's speed",
+      f"float32 {ratios['f32_b1']:.2f}x at batch 1, {ratios['f32_b32']:.2f}x at batch 32 on "
+      f"short text; `--serving_precision=bfloat16` {ratios['bf16_b1']:.2f}x and "
+      f"{ratios['bf16_b32']:.2f}x, {ratios['bf16_long']:.2f}x at batch 32 on long text",
+      f"missed: p99 on short text, {tail:.2f}x p50, the texts' spread: "
+      f"{bf16['same_text_p99_ms'] / bf16['same_text_p50_ms']:.2f}x for one text repeated",
+      f"results/{SERVING}"):
+    assert quoted in page, quoted
+  # The verdicts the summary row states: float32 meets the p99 goal only, bfloat16 all but
+  # short text's p99.
+  assert ratios["f32_b1"] < 1.25 and ratios["f32_b32"] < 1.5
+  assert ratios["bf16_b1"] >= 1.25 and ratios["bf16_b32"] >= 1.5 and ratios["bf16_long"] >= 1.2
+  assert all(summary["ours"][n]["p99_ms"] <= 1.5 * summary["ours"][n]["p50_ms"]
+             for n in ("short", "medium", "long"))
+  assert tail > 1.5 and all(summary["ours: bf16"][n]["p99_ms"]
+                            <= 1.5 * summary["ours: bf16"][n]["p50_ms"] for n in ("medium", "long"))
+  # The short set's batch-1 requests: the first --requests texts, lengths as the page says.
+  assert saved["settings"]["requests"] == 200
+  texts = _read("benchmarks", "data", "serving_short.txt").splitlines()[:200]
+  assert sum(not text.isascii() for text in texts) == 43
+
+
+DISTILLATION = "distillation_goals_2026-12-07.json"  # the quiet run, seeded teachers
+DISTILLATION_EARLIER = "distillation_goals_2026-12-06.json"  # a shared machine
 DISTILLATION_COST = "distillation_cost_serving_2026-12-06.json"
 DISTILLATION_CACHE = "distillation_cache_pass_2026-12-06.json"
 
 
 def _distillation_figures():
-  """The distillation goals' figures the pages quote, recomputed from the two results files with
+  """The distillation goals' figures the pages quote, recomputed from the results files with
   the script's own functions (benchmarks/distillation.py)."""
   import distillation  # pylint: disable=g-import-not-at-top
   first = json.loads(_read("benchmarks", "results", DISTILLATION))
+  earlier = json.loads(_read("benchmarks", "results", DISTILLATION_EARLIER))
   second = json.loads(_read("benchmarks", "results", DISTILLATION_COST))
-  accuracy = distillation.accuracy_goals(first["rows"], [48, 360], False)
-  second_accuracy = distillation.accuracy_goals(second["rows"], [360], False)
-  return dict(accuracy=accuracy, second_accuracy=second_accuracy,
+  return dict(accuracy=distillation.accuracy_goals(first["rows"], [48, 360], False),
+              earlier_accuracy=distillation.accuracy_goals(earlier["rows"], [48, 360], False),
+              second_accuracy=distillation.accuracy_goals(second["rows"], [360], False),
               serving=distillation.serving_goals(first["serving"]["summary"]),
+              earlier_serving=distillation.serving_goals(earlier["serving"]["summary"]),
               second_serving=distillation.serving_goals(second["serving"]["summary"]),
-              cost=distillation.cost_goals(second["rows"], 360), first=first, second=second,
+              cost=distillation.cost_goals(first["rows"], 360),
+              second_cost=distillation.cost_goals(second["rows"], 360),
+              first=first, earlier=earlier, second=second,
               cached=distillation.cost_goals(json.loads(_read(
                   "benchmarks", "results", DISTILLATION_CACHE))["rows"], 360))
 
 
+def _teacher_p50(results):
+  return results["serving"]["summary"]["teacher: text model"]["short"]["p50_ms"]
+
+
 def test_the_distillation_goals_are_quoted_from_their_results_files():
   f = _distillation_figures()
-  accuracy, cost, cached = f["accuracy"], f["cost"], f["cached"]
+  accuracy, cost = f["accuracy"], f["cost"]
   text, classifier = f["serving"]["text model"], f["serving"]["classifier export"]
-  second_text = f["second_serving"]["text model"]
-  second_classifier = f["second_serving"]["classifier export"]
   readme = " ".join(_read("README.md").split())
   points = lambda key: f"{accuracy[key]['median'] * 100:+.1f}"
   for quoted in (
       f"kept {accuracy['retention']['median']:.1%} of its teacher's dev accuracy",
-      f"({points('gain_48')} points with 48 labels, {points('gain_360')} with 360; goal +1.0)",
-      f"({accuracy['tagging_gain']['median'] * 100:+.2f} points of token accuracy; goal +0.5)",
       f"answered a short text at batch 1 {text['short_b1_p50']:.2f}x faster",
-      f"{second_text['short_b1_p50']:.2f}x in a second run; the classifier exports "
-      f"{classifier['short_b1_p50']:.2f}x and {second_classifier['short_b1_p50']:.2f}x",
+      f"the classifier exports {classifier['short_b1_p50']:.2f}x; goal 1.8x; "
+      f"{f['earlier_serving']['text model']['short_b1_p50']:.2f}x and "
+      f"{f['second_serving']['text model']['short_b1_p50']:.2f}x for the text model",
+      f"teacher answered in {_teacher_p50(f['earlier']):.2f} and {_teacher_p50(f['second']):.2f}"
+      f" ms against {_teacher_p50(f['first']):.2f} here",
       f"had {text['short_b32_per_s']:.2f}x the teacher's examples/s at batch 32",
-      f"took {cached['cpu_cached_with_cache_pass']['median']:.2f}x the CPU time",
-      f"{cached['cpu_cached_training_phase']['median']:.2f}x without the pass",
-      f"the teacher in every step {cached['cpu_uncached_training_phase']['median']:.2f}x",
-      f"benchmarks/results/{DISTILLATION}", DISTILLATION_COST, DISTILLATION_CACHE,
+      f"took {cost['cpu_cached_with_cache_pass']['median']:.2f}x the CPU time",
+      f"{cost['cpu_cached_training_phase']['median']:.2f}x without the pass",
+      f"the teacher in every step {cost['cpu_uncached_training_phase']['median']:.2f}x",
+      f"({points('gain_48')} points with 48 labels, {points('gain_360')} with 360; goal +1.0",
+      f"({accuracy['tagging_gain']['median'] * 100:+.2f} points of token accuracy; goal +0.5)",
+      f"benchmarks/results/{DISTILLATION}", DISTILLATION_EARLIER, DISTILLATION_COST,
       f"(benchmarks/results/{DISTILLATION.replace('.json', '.png')})"):
     assert quoted in readme, quoted
   # The verdicts the pages state, as the figures say.
@@ -217,38 +279,64 @@ def test_the_distillation_goals_are_quoted_from_their_results_files():
   assert max(accuracy["gain_48"]["median"], accuracy["gain_360"]["median"],
              f["second_accuracy"]["gain_360"]["median"]) < 0.01
   assert accuracy["tagging_gain"]["median"] < 0.005
-  assert text["short_b1_p50"] < 1.8 and second_text["short_b1_p50"] < 1.8
-  assert cost["cpu_cached_with_cache_pass"]["median"] > 1.2  # the second run, before the
-  assert cached["cpu_cached_with_cache_pass"]["median"] <= 1.2  # pass reused the dev trace
-  # The plot the README shows is the first run's, named in its results file.
+  assert text["short_b1_p50"] >= 1.8 and classifier["short_b1_p50"] >= 1.8  # met here,
+  assert f["earlier_serving"]["text model"]["short_b1_p50"] < 1.8  # not in the earlier runs
+  assert f["second_serving"]["text model"]["short_b1_p50"] < 1.8
+  assert cost["cpu_cached_with_cache_pass"]["median"] <= 1.2
+  assert cost["cached_with_cache_pass"]["median"] <= 1.2  # wall clock too, nothing else running
+  # The plot the README shows is the quiet run's, named in its results file.
   assert f["first"]["plot"] == f"benchmarks/results/{DISTILLATION.replace('.json', '.png')}"
   assert os.path.exists(os.path.join(REPO_ROOT, f["first"]["plot"]))
 
 
 def test_the_distillation_section_quotes_its_results_files():
   f = _distillation_figures()
-  accuracy, second, cost = f["accuracy"], f["second_accuracy"], f["cost"]
+  accuracy, earlier, second, cost = (f["accuracy"], f["earlier_accuracy"], f["second_accuracy"],
+                                     f["cost"])
   page = " ".join(_read("benchmarks", "README.md").split())
   points = lambda entry: f"{entry['median'] * 100:+.1f}"
   summary = f["first"]["serving"]["summary"]
   teacher, student = summary["teacher: text model"], summary["student: text model"]
-  fixed = (2 * student["short"]["p50_ms"] - teacher["short"]["p50_ms"])
+  serving, earlier_serving = f["serving"], f["earlier_serving"]
+  long_and_b32 = [serving[kind][key] for kind in serving
+                  for key in ("long_b1_p50", "short_b32_per_s", "long_b32_per_s")]
+  rows = {r["setting"]: r for r in f["first"]["rows"] if r["seed"] == 1}
+  cached = rows["student (3 layers, 360 labelled) distilled, cached teacher"]
+  alone = [r["train_cpu_seconds"] for r in f["first"]["rows"]
+           if r["setting"] == "student (3 layers, 360 labelled) alone"]
+  passes = [r["cache_cpu_seconds"] for r in f["first"]["rows"]
+            if r["setting"] == "student (3 layers, 360 labelled) distilled, cached teacher"]
+  import statistics  # pylint: disable=g-import-not-at-top
   for quoted in (
-      f"the medians are {accuracy['retention']['median']:.1%} and "
-      f"{second['retention']['median']:.1%} of the teacher's accuracy",
+      f"the medians are {accuracy['retention']['median']:.1%}, then "
+      f"{earlier['retention']['median']:.1%} and {second['retention']['median']:.1%} of the "
+      "teacher's accuracy",
       f"{points(accuracy['gain_48'])} points with 48 labels and {points(accuracy['gain_360'])} "
-      f"with 360 (median of three seeds), {points(second['gain_360'])} in the second run",
+      f"with 360 (median of three seeds); {points(earlier['gain_48'])} and "
+      f"{points(earlier['gain_360'])}, then {points(second['gain_360'])}, in the earlier runs",
       f"{accuracy['tagging_gain']['median'] * 100:+.2f} points of token accuracy (median) and "
       f"{points(accuracy['tagging_f1_gain'])} points of entity F1",
-      f"The text model answered {f['serving']['text model']['short_b1_p50']:.2f}x and "
-      f"{f['second_serving']['text model']['short_b1_p50']:.2f}x faster",
-      f"about {fixed:.1f} ms of the teacher text model's {teacher['short']['p50_ms']:.2f} ms",
-      f"training phase took {cost['cpu_cached_training_phase']['median']:.2f}x of its twin "
-      f"alone's (median), and {cost['cpu_cached_with_cache_pass']['median']:.2f}x with the "
-      f"teacher's one pass",
-      f"every step took {cost['cpu_uncached_training_phase']['median']:.2f}x",
-      f"results/{DISTILLATION.replace('.json', '.png')}"):
+      f"text model answered {serving['text model']['short_b1_p50']:.2f}x faster (p50 "
+      f"{student['short']['p50_ms']:.2f} against {teacher['short']['p50_ms']:.2f} ms) and the "
+      f"classifier export {serving['classifier export']['short_b1_p50']:.2f}x",
+      f"{earlier_serving['text model']['short_b1_p50']:.2f}x and "
+      f"{f['second_serving']['text model']['short_b1_p50']:.2f}x, and "
+      f"{earlier_serving['classifier export']['short_b1_p50']:.2f}x and "
+      f"{f['second_serving']['classifier export']['short_b1_p50']:.2f}x",
+      f"The teacher's p50 moved from {_teacher_p50(f['earlier']):.2f} ms to "
+      f"{_teacher_p50(f['second']):.2f} and {_teacher_p50(f['first']):.2f} ms",
+      f"the student was {min(long_and_b32):.2f}x to {max(long_and_b32):.2f}x faster",
+      f"took {cost['cached_with_cache_pass']['median']:.2f}x its twin alone's in wall clock and "
+      f"{cost['cpu_cached_with_cache_pass']['median']:.2f}x in CPU seconds (median), "
+      f"{cost['cpu_cached_training_phase']['median']:.2f}x without the pass",
+      f"step took {cost['cpu_uncached_training_phase']['median']:.2f}x",
+      f"The pass ({statistics.median(passes):.1f} CPU s) costs about an eighth",
+      f"({statistics.median(alone):.1f} CPU s;",
+      f"it took {f['second_cost']['cpu_cached_with_cache_pass']['median']:.2f}x in CPU seconds",
+      f"results/{DISTILLATION.replace('.json', '.png')}", DISTILLATION_EARLIER):
     assert quoted in page, quoted
+  assert cached["cache_cpu_seconds"] > 0
+  assert 0.1 < statistics.median(passes) / statistics.median(alone) < 1 / 7  # "an eighth"
 
 
 def test_the_cheaper_teacher_pass_is_quoted_from_its_results_file():
@@ -285,7 +373,7 @@ def test_the_cheaper_teacher_pass_is_quoted_from_its_results_file():
       f"benchmarks/results/{DISTILLATION_CACHE}"):
     assert quoted in page, quoted
   assert ratio["median"] <= 1.2 < statistics.median(
-      f["cost"]["cpu_cached_with_cache_pass"]["per_seed"].values())
+      f["second_cost"]["cpu_cached_with_cache_pass"]["per_seed"].values())
 
 
 def _measured(name, measurement, system_prefix):

@@ -54,6 +54,20 @@ def test_percentile_and_best_round():
   assert best["short"]["p99_ms"] == pytest.approx(6.0)  # round 1's highest
   assert best["short"]["batch8_per_s"] == pytest.approx(80.0)  # 16 examples in 0.2 s
   assert best["sweep_p50_ms"] == {1: pytest.approx(3.0), 2: pytest.approx(4.0)}
+  assert "same_text_p50_ms" not in best["short"]  # rounds of results files before the measure
+  rounds[0]["latency_same"] = dict(short=[0.003, 0.003, 0.005])
+  rounds[1]["latency_same"] = dict(short=[0.002, 0.004, 0.004])
+  best = serving.summarize(rounds, plan)
+  assert best["short"]["same_text_p50_ms"] == pytest.approx(3.0)  # round 1's median
+  assert best["short"]["same_text_p99_ms"] == pytest.approx(4.0)  # round 2's highest
+
+
+def test_the_repeated_text_is_the_median_length_of_the_requests():
+  import serving_systems  # pylint: disable=g-import-not-at-top
+  texts = ["a" * 5, "b" * 1, "c" * 9, "d" * 3, "e" * 7]
+  assert serving_systems.median_text(texts, 5) == "a" * 5
+  assert serving_systems.median_text(texts, 4) == "d" * 3  # of 5, 1, 9, 3: the lower middle
+  assert serving_systems.median_text(texts, 7) == "a" * 5  # wraps: 5, 1, 9, 3, 7, 5, 1
 
 
 def test_speed_ratio_is_ours_over_the_faster_peer():
@@ -149,6 +163,8 @@ def test_smoke_run_of_ours(tmp_path):
   assert cells["batch8_per_s"] > 0 and cells["batch32_per_s"] > 0
   rounds = results["raw"]["1"]["ours"]["rounds"]
   assert len(rounds) == 1 and len(rounds[0]["latency"]["short"]) == 8
+  assert len(rounds[0]["latency_same"]["short"]) == 8  # one text, as many requests
+  assert 0 < cells["same_text_p50_ms"] <= cells["same_text_p99_ms"]
   assert results["lengths"]["short"]["texts"] == 400
   assert results["check"]["1"]["ours"]["against"] == "ours"
   python_row = results["check"]["1"]["ours: Python tokenizer + encoder export"]
