@@ -849,7 +849,8 @@ def plot(rows, serving_part, labelled, path):
 
 def sweep_gains(rows, labelled_sizes, transfer, pairs):
   """Per labelled size, the default twin's and each --sweep twin's dev accuracy gain over the
-  twin alone, per seed and median: {labelled: {"alpha:T": {per_seed, median, accuracy}}}."""
+  twin alone, per seed and median, the defaults first: {labelled: [{pair: "ALPHA:T", defaults,
+  per_seed, median, accuracy}]} (a list: the results file sorts a dict's keys)."""
   from bert_tf.training import distillation  # pylint: disable=g-import-not-at-top
   name = "distilled" + (" with transfer" if transfer else "")
   found = {}
@@ -857,27 +858,30 @@ def sweep_gains(rows, labelled_sizes, transfer, pairs):
   for labelled in labelled_sizes:
     prefix = f"student (3 layers, {labelled} labelled) "
     alone = _by_seed(rows, prefix + "alone")
-    per_pair = {}
+    entries = []
     for alpha, temperature in [default] + [p for p in pairs if p != default]:
       setting = name if (alpha, temperature) == default else sweep_name(name, alpha, temperature)
       twins = _by_seed(rows, prefix + setting)
       gain = {seed: twins[seed]["eval_accuracy"] - alone[seed]["eval_accuracy"]
               for seed in twins}
       accuracy = {seed: row["eval_accuracy"] for seed, row in twins.items()}
-      per_pair[f"{alpha:g}:{temperature:g}"] = dict(
-          per_seed=gain, median=_median_of(gain), accuracy=_median_of(accuracy))
-    found[str(labelled)] = per_pair
+      entries.append(dict(pair=f"{alpha:g}:{temperature:g}",
+                          defaults=(alpha, temperature) == default, per_seed=gain,
+                          median=_median_of(gain), accuracy=_median_of(accuracy)))
+    found[str(labelled)] = entries
   return found
 
 
 def sweep_lines(gains):
   """The sweep's lines: per labelled size and (alpha, T), the median dev accuracy and gain."""
   lines = []
-  for labelled, per_pair in gains.items():
-    for pair, entry in per_pair.items():
+  for labelled, entries in gains.items():
+    for entry in entries:
       seeds = ", ".join(f"{g * 100:+.1f}" for g in entry["per_seed"].values())
-      lines.append(f"{labelled} labelled, alpha:T {pair}: dev accuracy {entry['accuracy']:.3f}, "
-                   f"gain over alone {entry['median'] * 100:+.1f} points (seeds {seeds})")
+      lines.append(f"{labelled} labelled, alpha:T {entry['pair']}"
+                   f"{' (the defaults)' if entry['defaults'] else ''}: dev accuracy "
+                   f"{entry['accuracy']:.3f}, gain over alone {entry['median'] * 100:+.1f} "
+                   f"points (seeds {seeds})")
   return lines
 
 

@@ -782,6 +782,25 @@ def distillation_serving(results_name):
   return lines
 
 
+def distillation_sweep(results_name):
+  """--sweep's twins per labelled size: each (alpha, T) pair's dev accuracy (median of seeds)
+  and its gain over the twin alone, seed by seed and median; the flags' defaults marked."""
+  saved = read(results_name)
+  lines = []
+  for labelled, entries in saved["sweep"].items():
+    seeds = list(entries[0]["per_seed"])
+    if not lines:
+      lines = ["| labelled | `--distill_alpha` : `--distill_temperature` | dev accuracy (median) | "
+               + " | ".join(f"gain, seed {seed}" for seed in seeds) + " | gain (median) |",
+               "| --: | --- | --: |" + " --: |" * (len(seeds) + 1)]
+    for entry in entries:
+      name = entry["pair"] + (" (the defaults)" if entry["defaults"] else "")
+      gains = " | ".join(f"{entry['per_seed'][seed] * 100:+.1f}" for seed in seeds)
+      lines.append(f"| {labelled} | {name} | {entry['accuracy']:.3f} | {gains} | "
+                   f"{entry['median'] * 100:+.1f} |")
+  return lines
+
+
 # === The main job (main_job.py), quoted in README.md ===
 
 
@@ -818,6 +837,10 @@ def _distillation_tables():
 # Marker name -> the lines of its table.
 TABLES = {
     **_distillation_tables(),
+    "distillation_sweep_books_2026-12-07": lambda: distillation_sweep(
+        "distillation_sweep_books_2026-12-07.json"),
+    "distillation_sweep_transfer_2026-12-07": lambda: distillation_sweep(
+        "distillation_sweep_transfer_2026-12-07.json"),
     "distillation_cache_pass_phases_2026-12-06": lambda: distillation_phases(
         "distillation_cache_pass_2026-12-06.json"),
     "serving_peers_2026-12-07": lambda: serving_figures("serving_peers_2026-12-07.json"),

@@ -28,7 +28,8 @@ on three sets of real text (benchmarks/data/, made by --make_data): short (singl
 15-25 words), medium (consecutive sentences, ~50 words), long (~100 words). Measured: batch-1
 p50 and p99 latency over --requests requests (and over as many requests of one text, the set's
 median length, repeated: the tail without the texts' spread of lengths), throughput
-(examples/s) at batch 8 and 32, and the p50 latency at batch 1-32 on short text (the plot); with one pinned thread and with all cores.
+(examples/s) at batch 8 and 32, and the p50 latency at batch 1-32 on short text (the plot);
+with one pinned thread and with all cores.
 Each system runs in a process of its own (serving_systems.py): thread settings and affinity are
 per process. The systems take turns for --rounds rounds (the order rotating), and each figure is
 the system's best round, so load from elsewhere hits every system alike. Before any timing,

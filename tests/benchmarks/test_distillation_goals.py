@@ -321,11 +321,14 @@ def test_the_sweep_gains_are_per_seed_against_the_twin_alone():
     rows += [_row(student + "alone", seed, alone), _row(student + "distilled", seed, default),
              _row(student + "distilled (alpha 0, T 2)", seed, zero)]
   gains = distillation.sweep_gains(rows, [48], False, [(0.0, 2.0), (0.5, 2.0)])
-  assert list(gains["48"]) == ["0.5:2", "0:2"]  # the default first, not twice
-  assert gains["48"]["0.5:2"]["per_seed"] == pytest.approx({1: 0.03, 2: 0.06, 3: 0.0})
-  assert gains["48"]["0.5:2"]["median"] == pytest.approx(0.03)
-  assert gains["48"]["0:2"]["median"] == pytest.approx(0.05)
-  assert gains["48"]["0:2"]["accuracy"] == pytest.approx(0.78)
+  default, zero = gains["48"]  # the default first, not twice
+  assert (default["pair"], default["defaults"], zero["pair"], zero["defaults"]) == (
+      "0.5:2", True, "0:2", False)
+  assert default["per_seed"] == pytest.approx({1: 0.03, 2: 0.06, 3: 0.0})
+  assert default["median"] == pytest.approx(0.03)
+  assert zero["median"] == pytest.approx(0.05)
+  assert zero["accuracy"] == pytest.approx(0.78)
   lines = distillation.sweep_lines(gains)
+  assert lines[0].startswith("48 labelled, alpha:T 0.5:2 (the defaults): dev accuracy 0.760")
   assert lines[1] == ("48 labelled, alpha:T 0:2: dev accuracy 0.780, gain over alone +5.0 "
                       "points (seeds -2.0, +5.0, +5.0)")

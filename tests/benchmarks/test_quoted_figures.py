@@ -215,6 +215,13 @@ def test_the_serving_tails_and_bounds_are_quoted_from_their_results_file():
              for n in ("short", "medium", "long"))
   assert tail > 1.5 and all(summary["ours: bf16"][n]["p99_ms"]
                             <= 1.5 * summary["ours: bf16"][n]["p50_ms"] for n in ("medium", "long"))
+  ab = _json("serving_ab_float32_2026-12-07.json")["summary"]["1"]
+  now, before = ab["ours"]["short"]["p50_ms"], ab["ours: before"]["short"]["p50_ms"]
+  for quoted in (f"{ratios['f32_b1']:.2f}x in the tables above, "
+                 f"{ab['ONNX Runtime']['short']['p50_ms'] / now:.2f}x in a run",
+                 f"found it slower ({before:.2f} against {now:.2f} ms;"):
+    assert quoted in page, quoted
+  assert before > now
   # The short set's batch-1 requests: the first --requests texts, lengths as the page says.
   assert saved["settings"]["requests"] == 200
   texts = _read("benchmarks", "data", "serving_short.txt").splitlines()[:200]
@@ -486,3 +493,33 @@ def test_the_static_packing_accuracy_is_quoted_from_its_results_file():
   page = " ".join(_read("benchmarks", "README.md").split())
   assert (f"{rates[0]:.1f} static against {rates[1]:.1f} unpacked, "
           f"{rates[0] / rates[1]:.1f}x, end to end") in page
+
+
+def test_the_distillation_sweep_verdicts_hold_in_their_results_files():
+  """benchmarks/README.md's reading of the --sweep runs: without transfer data the soft targets
+  alone lose to the twin alone and T 1 leads the defaults seed by seed; with transfer data every
+  pair gains 10 to 18 points, the soft targets alone the most, T 1 and T 2 tie at the median."""
+  books = {e["pair"]: e for e in _json("distillation_sweep_books_2026-12-07.json")["sweep"]["600"]}
+  transfer = {e["pair"]: e for e in _json(
+      "distillation_sweep_transfer_2026-12-07.json")["sweep"]["48"]}
+  assert books["0.5:2"]["defaults"] and transfer["0.5:2"]["defaults"]
+  assert books["0:2"]["median"] < 0
+  assert max(books.values(), key=lambda e: e["median"])["pair"] == "0.5:1"
+  ahead = [books["0.5:1"]["per_seed"][seed] - books["0.5:2"]["per_seed"][seed]
+           for seed in books["0.5:2"]["per_seed"]]
+  assert sum(round(d, 6) > 0 for d in ahead) == 4 and sum(round(d, 6) == 0 for d in ahead) == 1
+  gains = [g for e in transfer.values() for g in e["per_seed"].values()]
+  assert 0.095 < min(gains) and max(gains) < 0.18
+  assert max(transfer.values(), key=lambda e: e["median"])["pair"] == "0:2"
+  assert transfer["0.5:1"]["median"] == transfer["0.5:2"]["median"]
+  medians = sorted(e["median"] for e in transfer.values())
+  readme = " ".join(_read("README.md").split())
+  for quoted in (
+      f"`--distill_temperature=1` gained {books['0.5:1']['median'] * 100:+.1f} points over the "
+      f"twin alone where the defaults gained {books['0.5:2']['median'] * 100:+.1f}, and soft "
+      f"targets alone (`--distill_alpha=0`) lost {-books['0:2']['median'] * 100:.1f}",
+      f"every pair gained {medians[0] * 100:+.1f} to {medians[-1] * 100:+.1f} points (medians)"):
+    assert quoted in readme, quoted
+  page = " ".join(_read("benchmarks", "README.md").split())
+  assert (f"T 1 gained the most ({books['0.5:1']['median'] * 100:+.1f} points, median): ahead of "
+          f"the defaults' twin ({books['0.5:2']['median'] * 100:+.1f}) on four seeds of five") in page

@@ -158,3 +158,27 @@ def test_the_training_speed_and_grouping_tables_read_their_files(tmp_path, monke
       "| author (accuracy) | `--nogroup_by_length --packing=none` | 0.9000 | - | - | "
       "0.9000 (0.0000) |",
       "| squad (F1 / EM) | `--group_by_length` | 40.0 / 20.0 | - | - | 40.0 (0.0) / 20.0 (0.0) |"]
+
+
+def test_the_distillation_sweep_table_reads_the_sweep_of_its_file(tmp_path, monkeypatch):
+  """distillation.py --sweep's results: one row per (alpha, T) pair, the defaults first and
+  marked, each seed's gain over the twin alone in points and their median."""
+  import json  # pylint: disable=g-import-not-at-top
+  sys.path.insert(0, os.path.join(REPO_ROOT, "benchmarks"))
+  import distillation  # pylint: disable=g-import-not-at-top
+  student = "student (3 layers, 600 labelled) "
+  rows = [dict(setting="teacher (6 layers, 2400 labelled)", seed=0, eval_accuracy=0.6)]
+  for seed, (alone, default, soft) in {1: (0.30, 0.35, 0.31), 2: (0.40, 0.39, 0.44)}.items():
+    rows += [dict(setting=student + "alone", seed=seed, eval_accuracy=alone),
+             dict(setting=student + "distilled", seed=seed, eval_accuracy=default),
+             dict(setting=student + "distilled (alpha 0, T 2)", seed=seed, eval_accuracy=soft)]
+  sweep = distillation.sweep_gains(rows, [600], False, [(0.0, 2.0)])
+  sweep["600"].reverse()  # the table keeps the file's order and marks the defaults by their flag
+  (tmp_path / "s.json").write_text(json.dumps({"sweep": sweep}))
+  monkeypatch.setattr(render, "RESULTS", str(tmp_path))
+  assert render.distillation_sweep("s.json") == [
+      "| labelled | `--distill_alpha` : `--distill_temperature` | dev accuracy (median) | "
+      "gain, seed 1 | gain, seed 2 | gain (median) |",
+      "| --: | --- | --: | --: | --: | --: |",
+      "| 600 | 0:2 | 0.375 | +1.0 | +4.0 | +2.5 |",
+      "| 600 | 0.5:2 (the defaults) | 0.370 | +5.0 | -1.0 | +2.0 |"]

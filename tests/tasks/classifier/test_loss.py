@@ -96,7 +96,8 @@ def test_regression_eval_results_are_mse_and_pearson():
 @pytest.mark.slow
 def test_the_classifier_learns_through_the_generic_loop(tmp_path):
   # Label = whether token 7 occurs in the sequence: learnable from the pooled output. The
-  # initial weights are seeded, so the run does not depend on what this worker ran before.
+  # initial weights are seeded, so the run does not depend on what this worker ran before. 120
+  # steps: at 60, 3 of 200 initial-weight seeds had not learned it yet (one still at ln 2).
   keras.utils.set_random_seed(3)
   rng = np.random.default_rng(3)
   config = ODD_CONFIG.replace(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
@@ -109,10 +110,10 @@ def test_the_classifier_learns_through_the_generic_loop(tmp_path):
               label_ids=labels, is_real_example=np.ones(n, np.int32))
   dataset = tf.data.Dataset.from_tensor_slices(data).repeat().batch(32, drop_remainder=True)
   strategy = distribution.select_strategy("one_device")
-  steps = 60
+  steps = 120
   with strategy.scope():
     model = classifier_head.build_classifier_model(config, num_labels=2)
-    optimizer = optimization.create_optimizer("adamw", 1e-3, steps, 6)
+    optimizer = optimization.create_optimizer("adamw", 1e-3, steps, 12)
     optimizer.build(model.trainable_variables)
     step = tf.Variable(0, dtype=tf.int64)
   trainer = loop.Trainer(strategy, model, optimizer, classifier.TASK, train_batch_size=32)
