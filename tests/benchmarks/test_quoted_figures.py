@@ -346,7 +346,12 @@ def test_the_distillation_section_quotes_its_results_files():
       f"The pass ({statistics.median(passes):.1f} CPU s) costs about an eighth",
       f"({statistics.median(alone):.1f} CPU s;",
       f"it took {f['second_cost']['cpu_cached_with_cache_pass']['median']:.2f}x in CPU seconds",
-      f"results/{DISTILLATION.replace('.json', '.png')}", DISTILLATION_EARLIER):
+      f"results/{DISTILLATION.replace('.json', '.png')}", DISTILLATION_EARLIER,
+      # The summary row at the top of the page.
+      f"met with nothing else running ({serving['text model']['short_b1_p50']:.2f}x; "
+      f"{f['second_serving']['text model']['short_b1_p50']:.2f}-"
+      f"{earlier_serving['text model']['short_b1_p50']:.2f}x on the shared machine); "
+      f"`--cache_teacher` epoch <= 1.2x: met ({cost['cpu_cached_with_cache_pass']['median']:.2f}x)"):
     assert quoted in page, quoted
   assert cached["cache_cpu_seconds"] > 0
   assert 0.1 < statistics.median(passes) / statistics.median(alone) < 1 / 7  # "an eighth"
@@ -526,6 +531,10 @@ def test_the_distillation_sweep_verdicts_hold_in_their_results_files():
       f"targets alone (`--distill_alpha=0`) lost {-books['0:2']['median'] * 100:.1f}",
       f"every pair gained {medians[0] * 100:+.1f} to {medians[-1] * 100:+.1f} points (medians)"):
     assert quoted in readme, quoted
+  assert (f"+1.7 points; {books['0.5:2']['median'] * 100:.1f} in a five-seed rerun, below, and "
+          f"{books['0.5:1']['median'] * 100:+.1f} there with `--distill_temperature=1`)") in readme
   page = " ".join(_read("benchmarks", "README.md").split())
+  assert (f"(3 seeds; {books['0.5:2']['median'] * 100:.1f} in a 5-seed rerun, "
+          f"{books['0.5:1']['median'] * 100:+.1f} with `--distill_temperature=1`)") in page
   assert (f"T 1 gained the most ({books['0.5:1']['median'] * 100:+.1f} points, median): ahead of "
           f"the defaults' twin ({books['0.5:2']['median'] * 100:+.1f}) on four seeds of five") in page
