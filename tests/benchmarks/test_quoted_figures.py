@@ -338,6 +338,9 @@ def test_the_distillation_section_quotes_its_results_files():
       f"{f['second_serving']['classifier export']['short_b1_p50']:.2f}x",
       f"The teacher's p50 moved from {_teacher_p50(f['earlier']):.2f} ms to "
       f"{_teacher_p50(f['second']):.2f} and {_teacher_p50(f['first']):.2f} ms",
+      "lies between the {:.2f} and {:.2f} ms of the same-sized float32 text model".format(*(
+          _json(name)["summary"]["1"]["ours"]["short"]["p50_ms"]
+          for name in ("serving_peers_2026-12-06.json", SERVING))),
       f"the student was {min(long_and_b32):.2f}x to {max(long_and_b32):.2f}x faster",
       f"took {cost['cached_with_cache_pass']['median']:.2f}x its twin alone's in wall clock and "
       f"{cost['cpu_cached_with_cache_pass']['median']:.2f}x in CPU seconds (median), "
