@@ -647,6 +647,13 @@ def _median_of(per_seed):
   return statistics.median(per_seed.values()) if per_seed else None
 
 
+def _gain_over_alone(rows, prefix, twin):
+  """{seed: dev accuracy of the setting prefix + twin minus its twin alone's (same seed)}."""
+  alone = _by_seed(rows, prefix + "alone")
+  return {seed: row["eval_accuracy"] - alone[seed]["eval_accuracy"]
+          for seed, row in _by_seed(rows, prefix + twin).items()}
+
+
 def accuracy_goals(rows, labelled_sizes, transfer):
   """Retention (last labelled size) and gain (every size) per seed of the classifier rows when
   there, and the tagger's (tagging_goals) when there."""
@@ -667,8 +674,7 @@ def _classifier_goals(rows, labelled_sizes, transfer):
                               teacher=teacher, setting=last + name, goal=GOALS["retention"]))
   for labelled in labelled_sizes:
     prefix = f"student (3 layers, {labelled} labelled) "
-    alone, twins = _by_seed(rows, prefix + "alone"), _by_seed(rows, prefix + name)
-    gain = {seed: twins[seed]["eval_accuracy"] - alone[seed]["eval_accuracy"] for seed in twins}
+    gain = _gain_over_alone(rows, prefix, name)
     found[f"gain_{labelled}"] = dict(per_seed=gain, median=_median_of(gain), goal=GOALS["gain"],
                                      setting=prefix + name)
   return found
@@ -857,14 +863,12 @@ def sweep_gains(rows, labelled_sizes, transfer, pairs):
   default = (distillation.DEFAULT_ALPHA, distillation.DEFAULT_TEMPERATURE)
   for labelled in labelled_sizes:
     prefix = f"student (3 layers, {labelled} labelled) "
-    alone = _by_seed(rows, prefix + "alone")
     entries = []
     for alpha, temperature in [default] + [p for p in pairs if p != default]:
       setting = name if (alpha, temperature) == default else sweep_name(name, alpha, temperature)
-      twins = _by_seed(rows, prefix + setting)
-      gain = {seed: twins[seed]["eval_accuracy"] - alone[seed]["eval_accuracy"]
-              for seed in twins}
-      accuracy = {seed: row["eval_accuracy"] for seed, row in twins.items()}
+      gain = _gain_over_alone(rows, prefix, setting)
+      accuracy = {seed: row["eval_accuracy"]
+                  for seed, row in _by_seed(rows, prefix + setting).items()}
       entries.append(dict(pair=f"{alpha:g}:{temperature:g}",
                           defaults=(alpha, temperature) == default, per_seed=gain,
                           median=_median_of(gain), accuracy=_median_of(accuracy)))

@@ -5,6 +5,7 @@ benchmarks/results/ with the functions the script prints them with (benchmarks/c
 import json
 import os
 import re
+import statistics
 import sys
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -319,7 +320,6 @@ def test_the_distillation_section_quotes_its_results_files():
            if r["setting"] == "student (3 layers, 360 labelled) alone"]
   passes = [r["cache_cpu_seconds"] for r in f["first"]["rows"]
             if r["setting"] == "student (3 layers, 360 labelled) distilled, cached teacher"]
-  import statistics  # pylint: disable=g-import-not-at-top
   for quoted in (
       f"the medians are {accuracy['retention']['median']:.1%}, then "
       f"{earlier['retention']['median']:.1%} and {second['retention']['median']:.1%} of the "
@@ -363,7 +363,6 @@ def test_the_distillation_section_quotes_its_results_files():
 def test_the_cheaper_teacher_pass_is_quoted_from_its_results_file():
   """The cost run after the teacher's pass reused the dev evaluation's traced step: its ratios
   and phase seconds as benchmarks/README.md quotes them, recomputed from the results file."""
-  import statistics  # pylint: disable=g-import-not-at-top
   f = _distillation_figures()
   cached, second = f["cached"], f["second"]
   rows = json.loads(_read("benchmarks", "results", DISTILLATION_CACHE))["rows"]
@@ -438,7 +437,6 @@ def test_the_training_speed_headlines_are_quoted_from_their_results_files():
 
 
 def test_the_grouping_accuracy_figures_are_quoted_from_their_results_file():
-  import statistics  # pylint: disable=g-import-not-at-top
   runs = _json("grouping_accuracy_2026-12-06.json")["results"]["runs"]
   mean = lambda task, setting, key: statistics.mean(
       r[key] for r in runs[task] if r["setting"] == setting)
@@ -495,7 +493,6 @@ def test_the_group_by_length_speed_is_quoted_from_its_results_file():
 
 
 def test_the_static_packing_accuracy_is_quoted_from_its_results_file():
-  import statistics  # pylint: disable=g-import-not-at-top
   runs = _json("grouping_accuracy_static_2026-12-06.json")["results"]["runs"]["author"]
   of = lambda setting, key: [r[key] for r in runs if r["setting"] == setting]
   static, plain = of("static", "eval_accuracy"), of("unpacked", "eval_accuracy")
