@@ -12,9 +12,11 @@ decay, AdamW (weight decay 0.01, not on biases and LayerNorm), gradients clipped
 dropout 0.1, --max_seq_length with the original's pair truncation (longest first), the seed. One
 core each (the process is pinned to it; TensorFlow and PyTorch then use one thread):
 
-  ours        python -m bert_tf.run_multiple_choice with its defaults (packed rows: --packing
-              auto); its training examples/s are the median of its progress lines after the
-              first (compilation excluded), its accuracy eval_results.txt's
+  ours        python -m bert_tf.run_multiple_choice with its defaults (--packing=auto: packed
+              rows when they compute fewer positions, which each run's "packing" in the
+              results file records as the run logged it); its training examples/s are the
+              median of its progress lines after the first (compilation excluded), its
+              accuracy eval_results.txt's
   ours_unpacked  the same with --packing=none
   ours_bf16   the same with --mixed_precision=bfloat16 (float32 weights; for CPUs with AMX or
               AVX512-BF16, GPUs and TPUs)
@@ -64,6 +66,7 @@ SYSTEMS = ("ours", "ours_unpacked", "ours_bf16", "hf")
 EXTRA_FLAGS = {"ours": [], "ours_unpacked": ["--packing=none"],
                "ours_bf16": ["--mixed_precision=bfloat16"]}
 PROGRESS = re.compile(r"step \d+/\d+ .*examples/s = ([0-9.]+)")
+PACKING = re.compile(r"--packing=auto: (\w+)")
 CHOICES = 4
 
 
@@ -122,7 +125,8 @@ def pin_one_core():
 
 
 def run_ours(args, seed, work, system, extra):
-  """run_multiple_choice as a user runs it: (dev accuracy, examples/s, wall seconds)."""
+  """run_multiple_choice as a user runs it: (dev accuracy, examples/s, wall seconds, its
+  --packing: the mode --packing=auto chose, as the run logged it, or the flag's)."""
   out = os.path.join(work, f"{system}_{seed}")
   model = minilm()
   command = [sys.executable, "-m", "bert_tf.run_multiple_choice",
@@ -147,7 +151,10 @@ def run_ours(args, seed, work, system, extra):
     for line in f:
       key, _, value = line.partition(" = ")
       results[key.strip()] = float(value)
-  return results["eval_accuracy"], statistics.median(rates[1:] or rates), wall
+  chosen = PACKING.search(done.stderr)
+  packing = chosen.group(1) if chosen else next(
+      (flag.split("=", 1)[1] for flag in extra if flag.startswith("--packing=")), "auto")
+  return results["eval_accuracy"], statistics.median(rates[1:] or rates), wall, packing
 
 
 def run_hf(args, seed):
@@ -281,11 +288,13 @@ def main(argv=None):
           if found is None:
             print(f"| {seed} | hf | not installed (torch, transformers) | | |")
             continue
+          packing = {}
         else:
-          found = run_ours(args, seed, work, system, EXTRA_FLAGS[system])
+          *found, chosen = run_ours(args, seed, work, system, EXTRA_FLAGS[system])
+          packing = dict(packing=chosen)
         accuracy, rate, wall = found
         runs.append(dict(seed=seed, system=system, accuracy=accuracy,
-                         examples_per_second=rate, wall_seconds=wall))
+                         examples_per_second=rate, wall_seconds=wall, **packing))
         print(f"| {seed} | {system} | {accuracy:.4f} | {rate:.2f} | {wall:.0f} |", flush=True)
   summary = summarize(runs)
   for line in summary["lines"]:

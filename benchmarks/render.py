@@ -458,17 +458,26 @@ def grouping_accuracy(results_name):
 # === Multiple choice (multiple_choice.py) ===
 
 MULTIPLE_CHOICE_ROWS = {
-    "ours": "ours, defaults (float32; `--packing=auto` leaves these batches unpacked)",
+    "ours": "ours, defaults (float32; {packing})",
     "ours_unpacked": "ours, `--packing=none`",
     "ours_bf16": "ours, `--mixed_precision=bfloat16`",
     "hf": "Hugging Face `BertForMultipleChoice`"}
+MULTIPLE_CHOICE_PACKING = {"none": "`--packing=auto` leaves these batches unpacked",
+                           "exact": "`--packing=auto` packs these batches' pairs into rows"}
 
 
-def multiple_choice(results_name):
+def multiple_choice(results_name, packing=None):
   """Dev accuracy, training examples/s and the ratio to Hugging Face, medians over seeds (ours'
-  rows say when they trained with --adam_bias_correction, Hugging Face's optimizer)."""
+  rows say when they trained with --adam_bias_correction, Hugging Face's optimizer). Ours'
+  default row says what --packing=auto chose: the runs' "packing" (files written before
+  multiple_choice.py recorded it: `packing`, what those runs logged)."""
   saved = read(results_name)
   medians = saved["medians"]
+  chosen = {run["packing"] for run in saved["runs"] if run["system"] == "ours"
+            and "packing" in run} or {packing}
+  if len(chosen) > 1 or None in chosen:
+    raise ValueError(f"{results_name}: ours' runs chose --packing {sorted(map(str, chosen))}; "
+                     "one mode per table")
   bias_correction = saved["settings"].get("adam_bias_correction", False)
   hf = medians.get("hf")
   lines = ["| system | dev accuracy | training examples/s | vs Hugging Face |",
@@ -476,6 +485,7 @@ def multiple_choice(results_name):
   for system, label in MULTIPLE_CHOICE_ROWS.items():
     if system not in medians:
       continue
+    label = label.format(packing=MULTIPLE_CHOICE_PACKING[next(iter(chosen))])
     if bias_correction and system != "hf":
       label = label.replace("ours, defaults (", "ours, `--adam_bias_correction` (") if (
           label.startswith("ours, defaults")) else f"{label} `--adam_bias_correction`"
@@ -851,8 +861,10 @@ TABLES = {
     "pretraining_data_2026-12-06": lambda: pretraining_data("pretraining_data_2026-12-06.json"),
     "tokenization_2026-12-06": lambda: tokenization("tokenization_2026-12-06.json"),
     "extract_features_2026-12-06": lambda: extract_features("extract_features_2026-12-06.json"),
+    "multiple_choice_2026-12-07_128": lambda: multiple_choice(
+        "multiple_choice_2026-12-07_128.json", packing="exact"),
     "multiple_choice_2026-12-06_speed_rounded": lambda: multiple_choice(
-        "multiple_choice_2026-12-06_speed_rounded.json"),
+        "multiple_choice_2026-12-06_speed_rounded.json", packing="none"),
     "multiple_choice_2026-12-06_accuracy": lambda: multiple_choice_seeds(
         "multiple_choice_2026-12-06_accuracy.json",
         "multiple_choice_2026-12-06_accuracy_seed3.json"),

@@ -41,14 +41,14 @@ def test_a_marker_without_a_table_is_refused():
 
 def test_the_rendered_tables_read_their_results_files():
   """Spot checks against the files' own numbers, formatted as the page prints them."""
-  lines = render.multiple_choice("multiple_choice_2026-12-06_speed.json")
+  lines = render.multiple_choice("multiple_choice_2026-12-06_speed.json", packing="none")
   medians = render.read("multiple_choice_2026-12-06_speed.json")["medians"]
   ratio = medians["ours_bf16"]["examples_per_second"] / medians["hf"]["examples_per_second"]
   bf16 = medians["ours_bf16"]
   assert lines[3] == (f"| ours, `--mixed_precision=bfloat16` | {bf16['accuracy']:.3f} | "
                       f"{bf16['examples_per_second']:.2f} | {ratio:.2f}x |")
   # A run with --adam_bias_correction says so in ours' rows; Hugging Face's row is unchanged.
-  adam_bc = render.multiple_choice("multiple_choice_2026-12-06_adam_bc.json")
+  adam_bc = render.multiple_choice("multiple_choice_2026-12-06_adam_bc.json", packing="none")
   assert adam_bc[2].startswith("| ours, `--adam_bias_correction` (float32;")
   assert adam_bc[3].startswith("| Hugging Face `BertForMultipleChoice` |")
   assert not any("--adam_bias_correction" in line for line in lines)
@@ -93,6 +93,29 @@ def test_the_serving_goals_table_reads_its_results_file():
   assert render._goal_cell(1.19, 1.2) == "missed (1.19x)"  # pylint: disable=protected-access
   short = summary["ours"]["short"]["p99_ms"] / summary["ours"]["short"]["p50_ms"]
   assert f"({short:.2f}" in lines[5].split(" | ")[1]
+
+
+def test_the_multiple_choice_table_says_what_packing_auto_chose(tmp_path, monkeypatch):
+  """Ours' default row names the mode its runs recorded (or, for a file from before they did,
+  the one given); runs that chose differently are refused, not summed into one row."""
+  import json  # pylint: disable=g-import-not-at-top
+  medians = {"ours": dict(accuracy=0.5, examples_per_second=9.0),
+             "hf": dict(accuracy=0.4, examples_per_second=5.0)}
+  file = lambda *modes: json.dumps(dict(settings={}, medians=medians, runs=[
+      dict(seed=k, system="ours", **({"packing": mode} if mode else {}))
+      for k, mode in enumerate(modes)] + [dict(seed=0, system="hf")]))
+  (tmp_path / "packed.json").write_text(file("exact", "exact"))
+  (tmp_path / "old.json").write_text(file(None))
+  (tmp_path / "mixed.json").write_text(file("exact", "none"))
+  monkeypatch.setattr(render, "RESULTS", str(tmp_path))
+  assert render.multiple_choice("packed.json")[2] == (
+      "| ours, defaults (float32; `--packing=auto` packs these batches' pairs into rows) | "
+      "0.500 | 9.00 | 1.80x |")
+  assert "leaves these batches unpacked" in render.multiple_choice("old.json", packing="none")[2]
+  with pytest.raises(ValueError, match=r"mixed.json: ours' runs chose --packing"):
+    render.multiple_choice("mixed.json")
+  with pytest.raises(ValueError, match=r"old.json"):
+    render.multiple_choice("old.json")
 
 
 def test_the_multiple_choice_seeds_table_pairs_each_seed(tmp_path, monkeypatch):

@@ -26,6 +26,8 @@ def test_multiple_choice(tmp_path):
   assert "| seed | system | dev accuracy | training examples/s | wall s |" in out
   (run,) = content["runs"]
   assert run["system"] == "ours" and run["accuracy"] in {k / 32 for k in range(33)}
+  # What --packing=auto chose, read from the run's log (the page's row names it).
+  assert run["packing"] in {"exact", "none"}
   assert set(content["medians"]) == {"ours"}
   # The committed files' layout, with the shared facts beside it.
   assert {"settings", "cpu", "runs", "medians", "command", "date", "machine",
