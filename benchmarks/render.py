@@ -797,7 +797,7 @@ def distillation_sweep(results_name):
   and its gain over the twin alone, seed by seed and median; the flags' defaults marked."""
   saved = read(results_name)
   lines = []
-  for labelled, entries in saved["sweep"].items():
+  for labelled, entries in sorted(saved["sweep"].items(), key=lambda item: int(item[0])):
     seeds = list(entries[0]["per_seed"])
     if not lines:
       lines = ["| labelled | `--distill_alpha` : `--distill_temperature` | dev accuracy (median) | "
@@ -851,6 +851,8 @@ TABLES = {
         "distillation_sweep_books_2026-12-07.json"),
     "distillation_sweep_transfer_2026-12-07": lambda: distillation_sweep(
         "distillation_sweep_transfer_2026-12-07.json"),
+    "distillation_sweep_source_2026-12-07": lambda: distillation_sweep(
+        "distillation_sweep_source_2026-12-07.json"),
     "distillation_cache_pass_phases_2026-12-06": lambda: distillation_phases(
         "distillation_cache_pass_2026-12-06.json"),
     "serving_peers_2026-12-07": lambda: serving_figures("serving_peers_2026-12-07.json"),

@@ -195,8 +195,8 @@ def define_distillation_flags(flag_values=FLAGS) -> None:
       "distill_temperature", distillation.DEFAULT_TEMPERATURE, "With --teacher: the softmax "
       "temperature T of the soft targets; the soft loss is scaled by T^2 (a regression "
       "head's soft loss is the squared error to the teacher's score, without T). Measured "
-      "with few labels and no transfer data, 1 did better than 2; with transfer data they "
-      "tied (benchmarks/README.md, Distillation).", **fv)
+      "without transfer data, 1 did better than 2 on one task and worse on another; with "
+      "transfer data they tied (benchmarks/README.md, Distillation).", **fv)
   flags.DEFINE_bool(
       "cache_teacher", False, "With --teacher: compute the teacher's outputs on the training "
       "records once, before the first step, and write them into the records as float32 "

@@ -555,3 +555,17 @@ def test_the_distillation_sweep_verdicts_hold_in_their_results_files():
           f"{books['0.5:1']['median'] * 100:+.1f} with `--distill_temperature=1`)") in page
   assert (f"T 1 gained the most ({books['0.5:1']['median'] * 100:+.1f} points, median): ahead of "
           f"the defaults' twin ({books['0.5:2']['median'] * 100:+.1f}) on four seeds of five") in page
+  # The three corpora without transfer data: the defaults ahead of T 1 and alpha 0.9 at both
+  # sizes, as the pages say.
+  source = _json("distillation_sweep_source_2026-12-07.json")["sweep"]
+  for size in ("48", "360"):
+    by_pair = {e["pair"]: e["median"] for e in source[size]}
+    assert by_pair["0.5:2"] > max(by_pair["0.5:1"], by_pair["0.9:2"])
+  quoted = (f"gained {source['48'][0]['median'] * 100:+.1f} with 48 and with 360 labels, "
+            f"`--distill_temperature=1` "
+            f"{dict((e['pair'], e['median']) for e in source['48'])['0.5:1'] * 100:+.1f}")
+  assert quoted in readme, quoted
+  assert source["48"][0]["defaults"] and source["48"][0]["median"] == source["360"][0]["median"]
+  assert ("the defaults gained +0.8 points with 48 labels and with 360, T 1 and alpha 0.9 +0.0"
+          in page) and all(round(e["median"] * 100, 1) in (0.8, 0.0)
+                           for size in source.values() for e in size)

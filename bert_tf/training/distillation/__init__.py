@@ -28,10 +28,10 @@ positions, each with its own weight.
 
 # The defaults of --distill_alpha (the hard-label loss's weight) and --distill_temperature:
 # Keras's Distiller's student weight and DistilBERT's temperature. benchmarks/distillation.py
-# --sweep measured alpha 0, 0.5, 0.9 and T 1, 2, 4 on two tasks (benchmarks/README.md,
-# Distillation): no pair beat these in both by more than the seeds' spread (T 1 led with few
-# labels and no transfer data, tied with transfer data), so they stay, the settings every
-# benchmark used. Here, in a module that imports no TensorFlow, so that a command's --help does
+# --sweep measured alpha 0, 0.5, 0.9 and T 1, 2, 4 in three settings (benchmarks/README.md,
+# Distillation): no pair beat these in all by more than the seeds' spread (without transfer
+# data T 1 led on one task and trailed on another; with transfer data it tied), so they stay,
+# the settings every benchmark used. Here, in a module that imports no TensorFlow, so that a command's --help does
 # not pay for it.
 DEFAULT_ALPHA = 0.5
 DEFAULT_TEMPERATURE = 2.0
