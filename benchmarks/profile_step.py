@@ -9,6 +9,9 @@ default, the last layer pruned, loop.Trainer with the original's AdamWeightDecay
 batch of --batch_size rows of --pretraining_seq_length tokens with --pretraining_predictions masked
 positions (peers.random_batch, model_step.py's), repeated (benchmarks/pretraining.py shows that
 records and a repeated batch train at the same rate), in float32 or --pretraining_mixed_precision.
+--profile_task=multiple_choice profiles run_multiple_choice's training step as
+benchmarks/multiple_choice.py runs it (all-MiniLM-L6-v2's real weights, its committed task, batch
+16 examples of 4 choices, --choice_seq_length positions, --choice_flags added), in this process.
 From the trace of TensorFlow's compute thread it prints the time per step by kind of op (self
 time: a TensorFlow kernel, or one fusion of an XLA kernel) and by XLA-compiled function
 (bert_tf/model/fused.py's forward and backward kernels), so the matmuls, the optimizer, the fused
@@ -18,6 +21,8 @@ The profile stays in --profile_dir (open it with TensorBoard's profile plugin).
   python benchmarks/profile_step.py --threads=1 --profile_task=short --examples=480 \\
       --warmup_steps=15 --steps=5
   python benchmarks/profile_step.py --threads=2 --profile_task=pretraining --steps=10
+  taskset -c 1 python benchmarks/profile_step.py --threads=1 --profile_task=multiple_choice \
+      --warmup_steps=10 --steps=20
 
 The trace slows the step somewhat (the untraced rate is printed beside it): compare shares
 within one profile, and rates with length_aware.py.
@@ -49,8 +54,14 @@ flags.DEFINE_list("profile_systems", ["ours_packed", "ours"],
                   "Our systems of length_aware.py to profile (ours, ours_fixed, ours_packed, "
                   "ours_static, ours_grouped).")
 PRETRAINING = "pretraining"
-flags.DEFINE_enum("profile_task", "short", list(length_aware.TASKS) + [PRETRAINING],
-                  "The task profiled.")
+MULTIPLE_CHOICE = "multiple_choice"
+flags.DEFINE_enum("profile_task", "short",
+                  list(length_aware.TASKS) + [PRETRAINING, MULTIPLE_CHOICE], "The task profiled.")
+flags.DEFINE_integer("choice_seq_length", 64, "--max_seq_length of --profile_task="
+                     "multiple_choice (multiple_choice.py's default; run_multiple_choice's "
+                     "is 128).")
+flags.DEFINE_list("choice_flags", [], "More flags of run_multiple_choice for --profile_task="
+                  "multiple_choice, e.g. --choice_flags=--mixed_precision=bfloat16.")
 flags.DEFINE_string("pretraining_preset", "mini", "Model size of --profile_task=pretraining "
                     "(bert_tf.config.PRESETS).")
 flags.DEFINE_integer("pretraining_seq_length", 128, "Sequence length of the pretraining rows.")
@@ -171,6 +182,78 @@ def pretraining_run(tf):
                 f"{p} predictions{precision})")
 
 
+def multiple_choice_profile(tf, directory):
+  """run_multiple_choice as multiple_choice.py runs it (all-MiniLM-L6-v2, its committed task,
+  batch 16, learning rate 5e-5, seed 1), in this process with its own flag values, one step per
+  training call: --warmup_steps steps, --steps steps timed untraced, --steps steps traced (the
+  run's batches in its order, so the later steps see other batches). Returns the profile."""
+  import multiple_choice as script  # pylint: disable=g-import-not-at-top
+  from bert_tf import cli, run_multiple_choice  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.multiple_choice import run as mc_run  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
+  batch, steps, warmup = 16, FLAGS.steps, FLAGS.warmup_steps
+  train = script.DATA["train"]
+  if FLAGS.smoke:  # the first 32 training examples, batches of 8
+    train = os.path.join(directory, "train.jsonl")
+    with open(script.DATA["train"], encoding="utf-8") as f, open(train, "w",
+                                                                  encoding="utf-8") as out:
+      out.writelines(f.readlines()[:32])
+    batch = 8
+  with open(train, encoding="utf-8") as f:
+    examples = sum(1 for line in f if line.strip())
+  needed = warmup + 2 * steps
+  model = script.minilm()
+  flag_values = flags.FlagValues()
+  run_multiple_choice.define_flags(flag_values)
+  flag_values([
+      "run_multiple_choice", f"--train_file={train}", f"--init_checkpoint={model}",
+      f"--vocab_file={model}", "--do_train", f"--max_seq_length={FLAGS.choice_seq_length}",
+      f"--train_batch_size={batch}", "--learning_rate=5e-5", "--seed=1", "--noexport",
+      f"--num_train_epochs={(needed + 1) * batch / examples}", "--iterations_per_loop=1",
+      f"--output_dir={os.path.join(directory, 'run')}"] + FLAGS.choice_flags)
+  phases = dict(done=0, untraced=0.0, traced=0.0)
+  profile_dir = FLAGS.profile_dir or os.path.join(directory, MULTIPLE_CHOICE)
+  made = loop.Trainer.__init__
+
+  def init(trainer, *args, **kwargs):
+    made(trainer, *args, **kwargs)
+    inner = trainer.train_loop
+
+    def timed_loop(iterator, count):
+      done = phases["done"]
+      if done == warmup + steps:
+        tf.profiler.experimental.start(profile_dir)
+      started = time.perf_counter()
+      result = inner(iterator, count)
+      result[0].numpy()  # the steps run: the call has finished
+      seconds = time.perf_counter() - started
+      phases["done"] = done + int(count)
+      if warmup <= done < warmup + steps:
+        phases["untraced"] += seconds
+      elif warmup + steps <= done < needed:
+        phases["traced"] += seconds
+        if phases["done"] >= needed:
+          tf.profiler.experimental.stop()
+      return result
+    trainer.train_loop = timed_loop
+
+  loop.Trainer.__init__ = init
+  try:
+    cli.apply_runtime_flags(flag_values)
+    settings = run_multiple_choice.settings_from_flags(flag_values)
+    strategy = cli.checked_strategy(settings, cli.config_from_flags(flag_values), flag_values)
+    mc_run.run_multiple_choice(cli.config_from_flags(flag_values), settings, strategy)
+  finally:
+    loop.Trainer.__init__ = made
+  if phases["done"] < needed:
+    raise RuntimeError(f"run_multiple_choice ran {phases['done']} steps, not {needed}")
+  precision = " ".join(FLAGS.choice_flags)
+  name = (f"ours, multiple choice (all-MiniLM-L6-v2, batch {batch} x 4 choices, "
+          f"--max_seq_length={FLAGS.choice_seq_length}{', ' + precision if precision else ''})")
+  return print_profile(name, steps * batch / phases["untraced"], phases["traced"], steps,
+                       trace_events(profile_dir))
+
+
 def profile(tf, run, name, profile_dir):
   """Warms run up, times --steps untraced, traces --steps more and prints the profile."""
   run(FLAGS.warmup_steps)
@@ -200,6 +283,10 @@ def main():
       FLAGS.profile_systems = ["ours_packed"]
     FLAGS.pretraining_preset, FLAGS.pretraining_seq_length = "tiny", 64
     FLAGS.pretraining_predictions = 10
+  if FLAGS.profile_task == MULTIPLE_CHOICE:
+    with tempfile.TemporaryDirectory() as directory:
+      write_results([multiple_choice_profile(tf, directory)])
+    return
   if FLAGS.profile_task == PRETRAINING:
     if FLAGS["profile_systems"].present:
       raise ValueError("--profile_systems names systems of length_aware.py's tasks; "

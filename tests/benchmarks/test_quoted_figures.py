@@ -569,3 +569,24 @@ def test_the_distillation_sweep_verdicts_hold_in_their_results_files():
   assert ("the defaults gained +0.8 points with 48 labels and with 360, T 1 and alpha 0.9 +0.0"
           in page) and all(round(e["median"] * 100, 1) in (0.8, 0.0)
                            for size in source.values() for e in size)
+
+
+def test_the_multiple_choice_profile_is_quoted_from_its_results_file():
+  (profile,) = _json("profile_step_multiple_choice_2026-12-07.json")["results"]["profiles"]
+  ops = {op["op"]: op for op in profile["ops"]}
+  kernels = {f["function"]: f["share"] for f in profile["xla_functions"]}
+  busy = profile["busy_ms_a_step"]
+  matmuls = sum(ops[k]["ms_a_step"] for k in ("_MklMatMul", "_MklNativeFusedMatMul",
+                                               "_MklBatchMatMulV2"))
+  fused = sum(f["ms_a_step"] for f in profile["xla_functions"])
+  pair = lambda name: kernels[f"_{name}_forward"] + kernels[f"_{name}_backward"]
+  moves = sum(ops[k]["ms_a_step"] for k in ("_MklTranspose", "GatherV2", "ConcatV2", "SelectV2"))
+  page = " ".join(_read("benchmarks", "README.md").split())
+  assert (f"{profile['examples_per_second_untraced']:.2f} examples/s untraced) spends "
+          f"{busy:,.0f} ms a step on the compute thread: the matmuls {matmuls / busy:.0%} "
+          f"({matmuls:,.0f} ms, about 165 GFLOP a step, near this core's float32 rate), the "
+          f"fused elementwise kernels {fused / busy:.0%} (attention's masked softmax and dropout "
+          f"{pair('attention'):.0%}, the exact GELU {pair('gelu_exact'):.0%}, "
+          f"dropout-residual-LayerNorm {pair('layer_norm'):.0%}), the row moves of the unpadded "
+          f"layers and the attention's transposes {moves / busy:.0%}, Adam's update of all 22.7 "
+          f"million weights {ops['ResourceApplyAdam']['share']:.0%}") in page

@@ -38,3 +38,15 @@ def test_profile_step(tmp_path):
   assert profile["system"] == "ours_packed" and profile["busy_ms_a_step"] > 0
   assert abs(sum(op["share"] for op in profile["ops"]) - 1) < 0.2  # the top rows of all ops
   assert profile["xla_functions"], "the fused kernels ran no XLA function"
+
+
+def test_profile_step_multiple_choice(tmp_path):
+  """run_multiple_choice's own step, profiled in the script's process (its flags apart from the
+  script's): MiniLM on the first 32 committed examples, one warm-up, one untraced, one traced."""
+  out, results = smoke.run("profile_step", tmp_path, "--profile_task=multiple_choice")
+  (profile,) = results["profiles"]
+  assert profile["system"].startswith("ours, multiple choice (all-MiniLM-L6-v2, batch 8 x 4")
+  assert results["task"] == "multiple_choice" and results["steps"] == 1
+  assert profile["examples_per_second_untraced"] > 0 and profile["busy_ms_a_step"] > 0
+  assert {"_MklMatMul", "ResourceApplyAdam"} <= {op["op"] for op in profile["ops"]}
+  assert "| XLA functions (fused.py), all |" in out
