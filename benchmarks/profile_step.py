@@ -240,16 +240,17 @@ def multiple_choice_profile(tf, directory):
   loop.Trainer.__init__ = init
   try:
     cli.apply_runtime_flags(flag_values)
+    config = cli.config_from_flags(flag_values)
     settings = run_multiple_choice.settings_from_flags(flag_values)
-    strategy = cli.checked_strategy(settings, cli.config_from_flags(flag_values), flag_values)
-    mc_run.run_multiple_choice(cli.config_from_flags(flag_values), settings, strategy)
+    mc_run.run_multiple_choice(config, settings,
+                               cli.checked_strategy(settings, config, flag_values))
   finally:
     loop.Trainer.__init__ = made
   if phases["done"] < needed:
     raise RuntimeError(f"run_multiple_choice ran {phases['done']} steps, not {needed}")
-  precision = " ".join(FLAGS.choice_flags)
+  extra = "".join(f", {flag}" for flag in FLAGS.choice_flags)
   name = (f"ours, multiple choice (all-MiniLM-L6-v2, batch {batch} x 4 choices, "
-          f"--max_seq_length={FLAGS.choice_seq_length}{', ' + precision if precision else ''})")
+          f"--max_seq_length={FLAGS.choice_seq_length}{extra})")
   return print_profile(name, steps * batch / phases["untraced"], phases["traced"], steps,
                        trace_events(profile_dir))
 
