@@ -126,7 +126,8 @@ def pin_one_core():
 
 def run_ours(args, seed, work, system, extra):
   """run_multiple_choice as a user runs it: (dev accuracy, examples/s, wall seconds, its
-  --packing: the mode --packing=auto chose, as the run logged it, or the flag's)."""
+  --packing: the mode --packing=auto chose, as the run logged it, or the flag's; None when
+  neither says)."""
   out = os.path.join(work, f"{system}_{seed}")
   model = minilm()
   command = [sys.executable, "-m", "bert_tf.run_multiple_choice",
@@ -153,7 +154,7 @@ def run_ours(args, seed, work, system, extra):
       results[key.strip()] = float(value)
   chosen = PACKING.search(done.stderr)
   packing = chosen.group(1) if chosen else next(
-      (flag.split("=", 1)[1] for flag in extra if flag.startswith("--packing=")), "auto")
+      (flag.split("=", 1)[1] for flag in extra if flag.startswith("--packing=")), None)
   return results["eval_accuracy"], statistics.median(rates[1:] or rates), wall, packing
 
 
@@ -291,7 +292,7 @@ def main(argv=None):
           packing = {}
         else:
           *found, chosen = run_ours(args, seed, work, system, EXTRA_FLAGS[system])
-          packing = dict(packing=chosen)
+          packing = {} if chosen is None else dict(packing=chosen)
         accuracy, rate, wall = found
         runs.append(dict(seed=seed, system=system, accuracy=accuracy,
                          examples_per_second=rate, wall_seconds=wall, **packing))
