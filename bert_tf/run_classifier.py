@@ -73,6 +73,13 @@ def define_flags(flag_values=FLAGS) -> None:
                       "labels, one per line (pair tasks: text_a TAB text_b), which train on the "
                       "teacher's soft targets only; the training file is always part of the "
                       "data.", **fv)
+  flags.DEFINE_integer(
+      "distill_augment", 0, "With --teacher: add this many altered copies of each training "
+      "example (some words dropped, some swapped for words of the training file, sometimes only "
+      "a run of at least half of them kept; drawn with --seed), which train on the teacher's "
+      "soft targets only, as --transfer_file's inputs do; an epoch grows (1 + N)-fold. For "
+      "a task without unlabelled text of its own (benchmarks/README.md, Distillation). "
+      "0: none.", **fv)
   # === Several runs ===
   flags.DEFINE_list("seeds", [], "Run once per seed (in output_dir/seed_<s>) and write the "
                     "mean +- std of every metric to output_dir/seeds_summary.txt.", **fv)

@@ -64,6 +64,13 @@ def define_flags(flag_values=FLAGS) -> None:
                       "training file's; each line alone, without document context. Their words "
                       "train on the teacher's soft targets only; the training file is always "
                       "part of the data.", **fv)
+  flags.DEFINE_integer(
+      "distill_augment", 0, "With --teacher: add this many altered copies of each training "
+      "sentence (some words dropped, some swapped for words of the training file, sometimes only "
+      "a run of at least half of them kept; drawn with --seed), which train on the teacher's "
+      "soft targets only, as --transfer_file's inputs do; an epoch grows (1 + N)-fold. For "
+      "a task without unlabelled text of its own (benchmarks/README.md, Distillation). "
+      "0: none.", **fv)
   flags.mark_flags_as_required(["vocab_file", "output_dir"], **fv)
 
 

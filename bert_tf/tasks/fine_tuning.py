@@ -33,6 +33,8 @@ tasks.repeats'; the shared settings and their checks are tasks.common's.
 
 import contextlib
 import dataclasses
+import hashlib
+import json
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Set, Tuple
 
 from absl import logging
@@ -77,6 +79,8 @@ class TaskInputs:
     fresh_head: why the head of the checkpoint the run starts from is not loaded (None: it is,
       when there is one), from start.starting_head.
     train_files: the training files (their md5s are recorded, a resume on changed ones refused).
+    made_data: {what: md5} of training inputs the run makes itself (made_data), recorded and
+      checked on a resume as the training files are.
     outputs: the names of the files the run writes in output_dir (besides the run's record).
     inputs: {flag: path} of the files the run reads (--vocab_file is added): no output may be
       one of them.
@@ -86,9 +90,21 @@ class TaskInputs:
   info: Dict[str, Any]
   fresh_head: Optional[str] = None
   train_files: Sequence[Optional[str]] = ()
+  made_data: Mapping[str, str] = dataclasses.field(default_factory=dict)
   outputs: Sequence[str] = ()
   inputs: Mapping[str, Optional[str]] = dataclasses.field(default_factory=dict)
   result: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def made_data(what: str, texts: Sequence[Sequence[Optional[str]]]) -> Dict[str, str]:
+  """TaskInputs.made_data of inputs the run makes (e.g. "--distill_augment"'s copies): {what:
+  md5 of their texts} ({} when there are none)."""
+  if not texts:
+    return {}
+  digest = hashlib.md5()
+  for fields in texts:
+    digest.update(json.dumps(list(fields), ensure_ascii=False).encode("utf-8") + b"\n")
+  return {what: digest.hexdigest()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -224,7 +240,8 @@ def run(task: FineTuningTask, config: BertConfig, settings,
   run_folder.check_outputs_not_inputs(
       run_folder.run_outputs(settings.output_dir, list(inputs.outputs)),
       dict(inputs.inputs, **{"--vocab_file": settings.vocab_file}))
-  run_folder.note_training_data(settings, start, inputs.info, list(inputs.train_files))
+  run_folder.note_training_data(settings, start, inputs.info, list(inputs.train_files),
+                                made=inputs.made_data)
   teaching.check_teacher(settings, inputs.info, task.distill is not None, task.program)
   if settings.cache_teacher and not task.cached_outputs:
     raise TrainingError(f"--cache_teacher: {task.program} keeps no cache of its teacher's "

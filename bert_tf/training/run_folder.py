@@ -28,7 +28,7 @@ import json
 import os
 import posixpath
 import re
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Protocol, Set
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Protocol, Set
 
 from absl import logging
 import tensorflow as tf
@@ -410,17 +410,22 @@ def check_resumed_data(settings, start, info: Dict[str, Any]) -> None:
     return
   changed = [f"{name} (md5 {md5}; trained on {recorded.get(name, ', '.join(recorded.values()))})"
              for name, md5 in current.items() if md5 not in recorded.values()]
+  changed += [f"{name} (trained on md5 {md5}; not part of this run)"
+              for name, md5 in recorded.items() if md5 not in current.values()]
   raise TrainingError(
       f"the training data changed since the checkpoints in {settings.output_dir} were trained "
       f"on it ({start.where}): {'; '.join(changed)}. Resuming would go on with other data at "
       "the old data position and schedule: restore the file, or choose another --output_dir")
 
 
-def note_training_data(settings, start, info: Dict[str, Any], paths: List[str]) -> None:
-  """Adds the training files' checksums to a training run's info (train_data) and refuses a
-  resume on changed ones (check_resumed_data), before anything is written."""
+def note_training_data(settings, start, info: Dict[str, Any], paths: List[str],
+                       made: Optional[Mapping[str, str]] = None) -> None:
+  """Adds the training files' checksums to a training run's info (train_data), with `made`
+  ({what: md5} of training inputs the run makes itself, e.g. --distill_augment's copies), and
+  refuses a resume on changed ones (check_resumed_data), before anything is written."""
   if settings.do_train:
-    info["train_data"] = training_data([path for path in paths if path and io.exists(path)])
+    info["train_data"] = dict(
+        training_data([path for path in paths if path and io.exists(path)]), **(made or {}))
     check_resumed_data(settings, start, info)
 
 

@@ -41,6 +41,7 @@ import tensorflow as tf
 
 from bert_tf import io
 from bert_tf.config import BertConfig
+from bert_tf.tasks import augmenting
 from bert_tf.tasks import common
 from bert_tf.tasks import fine_tuning
 from bert_tf.tasks import repeats
@@ -77,7 +78,8 @@ class ClassifierSettings(common.FineTuningSettings):
   (text_a_column, text_b_column, label_column, guid_column: names or 0-based indices;
   has_header; label_list (label_list_file: the file it was read from, named in messages);
   regression; file_format; delimiter; train_file, dev_file, test_file); transfer_file
-  (unlabelled inputs the --teacher labels, read_transfer_file).
+  (unlabelled inputs the --teacher labels, read_transfer_file); distill_augment (altered
+  copies of each labelled input the --teacher labels, altered_copies).
   """
   task_name: str
   data_dir: str
@@ -103,6 +105,7 @@ class ClassifierSettings(common.FineTuningSettings):
   dev_file: Optional[str] = None
   test_file: Optional[str] = None
   transfer_file: Optional[str] = None
+  distill_augment: int = 0
 
   def check(self, config: BertConfig, num_replicas: int = 1) -> None:
     """Raises TrainingError naming every flag with an impossible value."""
@@ -132,6 +135,9 @@ class ClassifierSettings(common.FineTuningSettings):
     problems += common.transfer_file_problems(self.transfer_file, self.teacher)
     if self.transfer_file and self.regression:
       problems.append("--transfer_file applies to classification, not --regression")
+    problems += augmenting.copies_problems(self.distill_augment, self.teacher)
+    if self.distill_augment and self.regression:
+      problems.append("--distill_augment applies to classification, not --regression")
     if problems:
       raise TrainingError("; ".join(problems))
 
@@ -226,6 +232,8 @@ def _read(settings: ClassifierSettings, start: start_lib.Start,
   data["labels"] = label_list
   data["transfer"] = read_transfer_file(settings.transfer_file, data["pair"]) \
       if settings.transfer_file and settings.do_train else []
+  data["copies"] = altered_copies(data["train"], settings) \
+      if settings.distill_augment and settings.do_train else []
   info = dict(task_name=settings.task_name.lower(), labels=label_list,
               regression=label_list is None, pair=data["pair"],
               do_lower_case=bool(settings.do_lower_case), vocab_md5=vocab_md5,
@@ -239,7 +247,22 @@ def _read(settings: ClassifierSettings, start: start_lib.Start,
   return fine_tuning.TaskInputs(
       data=data, info=info, fresh_head=head.fresh_head,
       train_files=[_data_file(processor, settings, "train"), settings.transfer_file],
+      made_data=fine_tuning.made_data("--distill_augment", [
+          (e.text_a, e.text_b) for e in data["copies"]]),
       outputs=outputs, inputs=inputs, result={"label_list": label_list})
+
+
+def altered_copies(examples: Sequence[classifier_data.InputExample],
+                   settings: ClassifierSettings) -> List[classifier_data.InputExample]:
+  """--distill_augment's inputs: settings.distill_augment altered copies of each labelled
+  example (tasks/augmenting.py, drawn with --seed, 0 when unset), without labels."""
+  fields = [tuple(tuple(text.split()) for text in (e.text_a, e.text_b) if text is not None)
+            for e in examples]
+  copies = augmenting.altered_copies(fields, settings.distill_augment, settings.seed or 0)
+  return [classifier_data.InputExample(
+      guid=f"copy-{number}-of-{examples[index].guid}", text_a=" ".join(texts[0]),
+      text_b=" ".join(texts[1]) if len(texts) > 1 else None, label=classifier_data.UNLABELLED)
+          for number, (index, texts) in enumerate(copies, 1)]
 
 
 def read_transfer_file(path: str, pair: bool) -> List[classifier_data.InputExample]:
@@ -315,13 +338,16 @@ def _write_records(state: fine_tuning.RunState, examples, path: str,
 
 
 def _train_records(state: fine_tuning.RunState, path: str) -> fine_tuning.TrainingRecords:
-  labelled, transfer = state.inputs.data["train"], state.inputs.data["transfer"]
-  examples = list(labelled) + list(transfer)
+  data = state.inputs.data
+  labelled, transfer, copies = data["train"], data["transfer"], data["copies"]
+  examples = list(labelled) + list(transfer) + list(copies)
   _write_records(state, examples, path)
   log = f"Num examples = {len(examples)}"
-  if transfer:
-    log += (f" ({len(labelled)} labelled, {len(transfer)} from --transfer_file, labelled by "
-            "the teacher only)")
+  if transfer or copies:
+    made = [f"{len(transfer)} from --transfer_file"] if transfer else []
+    made += [f"{len(copies)} altered copies (--distill_augment="
+             f"{state.settings.distill_augment})"] if copies else []
+    log += f" ({len(labelled)} labelled, {', '.join(made)}, labelled by the teacher only)"
   return fine_tuning.TrainingRecords(len(examples), "examples", log=(log,))
 
 

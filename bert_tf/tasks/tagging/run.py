@@ -26,7 +26,7 @@ scheme, its windows and records, and its prediction and score files.
 """
 
 import dataclasses
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from absl import logging
 import numpy as np
@@ -34,6 +34,7 @@ import tensorflow as tf
 
 from bert_tf import io
 from bert_tf.config import BertConfig
+from bert_tf.tasks import augmenting
 from bert_tf.tasks import common
 from bert_tf.tasks import fine_tuning
 from bert_tf.tasks import start as start_lib
@@ -67,7 +68,8 @@ class NerSettings(common.FineTuningSettings):
   was read from, named in messages), tag_scheme (auto, iob1,
   iob2, iobes, plain), eval_mode (conlleval or strict), document_context (fill windows with the
   sentence's document, the paper's setting); transfer_file (plain text sentences without
-  tags that the --teacher labels: tagging_data.read_plain_sentences).
+  tags that the --teacher labels: tagging_data.read_plain_sentences); distill_augment (altered
+  copies of each training sentence that the --teacher labels: altered_copies).
   """
   output_dir: str
   vocab_file: str
@@ -86,6 +88,7 @@ class NerSettings(common.FineTuningSettings):
   eval_batch_size: int = 8
   predict_batch_size: int = 8
   transfer_file: Optional[str] = None
+  distill_augment: int = 0
 
   def file(self, split: str) -> Optional[str]:
     """The file of a split ("train", "eval", "predict"): the explicit flag, else data_dir's."""
@@ -99,6 +102,7 @@ class NerSettings(common.FineTuningSettings):
     problems = common.split_file_problems(self, config, DATA_DIR_FILES)
     problems += common.fine_tuning_problems(self, num_replicas)
     problems += common.transfer_file_problems(self.transfer_file, self.teacher)
+    problems += augmenting.copies_problems(self.distill_augment, self.teacher)
     if self.tag_scheme not in TAG_SCHEMES:
       problems.append(f"--tag_scheme must be one of {', '.join(TAG_SCHEMES)}, got "
                       f"{self.tag_scheme!r}")
@@ -148,7 +152,9 @@ def _read(settings: NerSettings, start: start_lib.Start,
                              f"{scheme} (--tag_scheme)")
   data.update(labels=labels, scheme=scheme, transfer=(
       tagging_data.read_plain_sentences(settings.transfer_file)
-      if settings.transfer_file and settings.do_train else []))
+      if settings.transfer_file and settings.do_train else []), copies=(
+          altered_copies(data["train"], settings.distill_augment, settings.seed or 0)
+          if settings.distill_augment and settings.do_train else []))
   info = dict(task_name=TASK_NAME, labels=labels, tag_scheme=scheme,
               document_context=bool(settings.document_context),
               do_lower_case=bool(settings.do_lower_case), vocab_md5=vocab_md5,
@@ -156,12 +162,25 @@ def _read(settings: NerSettings, start: start_lib.Start,
   return fine_tuning.TaskInputs(
       data=data, info=info, fresh_head=head.fresh_head,
       train_files=[settings.file("train"), settings.transfer_file],
+      made_data=fine_tuning.made_data("--distill_augment",
+                                      [[" ".join(s.words)] for s in data["copies"]]),
       outputs=[f"{name}{suffix}" for name in ("train", "eval", "test") for suffix in (
           ".tf_record", "_predictions.txt", "_results.txt", "_conlleval.txt")],
       inputs=dict({f"--{split}_file": settings.file(split)
                    for split in ("train", "eval", "predict")},
                   **{"--transfer_file": settings.transfer_file}),
       result={"labels": labels, "scheme": scheme})
+
+
+def altered_copies(sentences: Sequence[tagging_data.Sentence], copies: int,
+                   seed: int) -> List[tagging_data.Sentence]:
+  """--distill_augment's sentences: `copies` altered copies of each training sentence
+  (tasks/augmenting.py, drawn with --seed, 0 when unset), without tags, each a document of its
+  own as a --transfer_file line is."""
+  made = augmenting.altered_copies([(s.words,) for s in sentences], copies, seed)
+  return [tagging_data.Sentence(words=words, tags=None, document=number,
+                                line=sentences[index].line)
+          for number, (index, (words,)) in enumerate(made)]
 
 
 def _read_data(settings: NerSettings) -> Dict[str, Any]:
@@ -197,8 +216,9 @@ def _labels(settings: NerSettings, start: start_lib.Start,
 
 def _convert(state: fine_tuning.RunState, sentences, path: str, what: str, keep: bool = False,
              transfer: Sequence[tagging_data.Sentence] = ()):
-  """The windows of `sentences` written to path, then those of the --transfer_file sentences
-  `transfer` (each alone, every word's first piece labelled UNLABELLED_ID)."""
+  """The windows of `sentences` written to path, then those of the sentences without tags
+  `transfer` (--transfer_file's, --distill_augment's copies: each alone, every word's first
+  piece labelled UNLABELLED_ID)."""
   settings = state.settings
   label_map = {tag: i for i, tag in enumerate(state.inputs.data["labels"])}
   stats: Dict[str, int] = {}
@@ -212,17 +232,20 @@ def _convert(state: fine_tuning.RunState, sentences, path: str, what: str, keep:
       tagging_data.convert_sentences_to_features(
           transfer, label_map, settings.max_seq_length, state.tokenizer, writer, stats=stats,
           unlabelled_id=tagging_data.UNLABELLED_ID)
-      tagging_data.log_stats(stats, "--transfer_file")
+      tagging_data.log_stats(stats, "for the teacher only (--transfer_file, --distill_augment)")
   return writer
 
 
 def _train_records(state: fine_tuning.RunState, path: str) -> fine_tuning.TrainingRecords:
-  sentences, transfer = state.inputs.data["train"], state.inputs.data["transfer"]
-  writer = _convert(state, sentences, path, "training", transfer=transfer)
+  data = state.inputs.data
+  sentences, transfer, copies = data["train"], data["transfer"], data["copies"]
+  writer = _convert(state, sentences, path, "training", transfer=list(transfer) + list(copies))
   log = f"Num sentences = {len(sentences)}, windows = {writer.num_features}"
-  if transfer:
-    log += (f" ({len(transfer)} sentences from --transfer_file, labelled by the teacher "
-            "only)")
+  if transfer or copies:
+    made = [f"{len(transfer)} sentences from --transfer_file"] if transfer else []
+    made += [f"{len(copies)} altered copies (--distill_augment="
+             f"{state.settings.distill_augment})"] if copies else []
+    log += f" ({', '.join(made)}, labelled by the teacher only)"
   return fine_tuning.TrainingRecords(
       writer.num_features, "windows", log=(log,),
       result={"train_windows": writer.num_features})

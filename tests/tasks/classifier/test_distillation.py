@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf import tokenization
 from bert_tf.model import checkpoints
 from bert_tf.tasks import fine_tuning
 from bert_tf.tasks import repeats
@@ -28,7 +29,8 @@ from bert_tf.training import evaluation
 from bert_tf.training.errors import TrainingError
 from tests import helpers
 from tests.helpers import REPO_ROOT, subprocess_env
-from tests.tasks.classifier.test_run import CONFIG, fine_tuned_checkpoint, source_settings
+from tests.tasks.classifier.test_run import CONFIG, SOURCE, VOCAB, fine_tuned_checkpoint, \
+    source_settings
 
 LABELS = ("austen", "bible", "linux")
 
@@ -260,20 +262,29 @@ def test_transfer_examples_train_on_the_soft_targets_only():
 
 @pytest.mark.slow
 def test_a_run_with_transfer_data_counts_its_examples_in_the_steps(tmp_path):
-  """Training records hold the labelled and the transfer examples (label id -1), packed rows
-  included; the steps are counted over both; a resume with another transfer file is refused."""
+  """Training records hold the labelled examples, then the transfer examples, then the altered
+  copies of --distill_augment (those two with label id -1), packed rows included; the steps
+  are counted over all; a resume with another transfer file, or other copies, is refused."""
   teacher = _teacher(tmp_path / "teacher")
   transfer = tmp_path / "transfer.txt"
   transfer.write_text("".join(f"Sentence number {i} of the transfer set.\n" for i in range(40)))
   settings = source_settings(tmp_path / "student", do_eval=False, do_predict=False,
-                             num_train_epochs=0.5, teacher=teacher, transfer_file=str(transfer),
-                             packing="exact")
+                             num_train_epochs=0.25, teacher=teacher, transfer_file=str(transfer),
+                             distill_augment=1, packing="exact")
   result = cr.run_classifier(CONFIG, settings)
-  assert result["num_train_steps"] == result["global_step"] == int((360 + 40) / 16 * 0.5)
-  labels = [int(tf.train.Example.FromString(r.numpy()).features.feature["label_ids"]
-                .int64_list.value[0])
-            for r in tf.data.TFRecordDataset(str(tmp_path / "student" / "train.tf_record"))]
-  assert labels.count(-1) == 40 and len(labels) == 400
+  assert result["num_train_steps"] == result["global_step"] == int((360 + 40 + 360) / 16 * 0.25)
+  records = [tf.train.Example.FromString(r.numpy()).features.feature
+             for r in tf.data.TFRecordDataset(str(tmp_path / "student" / "train.tf_record"))]
+  labels = [int(r["label_ids"].int64_list.value[0]) for r in records]
+  assert labels[:360].count(-1) == 0 and labels[360:] == [-1] * 400
+  tokenizer = tokenization.FullTokenizer(VOCAB, do_lower_case=True)
+  copies = cr.altered_copies(cr.make_processor(settings).get_train_examples(SOURCE), settings)
+  assert len(copies) == 360  # one each: the source sentences are long enough
+  first = list(records[400]["input_ids"].int64_list.value)
+  assert tokenizer.convert_ids_to_tokens(first[1:first.index(102)]) == \
+      tokenizer.tokenize(copies[0].text_a)[:30]
+  with pytest.raises(TrainingError, match=r"--distill_augment \(md5"):
+    cr.run_classifier(CONFIG, dataclasses.replace(settings, distill_augment=2))
   transfer.write_text("Another sentence.\n")
   with pytest.raises(TrainingError, match="transfer.txt"):
     cr.run_classifier(CONFIG, dataclasses.replace(settings, num_train_epochs=1.0))
