@@ -2,7 +2,7 @@
 fine-tuned alone and distilled from a fine-tuned 6-layer teacher, side by side, seed by seed.
 
   python benchmarks/distillation.py [--task=source] [--seeds=1,2,3] [--labelled=48,360]
-      [--transfer] [--student_epochs=3] [--intermediate=hidden] [--keras_distiller]
+      [--transfer | --augment=N] [--student_epochs=3] [--intermediate=hidden] [--keras_distiller]
       [--cache_teacher] [--serving] [--tagging] [--goals] [--sweep=ALPHA:T,...]
       [--out=results.json]
   python benchmarks/distillation.py --tagging_only [--tagging_labelled=32 --tagging_transfer]
@@ -19,8 +19,10 @@ layers (--init_layers's default: its layers 0, 3, 5), each seed's twins trained 
 --student_epochs epochs), once alone and once with --teacher at the default --distill_alpha and
 --distill_temperature. With --transfer the distilled twin also reads the other training
 sentences, without their labels, as --transfer_file, and the twin alone trains as many steps on
-the labelled ones (more epochs). Everything runs in this process through run_classifier's
-library call, which is what the command runs.
+the labelled ones (more epochs). With --augment=N the distilled twin makes N altered copies of
+each labelled sentence (run_classifier --distill_augment=N), and the twin alone and a twin
+distilled without copies train as many steps on the labelled ones. Everything runs in this
+process through run_classifier's library call, which is what the command runs.
 
 --intermediate adds, per named variant (INTERMEDIATE), a third twin distilled with the same
 flags plus the intermediate losses' (hidden: --distill_hidden_weight=1 with the uniform layer
@@ -212,14 +214,34 @@ INTERMEDIATE = {
 }
 
 
+def distilled_name(transfer: bool = False, augment: int = 0) -> str:
+  """The setting name of the twin the goals and the sweep read: distilled, with transfer data
+  (--transfer) or with altered copies (--augment)."""
+  if augment:
+    return f"distilled with {augment} altered copies"
+  return "distilled" + (" with transfer" if transfer else "")
+
+
+def _copies(data_dir: str, task: Task, augment: int, seed: int) -> int:
+  """How many altered copies run_classifier --distill_augment=augment --seed=seed makes of the
+  training rows in data_dir (its own function, on the rows as it reads them)."""
+  from bert_tf.tasks.classifier import run as cr  # pylint: disable=g-import-not-at-top
+  settings = _settings(os.path.join(data_dir, "unused"), task, data_dir, "", seed=seed,
+                       teacher="t", distill_augment=augment)
+  examples = cr.make_processor(settings).get_train_examples(data_dir)
+  return len(cr.altered_copies(examples, settings))
+
+
 def _twins(labelled: int, transfer: bool, teacher_dir: str, workdir: str, student_epochs,
-           task: Task, intermediate=(), cached=False, sweep=()):
+           task: Task, intermediate=(), cached=False, sweep=(), augment=0, seed=0):
   """(name, extra settings) of the students: alone on the labelled sentences, distilled (with
   --transfer_file: the other training sentences, unlabelled, and the epochs cut so that both
-  take the same steps), with cached: distilled with --cache_teacher (the same steps),
-  distilled with each `intermediate` variant's losses, and distilled at each (alpha,
-  temperature) of `sweep` (sweep_name). Each logs its steps in two intervals
-  (--iterations_per_loop, _half): the last, which the run's examples/s is, holds no tracing."""
+  take the same steps; with `augment`: --distill_augment=augment, the twins alone and distilled
+  without copies taking as many steps as it, more epochs), with cached: distilled with
+  --cache_teacher (the same steps), distilled with each `intermediate` variant's losses, and
+  distilled at each (alpha, temperature) of `sweep` (sweep_name). Each logs its steps in two
+  intervals (--iterations_per_loop, _half): the last, which the run's examples/s is, holds no
+  tracing."""
   distilled = dict(teacher=teacher_dir, num_train_epochs=student_epochs)
   records = labelled
   alone_epochs = student_epochs
@@ -227,11 +249,18 @@ def _twins(labelled: int, transfer: bool, teacher_dir: str, workdir: str, studen
     distilled["transfer_file"] = _transfer(workdir, labelled, task)
     alone_epochs = student_epochs * task.train_rows / labelled
     records = task.train_rows
+  plain = []
+  if augment:
+    records = labelled + _copies(os.path.join(workdir, f"data_{labelled}"), task, augment, seed)
+    alone_epochs = student_epochs * records / labelled
+    plain = [("distilled", dict(distilled, num_train_epochs=alone_epochs,
+                                iterations_per_loop=_half(labelled, alone_epochs)))]
+    distilled["distill_augment"] = augment
   distilled["iterations_per_loop"] = _half(records, student_epochs)
-  name = "distilled" + (" with transfer" if transfer else "")
+  name = distilled_name(transfer, augment)
   twins = [("alone", dict(num_train_epochs=alone_epochs,
-                          iterations_per_loop=_half(labelled, alone_epochs))),
-           (name, distilled)]
+                          iterations_per_loop=_half(labelled, alone_epochs)))] + plain + [
+                              (name, distilled)]
   if cached:
     twins.append((f"{name}, cached teacher", dict(distilled, cache_teacher=True)))
   for variant in intermediate:
@@ -384,9 +413,10 @@ def keras_distiller(student_config, minilm: str, teacher_dir: str, alone_dir: st
 
 
 def run(seeds, labelled_sizes, student_epochs, workdir, transfer=False, intermediate=(),
-        with_keras=False, cached=False, export=False, task=None, teacher_epochs=2.0, sweep=()):
+        with_keras=False, cached=False, export=False, task=None, teacher_epochs=2.0, sweep=(),
+        augment=0):
   """The classifier's rows: the teacher, then each labelled size's twins seed by seed, on
-  `task` (a Task; None: the source task).
+  `task` (a Task; None: the source task); augment: _twins'.
 
   cached: add the twin distilled with --cache_teacher. sweep: add a twin distilled at each
   (alpha, temperature). export: the teacher and the first seed's
@@ -423,7 +453,7 @@ def run(seeds, labelled_sizes, student_epochs, workdir, transfer=False, intermed
     data = _subset(workdir, labelled, task)
     for seed in seeds:
       for name, extra in _twins(labelled, transfer, teacher_dir, workdir, student_epochs, task,
-                                intermediate, cached, sweep):
+                                intermediate, cached, sweep, augment, seed):
         exported = export and name == "distilled" and labelled == labelled_sizes[-1] and \
             seed == seeds[0]
         start = time.time()
@@ -654,18 +684,37 @@ def _gain_over_alone(rows, prefix, twin):
           for seed, row in _by_seed(rows, prefix + twin).items()}
 
 
-def accuracy_goals(rows, labelled_sizes, transfer):
+def augment_gains(rows, labelled: int, augment: int):
+  """--augment's comparison at one labelled size: each twin's dev accuracy per seed and median,
+  the steps they all took, and per seed the twin with copies minus the twin alone and minus the
+  twin distilled without copies: {"alone"/"distilled"/"copies": {per_seed, median},
+  "over_alone"/"over_distilled": {per_seed, median}, "steps"}."""
+  prefix = f"student (3 layers, {labelled} labelled) "
+  name = distilled_name(augment=augment)
+  found = {}
+  for key, setting in (("alone", "alone"), ("distilled", "distilled"), ("copies", name)):
+    accuracy = {seed: row["eval_accuracy"] for seed, row in _by_seed(rows, prefix + setting).items()}
+    found[key] = dict(per_seed=accuracy, median=_median_of(accuracy))
+  for key, base in (("over_alone", "alone"), ("over_distilled", "distilled")):
+    gain = {seed: value - found[base]["per_seed"][seed]
+            for seed, value in found["copies"]["per_seed"].items()}
+    found[key] = dict(per_seed=gain, median=_median_of(gain))
+  found["steps"] = sorted({row["num_train_steps"] for row in rows
+                           if row["setting"].startswith(prefix)})
+  return found
+
+
+def accuracy_goals(rows, labelled_sizes, transfer, augment=0):
   """Retention (last labelled size) and gain (every size) per seed of the classifier rows when
   there, and the tagger's (tagging_goals) when there."""
   found = {}
   if rows and not rows[0]["setting"].startswith("tagger"):
-    found.update(_classifier_goals(rows, labelled_sizes, transfer))
+    found.update(_classifier_goals(rows, labelled_sizes, distilled_name(transfer, augment)))
   found.update(tagging_goals(rows))
   return found
 
 
-def _classifier_goals(rows, labelled_sizes, transfer):
-  name = "distilled" + (" with transfer" if transfer else "")
+def _classifier_goals(rows, labelled_sizes, name):
   teacher = rows[0]["eval_accuracy"]
   last = f"student (3 layers, {labelled_sizes[-1]} labelled) "
   distilled = _by_seed(rows, last + name)
@@ -853,12 +902,12 @@ def plot(rows, serving_part, labelled, path):
   return path
 
 
-def sweep_gains(rows, labelled_sizes, transfer, pairs):
+def sweep_gains(rows, labelled_sizes, transfer, pairs, augment=0):
   """Per labelled size, the default twin's and each --sweep twin's dev accuracy gain over the
   twin alone, per seed and median, the defaults first: {labelled: [{pair: "ALPHA:T", defaults,
   per_seed, median, accuracy}]} (a list: the results file sorts a dict's keys)."""
   from bert_tf.training import distillation  # pylint: disable=g-import-not-at-top
-  name = "distilled" + (" with transfer" if transfer else "")
+  name = distilled_name(transfer, augment)
   found = {}
   default = (distillation.DEFAULT_ALPHA, distillation.DEFAULT_TEMPERATURE)
   for labelled in labelled_sizes:
@@ -922,6 +971,7 @@ def main():
     rows, runs = [], {}
     if not args.tagging_only:
       rows, runs = run(seeds, labelled, args.student_epochs, workdir, transfer=args.transfer,
+                       augment=args.augment,
                        intermediate=args.variants, with_keras=args.keras_distiller,
                        cached=args.cache_teacher, export=args.serving,
                        task=make_task(args.task, workdir), teacher_epochs=args.teacher_epochs,
@@ -936,7 +986,7 @@ def main():
     loads.append(("end", os.getloadavg()))
   table = summary(rows)
   print(table)
-  goals = dict(accuracy=accuracy_goals(rows, labelled, args.transfer))
+  goals = dict(accuracy=accuracy_goals(rows, labelled, args.transfer, args.augment))
   if args.cache_teacher:
     goals["cost"] = cost_goals(rows, labelled[-1])
   if serving_part:
@@ -945,7 +995,7 @@ def main():
   print("\n".join(lines))
   sweep = None
   if args.sweep_pairs:
-    sweep = sweep_gains(rows, labelled, args.transfer, args.sweep_pairs)
+    sweep = sweep_gains(rows, labelled, args.transfer, args.sweep_pairs, args.augment)
     print("\n".join(sweep_lines(sweep)))
   _write(args, dict(rows=rows, table=table, goals=goals, goal_lines=lines, sweep=sweep,
                     serving=serving_part, load_averages=loads), labelled[-1])
@@ -970,6 +1020,10 @@ def _parse_args():
   parser.add_argument("--transfer", action="store_true",
                       help="distil with the other training sentences as --transfer_file, "
                       "the twin alone taking as many steps on the labelled ones")
+  parser.add_argument("--augment", type=int, default=0,
+                      help="distil with --distill_augment=N (N altered copies of each labelled "
+                      "sentence), the twin alone and a twin distilled without copies taking as "
+                      "many steps on the labelled ones; the goals read the twin with copies")
   parser.add_argument("--intermediate", default="",
                       help="comma-separated variants of the intermediate losses to add a twin "
                       f"for: {', '.join(INTERMEDIATE)}")
@@ -1016,8 +1070,11 @@ def _parse_args():
   unknown = [v for v in args.variants if v not in INTERMEDIATE]
   if unknown:
     parser.error(f"--intermediate: unknown {', '.join(unknown)} (give {', '.join(INTERMEDIATE)})")
-  if args.keras_distiller and args.transfer:
-    parser.error("--keras_distiller trains on the labelled records only: drop --transfer")
+  if args.keras_distiller and (args.transfer or args.augment):
+    parser.error("--keras_distiller trains on the labelled records only: drop --transfer and "
+                 "--augment")
+  if args.augment < 0 or (args.augment and args.transfer):
+    parser.error("--augment: give N >= 0, without --transfer (one kind of extra inputs a run)")
   if args.task != "source" and (args.keras_distiller or args.serving or args.goals):
     parser.error("--keras_distiller, --serving and --goals read the source task's records, "
                  "sentences and labels: use them with --task=source")
@@ -1025,9 +1082,10 @@ def _parse_args():
     args.cache_teacher = args.serving = args.tagging = True
   if args.tagging_only:
     if args.goals or args.serving or args.cache_teacher or args.keras_distiller or \
-        args.intermediate or args.transfer or args.sweep_pairs:
+        args.intermediate or args.transfer or args.sweep_pairs or args.augment:
       parser.error("--tagging_only runs no classifier rows: drop --goals, --serving, "
-                   "--cache_teacher, --keras_distiller, --intermediate, --transfer and --sweep")
+                   "--cache_teacher, --keras_distiller, --intermediate, --transfer, --augment "
+                   "and --sweep")
     args.tagging = True
   _smoke(args)
   if args.tagging_labelled is not None and not \

@@ -701,7 +701,8 @@ def distillation_goals(results_name):
   import distillation  # pylint: disable=g-import-not-at-top
   saved = read(results_name)
   labelled = [int(n) for n in saved["args"]["labelled"].split(",")]
-  accuracy = distillation.accuracy_goals(saved["rows"], labelled, saved["args"]["transfer"])
+  accuracy = distillation.accuracy_goals(saved["rows"], labelled, saved["args"]["transfer"],
+                                         saved["args"].get("augment", 0))
   cost = distillation.cost_goals(saved["rows"], labelled[-1])
   seeds = sorted((accuracy.get("retention") or accuracy["tagging_gain"])["per_seed"], key=int)
   lines = ["| goal | measure | " + " | ".join(f"seed {s}" for s in seeds)
@@ -811,6 +812,40 @@ def distillation_sweep(results_name):
   return lines
 
 
+# The --augment runs (distillation.py), in the table's row order: (results file, its task's name).
+DISTILLATION_AUGMENT = (
+    ("distillation_augment_source_48_2026-12-07.json", "three corpora"),
+    ("distillation_augment_source_360_2026-12-07.json", "three corpora"),
+    ("distillation_augment_books_2026-12-07.json", "eight books"),
+)
+
+
+def distillation_augment():
+  """Per --augment run: the twins' dev accuracy (medians of the seeds) at the same steps, and
+  the twin with copies' gain over the twin alone and over the twin distilled without copies,
+  seed by seed and median (distillation.augment_gains)."""
+  import distillation  # pylint: disable=g-import-not-at-top
+  lines = ["| task, labelled | copies a sentence | steps | seeds | alone | distilled | distilled "
+           "with copies | with copies - alone, per seed | median | with copies - distilled, per "
+           "seed | median |", "| --- |" + " --: |" * 10]
+  for name, task in DISTILLATION_AUGMENT:
+    saved = read(name)
+    labelled, augment = int(saved["args"]["labelled"]), saved["args"]["augment"]
+    found = distillation.augment_gains(saved["rows"], labelled, augment)
+    seeds = sorted(found["copies"]["per_seed"], key=int)
+
+    def points(entry):
+      return (", ".join(f"{entry['per_seed'][seed] * 100:+.1f}" for seed in seeds),
+              f"{entry['median'] * 100:+.1f}")
+    over_alone, over_distilled = points(found["over_alone"]), points(found["over_distilled"])
+    lines.append(
+        f"| {task}, {labelled} | {augment} | {', '.join(map(str, found['steps']))} | "
+        f"{len(seeds)} | {found['alone']['median']:.3f} | {found['distilled']['median']:.3f} | "
+        f"{found['copies']['median']:.3f} | {over_alone[0]} | {over_alone[1]} | "
+        f"{over_distilled[0]} | {over_distilled[1]} |")
+  return lines
+
+
 # === The main job (main_job.py), quoted in README.md ===
 
 
@@ -847,6 +882,7 @@ def _distillation_tables():
 # Marker name -> the lines of its table.
 TABLES = {
     **_distillation_tables(),
+    "distillation_augment_2026-12-07": distillation_augment,
     "distillation_sweep_books_2026-12-07": lambda: distillation_sweep(
         "distillation_sweep_books_2026-12-07.json"),
     "distillation_sweep_transfer_2026-12-07": lambda: distillation_sweep(

@@ -332,3 +332,27 @@ def test_the_sweep_gains_are_per_seed_against_the_twin_alone():
   assert lines[0].startswith("48 labelled, alpha:T 0.5:2 (the defaults): dev accuracy 0.760")
   assert lines[1] == ("48 labelled, alpha:T 0:2: dev accuracy 0.780, gain over alone +5.0 "
                       "points (seeds -2.0, +5.0, +5.0)")
+
+
+def test_the_augmented_twin_and_its_twins_take_the_same_steps(tmp_path):
+  """--augment=N: the twin distilled with N altered copies a sentence, and the twins alone and
+  distilled without copies on as many records' worth of steps (more epochs); the goals read
+  the twin with copies."""
+  task = distillation.make_task("source", str(tmp_path))
+  distillation._subset(str(tmp_path), 48, task)
+  twins = distillation._twins(48, False, "teacher", str(tmp_path), 3.0, task, augment=8,
+                              seed=2)
+  assert [name for name, _ in twins] == ["alone", "distilled", "distilled with 8 altered copies"]
+  alone, plain, copies = (extra for _, extra in twins)
+  assert copies["distill_augment"] == 8 and copies["num_train_epochs"] == 3.0
+  assert alone["num_train_epochs"] == plain["num_train_epochs"] == 3.0 * (48 + 8 * 48) / 48
+  assert "distill_augment" not in plain and plain["teacher"] == "teacher"
+  student = "student (3 layers, 48 labelled) "
+  rows = [_row("teacher (6 layers, 360 labelled)", 0, 0.9)]
+  for seed, (alone_acc, copies_acc) in {1: (0.80, 0.85), 2: (0.70, 0.74)}.items():
+    rows += [_row(student + "alone", seed, alone_acc),
+             _row(student + "distilled", seed, 0.1),
+             _row(student + "distilled with 8 altered copies", seed, copies_acc)]
+  found = distillation.accuracy_goals(rows, [48], False, augment=8)
+  assert found["gain_48"]["per_seed"] == pytest.approx({1: 0.05, 2: 0.04})
+  assert found["gain_48"]["setting"] == student + "distilled with 8 altered copies"

@@ -590,3 +590,41 @@ def test_the_multiple_choice_profile_is_quoted_from_its_results_file():
           f"dropout-residual-LayerNorm {pair('layer_norm'):.0%}), the row moves of the unpadded "
           f"layers and the attention's transposes {moves / busy:.0%}, Adam's update of all 22.7 "
           f"million weights {ops['ResourceApplyAdam']['share']:.0%}") in page
+
+
+def test_the_altered_copies_figures_are_quoted_from_their_results_files():
+  """README.md's and benchmarks/README.md's reading of the --augment runs: the copies' gain over
+  the twin distilled without them and over the twin alone (medians), the seeds ahead, level and
+  behind, and the same steps for the three twins of each run."""
+  import distillation  # pylint: disable=g-import-not-at-top
+  found = []
+  for name in ("distillation_augment_source_48_2026-12-07.json",
+               "distillation_augment_source_360_2026-12-07.json",
+               "distillation_augment_books_2026-12-07.json"):
+    saved = _json(name)
+    found.append(distillation.augment_gains(saved["rows"], int(saved["args"]["labelled"]),
+                                            saved["args"]["augment"]))
+  assert all(len(entry["steps"]) == 1 for entry in found)  # the twins of a run: the same steps
+  over = [round(g * 100, 1) for entry in found for g in entry["over_distilled"]["per_seed"].values()]
+  ahead, level, behind = (sum(g > 0 for g in over), sum(g == 0 for g in over),
+                          sum(g < 0 for g in over))
+  distilled = [f"{entry['over_distilled']['median'] * 100:+.1f}" for entry in found]
+  alone = [f"{entry['over_alone']['median'] * 100:+.1f}" for entry in found]
+  readme = " ".join(_read("README.md").split())
+  for quoted in (
+      f"the copies added {distilled[0]} points over distillation without them with 48 and with 360 "
+      f"labels of the three-corpora task and {distilled[2]} on the eight books with 600",
+      f"ahead on {ahead} seeds of {len(over)}, behind on {behind}), so {alone[0]}, {alone[1]} and "
+      f"{alone[2]} points over the student alone"):
+    assert quoted in readme, quoted
+  assert distilled[0] == distilled[1]
+  page = " ".join(_read("benchmarks", "README.md").split())
+  for quoted in (
+      f"{distilled[0]}, {distilled[1]} and {distilled[2]} points (medians), ahead on {ahead} of "
+      f"{len(over)} seeds, level on {level} and behind on {behind}",
+      f"that made {alone[0]} points with 48 labels, {alone[1]} with 360 and {alone[2]} on the "
+      f"eight books with 600"):
+    assert quoted in page, quoted
+  first = found[0]
+  assert ("(0.850 and 0.833 against" in page and round(first["alone"]["median"], 3) == 0.85 and
+          round(first["distilled"]["median"], 3) == 0.833)
