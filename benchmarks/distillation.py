@@ -531,28 +531,41 @@ def _ner_transfer(workdir: str, labelled: int, sentences: int) -> str:
 
 
 def _tagger_twins(labelled: int, sentences: int, transfer: bool, teacher_dir: str,
-                  workdir: str, student_epochs: float):
+                  workdir: str, student_epochs: float, augment: int = 0, seed: int = 0):
   """(name, training file, epochs, records, extra settings) of the tagger's twins: alone on the
   first `labelled` sentences, and distilled on them at the defaults. With `transfer` a third
   twin, distilled, also reads the other sentences up to `sentences`, untagged, as
-  --transfer_file, for student_epochs epochs; the other two take as many steps on their
-  labelled sentences (more epochs), so that the three differ in what they learn from only."""
+  --transfer_file, for student_epochs epochs; with `augment` a third twin distilled with
+  --distill_augment=augment (run_ner's copies for `seed`); the other two take as many steps on
+  their labelled sentences (more epochs), so that the three differ in what they learn from
+  only."""
   train = _ner_subset(workdir, labelled)
-  epochs = student_epochs * sentences / labelled if transfer else student_epochs
+  records = labelled
+  if transfer:
+    records = sentences
+  elif augment:
+    from bert_tf.tasks.tagging import data as tagging_data  # pylint: disable=g-import-not-at-top
+    from bert_tf.tasks.tagging import run as nr  # pylint: disable=g-import-not-at-top
+    records = labelled + len(nr.altered_copies(tagging_data.read_conll(train), augment, seed))
+  epochs = student_epochs * records / labelled
   twins = [("alone", train, epochs, labelled, {}),
            ("distilled", train, epochs, labelled, dict(teacher=teacher_dir))]
   if transfer:
     twins.append(("distilled with transfer", train, student_epochs, sentences, dict(
         teacher=teacher_dir, transfer_file=_ner_transfer(workdir, labelled, sentences))))
+  elif augment:
+    twins.append((distilled_name(augment=augment), train, student_epochs, records, dict(
+        teacher=teacher_dir, distill_augment=augment)))
   return twins
 
 
 def run_tagging(seeds, sentences, teacher_epochs, student_epochs, workdir, labelled=None,
-                transfer=False):
+                transfer=False, augment=0):
   """The tagger's rows: a 6-layer MiniLM teacher fine-tuned on tests/data/ner/train.txt's
   first `sentences` sentences, then each seed's 3-layer twins (its layers 0, 3, 5) on the first
   `labelled` of them (None: all) with the same steps and seed, alone and distilled at the
-  defaults (with `transfer`: the other sentences untagged as --transfer_file, _tagger_twins);
+  defaults (with `transfer`: the other sentences untagged as --transfer_file; with `augment`:
+  a twin with altered copies; _tagger_twins);
   dev token accuracy (eval_accuracy) and conlleval's entity F1 (eval_f1) on
   tests/data/ner/dev.txt."""
   from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
@@ -582,7 +595,7 @@ def run_tagging(seeds, sentences, teacher_epochs, student_epochs, workdir, label
           f"{labelled} of {sentences} sentences labelled")
   for seed in seeds:
     for name, train, epochs, records, extra in _tagger_twins(
-        labelled, sentences, transfer, teacher_dir, workdir, student_epochs):
+        labelled, sentences, transfer, teacher_dir, workdir, student_epochs, augment, seed):
       one(f"tagger student (3 layers, {size}) {name}", student,
           os.path.join(workdir, f"ner_{name}_{seed}".replace(" ", "_")), seed, epochs, train,
           records, **extra)
@@ -740,9 +753,10 @@ def tagging_goals(rows):
     return {}
   prefix = alone_rows[0]["setting"][:-len("alone")]
   alone = _by_seed(rows, prefix + "alone")
-  name = prefix + "distilled with transfer"
-  if not _by_seed(rows, name):
-    name = prefix + "distilled"
+  # The twin with extra inputs when there is one (transfer sentences or altered copies).
+  extra = sorted({row["setting"] for row in rows if row["setting"].startswith(
+      prefix + "distilled with ")})
+  name = extra[0] if extra else prefix + "distilled"
   twins = _by_seed(rows, name)
 
   def measure(per_seed, setting, goal=None, **extra):
@@ -755,7 +769,7 @@ def tagging_goals(rows):
   found = dict(tagging_gain=measure(gain(twins, "eval_accuracy"), name, GOALS["tagging_gain"]),
                tagging_f1_gain=measure(gain(twins, "eval_f1"), name))
   plain = _by_seed(rows, prefix + "distilled")
-  if plain and name != prefix + "distilled":  # the twin distilled without the transfer data
+  if plain and name != prefix + "distilled":  # the twin distilled without the extra inputs
     found["tagging_gain_without_transfer"] = measure(gain(plain, "eval_accuracy"),
                                                      prefix + "distilled")
   teacher = [row for row in rows if row["setting"].startswith("tagger teacher")]
@@ -846,7 +860,9 @@ def goal_lines(goals):
     line("tagger: gain over the twin alone (dev token accuracy)", accuracy["tagging_gain"])
     line("tagger: gain over the twin alone (dev entity F1)", accuracy["tagging_f1_gain"])
   if "tagging_gain_without_transfer" in accuracy:
-    line("tagger: gain over the twin alone without the transfer data (dev token accuracy)",
+    extra = "copies" if accuracy["tagging_gain"]["setting"].endswith(" copies") else \
+        "transfer data"
+    line(f"tagger: gain over the twin alone without the {extra} (dev token accuracy)",
          accuracy["tagging_gain_without_transfer"])
   if "tagging_retention" in accuracy:
     line("tagger: distilled student's dev token accuracy / the teacher's "
@@ -980,7 +996,8 @@ def main():
     if args.tagging:
       rows += run_tagging(seeds, args.tagging_sentences, args.tagging_teacher_epochs,
                           args.student_epochs, workdir,
-                          labelled=args.tagging_labelled, transfer=args.tagging_transfer)
+                          labelled=args.tagging_labelled, transfer=args.tagging_transfer,
+                          augment=args.tagging_augment)
       loads.append(("tagger runs done", os.getloadavg()))
     serving_part = serve(runs, workdir, args.smoke, args.serving_rounds) if args.serving else None
     loads.append(("end", os.getloadavg()))
@@ -1053,6 +1070,9 @@ def _parse_args():
                       help="the distilled tagger twin also reads the other training sentences, "
                       "untagged, as --transfer_file; the twin alone takes as many steps on its "
                       "labelled ones")
+  parser.add_argument("--tagging_augment", type=int, default=0,
+                      help="a third tagger twin distilled with --distill_augment=N (N altered "
+                      "copies of each labelled sentence); the other two take as many steps")
   parser.add_argument("--tagging_only", action="store_true",
                       help="the tagger's rows only (implies --tagging; no classifier rows)")
   parser.add_argument("--goals", action="store_true",
@@ -1092,6 +1112,8 @@ def _parse_args():
       0 < args.tagging_labelled <= args.tagging_sentences:
     parser.error(f"--tagging_labelled={args.tagging_labelled}: give 1 to --tagging_sentences "
                  f"({args.tagging_sentences})")
+  if args.tagging_augment < 0 or (args.tagging_augment and args.tagging_transfer):
+    parser.error("--tagging_augment: give N >= 0, without --tagging_transfer")
   if args.tagging_transfer and not (args.tagging_labelled and
                                     args.tagging_labelled < args.tagging_sentences):
     parser.error("--tagging_transfer needs --tagging_labelled below --tagging_sentences (the "

@@ -729,7 +729,8 @@ def distillation_goals(results_name):
         4)
     add("", f"{twin} - alone, dev entity F1", accuracy["tagging_f1_gain"], 3)
     if "tagging_gain_without_transfer" in accuracy:
-      add("", "distilled without the transfer sentences - alone, dev token accuracy",
+      extra = "copies" if twin.endswith(" copies") else "transfer sentences"
+      add("", f"distilled without the {extra} - alone, dev token accuracy",
           accuracy["tagging_gain_without_transfer"], 4)
     retention = accuracy["tagging_retention"]
     add("", f"{twin} / tagger teacher dev token accuracy ({retention['teacher']:.3f})",

@@ -356,3 +356,28 @@ def test_the_augmented_twin_and_its_twins_take_the_same_steps(tmp_path):
   found = distillation.accuracy_goals(rows, [48], False, augment=8)
   assert found["gain_48"]["per_seed"] == pytest.approx({1: 0.05, 2: 0.04})
   assert found["gain_48"]["setting"] == student + "distilled with 8 altered copies"
+
+
+def test_the_tagger_twin_with_copies_and_its_twins_take_the_same_steps(tmp_path):
+  """--tagging_augment=N: a third tagger twin distilled with --distill_augment=N on the labelled
+  sentences; the other two take as many steps (more epochs); the goals read it."""
+  from bert_tf.tasks import fine_tuning  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.tagging import run as nr  # pylint: disable=g-import-not-at-top
+  twins = distillation._tagger_twins(32, 400, False, "teacher", str(tmp_path), 3.0, augment=8,
+                                     seed=2)
+  assert [name for name, *_ in twins] == ["alone", "distilled", "distilled with 8 altered copies"]
+  copies = len(nr.altered_copies(tagging_data.read_conll(twins[0][1]), 8, 2))
+  assert copies == 8 * 32
+  assert [(twin[2], twin[3]) for twin in twins] == [(3.0 * 288 / 32, 32), (3.0 * 288 / 32, 32),
+                                                    (3.0, 288)]
+  assert twins[2][4] == dict(teacher="teacher", distill_augment=8)
+  assert len({fine_tuning.num_train_steps(records, 16, epochs)
+              for _, _, epochs, records, _ in twins}) == 1
+  size = "tagger student (3 layers, 32 of 400 sentences labelled) "
+  rows = [_row("tagger teacher (6 layers, 400 sentences)", 0, 0.99, f1=0.9),
+          _row(size + "alone", 1, 0.970, f1=0.6), _row(size + "distilled", 1, 0.971, f1=0.6),
+          _row(size + "distilled with 8 altered copies", 1, 0.980, f1=0.7)]
+  found = distillation.accuracy_goals(rows, [48], transfer=False)
+  assert found["tagging_gain"]["setting"] == size + "distilled with 8 altered copies"
+  assert found["tagging_gain"]["per_seed"] == pytest.approx({1: 0.010})
+  assert found["tagging_gain_without_transfer"]["per_seed"] == pytest.approx({1: 0.001})
