@@ -866,6 +866,7 @@ DISTILLATION_RESULTS = {
     "distillation_books_5epochs": ("distillation_books_5epochs_2026-12-06.json", False),
     "distillation_tagging": ("distillation_tagging_2026-12-06.json", False),
     "distillation_tagging_100": ("distillation_tagging_100_2026-12-06.json", False),
+    "distillation_tagging_augment": ("distillation_tagging_augment_2026-12-07.json", False),
 }
 
 

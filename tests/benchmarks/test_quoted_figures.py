@@ -625,6 +625,12 @@ def test_the_altered_copies_figures_are_quoted_from_their_results_files():
       f"that made {alone[0]} points with 48 labels, {alone[1]} with 360 and {alone[2]} on the "
       f"eight books with 600"):
     assert quoted in page, quoted
+  tagging = distillation.accuracy_goals(
+      _json("distillation_tagging_augment_2026-12-07.json")["rows"], [], False)["tagging_gain"]
+  assert tagging["setting"].endswith("distilled with 8 altered copies")
+  tokens = f"{tagging['median'] * 100:+.1f}"
+  assert (f"copies of 32 labelled sentences gained {tokens} points of token accuracy" in readme
+          and f"nor with 32 and altered copies ({tokens})" in page)
   first = found[0]
   assert ("(0.850 and 0.833 against" in page and round(first["alone"]["median"], 3) == 0.85 and
           round(first["distilled"]["median"], 3) == 0.833)
