@@ -815,7 +815,9 @@ def distillation_sweep(results_name):
 
 # The --augment runs (distillation.py), in the table's row order: (results file, its task's name).
 DISTILLATION_AUGMENT = (
+    ("distillation_augment_source_48x4_2026-12-07.json", "three corpora"),
     ("distillation_augment_source_48_2026-12-07.json", "three corpora"),
+    ("distillation_augment_source_48x20_2026-12-07.json", "three corpora"),
     ("distillation_augment_source_360_2026-12-07.json", "three corpora"),
     ("distillation_augment_books_2026-12-07.json", "eight books"),
 )

@@ -597,40 +597,51 @@ def test_the_altered_copies_figures_are_quoted_from_their_results_files():
   the twin distilled without them and over the twin alone (medians), the seeds ahead, level and
   behind, and the same steps for the three twins of each run."""
   import distillation  # pylint: disable=g-import-not-at-top
-  found = []
-  for name in ("distillation_augment_source_48_2026-12-07.json",
-               "distillation_augment_source_360_2026-12-07.json",
-               "distillation_augment_books_2026-12-07.json"):
-    saved = _json(name)
-    found.append(distillation.augment_gains(saved["rows"], int(saved["args"]["labelled"]),
-                                            saved["args"]["augment"]))
-  assert all(len(entry["steps"]) == 1 for entry in found)  # the twins of a run: the same steps
-  over = [round(g * 100, 1) for entry in found for g in entry["over_distilled"]["per_seed"].values()]
+  found = {}
+  for key in ("source_48x4", "source_48", "source_48x20", "source_360", "books"):
+    saved = _json(f"distillation_augment_{key}_2026-12-07.json")
+    found[key] = distillation.augment_gains(saved["rows"], int(saved["args"]["labelled"]),
+                                            saved["args"]["augment"])
+  assert all(len(entry["steps"]) == 1 for entry in found.values())  # a run's twins: same steps
+  over = [round(g * 100, 1) for entry in found.values()
+          for g in entry["over_distilled"]["per_seed"].values()]
   ahead, level, behind = (sum(g > 0 for g in over), sum(g == 0 for g in over),
                           sum(g < 0 for g in over))
-  distilled = [f"{entry['over_distilled']['median'] * 100:+.1f}" for entry in found]
-  alone = [f"{entry['over_alone']['median'] * 100:+.1f}" for entry in found]
+  distilled = {key: f"{entry['over_distilled']['median'] * 100:+.1f}"
+               for key, entry in found.items()}
+  alone = {key: f"{entry['over_alone']['median'] * 100:+.1f}" for key, entry in found.items()}
   readme = " ".join(_read("README.md").split())
   for quoted in (
-      f"the copies added {distilled[0]} points over distillation without them with 48 and with 360 "
-      f"labels of the three-corpora task and {distilled[2]} on the eight books with 600",
-      f"ahead on {ahead} seeds of {len(over)}, behind on {behind}), so {alone[0]}, {alone[1]} and "
-      f"{alone[2]} points over the student alone"):
+      f"with 48 labels of the three-corpora task {distilled['source_48x4']} points with 4 copies "
+      f"a sentence, {distilled['source_48']} with 8 and {distilled['source_48x20']} with 20 "
+      f"(medians of five seeds), so {alone['source_48x20']} points over the student alone with "
+      f"20, TinyBERT's count; with 360 labels and 2 copies {distilled['source_360']}, on the "
+      f"eight books with 600 labels and 4 copies {distilled['books']} (ahead on {ahead} seeds of "
+      f"{len(over)}, behind on {behind})"):
     assert quoted in readme, quoted
-  assert distilled[0] == distilled[1]
   page = " ".join(_read("benchmarks", "README.md").split())
   for quoted in (
-      f"{distilled[0]}, {distilled[1]} and {distilled[2]} points (medians), ahead on {ahead} of "
-      f"{len(over)} seeds, level on {level} and behind on {behind}",
-      f"that made {alone[0]} points with 48 labels, {alone[1]} with 360 and {alone[2]} on the "
-      f"eight books with 600"):
+      f"with 48 labels of the three corpora {distilled['source_48x4']} points with 4 copies a "
+      f"sentence, {distilled['source_48']} with 8 and {distilled['source_48x20']} with 20",
+      f"{distilled['source_360']} with 360 labels and 2 copies, {distilled['books']} on the eight "
+      f"books with 600 and 4",
+      f"Over all {len(over)} seeds the twin with copies was ahead of the one without on {ahead}, "
+      f"level on {level} and behind on {behind}",
+      f"Over the twin alone that made {alone['source_48x4']}, {alone['source_48']} and "
+      f"{alone['source_48x20']} points with 48 labels (4, 8 and 20 copies), {alone['source_360']} "
+      f"with 360 labels and {alone['books']} on the eight books"):
     assert quoted in page, quoted
+  twenty = found["source_48x20"]["over_distilled"]["per_seed"].values()
+  assert (sum(round(g, 6) > 0 for g in twenty), sum(round(g, 6) == 0 for g in twenty)) == (4, 1)
+  assert all(found[key]["over_alone"]["median"] >= 0.01
+             for key in ("source_48x4", "source_48", "source_48x20"))
+  assert all(found[key]["over_alone"]["median"] < 0.01 for key in ("source_360", "books"))
   tagging = distillation.accuracy_goals(
       _json("distillation_tagging_augment_2026-12-07.json")["rows"], [], False)["tagging_gain"]
   assert tagging["setting"].endswith("distilled with 8 altered copies")
   tokens = f"{tagging['median'] * 100:+.1f}"
   assert (f"copies of 32 labelled sentences gained {tokens} points of token accuracy" in readme
           and f"nor with 32 and altered copies ({tokens})" in page)
-  first = found[0]
+  first = found["source_48"]
   assert ("(0.850 and 0.833 against" in page and round(first["alone"]["median"], 3) == 0.85 and
           round(first["distilled"]["median"], 3) == 0.833)
