@@ -706,7 +706,8 @@ def augment_gains(rows, labelled: int, augment: int):
   name = distilled_name(augment=augment)
   found = {}
   for key, setting in (("alone", "alone"), ("distilled", "distilled"), ("copies", name)):
-    accuracy = {seed: row["eval_accuracy"] for seed, row in _by_seed(rows, prefix + setting).items()}
+    runs = _by_seed(rows, prefix + setting)
+    accuracy = {seed: row["eval_accuracy"] for seed, row in runs.items()}
     found[key] = dict(per_seed=accuracy, median=_median_of(accuracy))
   for key, base in (("over_alone", "alone"), ("over_distilled", "distilled")):
     gain = {seed: value - found[base]["per_seed"][seed]
@@ -754,9 +755,9 @@ def tagging_goals(rows):
   prefix = alone_rows[0]["setting"][:-len("alone")]
   alone = _by_seed(rows, prefix + "alone")
   # The twin with extra inputs when there is one (transfer sentences or altered copies).
-  extra = sorted({row["setting"] for row in rows if row["setting"].startswith(
+  with_extra = sorted({row["setting"] for row in rows if row["setting"].startswith(
       prefix + "distilled with ")})
-  name = extra[0] if extra else prefix + "distilled"
+  name = with_extra[0] if with_extra else prefix + "distilled"
   twins = _by_seed(rows, name)
 
   def measure(per_seed, setting, goal=None, **extra):
