@@ -79,7 +79,7 @@ class TaskInputs:
     fresh_head: why the head of the checkpoint the run starts from is not loaded (None: it is,
       when there is one), from start.starting_head.
     train_files: the training files (their md5s are recorded, a resume on changed ones refused).
-    made_data: {what: md5} of training inputs the run makes itself (made_data), recorded and
+    made_data: {what: md5} of training inputs the run makes itself (made_data_digest), recorded and
       checked on a resume as the training files are.
     outputs: the names of the files the run writes in output_dir (besides the run's record).
     inputs: {flag: path} of the files the run reads (--vocab_file is added): no output may be
@@ -96,7 +96,7 @@ class TaskInputs:
   result: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
-def made_data(what: str, texts: Sequence[Sequence[Optional[str]]]) -> Dict[str, str]:
+def made_data_digest(what: str, texts: Sequence[Sequence[Optional[str]]]) -> Dict[str, str]:
   """TaskInputs.made_data of inputs the run makes (e.g. "--distill_augment"'s copies): {what:
   md5 of their texts} ({} when there are none)."""
   if not texts:

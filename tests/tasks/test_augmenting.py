@@ -19,6 +19,7 @@ from bert_tf.tasks.tagging import run as tagging_run
 from bert_tf.training import run_folder
 from bert_tf.training.errors import TrainingError
 from tests.helpers import TEST_DATA
+from tests.tasks.classifier.test_run import CONFIG, source_settings
 
 
 def _sentences(count=48):
@@ -110,7 +111,6 @@ def test_bad_counts_and_rates_are_refused():
 
 
 def test_the_classifier_and_the_tagger_make_unlabelled_copies(tmp_path):
-  from tests.tasks.classifier.test_run import source_settings  # pylint: disable=g-import-not-at-top
   examples = [classifier_data.InputExample("train-1", "A man walked to the town.", None, "a"),
               classifier_data.InputExample("train-2", "It rained all day long.", "Yes.", "b")]
   settings = source_settings(tmp_path, teacher="t", distill_augment=2, seed=4)
@@ -123,10 +123,10 @@ def test_the_classifier_and_the_tagger_make_unlabelled_copies(tmp_path):
   assert [c.guid for c in copies][:2] == ["copy-1-of-train-1", "copy-2-of-train-1"]
   assert all(c.label is classifier_data.UNLABELLED for c in copies)
   with pytest.raises(TrainingError, match="--distill_augment=2 makes inputs without labels"):
-    source_settings(tmp_path, distill_augment=2).check(cr_config())
+    source_settings(tmp_path, distill_augment=2).check(CONFIG)
   with pytest.raises(TrainingError, match="--distill_augment applies to classification"):
     source_settings(tmp_path, teacher="t", distill_augment=2, regression=True,
-                    task_name="generic", text_a_column=0).check(cr_config())
+                    task_name="generic", text_a_column=0).check(CONFIG)
   sentences = [tagging_data.Sentence(("Emma", "walked", "to", "Highbury", "."),
                                      ("B-PER", "O", "O", "B-LOC", "O"), 0, 7)]
   tagged = tagging_run.altered_copies(sentences, 3, seed=1)
@@ -136,16 +136,11 @@ def test_the_classifier_and_the_tagger_make_unlabelled_copies(tmp_path):
                                                           (None, 7, 2)]
 
 
-def cr_config():
-  from tests.tasks.classifier.test_run import CONFIG  # pylint: disable=g-import-not-at-top
-  return CONFIG
-
-
 def test_a_resume_with_other_copies_is_refused_naming_the_flag(tmp_path):
-  made = fine_tuning.made_data("--distill_augment", [("a b", None), ("c", "d")])
+  made = fine_tuning.made_data_digest("--distill_augment", [("a b", None), ("c", "d")])
   assert list(made) == ["--distill_augment"] and len(made["--distill_augment"]) == 32
-  assert fine_tuning.made_data("--distill_augment", []) == {}
-  assert made != fine_tuning.made_data("--distill_augment", [("a b", None)])
+  assert fine_tuning.made_data_digest("--distill_augment", []) == {}
+  assert made != fine_tuning.made_data_digest("--distill_augment", [("a b", None)])
 
   class Start:  # a resumed run's record: trained with the copies above
     resuming, where = True, "model.ckpt-5"
@@ -155,7 +150,7 @@ def test_a_resume_with_other_copies_is_refused_naming_the_flag(tmp_path):
     do_train, output_dir = True, str(tmp_path)
 
   run_folder.check_resumed_data(Settings, Start, {"train_data": dict(Start.info["train_data"])})
-  other = fine_tuning.made_data("--distill_augment", [("a b", None)])
+  other = fine_tuning.made_data_digest("--distill_augment", [("a b", None)])
   with pytest.raises(TrainingError, match=r"--distill_augment \(md5 .*; trained on "):
     run_folder.check_resumed_data(Settings, Start,
                                   {"train_data": dict({"train.tsv": "0" * 32}, **other)})

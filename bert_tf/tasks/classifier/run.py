@@ -247,7 +247,7 @@ def _read(settings: ClassifierSettings, start: start_lib.Start,
   return fine_tuning.TaskInputs(
       data=data, info=info, fresh_head=head.fresh_head,
       train_files=[_data_file(processor, settings, "train"), settings.transfer_file],
-      made_data=fine_tuning.made_data("--distill_augment", [
+      made_data=fine_tuning.made_data_digest("--distill_augment", [
           (e.text_a, e.text_b) for e in data["copies"]]),
       outputs=outputs, inputs=inputs, result={"label_list": label_list})
 

@@ -162,8 +162,8 @@ def _read(settings: NerSettings, start: start_lib.Start,
   return fine_tuning.TaskInputs(
       data=data, info=info, fresh_head=head.fresh_head,
       train_files=[settings.file("train"), settings.transfer_file],
-      made_data=fine_tuning.made_data("--distill_augment",
-                                      [[" ".join(s.words)] for s in data["copies"]]),
+      made_data=fine_tuning.made_data_digest(
+          "--distill_augment", [[" ".join(s.words)] for s in data["copies"]]),
       outputs=[f"{name}{suffix}" for name in ("train", "eval", "test") for suffix in (
           ".tf_record", "_predictions.txt", "_results.txt", "_conlleval.txt")],
       inputs=dict({f"--{split}_file": settings.file(split)
