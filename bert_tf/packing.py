@@ -20,21 +20,24 @@ MASK_TOKEN = "[MASK]"
 # Shape legend: B = batch, S = padded sequence length, (n) = ragged dimension.
 
 
-def truncated_lengths(len_a: tf.Tensor, len_b: tf.Tensor, seq_length: tf.Tensor):
+def truncated_lengths(len_a: tf.Tensor, len_b: tf.Tensor, seq_length: tf.Tensor,
+                      has_b: Optional[tf.Tensor] = None):
   """Segment lengths after the original's truncation, per row.
 
   For a pair the original pops the last token of the longer segment (B on a tie) until
   len_a + len_b <= seq_length - 3. The loop's result in closed form: A keeps
   min(len_a, max(budget - len_b, ceil(budget / 2))) tokens and B the rest of the budget. A row
-  whose len_b is 0 is a single segment with budget seq_length - 2.
+  without B is a single segment with budget seq_length - 2.
 
   Args:
     len_a, len_b, seq_length: int32 [B].
+    has_b: bool [B], the rows that are pairs; None: those whose len_b is above 0.
 
   Returns:
     (kept_a, kept_b), int32 [B].
   """
-  has_b = len_b > 0
+  if has_b is None:
+    has_b = len_b > 0
   budget = seq_length - 2 - tf.cast(has_b, tf.int32)
   pair_a = tf.minimum(len_a, tf.maximum(budget - len_b, (budget + 1) // 2))
   kept_a = tf.where(has_b, pair_a, tf.minimum(len_a, budget))
@@ -112,16 +115,20 @@ class Packer(tf.Module):
         piece_ids.values, tf.gather(piece_ids.row_splits, pieces.row_splits))
 
   def pack(self, ids_a: tf.RaggedTensor, ids_b: Optional[tf.RaggedTensor],
-           seq_length: tf.Tensor, pad_to: Optional[int] = None) -> Dict[str, tf.Tensor]:
+           seq_length: tf.Tensor, pad_to: Optional[int] = None,
+           always_pair: bool = False) -> Dict[str, tf.Tensor]:
     """Truncates and packs ids into [CLS] A [SEP] (B [SEP]), padded.
 
     Args:
       ids_a: int32 [B, (n)], the first segments.
-      ids_b: int32 [B, (m)] or None; an empty row means no second segment.
+      ids_b: int32 [B, (m)] or None; an empty row means no second segment, unless
+        always_pair.
       seq_length: int32 [B], the packed length of each row (at least 2, or 3 with a B).
       pad_to: the width to pad to: a Python int (a static shape, or with length_buckets the
         bucket of the longest row, at most pad_to), a scalar int tensor, or None for
         max(seq_length) (0 for an empty batch).
+      always_pair: every row is a pair, an empty B too: [CLS] A [SEP] [SEP], truncated to
+        seq_length - 3 (a multiple-choice example's choice, as its records lay it out).
 
     Returns:
       dict of int32 [B, S]: input_word_ids, input_mask, input_type_ids.
@@ -131,12 +138,13 @@ class Packer(tf.Module):
     rows = tf.shape(ids_a.row_splits, out_type=tf.int32)[0] - 1
     len_a = tf.cast(ids_a.row_lengths(), tf.int32)
     len_b = tf.cast(ids_b.row_lengths(), tf.int32)
-    has_b = len_b > 0
-    checks = self._length_checks(seq_length, has_b)
+    has_b = tf.ones_like(len_b, tf.bool) if always_pair else len_b > 0
+    with tf.control_dependencies(self._batch_checks(rows, len_b, seq_length)):
+      checks = self._length_checks(seq_length, has_b)
     with tf.control_dependencies(checks):
-      kept_a, kept_b = truncated_lengths(len_a, len_b, seq_length)
-    # Like the original, a B truncated to nothing gets no [SEP] of its own.
-    has_sep_b = kept_b > 0
+      kept_a, kept_b = truncated_lengths(len_a, len_b, seq_length, has_b)
+    # Like the original, a B truncated to nothing gets no [SEP] of its own (a pair always does).
+    has_sep_b = has_b if always_pair else kept_b > 0
     row_lengths = 2 + kept_a + kept_b + tf.cast(has_sep_b, tf.int32)
     width = self._pad_width(pad_to, seq_length, row_lengths)
     # Built densely, position by position (a row: [CLS] A [SEP] B [SEP] padding): a few dense
@@ -200,6 +208,22 @@ class Packer(tf.Module):
             message="seq_length must be at least 2 (3 for a text pair): [CLS] and [SEP] "
                     "need room"),
     ]
+
+  @staticmethod
+  def _batch_checks(rows: tf.Tensor, len_b: tf.Tensor, seq_length) -> list:
+    """The asserts that a pair batch's inputs line up: one text_b per text, and one seq_length
+    per text or a single one for all of them."""
+    checks = [tf.debugging.assert_equal(
+        tf.size(len_b), rows,
+        message="text_b must have one entry per text (an empty string for a single text); "
+                "the sizes of text_b and text are")]
+    if not isinstance(seq_length, int):
+      size = tf.size(seq_length)
+      checks.append(tf.debugging.assert_equal(
+          (size == rows) | (size == 1), True,
+          message="seq_length must have one entry per text, or one entry for all of them; "
+                  "its size does not match text's"))
+    return checks
 
   def _pad_width(self, pad_to, seq_length, row_lengths: tf.Tensor):
     """The padded width (pack's pad_to rule) for rows of `row_lengths` packed positions."""

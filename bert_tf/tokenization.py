@@ -174,7 +174,10 @@ def _read_bytes(path: str) -> bytes:
   except FileNotFoundError:
     raise FileNotFoundError(f"Vocab file not found: {path}") from None
   except IsADirectoryError:
-    raise FileNotFoundError(f"Vocab file {path} is a directory, expected a file") from None
+    raise FileNotFoundError(
+        f"Vocab file {path} is a directory without a vocab.txt in it: give the WordPiece vocab "
+        "file (one token a line; a Hugging Face folder saved with tokenizer.json alone has "
+        "none)") from None
 
 
 def load_vocab(vocab_file: str) -> "collections.OrderedDict[str, int]":

@@ -213,12 +213,17 @@ def run_inference(model: inference.InferenceModel, inputs: Mapping[str, tf.Tenso
                   pack: bool) -> Dict[str, Any]:
   """model on inputs [B, S]; with pack, a batch of two or more examples whose padding is a
   suffix of each row (what every packer here makes; ids sent to the encoder export may differ)
-  is packed into rows (request_packing.call_packed), per-position logits getting CUT_LOGIT at
-  padding and other per-position outputs 0."""
-  if not pack:
-    return model(inputs)
+  is packed into rows (request_packing.call_packed). Either way per-position logits get
+  CUT_LOGIT at padding (input_mask 0) and other per-position outputs 0, so a text's outputs do
+  not depend on the batch it came in or on the export's --pack_requests."""
   fill = {key: CUT_LOGIT for key in model.output_names if key.endswith("logits")}
   mask = tf.cast(inputs["input_mask"], tf.int32) > 0
+
+  def unpacked(values):
+    return fill_padding(model(values), mask, fill, model.per_example)
+
+  if not pack:
+    return unpacked(inputs)
   lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1, keepdims=True)
   suffix_padded = tf.reduce_all(tf.equal(mask, tf.range(tf.shape(mask)[1]) < lengths))
   # The packed path as one call that is never inlined: the tf.cond is lowered to Switch and
@@ -230,7 +235,27 @@ def run_inference(model: inference.InferenceModel, inputs: Mapping[str, tf.Tenso
           hidden_size=model.encoder.hidden_size),
       autograph=False, experimental_attributes={"_noinline": True})
   return tf.cond((tf.shape(mask)[0] > 1) & suffix_padded, lambda: packed(inputs),
-                 lambda: model(inputs))
+                 lambda: unpacked(inputs))
+
+
+def fill_padding(outputs: Mapping[str, Any], mask: tf.Tensor, fill: Mapping[str, float],
+                 per_example: Sequence[str]) -> Dict[str, Any]:
+  """The per-position outputs [B, S, ...] (a list of them: element by element) with fill[name]
+  (default 0) where mask [B, S] is False; the names in per_example as they are."""
+  def filled(value, key):
+    real = tf.reshape(mask, tf.concat([tf.shape(mask), tf.ones([tf.rank(value) - 2], tf.int32)],
+                                      axis=0))
+    return tf.where(real, value, tf.cast(fill.get(key, 0.0), value.dtype))
+
+  result = {}
+  for key, value in outputs.items():
+    if key in per_example:
+      result[key] = value
+    elif isinstance(value, (list, tuple)):
+      result[key] = [filled(v, key) for v in value]
+    else:
+      result[key] = filled(value, key)
+  return result
 
 
 def with_a_position(run, inputs: Mapping[str, tf.Tensor]) -> Dict[str, Any]:
@@ -273,21 +298,42 @@ class EncoderModule(ReusableModule):
   def __init__(self, encoder: keras.Model):
     super().__init__(name="bert_encoder")
     self.encoder = encoder
+    names = {layer.name for layer in encoder.layers}
+    self.max_positions = (int(encoder.get_layer("embeddings").max_position_embeddings)
+                          if "embeddings" in names else None)
     self.set_inference(encoder)
     self.make_reusable(encoder, self._call, [ENCODER_SPEC])
     self.serving_default = tf.function(self._serve, input_signature=[ENCODER_SPEC], autograph=False)
 
   def _call(self, inputs, training):
-    outputs = call_encoder(self.encoder, inputs, training)
+    outputs = call_encoder(self.encoder, checked_ids(inputs, self.max_positions), training)
     return dict(pooled_output=outputs["pooled_output"], default=outputs["pooled_output"],
                 sequence_output=outputs["sequence_output"],
                 encoder_outputs=list(outputs["encoder_outputs"]))
 
   def _serve(self, inputs):
-    outputs = with_a_position(self.infer, inputs)
+    outputs = with_a_position(self.infer, checked_ids(inputs, self.max_positions))
     return dict(pooled_output=outputs["pooled_output"],
                 sequence_output=outputs["sequence_output"],
                 encoder_outputs=tf.stack(outputs["encoder_outputs"], axis=1))
+
+
+def checked_ids(inputs: Mapping[str, tf.Tensor],
+                max_positions: Optional[int]) -> Dict[str, tf.Tensor]:
+  """The encoder's three inputs, after asserts that name what a client sent wrong: input_mask
+  and input_type_ids of input_word_ids' shape, at most max_positions per row (None: any)."""
+  ids = inputs["input_word_ids"]
+  checks = [tf.debugging.assert_equal(
+      tf.shape(inputs[key]), tf.shape(ids),
+      message=f"{key} must have the shape of input_word_ids [batch, seq_length]; the shapes are")
+            for key in ENCODER_INPUTS[1:]]
+  if max_positions is not None:
+    checks.append(tf.debugging.assert_less_equal(
+        tf.shape(ids)[-1], max_positions,
+        message=f"input_word_ids: at most {max_positions} positions a row (the model's "
+                "max_position_embeddings); the row length is"))
+  with tf.control_dependencies(checks):
+    return {key: tf.identity(inputs[key]) for key in ENCODER_INPUTS}
 
 
 def _segment_specs() -> list:
@@ -300,8 +346,9 @@ def _segment_specs() -> list:
 class PreprocessorModule(tf.Module):
   """Raw text -> encoder inputs, with TF Hub's BERT preprocessor API.
 
-  __call__(text): [B] strings -> input_word_ids, input_mask, input_type_ids int32 [B, S] at the
-    export's seq_length (what hub.KerasLayer calls).
+  __call__(text): [B] strings -> input_word_ids, input_mask, input_type_ids int32 [B, S], S the
+    batch's longest text rounded up to a length bucket, at most the export's seq_length (what
+    hub.KerasLayer calls).
   tokenize(text): [B] strings -> int32 RaggedTensor [B, (words), (pieces)] (the reference
     FullTokenizer's ids, grouped by the BasicTokenizer's words).
   bert_pack_inputs(segments, seq_length=<the export's>): a list of one or two tokenized
@@ -366,7 +413,8 @@ class TextModule(ReusableModule):
   """The text model: preprocessing, encoder and (when present) the pretraining heads.
 
   __call__(text, training=False): [B] strings -> pooled_output (also as "default"),
-  sequence_output, input_mask, at the export's seq_length; with the encoder's variables, so
+  sequence_output, input_mask, at the batch's length bucket (at most the export's
+  seq_length); with the encoder's variables, so
   hub.KerasLayer(path, trainable=True) is a text-in encoder that fine-tunes.
   """
 

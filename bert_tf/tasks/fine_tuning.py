@@ -332,6 +332,7 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
       logging.info("  %s", line)
     logging.info("  Batch size = %d", settings.train_batch_size)
     logging.info("  Num steps = %d (warmup %d)", steps, warmup)
+  given = settings  # recorded (--packing=auto as given): a resume makes it concrete again
   settings = state.settings = packing_for_records(
       settings, train_path if settings.do_train else None, state.strategy.num_replicas_in_sync)
   packed = settings.packing_mode.packed
@@ -350,7 +351,7 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
   result.update(_teach(task, state, packed))
   if settings.teacher and settings.cache_teacher and settings.do_train:
     _cache_teacher(task, state, train_path, records.num_records)
-  run_folder.record_run_info(state.config, settings, state.start, state.chief, state.inputs.info)
+  run_folder.record_run_info(state.config, given, state.start, state.chief, state.inputs.info)
   if settings.do_train:
     grouped = settings.grouped(settings.max_seq_length)
     shares = distribution.BatchShares(settings.train_batch_size,

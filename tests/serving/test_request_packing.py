@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from bert_tf import row_packing
 from bert_tf.model import checkpoints, inference, layers
+from bert_tf.model import encoder as encoder_lib
 from bert_tf.serving import modules, request_packing
 from bert_tf.tasks.tagging import head as tagging_head
 from bert_tf.tasks.squad import head as squad_head
@@ -96,11 +97,36 @@ def test_rows_of_twice_the_width_when_that_is_less_work():
 
 def test_a_mask_with_holes_runs_unpacked():
   """Ids sent to the encoder export may carry padding inside a row: such a batch runs as it
-  is, so every position gets the model's own outputs."""
+  is, so every real position gets the model's own outputs, and the holes CUT_LOGIT."""
   config = helpers.tiny_config(max_position_embeddings=64)
   fast = _model("tagger", config)
   mask = np.array([[1, 1, 0, 1, 0, 0], [1, 1, 1, 0, 0, 0]], np.int32)
   batch = {k: tf.constant(v) for k, v in dict(
       input_word_ids=mask * 9, input_mask=mask, input_type_ids=np.zeros_like(mask)).items()}
   got = modules.run_inference(fast, batch, pack=True)["logits"].numpy()
-  np.testing.assert_allclose(got, fast(batch)["logits"].numpy(), atol=1e-6)
+  real = mask.astype(bool)
+  np.testing.assert_allclose(got[real], fast(batch)["logits"].numpy()[real], atol=1e-6)
+  assert np.all(got[~real] == modules.CUT_LOGIT)
+
+
+@pytest.mark.parametrize("pack", [True, False])
+def test_padding_answers_the_same_in_any_batch(pack):
+  """A text's padding positions get 0 (logits: CUT_LOGIT) whether it comes alone (the
+  unpacked path), in a packed batch or with packing off."""
+  config = helpers.tiny_config(max_position_embeddings=64)
+  with layers.dtype_policy("float32"):
+    model = encoder_lib.build_encoder(config)
+  fast = inference.InferenceModel(model)
+  mask = np.array([[1, 1, 1, 1, 0, 0, 0, 0], [1, 1, 1, 1, 1, 1, 0, 0]], np.int32)
+  batch = dict(input_word_ids=mask * 9, input_mask=mask, input_type_ids=np.zeros_like(mask))
+  both = modules.run_inference(fast, {k: tf.constant(v) for k, v in batch.items()}, pack=pack)
+  alone = modules.run_inference(fast, {k: tf.constant(v[:1]) for k, v in batch.items()},
+                                pack=pack)
+  for key in ("sequence_output", "encoder_outputs"):
+    for got, pair in zip(tf.nest.flatten(alone[key]), tf.nest.flatten(both[key])):
+      got, pair = got.numpy()[0], pair.numpy()[0]
+      assert np.all(got[4:] == 0) and np.all(pair[4:] == 0), key
+      assert np.any(got[:4] != 0)
+      np.testing.assert_allclose(got, pair, atol=2e-5, err_msg=key)
+  np.testing.assert_allclose(alone["pooled_output"].numpy()[0],
+                             both["pooled_output"].numpy()[0], atol=2e-5)

@@ -587,6 +587,27 @@ def test_bad_inputs(exported, loaded_text):
     sig["encode"](text=tf.constant(["a"]), text_b=tf.constant([""]), seq_length=tf.constant([65]))
   with pytest.raises(tf.errors.InvalidArgumentError, match="seq_length must be at least 2"):
     sig["encode"](text=tf.constant(["a"]), text_b=tf.constant(["b"]), seq_length=tf.constant([2]))
+  # A text_b or seq_length that does not line up with the texts is refused, never a made-up row;
+  # one seq_length serves every text.
+  two = tf.constant(["paris is", "a b"])
+  with pytest.raises(tf.errors.InvalidArgumentError, match="text_b must have one entry per text"):
+    sig["encode"](text=two, text_b=tf.constant(["c"]), seq_length=tf.constant([8, 8]))
+  with pytest.raises(tf.errors.InvalidArgumentError, match="seq_length must have one entry"):
+    sig["encode"](text=two, text_b=tf.constant(["", ""]), seq_length=tf.constant([8, 8, 8]))
+  out = sig["encode"](text=two, text_b=tf.constant(["", ""]), seq_length=tf.constant([3]))
+  assert out["input_mask"].numpy().sum(axis=1).tolist() == [3, 3]
+  preprocess = tf.saved_model.load(exported[0]["preprocessor"]).signatures["preprocess"]
+  with pytest.raises(tf.errors.InvalidArgumentError, match="text_b must have one entry per text"):
+    preprocess(text=two, text_b=tf.constant(["c"]), seq_length=tf.constant([8, 8]))
+  # The encoder export names what is wrong with the ids it is sent.
+  encoder = tf.saved_model.load(exported[0]["encoder"]).signatures["serving_default"]
+  ids = tf.fill([1, 4], 7)
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match="input_mask must have the shape of input_word_ids"):
+    encoder(input_word_ids=ids, input_mask=tf.ones([1, 5], tf.int32), input_type_ids=0 * ids)
+  with pytest.raises(tf.errors.InvalidArgumentError, match="at most 64 positions a row"):
+    wide = tf.fill([1, 65], 7)
+    encoder(input_word_ids=wide, input_mask=tf.ones_like(wide), input_type_ids=0 * wide)
 
 
 def test_export_argument_errors(tmp_path):

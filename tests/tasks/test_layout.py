@@ -13,9 +13,9 @@ from tests.test_imports import imports_of
 TASKS = os.path.join(REPO_ROOT, "bert_tf", "tasks")
 # The modules every task shares: the driver, its settings, where a run starts,
 # the original's pair truncation, the teacher of a distilled run and the altered copies it
-# labels, --seeds and --sweep.
+# labels, --seeds and --sweep, and the reading of text input files.
 GENERIC = ("fine_tuning.py", "repeats.py", "common.py", "start.py", "pairs.py", "teaching.py",
-           "augmenting.py")
+           "augmenting.py", "text_files.py")
 # A head kind named in code: provenance's (the pretraining head) or a task's head module's.
 HEAD_KINDS = re.compile(
     r"\b(?:provenance|\w+_head)\.(PRETRAINING|CLASSIFIER|SQUAD|TAGGER|MULTIPLE_CHOICE)\b")

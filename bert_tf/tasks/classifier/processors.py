@@ -25,9 +25,7 @@ records.
 """
 
 import abc
-import csv
 import dataclasses
-import io as io_lib
 import json
 import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
@@ -35,6 +33,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from absl import logging
 
 from bert_tf import io
+from bert_tf.tasks import text_files
 from bert_tf.tasks.classifier import data as classifier_data
 
 # === Reading TSV, CSV and JSONL files ===
@@ -46,56 +45,6 @@ class DataFormatError(ValueError):
 
 _FORMATS = ("tsv", "csv", "jsonl")
 _EXTENSIONS = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl"}
-
-
-def _read_text(path: str, what: str = "data file") -> str:
-  """The whole file as text; clear errors for a missing file and invalid UTF-8 (with the line)."""
-  if not io.exists(path):
-    raise FileNotFoundError(f"{path}: {what} not found")
-  if io.isdir(path):
-    raise FileNotFoundError(f"{path}: {what} is a directory, expected a file")
-  with io.open_file(path, "rb") as f:
-    data = f.read()
-  try:
-    text = data.decode("utf-8")
-  except UnicodeDecodeError as e:
-    line = data.count(b"\n", 0, e.start) + 1
-    raise DataFormatError(f"{path}:{line}: invalid UTF-8 ({data[e.start:e.end]!r}: {e.reason})"
-                          ) from None
-  return text[1:] if text.startswith("\ufeff") else text
-
-
-def _csv_rows(path: str, text: str, delimiter: str, quoting: bool) -> List[Tuple[int, List[str]]]:
-  """(line number, cells) of every record, the line number being where the record starts."""
-  # csv refuses fields over its limit (131072 characters by default): a long document is data,
-  # not an error. No field is longer than the text, so that bound is enough (never lowered:
-  # the limit is the csv module's, shared by the process).
-  if len(text) >= csv.field_size_limit():
-    csv.field_size_limit(len(text) + 1)
-  if quoting:
-    # Standard CSV: quoted fields may hold delimiters and newlines.
-    reader = csv.reader(io_lib.StringIO(text, newline=""), delimiter=delimiter)
-  else:
-    # The original's reading: quoting off, so '"' is ordinary text, and lines split at "\n"
-    # only, each without any "\r" (tf.gfile's readline drops them: "a\rb" is read as "ab").
-    if "\r" in text:
-      lines = [io.as_tf_readline(line) for line in text.split("\n")]
-      inside = [number for number, (_, joined) in enumerate(lines, start=1) if joined]
-      if inside:
-        logging.warning("%s: %d line(s) hold a carriage return (\\r) inside their text, first "
-                        "line %d: it is deleted, as the original's reader deletes it, joining "
-                        "the text either side", path, len(inside), inside[0])
-      text = "\n".join(line for line, _ in lines)
-    reader = csv.reader(io_lib.StringIO(text, newline="\n"), delimiter=delimiter, quotechar=None)
-  rows = []
-  start = 1
-  try:
-    for row in reader:
-      rows.append((start, row))
-      start = reader.line_num + 1
-  except csv.Error as e:
-    raise DataFormatError(f"{path}:{reader.line_num}: {e}") from None
-  return rows
 
 
 def _jsonl_rows(path: str, text: str) -> List[Tuple[int, Union[dict, list]]]:
@@ -118,11 +67,11 @@ def _jsonl_rows(path: str, text: str) -> List[Tuple[int, Union[dict, list]]]:
 
 def _read_rows(path: str, file_format: str = "tsv", delimiter: Optional[str] = None):
   """(line number, row) for every record of a TSV (original rules), CSV or JSONL file."""
-  text = _read_text(path)
+  text = text_files.read_utf8(path, DataFormatError)
   if file_format == "tsv":
-    return _csv_rows(path, text, delimiter or "\t", quoting=False)
+    return text_files.csv_rows(path, text, delimiter or "\t", False, DataFormatError)
   if file_format == "csv":
-    return _csv_rows(path, text, delimiter or ",", quoting=True)
+    return text_files.csv_rows(path, text, delimiter or ",", True, DataFormatError)
   if file_format == "jsonl":
     return _jsonl_rows(path, text)
   raise ValueError(f"unknown file format {file_format!r}; expected one of {_FORMATS}")

@@ -21,16 +21,14 @@ Every line is checked before anything is written; a bad one stops the run with o
 the file and line (MultipleChoiceFormatError).
 """
 
-import csv
 import dataclasses
-import io as python_io
 import json
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from bert_tf import io
 from bert_tf import record_schema
 from bert_tf.tasks import pairs
+from bert_tf.tasks import text_files
 
 LABEL_IDS, IS_REAL_EXAMPLE = "label_ids", "is_real_example"
 SEQUENCE_FIELDS = (record_schema.INPUT_IDS, record_schema.INPUT_MASK, record_schema.SEGMENT_IDS)
@@ -52,6 +50,7 @@ class Example:
   question: str
   endings: Tuple[str, ...]
   label: Optional[int] = None
+  line: int = 0  # where it starts in its file
 
   def choice_text(self, ending: str) -> str:
     """The second segment of one choice: question + " " + ending (the ending alone without a
@@ -80,8 +79,8 @@ def _label(value, num_choices: int, where: str, labelled: Optional[bool]) -> Opt
 def parse_swag_csv(text: str, path: str, labelled: Optional[bool] = True) -> List[Example]:
   """SWAG's CSV layout (the module docstring); labelled: True (every row has a label), None
   (labels optional: a predict file)."""
-  rows = csv.reader(python_io.StringIO(text))
-  header = next(rows, None)
+  rows = iter(text_files.csv_rows(path, text, ",", True, MultipleChoiceFormatError))
+  _, header = next(rows, (1, None))
   if not header:
     raise MultipleChoiceFormatError(f"{path}:1: empty file (SWAG's CSV has a header row)")
   columns = {name.strip(): i for i, name in enumerate(header)}
@@ -94,7 +93,7 @@ def parse_swag_csv(text: str, path: str, labelled: Optional[bool] = True) -> Lis
   if missing:
     raise MultipleChoiceFormatError(f"{path}:1: the header lacks {', '.join(missing)}")
   examples = []
-  for line, row in enumerate(rows, start=2):
+  for line, row in rows:
     if not any(cell.strip() for cell in row):
       continue
     where = f"{path}:{line}"
@@ -104,7 +103,7 @@ def parse_swag_csv(text: str, path: str, labelled: Optional[bool] = True) -> Lis
                    labelled)
     examples.append(Example(
         guid=f"{line}", context=row[columns["sent1"]], question=row[columns["sent2"]],
-        endings=tuple(row[columns[f"ending{i}"]] for i in endings), label=label))
+        endings=tuple(row[columns[f"ending{i}"]] for i in endings), label=label, line=line))
   return examples
 
 
@@ -121,14 +120,15 @@ def _string(obj, key: str, where: str, required: bool = True) -> str:
 def parse_jsonl(text: str, path: str, labelled: Optional[bool] = True) -> List[Example]:
   """The JSONL layout (the module docstring); every line holds as many choices as the first."""
   examples: List[Example] = []
-  for line, raw in enumerate(text.splitlines(), start=1):
+  # Lines end at "\n" alone: str.splitlines would also split inside a string holding U+2028.
+  for line, raw in enumerate(text.split("\n"), start=1):
     if not raw.strip():
       continue
     where = f"{path}:{line}"
     try:
       obj = json.loads(raw)
     except json.JSONDecodeError as e:
-      raise MultipleChoiceFormatError(f"{where}: not JSON ({e.msg})") from None
+      raise MultipleChoiceFormatError(f"{where}: not JSON: {e.msg} (column {e.colno})") from None
     if not isinstance(obj, dict):
       raise MultipleChoiceFormatError(f"{where}: a line is a JSON object with context, choices "
                                       "and label")
@@ -144,8 +144,12 @@ def parse_jsonl(text: str, path: str, labelled: Optional[bool] = True) -> List[E
           f"{where}: {len(choices)} choices, but the file's first example has "
           f"{len(examples[0].endings)} (every example of a file has the same number)")
     label = _label(obj.get("label"), len(choices), where, labelled)
-    examples.append(Example(guid=str(obj.get("id", line)), context=context, question=question,
-                            endings=tuple(choices), label=label))
+    guid = str(obj.get("id", line))
+    if any(c in guid for c in "\t\n\r"):
+      raise MultipleChoiceFormatError(f"{where}: 'id' {guid!r} holds a tab or line break, which "
+                                      "the tab-separated predictions file cannot hold")
+    examples.append(Example(guid=guid, context=context, question=question,
+                            endings=tuple(choices), label=label, line=line))
   return examples
 
 
@@ -166,15 +170,18 @@ def read_examples(path: str, labelled: Optional[bool] = True) -> List[Example]:
     FileNotFoundError: no such file.
     MultipleChoiceFormatError: a bad line, naming the file and line.
   """
-  if not io.exists(path):
-    raise FileNotFoundError(f"{path}: no such file")
-  text = io.read_text(path)
+  text = text_files.read_utf8(path, MultipleChoiceFormatError, "multiple-choice file")
   parse = parse_jsonl if is_jsonl(path, text) else parse_swag_csv
   examples = parse(text, path, labelled)
   if not examples:
     raise MultipleChoiceFormatError(f"{path}: no example")
   if labelled is None and len({e.label is None for e in examples}) > 1:
-    raise MultipleChoiceFormatError(f"{path}: some examples have a label and some do not")
+    first = examples[0]
+    other = next(e for e in examples if (e.label is None) != (first.label is None))
+    has = "has" if other.label is not None else "has no"
+    raise MultipleChoiceFormatError(
+        f"{path}:{other.line}: {has} label, unlike line {first.line} (a predict file labels "
+        "every example or none)")
   return examples
 
 

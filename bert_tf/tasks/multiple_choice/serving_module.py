@@ -3,6 +3,9 @@
 MultipleChoiceModule's signatures (B = examples, C = choices, any C >= 1 per request):
   serving_default: context [B] string, choices [B, C] string -> probabilities [B, C] float32
     (the softmax over each example's choices) and choice [B] int32 (the most probable one).
+    choices is a dense [B, C]: the examples of one request have the same number of choices (an
+    empty string is a choice like any other, scored, not skipped); a choices of another row
+    count than context, or of no choice, is refused.
 
 Each choice is the pair (context, choice) packed as in fine-tuning: [CLS] context [SEP] choice
 [SEP], the pair truncated as the original's _truncate_seq_pair (the in-graph Packer), every
@@ -51,13 +54,24 @@ class MultipleChoiceModule(modules.ReusableModule):
     self.make_reusable(model, self._call, [dict(context=_CONTEXT, choices=_CHOICES)])
 
   def _pack(self, text, text_b):
+    # Every choice is a pair, an empty one too ([CLS] context [SEP] [SEP]), as in the records.
     return self.packer.pack(self.packer.tokenize(text), self.packer.tokenize(text_b),
                             tf.fill(tf.shape(text, out_type=tf.int32)[:1], self.seq_length),
-                            pad_to=self.seq_length)
+                            pad_to=self.seq_length, always_pair=True)
 
   def _logits(self, context, choices, training=False):
     """[B, C] float32: one score per (context, choice) pair."""
-    count = tf.shape(choices)[1]
+    rows, count = tf.shape(choices)[0], tf.shape(choices)[1]
+    checks = [
+        tf.debugging.assert_equal(
+            rows, tf.shape(context)[0],
+            message="choices must have one row per context; the rows of choices and context "
+                    "are"),
+        tf.debugging.assert_equal(
+            (rows == 0) | (count > 0), True,
+            message="choices: each example needs at least one choice")]
+    with tf.control_dependencies(checks):
+      choices = tf.identity(choices)
     contexts = tf.reshape(tf.repeat(context[:, tf.newaxis], count, axis=1), [-1])
     inputs = self._pack_pairs(contexts, tf.reshape(choices, [-1]))
     inputs = {key: inputs[key] for key in ENCODER_INPUTS}

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import types
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -665,7 +666,13 @@ def test_an_interrupted_fine_tuning_resumes_to_the_same_weights(tmp_path):
   # The interrupted run: the same directory as it was after the step-10 checkpoint.
   cut = helpers.run_folder_at_step(tmp_path / "full", tmp_path / "cut", 10)
   assert tf.train.latest_checkpoint(str(cut)).endswith("ckpt-10")
-  resumed = cr.run_classifier(config, dataclasses.replace(full, output_dir=str(cut)))
+  # The flags as given are recorded (--packing=auto, not what it resolved to), so the same
+  # command resumes without a warning that a flag changed.
+  with open(cut / "run_settings.json") as f:
+    assert json.load(f)["packing"] == full.packing == "auto"
+  with mock.patch.object(run_folder.logging, "warning") as warning:
+    resumed = cr.run_classifier(config, dataclasses.replace(full, output_dir=str(cut)))
+  assert not [c for c in warning.call_args_list if "changed flags" in c.args[0]]
   assert resumed["global_step"] == 22
   a = checkpoints.get_original_weights(whole["model"])
   b = checkpoints.get_original_weights(resumed["model"])

@@ -50,8 +50,37 @@ def test_predict_files_need_no_label(tmp_path):
   path = tmp_path / "mixed.jsonl"
   path.write_text('{"context": "a", "choices": ["b", "c"], "label": 1}\n'
                   '{"context": "a", "choices": ["b", "c"]}\n')
-  with pytest.raises(mc_data.MultipleChoiceFormatError, match="some examples have a label"):
+  with pytest.raises(mc_data.MultipleChoiceFormatError,
+                     match=r"mixed\.jsonl:2: has no label, unlike line 1 \(a predict file"):
     mc_data.read_examples(str(path), labelled=None)
+
+
+def test_lines_are_the_files_own_and_any_utf8_reads(tmp_path):
+  """A CSV row whose quoted cells span lines is named (guid, errors) by the line it starts on;
+  a byte-order mark, CRLF line ends and U+2028 inside a JSON string are read as text."""
+  path = tmp_path / "swag.csv"
+  path.write_bytes(("\ufeffsent1,sent2,ending0,ending1,label\r\n"
+                    '"a\r\nlong, context",He,"runs\r\naway.",sits.,1\r\n'
+                    "b,She,walks.,sings.,0\r\n"
+                    "c,It,falls.,\"rises\nhigh.\",5\r\n").encode("utf-8"))
+  with pytest.raises(mc_data.MultipleChoiceFormatError, match=r"swag\.csv:6: label 5 is outside"):
+    mc_data.read_examples(str(path))
+  path.write_bytes(path.read_bytes().replace(b",5\r\n", b",1\r\n"))
+  examples = mc_data.read_examples(str(path))
+  assert [(e.guid, e.line) for e in examples] == [("2", 2), ("5", 5), ("6", 6)]
+  assert examples[0].context == "a\r\nlong, context" and examples[2].endings[1] == "rises\nhigh."
+  jsonl = tmp_path / "a.jsonl"
+  jsonl.write_bytes(("\ufeff" + json.dumps(dict(context="x\u2028y", choices=["a", "b"]),
+                                            ensure_ascii=False) + "\n").encode("utf-8"))
+  (example,) = mc_data.read_examples(str(jsonl), labelled=None)
+  assert example.context == "x\u2028y" and example.guid == "1"
+  jsonl.write_bytes(b'{"context": "x", "choices": ["a", "b"]}\n{"context": "\xff"}\n')
+  with pytest.raises(mc_data.MultipleChoiceFormatError, match=r"a\.jsonl:2: invalid UTF-8"):
+    mc_data.read_examples(str(jsonl), labelled=None)
+  jsonl.write_text('{"id": "a\\tb", "context": "x", "choices": ["a", "b"]}\n')
+  with pytest.raises(mc_data.MultipleChoiceFormatError,
+                     match=r"a\.jsonl:1: 'id' 'a\\tb' holds a tab or line break"):
+    mc_data.read_examples(str(jsonl), labelled=None)
 
 
 def test_any_fixed_number_of_choices(tmp_path):
@@ -76,7 +105,7 @@ def test_any_fixed_number_of_choices(tmp_path):
     ("a.jsonl", '{"context": "x", "choices": ["a", "b"], "label": "first"}\n',
      r"a\.jsonl:1: label 'first' is not a choice index"),
     ("a.jsonl", '\n{"context": "x", "choices": ["a", "b"], "label": 0\n',
-     r"a\.jsonl:2: not JSON"),
+     r"a\.jsonl:2: not JSON: Expecting ',' delimiter \(column 51\)"),
     ("a.jsonl", '{"choices": ["a", "b"], "label": 0}\n',
      r"a\.jsonl:1: 'context' must be a string, got nothing"),
     ("a.jsonl", '{"context": "x", "choices": ["a", 3], "label": 0}\n',
@@ -104,7 +133,7 @@ def test_bad_lines_name_file_and_line(tmp_path, name, text, message):
 
 
 def test_missing_and_empty_files(tmp_path):
-  with pytest.raises(FileNotFoundError, match="nope.csv: no such file"):
+  with pytest.raises(FileNotFoundError, match="nope.csv: multiple-choice file not found"):
     mc_data.read_examples(str(tmp_path / "nope.csv"))
   (tmp_path / "empty.jsonl").write_text("\n")
   with pytest.raises(mc_data.MultipleChoiceFormatError, match=r"empty\.jsonl: no example"):

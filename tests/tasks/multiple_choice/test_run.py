@@ -11,6 +11,8 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import run_multiple_choice
+from bert_tf import tokenization
+from bert_tf.model.encoder import ENCODER_INPUTS
 from bert_tf.tasks.multiple_choice import data as mc_data
 from bert_tf.tasks.multiple_choice import export as mc_export
 from bert_tf.tasks.multiple_choice import metrics as mc_metrics
@@ -132,6 +134,23 @@ def test_the_export_chooses_as_the_run_did(trained):
   np.testing.assert_allclose(one["probabilities"].numpy()[0], result["eval_probabilities"][3],
                              atol=1e-5)
   assert helpers.assert_empty_requests_give_empty_results(loaded) == 1
+  # An empty choice is a pair, [CLS] context [SEP] [SEP], as the records lay it out (a text
+  # long enough to be truncated too): the export's scores are the model's on the records.
+  tokenizer = tokenization.FullTokenizer(VOCAB, do_lower_case=True)
+  example = mc_data.Example("x", examples[5].context * 6, "",
+                            ("", "   ", examples[5].endings[0], "."))
+  features = mc_data.example_features(example, tokenizer, SEQ)
+  rows = {key: tf.reshape(tf.constant(features[field], tf.int32), [4, SEQ])
+          for key, field in zip(ENCODER_INPUTS, mc_data.SEQUENCE_FIELDS)}
+  logits = result["model"](rows, training=False)["logits"].numpy().reshape(1, 4)
+  got = serve(context=tf.constant([example.context]), choices=tf.constant([example.endings]))
+  np.testing.assert_allclose(got["probabilities"].numpy(), mc_metrics.probabilities(logits),
+                             atol=1e-5)
+  # choices that do not line up with the contexts, or no choice at all, are refused.
+  with pytest.raises(tf.errors.InvalidArgumentError, match="one row per context"):
+    serve(context=tf.constant(["a", "b"]), choices=tf.constant([["c", "d"]]))
+  with pytest.raises(tf.errors.InvalidArgumentError, match="at least one choice"):
+    serve(context=tf.constant(["a"]), choices=tf.zeros([1, 0], tf.string))
   # The README's REST request, as TF Serving's row format feeds it.
   readme = open(os.path.join(helpers.REPO_ROOT, "README.md"), encoding="utf-8").read()
   (body,) = re.findall(r"models/multiple_choice:predict -d '(\{.*?\})'\n", readme)
