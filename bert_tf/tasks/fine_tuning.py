@@ -247,6 +247,9 @@ def run(task: FineTuningTask, config: BertConfig, settings,
     raise TrainingError(f"--cache_teacher: {task.program} keeps no cache of its teacher's "
                         "outputs; drop it (the teacher then runs in the training step)")
   plan = teaching.intermediate_plan(settings, config)
+  teaching.check_resumed_projection(settings, start.resuming, plan)
+  if settings.cache_teacher and settings.teacher and chief:  # before the records are rewritten
+    teaching.check_cache_stamp(settings.output_dir, teaching.cache_stamp(settings, inputs.info))
   if not settings.do_train and start.checkpoint is None:
     # Refused before output_dir is touched (init_fine_tuning refuses the other untrained cases).
     raise TrainingError(
@@ -351,7 +354,8 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
   result.update(_teach(task, state, packed))
   if settings.teacher and settings.cache_teacher and settings.do_train:
     _cache_teacher(task, state, train_path, records.num_records)
-  run_folder.record_run_info(state.config, given, state.start, state.chief, state.inputs.info)
+  run_folder.record_run_info(state.config, given, state.start, state.chief, state.inputs.info,
+                             teaching.projection_record(state.intermediate))
   if settings.do_train:
     grouped = settings.grouped(settings.max_seq_length)
     shares = distribution.BatchShares(settings.train_batch_size,
@@ -378,7 +382,6 @@ def _run(task: FineTuningTask, state: RunState, exporter: Optional[Exporter]) ->
         state.config, state.inputs, packed=False)), state.strategy)
   else:
     result["model"] = run_.model
-
   result.update(task.evaluate(state, result))
   if state.teacher is not None and state.chief:
     teaching.merge_results_files(settings.output_dir, task.results_files)
@@ -630,6 +633,8 @@ def init_fine_tuning(run: loop.Run, settings, start: start_lib.Start, head_layer
     restored = loop.load_init_checkpoint(target, settings.init_checkpoint,
                                          settings.init_layers)
     head_trained = head.kernel.path in restored
+    logging.info("Loaded %d of the model's %d trainable variables from --init_checkpoint=%s",
+                 len(restored), len(run.model.trainable_variables), settings.init_checkpoint)
   loop.log_variables(run.model, restored)
   if not settings.do_train and not head_trained:
     raise TrainingError(

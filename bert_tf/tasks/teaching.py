@@ -32,6 +32,8 @@ and the student exports as any fine-tuned model.
 
 import dataclasses
 import json
+import os
+import re
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
 from absl import logging
@@ -46,6 +48,7 @@ from bert_tf.model import layers
 from bert_tf.model import provenance
 from bert_tf.training import distillation
 from bert_tf.training import evaluation
+from bert_tf.training import run_folder
 from bert_tf.training.distillation import features
 from bert_tf.training.distillation import predictions
 from bert_tf.training.distillation import teacher as teacher_lib
@@ -76,6 +79,13 @@ def _flag(settings) -> str:
   return f"{teacher_lib.TEACHER_FLAG}={settings.teacher}"
 
 
+# Where a fine-tuning run's recorded facts come from, for the guards' messages.
+_STUDENT_SOURCES = dict(vocab_md5="--vocab_file", do_lower_case="--do_lower_case",
+                        max_seq_length="--max_seq_length", labels="the run's labels",
+                        regression="the run's labels", head="the run's command",
+                        pair="the run's training data")
+
+
 def check_teacher(settings, info: Mapping[str, Any], can_teach: bool, program: str) -> None:
   """Refuses a teacher before anything is written: a task without distillation, an unreadable
   teacher, or one whose record contradicts the student's run (info: its task_info).
@@ -91,12 +101,19 @@ def check_teacher(settings, info: Mapping[str, Any], can_teach: bool, program: s
   if provenance.folder_of(settings.teacher).rstrip("/") == settings.output_dir.rstrip("/"):
     raise TrainingError(f"{_flag(settings)} is the run's own --output_dir: the teacher must be "
                         "another run's model")
+  if not io.exists(settings.teacher) and not io.exists(f"{settings.teacher}.index"):
+    raise TrainingError(f"{_flag(settings)}: no such folder, file or checkpoint")
+  if io.isdir(settings.teacher) and not io.listdir(settings.teacher):
+    raise TrainingError(f"{_flag(settings)} is an empty folder: give a fine-tuned model's")
   try:
     teacher = teacher_lib.read_record(settings.teacher)
   except (FileNotFoundError, ValueError) as e:
     raise TrainingError(f"{_flag(settings)}: {e}") from None
   student = teacher_lib.record_of_task_info(
       info, io.join(settings.output_dir, provenance.TASK_INFO_FILE), settings.output_dir)
+  # Named by where the run's facts come from: its task_info.json is written after the checks.
+  student = dataclasses.replace(student, sources={
+      key: _STUDENT_SOURCES.get(key, source) for key, source in student.sources.items()})
   try:
     teacher_lib.check_teacher(teacher, student)
   except teacher_lib.TeacherMismatchError as e:
@@ -130,7 +147,8 @@ def load_teacher(settings, build_model: Callable[[BertConfig], keras.Model],
       model = build_model(config)
     try:
       checkpoints.load_weights(model, settings.teacher, strict=True)
-    except (FileNotFoundError, ValueError, KeyError, tf.errors.OpError) as e:
+    # IndexError: a checkpoint whose data file was cut short
+    except (FileNotFoundError, ValueError, KeyError, IndexError, tf.errors.OpError) as e:
       reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
       raise TrainingError(f"{_flag(settings)}: cannot load it as the task's model "
                           f"({reason})") from None
@@ -145,11 +163,21 @@ def evaluate_teacher(evaluate: Callable[[Any, Dict[str, Any]], Dict[str, Any]], 
   """The teacher's results with the task's evaluate (teacher_state: the run's state with the
   teacher's trainer and output_dir/teacher), logged first; teacher_-prefixed scalars."""
   logging.info("***** The teacher's results (%s) *****", state.settings.teacher)
-  results = evaluate(teacher_state, {"global_step": 0})
+  results = evaluate(teacher_state, {"global_step": teacher_step(state.settings.teacher)})
   prefixed = {f"{PREFIX}{key}": value for key, value in _scalars(results).items()}
   for key in sorted(prefixed):
     logging.info("  %s = %s", key, prefixed[key])
   return prefixed
+
+
+def teacher_step(path: str) -> int:
+  """The training step of the teacher's checkpoint: the number its name ends with (a run's
+  ckpt-N, the original's model.ckpt-N), else 0 (a Hugging Face folder records none)."""
+  try:
+    found = re.search(r"-(\d+)$", checkpoints.resolve_checkpoint(path))
+  except FileNotFoundError:
+    return 0
+  return int(found.group(1)) if found else 0
 
 
 def _scalars(results: Mapping[str, Any], prefix: str = "") -> Dict[str, float]:
@@ -183,6 +211,47 @@ def intermediate_plan(settings, config: BertConfig) -> Optional[features.Plan]:
     raise TrainingError(str(e)) from None
   logging.info("%s", features.describe(plan, config, teacher))
   return plan
+
+
+# run_settings.json's entry for the hidden-state projection the run's checkpoints hold:
+# [layer pairs, student width, teacher width], or None (no projection).
+PROJECTION_RECORD = "distill_projection"
+
+
+def projection_record(plan: Optional[features.Plan]) -> Dict[str, Any]:
+  """The run_settings.json entry that says which projection a run trains (None: none)."""
+  projected = plan is not None and plan.projected
+  return {PROJECTION_RECORD: [len(plan.layer_map), plan.student_width, plan.teacher_width]
+          if projected else None}
+
+
+def check_resumed_projection(settings, resuming: bool, plan: Optional[features.Plan]) -> None:
+  """Refuses, before anything is written, to resume checkpoints trained with another
+  hidden-state projection (other layer pairs or widths, or with and without one): their
+  variables could not be restored into this run's.
+
+  Raises:
+    TrainingError: naming the flags and both projections.
+  """
+  if not (settings.do_train and resuming):
+    return
+  path = io.join(settings.output_dir, run_folder.RUN_SETTINGS_FILE)
+  recorded = io.read_json_object(path)
+  if recorded is None or PROJECTION_RECORD not in recorded:
+    return
+  current = projection_record(plan)[PROJECTION_RECORD]
+  if recorded[PROJECTION_RECORD] == current:
+    return
+
+  def describe(value):
+    return ("none" if value is None else
+            f"{value[0]} layer pair(s), width {value[1]} to {value[2]}")
+
+  raise TrainingError(
+      f"--distill_hidden_weight, --distill_layer_map, --teacher: the checkpoints in "
+      f"{settings.output_dir} were trained with a hidden-state projection of "
+      f"{describe(recorded[PROJECTION_RECORD])}, this run's is {describe(current)}; resume with "
+      f"the flags {path} records or choose another --output_dir")
 
 
 def teacher_dir(output_dir: str) -> str:
@@ -219,7 +288,9 @@ def _text_results(path: str) -> Dict[str, str]:
 def cache_stamp(settings, info: Mapping[str, Any]) -> Dict[str, Any]:
   """What cached teacher outputs depend on: the teacher, the vocab, max_seq_length, the labels
   and the head kind."""
-  return dict(teacher=settings.teacher, vocab_md5=info.get("vocab_md5"),
+  teacher = os.path.abspath(settings.teacher) if io.is_local(settings.teacher) else \
+      settings.teacher  # the same teacher however the path is written
+  return dict(teacher=teacher, vocab_md5=info.get("vocab_md5"),
               max_seq_length=settings.max_seq_length, labels=info.get("labels"),
               head=info.get("head"))
 

@@ -210,7 +210,10 @@ POSITION_FLAGS = ("train_batch_size", "max_seq_length", "max_predictions_per_seq
 TRAJECTORY_FLAGS = ("seed", "learning_rate", "num_train_steps", "num_train_epochs",
                     "num_warmup_steps", "warmup_proportion", "optimizer", "adam_bias_correction",
                     "gradient_accumulation_steps", "input_file", "train_file", "data_dir",
-                    "init_checkpoint", "packing")
+                    "init_checkpoint", "packing", "teacher", "distill_alpha",
+                    "distill_temperature", "distill_hidden_weight", "distill_layer_map",
+                    "distill_attention_weight", "distill_value_weight", "distill_relation_heads",
+                    "distill_cosine_weight")
 
 
 def run_directory_lock(output_dir: str, chief: bool, program: str):
@@ -262,14 +265,17 @@ def check_resume_compatible(output_dir: str, config, settings: RunSettings) -> N
                       "(%s)", output_dir, "; ".join(changed), settings_path)
 
 
-def record_run(output_dir: str, config, settings: RunSettings) -> None:
+def record_run(output_dir: str, config, settings: RunSettings,
+               extra: Optional[Mapping[str, Any]] = None) -> None:
   """Writes bert_config.json and, for a training run, run_settings.json (the data-position
-  flags, refused when changed on resume, and TRAJECTORY_FLAGS, warned about) to output_dir."""
+  flags, refused when changed on resume, and TRAJECTORY_FLAGS, warned about; `extra` entries a
+  command checks itself) to output_dir."""
   config.to_json_file(io.join(output_dir, "bert_config.json"))
   if not settings.do_train:
     return
   io.write_text(io.join(output_dir, RUN_SETTINGS_FILE),
-                json.dumps(recorded_flags(settings), indent=2, sort_keys=True) + "\n")
+                json.dumps(dict(recorded_flags(settings), **(extra or {})), indent=2,
+                           sort_keys=True) + "\n")
 
 
 def recorded_flags(settings: RunSettings) -> Dict[str, Any]:
@@ -358,7 +364,8 @@ class OutputDirRun:
 # === The record of the run ===
 
 
-def record_run_info(config, settings, start, chief: bool, info: Dict[str, Any]) -> None:
+def record_run_info(config, settings, start, chief: bool, info: Dict[str, Any],
+                    extra: Optional[Mapping[str, Any]] = None) -> None:
   """Writes the record of how the run's model was trained (bert_config.json, run_settings.json
   when training, task_info.json, vocab.txt) once the run's checks passed: the model is built, its
   checkpoint restored or init_checkpoint loaded.
@@ -371,7 +378,7 @@ def record_run_info(config, settings, start, chief: bool, info: Dict[str, Any]) 
   if not settings.do_train and start.resuming and \
       io.exists(io.join(settings.output_dir, TASK_INFO_FILE)):
     return
-  record_run(settings.output_dir, config, settings)
+  record_run(settings.output_dir, config, settings, extra)
   provenance.write_task_info(settings.output_dir, info)
   # The vocab beside the checkpoints, as run_pretraining's folders hold it: what export and
   # convert_checkpoint of this run read by default.
@@ -408,14 +415,16 @@ def check_resumed_data(settings, start, info: Dict[str, Any]) -> None:
   current = info.get("train_data")
   if not recorded or not current or sorted(recorded.values()) == sorted(current.values()):
     return
-  changed = [f"{name} (md5 {md5}; trained on {recorded.get(name, ', '.join(recorded.values()))})"
+  changed = [f"{name} (md5 {md5}; trained on {recorded[name]})" if name in recorded else
+             f"{name} (md5 {md5}; not part of the data the checkpoints were trained on)"
              for name, md5 in current.items() if md5 not in recorded.values()]
   changed += [f"{name} (trained on md5 {md5}; not part of this run)"
               for name, md5 in recorded.items() if md5 not in current.values()]
   raise TrainingError(
       f"the training data changed since the checkpoints in {settings.output_dir} were trained "
       f"on it ({start.where}): {'; '.join(changed)}. Resuming would go on with other data at "
-      "the old data position and schedule: restore the file, or choose another --output_dir")
+      "the old data position and schedule: give the run the inputs it was trained with (the "
+      "same files and flags), or choose another --output_dir")
 
 
 def note_training_data(settings, start, info: Dict[str, Any], paths: List[str],

@@ -157,3 +157,10 @@ def test_a_resume_with_other_copies_is_refused_naming_the_flag(tmp_path):
   with pytest.raises(TrainingError, match=r"--distill_augment \(trained on md5 .*; not part of "
                      r"this run\)"):
     run_folder.check_resumed_data(Settings, Start, {"train_data": {"train.tsv": "0" * 32}})
+  # Copies added on resume: named as inputs the checkpoints never saw, not as a changed file.
+  plain = {"train_data": {"train.tsv": "0" * 32}}
+  with pytest.raises(TrainingError, match=r"--distill_augment \(md5 .*; not part of the data "
+                     r"the checkpoints were trained on\).* give the run the inputs it was "
+                     r"trained with \(the same files and flags\)"):
+    run_folder.check_resumed_data(Settings, type("Plain", (Start,), dict(info=plain)),
+                                  {"train_data": dict(plain["train_data"], **made)})

@@ -106,6 +106,16 @@ def test_other_labels_and_regression(tmp_path):
   assert _problems(scorer, _student(tmp_path, vocab, labels=None, regression=True)) == []
 
 
+def test_a_teacher_of_text_pairs_does_not_teach_single_texts(tmp_path):
+  vocab = _vocab(tmp_path)
+  pairs = _run_folder(tmp_path, "pairs", vocab, pair=True)
+  assert _problems(pairs, _student(tmp_path, vocab, pair=False)) == [
+      f"--teacher={pairs}: it was trained on text pairs but the student trains on single texts "
+      f"(teacher: {pairs}/task_info.json; student: {tmp_path}/student/task_info.json)"]
+  assert _problems(pairs, _student(tmp_path, vocab, pair=True)) == []
+  assert _problems(pairs, _student(tmp_path, vocab)) == []  # a record without it: unchecked
+
+
 def test_vocab_casing_and_length_mismatches_are_one_line_each(tmp_path):
   vocab = _vocab(tmp_path)
   other_vocab = _vocab(tmp_path, "other_vocab.txt", extra=["w64"])

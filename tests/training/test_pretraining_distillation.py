@@ -166,6 +166,14 @@ def test_distillation_flags_are_checked(data, teacher_run, tmp_path):
                "--distill_cosine_weight must be >= 0", "teaches a run that trains",
                "--init_layers=7,x"):
     assert part in str(raised.value)
+  # Without --teacher a distillation weight would go unused: refused, not ignored.
+  settings = _settings(data, str(tmp_path), None, distill_alpha=0.3,
+                       distill_cosine_weight=0.5)
+  with pytest.raises(TrainingError) as raised:
+    settings.check()
+  for part in ("--distill_alpha=0.3 weighs what a teacher teaches: add --teacher",
+               "--distill_cosine_weight=0.5 weighs what a teacher teaches: add --teacher"):
+    assert part in str(raised.value)
 
 
 @pytest.mark.slow

@@ -26,6 +26,8 @@ and the intermediate losses add their per-position sums over the global count of
 positions, each with its own weight.
 """
 
+import math
+
 # The defaults of --distill_alpha (the hard-label loss's weight) and --distill_temperature:
 # Keras's Distiller's student weight and DistilBERT's temperature. benchmarks/distillation.py
 # --sweep measured alpha 0, 0.5, 0.9 and T 1, 2, 4 in three settings (benchmarks/README.md,
@@ -50,8 +52,14 @@ def flag_problems(teacher, alpha: float, temperature: float, do_train: bool,
   problems = []
   if not 0.0 <= alpha <= 1.0:
     problems.append(f"--distill_alpha must be in [0, 1] ({alpha_is}), got {alpha}")
-  if not temperature > 0:
-    problems.append(f"--distill_temperature must be positive, got {temperature}")
+  if not 0 < temperature < math.inf:
+    problems.append(f"--distill_temperature must be positive and finite, got {temperature}")
+  if not teacher:  # a value the run would not use: said, not ignored
+    problems += [f"--{name}={value} weighs what a teacher teaches: add --teacher or drop it"
+                 for name, value, default in (("distill_alpha", alpha, DEFAULT_ALPHA),
+                                              ("distill_temperature", temperature,
+                                               DEFAULT_TEMPERATURE))
+                 if value != default and not problems]
   if teacher and not do_train:
     problems.append(f"--teacher={teacher} teaches a run that trains: add --do_train or drop "
                     "--teacher")
@@ -69,13 +77,16 @@ def intermediate_flag_problems(settings) -> list:
   on = []
   for name in INTERMEDIATE_WEIGHT_FLAGS:
     weight = getattr(settings, name)
-    if not weight >= 0:
-      problems.append(f"--{name} must be >= 0, got {weight}")
+    if not 0 <= weight < math.inf:
+      problems.append(f"--{name} must be >= 0 and finite, got {weight}")
     elif weight > 0:
       on.append(f"--{name}={weight}")
   heads = settings.distill_relation_heads
   if heads is not None and heads < 1:
     problems.append(f"--distill_relation_heads must be positive, got {heads}")
+  if settings.distill_layer_map != DEFAULT_LAYER_MAP and not settings.distill_hidden_weight > 0:
+    problems.append(f"--distill_layer_map={settings.distill_layer_map} pairs the layers of the "
+                    "hidden-state loss: add --distill_hidden_weight or drop it")
   if on and not settings.teacher:
     problems.append(f"{on[0]} distils from a teacher's layers: add --teacher")
   elif on and settings.cache_teacher:

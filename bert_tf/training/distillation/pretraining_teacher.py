@@ -27,6 +27,7 @@ again.
 """
 
 import dataclasses
+import math
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from absl import logging
@@ -65,8 +66,11 @@ def settings_problems(settings) -> List[str]:
                                        settings.distill_temperature, settings.do_train,
                                        alpha_is="the masked LM's weight")
   weight = settings.distill_cosine_weight
-  if weight is not None and not weight >= 0:
-    problems.append(f"--distill_cosine_weight must be >= 0, got {weight}")
+  if weight is not None and not 0 <= weight < math.inf:
+    problems.append(f"--distill_cosine_weight must be >= 0 and finite, got {weight}")
+  elif weight is not None and not settings.teacher:
+    problems.append(f"--distill_cosine_weight={weight} weighs what a teacher teaches: add "
+                    "--teacher or drop it")
   return problems
 
 
@@ -156,7 +160,7 @@ def load_teacher(settings, teacher_config: BertConfig, config: BertConfig,
                                     masked_hidden=weight > 0)
     try:
       report = checkpoints.load_weights(model, settings.teacher, strict=False)
-    except (FileNotFoundError, ValueError, KeyError, tf.errors.OpError) as e:
+    except (FileNotFoundError, ValueError, KeyError, IndexError, tf.errors.OpError) as e:
       reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
       raise TrainingError(f"{_flag(settings)}: cannot load it as a pretraining model "
                           f"({reason})") from None

@@ -48,13 +48,14 @@ class ModelRecord:
   do_lower_case: Optional[bool] = None
   vocab_md5: Optional[str] = None
   max_seq_length: Optional[int] = None
+  pair: Optional[bool] = None  # a classifier's: trained on text pairs
   sources: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
   def source(self, field: str) -> str:
     return self.sources.get(field, self.folder)
 
 
-_TASK_FIELDS = ("regression", "labels", "do_lower_case", "vocab_md5", "max_seq_length")
+_TASK_FIELDS = ("regression", "labels", "do_lower_case", "vocab_md5", "max_seq_length", "pair")
 
 
 def record_of_task_info(info: Mapping[str, Any], source: str,
@@ -174,6 +175,10 @@ def _value_problems(teacher: ModelRecord, student: ModelRecord) -> List[str]:
     mine, theirs = getattr(teacher, field), getattr(student, field)
     if mine is not None and theirs is not None and mine != theirs:
       problems.append(f"{flag}: {what.format(mine, theirs)} {_both(teacher, student, field)}")
+  if teacher.pair is not None and student.pair is not None and teacher.pair != student.pair:
+    texts = {True: "text pairs", False: "single texts"}
+    problems.append(f"{flag}: it was trained on {texts[teacher.pair]} but the student trains on "
+                    f"{texts[student.pair]} {_both(teacher, student, 'pair')}")
   return problems
 
 

@@ -21,6 +21,7 @@ from bert_tf import tokenization
 from bert_tf.model import checkpoints
 from bert_tf.tasks import fine_tuning
 from bert_tf.tasks import repeats
+from bert_tf.tasks import teaching
 from bert_tf.tasks.classifier import data as cd
 from bert_tf.tasks.classifier import loss as classifier
 from bert_tf.tasks.classifier import run as cr
@@ -93,6 +94,7 @@ def test_regression_distillation_loss_is_squared_error_to_the_teacher():
     (dict(do_lower_case=False), "do_lower_case=False"),
     (dict(max_seq_length=64), "max_seq_length=64"),
     (dict(head=tagging_head.TAGGER), "has a tagger head but the student a classifier head"),
+    (dict(pair=True), "it was trained on text pairs but the student trains on single texts"),
 ])
 def test_a_teacher_that_contradicts_the_run_is_refused_before_writing(tmp_path, change,
                                                                        message):
@@ -102,6 +104,9 @@ def test_a_teacher_that_contradicts_the_run_is_refused_before_writing(tmp_path, 
   with pytest.raises(TrainingError, match="--teacher=") as error:
     cr.run_classifier(CONFIG, source_settings(output_dir, teacher=teacher))
   assert message in str(error.value) and "\n" not in str(error.value)
+  # The student's side is named by where its value comes from (a flag, its data), never by a
+  # task_info.json the refused run did not write.
+  assert "student: " in str(error.value) and "student/task_info.json" not in str(error.value)
   assert not output_dir.exists()
 
 
@@ -121,6 +126,25 @@ def test_a_teacher_never_fine_tuned_or_unreadable_is_refused(tmp_path):
   assert not (tmp_path / "a").exists()
   with pytest.raises(TrainingError, match="is the run's own --output_dir"):
     cr.run_classifier(CONFIG, source_settings(pretrained, teacher=str(pretrained)))
+  with pytest.raises(TrainingError, match=r"--teacher=.*nowhere: no such folder, file or "
+                     "checkpoint"):
+    cr.run_classifier(CONFIG, source_settings(tmp_path / "a", teacher=str(tmp_path / "nowhere")))
+  (tmp_path / "empty").mkdir()
+  with pytest.raises(TrainingError, match=r"--teacher=.*empty is an empty folder"):
+    cr.run_classifier(CONFIG, source_settings(tmp_path / "a", teacher=str(tmp_path / "empty")))
+  assert not (tmp_path / "a").exists()
+
+
+def test_the_teachers_step_and_cache_stamp_name_the_teacher_not_its_spelling(tmp_path,
+                                                                              monkeypatch):
+  assert teaching.teacher_step(str(tmp_path / "model.ckpt-1200")) == 1200
+  assert teaching.teacher_step(str(tmp_path / "bert_model.ckpt")) == 0
+  monkeypatch.chdir(tmp_path)
+  info = dict(vocab_md5="x", labels=["a", "b"], head="classifier")
+  stamps = [teaching.cache_stamp(source_settings(tmp_path / "o", teacher=path), info)
+            for path in ("teacher/model.ckpt", str(tmp_path / "teacher" / "model.ckpt"))]
+  assert stamps[0] == stamps[1]
+  assert stamps[0]["teacher"] == str(tmp_path / "teacher" / "model.ckpt")
 
 
 def test_seed_summaries_keep_the_teachers_dev_results():
@@ -345,9 +369,14 @@ def test_cached_teacher_outputs_train_as_the_teacher_in_the_step(tmp_path):
   for name in a:
     np.testing.assert_allclose(b[name], a[name], rtol=1e-4, atol=1e-5, err_msg=name)
   other = _teacher(tmp_path / "other", seed=5)
+  files = {name: (tmp_path / "cached" / name).read_bytes()
+           for name in ("train.tf_record", "teacher_cache.json", "run_settings.json")}
   with pytest.raises(TrainingError, match=r"--cache_teacher: .*teacher_cache.json holds "
                      r"teacher outputs for teacher=.*teacher/model.ckpt but this run's are "
                      r"teacher=.*other/model.ckpt"):
     cr.run_classifier(NO_DROPOUT, source_settings(
         tmp_path / "cached", do_eval=False, do_predict=False, num_train_epochs=1.0,
         teacher=other, cache_teacher=True))
+  # Refused before the records or anything else were written again.
+  for name, data in files.items():
+    assert (tmp_path / "cached" / name).read_bytes() == data, name

@@ -7,6 +7,7 @@ classifier (test_distillation._teacher); the student is narrower and shallower, 
 loss goes through a projection.
 """
 
+import json
 import os
 
 import numpy as np
@@ -30,7 +31,19 @@ ALL_LOSSES = dict(distill_hidden_weight=1.0, distill_attention_weight=0.5,
 
 
 @pytest.mark.parametrize("changes, message", [
-    (dict(distill_hidden_weight=-1.0), "--distill_hidden_weight must be >= 0, got -1.0"),
+    (dict(distill_hidden_weight=-1.0),
+     "--distill_hidden_weight must be >= 0 and finite, got -1.0"),
+    (dict(distill_hidden_weight=float("inf")),
+     "--distill_hidden_weight must be >= 0 and finite, got inf"),
+    (dict(distill_temperature=float("inf")),
+     "--distill_temperature must be positive and finite, got inf"),
+    (dict(teacher=None, distill_alpha=0.3),
+     "--distill_alpha=0.3 weighs what a teacher teaches: add --teacher or drop it"),
+    (dict(teacher=None, distill_temperature=1.0),
+     "--distill_temperature=1.0 weighs what a teacher teaches: add --teacher or drop it"),
+    (dict(distill_layer_map="9:9"),
+     "--distill_layer_map=9:9 pairs the layers of the hidden-state loss: add "
+     "--distill_hidden_weight or drop it"),
     (dict(distill_relation_heads=0), "--distill_relation_heads must be positive, got 0"),
     (dict(teacher=None, distill_value_weight=1.0),
      "--distill_value_weight=1.0 distils from a teacher's layers: add --teacher"),
@@ -115,3 +128,15 @@ def test_the_projection_trains_resumes_and_stays_out_of_the_student(tmp_path):
     np.testing.assert_allclose(b[name], a[name], rtol=1e-5, atol=1e-6, err_msg=name)
   for got, expected in zip(_projection(tf.train.latest_checkpoint(str(cut))), (kernel, bias)):
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+  # The projection is recorded with the flags; a resume without it (or with another) is refused
+  # by name before anything is written, not left to fail restoring the checkpoints.
+  with open(cut / "run_settings.json") as f:
+    recorded = json.load(f)
+  assert recorded["distill_projection"] == [1, 16, 32]
+  assert recorded["distill_hidden_weight"] == 1.0 and recorded["teacher"] == teacher
+  before = sorted(os.listdir(cut))
+  with pytest.raises(TrainingError, match=r"--distill_hidden_weight, --distill_layer_map, "
+                     r"--teacher: the checkpoints in .* were trained with a hidden-state "
+                     r"projection of 1 layer pair\(s\), width 16 to 32, this run's is none"):
+    cr.run_classifier(STUDENT, source_settings(cut, teacher=teacher, do_eval=False, **common))
+  assert sorted(os.listdir(cut)) == before
