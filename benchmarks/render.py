@@ -819,6 +819,7 @@ DISTILLATION_AUGMENT = (
     ("distillation_augment_source_48_2026-12-07.json", "three corpora"),
     ("distillation_augment_source_48x20_2026-12-07.json", "three corpora"),
     ("distillation_augment_source_360_2026-12-07.json", "three corpora"),
+    ("distillation_augment_source_360x20_2026-12-07.json", "three corpora"),
     ("distillation_augment_books_2026-12-07.json", "eight books"),
 )
 

@@ -441,7 +441,10 @@ def _teach(task: FineTuningTask, state: RunState, packed: bool) -> Dict[str, Any
     io.makedirs(output_dir)
   teacher_state = dataclasses.replace(
       state, trainer=trainer, settings=dataclasses.replace(settings, output_dir=output_dir))
-  return teaching.evaluate_teacher(task.evaluate, state, teacher_state)
+  results = teaching.evaluate_teacher(task.evaluate, state, teacher_state)
+  if state.chief and not io.listdir(output_dir):  # nothing evaluated: no empty folder left
+    io.remove(output_dir)
+  return results
 
 
 def _cache_teacher(task: FineTuningTask, state: RunState, train_path: str, count: int) -> None:

@@ -162,9 +162,13 @@ def evaluate_teacher(evaluate: Callable[[Any, Dict[str, Any]], Dict[str, Any]], 
                      teacher_state) -> Dict[str, Any]:
   """The teacher's results with the task's evaluate (teacher_state: the run's state with the
   teacher's trainer and output_dir/teacher), logged first; teacher_-prefixed scalars."""
-  logging.info("***** The teacher's results (%s) *****", state.settings.teacher)
   results = evaluate(teacher_state, {"global_step": teacher_step(state.settings.teacher)})
   prefixed = {f"{PREFIX}{key}": value for key, value in _scalars(results).items()}
+  if not prefixed:
+    logging.info("The teacher (%s) has no results: the run neither evaluates nor predicts",
+                 state.settings.teacher)
+    return {}
+  logging.info("***** The teacher's results (%s) *****", state.settings.teacher)
   for key in sorted(prefixed):
     logging.info("  %s = %s", key, prefixed[key])
   return prefixed

@@ -598,7 +598,8 @@ def test_the_altered_copies_figures_are_quoted_from_their_results_files():
   behind, and the same steps for the three twins of each run."""
   import distillation  # pylint: disable=g-import-not-at-top
   found = {}
-  for key in ("source_48x4", "source_48", "source_48x20", "source_360", "books"):
+  for key in ("source_48x4", "source_48", "source_48x20", "source_360", "source_360x20",
+              "books"):
     saved = _json(f"distillation_augment_{key}_2026-12-07.json")
     found[key] = distillation.augment_gains(saved["rows"], int(saved["args"]["labelled"]),
                                             saved["args"]["augment"])
@@ -617,7 +618,8 @@ def test_the_altered_copies_figures_are_quoted_from_their_results_files():
       f"(medians of five seeds), so {alone['source_48x20']} points over the student alone with "
       f"20, TinyBERT's count; with 360 labels and 2 copies {distilled['source_360']}, on the "
       f"eight books with 600 labels and 4 copies {distilled['books']} (ahead on {ahead} seeds of "
-      f"{len(over)}, behind on {behind})"):
+      f"{len(over)}, behind on {behind}). With 360 labels and 20 copies "
+      f"{distilled['source_360x20']}:"):
     assert quoted in readme, quoted
   page = " ".join(_read("benchmarks", "README.md").split())
   for quoted in (
@@ -625,17 +627,22 @@ def test_the_altered_copies_figures_are_quoted_from_their_results_files():
       f"sentence, {distilled['source_48']} with 8 and {distilled['source_48x20']} with 20",
       f"{distilled['source_360']} with 360 labels and 2 copies, {distilled['books']} on the eight "
       f"books with 600 and 4",
+      f"With 360 labels and 20 copies they took something away ({distilled['source_360x20']}, "
+      f"behind on all three seeds)",
       f"Over all {len(over)} seeds the twin with copies was ahead of the one without on {ahead}, "
       f"level on {level} and behind on {behind}",
       f"Over the twin alone that made {alone['source_48x4']}, {alone['source_48']} and "
       f"{alone['source_48x20']} points with 48 labels (4, 8 and 20 copies), {alone['source_360']} "
-      f"with 360 labels and {alone['books']} on the eight books"):
+      f"and {alone['source_360x20']} with 360 labels (2 and 20 copies) and {alone['books']} on "
+      f"the eight books"):
     assert quoted in page, quoted
   twenty = found["source_48x20"]["over_distilled"]["per_seed"].values()
   assert (sum(round(g, 6) > 0 for g in twenty), sum(round(g, 6) == 0 for g in twenty)) == (4, 1)
   assert all(found[key]["over_alone"]["median"] >= 0.01
              for key in ("source_48x4", "source_48", "source_48x20"))
-  assert all(found[key]["over_alone"]["median"] < 0.01 for key in ("source_360", "books"))
+  assert all(found[key]["over_alone"]["median"] < 0.01
+             for key in ("source_360", "source_360x20", "books"))
+  assert all(g < 0 for g in found["source_360x20"]["over_distilled"]["per_seed"].values())
   tagging = distillation.accuracy_goals(
       _json("distillation_tagging_augment_2026-12-07.json")["rows"], [], False)["tagging_gain"]
   assert tagging["setting"].endswith("distilled with 8 altered copies")

@@ -361,6 +361,9 @@ def test_cached_teacher_outputs_train_as_the_teacher_in_the_step(tmp_path):
     runs[name] = cr.run_classifier(NO_DROPOUT, source_settings(
         tmp_path / name, do_eval=False, do_predict=False, num_train_epochs=0.5, teacher=teacher,
         distill_alpha=0.3, cache_teacher=cache, packing="exact"))
+  # Neither run evaluates nor predicts: no teacher results, and no empty teacher/ folder.
+  assert "teacher_eval_accuracy" not in runs["step"]
+  assert not (tmp_path / "step" / "teacher").exists()
   first = tf.train.Example.FromString(next(iter(tf.data.TFRecordDataset(
       str(tmp_path / "cached" / "train.tf_record")))).numpy())
   assert len(first.features.feature["teacher_logits"].float_list.value) == 3
