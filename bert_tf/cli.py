@@ -20,8 +20,9 @@ restartable: SIGTERM stopped training after it saved a checkpoint of the step re
 library raises stopping.Preempted, a SystemExit with this status: running the same command again
 resumes), or another worker of a multi-worker run was lost during training (stopping.WorkerLost,
 after one line naming it: relaunching every worker resumes from the last checkpoint; the
-process ends at once, see _exit_at_once). Set
-BERT_TF_TRACEBACK=1 to see the traceback of a failure.
+process ends at once, see _exit_at_once); 143 when SIGTERM stopped a fine-tuning run outside
+its training steps (after one line; what the run wrote before its first checkpoint is removed).
+Set BERT_TF_TRACEBACK=1 to see the traceback of a failure.
 
 Logs: a tool's own lines show, TensorFlow's routine ones do not (bert_tf/logs.py);
 --verbosity=1 (-v 1) or BERT_TF_VERBOSE=1 shows everything. Kernels: a tool runs TensorFlow's
@@ -39,12 +40,14 @@ from absl import flags
 from absl import logging
 
 from bert_tf import logs
+from bert_tf.training import errors
 
 FLAGS = flags.FLAGS
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_PREEMPTED = 75  # = bert_tf.training.stopping.EXIT_PREEMPTED (a test checks)
+EXIT_TERMINATED = 128 + 15  # a SIGTERM outside training, as a shell reports one
 
 STRATEGY_NAMES = ("tpu", "mirrored", "multi_worker_mirrored", "one_device")
 PRECISION_NAMES = ("none", "bfloat16", "float16")
@@ -641,6 +644,11 @@ def run(main: Callable[[Sequence[str]], Optional[int]],
     except (UsageError, app.UsageError) as e:
       print(f"{program}: usage error: {_one_line(e)} (see --help)", file=sys.stderr)
       sys.exit(EXIT_USAGE)
+    except errors.RunTerminated:
+      print(f"{program}: stopped by SIGTERM outside the training steps: the checkpoints saved "
+            "are kept (what the run wrote before its first one is removed); the same command "
+            "goes on from them", file=sys.stderr)
+      sys.exit(EXIT_TERMINATED)
     except failure_types() as e:  # pylint: disable=catching-non-exception
       if os.environ.get("BERT_TF_TRACEBACK"):
         raise

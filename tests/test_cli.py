@@ -13,6 +13,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import cli
+from bert_tf.training import errors
 from tests import helpers
 
 PACKAGE_TOOLS = ("run_pretraining", "run_classifier", "run_squad", "run_ner", "extract_features",
@@ -104,6 +105,11 @@ def test_exit_codes(capsys):
     raise cli.UsageError("--a and --b contradict each other")
   assert helpers.run_cli_in_process(_tool(usage), ["t", "--input_file=a"]) == 2
   assert "--a and --b contradict" in capsys.readouterr().err
+
+  def terminated(_):
+    raise errors.RunTerminated("stopped by SIGTERM")
+  assert helpers.run_cli_in_process(_tool(terminated), ["t", "--input_file=a"]) == 143
+  assert capsys.readouterr().err.startswith("t: stopped by SIGTERM outside the training steps")
 
   def bug(_):
     raise ZeroDivisionError("a bug keeps its traceback")

@@ -7,3 +7,8 @@ checkpoint that cannot be restored, a non-finite loss): one line that says why a
 
 class TrainingError(ValueError):
   """A run that cannot start or go on; the message says why and what to do."""
+
+
+class RunTerminated(BaseException):
+  """A SIGTERM outside the training loop (which saves and exits 75 itself): raised in the main
+  thread so that the run's cleanup runs (a BaseException: no `except Exception` swallows it)."""

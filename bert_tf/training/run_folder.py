@@ -28,6 +28,8 @@ import json
 import os
 import posixpath
 import re
+import signal
+import threading
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Protocol, Set
 
 from absl import logging
@@ -37,7 +39,7 @@ from bert_tf import io
 from bert_tf.model import checkpoints
 from bert_tf.model import exporting
 from bert_tf.model import provenance
-from bert_tf.training.errors import TrainingError
+from bert_tf.training.errors import RunTerminated, TrainingError
 
 # === Checkpoints in the folder, its lock and its record ===
 
@@ -337,9 +339,11 @@ class OutputDirRun:
     self._new_folder = chief and not io.exists(settings.output_dir)
     self._lock = run_directory_lock(settings.output_dir, chief, program)
     self._before = None
+    self._sigterm = None
 
   def __enter__(self) -> str:
     self._lock.__enter__()
+    self._sigterm = _sigterm_raises()
     config, settings, strategy, chief = self._args
     try:
       self._before = set(io.listdir(settings.output_dir)) if chief else None
@@ -356,9 +360,27 @@ class OutputDirRun:
         remove_failed_run_files(output_dir, self._before)
     finally:
       self._lock.__exit__(kind, value, traceback)
+      if self._sigterm is not None:
+        signal.signal(signal.SIGTERM, self._sigterm)
     if kind is not None and self._new_folder:
       remove_if_empty(output_dir)
     return False
+
+
+def _sigterm_raises():
+  """Makes a SIGTERM raise RunTerminated (in the main thread, where the default would kill the
+  process with no cleanup); returns the handler to put back, or None when another one (a
+  cluster's, a test's) was in place and is left alone. The training loop installs its own for
+  its steps (training.stopping) and puts this one back after them."""
+  if threading.current_thread() is not threading.main_thread() or \
+      signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+    return None
+
+  def terminated(signum, frame):
+    del signum, frame
+    raise RunTerminated("stopped by SIGTERM")
+
+  return signal.signal(signal.SIGTERM, terminated)
 
 
 # === The record of the run ===

@@ -9,8 +9,10 @@ import dataclasses
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 import types
 from unittest import mock
 
@@ -32,6 +34,7 @@ from bert_tf.tasks.classifier import run as cr
 from bert_tf.tokenization import FullTokenizer
 from bert_tf.training import evaluation, loop
 from bert_tf.training import run_folder
+from bert_tf.training import errors
 from bert_tf.training.errors import TrainingError
 from bert_tf.tasks.classifier import head as classifier_head
 from tests import helpers
@@ -870,6 +873,23 @@ def test_a_failed_run_leaves_nothing_and_evaluation_keeps_the_record(tmp_path, c
   assert {name: (out / name).read_bytes() for name in record} == record
   # The recorded tokenizer still evaluates without an override.
   assert cr.run_classifier(CONFIG, evaluation)["global_step"] == 1
+
+
+def test_a_sigterm_outside_the_training_steps_leaves_no_half_run(tmp_path):
+  """A SIGTERM while a run prepares (the teacher's dev evaluation, writing records) raises
+  RunTerminated in the run's folder scope, which removes what the run wrote, and the default
+  SIGTERM action is back afterwards."""
+  settings = source_settings(tmp_path / "out")
+  assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+  with pytest.raises(errors.RunTerminated):
+    with run_folder.OutputDirRun(CONFIG, settings, tf.distribute.get_strategy(), True,
+                                 "run_classifier") as record_dir:
+      with open(os.path.join(record_dir, "train.tf_record"), "w") as f:
+        f.write("half")
+      os.kill(os.getpid(), signal.SIGTERM)
+      time.sleep(5)  # the handler raises before this ends
+  assert not (tmp_path / "out").exists()
+  assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
 # === Reruns are idempotent, multi-run commands resume (issue 28) ===
