@@ -130,6 +130,18 @@ def has_answers(articles: List[Dict[str, Any]]) -> bool:
   return False
 
 
+def unscorable_question(articles: List[Dict[str, Any]], v2: bool) -> Optional[str]:
+  """The id of the first question the official scorer cannot score (no "answers" list; with
+  SQuAD v1.1 an empty one), or None when it can score them all."""
+  for article in articles:
+    for paragraph in article.get("paragraphs", []):
+      for qa in paragraph.get("qas", []):
+        answers = qa.get("answers")
+        if not isinstance(answers, list) or (not v2 and not answers):
+          return str(qa.get("id"))
+  return None
+
+
 # === The run: what run_squad does around the driver (tasks.fine_tuning) ===
 
 
@@ -176,6 +188,13 @@ def _read_data(settings: SquadSettings) -> Dict[str, Any]:
     if not data["predict"]:
       raise TrainingError(f"--predict_file={settings.predict_file} has no question")
     data["gold"] = articles if has_answers(articles) else None
+    missing = data["gold"] and unscorable_question(articles, settings.version_2_with_negative)
+    if missing:  # a partly answered file: predicted, not scored (the original reads no answer)
+      logging.warning("--predict_file=%s: question %s has no gold answers to score (%s), so "
+                      "the predictions are written but not scored", settings.predict_file,
+                      missing, "an \"answers\" list" if settings.version_2_with_negative
+                      else "SQuAD v1.1 needs at least one")
+      data["gold"] = None
     if settings.null_score_diff_threshold is None and data["gold"] is None:
       raise TrainingError(f"--null_score_diff_threshold=auto: --predict_file="
                                f"{settings.predict_file} has no answers to pick it with")
@@ -335,6 +354,20 @@ def _predict(state: fine_tuning.RunState) -> Dict[str, Any]:
   return write_outputs(examples, eval_features, results, settings, data["gold"], state.chief)
 
 
+def _best_threshold(gold, nbest, null_odds, scores):
+  """(threshold, predictions, scores) at the official scorer's best-F1 threshold. Where the best
+  is "no answer to any question", the scorer reports 0.0, which still answers the questions
+  with negative null odds: then a threshold below every question's odds is taken instead."""
+  threshold = float(scores["best_f1_thresh"])
+  predictions = squad_answers.predictions_from_nbest(nbest, null_odds, threshold)
+  rescored = squad_metrics.evaluate_v2(gold, predictions, na_probs=null_odds)
+  if rescored["f1"] < scores["best_f1"] - 1e-9 and null_odds:
+    threshold = min(null_odds.values()) - 1.0
+    predictions = squad_answers.predictions_from_nbest(nbest, null_odds, threshold)
+    rescored = squad_metrics.evaluate_v2(gold, predictions, na_probs=null_odds)
+  return threshold, predictions, rescored
+
+
 def write_outputs(examples, eval_features, results, settings: SquadSettings,
                   gold: Optional[List[Dict[str, Any]]], chief: bool = True) -> Dict[str, Any]:
   """predictions.json, nbest_predictions.json, null_odds.json and, when `gold` (the predict
@@ -355,11 +388,9 @@ def write_outputs(examples, eval_features, results, settings: SquadSettings,
     if v2:
       scores = squad_metrics.evaluate_v2(gold, predictions, na_probs=null_odds)
       if threshold is None:
-        threshold = float(scores["best_f1_thresh"])
+        threshold, predictions, scores = _best_threshold(gold, nbest, null_odds, scores)
         logging.info("--null_score_diff_threshold=auto: %.6f, the threshold with the best F1 "
                      "(%.4f) on %s", threshold, scores["best_f1"], settings.predict_file)
-        predictions = squad_answers.predictions_from_nbest(nbest, null_odds, threshold)
-        scores = squad_metrics.evaluate_v2(gold, predictions, na_probs=null_odds)
       scores = dict(scores, null_score_diff_threshold=threshold)
     else:
       scores = squad_metrics.evaluate_v1(gold, predictions)

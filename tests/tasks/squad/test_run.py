@@ -214,6 +214,34 @@ def test_v2_writes_null_odds_and_auto_picks_the_best_threshold(tmp_path):
     assert key in scores
 
 
+def test_auto_threshold_where_no_answer_to_any_question_scores_best():
+  """The official scorer reports 0.0 as the threshold of "answer nothing"; 0.0 would still
+  answer the questions with negative null odds, so a threshold below every odds is taken, and
+  the predictions' F1 is the best one."""
+  gold = [{"paragraphs": [{"context": "a b c", "qas": [
+      {"id": "q1", "answers": [], "is_impossible": True},
+      {"id": "q2", "answers": [], "is_impossible": True},
+      {"id": "q3", "answers": [{"text": "b", "answer_start": 2}]}]}]}]
+  nbest = {qid: [{"text": "c"}, {"text": ""}] for qid in ("q1", "q2", "q3")}
+  odds = {"q1": -0.2, "q2": 0.5, "q3": -0.1}  # every non-empty answer is wrong
+  at_zero = sa.predictions_from_nbest(nbest, odds, 0.0)
+  scores = squad_metrics.evaluate_v2(gold, at_zero, na_probs=odds)
+  assert scores["best_f1_thresh"] == 0.0 and scores["f1"] < scores["best_f1"]
+  threshold, predictions, rescored = sr._best_threshold(  # pylint: disable=protected-access
+      gold, nbest, odds, scores)
+  assert threshold < -0.2 and set(predictions.values()) == {""}
+  assert rescored["f1"] == pytest.approx(scores["best_f1"]) == pytest.approx(200 / 3)
+
+
+def test_a_partly_answered_predict_file_is_predicted_not_scored():
+  answered = {"id": "a", "answers": [{"text": "x", "answer_start": 0}]}
+  articles = [{"paragraphs": [{"qas": [answered, {"id": "b", "answers": []},
+                                       {"id": "c"}]}]}]
+  assert sr.unscorable_question(articles, v2=False) == "b"
+  assert sr.unscorable_question(articles, v2=True) == "c"
+  assert sr.unscorable_question([{"paragraphs": [{"qas": [answered]}]}], v2=False) is None
+
+
 def test_an_untrained_head_is_refused(tmp_path):
   values = random_original_weights(CONFIG, np.random.default_rng(0))
   prefix = checkpoints.write_tf1_checkpoint(values, str(tmp_path / "pre" / "bert_model.ckpt"))
