@@ -75,10 +75,15 @@ def source_head(path: str, source_format: str, values: Mapping[str, np.ndarray]
   kinds = head_kinds(values)
   if len(kinds) > 1:
     raise HeadError(f"{path}: holds several heads ({', '.join(kinds)}); a model holds one")
+  info, where = recorded_task_info(path)
+  if kinds == [PRETRAINING] and info and info.get("architecture"):
+    # Part of the pretraining heads under a class of their own (BertForNextSentencePrediction,
+    # BertForMaskedLM): no model here holds them alone.
+    raise HeadError(f"{path}: {where} says {info['architecture']}, whose head has no "
+                    "equivalent here")
   if kinds in ([], [PRETRAINING]):
     return (kinds[0] if kinds else None), None
   head = kinds[0]
-  info, where = recorded_task_info(path)
   if info and info.get("architecture"):
     raise HeadError(f"{path}: {where} says {info['architecture']}, whose head has no "
                     "equivalent here")

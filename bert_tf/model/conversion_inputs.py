@@ -16,6 +16,7 @@ exits 2).
 import dataclasses
 import functools
 import os
+import re
 from typing import Any, Dict, Optional, Tuple
 
 from absl import logging
@@ -225,6 +226,12 @@ def resolve_source(path: str, from_format: Optional[str]) -> Tuple[str, str]:
       source = checkpoints.resolve_checkpoint(path)
     except FileNotFoundError as e:
       raise FileNotFoundError(f"--from={_text(e)}") from None
+  shard = re.fullmatch(r"(.*?)(?:\.safetensors\.index\.json|-\d+-of-\d+\.safetensors)", source)
+  if shard and io.exists(source):  # a sharded model, named by its index or one of its shards
+    raise FileNotFoundError(
+        f"--from={path} is part of a sharded model (its weights split across several "
+        f".safetensors files), which is not read here; save the model as one "
+        f"{checkpoints.HF_WEIGHTS_FILE}")
   kind = _kind(source)
   if kind == "missing":
     if source.endswith((".safetensors", ".keras")) or from_format in ("hf", "keras"):

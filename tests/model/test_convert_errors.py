@@ -180,6 +180,24 @@ def test_missing_from_names_the_flag(tmp_path, capsys, name):
   assert "not found" in line
 
 
+def test_a_sharded_models_parts_are_named_as_such(tmp_path, capsys):
+  """Its folder, its index or one of its shards: one line saying what it is."""
+  folder = tmp_path / "sharded"
+  folder.mkdir()
+  (folder / "model.safetensors.index.json").write_text('{"weight_map": {}}')
+  (folder / "model-00001-of-00002.safetensors").write_bytes(b"x")
+  target = f"--to={tmp_path / 'out' / 'model.safetensors'}"
+  code, line = convert(capsys, f"--from={folder}", target)
+  assert code == 1 and "holds sharded safetensors (model.safetensors.index.json)" in line
+  for part in ("model.safetensors.index.json", "model-00001-of-00002.safetensors"):
+    code, line = convert(capsys, f"--from={folder / part}", target)
+    assert (code, line) == (1, f"{PROGRAM}: error: --from={folder / part} is part of a sharded "
+                               "model (its weights split across several .safetensors files), "
+                               "which is not read here; save the model as one "
+                               "model.safetensors")
+  assert not (tmp_path / "out").exists()
+
+
 def test_unwritable_output_folder_is_refused_before_reading(tmp_path, sources, capsys):
   blocker = tmp_path / "a_file"
   blocker.write_text("x")

@@ -395,6 +395,14 @@ def test_a_hugging_face_head_we_have_no_model_for_is_refused(tmp_path, capsys):
   (folder / "vocab.txt").write_text("\n".join(helpers.VOCAB_TOKENS[:20]) + "\n")
   line = _refused(capsys, tmp_path, folder)
   assert "BertForNextSentencePrediction, whose head has no equivalent here" in line
+  # The class as Hugging Face saves it: the encoder and the next-sentence head alone, part of
+  # the pretraining heads, named by its class rather than as weights missing from them.
+  values = helpers.random_original_weights(SMALL, np.random.default_rng(7), heads=True)
+  values = {name: value for name, value in values.items()
+            if not name.startswith("cls/predictions")}
+  checkpoints.write_hf_safetensors(values, str(folder / "model.safetensors"))
+  line = _refused(capsys, tmp_path, folder)
+  assert "BertForNextSentencePrediction, whose head has no equivalent here" in line
 
 
 @pytest.mark.slow

@@ -497,6 +497,10 @@ def test_the_command_end_to_end(tiny, tmp_path, capsys):
   argv_bad = [a if not a.startswith("--output_file") else f"--output_file={bad}" for a in argv]
   assert helpers.run_cli_in_process(extract_features, argv_bad + ["--layers=-1,3"]) == 2
   assert "--layers=-1,3" in capsys.readouterr().err
+  too_long = CONFIG.max_position_embeddings + 1
+  assert helpers.run_cli_in_process(
+      extract_features, argv_bad + [f"--max_seq_length={too_long}"]) == 2
+  assert f"--max_seq_length={too_long} is longer than" in capsys.readouterr().err
   # Invalid UTF-8 on the last line fails after earlier batches were written: exit 1, the file
   # and line named, no output and no temporary left.
   broken = tmp_path / "broken.txt"
