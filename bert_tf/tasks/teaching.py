@@ -83,7 +83,9 @@ def _flag(settings) -> str:
 _STUDENT_SOURCES = dict(vocab_md5="--vocab_file", do_lower_case="--do_lower_case",
                         max_seq_length="--max_seq_length", labels="the run's labels",
                         regression="the run's labels", head="the run's command",
-                        pair="the run's training data")
+                        pair="the run's training data",
+                        version_2_with_negative="--version_2_with_negative",
+                        document_context="--document_context")
 
 
 def check_teacher(settings, info: Mapping[str, Any], can_teach: bool, program: str) -> None:

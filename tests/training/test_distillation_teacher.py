@@ -116,6 +116,23 @@ def test_a_teacher_of_text_pairs_does_not_teach_single_texts(tmp_path):
   assert _problems(pairs, _student(tmp_path, vocab)) == []  # a record without it: unchecked
 
 
+def test_a_teacher_of_another_task_setup_is_refused(tmp_path):
+  """SQuAD 1.1 does not teach 2.0 (the teacher never learnt to abstain), a tagger trained on
+  sentences alone does not teach one that reads the document around them, and the reverse."""
+  vocab = _vocab(tmp_path)
+  for head, field, labels in (("squad", "version_2_with_negative", None),
+                              (tagging_head.TAGGER, "document_context", ["O", "B-X"])):
+    teacher = _run_folder(tmp_path, f"{field}_teacher", vocab, head=head, labels=labels,
+                          **{field: False})
+    student = _student(tmp_path, vocab, head=head, labels=labels, **{field: True})
+    assert _problems(teacher, student) == [
+        f"--teacher={teacher}: it was trained with {field}=False but the student with "
+        f"{field}=True (teacher: {teacher}/task_info.json; student: "
+        f"{tmp_path}/student/task_info.json)"]
+    assert _problems(teacher, _student(tmp_path, vocab, head=head, labels=labels,
+                                       **{field: False})) == []
+
+
 def test_vocab_casing_and_length_mismatches_are_one_line_each(tmp_path):
   vocab = _vocab(tmp_path)
   other_vocab = _vocab(tmp_path, "other_vocab.txt", extra=["w64"])

@@ -49,13 +49,16 @@ class ModelRecord:
   vocab_md5: Optional[str] = None
   max_seq_length: Optional[int] = None
   pair: Optional[bool] = None  # a classifier's: trained on text pairs
+  version_2_with_negative: Optional[bool] = None  # SQuAD's: unanswerable questions
+  document_context: Optional[bool] = None  # a tagger's: windows with the document around them
   sources: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
   def source(self, field: str) -> str:
     return self.sources.get(field, self.folder)
 
 
-_TASK_FIELDS = ("regression", "labels", "do_lower_case", "vocab_md5", "max_seq_length", "pair")
+_TASK_FIELDS = ("regression", "labels", "do_lower_case", "vocab_md5", "max_seq_length", "pair",
+                "version_2_with_negative", "document_context")
 
 
 def record_of_task_info(info: Mapping[str, Any], source: str,
@@ -171,7 +174,12 @@ def _value_problems(teacher: ModelRecord, student: ModelRecord) -> List[str]:
                       ("do_lower_case", "it was trained with do_lower_case={} but the student "
                                         "with do_lower_case={}"),
                       ("max_seq_length", "it was trained with max_seq_length={} but the "
-                                         "student's is {}")):
+                                         "student's is {}"),
+                      ("version_2_with_negative", "it was trained with "
+                                                  "version_2_with_negative={} but the student "
+                                                  "with version_2_with_negative={}"),
+                      ("document_context", "it was trained with document_context={} but the "
+                                           "student with document_context={}")):
     mine, theirs = getattr(teacher, field), getattr(student, field)
     if mine is not None and theirs is not None and mine != theirs:
       problems.append(f"{flag}: {what.format(mine, theirs)} {_both(teacher, student, field)}")
