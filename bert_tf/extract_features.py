@@ -82,13 +82,7 @@ def main(argv):
   config = cli.config_from_flags(f)
   try:  # impossible flag values are usage errors (exit 2), found before any work
     settings.check()
-    features_settings.parse_layers(
-        settings.layers, config.num_hidden_layers,
-        allow_duplicates=settings.resolved_output_format() == "jsonl")
-    if settings.max_seq_length > config.max_position_embeddings:
-      raise features_settings.FeatureExtractionError(
-          f"--max_seq_length={settings.max_seq_length} is longer than the model's "
-          f"max_position_embeddings ({config.max_position_embeddings})")
+    features_settings.layers_for_config(settings, config)
   except features_settings.FeatureExtractionError as e:
     raise cli.UsageError(str(e)) from None
   if f.use_one_hot_embeddings:

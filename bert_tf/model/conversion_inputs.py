@@ -226,8 +226,9 @@ def resolve_source(path: str, from_format: Optional[str]) -> Tuple[str, str]:
       source = checkpoints.resolve_checkpoint(path)
     except FileNotFoundError as e:
       raise FileNotFoundError(f"--from={_text(e)}") from None
-  shard = re.fullmatch(r"(.*?)(?:\.safetensors\.index\.json|-\d+-of-\d+\.safetensors)", source)
-  if shard and io.exists(source):  # a sharded model, named by its index or one of its shards
+  # A sharded model, named by its index or one of its shards.
+  if re.search(r"(\.safetensors\.index\.json|-\d+-of-\d+\.safetensors)$", source) and \
+      io.exists(source):
     raise FileNotFoundError(
         f"--from={path} is part of a sharded model (its weights split across several "
         f".safetensors files), which is not read here; save the model as one "

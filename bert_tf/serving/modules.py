@@ -242,20 +242,9 @@ def fill_padding(outputs: Mapping[str, Any], mask: tf.Tensor, fill: Mapping[str,
                  per_example: Sequence[str]) -> Dict[str, Any]:
   """The per-position outputs [B, S, ...] (a list of them: element by element) with fill[name]
   (default 0) where mask [B, S] is False; the names in per_example as they are."""
-  def filled(value, key):
-    real = tf.reshape(mask, tf.concat([tf.shape(mask), tf.ones([tf.rank(value) - 2], tf.int32)],
-                                      axis=0))
-    return tf.where(real, value, tf.cast(fill.get(key, 0.0), value.dtype))
-
-  result = {}
-  for key, value in outputs.items():
-    if key in per_example:
-      result[key] = value
-    elif isinstance(value, (list, tuple)):
-      result[key] = [filled(v, key) for v in value]
-    else:
-      result[key] = filled(value, key)
-  return result
+  return request_packing.map_outputs(
+      outputs, per_example, lambda value: value,
+      lambda value, key: request_packing.where_real(value, mask, fill.get(key, 0.0)))
 
 
 def with_a_position(run, inputs: Mapping[str, tf.Tensor]) -> Dict[str, Any]:

@@ -17,7 +17,7 @@ the values it gets alone in a row of its own (to float32 round-off; tested per e
 Shape legend: B = examples, W = the batch's padded width, R = rows, K = examples per row.
 """
 
-from typing import Callable, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, Mapping, Optional
 
 import tensorflow as tf
 
@@ -163,10 +163,30 @@ def unpack_per_position(values: tf.Tensor, where, width, fill) -> tf.Tensor:
   real = position < lengths[:, tf.newaxis]  # [B, W]
   at = tf.minimum(offset[:, tf.newaxis] + position, tf.shape(values)[1] - 1)
   index = tf.stack([tf.broadcast_to(row[:, tf.newaxis], tf.shape(at)), at], axis=-1)
-  gathered = tf.gather_nd(values, index)
-  real = tf.reshape(real, tf.concat([tf.shape(real), tf.ones([tf.rank(gathered) - 2],
-                                                             tf.int32)], axis=0))
-  return tf.where(real, gathered, tf.cast(fill, gathered.dtype))
+  return where_real(tf.gather_nd(values, index), real, fill)
+
+
+def where_real(values: tf.Tensor, real: tf.Tensor, fill) -> tf.Tensor:
+  """values [B, W, ...] with `fill` where real [B, W] is False (padding positions)."""
+  real = tf.reshape(real, tf.concat([tf.shape(real), tf.ones([tf.rank(values) - 2], tf.int32)],
+                                    axis=0))
+  return tf.where(real, values, tf.cast(fill, values.dtype))
+
+
+def map_outputs(outputs: Mapping[str, Any], per_example, example_fn: Callable,
+                position_fn: Callable) -> Dict[str, Any]:
+  """example_fn(value) for the outputs named in per_example (one row per example), else
+  position_fn(value, name) (per position; a list of them, encoder_outputs, element by
+  element)."""
+  result = {}
+  for key, value in outputs.items():
+    if key in per_example:
+      result[key] = example_fn(value)
+    elif isinstance(value, (list, tuple)):
+      result[key] = [position_fn(v, key) for v in value]
+    else:
+      result[key] = position_fn(value, key)
+  return result
 
 
 def unpack_per_example(values: tf.Tensor, where,
@@ -188,12 +208,6 @@ def call_packed(model: Callable, inputs: Mapping[str, tf.Tensor], per_example,
   outputs = model({key: packed[key] for key in ENCODER_INPUTS}, packed[POSITION_IDS],
                   packed[CLS_POSITIONS])
   width = tf.shape(inputs["input_word_ids"])[1]
-  result = {}
-  for key, value in outputs.items():
-    if key in per_example:
-      result[key] = unpack_per_example(value, where)
-    elif isinstance(value, (list, tuple)):
-      result[key] = [unpack_per_position(v, where, width, fill.get(key, 0.0)) for v in value]
-    else:
-      result[key] = unpack_per_position(value, where, width, fill.get(key, 0.0))
-  return result
+  return map_outputs(outputs, per_example, lambda value: unpack_per_example(value, where),
+                     lambda value, key: unpack_per_position(value, where, width,
+                                                            fill.get(key, 0.0)))

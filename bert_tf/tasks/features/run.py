@@ -78,7 +78,7 @@ from bert_tf.tasks.features.inputs import (InputFeatures, batches, check_input_f
                                            convert_examples_to_features, count_lines,
                                            prefetched, read_examples)
 from bert_tf.tasks.features.settings import (ExtractFeaturesSettings, FeatureExtractionError,
-                                              parse_layers)
+                                              layers_for_config)
 from bert_tf.tasks.features.writers import open_writer
 from bert_tf.training import distribution
 from bert_tf.training import loop
@@ -192,12 +192,7 @@ def extract_features(settings: ExtractFeaturesSettings, config: Optional[BertCon
                                  "--overwrite to replace it")
   check_input_file(settings.input_file)
   config = config or config_for(settings)
-  layers = parse_layers(settings.layers, config.num_hidden_layers,
-                        allow_duplicates=output_format == "jsonl")
-  if settings.max_seq_length > config.max_position_embeddings:
-    raise FeatureExtractionError(
-        f"--max_seq_length={settings.max_seq_length} is longer than the model's "
-        f"max_position_embeddings ({config.max_position_embeddings})")
+  layers = layers_for_config(settings, config)
   tokenizer = tokenization.FullTokenizer(settings.vocab_file, settings.do_lower_case)
   provenance.check_tokenizer(settings.vocab_file, settings.do_lower_case,
                              checkpoints=[settings.init_checkpoint], vocab_size=config.vocab_size,

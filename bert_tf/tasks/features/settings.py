@@ -141,3 +141,19 @@ def parse_layers(layers: Union[str, Sequence[int]], num_hidden_layers: int,
     raise FeatureExtractionError(f"--layers={shown}: an index is repeated (npz and tfrecord "
                                  "name their arrays by index)")
   return indexes
+
+
+def layers_for_config(settings: "ExtractFeaturesSettings", config) -> Tuple[int, ...]:
+  """The flags checked against the model's config: --layers (parse_layers, repeats only in
+  jsonl) and --max_seq_length within its max_position_embeddings; the layer indexes.
+
+  Raises:
+    FeatureExtractionError: naming the flag.
+  """
+  layers = parse_layers(settings.layers, config.num_hidden_layers,
+                        allow_duplicates=settings.resolved_output_format() == "jsonl")
+  if settings.max_seq_length > config.max_position_embeddings:
+    raise FeatureExtractionError(
+        f"--max_seq_length={settings.max_seq_length} is longer than the model's "
+        f"max_position_embeddings ({config.max_position_embeddings})")
+  return layers
