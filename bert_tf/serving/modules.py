@@ -19,6 +19,7 @@ per row, K = top_k, V = vocab size.
 
 import contextlib
 import dataclasses
+import functools
 import json
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
@@ -37,6 +38,24 @@ from bert_tf.serving import request_packing
 _STRINGS = tf.TensorSpec([None], tf.string)
 _LENGTHS = tf.TensorSpec([None], tf.int32)
 _IDS = tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1)
+
+
+def signature_function(method, input_signature: Sequence[Any]):
+  """tf.function(method) with input_signature, whose graph first checks each dense input's
+  shape (EnsureShape): a scalar or rank-2 `text` gets "Shape of tensor text [] is not
+  compatible with expected shape [?]" rather than an error from deep inside the tokenizer
+  (the declared rank alone lets TF fold away any rank check of its own). The inputs keep
+  method's parameter names."""
+
+  @functools.wraps(method)
+  def checked(*args):
+    args = [tf.nest.map_structure(
+        lambda spec, value: (tf.ensure_shape(value, spec.shape)
+                             if isinstance(spec, tf.TensorSpec) else value), spec, arg)
+            for spec, arg in zip(input_signature, args)]
+    return method(*args)
+
+  return tf.function(checked, input_signature=input_signature, autograph=False)
 
 
 def seq_length_vector(text: tf.Tensor, seq_length: int) -> tf.Tensor:
@@ -292,7 +311,7 @@ class EncoderModule(ReusableModule):
                           if "embeddings" in names else None)
     self.set_inference(encoder)
     self.make_reusable(encoder, self._call, [ENCODER_SPEC])
-    self.serving_default = tf.function(self._serve, input_signature=[ENCODER_SPEC], autograph=False)
+    self.serving_default = signature_function(self._serve, [ENCODER_SPEC])
 
   def _call(self, inputs, training):
     outputs = call_encoder(self.encoder, checked_ids(inputs, self.max_positions), training)
@@ -351,9 +370,8 @@ class PreprocessorModule(tf.Module):
     super().__init__(name="bert_preprocessor")
     self.packer = packer
     self.seq_length = seq_length
-    self.serving_default = tf.function(self._serve, input_signature=[_STRINGS], autograph=False)
-    self.preprocess = tf.function(self._preprocess,
-                                  input_signature=[_STRINGS, _STRINGS, _LENGTHS], autograph=False)
+    self.serving_default = signature_function(self._serve, [_STRINGS])
+    self.preprocess = signature_function(self._preprocess, [_STRINGS, _STRINGS, _LENGTHS])
     self.__call__ = self.serving_default
     self.tokenize = packer.tokenizer.tokenize_words
     # One packing graph (two rank-1 int32 segments; an empty B row is a single segment) that the
@@ -425,15 +443,13 @@ class TextModule(ReusableModule):
     self.set_inference(encoder, outputs=("sequence_output", "pooled_output"))
     # Traced once and called by serving_default and __call__.
     self._pack_single = tf.function(self._pack, input_signature=[_STRINGS], autograph=False)
-    self.serving_default = tf.function(self._serve, input_signature=[_STRINGS], autograph=False)
-    self.encode = tf.function(self._encode, input_signature=[_STRINGS, _STRINGS, _LENGTHS],
-                              autograph=False)
+    self.serving_default = signature_function(self._serve, [_STRINGS])
+    self.encode = signature_function(self._encode, [_STRINGS, _STRINGS, _LENGTHS])
     self.make_reusable(encoder, self._call, [_STRINGS])
     self.signature_functions = {"serving_default": self.serving_default, "encode": self.encode}
     if pretraining is not None:
-      self.fill_mask = tf.function(self._fill_mask, input_signature=[_STRINGS], autograph=False)
-      self.next_sentence = tf.function(self._next_sentence,
-                                       input_signature=[_STRINGS, _STRINGS], autograph=False)
+      self.fill_mask = signature_function(self._fill_mask, [_STRINGS])
+      self.next_sentence = signature_function(self._next_sentence, [_STRINGS, _STRINGS])
       self.signature_functions.update(fill_mask=self.fill_mask, next_sentence=self.next_sentence)
 
   def _tokens(self, ids: tf.Tensor) -> tf.Tensor:
@@ -577,12 +593,11 @@ def plain_export(name: str, model: keras.Model, input_names: Sequence[str],
   module.model = model
   spec = {key: tf.TensorSpec([None, None], tf.int32, name=key) for key in input_names}
 
-  @tf.function(input_signature=[spec], autograph=False)
   def serve(inputs):
     result = call(model, inputs) if call else model(inputs, training=False)
     return {key: result[key] for key in outputs}
 
-  module.serve = serve
+  serve = module.serve = signature_function(serve, [spec])
   return Export(name, name, module, {"serving_default": serve}, files, replace=True)
 
 

@@ -599,9 +599,19 @@ def test_bad_inputs(exported, loaded_text):
   preprocess = tf.saved_model.load(exported[0]["preprocessor"]).signatures["preprocess"]
   with pytest.raises(tf.errors.InvalidArgumentError, match="text_b must have one entry per text"):
     preprocess(text=two, text_b=tf.constant(["c"]), seq_length=tf.constant([8, 8]))
+  # A text of another rank is refused by name, not by an op deep in the tokenizer.
+  for signature, inputs in [("serving_default", {}), ("fill_mask", {}),
+                            ("encode", dict(text_b=two, seq_length=tf.constant([8])))]:
+    for text in [tf.constant("paris is"), tf.constant([["paris", "is"]])]:
+      with pytest.raises(tf.errors.InvalidArgumentError,
+                         match=r"Shape of tensor text \[[0-9,]*\] is not compatible"):
+        sig[signature](text=text, **inputs)
   # The encoder export names what is wrong with the ids it is sent.
   encoder = tf.saved_model.load(exported[0]["encoder"]).signatures["serving_default"]
   ids = tf.fill([1, 4], 7)
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match=r"Shape of tensor input_word_ids \[4\] is not compatible"):
+    encoder(input_word_ids=ids[0], input_mask=ids[0], input_type_ids=0 * ids[0])
   with pytest.raises(tf.errors.InvalidArgumentError,
                      match="input_mask must have the shape of input_word_ids"):
     encoder(input_word_ids=ids, input_mask=tf.ones([1, 5], tf.int32), input_type_ids=0 * ids)

@@ -18,7 +18,7 @@ from bert_tf.model.encoder import ENCODER_INPUTS
 from bert_tf.packing import Packer
 from bert_tf.serving import tf_serving
 from bert_tf.serving.modules import (WARMUP_TEXTS, ReusableModule, seq_length_vector,
-                                     text_inputs)
+                                     signature_function, text_inputs)
 
 _STRINGS = tf.TensorSpec([None], tf.string)
 
@@ -55,14 +55,11 @@ class ClassifierModule(ReusableModule):
                                    autograph=False)
     # A single text's packing: the inputs an empty text_b gives, without tokenizing it.
     self._pack_single = tf.function(self._pack_one, input_signature=[_STRINGS], autograph=False)
-    self.classify = tf.function(self._classify, input_signature=[_STRINGS, _STRINGS],
-                                autograph=False)
+    self.classify = signature_function(self._classify, [_STRINGS, _STRINGS])
     if pair:
-      self.serving_default = tf.function(self._classify, input_signature=[_STRINGS, _STRINGS],
-                                         autograph=False)
+      self.serving_default = signature_function(self._classify, [_STRINGS, _STRINGS])
     else:
-      self.serving_default = tf.function(self._serve_single, input_signature=[_STRINGS],
-                                         autograph=False)
+      self.serving_default = signature_function(self._serve_single, [_STRINGS])
     self.signature_functions = {"serving_default": self.serving_default,
                                 "classify": self.classify}
     self.make_reusable(model, self._call, [_STRINGS, dict(text=_STRINGS, text_b=_STRINGS)])

@@ -48,8 +48,7 @@ class MultipleChoiceModule(modules.ReusableModule):
     self.set_inference(model)
     self._pack_pairs = tf.function(self._pack, input_signature=[_CONTEXT, _CONTEXT],
                                    autograph=False)
-    self.serving_default = tf.function(self._choose, input_signature=[_CONTEXT, _CHOICES],
-                                       autograph=False)
+    self.serving_default = modules.signature_function(self._choose, [_CONTEXT, _CHOICES])
     self.signature_functions = {"serving_default": self.serving_default}
     self.make_reusable(model, self._call, [dict(context=_CONTEXT, choices=_CHOICES)])
 

@@ -50,6 +50,7 @@ from bert_tf.packing import Packer
 from bert_tf.serving import tf_serving
 from bert_tf.serving.modules import ReusableModule
 from bert_tf.serving.modules import call_cut
+from bert_tf.serving.modules import signature_function
 from bert_tf.text import InGraphTokenizer
 
 # The reader's word separators (squad_data.split_context): space, tab, CR, LF, U+202F.
@@ -127,10 +128,8 @@ class QuestionAnsweringModule(ReusableModule):
     self._cls_id = int(tokenizer.cls_id)
     self._sep_id = int(tokenizer.sep_id)
     self._vocab = self._no_dependency(list(tokenizer.vocab))  # untracked (text.py says why)
-    self.answer = tf.function(self._answer, input_signature=[_STRINGS, _STRINGS],
-                              autograph=False)
-    self.serving_default = tf.function(self._answer, input_signature=[_STRINGS, _STRINGS],
-                                       autograph=False)
+    self.answer = signature_function(self._answer, [_STRINGS, _STRINGS])
+    self.serving_default = signature_function(self._answer, [_STRINGS, _STRINGS])
     self.signature_functions = {"serving_default": self.serving_default, "answer": self.answer}
     # TF Hub: __call__ on the encoder's three inputs (the bert_preprocessor's output) ->
     # the model's logits, with its variables, for fine-tuning through hub.KerasLayer.

@@ -43,6 +43,7 @@ from bert_tf.packing import Packer
 from bert_tf.serving import tf_serving
 from bert_tf.serving.modules import ReusableModule
 from bert_tf.serving.modules import call_cut
+from bert_tf.serving.modules import signature_function
 from bert_tf.text import InGraphTokenizer
 
 WARMUP_TEXTS = ("John Smith flew from Paris to New York on Monday.",
@@ -115,8 +116,8 @@ class TaggerModule(ReusableModule):
     # The type a sentence boundary compares as: "" (an O's type), or a type no label has.
     self._boundary_type = types.index("") if "" in types else -1
     self._delimiters, self._kept = _word_split_patterns()
-    self.tag = tf.function(self._tag, input_signature=[_STRINGS], autograph=False)
-    self.serving_default = tf.function(self._tag, input_signature=[_STRINGS], autograph=False)
+    self.tag = signature_function(self._tag, [_STRINGS])
+    self.serving_default = signature_function(self._tag, [_STRINGS])
     self.signature_functions = {"serving_default": self.serving_default, "tag": self.tag}
     # TF Hub: __call__ on the encoder's three inputs (the bert_preprocessor's output) ->
     # the model's logits, with its variables, for fine-tuning through hub.KerasLayer.

@@ -151,6 +151,8 @@ def test_the_export_chooses_as_the_run_did(trained):
     serve(context=tf.constant(["a", "b"]), choices=tf.constant([["c", "d"]]))
   with pytest.raises(tf.errors.InvalidArgumentError, match="at least one choice"):
     serve(context=tf.constant(["a"]), choices=tf.zeros([1, 0], tf.string))
+  with pytest.raises(tf.errors.InvalidArgumentError, match=r"tensor choices \[2\] is not"):
+    serve(context=tf.constant(["a"]), choices=tf.constant(["c", "d"]))
   # The README's REST request, as TF Serving's row format feeds it.
   readme = open(os.path.join(helpers.REPO_ROOT, "README.md"), encoding="utf-8").read()
   (body,) = re.findall(r"models/multiple_choice:predict -d '(\{.*?\})'\n", readme)
