@@ -323,6 +323,29 @@ def define_packing_flag(flag_values=FLAGS, default: str = "none") -> None:
       flag_values=flag_values)
 
 
+def define_seeds_flag(flag_values=FLAGS) -> None:
+  """seeds: the same fine-tuning once per seed, and the mean +- std of its dev results."""
+  flags.DEFINE_list("seeds", [], "Run once per seed (in output_dir/seed_<s>) and write the "
+                    "mean +- std of every metric to output_dir/seeds_summary.txt (needs "
+                    "--do_eval; not with --seed).", flag_values=flag_values)
+
+
+def number_list(name: str, values: Sequence[str], kind: Callable[[str], Any]) -> list:
+  """The numbers of list flag --name, or a UsageError naming the flag."""
+  try:
+    return [kind(v) for v in values]
+  except ValueError:
+    raise UsageError(f"--{name}: expected a list of numbers, got {','.join(values)}") from None
+
+
+def seeds_from_flags(flag_values=FLAGS) -> list:
+  """--seeds as ints, refused beside --seed."""
+  f = flag_values
+  if f.seeds and f.seed is not None:
+    raise UsageError("--seed and --seeds contradict each other; give one")
+  return number_list("seeds", f.seeds, int)
+
+
 def define_text_input_flags(flag_values=FLAGS, *,
                             overwrite_help: str = "Replace an existing output.") -> None:
   """input_file, errors and overwrite: the plain-text input flags of the data_prep tools."""

@@ -84,8 +84,7 @@ def define_flags(flag_values=FLAGS) -> None:
       "-0.8; with 360 labels, where the student alone beat its teacher, 20 copies cost 1.7 "
       "(benchmarks/README.md, Distillation).", **fv)
   # === Several runs ===
-  flags.DEFINE_list("seeds", [], "Run once per seed (in output_dir/seed_<s>) and write the "
-                    "mean +- std of every metric to output_dir/seeds_summary.txt.", **fv)
+  cli.define_seeds_flag(flag_values)
   flags.DEFINE_bool("sweep", False, "Run the paper's grid (--sweep_learning_rates x "
                     "--sweep_epochs x --sweep_batch_sizes), keep the run with the best dev "
                     "score; output_dir/sweep_summary.tsv and best_run.txt.", **fv)
@@ -96,14 +95,6 @@ def define_flags(flag_values=FLAGS) -> None:
   flags.DEFINE_bool("sweep_keep_all_checkpoints", False,
                     "Keep the checkpoints of every sweep point, not only the best.", **fv)
   flags.mark_flags_as_required(["data_dir", "task_name", "vocab_file", "output_dir"], **fv)
-
-
-def _numbers(name, values, kind):
-  try:
-    return [kind(v) for v in values]
-  except ValueError:
-    raise cli.UsageError(f"--{name}: expected a list of numbers, got {','.join(values)}") \
-        from None
 
 
 def settings_from_flags(f=FLAGS):
@@ -129,9 +120,7 @@ def main(argv):
   from bert_tf.tasks.classifier import run as classifier_run  # pylint: disable=g-import-not-at-top
   f = FLAGS
   cli.apply_runtime_flags(f)
-  seeds = _numbers("seeds", f.seeds, int)
-  if f.seeds and f.seed is not None:
-    raise cli.UsageError("--seed and --seeds contradict each other; give one")
+  seeds = cli.seeds_from_flags(f)
   config = cli.config_from_flags(f)
   settings = settings_from_flags(f)
   strategy = cli.checked_strategy(settings, config, f)
@@ -142,9 +131,9 @@ def main(argv):
 
   if f.sweep:
     result = classifier_run.run_sweep(
-        config, settings, _numbers("sweep_learning_rates", f.sweep_learning_rates, float),
-        _numbers("sweep_epochs", f.sweep_epochs, float),
-        _numbers("sweep_batch_sizes", f.sweep_batch_sizes, int), seeds=seeds,
+        config, settings, cli.number_list("sweep_learning_rates", f.sweep_learning_rates, float),
+        cli.number_list("sweep_epochs", f.sweep_epochs, float),
+        cli.number_list("sweep_batch_sizes", f.sweep_batch_sizes, int), seeds=seeds,
         strategy=strategy, keep_all_checkpoints=f.sweep_keep_all_checkpoints, runner=runner)
     logging.info("Best run: %s", result["best_dir"])
   elif seeds:

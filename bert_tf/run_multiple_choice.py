@@ -45,6 +45,7 @@ def define_flags(flag_values=FLAGS) -> None:
   cli.define_fine_tuning_flags(flag_values, export_help=(
       "After training, export a raw-text multiple-choice model for TF Serving to "
       "output_dir/export/multiple_choice/<step>/."))
+  cli.define_seeds_flag(flag_values)
   flags.mark_flags_as_required(["vocab_file", "output_dir"], **fv)
 
 
@@ -60,13 +61,22 @@ def main(argv):
   from absl import logging  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks.multiple_choice import export as mc_export  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks.multiple_choice import run as mc_run  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import repeats  # pylint: disable=g-import-not-at-top
   f = FLAGS
   cli.apply_runtime_flags(f)
+  seeds = cli.seeds_from_flags(f)
   config = cli.config_from_flags(f)
   settings = settings_from_flags(f)
   strategy = cli.checked_strategy(settings, config, f)
   exporter = cli.serving_exporter(mc_export.EXPORTER, f)
-  result = mc_run.run_multiple_choice(config, settings, strategy, exporter=exporter)
+
+  def runner(config, settings, strategy=None):
+    return mc_run.run_multiple_choice(config, settings, strategy, exporter=exporter)
+
+  if seeds:
+    repeats.run_seeds(config, settings, seeds, runner, strategy)
+    return
+  result = runner(config, settings, strategy)
   logging.info("Finished at step %d", result["global_step"])
   if "eval_accuracy" in result:
     logging.info("eval: accuracy %.4f loss %.4f", result["eval_accuracy"], result["eval_loss"])

@@ -216,10 +216,21 @@ def load_vocab(vocab_file: str) -> "collections.OrderedDict[str, int]":
     vocab[token] = index
   missing = [t for t in SPECIAL_TOKENS if t not in vocab]
   if missing:
+    bom = (" (the file starts with a UTF-8 byte-order mark, which becomes part of its first "
+           "token: save it without one)" if data.startswith(b"\xef\xbb\xbf") else "")
     raise ValueError(
         f"{vocab_file}: vocab lacks the special token(s) {', '.join(missing)} "
-        f"({len(vocab)} tokens read); a BERT vocab needs all of {', '.join(SPECIAL_TOKENS)}")
+        f"({len(vocab)} tokens read); a BERT vocab needs all of {', '.join(SPECIAL_TOKENS)}"
+        f"{bom}")
   return vocab
+
+
+def id_count(vocab: Mapping[str, int]) -> int:
+  """How many ids a tokenizer of `vocab` (load_vocab's) can produce, the number a model's
+  vocab_size must hold: its lines, less a blank last line (the token "", which no text ever
+  produces; the original reads such a vocab too)."""
+  count = len(vocab)
+  return count - 1 if count and vocab.get("") == count - 1 else count
 
 
 # === Compiled patterns ===

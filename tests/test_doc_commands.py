@@ -1,13 +1,18 @@
 """Every command the user pages show parses: each flag of each `python -m bert_tf.NAME` and
 `python data_prep/NAME.py` line in a code block of README.md or docs/*.md is a flag of that
 command (its absl definitions, read in this process: no subprocess per command), and a value
-naming a file of the clone (`./setup.py`) names one that exists."""
+naming a file of the clone (`./setup.py`) names one that exists. Every Python example names
+bert_tf attributes that exist and keyword arguments its functions take."""
 
+import ast
 import functools
+import importlib
 import importlib.util
+import inspect
 import os
 import re
 import shlex
+import textwrap
 
 from absl import flags
 import pytest
@@ -166,3 +171,81 @@ def test_the_pages_show_every_command():
               "data_prep/create_pretraining_data.py", "data_prep/run_sample.py"}
   assert expected <= set(shown)
   assert sum(shown.values()) > 200
+
+
+# === The Python examples ===
+
+
+def _resolve(node, names):
+  """The object an expression of Names and Attributes names, or None (not ours to check)."""
+  if isinstance(node, ast.Name):
+    return names.get(node.id)
+  if isinstance(node, ast.Attribute):
+    owner = _resolve(node.value, names)
+    if owner is None:
+      return None
+    if not hasattr(owner, node.attr):
+      raise AttributeError(f"{ast.unparse(node)}: {owner.__name__} has no {node.attr!r}")
+    return getattr(owner, node.attr)
+  return None
+
+
+def python_problems(code):
+  """What is wrong in a Python example that uses bert_tf: a name it imports or an attribute it
+  reads that does not exist, a keyword argument the called function does not take."""
+  try:
+    tree = ast.parse(code)
+  except SyntaxError as e:
+    return [f"syntax error: {e}"]
+  names, problems = {}, []
+  for node in ast.walk(tree):
+    if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bert_tf"):
+      module = importlib.import_module(node.module)
+      for alias in node.names:
+        try:
+          names[alias.asname or alias.name] = (
+              getattr(module, alias.name) if hasattr(module, alias.name)
+              else importlib.import_module(f"{node.module}.{alias.name}"))
+        except ImportError:
+          problems.append(f"from {node.module} import {alias.name}: no such name")
+    elif isinstance(node, ast.Import):
+      for alias in node.names:
+        if alias.name.startswith("bert_tf"):
+          module = importlib.import_module(alias.name)
+          names[alias.asname or alias.name.split(".")[0]] = (
+              module if alias.asname else importlib.import_module("bert_tf"))
+  for node in ast.walk(tree):
+    try:
+      if isinstance(node, ast.Attribute):
+        _resolve(node, names)
+      elif isinstance(node, ast.Call):
+        function = _resolve(node.func, names)
+        if callable(function):
+          parameters = inspect.signature(function).parameters
+          takes_any = any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+          problems += [f"{ast.unparse(node.func)}() takes no keyword {k.arg!r}"
+                       for k in node.keywords if k.arg and not takes_any
+                       and k.arg not in parameters]
+    except (AttributeError, ValueError) as e:
+      problems.append(str(e))
+  return sorted(set(problems))
+
+
+def test_python_problems_finds_a_wrong_name_and_keyword():
+  good = ("from bert_tf.training import pretraining\n"
+          "pretraining.run_pretraining(None, None, exporter=None)\n")
+  assert python_problems(good) == []
+  bad = ("from bert_tf.serving import saved_model\nfrom bert_tf.training import pretraining\n"
+         "pretraining.run_pretraining(None, None, export_fn=saved_model.export_step)\n")
+  assert python_problems(bad) == [
+      "pretraining.run_pretraining() takes no keyword 'export_fn'",
+      "saved_model.export_step: bert_tf.serving.saved_model has no 'export_step'"]
+
+
+@pytest.mark.parametrize("page", _pages())
+def test_every_python_example_names_what_exists(page):
+  with open(os.path.join(REPO_ROOT, page), encoding="utf-8") as f:
+    blocks = re.findall(r"```python\n(.*?)```", f.read(), flags=re.S)
+  problems = [f"{page}: {problem}" for block in blocks
+              for problem in python_problems(textwrap.dedent(block))]
+  assert problems == []

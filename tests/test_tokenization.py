@@ -270,6 +270,10 @@ def test_load_vocab_ids_are_line_numbers(tmp_path):
   assert (full["[PAD]"], full["[UNK]"], full["[CLS]"], full["[SEP]"], full["[MASK]"]) == (
       0, 100, 101, 102, 103)
   assert full["##s"] == 2015
+  # The ids a tokenizer can produce: a blank last line (the token "") is not one of them.
+  assert tokenization.id_count(vocab) == 7 and tokenization.id_count(full) == 30522
+  assert tokenization.id_count(tokenization.load_vocab(
+      write_vocab(tmp_path, b"[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n\n"))) == 5
 
 
 def test_load_vocab_errors(tmp_path):
@@ -279,6 +283,8 @@ def test_load_vocab_errors(tmp_path):
     tokenization.load_vocab(write_vocab(tmp_path, b"[PAD]\nhello\n[UNK]\nhello\n"))
   with pytest.raises(ValueError, match=r"vocab\.txt:3: invalid UTF-8"):
     tokenization.load_vocab(write_vocab(tmp_path, b"[PAD]\n[UNK]\nbad\xe9\n[CLS]\n"))
+  with pytest.raises(ValueError, match=r"lacks the special token\(s\) \[PAD\] .*byte-order mark"):
+    tokenization.load_vocab(write_vocab(tmp_path, b"\xef\xbb\xbf[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n"))
   missing = str(tmp_path / "nope" / "vocab.txt")
   with pytest.raises(FileNotFoundError, match="nope"):
     tokenization.load_vocab(missing)

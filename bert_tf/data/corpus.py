@@ -87,6 +87,22 @@ def _as_original_reads(line: str, report: ReadReport) -> str:
   return line
 
 
+def warn_read_problems(report: ReadReport) -> None:
+  """The warnings of what iter_lines met: empty files, lines that were not valid UTF-8
+  (replaced or skipped), and lines with a carriage return inside their text (deleted)."""
+  for path in report.empty_files:
+    logging.warning("Input file %s is empty", path)
+  if report.invalid_utf8_lines:
+    logging.warning("%d line(s) were not valid UTF-8 (%s)", report.invalid_utf8_lines,
+                    "skipped" if report.skipped_lines else "decoded with U+FFFD")
+  if report.carriage_return_lines:
+    logging.warning(
+        "%d line(s) hold a carriage return (\\r) inside their text: it is deleted, as the "
+        "original's reader (TensorFlow's readline) deletes it, so the text either side of it "
+        "joins (a file with old Mac line ends is one line: convert it first, e.g. "
+        "tr '\\r' '\\n')", report.carriage_return_lines)
+
+
 def _undecodable(raw: bytes, error: UnicodeDecodeError, errors: str, report: ReadReport,
                  where: str) -> Optional[str]:
   """A line that is not valid UTF-8, handled as `errors` says: counted, then decoded with
@@ -249,4 +265,5 @@ def tokenize_files(paths, tokenizer, out, output_ids=False, errors="strict",
         logging.info("tokenizing: %.1f/%.1f MB (%.2f MB/s, ETA %.0f s)", stats["bytes"] / 1e6,
                      total / 1e6, rate / 1e6, (total - stats["bytes"]) / rate)
   stats["seconds"] = time.time() - start
+  warn_read_problems(report)
   return stats

@@ -439,17 +439,7 @@ def final_layout(config, output_files, stale_shards, counts, instances, input_fi
 
 
 def check_documents(report, num_documents, input_files):
-  for path in report.empty_files:
-    logging.warning("Input file %s is empty", path)
-  if report.invalid_utf8_lines:
-    logging.warning("%d line(s) were not valid UTF-8 (%s)", report.invalid_utf8_lines,
-                    "skipped" if report.skipped_lines else "decoded with U+FFFD")
-  if report.carriage_return_lines:
-    logging.warning(
-        "%d line(s) hold a carriage return (\\r) inside their text: it is deleted, as the "
-        "original's reader (TensorFlow's readline) deletes it, so the text either side of it "
-        "joins (a file with old Mac line ends is one line: convert it first, e.g. "
-        "tr '\\r' '\\n')", report.carriage_return_lines)
+  corpus.warn_read_problems(report)
   if not num_documents:
     raise corpus.InputError(
         f"--input_file: no text found in {', '.join(input_files)} (every file is empty or "

@@ -68,10 +68,7 @@ def count_words(paths: Sequence[str], do_lower_case: bool, errors: str = "strict
                      done / 1e6, total / 1e6, rate / 1e6, (total - done) / rate, len(counts))
   logging.info("counted %d words, %d distinct, in %.1f s", sum(counts.values()), len(counts),
                time.time() - start)
-  if report.carriage_return_lines:
-    logging.warning("%d line(s) hold a carriage return (\\r) inside their text: it is deleted "
-                    "(as create_pretraining_data deletes it), joining the text either side",
-                    report.carriage_return_lines)
+  corpus.warn_read_problems(report)
   return counts
 
 

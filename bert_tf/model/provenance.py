@@ -38,6 +38,7 @@ from absl import logging
 from bert_tf import io
 from bert_tf import record_schema
 from bert_tf import task_heads
+from bert_tf import tokenization
 
 TASK_INFO_FILE = "task_info.json"
 DATA_METADATA_FILE = "data_metadata.json"
@@ -475,7 +476,8 @@ def check_tokenizer(vocab_file: Optional[str], do_lower_case: Optional[bool],
     data_metadata: the data's metadata (pretraining records, --data_metadata_file).
     data_source: the metadata's file, for messages.
     vocab_size: the config's vocab_size (None: not checked).
-    vocab_tokens: the vocab's size, when the caller has read it (default: its lines).
+    vocab_tokens: the vocab's tokenization.id_count, when the caller has read it (default:
+      read here).
     allow_mismatch: log the contradictions as one warning instead of raising (never a vocab
       too large for the config: its ids would be out of range).
     vocab_md5: the vocab file's checksum, when the caller has it already.
@@ -489,7 +491,7 @@ def check_tokenizer(vocab_file: Optional[str], do_lower_case: Optional[bool],
   size = None
   if vocab_file and vocab_size is not None:
     if vocab_tokens is None:
-      vocab_tokens = sum(1 for _ in io.read_text(vocab_file).splitlines())
+      vocab_tokens = tokenization.id_count(tokenization.load_vocab(vocab_file))
     size = vocab_size_problem(vocab_file, vocab_tokens, vocab_size)
   if problems and allow_mismatch and size is None:
     logging.warning("TOKENIZER MISMATCH (allowed by %s): %s", override_flag, "; ".join(problems))

@@ -28,6 +28,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import tokenization
 from bert_tf.model.encoder import ENCODER_INPUTS
 from bert_tf.model import inference
 from bert_tf.model.inference import PRECISIONS
@@ -434,11 +435,12 @@ class TextModule(ReusableModule):
     self.pretraining = pretraining
     self.seq_length = seq_length
     self.top_k = top_k
-    # id -> token, read from the vocab asset; lines are stripped like the reference load_vocab.
+    # id -> token, the reference load_vocab's tokens (a blank line is the token "", which a
+    # TextFileInitializer of the asset would refuse).
+    vocab = tokenization.load_vocab(vocab_file)
     self.id_to_token = tf.lookup.StaticHashTable(
-        tf.lookup.TextFileInitializer(
-            vocab_file, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER,
-            tf.string, tf.lookup.TextFileIndex.WHOLE_LINE),
+        tf.lookup.KeyValueTensorInitializer(
+            tf.constant(list(vocab.values()), tf.int64), tf.constant(list(vocab), tf.string)),
         default_value="")
     self.set_inference(encoder, outputs=("sequence_output", "pooled_output"))
     # Traced once and called by serving_default and __call__.
@@ -453,7 +455,7 @@ class TextModule(ReusableModule):
       self.signature_functions.update(fill_mask=self.fill_mask, next_sentence=self.next_sentence)
 
   def _tokens(self, ids: tf.Tensor) -> tf.Tensor:
-    return tf.strings.strip(self.id_to_token.lookup(tf.cast(ids, tf.int64)))
+    return self.id_to_token.lookup(tf.cast(ids, tf.int64))
 
   def _embed(self, inputs, positive_width: bool = False):
     """The text model's outputs for packed inputs; positive_width: their width is known to be
@@ -605,9 +607,9 @@ def serving_exports(packer: Packer, encoder: keras.Model, pretraining: Optional[
                      settings: ServingSettings, files: Mapping[str, str]) -> List[Export]:
   """The TF Serving models (tf_serving.py): preprocessor, encoder and text model.
 
-  Each carries the vocab as an asset (the tokenizer's table is built into the graph; the asset
-  is what the id -> token table reads, and what clients can fetch), and its settings and
-  signatures in assets/export_info.json.
+  Each carries the vocab as an asset (the tokenizer's and the id -> token tables are built into
+  the graph; the asset is what clients can fetch), and its settings and signatures in
+  assets/export_info.json.
   """
   seq_length, vocab = settings.seq_length, settings.vocab_file
   preprocessor = PreprocessorModule(packer, seq_length)
@@ -615,6 +617,7 @@ def serving_exports(packer: Packer, encoder: keras.Model, pretraining: Optional[
   encoder_module = EncoderModule(encoder)
   encoder_module.vocab_file = tf.saved_model.Asset(vocab)
   text_module = TextModule(packer, encoder, pretraining, vocab, seq_length, settings.top_k)
+  text_module.vocab_file = tf.saved_model.Asset(vocab)
   if pretraining is None:
     logging.warning("The checkpoint has no pretraining heads (cls/...): the text model has no "
                     "fill_mask or next_sentence signature.")

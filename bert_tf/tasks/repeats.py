@@ -37,8 +37,10 @@ def summarize(runs: Sequence[Mapping[str, float]]) -> Dict[str, Tuple[float, flo
 
 
 def _scalar_results(result: Mapping[str, Any]) -> Dict[str, float]:
+  """The run's metrics (not its per-example arrays, e.g. eval_probabilities)."""
   return {k: float(v) for k, v in result.items()
-          if k.startswith(("eval_", "teacher_eval_")) or k in ("loss", "global_step")}
+          if (k.startswith(("eval_", "teacher_eval_")) or k in ("loss", "global_step"))
+          and np.ndim(v) == 0}
 
 
 def _refuse_repeats(flag: str, values: Sequence[Any]) -> None:

@@ -101,7 +101,7 @@ def run_tokenizer(config, settings, start: Start):
   provenance.check_tokenizer(
       settings.vocab_file, settings.do_lower_case,
       checkpoints=[settings.init_checkpoint, start.checkpoint if start.resuming else None],
-      vocab_size=config.vocab_size, vocab_tokens=len(tokenizer.vocab),
+      vocab_size=config.vocab_size, vocab_tokens=tokenization.id_count(tokenizer.vocab),
       allow_mismatch=settings.allow_tokenizer_mismatch, vocab_md5=vocab_md5)
   return tokenizer, vocab_md5
 

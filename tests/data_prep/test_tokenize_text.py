@@ -63,3 +63,19 @@ def test_errors_leave_no_output(tmp_path):
                  f"--output_file={out}")
   assert novocab.returncode != 0 and "none.txt" in novocab.stderr
   assert "Traceback" not in novocab.stderr
+
+
+def test_what_reading_changed_is_said(tmp_path, caplog):
+  """tokenize_text warns, as create_pretraining_data and build_vocab do, of lines whose "\\r"
+  was deleted (joining the text either side) and of lines that were not UTF-8."""
+  from bert_tf.data import corpus  # pylint: disable=g-import-not-at-top
+  src = tmp_path / "in.txt"
+  src.write_bytes(b"hello\rworld\nok\ncaf\xe9\n")
+  out = tmp_path / "out.txt"
+  tokenizer = tokenization.FullTokenizer(VOCAB, do_lower_case=True)
+  with open(out, "w", encoding="utf-8") as f, caplog.at_level("WARNING"):
+    stats = corpus.tokenize_files([str(src)], tokenizer, f, errors="replace")
+  assert stats["lines"] == 3
+  assert out.read_text(encoding="utf-8").splitlines()[0] == "hello ##world"
+  assert "1 line(s) hold a carriage return (\\r) inside their text" in caplog.text
+  assert "1 line(s) were not valid UTF-8 (decoded with U+FFFD)" in caplog.text

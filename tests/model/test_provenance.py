@@ -147,6 +147,12 @@ def test_one_check_one_message_for_every_record(tmp_path):
   with pytest.raises(provenance.TokenizerMismatchError,
                      match=r"has 64 tokens but the config's vocab_size is 20"):
     provenance.check_tokenizer(vocab, None, vocab_size=20, allow_mismatch=True)
+  # Counted as load_vocab reads it: only "\n" ends a line (a token may hold U+2028), and a
+  # blank last line is the token "" that no text produces.
+  odd = tmp_path / "odd_vocab.txt"
+  odd.write_text(open(vocab, encoding="utf-8").read().replace("\n", "\u2028\n", 1) + "\n",
+                 encoding="utf-8")
+  provenance.check_tokenizer(str(odd), None, vocab_size=64)
   provenance.check_tokenizer(vocab, False, checkpoints=[str(run)], data_metadata=dict(
       metadata, do_lower_case=False), vocab_size=64)
   # A Hugging Face folder's casing beside the vocab, said once when it is also the checkpoint's.

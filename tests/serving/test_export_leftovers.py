@@ -64,9 +64,16 @@ def test_the_next_export_removes_a_killed_exports_leftovers(tmp_path):
     # The encoder alone (no cls/ heads: no fill_mask and next_sentence signatures to trace).
     weights = {k: v for k, v in helpers.random_original_weights(CONFIG, rng).items()
                if not k.startswith("cls/")}
-    paths = saved_model.export_serving_models(CONFIG, weights, VOCAB, str(tmp_path / "export"),
-                                             seq_length=16, warmup=False,
+    # A vocab with a blank line (the token "", as the original reads it) exports as it is.
+    vocab = tmp_path / "vocab.txt"
+    lines = open(VOCAB, encoding="utf-8").read().split("\n")
+    vocab.write_text("\n".join(lines[:6] + [""] + lines[7:]), encoding="utf-8")
+    paths = saved_model.export_serving_models(CONFIG, weights, str(vocab),
+                                             str(tmp_path / "export"), seq_length=16,
+                                             warmup=False,
                                              length_buckets="none")  # fewer signatures to trace
+    assert (tmp_path / "export" / "bert" / "1" / "assets" / "vocab.txt").read_bytes() == \
+        vocab.read_bytes()
     assert paths["encoder"] == str(model_dir / "1")
     assert not os.path.exists(stale_version) and not os.path.exists(stale_staging)
     assert os.path.isdir(live_version) and os.path.isdir(live_staging)

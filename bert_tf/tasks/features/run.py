@@ -67,7 +67,6 @@ import tensorflow as tf
 
 from bert_tf import io
 from bert_tf import length_buckets as length_buckets_lib
-from bert_tf import row_packing
 from bert_tf import tokenization
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
@@ -196,7 +195,7 @@ def extract_features(settings: ExtractFeaturesSettings, config: Optional[BertCon
   tokenizer = tokenization.FullTokenizer(settings.vocab_file, settings.do_lower_case)
   provenance.check_tokenizer(settings.vocab_file, settings.do_lower_case,
                              checkpoints=[settings.init_checkpoint], vocab_size=config.vocab_size,
-                             vocab_tokens=len(tokenizer.vocab),
+                             vocab_tokens=tokenization.id_count(tokenizer.vocab),
                              allow_mismatch=settings.allow_tokenizer_mismatch)
   strategy = strategy or tf.distribute.get_strategy()
   if settings.batch_size % strategy.num_replicas_in_sync:

@@ -161,3 +161,29 @@ def test_the_export_chooses_as_the_run_did(trained):
               choices=tf.constant([row["choices"] for row in instances]))
   assert out["probabilities"].shape == (len(instances), len(instances[0]["choices"]))
   np.testing.assert_allclose(out["probabilities"].numpy().sum(axis=1), 1.0, rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_seeds_run_once_per_seed_and_summarise(tmp_path):
+  """--seeds, as run_classifier's: one run per seed in seed_<s>/, mean +- std of their dev
+  results in seeds_summary.txt; refused beside --seed."""
+  data = tmp_path / "train.jsonl"
+  data.write_text("".join(json.dumps(dict(context=f"the {w} sat", choices=[w, "tree", "x"],
+                                          label=0)) + "\n"
+                          for w in ["cat", "dog", "man", "hen", "cow", "fox", "owl", "pig"]))
+  config_file = tmp_path / "bert_config.json"
+  CONFIG.to_json_file(str(config_file))
+  argv = ["run_multiple_choice", f"--vocab_file={VOCAB}", f"--bert_config_file={config_file}",
+          f"--train_file={data}", f"--eval_file={data}", "--do_train", "--do_eval",
+          "--max_seq_length=16", "--train_batch_size=4", "--num_train_epochs=1",
+          "--learning_rate=1e-3", "--seeds=1,2", f"--output_dir={tmp_path / 'out'}"]
+  assert helpers.run_cli_in_process(run_multiple_choice, argv) == 0
+  runs = [evaluation.read_eval_results(str(tmp_path / "out" / f"seed_{s}" / "eval_results.txt"))
+          for s in (1, 2)]
+  summary = (tmp_path / "out" / "seeds_summary.txt").read_text()
+  mean = np.mean([r["eval_loss"] for r in runs])
+  std = np.std([r["eval_loss"] for r in runs], ddof=1)
+  assert f"eval_loss = {mean:.6f} +- {std:.6f}" in summary
+  assert "seeds = 1,2" in summary
+  assert runs[0]["eval_loss"] != runs[1]["eval_loss"]
+  assert helpers.run_cli_in_process(run_multiple_choice, argv + ["--seed=3"]) != 0
