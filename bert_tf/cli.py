@@ -518,6 +518,27 @@ def _path_flags(flag_values) -> Iterable[Tuple[str, str]]:
         yield name, value.strip()
 
 
+# An embedding lookup of an id its table does not hold (CPU kernels check; a GPU reads zeros):
+# the node names the layer (word_embeddings: token ids; embeddings: segment ids and packed
+# positions), the message the id and the table's size.
+_EMBEDDING_NODE = re.compile(r"\b(word_embeddings|embeddings)(?:_\d+)?/GatherV2\b")
+_OUT_OF_RANGE = re.compile(r"indices\[[\d,]+\] = (-?\d+) is not in \[0, (\d+)\)")
+
+
+def _embedding_index_line(text: str) -> Optional[str]:
+  """One line for an embedding lookup out of its table (None for any other error)."""
+  node, values = _EMBEDDING_NODE.search(text), _OUT_OF_RANGE.search(text)
+  if node is None or values is None:
+    return None
+  index, size = values.groups()
+  if node.group(1) == "word_embeddings":
+    return (f"the input holds token id {index}, outside [0, {size}) of the config's vocab_size "
+            "(--bert_config_file): the data was made with a larger vocab than the model's; "
+            "make it with the model's vocab")
+  return (f"the input holds segment id or position {index}, outside [0, {size}) of the "
+          "config's type_vocab_size or max_position_embeddings (--bert_config_file)")
+
+
 def describe_failure(error: BaseException, flag_values=FLAGS) -> str:
   """An OS or TensorFlow error as one line naming the flag whose path it is about.
 
@@ -530,6 +551,8 @@ def describe_failure(error: BaseException, flag_values=FLAGS) -> str:
   text = _one_line(error)
   tf = sys.modules.get("tensorflow")
   op_error = tf is not None and hasattr(tf, "errors") and isinstance(error, tf.errors.OpError)
+  if op_error and _embedding_index_line(text):
+    return _embedding_index_line(text)
   if not (isinstance(error, OSError) or op_error) or " --" in f" {text}":
     return text
   filename = getattr(error, "filename", None)

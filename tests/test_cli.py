@@ -237,3 +237,25 @@ def test_serving_flags_reach_the_export(command):
   assert modules.current_inference_options() == modules.InferenceOptions()  # restored
   with pytest.raises(flags.IllegalFlagValueError):
     values["serving_precision"].parse("float16")
+
+
+def test_an_id_outside_the_embedding_tables_is_named_in_one_line():
+  """TensorFlow's own error (a multi-line trace of the gather) becomes one line naming the
+  config's table size and --bert_config_file."""
+  from bert_tf import cli  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import encoder as encoder_lib  # pylint: disable=g-import-not-at-top
+  encoder = encoder_lib.build_encoder(helpers.tiny_config(vocab_size=50,
+                                                          max_position_embeddings=16))
+  run = tf.function(lambda ids, types: encoder(
+      dict(input_word_ids=ids, input_mask=tf.ones_like(ids), input_type_ids=types)))
+  lines = []
+  for ids, types in (([[1, 2, 70]], [[0, 0, 0]]), ([[1, 2, 3]], [[0, 0, 5]])):
+    with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+      run(tf.constant(ids), tf.constant(types))
+    lines.append(cli.describe_failure(raised.value))
+  assert lines == [
+      "the input holds token id 70, outside [0, 50) of the config's vocab_size "
+      "(--bert_config_file): the data was made with a larger vocab than the model's; make it "
+      "with the model's vocab",
+      "the input holds segment id or position 5, outside [0, 2) of the config's "
+      "type_vocab_size or max_position_embeddings (--bert_config_file)"]

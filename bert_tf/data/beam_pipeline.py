@@ -49,8 +49,9 @@ a marker file in that folder.
 import json
 import logging as std_logging
 import os
+import re
 import time
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
@@ -78,6 +79,40 @@ class InjectedFault(RuntimeError):
 
 class PipelineFailed(RuntimeError):
   """The runner reported a state other than DONE."""
+
+
+# A worker's error of ours, as a runner's exception quotes it (the multi-process DirectRunner
+# and Dataflow wrap it in a RuntimeError holding the worker's traceback): its type and message.
+_WORKER_ERROR = re.compile(r"^bert_tf\.[\w.]+\.(InputError|OutputError): (.*?)"
+                           r"(?: \[while running '[^']*'\])?$", re.M)
+
+
+# The loggers that log a failed bundle's traceback (the worker's DoFn runner and harness, the
+# runner relaying a worker's log): hidden at the default verbosity, as the failure is raised.
+_FAILURE_LOGGERS = ("apache_beam.runners.common", "apache_beam.runners.worker.sdk_worker",
+                    "apache_beam.runners.worker.bundle_processor",
+                    "apache_beam.runners.portability.local_job_service")
+
+
+def worker_error(error: BaseException) -> Optional[BaseException]:
+  """The one-line error of ours that a runner's exception carries from a worker, or None."""
+  match = _WORKER_ERROR.search(str(error))
+  if match is None:
+    return None
+  kind = corpus.InputError if match.group(1) == "InputError" else writer_lib.OutputError
+  return kind(match.group(2))
+
+
+def _run_to_the_end(pipeline) -> Any:
+  """Runs the pipeline and waits: its final state. A worker's InputError or OutputError is
+  raised as itself (the file and line it names), not as the runner's wrapper and traceback."""
+  try:
+    return pipeline.run().wait_until_finish()
+  except Exception as e:  # pylint: disable=broad-except
+    ours = worker_error(e)
+    if ours is None:
+      raise
+    raise ours from None
 
 
 def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
@@ -333,8 +368,11 @@ def run(config: pretraining_data.DataConfig, beam_args: Sequence[str]) -> Dict[s
   quiet = []  # not recorded in the metadata, which keeps the options the user gave
   if logging.get_verbosity() < logging.DEBUG and not any(
       arg.startswith("--default_sdk_harness_log_level") for arg in beam_args):
-    # The workers' own INFO lines (each one's start-up and shut-down) go with the runner's.
-    quiet = ["--default_sdk_harness_log_level=WARNING"]
+    # The workers' own INFO lines (each one's start-up and shut-down) go with the runner's,
+    # and so do the tracebacks they log of a failed bundle (the failure is reported once).
+    quiet = ["--default_sdk_harness_log_level=WARNING",
+             "--sdk_harness_log_level_overrides=" + json.dumps(
+                 {name: "CRITICAL" for name in _FAILURE_LOGGERS})]
   options = pipeline_options(list(beam_args) + quiet)
   input_files, output_files, flag = pretraining_data.resolve_files(config)
   with pretraining_data.output_locks(config, output_files, flag):
@@ -353,17 +391,19 @@ def run(config: pretraining_data.DataConfig, beam_args: Sequence[str]) -> Dict[s
     writer = None
     beam_logger = std_logging.getLogger("apache_beam")
     beam_level = beam_logger.level
+    quieted = {name: std_logging.getLogger(name).level for name in _FAILURE_LOGGERS}
     if logging.get_verbosity() < logging.DEBUG:
       # The runner's and workers' INFO lines (hundreds even on the DirectRunner): with
       # --verbosity=1 they show, workers' progress lines included.
       beam_logger.setLevel(std_logging.WARNING)
+      for name in quieted:
+        std_logging.getLogger(name).setLevel(std_logging.CRITICAL)
     try:
       io.makedirs(staging)
       pipeline = beam.Pipeline(runner=direct_runner(options) if direct else None,
                                options=options)
       build_pipeline(pipeline, config, input_files, sizes, staging, len(output_files))
-      result = pipeline.run()
-      state = result.wait_until_finish()
+      state = _run_to_the_end(pipeline)
       if state != PipelineState.DONE:
         raise PipelineFailed(f"the Beam pipeline ended in state {state} (runner {runner}); "
                              f"nothing was committed")
@@ -396,6 +436,8 @@ def run(config: pretraining_data.DataConfig, beam_args: Sequence[str]) -> Dict[s
       raise
     finally:
       beam_logger.setLevel(beam_level)
+      for name, level in quieted.items():
+        std_logging.getLogger(name).setLevel(level)
       try:
         io.remove_if_exists(staging)
       except Exception:  # pylint: disable=broad-except

@@ -5,6 +5,7 @@ The library half of data_prep/inspect_records.py.
 
 import collections
 import gzip
+import math
 import struct
 import sys
 import zlib
@@ -28,11 +29,16 @@ def check_instance(d: Dict[str, List], max_seq_length: int,
     problems.append("input_ids are not zero-padded after the mask")
   if vocab_size is not None and any(not 0 <= i < vocab_size for i in ids):
     problems.append(f"input_ids outside [0, {vocab_size})")
+  if vocab_size is not None and any(not 0 <= i < vocab_size
+                                    for i in d[record_schema.MASKED_LM_IDS]):
+    problems.append(f"masked_lm_ids outside [0, {vocab_size})")
   seg = d[record_schema.SEGMENT_IDS]
   a = seg[:n].count(0)
   if seg != [0] * a + [1] * (n - a) + [0] * (max_seq_length - n):
     problems.append("segment_ids are not 0...0 1...1 then padding")
   weights = d[record_schema.MASKED_LM_WEIGHTS]
+  if not all(math.isfinite(w) for w in weights):
+    return problems + ["masked_lm_weights are not all finite"]
   k = int(sum(weights))
   if weights != [1.0] * k + [0.0] * (len(weights) - k):
     problems.append("masked_lm_weights are not ones followed by zeros")
@@ -187,6 +193,8 @@ def inspect_file(path: str, vocab_file: Optional[str] = None, num_examples: int 
         inv_vocab = {i: line.decode("utf-8").strip() for i, line in enumerate(f)}
     except OSError as e:
       print(f"{path}: cannot read vocab {vocab_file} ({e}); showing ids", file=out)
+  if vocab_size is None and inv_vocab:
+    vocab_size = len(inv_vocab)  # no metadata: ids are checked against the vocab given
 
   stats = collections.Counter()
   examples = []

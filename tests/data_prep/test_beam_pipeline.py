@@ -8,6 +8,7 @@ the BundleBasedDirectRunner, the DirectRunner mode that retries a failed bundle 
 fails the pipeline instead).
 """
 
+import json
 import os
 import random
 import subprocess
@@ -450,4 +451,23 @@ def test_the_workers_log_warnings_only_unless_verbose(tmp_path, monkeypatch):
         beam_pipeline.run(config, args)
   finally:
     absl_logging.set_verbosity(verbosity)
-  assert given == [IN_MEMORY + [f"{level}=WARNING"], IN_MEMORY + [f"{level}=DEBUG"], IN_MEMORY]
+  quiet = ("--sdk_harness_log_level_overrides=" + json.dumps(
+      {name: "CRITICAL" for name in beam_pipeline._FAILURE_LOGGERS}))  # pylint: disable=protected-access
+  assert given == [IN_MEMORY + [f"{level}=WARNING", quiet],
+                   IN_MEMORY + [f"{level}=DEBUG"], IN_MEMORY]
+
+
+def test_a_workers_error_of_ours_is_raised_as_itself():
+  """The multi-process DirectRunner (and Dataflow) wrap a worker's InputError in a RuntimeError
+  holding the worker's traceback: the command reports the InputError's one line."""
+  wrapped = RuntimeError(
+      "Pipeline job_1 failed in state FAILED: Traceback (most recent call last):\n"
+      "  File \"x.py\", line 1, in process\n"
+      "bert_tf.data.corpus.InputError: in/bad.txt:2: invalid UTF-8 at byte 0 of the line "
+      "(b'\\xff'); pass --errors=replace or --errors=skip to accept such lines "
+      "[while running 'ReadWindows/ParDo(_ReadWindows)']\n")
+  error = beam_pipeline.worker_error(wrapped)
+  assert isinstance(error, corpus.InputError)
+  assert str(error) == ("in/bad.txt:2: invalid UTF-8 at byte 0 of the line (b'\\xff'); pass "
+                        "--errors=replace or --errors=skip to accept such lines")
+  assert beam_pipeline.worker_error(RuntimeError("the runner lost a worker")) is None

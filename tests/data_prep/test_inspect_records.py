@@ -205,3 +205,34 @@ def test_the_damaged_header_crc_matches_the_writers(records):
   framed = writer_lib.frame_records(records[:1])
   assert records_lib._masked_crc(framed[:8]) == framed[8:12]  # pylint: disable=protected-access
   assert struct.unpack("<Q", framed[:8])[0] == len(records[0])
+
+
+def _edited(record, name, index, value):
+  """`record` with feature `name`'s value at `index` replaced."""
+  example = tf.train.Example.FromString(record)
+  values = example.features.feature[name]
+  kind = values.WhichOneof("kind")
+  getattr(values, kind).value[index] = value
+  return example.SerializeToString()
+
+
+def test_ids_outside_the_vocab_and_weights_that_are_not_finite_are_invalid(tmp_path, capsys,
+                                                                           records):
+  """What training's decoder refuses, inspection counts invalid: a masked id outside the
+  vocab (checked against the metadata's vocab_size, or --vocab_file's without metadata) and a
+  masked-LM weight that is not finite (named by record, not a crash)."""
+  masked = _edited(records[1], "masked_lm_ids", 0, -3)
+  path = _write(tmp_path / "masked.tfrecord", [records[0], masked, records[2]])
+  _write_metadata(path, 3)
+  code, out = _inspect(capsys, path)
+  assert code == 1 and f"{path}: record 1: masked_lm_ids outside [0, 30522)" in out, out
+  assert "2 valid records, 1 invalid" in out
+  wide = _edited(records[0], "input_ids", 1, 99999)
+  path = _write(tmp_path / "wide.tfrecord", [wide, records[1]])  # no metadata
+  code, out = _inspect(capsys, path, f"--vocab_file={os.path.join(TEST_DATA, 'vocab_uncased.txt')}")
+  assert code == 1 and f"{path}: record 0: input_ids outside [0, 30522)" in out, out
+  nan = _edited(records[2], "masked_lm_weights", 0, float("nan"))
+  path = _write(tmp_path / "nan.tfrecord", [records[0], nan])
+  code, out = _inspect(capsys, path)
+  assert code == 1 and f"{path}: record 1: masked_lm_weights are not all finite" in out, out
+  assert "1 valid records, 1 invalid" in out
