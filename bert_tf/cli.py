@@ -307,8 +307,16 @@ def define_length_flags(flag_values=FLAGS, *, grouping: bool = False) -> None:
     define_packing_flag(flag_values, default="auto")
 
 
-def define_packing_flag(flag_values=FLAGS, default: str = "none") -> None:
+def define_packing_flag(flag_values=FLAGS, default: str = "none",
+                        pretraining: bool = False) -> None:
   """packing: several examples per row (bert_tf.row_packing)."""
+  if pretraining:
+    modes = ("auto: none (the original's data fills most instances to --max_seq_length, where "
+             "packing saves little; choose exact or static for corpora of short documents).")
+  else:
+    modes = ("auto: exact for classification and tagging without --use_tpu or --jit_compile, "
+             "none otherwise. Packed rows narrow to a --length_buckets width when that adds no "
+             "row; not with --group_by_length.")
   flags.DEFINE_enum(
       "packing", default, ["none", "exact", "static", "auto"],
       "Several examples per row of --max_seq_length, kept apart (attention within an example, "
@@ -317,9 +325,7 @@ def define_packing_flag(flag_values=FLAGS, default: str = "none") -> None:
       "of the unpacked run, packed into the fewest rows (the same optimisation; eval and "
       "predict batches packed too, with the same results). static: a fixed number of rows "
       "per step, about --train_batch_size examples on average (one shape for TPUs and "
-      "--jit_compile; the loss is the mean over the step's examples). auto: exact for "
-      "classification and tagging without --use_tpu or --jit_compile, none otherwise. Packed "
-      "rows narrow to a --length_buckets width when that adds no row; not with --group_by_length.",
+      "--jit_compile; the loss is the mean over the step's examples). " + modes,
       flag_values=flag_values)
 
 
@@ -566,7 +572,9 @@ def describe_failure(error: BaseException, flag_values=FLAGS) -> str:
     pattern = re.compile(r"(?:^|[\s'\"(])" + re.escape(value) + r"(?=$|[/.\s'\";:,)_-])")
     found = (str(filename) == value or str(filename).startswith(value + "/") or
              str(filename).startswith(value + ".")) if filename else pattern.search(text)
-    if found and (best is None or len(value) > len(best[1])):
+    if found and best is not None and value == best[1]:
+      best = (f"{best[0]} / --{name}", value)  # two flags name this path: both are named
+    elif found and (best is None or len(value) > len(best[1])):
       best = (name, value)
     if filename and value.startswith(str(filename).rstrip("/") + "/"):
       inside.append((name, value))  # the failing path is a folder on the way to this one

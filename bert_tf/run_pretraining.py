@@ -58,7 +58,7 @@ def define_flags(flag_values=FLAGS) -> None:
                       "Eval TFRecords. Default: --input_file (the original evaluated on its "
                       "training data).", **fv)
   flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept in output_dir.", **fv)
-  cli.define_packing_flag(flag_values)
+  cli.define_packing_flag(flag_values, pretraining=True)
   flags.DEFINE_integer("cpu_towers", 1,
                        "Training on CPUs only: split each replica's batch into this many "
                        "towers computed side by side, each op on one thread (TensorFlow's "

@@ -153,10 +153,15 @@ def _paths_tool(failure):
      "--vocab_file=voc/vocab.txt: not found"),
     (OSError(errno.ENOSPC, "No space left on device", "/elsewhere/x"),
      "/elsewhere/x: No space left on device"),
+    # Two flags with the path as their value: both are named, not the first one alone.
+    (FileNotFoundError(errno.ENOENT, "No such file or directory", "in/a.txt"),
+     "--input_file / --vocab_file=in/a.txt: No such file or directory"),
 ])
 def test_os_and_tensorflow_failures_name_the_flag_of_their_path(failure, message, capsys):
   argv = ["t", "--input_file=in/a.txt,in/b.txt", "--output_dir=out/run",
           "--vocab_file=voc/vocab.txt"]
+  if "--vocab_file=in/a.txt" in message:
+    argv[-1] = "--vocab_file=in/a.txt"
   assert helpers.run_cli_in_process(_paths_tool(failure), argv) == 1
   assert capsys.readouterr().err == f"t: error: {message}\n"
 

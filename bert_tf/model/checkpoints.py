@@ -199,7 +199,9 @@ def load_weights(model, path: str, strict: bool = False,
     saved = training_checkpoint_layers(path)
     if all(layer.name in saved for layer in model.layers if layer.weights):
       restore_training_checkpoint(model, path, saved)
-      return LoadReport(loaded=list(model_variables(model)))
+      report = LoadReport(loaded=list(model_variables(model)))
+      logging.info("Loaded %s into %s: %s", path, model.name, report.summary())
+      return report
   if source_format == "bert_tf":
     # Another task's checkpoint (e.g. pretraining into a task model): by the original names.
     values = read_training_checkpoint(path, config_from_model(model))

@@ -84,8 +84,11 @@ def pretraining_dataset(input_files: Union[str, Sequence[str]], max_seq_length: 
 
   With a `tf.distribute.InputContext` (from `distribution.data_iterator`), the batch is the
   per-replica share of the global `batch_size`, and each input pipeline reads a disjoint part
-  of the data: whole files when there are at least as many files as pipelines, otherwise every
-  n-th record (which reads all the data in every pipeline).
+  of the data. Training: whole files when there are at least as many files as pipelines,
+  otherwise every n-th record (which reads all the data in every pipeline). Evaluation: each
+  global batch is the one a single process reads (the next `batch_size` records in file
+  order), each pipeline taking its slice of it, so an evaluation scores the same examples
+  whatever the number of workers.
 
   Args:
     input_files: comma-separated paths/globs, or a list of them.
@@ -162,12 +165,14 @@ def _pretraining_records(files: Sequence[str], compression: str, share: _Pipelin
                          ) -> Tuple[tf.data.Dataset, bool]:
   """This pipeline's serialized records, sharded, shuffled and interleaved as
   pretraining_dataset's docstring says, and whether the maps after it must keep their order."""
-  shard_by_file = share.count > 1 and len(files) >= share.count
-  shard_by_record = share.count > 1 and not shard_by_file
+  shard_by_file = share.count > 1 and len(files) >= share.count and is_training
+  shard_by_record = share.count > 1 and not shard_by_file and is_training
+  shard_by_batch = share.count > 1 and not is_training
   if share.count > 1:
+    how = ("by file" if shard_by_file else "by record" if shard_by_record
+           else "each global batch")
     logging.info("Input pipeline %d of %d: sharding %s (%d files), per-replica batch %d",
-                 share.index, share.count, "by file" if shard_by_file else "by record",
-                 len(files), share.per_replica_batch)
+                 share.index, share.count, how, len(files), share.per_replica_batch)
 
   # Record sharding needs every pipeline to see the records in the same order.
   deterministic = seed is not None or shard_by_record or not is_training
@@ -194,6 +199,11 @@ def _pretraining_records(files: Sequence[str], compression: str, share: _Pipelin
     dataset = dataset.flat_map(as_written(read))
   if shard_by_record:
     dataset = dataset.shard(share.count, share.index)
+  if shard_by_batch:
+    # Pipeline i's part of global batch k is the records this pipeline's replicas take at
+    # step k: chunk k * count + i of the records in file order.
+    chunk = share.per_replica_batch * share.replicas
+    dataset = dataset.batch(chunk, drop_remainder=True).shard(share.count, share.index).unbatch()
   if is_training:
     dataset = dataset.shuffle(shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)
   return dataset, deterministic

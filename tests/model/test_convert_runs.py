@@ -128,10 +128,13 @@ def test_a_run_converts_to_every_format_with_what_its_model_has(runs, head, targ
 
 @pytest.mark.slow
 @pytest.mark.parametrize("head", list(RUNS))
-def test_the_converted_run_reads_back_as_the_same_model(runs, head, tmp_path, capsys):
+def test_the_converted_run_reads_back_as_the_same_model(runs, head, tmp_path, capsys, caplog):
   """Through --init_checkpoint's reader, each output gives the run's model its weights back,
-  whatever it went through (run -> tf1 -> hf -> keras)."""
+  whatever it went through (run -> tf1 -> hf -> keras); the run itself loads and says so."""
   run_dir, values = runs[head]
+  with caplog.at_level("INFO"):
+    report = checkpoints.load_weights(RUNS[head][0](), run_dir)
+  assert f"Loaded {run_dir}/ckpt-" in caplog.text and f"loaded {len(report.loaded)}" in caplog.text
   source = run_dir
   for target_format, name in TARGETS.items():
     target = str(tmp_path / target_format / name)

@@ -278,7 +278,8 @@ def test_two_workers_end_like_one_device_and_print_no_error(one_device, tmp_path
             [sys.executable, "-c", _LINGERING_RUN_PRETRAINING,
              f"--bert_config_file={one_device}/bert_config.json",
              f"--input_file={one_device}/train.tfrecord", f"--output_dir={tmp_path}/out",
-             *_CLI_FLAGS], cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
+             *_CLI_FLAGS, "--do_eval", "--max_eval_steps=2", "--eval_batch_size=8"],
+            cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
             env=_env(TF_CONFIG=tf_config,
                      # Longer than the 10 s heartbeat timeout, after which a leader that
                      # outlived a silent task would print an error.
@@ -310,9 +311,16 @@ def test_two_workers_end_like_one_device_and_print_no_error(one_device, tmp_path
   # Two workers, one replica each, each reading its half of the records (sharded by record),
   # end with the one-device weights; only the chief (worker 0) keeps checkpoints, worker 1's
   # scratch copy is gone.
-  one, _ = _load(str(one_device / "one.npz"))
+  one, one_metrics = _load(str(one_device / "one.npz"))
   _assert_close(one, helpers.checkpoint_values(str(tmp_path / "out" / f"ckpt-{STEPS}")))
   assert not os.path.exists(tmp_path / "out" / ".worker_1_tmp")
+  # Their evaluation scores the one device's batches (each worker its slice of every global
+  # batch), so the results are the one device's.
+  from bert_tf.training import evaluation  # pylint: disable=g-import-not-at-top
+  results = evaluation.read_eval_results(str(tmp_path / "out" / "eval_results.txt"))
+  for key in ("loss", "masked_lm_loss", "next_sentence_loss", "masked_lm_accuracy",
+              "next_sentence_accuracy"):
+    assert abs(one_metrics[key] - results[key]) <= 1e-5 * max(1, abs(one_metrics[key])), key
 
 
 def test_start_timeout_variable(monkeypatch):

@@ -176,8 +176,7 @@ def contexts(num_pipelines=2):
           for i in range(num_pipelines)]
 
 
-@pytest.mark.parametrize("is_training", [False, True])
-def test_two_pipelines_shard_by_file(tmp_path, is_training, caplog):
+def test_two_pipelines_shard_by_file(tmp_path, caplog):
   caplog.set_level(logging.INFO, logger="absl")
   paths = []
   for f in range(4):
@@ -187,7 +186,7 @@ def test_two_pipelines_shard_by_file(tmp_path, is_training, caplog):
   for context in contexts():
     dataset = input_pipeline.pretraining_dataset(
         f"{tmp_path}/part-*.tfrecord", SMALL_SEQ, SMALL_PRED, batch_size=4,
-        is_training=is_training, repeat=False, input_context=context, seed=3)
+        is_training=True, repeat=False, input_context=context, seed=3)
     assert dataset.element_spec["input_word_ids"].shape.as_list() == [2, SMALL_SEQ]
     seen.append(numbers(dataset))
   assert "Input pipeline 1 of 2: sharding by file (4 files), per-replica batch 2" in caplog.text
@@ -196,20 +195,42 @@ def test_two_pipelines_shard_by_file(tmp_path, is_training, caplog):
   assert seen[1] == sorted(list(range(100, 106)) + list(range(300, 306)))
 
 
-@pytest.mark.parametrize("is_training", [False, True])
-def test_two_pipelines_shard_by_record_with_one_file(tmp_path, is_training, caplog):
+def test_two_pipelines_shard_by_record_with_one_file(tmp_path, caplog):
   caplog.set_level(logging.INFO, logger="absl")
   path = str(tmp_path / "only.tfrecord")
   write_numbered_records(path, 0, 12)
   seen = []
   for context in contexts():
     dataset = input_pipeline.pretraining_dataset(
-        path, SMALL_SEQ, SMALL_PRED, batch_size=4, is_training=is_training, repeat=False,
+        path, SMALL_SEQ, SMALL_PRED, batch_size=4, is_training=True, repeat=False,
         input_context=context)
     seen.append(numbers(dataset))
   assert "Input pipeline 0 of 2: sharding by record (1 files)" in caplog.text
   assert seen[0] == list(range(0, 12, 2))
   assert seen[1] == list(range(1, 12, 2))
+
+
+@pytest.mark.parametrize("num_files", [1, 4])
+def test_evaluation_pipelines_take_their_slice_of_the_single_process_batches(tmp_path,
+                                                                             num_files, caplog):
+  """Each global eval batch is the single process's (the next records in file order), split
+  between the pipelines: any number of workers scores the same examples, batch by batch."""
+  caplog.set_level(logging.INFO, logger="absl")
+  for f in range(num_files):
+    write_numbered_records(str(tmp_path / f"part-{f}.tfrecord"), 100 * f, 24 // num_files)
+  pattern = f"{tmp_path}/part-*.tfrecord"
+
+  def batches(dataset):
+    return [sorted(int(i) for i in b["input_word_ids"][:, 1].numpy()) for b in dataset]
+
+  single = batches(input_pipeline.pretraining_dataset(
+      pattern, SMALL_SEQ, SMALL_PRED, batch_size=4, is_training=False, repeat=False))
+  parts = [batches(input_pipeline.pretraining_dataset(
+      pattern, SMALL_SEQ, SMALL_PRED, batch_size=4, is_training=False, repeat=False,
+      input_context=context)) for context in contexts()]
+  assert "Input pipeline 1 of 2: sharding each global batch" in caplog.text
+  assert len(single) == 6 and [len(p) for p in parts] == [6, 6]
+  assert [sorted(a + b) for a, b in zip(*parts)] == single
 
 
 # === Dynamic masking ===

@@ -185,6 +185,11 @@ class DataProcessor(abc.ABC):
   def get_labels(self) -> Optional[List[str]]:
     """The label list (its order gives the label ids); None for a regression task."""
 
+  def source(self, data_dir: str, split: str) -> str:
+    """Where a split's examples are read from, for messages (a file, or data_dir)."""
+    del split
+    return data_dir
+
   @classmethod
   def _read_tsv(cls, input_file: str) -> List[List[str]]:
     """The original's helper name, kept for subclasses written against the original."""
@@ -259,6 +264,9 @@ class TsvTaskProcessor(DataProcessor):
 
   def get_labels(self) -> Optional[List[str]]:
     return None if self.labels is None else list(self.labels)
+
+  def source(self, data_dir: str, split: str) -> str:
+    return os.path.join(data_dir, self.layouts[split].file_name)
 
   def get_examples(self, data_dir: str, split: str) -> List[classifier_data.InputExample]:
     self._check_split(split)
@@ -584,9 +592,10 @@ class GenericProcessor(DataProcessor):
   def _infer_labels(self, path: str, records) -> List[str]:
     """The distinct labels of the training records, sorted; refuses a file without any."""
     labels = sorted({label for _, _, _, _, label in records})
+    has_header_row = self.has_header and self._format_of(path) != "jsonl"
     if not labels:
       raise DataFormatError(f"{path}: no training example to learn the labels from (the file "
-                            f"has {'only a header row' if self.has_header else 'no row'}); "
+                            f"has {'only a header row' if has_header_row else 'no row'}); "
                             f"add examples or give the label list")
     return labels
 
@@ -607,6 +616,9 @@ class GenericProcessor(DataProcessor):
       examples.append(classifier_data.InputExample(guid=f"{split}-{guid}", text_a=text_a,
                                                    text_b=text_b, label=label))
     return examples
+
+  def source(self, data_dir: str, split: str) -> str:
+    return os.path.join(data_dir, self.files[split])
 
   def _format_of(self, path: str) -> str:
     if self.file_format:

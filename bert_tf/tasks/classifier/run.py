@@ -179,12 +179,16 @@ def _is_pair_task(examples: Sequence[classifier_data.InputExample]) -> bool:
 
 def _evaluation_sets(processor, data_dir: str, split: str
                      ) -> List[Tuple[str, List[classifier_data.InputExample]]]:
-  """[(suffix, examples)]: the task's dev or test set, plus MNLI's mismatched one."""
+  """[(suffix, examples)]: the task's dev or test set, plus MNLI's mismatched one when its
+  file is there (the original read the matched set only)."""
   getter = {"dev": processor.get_dev_examples, "test": processor.get_test_examples}[split]
   sets = [("", getter(data_dir))]
   mismatched = getattr(processor, f"get_{split}_mismatched_examples", None)
   if mismatched is not None:
-    sets.append((MISMATCHED, mismatched(data_dir)))
+    try:
+      sets.append((MISMATCHED, mismatched(data_dir)))
+    except FileNotFoundError as e:
+      logging.info("%s: only the matched %s set is scored", e, split)
   return sets
 
 
@@ -309,8 +313,8 @@ def _read_data(processor, settings: ClassifierSettings) -> Dict[str, Any]:
   if settings.do_train:
     data["train"] = processor.get_train_examples(settings.data_dir)
     if not data["train"]:
-      raise TrainingError(f"the {settings.task_name} training set in {settings.data_dir} "
-                               "has no example")
+      raise TrainingError(f"{processor.source(settings.data_dir, 'train')}: the "
+                          f"{settings.task_name} training set has no example")
   if settings.do_eval:
     data["dev"] = _evaluation_sets(processor, settings.data_dir, "dev")
   if settings.do_predict:
@@ -318,8 +322,8 @@ def _read_data(processor, settings: ClassifierSettings) -> Dict[str, Any]:
   for split in ("dev", "test"):
     for suffix, examples in data[split]:
       if not examples:
-        raise TrainingError(f"the {settings.task_name} {split}{suffix} set in "
-                                 f"{settings.data_dir} has no example")
+        raise TrainingError(f"{processor.source(settings.data_dir, split + suffix)}: the "
+                            f"{settings.task_name} {split}{suffix} set has no example")
   every = list(data["train"] or []) + [e for _, ex in data["dev"] + data["test"] for e in ex]
   data["pair"] = _is_pair_task(every)
   return data

@@ -93,6 +93,15 @@ def test_mnli_quotes_are_literal_and_label_is_last_column(tmp_path):
   assert as_tuples(p.get_test_mismatched_examples(str(tmp_path))) == [
       ("test_mismatched-1", "i", "j", "contradiction")]
   assert p.get_labels() == ["contradiction", "entailment", "neutral"]
+  # A run scores the mismatched sets too when their files are there; the original read only
+  # the matched ones, which is all a run needs.
+  from bert_tf.tasks.classifier import run as classifier_run  # pylint: disable=g-import-not-at-top
+  sets = classifier_run._evaluation_sets(p, str(tmp_path), "dev")  # pylint: disable=protected-access
+  assert [(suffix, len(examples)) for suffix, examples in sets] == [
+      ("", 1), (classifier_run.MISMATCHED, 1)]
+  os.remove(tmp_path / "dev_mismatched.tsv")
+  sets = classifier_run._evaluation_sets(p, str(tmp_path), "dev")  # pylint: disable=protected-access
+  assert [(suffix, len(examples)) for suffix, examples in sets] == [("", 1)]
 
 
 def test_tsv_reading_keeps_quotes_and_handles_crlf(tmp_path):
@@ -433,3 +442,24 @@ def test_fields_longer_than_the_csv_default_limit_are_read(tmp_path):
     assert cp.read_tsv(str(tmp_path / "train.tsv"))[1][0] == long_text
   finally:
     csv.field_size_limit(max(previous, csv.field_size_limit()))
+
+
+def test_empty_files_are_named(tmp_path):
+  """An empty JSONL training file says it has no row (JSONL has no header); an empty dev set
+  names its file, not only the folder."""
+  import types  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.classifier import run as classifier_run  # pylint: disable=g-import-not-at-top
+  (tmp_path / "train.jsonl").write_text("")
+  p = cp.GenericProcessor("text", None, "label", train_file="train.jsonl")
+  with pytest.raises(cp.DataFormatError, match=r"train\.jsonl: no training example .*has no row"):
+    p.get_labels(str(tmp_path))
+  (tmp_path / "train.csv").write_text("text,label\nhello,a\n")
+  (tmp_path / "dev.csv").write_text("text,label\n")
+  p = cp.GenericProcessor("text", None, "label", train_file="train.csv", dev_file="dev.csv")
+  settings = types.SimpleNamespace(do_train=True, do_eval=True, do_predict=False,
+                                   data_dir=str(tmp_path), task_name="generic")
+  with pytest.raises(classifier_run.TrainingError,
+                     match=r"dev\.csv: the generic dev set has no example"):
+    classifier_run._read_data(p, settings)  # pylint: disable=protected-access
+  assert cp.PROCESSORS["mnli"]().source("d", "dev_mismatched") == os.path.join(
+      "d", "dev_mismatched.tsv")
