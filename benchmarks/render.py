@@ -944,6 +944,7 @@ TABLES = {
     "squad_2026-12-06": lambda: measurements(
         "squad_2026-12-06.json", "examples/s (data step: questions/s)", "ratio"),
     "main_job_2026-12-05": lambda: main_job("main_job_2026-12-05.json"),
+    "main_job_2026-12-07": lambda: main_job("main_job_2026-12-07.json"),
 }
 
 

@@ -52,7 +52,7 @@ def test_the_latest_time_to_quality_run_is_quoted_from_its_results_file():
 
 def test_the_main_job_runs_are_quoted_from_their_results_file():
   """README, "What the main job shows": the table of runs is main_job.py's table of the latest
-  committed results file, row for row, and every run is beyond three standard errors."""
+  committed results file, row for row, and every run found a gain."""
   import glob  # pylint: disable=g-import-not-at-top
   import main_job  # pylint: disable=g-import-not-at-top
   paths = sorted(glob.glob(os.path.join(REPO_ROOT, "benchmarks", "results", "main_job_*.json")))
@@ -65,13 +65,9 @@ def test_the_main_job_runs_are_quoted_from_their_results_file():
   assert len(rows) == 2 + len(results["runs"])
   for line in rows:
     assert line in readme, line
-  minilm = results["minilm"]
-  assert (f"| {minilm['wall_seconds']:.0f} s | dev accuracy {minilm['dev_accuracy']:.3f} |"
-          in readme)
   assert len(results["runs"]) >= 5
   for run in results["runs"]:
-    summary = run["summary"]
-    assert summary["difference"] >= 3 * summary["standard_error_difference"]
+    assert run["summary"]["difference"] > 0
 
 
 def test_main_job_table_formats_each_run():
@@ -107,17 +103,27 @@ def test_the_serving_precision_figures_are_quoted_from_their_results_file():
 
 
 def test_the_main_job_ranges_are_quoted_from_their_results_file():
-  """README's table of commands and their wall times: the main job's range over its runs and
-  the MiniLM command's time and accuracy."""
+  """README's table of commands and their wall times, and the text below the tables of runs:
+  the main job's ranges over the runs of both files, and the MiniLM command's time and
+  accuracy."""
   saved = _json("main_job_2026-12-05.json")
-  minutes = [run["wall_seconds"] / 60 for run in saved["runs"]]
-  differences = [run["summary"]["difference"] for run in saved["runs"]]
-  runs = {5: "five", 6: "six", 7: "seven"}[len(minutes)]
+  runs = saved["runs"] + _json("main_job_2026-12-07.json")["runs"]
+  minutes = [run["wall_seconds"] / 60 for run in runs]
+  summaries = [run["summary"] for run in runs]
+  differences = [s["difference"] for s in summaries]
+  errors = [s["difference"] / s["standard_error_difference"] for s in summaries]
   row = (f"| the main job, `data_prep/run_sample.py` | {min(minutes):.1f}-{max(minutes):.1f} min "
-         f"({runs} runs) | {min(differences):+.3f} to {max(differences):+.3f} dev "
-         "accuracy from pretraining | `benchmarks/results/main_job_2026-12-05.json` |")
+         f"(ten runs) | {min(differences):+.3f} to {max(differences):+.3f} dev "
+         "accuracy from pretraining | `benchmarks/results/main_job_2026-12-05.json`, "
+         "`main_job_2026-12-07.json` |")
   readme = _read("README.md")
-  assert row in readme
+  assert len(runs) == 10 and row in readme
+  text = " ".join(readme.split())
+  assert (f"So pretraining bought {min(differences):+.3f} to {max(differences):+.3f} of dev "
+          f"accuracy over the ten runs: {min(errors):.1f} to {max(errors):.1f} standard errors"
+          in text)
+  beyond = {8: "eight", 9: "nine", 10: "ten"}[sum(e > 3 for e in errors)]
+  assert f"{beyond} of the ten runs were beyond three standard errors" in text
   minilm = saved["minilm"]
   assert (f"| {minilm['wall_seconds']:.0f} s | dev accuracy {minilm['dev_accuracy']:.3f} |"
           in readme)
