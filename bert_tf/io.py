@@ -136,6 +136,8 @@ def check_writable(path: str) -> None:
   """
   if not is_local(path):
     return
+  if os.path.isdir(path):
+    raise IsADirectoryError(errno.EISDIR, "a folder, not a file", path)
   directory = os.path.dirname(path) or "."
   makedirs(directory)
   probe = temp_name(os.path.join(directory, ".bert_tf-write-check"))

@@ -57,8 +57,10 @@ def main(argv):
   paths = corpus.expand_input_files(cli.split_list(FLAGS.input_file), sort=True)
   if io.exists(FLAGS.vocab_file) and not FLAGS.overwrite:
     raise ValueError(f"--vocab_file {FLAGS.vocab_file} exists; pass --overwrite to replace it")
-  if FLAGS.num_unused < 0:
-    raise ValueError(f"--num_unused must be >= 0, got {FLAGS.num_unused}")
+  for name in ("num_unused", "max_input_words", "max_token_length", "max_unique_chars"):
+    if FLAGS[name].value < (0 if name == "num_unused" else 1):
+      raise ValueError(f"--{name} must be >= {0 if name == 'num_unused' else 1}, got "
+                       f"{FLAGS[name].value}")
   io.check_writable(FLAGS.vocab_file)  # before learning, which takes minutes on a real corpus
   logging.info("learning a %d-token vocab from %d file(s)", FLAGS.vocab_size, len(paths))
   counts = vocab_lib.count_words(paths, FLAGS.do_lower_case, errors=FLAGS.errors)

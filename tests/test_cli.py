@@ -191,12 +191,28 @@ def test_build_vocab_checks_its_output_before_learning(tmp_path, capsys):
     code = helpers.run_cli_in_process(build_vocab, [
         "build_vocab.py", f"--input_file={corpus}",
         f"--vocab_file={tmp_path / 'blocker' / 'vocab.txt'}", "--vocab_size=200"])
+    err = capsys.readouterr().err
+    # A folder as the vocab file, and a limit that leaves nothing to learn from: refused
+    # before learning too, naming the flag.
+    (tmp_path / "folder").mkdir()
+    folder = helpers.run_cli_in_process(build_vocab, [
+        "build_vocab.py", f"--input_file={corpus}", f"--vocab_file={tmp_path / 'folder'}",
+        "--overwrite"])
+    folder_err = capsys.readouterr().err
+    zero = helpers.run_cli_in_process(build_vocab, [
+        "build_vocab.py", f"--input_file={corpus}", f"--vocab_file={tmp_path / 'v.txt'}",
+        "--max_input_words=0"])
+    zero_err = capsys.readouterr().err
   finally:
     build_vocab.vocab_lib.count_words = saved
   assert code == 1 and not calls
-  assert capsys.readouterr().err == (
+  assert err == (
       f"build_vocab.py: error: --vocab_file={tmp_path / 'blocker' / 'vocab.txt'}: a file, not a "
       f"folder ({tmp_path / 'blocker'})\n")
+  assert folder == 1 and folder_err == (
+      f"build_vocab.py: error: --vocab_file={tmp_path / 'folder'}: a folder, not a file\n")
+  assert zero == 1 and zero_err == (
+      "build_vocab.py: error: --max_input_words must be >= 1, got 0\n")
 
 
 @pytest.mark.slow

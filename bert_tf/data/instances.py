@@ -629,14 +629,20 @@ def iter_text_blocks(input_files: Sequence[str], file_sizes: Sequence[int], bloc
                      errors: str, report: ReadReport, random_seed: int = 0,
                      window_blocks: int = WINDOW_BLOCKS, max_line_bytes: int = 0,
                      on_long_line: Optional[LongLineCallback] = None
-                     ) -> Iterator[Tuple[Tuple[int, int], List[List[str]]]]:
-  """Yields ((window index, block index), documents) for the whole plan, in plan order.
+                     ) -> Iterator[Tuple[Tuple[int, int], List[List[str]], float]]:
+  """Yields ((window index, block index), documents, input bytes) for the whole plan, in plan
+  order; a block's input bytes are its window's, shared by the blocks' characters (for
+  progress: the reader runs a window ahead of the blocks made from it).
 
   One reader's walk over plan_windows; memory holds one window of text.
   """
   plan = plan_windows(file_sizes, block_bytes * max(window_blocks, 1))
   for window_index, pieces in enumerate(plan):
+    read_before = report.bytes
     documents = read_window(input_files, pieces, errors, report, max_line_bytes, on_long_line)
+    per_char = (report.bytes - read_before) / max(
+        1, sum(len(line) for document in documents for line in document))
     for block_index, block in enumerate(cut_window(documents, block_bytes, random_seed,
                                                    window_index)):
-      yield (window_index, block_index), block
+      size = per_char * sum(len(line) for document in block for line in document)
+      yield (window_index, block_index), block, size

@@ -225,7 +225,7 @@ def resolve_files(config: DataConfig) -> Tuple[List[str], List[str], str]:
   input_files = corpus.expand_input_files(config.input_patterns,
                                          sort=not config.reproduce_original)
   flag = "--output_dir" if config.output_dir else "--output_file"
-  writer_lib.check_distinct_outputs(output_files, flag)
+  writer_lib.check_distinct_outputs(output_files, flag, input_files)
   return input_files, output_files, flag
 
 
@@ -295,6 +295,13 @@ def load_vocab(config: DataConfig):
   except (OSError, ValueError) as e:
     raise UsageError(f"--vocab_file: {e}") from None
   vocab = instances_lib.VocabTables(tokenizer.vocab, source=f"--vocab_file={config.vocab_file}")
+  if "" in tokenizer.vocab:
+    logging.warning(
+        "--vocab_file=%s: line %d is blank, the token \"\" (id %d): no text produces it, but "
+        "masking draws it as a random replacement, as the original does, so the data needs a "
+        "model whose vocab_size is at least %d (the metadata records it); remove the line to "
+        "keep the ids within the other tokens'", config.vocab_file, tokenizer.vocab[""] + 1,
+        tokenizer.vocab[""], vocab.size)
   return tokenizer, vocab, record_schema.vocab_checksum(config.vocab_file)
 
 
@@ -580,8 +587,18 @@ def _write_default(config, input_files, tokenizer, writer, start):
       on_long_line=long_lines)
   total_bytes = sum(sizes)
   last_log = [0.0]
+  # The input bytes behind each block in flight, in plan order (the order results arrive in):
+  # progress counts the text that has become records, not the text read ahead of them.
+  block_sizes = collections.deque()
+  made_bytes = [0.0]
+
+  def tasks():
+    for key, block, size in blocks:
+      block_sizes.append(size)
+      yield key, block
 
   def collect(result: BlockResult):
+    made_bytes[0] += block_sizes.popleft()
     for record in result.records:
       writer.write(record)
     stats.merge(result.stats)
@@ -592,7 +609,7 @@ def _write_default(config, input_files, tokenizer, writer, start):
     if now - last_log[0] > 10:
       last_log[0] = now
       elapsed = max(now - start, 1e-9)
-      done = report.bytes / max(total_bytes, 1)
+      done = min(1.0, made_bytes[0] / max(total_bytes, 1))
       logging.info("%.1f%% of the input, %d documents, %d instances, %.0f docs/s, "
                    "%.0f instances/s, ETA %.0f s", 100 * done, report.documents,
                    stats.instances, report.documents / elapsed, stats.instances / elapsed,
@@ -600,7 +617,7 @@ def _write_default(config, input_files, tokenizer, writer, start):
 
   if num_workers == 1:
     _init_block_worker(config, tokenizer)
-    for task in blocks:
+    for task in tasks():
       collect(_make_block(task))
   else:
     # Fork is cheap and safe while TensorFlow is not loaded (local paths never load it).
@@ -614,7 +631,7 @@ def _write_default(config, input_files, tokenizer, writer, start):
     with context.Pool(num_workers, initializer=initializer, initargs=initargs) as pool:
       # At most a few blocks in flight: memory stays bounded, order is the plan's.
       in_flight = collections.deque()
-      for task in blocks:
+      for task in tasks():
         in_flight.append(pool.apply_async(_make_block, (task,)))
         if len(in_flight) >= 2 * num_workers:
           collect(in_flight.popleft().get())

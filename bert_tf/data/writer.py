@@ -392,16 +392,25 @@ def _same_file_key(path: str) -> str:
   return f"{scheme}://{posixpath.normpath(rest)}"
 
 
-def check_distinct_outputs(output_files: Sequence[str], flag: str = "--output_file") -> None:
-  """Refuses two outputs that are one file, or an output that is another output's metadata.
+def check_distinct_outputs(output_files: Sequence[str], flag: str = "--output_file",
+                           input_files: Sequence[str] = ()) -> None:
+  """Refuses two outputs that are one file, an output that is another output's metadata, and
+  an output (or its metadata) that is one of the input files.
 
   Two spellings of one path (`a.tfrecord,./a.tfrecord`, a symlink) would share a temporary
   file and leave a corrupt record file under its final name; `<out>.metadata.json` as an output
-  would be replaced by JSON.
+  would be replaced by JSON; an input named as the output would be replaced by records.
 
   Raises:
-    OutputError: naming both outputs.
+    OutputError: naming both files.
   """
+  inputs = {_same_file_key(path): path for path in input_files}
+  for path in output_files:
+    for written in (path, record_schema.metadata_path(path)):
+      if _same_file_key(written) in inputs:
+        raise OutputError(f"{flag}: {written} is the input file "
+                          f"{inputs[_same_file_key(written)]} (--input_file); writing it would "
+                          "replace the text; choose another name")
   seen = {}
   for path in output_files:
     key = _same_file_key(path)

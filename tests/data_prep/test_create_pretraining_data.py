@@ -281,6 +281,18 @@ def test_vocab_without_special_tokens(tmp_path):
     cpd.run(_config([f"{_ram_dir()}/o"], vocab_file=str(vocab)))
 
 
+def test_a_blank_vocab_line_is_warned_about(tmp_path, caplog):
+  """A blank line is the token "" (the original's reading too), which masking can draw as a
+  random replacement: the warning names the line and the vocab_size the data then needs."""
+  vocab = tmp_path / "vocab.txt"
+  with open(VOCAB_FILE, encoding="utf-8") as f:
+    vocab.write_text(f.read() + "\n", encoding="utf-8")
+  with caplog.at_level("WARNING"):
+    cpd.load_vocab(_config([f"{_ram_dir()}/o"], vocab_file=str(vocab)))
+  assert f"--vocab_file={vocab}: line 30523 is blank" in caplog.text
+  assert "vocab_size is at least 30523" in caplog.text
+
+
 def test_bad_input_files(caplog):
   base = _ram_dir()
   bad = _write_text(f"{base}/bad.txt", b"fine line\n\nanother\n\xc3\x28 broken\n")

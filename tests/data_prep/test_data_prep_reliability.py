@@ -313,6 +313,19 @@ def test_one_output_under_two_names_is_refused(tmp_path):
   with pytest.raises(writer_lib.OutputError,
                      match=rf"--output_file: {meta} is the metadata file of {a}"):
     cpd.run(_config([corpus], [meta, "x.tfrecord", a]))
+  # The input named as the output (or as its metadata file) would be replaced: refused.
+  text = open(corpus, encoding="utf-8").read()
+  with pytest.raises(writer_lib.OutputError,
+                     match=rf"--output_file: {corpus} is the input file {corpus} "):
+    cpd.run(_config([corpus], [corpus], overwrite=True))
+  named = str(tmp_path / "sub" / "out.metadata.json")
+  with open(named, "w", encoding="utf-8") as f:
+    f.write(text)
+  with pytest.raises(writer_lib.OutputError, match=rf"{named} is the input file {named} "):
+    cpd.run(_config([named], [str(tmp_path / "sub" / "out")], overwrite=True))
+  assert open(corpus, encoding="utf-8").read() == text
+  assert open(named, encoding="utf-8").read() == text
+  os.remove(named)
   assert sorted(os.listdir(tmp_path)) == ["corpus.txt", "link", "sub"]
 
 

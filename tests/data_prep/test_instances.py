@@ -490,3 +490,21 @@ def test_single_line_documents_are_always_random_next(tokenizer, vocab):
   out = I.create_training_instances(docs, options, vocab, random.Random(9))
   assert len(out) == 40
   assert all(inst.is_random_next for inst in out)
+
+
+def test_text_blocks_share_out_the_bytes_read(tmp_path):
+  """Each block carries its share of its window's input bytes (the progress line's measure of
+  the text made into records): the shares add up to the file, the first block holds a part."""
+  from bert_tf.data import corpus  # pylint: disable=g-import-not-at-top
+  from bert_tf.data import instances  # pylint: disable=g-import-not-at-top
+  path = tmp_path / "c.txt"
+  path.write_text("".join(f"Sentence {i} of document {i // 7}, with some words.\n"
+                          + ("\n" if i % 7 == 6 else "") for i in range(700)), encoding="utf-8")
+  size = path.stat().st_size
+  report = corpus.ReadReport()
+  blocks = list(instances.iter_text_blocks([str(path)], [size], 2000, "strict", report,
+                                           window_blocks=4))
+  shares = [share for _, _, share in blocks]
+  assert len(blocks) > 8 and len({key[0] for key, _, _ in blocks}) > 1
+  assert sum(shares) == pytest.approx(size, rel=1e-9) and report.bytes == size
+  assert 0 < shares[0] < size / 4
