@@ -531,6 +531,9 @@ _EMBEDDING_NODE = re.compile(r"\b(word_embeddings|embeddings)(?:_\d+)?/GatherV2\
 _OUT_OF_RANGE = re.compile(r"indices\[[\d,]+\] = (-?\d+) is not in \[0, (\d+)\)")
 
 
+_ASSERTION = re.compile(r"assertion failed: \[(--[^\]]*)\] \[([^\]]*)\]")
+
+
 def _embedding_index_line(text: str) -> Optional[str]:
   """One line for an embedding lookup out of its table (None for any other error)."""
   node, values = _EMBEDDING_NODE.search(text), _OUT_OF_RANGE.search(text)
@@ -559,6 +562,9 @@ def describe_failure(error: BaseException, flag_values=FLAGS) -> str:
   op_error = tf is not None and hasattr(tf, "errors") and isinstance(error, tf.errors.OpError)
   if op_error and _embedding_index_line(text):
     return _embedding_index_line(text)
+  asserted = _ASSERTION.search(text) if op_error else None
+  if asserted:  # a tf.debugging.Assert of ours: its message and data, without the op's noise
+    return " ".join(asserted.groups())
   if not (isinstance(error, OSError) or op_error) or " --" in f" {text}":
     return text
   filename = getattr(error, "filename", None)

@@ -72,11 +72,13 @@ def pretraining_dataset(input_files: Union[str, Sequence[str]], max_seq_length: 
                         repeat: Optional[bool] = None, cycle_length: int = 8,
                         shuffle_buffer_size: int = 1000, seed: Optional[int] = None,
                         dynamic_masking: Optional[DynamicMasking] = None,
-                        packing: Optional["Packing"] = None) -> tf.data.Dataset:
+                        packing: Optional["Packing"] = None,
+                        vocab_size: Optional[int] = None) -> tf.data.Dataset:
   """Batches of pretraining features for training or evaluation.
 
-  Size: fourteen parameters, the pretraining flags that shape its data (files, lengths, batch,
-  shuffle, length buckets, dynamic masking, packing), passed by run_pretraining as they are.
+  Size: fifteen parameters, the pretraining flags that shape its data (files, lengths, batch,
+  shuffle, length buckets, dynamic masking, packing, the model's vocab), passed by
+  run_pretraining as they are.
 
   Training: files are sharded (see below), shuffled, repeated and interleaved `cycle_length`
   at a time; records are shuffled in a buffer of `shuffle_buffer_size`. Evaluation: files are
@@ -105,6 +107,9 @@ def pretraining_dataset(input_files: Union[str, Sequence[str]], max_seq_length: 
     seed: makes shuffling and interleaving deterministic.
     dynamic_masking: re-mask every batch (see DynamicMasking), or None to use the stored masks.
     packing: several instances per row (Packing), or None.
+    vocab_size: the model's vocab_size: a batch holding a token id outside it fails, naming
+      --input_file and the size (a GPU's embedding lookup would read zeros for it, silently);
+      None: not checked.
 
   Returns:
     A dataset of dicts: the models' input names input_word_ids, input_mask, input_type_ids
@@ -131,9 +136,30 @@ def pretraining_dataset(input_files: Union[str, Sequence[str]], max_seq_length: 
       dataset, record_schema.parsing_spec(max_seq_length, max_predictions_per_seq,
                                           use_v2_feature_names),
       record_schema.feature_names(use_v2_feature_names), dynamic_masking, share, deterministic)
+  if vocab_size is not None:
+    dataset = dataset.map(as_written(_ids_checked(vocab_size, files)),
+                          num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
   if packing is not None:
     dataset = _packed_pretraining_rows(dataset, packing, max_predictions_per_seq)
   return prefetched(dataset)
+
+
+def _ids_checked(vocab_size: int, files: Sequence[str]):
+  """A batch map that fails when a token id (input or masked-LM label) is outside
+  [0, vocab_size)."""
+  where = files[0] if len(files) == 1 else f"{files[0]} ... ({len(files)} files)"
+  # No quote marks: TensorFlow escapes them in the error.
+  message = (f"--input_file={where}: a record holds a token id outside [0, {vocab_size}), the "
+             "vocab_size of --bert_config_file: the data was made with a larger vocab than the "
+             "model; the largest id in the batch is")
+
+  def check(batch):
+    ids = tf.concat([tf.reshape(batch["input_word_ids"], [-1]),
+                     tf.reshape(batch["masked_lm_ids"], [-1])], axis=0)
+    inside = tf.reduce_all((ids >= 0) & (ids < vocab_size))
+    with tf.control_dependencies([tf.debugging.Assert(inside, [message, tf.reduce_max(ids)])]):
+      return {key: tf.identity(value) for key, value in batch.items()}
+  return check
 
 
 def _pretraining_format(files: Sequence[str], max_seq_length: int, max_predictions_per_seq: int,

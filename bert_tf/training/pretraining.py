@@ -389,7 +389,8 @@ def training_packing(settings: PretrainingSettings, per_replica_batch: int
   return packed_rows.Packing(mode.value, rows=rows)
 
 
-def _train_dataset_fn(settings: PretrainingSettings, masking, num_replicas: int = 1):
+def _train_dataset_fn(settings: PretrainingSettings, masking, num_replicas: int = 1,
+                      vocab_size: Optional[int] = None):
   shares = distribution.BatchShares(settings.train_batch_size, num_replicas,
                                     settings.gradient_accumulation_steps)
   packing = training_packing(settings, shares.micro_batch_per_replica)
@@ -399,7 +400,7 @@ def _train_dataset_fn(settings: PretrainingSettings, masking, num_replicas: int 
         settings.input_file, settings.max_seq_length, settings.max_predictions_per_seq,
         batch_size=shares.micro_batch, is_training=True, input_context=ctx, seed=settings.seed,
         shuffle_buffer_size=settings.shuffle_buffer_size, dynamic_masking=masking,
-        packing=packing)
+        packing=packing, vocab_size=vocab_size)
     if settings.gradient_accumulation_steps > 1:
       # Packed micro-batches may differ in rows (exact packing): padded to the update's most,
       # with empty rows (weight 0).
@@ -412,7 +413,7 @@ def _train_dataset_fn(settings: PretrainingSettings, masking, num_replicas: int 
   return dataset_fn
 
 
-def _eval_dataset_fn(settings: PretrainingSettings):
+def _eval_dataset_fn(settings: PretrainingSettings, vocab_size: Optional[int] = None):
   """The eval data's dataset_fn; each input pipeline's dataset is built once (its files
   found and their metadata read once) and read again from a new iterator by every
   evaluation of the run."""
@@ -426,7 +427,7 @@ def _eval_dataset_fn(settings: PretrainingSettings):
           settings.max_predictions_per_seq, batch_size=settings.eval_batch_size,
           is_training=False, input_context=ctx, repeat=True,
           packing=(None if not packing_mode(settings).packed
-                   else packed_rows.Packing(row_packing.EXACT)))
+                   else packed_rows.Packing(row_packing.EXACT)), vocab_size=vocab_size)
     return datasets[key]
   return dataset_fn
 
@@ -633,7 +634,7 @@ def _run(config, settings, strategy, chief, metadata, exporter, teacher_config=N
   # One eval dataset and one traced eval step for every evaluation of the run; each
   # evaluation reads the same batches from a new iterator.
   evaluations: Dict[int, Dict[str, float]] = {}
-  eval_dataset_fn = _eval_dataset_fn(settings)
+  eval_dataset_fn = _eval_dataset_fn(settings, config.vocab_size)
 
   def evaluate(step, final=False):
     with _naming_corrupt_files(settings.eval_input_file or settings.input_file,
@@ -649,7 +650,8 @@ def _run(config, settings, strategy, chief, metadata, exporter, teacher_config=N
   if settings.do_train:
     # Resume by skip: with --seed the resumed run sees the batches an uninterrupted one would.
     iterator = distribution.resumed_iterator(
-        strategy, _train_dataset_fn(settings, masking, strategy.num_replicas_in_sync),
+        strategy, _train_dataset_fn(settings, masking, strategy.num_replicas_in_sync,
+                                    config.vocab_size),
         global_step)
     _log_training(settings, strategy, int(global_step.numpy()))
     on_checkpoint = (export if settings.export_every_checkpoint and chief and exporter

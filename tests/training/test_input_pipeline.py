@@ -3,6 +3,7 @@
 import gzip
 import logging
 import os
+import re
 
 import numpy as np
 import pytest
@@ -351,3 +352,27 @@ def test_the_pipelines_prefetch_with_tf_datas_autotuning_model_off():
                                                  is_training=is_training)
     assert dataset.options().autotune.enabled is False
     assert "Prefetch" in type(dataset._input_dataset).__name__  # pylint: disable=protected-access
+
+
+def test_token_ids_outside_the_model_vocab_fail_naming_the_flags(tmp_path):
+  """Records made with a larger vocab than the model's: the batch that holds such an id fails
+  in the input pipeline (a GPU's embedding lookup would read zeros for it), naming
+  --input_file and --bert_config_file; ids within the vocab pass as they are."""
+  path = str(tmp_path / "part.tfrecord")
+  write_numbered_records(path, 0, 8)  # input ids up to 1007
+  inside = input_pipeline.pretraining_dataset(path, SMALL_SEQ, SMALL_PRED, batch_size=4,
+                                              is_training=False, vocab_size=1008)
+  assert numbers(inside) == list(range(8))
+  outside = input_pipeline.pretraining_dataset(path, SMALL_SEQ, SMALL_PRED, batch_size=4,
+                                               is_training=False, vocab_size=1006)
+  iterator = iter(outside)
+  next(iterator)  # ids up to 1003
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match=rf"--input_file={re.escape(path)}: a record holds a token id outside "
+                           r"\[0, 1006\), the vocab_size of --bert_config_file.*1007") as raised:
+    next(iterator)
+  from bert_tf import cli  # pylint: disable=g-import-not-at-top
+  assert cli.describe_failure(raised.value) == (
+      f"--input_file={path}: a record holds a token id outside [0, 1006), the vocab_size of "
+      "--bert_config_file: the data was made with a larger vocab than the model; the largest id "
+      "in the batch is 1007")
