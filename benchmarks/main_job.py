@@ -138,8 +138,9 @@ def main():
   parser.add_argument("--minilm", action=argparse.BooleanOptionalAction, default=True,
                       help="also time the README's MiniLM fine-tuning command (default on)")
   parser.add_argument("--results", "--results_file", default=None,
-                      help="where to write the results JSON (default: main_job.json in the "
-                           "work folder)")
+                      help="where to write the results JSON (default: "
+                           "benchmarks/results/main_job_DATE.json; with --smoke, a file in a "
+                           "new temporary folder)")
   parser.add_argument("--work_dir", default=None,
                       help="the runs' output folders (default: a new temporary folder)")
   parser.add_argument("--from_results", default=None,
@@ -155,8 +156,14 @@ def main():
     print(f"smoke: one run of the job with {SMOKE_PRETRAINING_STEPS} pretraining steps, no "
           "MiniLM command", flush=True)
   if args.from_results:
+    if not os.path.isfile(args.from_results):
+      parser.error(f"--from_results={args.from_results}: no such file")
     with open(args.from_results, encoding="utf-8") as f:
-      print(table(json.load(f)))
+      saved = json.load(f)
+    if not isinstance(saved, dict) or not isinstance(saved.get("runs"), list):
+      parser.error(f"--from_results={args.from_results}: not a main_job.py results file (no "
+                   "list of runs)")
+    print(table(saved))
     return
   if args.runs < 1:
     parser.error(f"--runs must be at least 1, got {args.runs}")
@@ -175,7 +182,8 @@ def main():
       results["minilm"] = run_minilm(work_dir, os.path.join(work_dir, "run1", "dialogue_task"))
   results["finished"] = datetime.datetime.now(datetime.timezone.utc).isoformat(
       timespec="seconds")
-  path = args.results or os.path.join(work_dir, "main_job.json")
+  path = args.results or results_file.default_path(
+      "main_job", args.smoke, f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d}")
   results_file.write_json(path, results)
   print(table(results))
   print(f"results: {path}")

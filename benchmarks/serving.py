@@ -456,6 +456,10 @@ def check_outputs(workers, tolerance, variant_tolerance, classifier_head):
   result, failures = {}, []
   for row, out in outputs.items():
     tol = variant_tolerance.get(row.split(": ", 1)[-1], tolerance)
+    if row == reference:
+      result[row] = ("the reference" if systems[row] != "ours" else
+                     "the reference: no peer ran, so nothing was compared")
+      continue
     if systems[row] in ("ours_tagger", "ours_squad"):
       ok = bool(out["finite"].all())
       result[row] = "finite outputs" + ("" if ok else ": NOT finite")

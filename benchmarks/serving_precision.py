@@ -99,6 +99,9 @@ def main(argv=None):
   parser.add_argument("--output", "--results_file", help="results JSON (default benchmarks/"
                       "results/serving_precision_<date>.json; with --smoke a temporary folder)")
   args = parser.parse_args(argv)
+  if args.run_dir and not os.path.isfile(os.path.join(args.run_dir, "task_info.json")):
+    parser.error(f"--run_dir={args.run_dir}: not a finished run_classifier output_dir (no "
+                 "task_info.json)")
   import numpy as np  # pylint: disable=g-import-not-at-top
   with tempfile.TemporaryDirectory() as work:
     run_dir = args.run_dir
@@ -112,8 +115,9 @@ def main(argv=None):
   bf16_labels, bf16_probs = answers["bfloat16"]
   result = dict(
       task="tests/data/classifier/pairs (dev, %d pairs)" % len(gold),
-      model="all-MiniLM-L6-v2 fine-tuned with run_classifier (lr 5e-5, 3 epochs, batch 32, "
-            "seed 1, max_seq_length 128)" + (" [smoke: 4 steps]" if args.smoke else ""),
+      model=(f"the run_classifier run in {args.run_dir} (--run_dir)" if args.run_dir else
+             "all-MiniLM-L6-v2 fine-tuned with run_classifier (lr 5e-5, 3 epochs, batch 32, "
+             "seed 1, max_seq_length 128)" + (" [smoke: 4 steps]" if args.smoke else "")),
       accuracy_float32=float(np.mean([a == g for a, g in zip(f32_labels, gold)])),
       accuracy_bfloat16=float(np.mean([a == g for a, g in zip(bf16_labels, gold)])),
       answers_changed=int(sum(a != b for a, b in zip(f32_labels, bf16_labels))),

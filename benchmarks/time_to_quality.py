@@ -156,7 +156,8 @@ flags.DEFINE_list("from_results", None,
                   "Print the tables and draw the plot of earlier runs: one results.json, or "
                   "several (comma-separated; made with the same --budget_minutes and "
                   "evaluation points) whose runs are joined, e.g. seeds or systems run apart. The "
-                  "plot is written beside the first.")
+                  "plot goes to --output_dir (default: a new temporary directory), never beside "
+                  "the results.")
 flags.DEFINE_list("goal_systems", ["ours", "ours_adam_bc"],
                   "Our systems that the goal table compares with the peers (a table for each "
                   "that ran).")
@@ -820,9 +821,12 @@ def main(argv):
     saved = joined_results(FLAGS.from_results)
     FLAGS.systems = [s for s in SYSTEMS if any(r["system"] == s for r in saved["runs"])]
     target = report(saved["runs"], saved["points"], saved["settings"])
-    plot(saved["runs"], target, os.path.join(os.path.dirname(FLAGS.from_results[0]),
-                                             "time_to_quality.png"),
-         saved.get("mixed_precision", "none"))
+    directory = FLAGS.output_dir or tempfile.mkdtemp(prefix="time_to_quality_")
+    os.makedirs(directory, exist_ok=True)
+    path = plot(saved["runs"], target, os.path.join(directory, "time_to_quality.png"),
+                saved.get("mixed_precision", "none"))
+    if path:
+      print(f"plot: {path}")
     return
   logging.set_verbosity(logging.WARNING)
   unknown = [s for s in FLAGS.systems if s not in SYSTEMS]

@@ -134,6 +134,9 @@ def test_equality_check_compares_with_hugging_face_and_stops_on_a_difference(tmp
   result = serving.check_outputs([close, hf], 1e-3, {}, None)
   assert result["ours"]["against"] == "Hugging Face PyTorch"
   assert result["ours"]["pooled_output"] == pytest.approx(1e-5, rel=1e-3)
+  assert result["Hugging Face PyTorch"] == "the reference"
+  alone = serving.check_outputs([close], 1e-3, {}, None)  # nothing to compare with: said so
+  assert alone == {"ours": "the reference: no peer ran, so nothing was compared"}
   far = _Checked(tmp_path, "ours: bf16", "ours", **_outputs(shift=0.01))
   with pytest.raises(SystemExit, match="outputs disagree .ours: bf16."):
     serving.check_outputs([far, hf], 1e-3, {}, None)
@@ -166,7 +169,7 @@ def test_smoke_run_of_ours(tmp_path):
   assert len(rounds[0]["latency_same"]["short"]) == 8  # one text, as many requests
   assert 0 < cells["same_text_p50_ms"] <= cells["same_text_p99_ms"]
   assert results["lengths"]["short"]["texts"] == 400
-  assert results["check"]["1"]["ours"]["against"] == "ours"
+  assert results["check"]["1"]["ours"] == "the reference: no peer ran, so nothing was compared"
   python_row = results["check"]["1"]["ours: Python tokenizer + encoder export"]
   assert python_row["against"] == "ours" and python_row["sequence_output"] < 1e-4
   assert results["summary"]["1"]["ours: Python tokenizer + encoder export"]["short"]["p50_ms"] > 0

@@ -4,6 +4,8 @@
 --from_results and the quoted-figure tests read. The scores of a few steps are noise: the tests
 check that every run and evaluation is there."""
 
+import os
+
 import pytest
 
 from tests.benchmarks import smoke
@@ -77,3 +79,23 @@ def test_distillation_goals(tmp_path):
   assert len(content["goal_lines"]) == 15 and content["goal_lines"][-2].startswith(
       "serving, text model: the teacher's p50 / the student's, batch 1, short")
   assert "matplotlib not installed: no plot" in out and content["plot"] is None
+
+
+def test_time_to_quality_from_results_plots_into_output_dir(tmp_path):
+  """--from_results reprints a committed run and draws its plot in --output_dir, never beside
+  the results file (which would land in the repository)."""
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  from tests import helpers  # pylint: disable=g-import-not-at-top
+  results = os.path.join(helpers.REPO_ROOT, "benchmarks", "results",
+                         "time_to_quality_f32_6min_2026-12-05.json")
+  before = sorted(os.listdir(os.path.dirname(results)))
+  done = subprocess.run(
+      [sys.executable, os.path.join(helpers.REPO_ROOT, "benchmarks", "time_to_quality.py"),
+       f"--from_results={results}", f"--output_dir={tmp_path}"], capture_output=True,
+      text=True, cwd=helpers.REPO_ROOT, env=helpers.subprocess_env(), timeout=300, check=False)
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert "| Model Garden BertPretrainerV2 |" in done.stdout
+  assert sorted(os.listdir(os.path.dirname(results))) == before
+  if "matplotlib is not installed" not in done.stdout:
+    assert f"plot: {tmp_path / 'time_to_quality.png'}" in done.stdout
