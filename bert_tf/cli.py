@@ -314,9 +314,12 @@ def define_packing_flag(flag_values=FLAGS, default: str = "none",
     modes = ("auto: none (the original's data fills most instances to --max_seq_length, where "
              "packing saves little; choose exact or static for corpora of short documents).")
   else:
-    modes = ("auto: exact for classification and tagging without --use_tpu or --jit_compile, "
-             "none otherwise. Packed rows narrow to a --length_buckets width when that adds no "
-             "row; not with --group_by_length.")
+    modes = ("auto: exact for classification, tagging and multiple choice when packed rows "
+             "would compute at most 90% of the positions of the unpacked batches (estimated "
+             "from the training records, logged), none otherwise and for SQuAD, and with "
+             "--use_tpu, --jit_compile or --group_by_length. Packed rows narrow to a "
+             "--length_buckets width when that adds no row; exact and static not with "
+             "--group_by_length.")
   flags.DEFINE_enum(
       "packing", default, ["none", "exact", "static", "auto"],
       "Several examples per row of --max_seq_length, kept apart (attention within an example, "

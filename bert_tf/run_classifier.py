@@ -130,6 +130,12 @@ def main(argv):
     return classifier_run.run_classifier(config, settings, strategy, exporter=exporter)
 
   if f.sweep:
+    overridden = [f"--{name} (give --sweep_{grid})" for name, grid in (
+        ("learning_rate", "learning_rates"), ("num_train_epochs", "epochs"),
+        ("train_batch_size", "batch_sizes")) if f[name].present]
+    if overridden:
+      raise cli.UsageError("--sweep sets each point's value of " + ", ".join(overridden) +
+                           " from its grid; drop the flag or give the grid")
     result = classifier_run.run_sweep(
         config, settings, cli.number_list("sweep_learning_rates", f.sweep_learning_rates, float),
         cli.number_list("sweep_epochs", f.sweep_epochs, float),

@@ -16,6 +16,7 @@ from bert_tf import io
 from bert_tf.config import BertConfig
 from bert_tf.model import exporting
 from bert_tf.training import distribution
+from bert_tf.training import run_folder
 from bert_tf.training.errors import TrainingError
 
 # Written in each seed's or sweep point's folder when it finishes: a rerun of the --seeds or
@@ -67,7 +68,26 @@ def _run_point(config, settings, strategy, runner: Runner) -> Dict[str, float]:
       logging.info("%s finished earlier: its results are read from %s", settings.output_dir,
                    path)
       return {k: float(v) for k, v in done["results"].items()}
-    logging.info("%s finished earlier with other settings: run again", settings.output_dir)
+    before = done.get("settings") or {}
+    changed = sorted(k for k in set(before) | set(wanted) if before.get(k) != wanted.get(k))
+    if not run_folder.holds_checkpoints(settings.output_dir):
+      # Nothing to resume (a sweep keeps only its best point's checkpoints): it trains anew.
+      logging.info("%s finished earlier with other settings (%s): run again",
+                   settings.output_dir, ", ".join(changed))
+      return _finished_point(config, settings, strategy, runner, path, wanted)
+    # Its checkpoints would be resumed at their last step, not trained again: the results
+    # would be the old settings' under the new ones' name.
+    raise TrainingError(
+        f"{settings.output_dir} finished earlier with other settings ("
+        + ", ".join(f"{k}: {before.get(k)!r} -> {wanted.get(k)!r}" for k in changed[:6])
+        + (", ..." if len(changed) > 6 else "") + "): its checkpoints would be resumed, not "
+        "trained again; give another --output_dir, or remove that folder to run it again")
+  return _finished_point(config, settings, strategy, runner, path, wanted)
+
+
+def _finished_point(config, settings, strategy, runner: Runner, path: str,
+                    wanted: Mapping[str, Any]) -> Dict[str, float]:
+  """Runs one point and writes its POINT_RESULTS_FILE; its eval results."""
   results = _scalar_results(runner(config, settings, strategy))
   if strategy is None or distribution.is_chief(strategy):
     io.makedirs(settings.output_dir)

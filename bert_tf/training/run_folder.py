@@ -204,12 +204,15 @@ class RunSettings(Protocol):
 
 
 RUN_SETTINGS_FILE = "run_settings.json"
+# run_settings.json's list of the flags a resume changed: one {flag: [before, after]} a resume.
+RESUME_CHANGES = "changed_on_resume"
 # The flags whose change moves a resumed run's data position (resume skips global_step batches
 # of the new size and length): a resume that changes one is refused.
 POSITION_FLAGS = ("train_batch_size", "max_seq_length", "max_predictions_per_seq")
 # Flags recorded too, whose change on resume is allowed but warned about: the resumed run then
 # differs from an uninterrupted one (another data order, schedule or data).
 TRAJECTORY_FLAGS = ("seed", "learning_rate", "num_train_steps", "num_train_epochs",
+                    "group_by_length",
                     "num_warmup_steps", "warmup_proportion", "optimizer", "adam_bias_correction",
                     "gradient_accumulation_steps", "input_file", "train_file", "data_dir",
                     "init_checkpoint", "packing", "teacher", "distill_alpha",
@@ -275,9 +278,20 @@ def record_run(output_dir: str, config, settings: RunSettings,
   config.to_json_file(io.join(output_dir, "bert_config.json"))
   if not settings.do_train:
     return
-  io.write_text(io.join(output_dir, RUN_SETTINGS_FILE),
-                json.dumps(dict(recorded_flags(settings), **(extra or {})), indent=2,
-                           sort_keys=True) + "\n")
+  path = io.join(output_dir, RUN_SETTINGS_FILE)
+  record = dict(recorded_flags(settings), **(extra or {}))
+  if io.exists(path) and holds_checkpoints(output_dir):
+    # A resume with changed flags (warned about): the record keeps what they were before, so
+    # it still says how the checkpoints it continues were trained.
+    before = json.loads(io.read_text(path))
+    history = list(before.get(RESUME_CHANGES, []))
+    changed = {key: [before[key], value] for key, value in record.items()
+               if key in before and before[key] != value}
+    if changed:
+      history.append(changed)
+    if history:
+      record[RESUME_CHANGES] = history
+  io.write_text(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
 def recorded_flags(settings: RunSettings) -> Dict[str, Any]:

@@ -5,6 +5,7 @@ gone, training restarted from step 0 (and saved over the older checkpoints); a t
 checkpoint stopped the run with an unlabelled IndexError.
 """
 
+import json
 import logging
 import os
 import shutil
@@ -214,6 +215,13 @@ def test_a_resume_with_other_training_flags_says_so(data, full_run, tmp_path, ca
   assert (f"--seed 7 -> 8; --learning_rate 0.001 -> 0.002; --num_train_steps 6 -> 8; "
           f"--input_file {data!r} -> {other_data!r}") in caplog.text
   assert "will not equal an uninterrupted run" in caplog.text
+  # The record keeps what the flags were before the resume, as well as what they are now.
+  with open(run_dir / "run_settings.json", encoding="utf-8") as f:
+    recorded = json.load(f)
+  assert recorded["seed"] == 8 and recorded["learning_rate"] == 2e-3
+  assert recorded["changed_on_resume"] == [dict(
+      seed=[7, 8], learning_rate=[1e-3, 2e-3], num_train_steps=[6, 8],
+      input_file=[data, other_data])]
 
 
 def test_recorded_flags_are_the_declared_flags_by_name(tmp_path):

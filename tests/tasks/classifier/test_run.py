@@ -649,6 +649,10 @@ def test_the_command_on_a_csv_file(tmp_path, capsys):
   assert results["global_step"] == 5  # int(40 / 8 * 1)
   assert run_cli_in_process(run_classifier, argv + ["--seed=1", "--seeds=1,2"]) == 2
   assert "--seed and --seeds" in capsys.readouterr().err
+  # --sweep sets these from its grid: given too, they would be ignored.
+  assert run_cli_in_process(run_classifier, argv + ["--sweep"]) == 2
+  assert ("--sweep sets each point's value of --num_train_epochs (give --sweep_epochs), "
+          "--train_batch_size (give --sweep_batch_sizes) from its grid") in capsys.readouterr().err
   bad = data / "dev.csv"
   bad.write_text("text,label\n\"a quoted, text\",austen\njust one cell\n")
   assert run_cli_in_process(run_classifier, argv + [f"--output_dir={tmp_path / 'o2'}"]) == 1
@@ -917,7 +921,14 @@ def test_seeds_and_sweeps_refuse_repeats_and_resume_at_the_first_unfinished_poin
   out = cr.run_seeds(CONFIG, settings, [1, 2, 3], runner=runner)
   assert [c.seed for c in calls] == [1, 2, 3]
   assert out["runs"][1]["eval_accuracy"] == pytest.approx(0.51)
-  # Changed settings for a point: it runs again.
+  # Changed settings for a point with checkpoints, which the run would resume at their last
+  # step rather than train again: refused, naming what changed. Without checkpoints (a sweep
+  # keeps only its best point's) it runs again.
+  with pytest.raises(TrainingError, match=r"seed_1 finished earlier with other settings "
+                                          r"\(learning_rate: 0.001 -> 0.002\): its checkpoints"):
+    cr.run_seeds(CONFIG, dataclasses.replace(settings, learning_rate=2e-3), [1], runner=runner)
+  assert [c.seed for c in calls] == [1, 2, 3]
+  os.remove(tmp_path / "seeds" / "seed_1" / "ckpt-3.index")
   cr.run_seeds(CONFIG, dataclasses.replace(settings, learning_rate=2e-3), [1], runner=runner)
   assert [c.seed for c in calls] == [1, 2, 3, 1]
   sweep_runner, sweep_calls = _fake_runner({(3e-5, 3.0, 16): 0.9})
