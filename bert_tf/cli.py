@@ -532,8 +532,7 @@ def _path_flags(flag_values) -> Iterable[Tuple[str, str]]:
 # positions), the message the id and the table's size.
 _EMBEDDING_NODE = re.compile(r"\b(word_embeddings|embeddings)(?:_\d+)?/GatherV2\b")
 _OUT_OF_RANGE = re.compile(r"indices\[[\d,]+\] = (-?\d+) is not in \[0, (\d+)\)")
-
-
+# A tf.debugging.Assert of ours (its message starts with the flag it is about) and its data.
 _ASSERTION = re.compile(r"assertion failed: \[(--[^\]]*)\] \[([^\]]*)\]")
 
 
@@ -563,11 +562,13 @@ def describe_failure(error: BaseException, flag_values=FLAGS) -> str:
   text = _one_line(error)
   tf = sys.modules.get("tensorflow")
   op_error = tf is not None and hasattr(tf, "errors") and isinstance(error, tf.errors.OpError)
-  if op_error and _embedding_index_line(text):
-    return _embedding_index_line(text)
-  asserted = _ASSERTION.search(text) if op_error else None
-  if asserted:  # a tf.debugging.Assert of ours: its message and data, without the op's noise
-    return " ".join(asserted.groups())
+  if op_error:
+    embedding = _embedding_index_line(text)
+    if embedding:
+      return embedding
+    asserted = _ASSERTION.search(text)
+    if asserted:  # its message and data, without the op's noise
+      return " ".join(asserted.groups())
   if not (isinstance(error, OSError) or op_error) or " --" in f" {text}":
     return text
   filename = getattr(error, "filename", None)

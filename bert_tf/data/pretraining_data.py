@@ -299,8 +299,8 @@ def load_vocab(config: DataConfig):
     logging.warning(
         "--vocab_file=%s: line %d is blank, the token \"\" (id %d): no text produces it, but "
         "masking draws it as a random replacement, as the original does, so the data needs a "
-        "model whose vocab_size is at least %d (the metadata records it); remove the line to "
-        "keep the ids within the other tokens'", config.vocab_file, tokenizer.vocab[""] + 1,
+        "model whose vocab_size is at least %d (the metadata records it); remove the line "
+        "if the model's is smaller", config.vocab_file, tokenizer.vocab[""] + 1,
         tokenizer.vocab[""], vocab.size)
   return tokenizer, vocab, record_schema.vocab_checksum(config.vocab_file)
 
