@@ -46,12 +46,13 @@ BERT_TF_BEAM_FAIL_ONCE_DIR (tests only) makes the first attempt at every block f
 a marker file in that folder.
 """
 
+import contextlib
 import json
 import logging as std_logging
 import os
 import re
 import time
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
@@ -103,11 +104,32 @@ def worker_error(error: BaseException) -> Optional[BaseException]:
   return kind(match.group(2))
 
 
+@contextlib.contextmanager
+def _quiet_beam_logs() -> Iterator[None]:
+  """At the default verbosity, for the block: the runner's and workers' INFO lines (hundreds
+  even on the DirectRunner; --verbosity=1 shows them, workers' progress lines included) and
+  the tracebacks Beam logs of a failed bundle (_run_to_the_end reports the failure once)."""
+  levels = {name: std_logging.getLogger(name).level
+            for name in ("apache_beam",) + _FAILURE_LOGGERS}
+  if logging.get_verbosity() < logging.DEBUG:
+    for name in levels:
+      std_logging.getLogger(name).setLevel(
+          std_logging.WARNING if name == "apache_beam" else std_logging.CRITICAL)
+  try:
+    yield
+  finally:
+    for name, level in levels.items():
+      std_logging.getLogger(name).setLevel(level)
+
+
 def _run_to_the_end(pipeline) -> Any:
   """Runs the pipeline and waits: its final state. A worker's InputError or OutputError is
   raised as itself (the file and line it names), not as the runner's wrapper and traceback."""
   try:
     return pipeline.run().wait_until_finish()
+  except (corpus.InputError, writer_lib.OutputError) as e:
+    # In this process (the in-memory DirectRunner): Beam added the step it was running.
+    raise type(e)(re.sub(r" \[while running '[^']*'\]$", "", str(e))) from None
   except Exception as e:  # pylint: disable=broad-except
     ours = worker_error(e)
     if ours is None:
@@ -389,21 +411,13 @@ def run(config: pretraining_data.DataConfig, beam_args: Sequence[str]) -> Dict[s
                  f"{runner} (Beam's FnApiRunner)" if direct else runner, len(input_files),
                  sum(sizes) / 1e6, staging)
     writer = None
-    beam_logger = std_logging.getLogger("apache_beam")
-    beam_level = beam_logger.level
-    quieted = {name: std_logging.getLogger(name).level for name in _FAILURE_LOGGERS}
-    if logging.get_verbosity() < logging.DEBUG:
-      # The runner's and workers' INFO lines (hundreds even on the DirectRunner): with
-      # --verbosity=1 they show, workers' progress lines included.
-      beam_logger.setLevel(std_logging.WARNING)
-      for name in quieted:
-        std_logging.getLogger(name).setLevel(std_logging.CRITICAL)
     try:
       io.makedirs(staging)
-      pipeline = beam.Pipeline(runner=direct_runner(options) if direct else None,
-                               options=options)
-      build_pipeline(pipeline, config, input_files, sizes, staging, len(output_files))
-      state = _run_to_the_end(pipeline)
+      with _quiet_beam_logs():
+        pipeline = beam.Pipeline(runner=direct_runner(options) if direct else None,
+                                 options=options)
+        build_pipeline(pipeline, config, input_files, sizes, staging, len(output_files))
+        state = _run_to_the_end(pipeline)
       if state != PipelineState.DONE:
         raise PipelineFailed(f"the Beam pipeline ended in state {state} (runner {runner}); "
                              f"nothing was committed")
@@ -435,9 +449,6 @@ def run(config: pretraining_data.DataConfig, beam_args: Sequence[str]) -> Dict[s
         writer.abort()
       raise
     finally:
-      beam_logger.setLevel(beam_level)
-      for name, level in quieted.items():
-        std_logging.getLogger(name).setLevel(level)
       try:
         io.remove_if_exists(staging)
       except Exception:  # pylint: disable=broad-except
