@@ -339,12 +339,17 @@ def define_seeds_flag(flag_values=FLAGS) -> None:
                     "--do_eval; not with --seed).", flag_values=flag_values)
 
 
-def number_list(name: str, values: Sequence[str], kind: Callable[[str], Any]) -> list:
-  """The numbers of list flag --name, or a UsageError naming the flag."""
+def number_list(name: str, values: Sequence[str], kind: Callable[[str], Any],
+                positive: bool = False) -> list:
+  """The numbers of list flag --name (each above 0 if `positive`), or a UsageError naming
+  the flag."""
   try:
-    return [kind(v) for v in values]
+    numbers = [kind(v) for v in values]
   except ValueError:
     raise UsageError(f"--{name}: expected a list of numbers, got {','.join(values)}") from None
+  if positive and not all(number > 0 for number in numbers):
+    raise UsageError(f"--{name}: every value must be above 0, got {','.join(values)}")
+  return numbers
 
 
 def seeds_from_flags(flag_values=FLAGS) -> list:

@@ -137,9 +137,11 @@ def main(argv):
       raise cli.UsageError("--sweep sets each point's value of " + ", ".join(overridden) +
                            " from its grid; drop the flag or give the grid")
     result = classifier_run.run_sweep(
-        config, settings, cli.number_list("sweep_learning_rates", f.sweep_learning_rates, float),
-        cli.number_list("sweep_epochs", f.sweep_epochs, float),
-        cli.number_list("sweep_batch_sizes", f.sweep_batch_sizes, int), seeds=seeds,
+        config, settings,
+        cli.number_list("sweep_learning_rates", f.sweep_learning_rates, float, positive=True),
+        cli.number_list("sweep_epochs", f.sweep_epochs, float, positive=True),
+        cli.number_list("sweep_batch_sizes", f.sweep_batch_sizes, int, positive=True),
+        seeds=seeds,
         strategy=strategy, keep_all_checkpoints=f.sweep_keep_all_checkpoints, runner=runner)
     logging.info("Best run: %s", result["best_dir"])
   elif seeds:

@@ -108,6 +108,10 @@ def config_from_flags() -> pretraining_data.DataConfig:
                          "of files, or a folder and --num_output_shards")
   if not FLAGS.output_file and not FLAGS.output_dir:
     raise cli.UsageError("one of --output_file or --output_dir is required")
+  ignored = [f"--{n}" for n in ("num_workers", "block_size_mb") if FLAGS[n].present]
+  if FLAGS.reproduce_original and ignored:
+    raise cli.UsageError(f"--reproduce_original runs the original's single pass, which has no "
+                         f"{' or '.join(ignored)}: drop {'them' if len(ignored) > 1 else 'it'}")
   if FLAGS.output_file and FLAGS["num_output_shards"].present:
     raise cli.UsageError("--num_output_shards needs --output_dir (with --output_file the number "
                          "of outputs is the length of its list)")

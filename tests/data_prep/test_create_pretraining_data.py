@@ -579,6 +579,9 @@ def test_cli_output_dir_and_output_file_conflict(tmp_path, capsys):
       ([f"--output_file={tmp_path}/o.tfrecord", "--num_output_shards=1"],
        "--num_output_shards needs --output_dir"),
       ([], "one of --output_file or --output_dir is required"),
+      ([f"--output_file={tmp_path}/o.tfrecord", "--reproduce_original", "--num_workers=2",
+        "--block_size_mb=2"], "--reproduce_original runs the original's single pass, which has "
+                              "no --num_workers or --block_size_mb: drop them"),
   ]
   for extra, message in cases:
     assert helpers.run_cli_in_process(script, common + extra) == 2

@@ -653,6 +653,9 @@ def test_the_command_on_a_csv_file(tmp_path, capsys):
   assert run_cli_in_process(run_classifier, argv + ["--sweep"]) == 2
   assert ("--sweep sets each point's value of --num_train_epochs (give --sweep_epochs), "
           "--train_batch_size (give --sweep_batch_sizes) from its grid") in capsys.readouterr().err
+  grid = [a for a in argv if not a.startswith(("--train_batch_size", "--num_train_epochs"))]
+  assert run_cli_in_process(run_classifier, grid + ["--sweep", "--sweep_batch_sizes=0"]) == 2
+  assert "--sweep_batch_sizes: every value must be above 0, got 0" in capsys.readouterr().err
   bad = data / "dev.csv"
   bad.write_text("text,label\n\"a quoted, text\",austen\njust one cell\n")
   assert run_cli_in_process(run_classifier, argv + [f"--output_dir={tmp_path / 'o2'}"]) == 1
