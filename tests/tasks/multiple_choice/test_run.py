@@ -176,7 +176,7 @@ def test_seeds_run_once_per_seed_and_summarise(tmp_path):
   argv = ["run_multiple_choice", f"--vocab_file={VOCAB}", f"--bert_config_file={config_file}",
           f"--train_file={data}", f"--eval_file={data}", "--do_train", "--do_eval",
           "--max_seq_length=16", "--train_batch_size=4", "--num_train_epochs=1",
-          "--learning_rate=1e-3", "--seeds=1,2", f"--output_dir={tmp_path / 'out'}"]
+          "--learning_rate=1e-3", "--seeds=1,2", "--noexport", f"--output_dir={tmp_path / 'out'}"]
   assert helpers.run_cli_in_process(run_multiple_choice, argv) == 0
   runs = [evaluation.read_eval_results(str(tmp_path / "out" / f"seed_{s}" / "eval_results.txt"))
           for s in (1, 2)]
