@@ -84,8 +84,10 @@ class PipelineFailed(RuntimeError):
 
 # A worker's error of ours, as a runner's exception quotes it (the multi-process DirectRunner
 # and Dataflow wrap it in a RuntimeError holding the worker's traceback): its type and message.
+# Beam appends the step it was running to a DoFn's error message.
+_STEP_SUFFIX = r" \[while running '[^']*'\]"
 _WORKER_ERROR = re.compile(r"^bert_tf\.[\w.]+\.(InputError|OutputError): (.*?)"
-                           r"(?: \[while running '[^']*'\])?$", re.M)
+                           rf"(?:{_STEP_SUFFIX})?$", re.M)
 
 
 # The loggers that log a failed bundle's traceback (the worker's DoFn runner and harness, the
@@ -129,7 +131,7 @@ def _run_to_the_end(pipeline) -> Any:
     return pipeline.run().wait_until_finish()
   except (corpus.InputError, writer_lib.OutputError) as e:
     # In this process (the in-memory DirectRunner): Beam added the step it was running.
-    raise type(e)(re.sub(r" \[while running '[^']*'\]$", "", str(e))) from None
+    raise type(e)(re.sub(_STEP_SUFFIX + "$", "", str(e))) from None
   except Exception as e:  # pylint: disable=broad-except
     ours = worker_error(e)
     if ours is None:

@@ -407,10 +407,10 @@ def check_distinct_outputs(output_files: Sequence[str], flag: str = "--output_fi
   inputs = {_same_file_key(path): path for path in input_files}
   for path in output_files:
     for written in (path, record_schema.metadata_path(path)):
-      if _same_file_key(written) in inputs:
-        raise OutputError(f"{flag}: {written} is the input file "
-                          f"{inputs[_same_file_key(written)]} (--input_file); writing it would "
-                          "replace the text; choose another name")
+      replaced = inputs.get(_same_file_key(written))
+      if replaced is not None:
+        raise OutputError(f"{flag}: {written} is the input file {replaced} (--input_file); "
+                          "writing it would replace the text; choose another name")
   seen = {}
   for path in output_files:
     key = _same_file_key(path)

@@ -74,7 +74,7 @@ def _run_point(config, settings, strategy, runner: Runner) -> Dict[str, float]:
       # Nothing to resume (a sweep keeps only its best point's checkpoints): it trains anew.
       logging.info("%s finished earlier with other settings (%s): run again",
                    settings.output_dir, ", ".join(changed))
-      return _finished_point(config, settings, strategy, runner, path, wanted)
+      return _run_and_record(config, settings, strategy, runner, path, wanted)
     # Its checkpoints would be resumed at their last step, not trained again: the results
     # would be the old settings' under the new ones' name.
     raise TrainingError(
@@ -82,10 +82,10 @@ def _run_point(config, settings, strategy, runner: Runner) -> Dict[str, float]:
         + ", ".join(f"{k}: {before.get(k)!r} -> {wanted.get(k)!r}" for k in changed[:6])
         + (", ..." if len(changed) > 6 else "") + "): its checkpoints would be resumed, not "
         "trained again; give another --output_dir, or remove that folder to run it again")
-  return _finished_point(config, settings, strategy, runner, path, wanted)
+  return _run_and_record(config, settings, strategy, runner, path, wanted)
 
 
-def _finished_point(config, settings, strategy, runner: Runner, path: str,
+def _run_and_record(config, settings, strategy, runner: Runner, path: str,
                     wanted: Mapping[str, Any]) -> Dict[str, float]:
   """Runs one point and writes its POINT_RESULTS_FILE; its eval results."""
   results = _scalar_results(runner(config, settings, strategy))

@@ -271,7 +271,7 @@ class TsvTaskProcessor(DataProcessor):
   def get_examples(self, data_dir: str, split: str) -> List[classifier_data.InputExample]:
     self._check_split(split)
     layout = self.layouts[split]
-    path = os.path.join(data_dir, layout.file_name)
+    path = self.source(data_dir, split)
     if not io.exists(path):
       raise FileNotFoundError(
           f"{path}: file not found (the {self.name} processor reads its {split} examples from "
@@ -633,7 +633,7 @@ class GenericProcessor(DataProcessor):
     """(line, guid suffix, text_a, text_b, raw label or _MISSING) for every example row."""
     if self.label_column is None and split != "test":
       raise ValueError(f"{self.name}: label_column is not set, so there are no {split} labels")
-    path = os.path.join(data_dir, self.files[split])
+    path = self.source(data_dir, split)
     if not io.exists(path):
       raise FileNotFoundError(f"{path}: file not found (the {self.name} {split} file)")
     file_format = self._format_of(path)
