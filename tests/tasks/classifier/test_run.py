@@ -527,6 +527,9 @@ def test_the_export_answers_raw_text_like_test_results(trained, tmp_path):
                         capture_output=True, text=True, cwd=str(tmp_path), timeout=600,
                         check=False)
   assert done.returncode == 0, done.stderr[-3000:]
+  # The served graph states the logits' shape: without it Grappler's cost model logs an
+  # "Error in PredictCost()" warning for the softmax on every load.
+  assert "PredictCost" not in done.stderr, done.stderr[-3000:]
   answer = json.loads(done.stdout)
   written = np.array(read_tsv(os.path.join(settings.output_dir, "test_results.tsv")), np.float32)
   np.testing.assert_allclose(np.array(answer["probabilities"]), written, atol=2e-5)
