@@ -15,7 +15,7 @@ the README's third command). The table it prints is the one the README quotes.
 The results file keeps its own layout (the committed files are read by tests/benchmarks/
 test_quoted_figures.py) and is written by benchmarks/results_file.py's write_json; --results_file
 is the same flag as --results. --smoke: one run of the job with 20 pretraining steps (the
-fine-tuning steps stay: about two minutes), no MiniLM command, in a temporary folder.
+ten fine-tuning runs stay: about four minutes), no MiniLM command, in a temporary folder.
 """
 
 import argparse
@@ -112,17 +112,31 @@ def run_minilm(work_dir, task_dir):
 
 
 def table(results):
-  """The runs as a Markdown table, and the fine-tuning command's line."""
-  lines = ["| run | wall time | masked-LM accuracy | dev accuracy: pretrained | random "
-           "initialisation | difference | standard errors (independent) | standard errors "
-           "(paired) |", "| --- | --: | --: | --: | --: | --: | --: | --: |"]
+  """The runs as a Markdown table, and the fine-tuning command's line. A run fine-tuned under
+  several seeds (summary.json's fine_tuning_seeds) shows the means, the per-seed differences and
+  one standard error of seeds and dev lines together; an earlier file's single-seed runs show
+  their independent and paired standard errors."""
+  seeded = all("fine_tuning_seeds" in run["summary"] for run in results["runs"])
+  if seeded:
+    lines = ["| run | wall time | masked-LM accuracy | dev accuracy: pretrained (mean of the "
+             "seeds) | random initialisation | difference | per seed | standard errors (seeds "
+             "and dev lines) |", "| --- | --: | --: | --: | --: | --: | --: | --: |"]
+  else:
+    lines = ["| run | wall time | masked-LM accuracy | dev accuracy: pretrained | random "
+             "initialisation | difference | standard errors (independent) | standard errors "
+             "(paired) |", "| --- | --: | --: | --: | --: | --: | --: | --: |"]
   for i, run in enumerate(results["runs"], start=1):
     s = run["summary"]
-    lines.append(
-        f"| {i} | {run['wall_seconds'] / 60:.1f} min | {s['masked_lm_accuracy']:.3f} | "
-        f"{s['dev_accuracy_pretrained']:.3f} | {s['dev_accuracy_random_init']:.3f} | "
-        f"{s['difference']:+.3f} | {s['difference'] / s['standard_error_difference']:.1f} | "
-        f"{s['difference'] / s['standard_error_difference_paired']:.1f} |")
+    cells = [str(i), f"{run['wall_seconds'] / 60:.1f} min", f"{s['masked_lm_accuracy']:.3f}",
+             f"{s['dev_accuracy_pretrained']:.3f}", f"{s['dev_accuracy_random_init']:.3f}",
+             f"{s['difference']:+.3f}"]
+    if seeded:
+      cells += [f"{min(s['seed_differences']):+.3f} to {max(s['seed_differences']):+.3f}",
+                f"{s['difference'] / s['standard_error_difference']:.1f}"]
+    else:
+      cells += [f"{s['difference'] / s['standard_error_difference']:.1f}",
+                f"{s['difference'] / s['standard_error_difference_paired']:.1f}"]
+    lines.append("| " + " | ".join(cells) + " |")
   minilm = results.get("minilm")
   if minilm:
     lines.append("")

@@ -78,9 +78,23 @@ def test_main_job_table_formats_each_run():
   text = main_job.table(dict(runs=[dict(wall_seconds=300.0, summary=summary)],
                              minilm=dict(steps=24, wall_seconds=130.4, dev_accuracy=0.7114)))
   lines = text.splitlines()
+  assert lines[0].endswith("| standard errors (independent) | standard errors (paired) |")
   assert lines[2] == "| 1 | 5.0 min | 0.200 | 0.700 | 0.650 | +0.050 | 5.0 | 4.0 |"
   assert lines[-1] == ("all-MiniLM-L6-v2 fine-tuned on the job's task (24 steps): 130 s, dev "
                        "accuracy 0.711")
+  # A run fine-tuned under several seeds: the means, the per-seed range and one standard error.
+  summary = dict(masked_lm_accuracy=0.2, dev_accuracy_pretrained=0.69,
+                 dev_accuracy_random_init=0.645, difference=0.045, fine_tuning_seeds=[1, 2, 3],
+                 seed_differences=[0.03, 0.05, 0.055], standard_error_difference=0.009)
+  lines = main_job.table(dict(runs=[dict(wall_seconds=270.0, summary=summary)])).splitlines()
+  assert lines[0] == ("| run | wall time | masked-LM accuracy | dev accuracy: pretrained (mean of "
+                      "the seeds) | random initialisation | difference | per seed | standard "
+                      "errors (seeds and dev lines) |")
+  assert lines[2] == "| 1 | 4.5 min | 0.200 | 0.690 | 0.645 | +0.045 | +0.030 to +0.055 | 5.0 |"
+
+
+# The main job's current results: five runs, each fine-tuning under five seeds.
+MAIN_JOB_RESULTS = "main_job_2026-12-07_seeds.json"
 
 
 def _json(name):
@@ -103,30 +117,53 @@ def test_the_serving_precision_figures_are_quoted_from_their_results_file():
 
 
 def test_the_main_job_ranges_are_quoted_from_their_results_file():
-  """README's table of commands and their wall times, and the text below the tables of runs:
-  the main job's ranges over the runs of both files, and the MiniLM command's time and
+  """README's table of commands and their wall times, and the text below the table of runs:
+  the main job's ranges over the runs of its results file, and the MiniLM command's time and
   accuracy."""
-  saved = _json("main_job_2026-12-05.json")
-  runs = saved["runs"] + _json("main_job_2026-12-07.json")["runs"]
+  saved = _json(MAIN_JOB_RESULTS)
+  runs = saved["runs"]
   minutes = [run["wall_seconds"] / 60 for run in runs]
   summaries = [run["summary"] for run in runs]
   differences = [s["difference"] for s in summaries]
   errors = [s["difference"] / s["standard_error_difference"] for s in summaries]
+  per_seed = [d for s in summaries for d in s["seed_differences"]]
+  assert all(s["fine_tuning_seeds"] == [1, 2, 3, 4, 5] for s in summaries)
   row = (f"| the main job, `data_prep/run_sample.py` | {min(minutes):.1f}-{max(minutes):.1f} min "
-         f"(ten runs) | {min(differences):+.3f} to {max(differences):+.3f} dev "
-         "accuracy from pretraining | `benchmarks/results/main_job_2026-12-05.json`, "
-         "`main_job_2026-12-07.json` |")
+         f"(five runs) | {min(differences):+.3f} to {max(differences):+.3f} dev accuracy from "
+         f"pretraining (mean of five seeds) | `benchmarks/results/{MAIN_JOB_RESULTS}` |")
   readme = _read("README.md")
-  assert len(runs) == 10 and row in readme
+  assert len(runs) == 5 and row in readme
   text = " ".join(readme.split())
+  beyond = {3: "three", 4: "four", 5: "all five"}[sum(e > 3 for e in errors)]
   assert (f"So pretraining bought {min(differences):+.3f} to {max(differences):+.3f} of dev "
-          f"accuracy over the ten runs: {min(errors):.1f} to {max(errors):.1f} standard errors"
-          in text)
-  beyond = {8: "eight", 9: "nine", 10: "ten"}[sum(e > 3 for e in errors)]
-  assert f"{beyond} of the ten runs were beyond three standard errors" in text
+          f"accuracy in the five runs, {min(errors):.1f} to {max(errors):.1f} standard errors "
+          f"({beyond} beyond three)" in text)
+  ahead = sum(d > 0 for d in per_seed)
+  assert (f"the pretrained model was ahead of the random one in {ahead} of the "
+          f"{len(per_seed)} seed pairs, by {min(per_seed):+.3f} to {max(per_seed):+.3f}" in text)
   minilm = saved["minilm"]
   assert (f"| {minilm['wall_seconds']:.0f} s | dev accuracy {minilm['dev_accuracy']:.3f} |"
           in readme)
+  assert f"accuracy of {minilm['dev_accuracy']:.3f} on the task's 4,900 dev lines" in text
+  steps = [s["seconds_per_pretraining_step"] for s in summaries]
+  assert f"Pretraining ran at {min(steps):.3f}-{max(steps):.3f} s a step" in text
+  masked = [s["masked_lm_accuracy"] for s in summaries]
+  assert f"masked-LM accuracy {min(masked):.2f} to {max(masked):.2f}, and for" in text
+  # The fill-mask answers of "i do not [MASK] what you mean." in every run.
+  answers = [next(f["top"] for f in s["fill_mask"] if f["text"].startswith("i do not"))
+             for s in summaries]
+  assert all({",", "i", "you", '"'} <= set(top) for top in answers)
+  assert sum("." in top for top in answers) == 3
+  assert sorted(t for top in answers for t in top if t not in {",", "i", "you", '"', "."}) == [
+      "am", "do"]
+  # The single-seed runs of the first recipe, from their own files.
+  single = [run["summary"] for name in ("main_job_2026-12-05.json", "main_job_2026-12-07.json")
+            for run in _json(name)["runs"]]
+  low, high = (f(s["difference"] for s in single) for f in (min, max))
+  below = sum(s["difference"] / s["standard_error_difference"] < 3 for s in single)
+  assert (len(single), below) == (10, 2)
+  assert (f"`main_job_2026-12-07.json`) showed {low:+.3f} to {high:+.3f}, two of them below three "
+          "standard errors" in text)
 
 
 def test_the_multiple_choice_summary_is_quoted_from_its_results_files():
