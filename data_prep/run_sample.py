@@ -7,7 +7,11 @@ evaluation and export, asks the exported TF Serving text model to fill masks, th
 classifier with run_classifier on a task made from the sample (is a line dialogue or narration?
 labelled by its quotation marks, which are then removed) with the same flags under each of
 --seeds (run_classifier --seeds): from the pretrained checkpoint and from random
-initialisation. It prints both mean dev accuracies and their difference with its standard error
+initialisation. The random initialisation's fine-tuning needs nothing that pretraining made, so
+it runs in the background beside the next steps (its log in <output_dir>/
+classifier_random_init.log): a tiny model's steps leave a 2-core machine's second core mostly
+idle, and the two commands side by side take about as long as the longer of them alone, with
+the same answers. It prints both mean dev accuracies and their difference with its standard error
 (seeded_comparison), asks the first seed's raw-text classifier export, and writes the headline
 figures to <output_dir>/summary.json.
 
@@ -67,7 +71,7 @@ PRETRAINING_WARMUP_STEPS = 100
 # epochs at 1e-4, the random model matched or beat the pretrained one under the same seed in 3 of
 # the 25 pairs; with 24 epochs at 2e-4 in none, the smallest difference +0.012.
 FINE_TUNING_FLAGS = ("--max_seq_length=64", "--train_batch_size=32", "--learning_rate=2e-4",
-                     "--num_train_epochs=24", "--eval_batch_size=64")
+                     "--num_train_epochs=24", "--eval_batch_size=64", "--predict_batch_size=64")
 SEEDS = (1, 2, 3, 4, 5)
 # Dev is as large as the sample's dialogue lines allow (balanced: 2,650 dialogue lines of four
 # words or more), so that a difference of a few points is beyond noise: the standard error of an
@@ -183,6 +187,42 @@ def run_step(title, args, capture=False, plain_tensorflow=False):
     sys.exit(f"run_sample: step '{title}' failed with exit code {returncode}")
   print(f"({title}: {time.time() - started:.1f} s)", flush=True)
   return lines
+
+
+def start_step(title, args, log_path):
+  """Prints and starts one command in the background, its output (stdout and stderr) going to
+  log_path; finish_step waits for it. Returns (title, process, log file, start time)."""
+  print(f"\n=== {title} (in the background, beside the next steps; its log: {log_path})\n"
+        f"$ {' '.join(shlex.quote(a) for a in args)}", flush=True)
+  log = open(log_path, "w", encoding="utf-8")  # pylint: disable=consider-using-with
+  return title, subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT), log, time.time()
+
+
+def finish_step(step, tail=30):
+  """Waits for a step of start_step; exits with its log's last `tail` lines if it failed."""
+  title, process, log, started = step
+  returncode = process.wait()
+  log.close()
+  if returncode != 0:
+    with open(log.name, encoding="utf-8", errors="replace") as f:
+      sys.stdout.writelines(f.readlines()[-tail:])
+    sys.exit(f"run_sample: step '{title}' failed with exit code {returncode} (its log: "
+             f"{log.name})")
+  print(f"\n({title}: finished in the background, {time.time() - started:.1f} s after it "
+        "started)", flush=True)
+
+
+def stop_step(step):
+  """Ends a background step that is still running (the job stopped before it was waited for)."""
+  _, process, log, _ = step
+  if process.poll() is None:
+    process.terminate()
+    try:
+      process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+      process.kill()
+      process.wait()
+  log.close()
 
 
 def read_results(path):
@@ -357,12 +397,6 @@ def main():
       capture=True)
   pretraining = read_results(os.path.join(train_dir, "eval_results.txt"))
   step_seconds = seconds_per_step(lines, PRETRAINING_BATCH_SIZE)
-  text_model = os.path.join(train_dir, "export", "bert", str(steps))
-  lines = run_step("ask the exported text model (TensorFlow + tensorflow-text only) to fill masks",
-                   [python, "-c", QUERY_EXPORT, text_model, json.dumps(FILL_MASK_TEXTS)],
-                   capture=True, plain_tensorflow=True)
-  fill_mask = json.loads(next(line for line in reversed(lines) if line.startswith("[{")))
-
   task_dir = os.path.join(args.output_dir, "dialogue_task")
   sizes = write_dialogue_task(SAMPLE, task_dir)
   print(f"\nWrote a classification task from the sample to {task_dir}/ (train/dev/test.tsv: "
@@ -381,12 +415,27 @@ def main():
   for directory in (classifier_dir, random_dir):
     shutil.rmtree(directory, ignore_errors=True)
   seeds = f"--seeds={','.join(map(str, args.seeds))}"
-  run_step(f"fine-tune the pretrained model on it under {len(args.seeds)} seed(s), each in its "
-           "folder: train, evaluate, predict dev, export", [
-               python, *classifier, seeds, f"--init_checkpoint={train_dir}",
-               f"--output_dir={classifier_dir}"])
-  run_step("the same fine-tuning from random initialisation (no --init_checkpoint)", [
-      python, *classifier, seeds, "--noexport", f"--output_dir={random_dir}"])
+  # Started after pretraining, not beside it, so that the pretraining step time it reports is
+  # the machine's alone.
+  random_init = start_step(
+      f"fine-tune from random initialisation (no --init_checkpoint) under {len(args.seeds)} "
+      "seed(s): train, evaluate, predict dev",
+      [python, *classifier, seeds, "--noexport", f"--output_dir={random_dir}"],
+      os.path.join(args.output_dir, "classifier_random_init.log"))
+  try:
+    text_model = os.path.join(train_dir, "export", "bert", str(steps))
+    lines = run_step("ask the exported text model (TensorFlow + tensorflow-text only) to fill "
+                     "masks", [python, "-c", QUERY_EXPORT, text_model,
+                               json.dumps(FILL_MASK_TEXTS)],
+                     capture=True, plain_tensorflow=True)
+    fill_mask = json.loads(next(line for line in reversed(lines) if line.startswith("[{")))
+    run_step("the same fine-tuning from the pretrained model under the same seed(s), each in "
+             "its folder: train, evaluate, predict dev, export", [
+                 python, *classifier, seeds, f"--init_checkpoint={train_dir}",
+                 f"--output_dir={classifier_dir}"])
+    finish_step(random_init)
+  finally:
+    stop_step(random_init)
 
   def predictions(directory):
     return [read_predicted_labels(os.path.join(directory, f"seed_{seed}", "test_predictions.tsv"))

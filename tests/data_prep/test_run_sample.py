@@ -194,3 +194,26 @@ def test_seeds_flag():
   for bad in ("1,1", "-1", "a", ""):
     with pytest.raises(SystemExit):
       parser.parse_args([f"--seeds={bad}"])
+
+
+def test_a_background_step_is_waited_for_and_its_failure_ends_the_job(tmp_path, capfd):
+  """start_step/finish_step: the command's output goes to its log; a failure ends the job with
+  the log's last lines and the step's name; stop_step ends one still running."""
+  import sys  # pylint: disable=g-import-not-at-top
+  ok = run_sample.start_step("fine", [sys.executable, "-c", "print('done here')"],
+                             str(tmp_path / "ok.log"))
+  run_sample.finish_step(ok)
+  assert (tmp_path / "ok.log").read_text(encoding="utf-8") == "done here\n"
+  out = capfd.readouterr().out
+  assert "=== fine (in the background" in out and "(fine: finished in the background" in out
+  failing = run_sample.start_step(
+      "broken", [sys.executable, "-c", "import sys\nfor i in range(40): print('line', i)\n"
+                 "sys.exit(3)"], str(tmp_path / "bad.log"))
+  with pytest.raises(SystemExit, match=r"step 'broken' failed with exit code 3 \(its log: "):
+    run_sample.finish_step(failing, tail=5)
+  out = capfd.readouterr().out
+  assert "line 39\n" in out and "line 35\n" in out and "line 34\n" not in out
+  slow = run_sample.start_step("slow", [sys.executable, "-c", "import time; time.sleep(600)"],
+                               str(tmp_path / "slow.log"))
+  run_sample.stop_step(slow)
+  assert slow[1].returncode is not None and slow[1].returncode != 0
