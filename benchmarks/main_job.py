@@ -15,7 +15,7 @@ the README's third command). The table it prints is the one the README quotes.
 The results file keeps its own layout (the committed files are read by tests/benchmarks/
 test_quoted_figures.py) and is written by benchmarks/results_file.py's write_json; --results_file
 is the same flag as --results. --smoke: one run of the job with 20 pretraining steps (the
-ten fine-tuning runs stay: about four minutes), no MiniLM command, in a temporary folder.
+ten fine-tuning runs stay: about three minutes), no MiniLM command, in a temporary folder.
 """
 
 import argparse

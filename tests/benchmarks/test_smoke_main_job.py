@@ -1,5 +1,5 @@
 """The smoke run of benchmarks/main_job.py: one run of the README's main job
-(data_prep/run_sample.py) with 20 pretraining steps, its ten fine-tuning runs unchanged: about five
+(data_prep/run_sample.py) with 20 pretraining steps, its ten fine-tuning runs unchanged: about three
 minutes on 2 cores, so it runs with BERT_TF_LONG_SMOKE=1 (smoke.LONG); its own file, so the
 runner gives it a worker of its own. Twenty steps leave the masked-LM plateau unreached, so the
 test checks that every figure of the summary is there and in range, not that pretraining
@@ -11,7 +11,7 @@ from tests.benchmarks import smoke
 
 
 @smoke.LONG
-@pytest.mark.slow(weight=12)  # about five minutes: the job's commands, each a process
+@pytest.mark.slow(weight=12)  # about three minutes: the job's commands, each a process
 def test_main_job(tmp_path):
   out, content = smoke.run("main_job", tmp_path, own_layout=True)
   assert "smoke: one run of the job with 20 pretraining steps" in out
