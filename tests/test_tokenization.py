@@ -281,6 +281,10 @@ def test_load_vocab_errors(tmp_path):
     tokenization.load_vocab(write_vocab(tmp_path, b"[PAD]\n[UNK]\n[SEP]\nhello\n"))
   with pytest.raises(ValueError, match=r"vocab\.txt: duplicate token 'hello' on lines 2 and 4"):
     tokenization.load_vocab(write_vocab(tmp_path, b"[PAD]\nhello\n[UNK]\nhello\n"))
+  # Two blank lines: the message says how to keep the later ids (not "duplicate token ''").
+  with pytest.raises(ValueError, match=r"vocab\.txt: lines 3 and 5 are both blank; .*such as "
+                     r"\[blank5\], rather than deleting it"):
+    tokenization.load_vocab(write_vocab(tmp_path, b"[PAD]\n[UNK]\n\n[CLS]\n\n[SEP]\n[MASK]\n"))
   with pytest.raises(ValueError, match=r"vocab\.txt:3: invalid UTF-8"):
     tokenization.load_vocab(write_vocab(tmp_path, b"[PAD]\n[UNK]\nbad\xe9\n[CLS]\n"))
   with pytest.raises(ValueError, match=r"lacks the special token\(s\) \[PAD\] .*byte-order mark"):
