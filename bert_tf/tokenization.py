@@ -210,13 +210,13 @@ def load_vocab(vocab_file: str) -> "collections.OrderedDict[str, int]":
       raise ValueError(
           f"{vocab_file}:{index + 1}: invalid UTF-8 at byte {e.start} of the line "
           f"({raw[e.start:e.end]!r}: {e.reason})") from None
-    if token in vocab and not token:
-      raise ValueError(
-          f"{vocab_file}: lines {vocab[token] + 1} and {index + 1} are both blank; a vocab may "
-          "hold one blank line (the token \"\", which no text produces). Give each other blank "
-          f"line a token of its own, such as [blank{index + 1}], rather than deleting it, so "
-          "that the ids of the lines after it stay what the model was trained with")
     if token in vocab:
+      if not token:
+        raise ValueError(
+            f"{vocab_file}: lines {vocab[token] + 1} and {index + 1} are both blank; a vocab "
+            "may hold one blank line (the token \"\", which no text produces). Give each other "
+            f"blank line a token of its own, such as [blank{index + 1}], rather than deleting "
+            "it, so that the ids of the lines after it stay what the model was trained with")
       raise ValueError(
           f"{vocab_file}: duplicate token {token!r} on lines {vocab[token] + 1} and {index + 1}")
     vocab[token] = index

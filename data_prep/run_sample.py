@@ -34,6 +34,7 @@ import shutil
 import subprocess
 import sys
 import time
+from typing import NamedTuple, TextIO
 
 # The commands' log filter: the standard library only (it imports no TensorFlow).
 from bert_tf import logs
@@ -163,7 +164,7 @@ def run_step(title, args, capture=False, plain_tensorflow=False):
   imports TensorFlow without bert_tf (the queries, as a server would run them): TensorFlow's
   start-up lines are hidden from it as the bert_tf commands hide them (bert_tf.logs: its C++
   INFO lines and the known harmless ones; BERT_TF_VERBOSE=1 shows everything)."""
-  print(f"\n=== {title}\n$ {' '.join(shlex.quote(a) for a in args)}", flush=True)
+  announce(title, args)
   started = time.time()
   lines = []
   env = None
@@ -189,32 +190,44 @@ def run_step(title, args, capture=False, plain_tensorflow=False):
   return lines
 
 
-def start_step(title, args, log_path):
+def announce(title, args, note=""):
+  """Prints a step's title (and note) and its command line, as the user would type it."""
+  print(f"\n=== {title}{note}\n$ {' '.join(shlex.quote(a) for a in args)}", flush=True)
+
+
+class BackgroundStep(NamedTuple):
+  """A command of start_step running in the background, its output going to log."""
+  title: str
+  process: subprocess.Popen
+  log: TextIO
+  started: float
+
+
+def start_step(title, args, log_path) -> BackgroundStep:
   """Prints and starts one command in the background, its output (stdout and stderr) going to
-  log_path; finish_step waits for it. Returns (title, process, log file, start time)."""
-  print(f"\n=== {title} (in the background, beside the next steps; its log: {log_path})\n"
-        f"$ {' '.join(shlex.quote(a) for a in args)}", flush=True)
+  log_path; finish_step waits for it."""
+  announce(title, args, f" (in the background, beside the next steps; its log: {log_path})")
   log = open(log_path, "w", encoding="utf-8")  # pylint: disable=consider-using-with
-  return title, subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT), log, time.time()
+  process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+  return BackgroundStep(title, process, log, time.time())
 
 
-def finish_step(step, tail=30):
+def finish_step(step: BackgroundStep, tail=30):
   """Waits for a step of start_step; exits with its log's last `tail` lines if it failed."""
-  title, process, log, started = step
-  returncode = process.wait()
-  log.close()
+  returncode = step.process.wait()
+  step.log.close()
   if returncode != 0:
-    with open(log.name, encoding="utf-8", errors="replace") as f:
+    with open(step.log.name, encoding="utf-8", errors="replace") as f:
       sys.stdout.writelines(f.readlines()[-tail:])
-    sys.exit(f"run_sample: step '{title}' failed with exit code {returncode} (its log: "
-             f"{log.name})")
-  print(f"\n({title}: finished in the background, {time.time() - started:.1f} s after it "
-        "started)", flush=True)
+    sys.exit(f"run_sample: step '{step.title}' failed with exit code {returncode} (its log: "
+             f"{step.log.name})")
+  print(f"\n({step.title}: finished in the background, {time.time() - step.started:.1f} s "
+        "after it started)", flush=True)
 
 
-def stop_step(step):
+def stop_step(step: BackgroundStep):
   """Ends a background step that is still running (the job stopped before it was waited for)."""
-  _, process, log, _ = step
+  process, log = step.process, step.log
   if process.poll() is None:
     process.terminate()
     try:

@@ -254,8 +254,23 @@ def run_inference(model: inference.InferenceModel, inputs: Mapping[str, tf.Tenso
           model, values, model.per_example, fill, max_width=model.encoder.max_positions,
           hidden_size=model.encoder.hidden_size),
       autograph=False, experimental_attributes={"_noinline": True})
-  return tf.cond((tf.shape(mask)[0] > 1) & suffix_padded, lambda: packed(inputs),
-                 lambda: unpacked(inputs))
+  shapes = {}
+
+  def unpacked_branch():
+    outputs = unpacked(inputs)
+    shapes["outputs"] = tf.nest.map_structure(lambda value: value.shape, outputs)
+    return outputs
+
+  merged = tf.cond((tf.shape(mask)[0] > 1) & suffix_padded, lambda: packed(inputs),
+                   unpacked_branch)
+  # The packed branch is a function call whose output shapes the graph does not record, so the
+  # cond's outputs would reach the heads' ops with an unknown rank (and Grappler's cost model
+  # would log "Error in PredictCost()" for them on every load): they are stated as the unpacked
+  # branch's, which the packed one equals. (Run eagerly, the cond runs one branch and its
+  # outputs' shapes are concrete.)
+  if tf.executing_eagerly():
+    return merged
+  return tf.nest.map_structure(tf.ensure_shape, merged, shapes["outputs"])
 
 
 def fill_padding(outputs: Mapping[str, Any], mask: tf.Tensor, fill: Mapping[str, float],

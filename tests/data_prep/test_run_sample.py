@@ -216,4 +216,4 @@ def test_a_background_step_is_waited_for_and_its_failure_ends_the_job(tmp_path, 
   slow = run_sample.start_step("slow", [sys.executable, "-c", "import time; time.sleep(600)"],
                                str(tmp_path / "slow.log"))
   run_sample.stop_step(slow)
-  assert slow[1].returncode is not None and slow[1].returncode != 0
+  assert slow.process.returncode is not None and slow.process.returncode != 0

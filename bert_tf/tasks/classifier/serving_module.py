@@ -81,11 +81,7 @@ class ClassifierModule(ReusableModule):
   def _run(self, inputs, training=False):
     inputs = {key: inputs[key] for key in ENCODER_INPUTS}
     outputs = self.model(inputs, training=True) if training else self.infer(inputs)
-    # [B, C] stated: the packed path's tf.cond leaves the logits' rank unknown to the graph,
-    # and Grappler's cost model then logs an "Error in PredictCost()" warning for the softmax
-    # on every load of the export.
-    return tf.ensure_shape(tf.cast(outputs["logits"], tf.float32),
-                           [None, self.label_names.shape[0]])
+    return tf.cast(outputs["logits"], tf.float32)
 
   def _call(self, inputs, training):
     if isinstance(inputs, Mapping):
