@@ -35,7 +35,6 @@ def test_multiple_choice(tmp_path):
   assert content["settings"]["epochs"] == 1.0
 
 
-@smoke.LONG
 def test_serving_precision(tmp_path):
   """Four training steps, then the same run exported in float32 and in bfloat16 and asked the
   dev pairs: the answers of two exports of one model, whatever its accuracy."""

@@ -25,7 +25,6 @@ def test_time_to_quality(tmp_path):
           "machine", "versions"} <= set(content)
 
 
-@smoke.LONG
 def test_distillation(tmp_path):
   out, content = smoke.run("distillation", tmp_path, own_layout=True)
   assert "| setting | seeds | dev accuracy | training examples/s |" in out
@@ -66,7 +65,14 @@ def test_distillation_goals(tmp_path):
       "student": rows["student (3 layers, 16 labelled) distilled"]["eval_accuracy"]}
   goals = content["goals"]
   assert set(goals) == {"accuracy", "cost", "serving"}
-  assert set(goals["accuracy"]) == {"retention", "gain_16", "tagging_gain", "tagging_f1_gain"}
+  assert set(goals["accuracy"]) == {"retention", "gain_16", "tagging_gain", "tagging_f1_gain",
+                                    "tagging_retention"}
+  tagger = rows["tagger teacher (6 layers, 32 sentences)"]["eval_accuracy"]
+  retention = goals["accuracy"]["tagging_retention"]
+  assert retention["teacher"] == tagger
+  assert retention["per_seed"] == {
+      seed: rows["tagger student (3 layers, 32 sentences) distilled"]["eval_accuracy"] / tagger
+      for seed in retention["per_seed"]}
   text = goals["serving"]["text model"]
   short = serving["summary"]["teacher: text model"]["short"]["p50_ms"] / \
       serving["summary"]["student: text model"]["short"]["p50_ms"]
@@ -76,7 +82,11 @@ def test_distillation_goals(tmp_path):
       "cached_steady_seconds_per_example", "uncached_steady_seconds_per_example",
       "cpu_cached_with_cache_pass", "cpu_cached_training_phase", "cpu_uncached_training_phase",
       "cpu_cached_with_teacher"}
-  assert len(content["goal_lines"]) == 15 and content["goal_lines"][-2].startswith(
+  assert [line for line in content["goal_lines"] if line.startswith("tagger: distilled")] == [
+      "tagger: distilled student's dev token accuracy / the teacher's "
+      f"({tagger:.3f}): median {retention['median']:.3f}, per seed "
+      f"{retention['per_seed']['1']:.3f}"]
+  assert len(content["goal_lines"]) == 16 and content["goal_lines"][-2].startswith(
       "serving, text model: the teacher's p50 / the student's, batch 1, short")
   assert "matplotlib not installed: no plot" in out and content["plot"] is None
 
