@@ -16,7 +16,7 @@ BENCHMARKS = os.path.join(helpers.REPO_ROOT, "benchmarks")
 # What the test extra leaves out and some benchmarks use (their peers, ONNX export, plots).
 NOT_INSTALLED = "torch,transformers,onnxruntime,tf2onnx,onnx,optimum"
 # A smoke run that takes minutes even on the tiny settings (distillation.py --goals: two
-# teachers' real fine-tuning, six twins and four exports timed): run with BERT_TF_LONG_SMOKE=1,
+# teachers' real fine-tuning, five students and four exports timed): run with BERT_TF_LONG_SMOKE=1,
 # skipped otherwise with this reason in the summary, so that the suite stays within its time on
 # 2 cores. The same script's plain --smoke runs in the suite.
 LONG = pytest.mark.skipif(
