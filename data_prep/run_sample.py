@@ -57,8 +57,10 @@ SAMPLE = os.path.join(HERE, "sample", "sample_text.txt")
 # Peak learning rate 7e-4 (the original's AdamW, no bias correction; HISTORY.md, "The peak
 # learning rate"): at 2e-3 the model never left the plateau and fine-tuned 0.14 below random
 # initialisation; at 1e-3 one run in thirteen ended with next-sentence accuracy 0.59 and gained
-# +0.007; at 7e-4 ten runs gained +0.041 to +0.055, 4.4 to 9.7 standard errors (README's five
-# and five probes). At 5e-4 and at 1e-3 with --adam_bias_correction (two runs each) the gain was
+# +0.007; at 7e-4 fifteen runs gained +0.023 to +0.055, one of them below three standard errors
+# (2.6, with a next-sentence accuracy like the others'): the lower rate keeps the run further
+# from the plateau's edge but does not remove the misses. At 5e-4 and at 1e-3 with
+# --adam_bias_correction (two runs each) the gain was
 # smaller, +0.028 to +0.035, though three of those four runs ended with masked-LM accuracy
 # 0.21-0.24 (the 1e-3 runs: 0.161-0.215): on this sample, a better masked-LM score does not give
 # the classifier a better start.
