@@ -60,10 +60,9 @@ SAMPLE = os.path.join(HERE, "sample", "sample_text.txt")
 # +0.007; at 7e-4 fifteen runs gained +0.023 to +0.055, one of them below three standard errors
 # (2.6, with a next-sentence accuracy like the others'): the lower rate keeps the run further
 # from the plateau's edge but does not remove the misses. At 5e-4 and at 1e-3 with
-# --adam_bias_correction (two runs each) the gain was
-# smaller, +0.028 to +0.035, though three of those four runs ended with masked-LM accuracy
-# 0.21-0.24 (the 1e-3 runs: 0.161-0.215): on this sample, a better masked-LM score does not give
-# the classifier a better start.
+# --adam_bias_correction (two runs each) the gain was smaller, +0.028 to +0.035, though three of
+# those four runs ended with masked-LM accuracy 0.21-0.24 (the 1e-3 runs: 0.161-0.215): on this
+# sample, a better masked-LM score does not give the classifier a better start.
 # Random initialisation gets the same config and flags, so the comparison stays like for like.
 VOCAB_SIZE = 4000
 MAX_SEQ_LENGTH = 64
