@@ -85,7 +85,7 @@ def test_distillation_goals(tmp_path):
   assert [line for line in content["goal_lines"] if line.startswith("tagger: distilled")] == [
       "tagger: distilled student's dev token accuracy / the teacher's "
       f"({tagger:.3f}): median {retention['median']:.3f}, per seed "
-      f"{retention['per_seed']['1']:.3f}"]
+      f"{next(iter(retention['per_seed'].values())):.3f}"]  # the smoke run's one seed
   assert len(content["goal_lines"]) == 16 and content["goal_lines"][-2].startswith(
       "serving, text model: the teacher's p50 / the student's, batch 1, short")
   assert "matplotlib not installed: no plot" in out and content["plot"] is None
