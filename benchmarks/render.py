@@ -943,7 +943,7 @@ TABLES = {
     "packed_row_gains_2026-12-06": lambda: packed_row_gains("length_aware_2026-12-06.json"),
     "squad_2026-12-06": lambda: measurements(
         "squad_2026-12-06.json", "examples/s (data step: questions/s)", "ratio"),
-    "main_job_2026-12-07_lr7e-4": lambda: main_job("main_job_2026-12-07_lr7e-4.json"),
+    "main_job_2026-12-07_128lines": lambda: main_job("main_job_2026-12-07_128lines.json"),
 }
 
 

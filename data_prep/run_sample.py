@@ -76,7 +76,7 @@ PRETRAINING_WARMUP_STEPS = 100
 # each seed and the difference is their mean's (one seed's difference moves by as much as the
 # smaller gains). The recipe was chosen on the fifteen pretraining checkpoints of the runs at 7e-4
 # (HISTORY.md, "The fine-tuning recipe"), five seeds each: with 256 lines and 24 epochs they
-# gained +0.021 to +0.055 and one stayed below three standard errors (2.6, and 2.7 under ten
+# gained +0.023 to +0.055 and one stayed below three standard errors (2.6, and 2.7 under ten
 # seeds: more seeds would not have saved it); with 128 lines and 48 epochs, the same 192 updates
 # and time, random initialisation falls from 0.642 to 0.609 while the pretrained models keep
 # 0.68-0.71: +0.067 to +0.097, 5.9 to 11.1 standard errors, the weak checkpoint's 11.1.
@@ -84,8 +84,9 @@ FINE_TUNING_FLAGS = ("--max_seq_length=64", "--train_batch_size=32", "--learning
                      "--num_train_epochs=48", "--eval_batch_size=64", "--predict_batch_size=64")
 SEEDS = (1, 2, 3, 4, 5)
 # Dev is nearly as large as the sample's dialogue lines allow (balanced: 2,650 dialogue lines of
-# four words or more; 4,900 was the most beside 256 training lines, and was kept), so that a difference of a few points is beyond noise: the standard error of an
-# accuracy near 0.7 on 4,900 examples is 0.0065. Every run predicts the dev lines too, so the
+# four words or more; 4,900 was the most beside 256 training lines, and was kept), so that a
+# difference of a few points is beyond noise: the standard error of an accuracy near 0.7 on
+# 4,900 examples is 0.0065. Every run predicts the dev lines too, so the
 # difference is also judged example by example (seeded_comparison), as the models answer the
 # same lines.
 TASK_EXAMPLES = {"train": 128, "dev": 4900, "test": 64}
