@@ -95,8 +95,8 @@ MAIN_JOB_RESULTS = "main_job_2026-12-07_128lines.json"
 # Two more sets of five, to check them.
 MAIN_JOB_MORE = ("main_job_2026-12-07_128lines_second.json",
                  "main_job_2026-12-08_128lines_third.json")
-# The two five-run sets of the fine-tuning recipe before (256 lines, 24 epochs), at today's
-# pretraining learning rate.
+# The two five-run sets of the fine-tuning recipe before (256 lines, 24 epochs), at the job's
+# current pretraining learning rate.
 MAIN_JOB_PREVIOUS = ("main_job_2026-12-07_lr7e-4.json", "main_job_2026-12-07_lr7e-4_second.json")
 # The second five-run set at the pretraining learning rate before (1e-3), whose run 1 missed.
 MAIN_JOB_AT_1E3 = "main_job_2026-12-07_parallel.json"
