@@ -86,9 +86,8 @@ SEEDS = (1, 2, 3, 4, 5)
 # Dev is nearly as large as the sample's dialogue lines allow (balanced: 2,650 dialogue lines of
 # four words or more; 4,900 was the most beside 256 training lines, and was kept), so that a
 # difference of a few points is beyond noise: the standard error of an accuracy near 0.7 on
-# 4,900 examples is 0.0065. Every run predicts the dev lines too, so the
-# difference is also judged example by example (seeded_comparison), as the models answer the
-# same lines.
+# 4,900 examples is 0.0065. Every run predicts the dev lines too, so the difference is also
+# judged example by example (seeded_comparison), as the models answer the same lines.
 TASK_EXAMPLES = {"train": 128, "dev": 4900, "test": 64}
 
 # Loads an exported text model the way a server does (no bert_tf import) and fills masks; the
